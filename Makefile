@@ -1,0 +1,45 @@
+# tieredctl: the two commands a fresh machine needs are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-12)
+
+.PHONY: all venv java-check lint typecheck test unit demo bench clean
+
+all: test
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,s3server]'
+	@rm -f $(VENV)/.installed-*
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+java-check:
+	@command -v java >/dev/null 2>&1 || { echo "error: Java 17+ is required (PySpark 4 runs on the JVM). Install it, e.g. 'apt-get install openjdk-17-jre-headless', and retry." >&2; exit 1; }
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	  if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "error: Java 17+ is required, found '$$v' at $$(command -v java)." >&2; exit 1; fi
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: venv java-check lint
+	$(VENV)/bin/pytest
+
+unit: venv
+	$(VENV)/bin/pytest -m unit
+
+demo: venv java-check
+	$(PY) -m orchestrator.demo
+
+bench: venv java-check
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

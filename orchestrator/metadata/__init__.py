@@ -1,0 +1,1 @@
+"""Cluster metadata: records, the immutable image every process replays them into, and the store backends."""

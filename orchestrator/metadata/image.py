@@ -1,0 +1,350 @@
+"""The metadata image: an immutable view of the cluster, rebuilt by replaying the metadata log.
+
+``replay(image, entries)`` is a pure function: it returns a new :class:`MetadataImage` and never changes the
+one it was given. Internally it copies only the maps a batch touches (copy-on-write at the topic and broker
+level), so applying a batch costs what the batch changes plus one shallow copy of the top-level maps, and a full
+replay from an empty image is linear in the log.
+
+Invariants kept by replay:
+* ``topics`` and ``topics_by_name`` always agree; a RemoveTopicRecord removes a topic, its partitions, its
+  configs and its tiered state together (KIP-516: a re-created topic with the same name is a new topic id).
+* ``tiered_epoch`` of a topic only grows: a TieredStateRecord with a lower epoch than the image's is refused
+  (:class:`StaleTieredEpoch`), so a replayed log that violates DESIGN §4 invariant 1 is caught, not hidden.
+* Records are applied in offset order; ``offset`` is the last applied offset (-1 for the empty image).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from orchestrator.errors import StaleTieredEpoch, UnknownTopicId
+from orchestrator.ids import Uuid
+from orchestrator.metadata.records import (
+    ConfigResourceType,
+    DisablePolicy,
+    MetadataRecord,
+    TieredState,
+    make_record,
+)
+
+NO_LEADER = -1
+LEADER_UNCHANGED = -2
+
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerImage:
+    broker_id: int
+    incarnation_id: Uuid
+    broker_epoch: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None
+    fenced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    topic_id: Uuid
+    name: str
+    partitions: Mapping[int, PartitionImage] = field(default_factory=lambda: _EMPTY)
+    tiered_epoch: int = 0
+    tiered_state: TieredState = TieredState.NOT_TIERED
+    policy: DisablePolicy = DisablePolicy.NONE
+
+    def replica_brokers(self) -> frozenset[int]:
+        """Every broker that hosts a replica of any partition of the topic."""
+        return frozenset(b for p in self.partitions.values() for b in p.replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    offset: int = -1
+    brokers: Mapping[int, BrokerImage] = field(default_factory=lambda: _EMPTY)
+    topics: Mapping[Uuid, TopicImage] = field(default_factory=lambda: _EMPTY)
+    topics_by_name: Mapping[str, Uuid] = field(default_factory=lambda: _EMPTY)
+    configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+
+    def topic_by_name(self, name: str) -> TopicImage | None:
+        tid = self.topics_by_name.get(name)
+        return None if tid is None else self.topics[tid]
+
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        return self.configs.get((ConfigResourceType.TOPIC, name), _EMPTY)
+
+    def to_records(self) -> list[MetadataRecord]:
+        """The image as a minimal list of records: a snapshot that replays to an equal image."""
+        out: list[MetadataRecord] = []
+        for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
+            out.append(
+                make_record(
+                    "RegisterBrokerRecord",
+                    broker_id=b.broker_id,
+                    incarnation_id=b.incarnation_id,
+                    broker_epoch=b.broker_epoch,
+                    end_points=[
+                        {"name": e.name, "host": e.host, "port": e.port, "security_protocol": e.security_protocol}
+                        for e in b.endpoints
+                    ],
+                    rack=b.rack,
+                    fenced=b.fenced,
+                )
+            )
+        for t in self.topics.values():
+            out.append(make_record("TopicRecord", name=t.name, topic_id=t.topic_id))
+            for p in sorted(t.partitions.values(), key=lambda p: p.partition_id):
+                out.append(
+                    make_record(
+                        "PartitionRecord",
+                        partition_id=p.partition_id,
+                        topic_id=t.topic_id,
+                        replicas=list(p.replicas),
+                        isr=list(p.isr),
+                        leader=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        partition_epoch=p.partition_epoch,
+                    )
+                )
+            if t.tiered_state != TieredState.NOT_TIERED or t.tiered_epoch:
+                out.append(
+                    make_record(
+                        "TieredStateRecord",
+                        topic_id=t.topic_id,
+                        tiered_epoch=t.tiered_epoch,
+                        tiered_state=int(t.tiered_state),
+                        policy=int(t.policy),
+                    )
+                )
+        for (rtype, rname), kv in self.configs.items():
+            for k, v in sorted(kv.items()):
+                out.append(make_record("ConfigRecord", resource_type=rtype, resource_name=rname, name=k, value=v))
+        return out
+
+
+class _Builder:
+    """Mutable scratch space for one replay call; its maps are copied from the image on first write."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.offset = image.offset
+        self._brokers: dict[int, BrokerImage] | None = None
+        self._topics: dict[Uuid, TopicImage] | None = None
+        self._by_name: dict[str, Uuid] | None = None
+        self._configs: dict[tuple[int, str], Mapping[str, str]] | None = None
+        self._partitions: dict[Uuid, dict[int, PartitionImage]] = {}
+
+    @property
+    def brokers(self) -> dict[int, BrokerImage]:
+        if self._brokers is None:
+            self._brokers = dict(self.image.brokers)
+        return self._brokers
+
+    @property
+    def topics(self) -> dict[Uuid, TopicImage]:
+        if self._topics is None:
+            self._topics = dict(self.image.topics)
+        return self._topics
+
+    @property
+    def by_name(self) -> dict[str, Uuid]:
+        if self._by_name is None:
+            self._by_name = dict(self.image.topics_by_name)
+        return self._by_name
+
+    @property
+    def configs(self) -> dict[tuple[int, str], Mapping[str, str]]:
+        if self._configs is None:
+            self._configs = dict(self.image.configs)
+        return self._configs
+
+    def topic(self, topic_id: Uuid) -> TopicImage:
+        t = (self._topics if self._topics is not None else self.image.topics).get(topic_id)
+        if t is None:
+            raise UnknownTopicId(f"record refers to unknown topic id {topic_id}")
+        return t
+
+    def partitions_of(self, topic_id: Uuid) -> dict[int, PartitionImage]:
+        parts = self._partitions.get(topic_id)
+        if parts is None:
+            parts = dict(self.topic(topic_id).partitions)
+            self._partitions[topic_id] = parts
+        return parts
+
+    def build(self) -> MetadataImage:
+        topics = self._topics
+        if self._partitions:
+            topics = self.topics
+            for tid, parts in self._partitions.items():
+                if tid in topics:
+                    topics[tid] = replace(topics[tid], partitions=MappingProxyType(parts))
+        return MetadataImage(
+            offset=self.offset,
+            brokers=self.image.brokers if self._brokers is None else MappingProxyType(self._brokers),
+            topics=self.image.topics if topics is None else MappingProxyType(topics),
+            topics_by_name=self.image.topics_by_name if self._by_name is None else MappingProxyType(self._by_name),
+            configs=self.image.configs if self._configs is None else MappingProxyType(self._configs),
+        )
+
+
+def _register_broker(b: _Builder, f: Mapping[str, Any]) -> None:
+    b.brokers[f["broker_id"]] = BrokerImage(
+        broker_id=f["broker_id"],
+        incarnation_id=f["incarnation_id"],
+        broker_epoch=f["broker_epoch"],
+        endpoints=tuple(Endpoint(e["name"], e["host"], e["port"], e["security_protocol"]) for e in f["end_points"]),
+        rack=f["rack"],
+        fenced=bool(f["fenced"]),
+    )
+
+
+def _set_fenced(b: _Builder, broker_id: int, epoch: int, fenced: bool) -> None:
+    current = b.brokers.get(broker_id)
+    if current is not None and current.broker_epoch == epoch:
+        b.brokers[broker_id] = replace(current, fenced=fenced)
+
+
+def _unregister_broker(b: _Builder, f: Mapping[str, Any]) -> None:
+    b.brokers.pop(f["broker_id"], None)
+
+
+def _fence(b: _Builder, f: Mapping[str, Any]) -> None:
+    _set_fenced(b, f["id"], f["epoch"], True)
+
+
+def _unfence(b: _Builder, f: Mapping[str, Any]) -> None:
+    _set_fenced(b, f["id"], f["epoch"], False)
+
+
+def _registration_change(b: _Builder, f: Mapping[str, Any]) -> None:
+    # Kafka's BrokerRegistrationFencingChange: 1 fence, -1 unfence, 0 no change.
+    if f["fenced"] == 1:
+        _set_fenced(b, f["broker_id"], f["broker_epoch"], True)
+    elif f["fenced"] == -1:
+        _set_fenced(b, f["broker_id"], f["broker_epoch"], False)
+
+
+def _topic(b: _Builder, f: Mapping[str, Any]) -> None:
+    tid, name = f["topic_id"], f["name"]
+    b.topics[tid] = TopicImage(topic_id=tid, name=name)
+    b.by_name[name] = tid
+
+
+def _partition(b: _Builder, f: Mapping[str, Any]) -> None:
+    b.partitions_of(f["topic_id"])[f["partition_id"]] = PartitionImage(
+        partition_id=f["partition_id"],
+        replicas=tuple(f["replicas"]),
+        isr=tuple(f["isr"]),
+        leader=f["leader"],
+        leader_epoch=f["leader_epoch"],
+        partition_epoch=f["partition_epoch"],
+    )
+
+
+def _partition_change(b: _Builder, f: Mapping[str, Any]) -> None:
+    parts = b.partitions_of(f["topic_id"])
+    p = parts.get(f["partition_id"])
+    if p is None:
+        raise UnknownTopicId(f"PartitionChangeRecord for unknown partition {f['topic_id']}-{f['partition_id']}")
+    leader = p.leader if f["leader"] == LEADER_UNCHANGED else f["leader"]
+    parts[p.partition_id] = PartitionImage(
+        partition_id=p.partition_id,
+        replicas=p.replicas if f["replicas"] is None else tuple(f["replicas"]),
+        isr=p.isr if f["isr"] is None else tuple(f["isr"]),
+        leader=leader,
+        leader_epoch=p.leader_epoch + 1 if leader != p.leader else p.leader_epoch,
+        partition_epoch=p.partition_epoch + 1,
+    )
+
+
+def _config(b: _Builder, f: Mapping[str, Any]) -> None:
+    key = (f["resource_type"], f["resource_name"])
+    current = dict(b.configs.get(key, _EMPTY))
+    if f["value"] is None:
+        current.pop(f["name"], None)
+    else:
+        current[f["name"]] = f["value"]
+    if current:
+        b.configs[key] = MappingProxyType(current)
+    else:
+        b.configs.pop(key, None)
+
+
+def _remove_topic(b: _Builder, f: Mapping[str, Any]) -> None:
+    t = b.topic(f["topic_id"])
+    del b.topics[t.topic_id]
+    if b.by_name.get(t.name) == t.topic_id:
+        del b.by_name[t.name]
+    b._partitions.pop(t.topic_id, None)
+    b.configs.pop((ConfigResourceType.TOPIC, t.name), None)
+
+
+def _tiered_state(b: _Builder, f: Mapping[str, Any]) -> None:
+    t = b.topic(f["topic_id"])
+    if f["tiered_epoch"] < t.tiered_epoch:
+        raise StaleTieredEpoch(
+            f"TieredStateRecord for {t.name} ({t.topic_id}) at epoch {f['tiered_epoch']} below the image's "
+            f"{t.tiered_epoch}"
+        )
+    b.topics[t.topic_id] = replace(
+        t,
+        tiered_epoch=f["tiered_epoch"],
+        tiered_state=TieredState(f["tiered_state"]),
+        policy=DisablePolicy(f["policy"]),
+    )
+
+
+_APPLY = {
+    "RegisterBrokerRecord": _register_broker,
+    "UnregisterBrokerRecord": _unregister_broker,
+    "FenceBrokerRecord": _fence,
+    "UnfenceBrokerRecord": _unfence,
+    "BrokerRegistrationChangeRecord": _registration_change,
+    "TopicRecord": _topic,
+    "PartitionRecord": _partition,
+    "PartitionChangeRecord": _partition_change,
+    "ConfigRecord": _config,
+    "RemoveTopicRecord": _remove_topic,
+    "TieredStateRecord": _tiered_state,
+}
+
+
+def replay(image: MetadataImage, entries: Iterable[tuple[int, MetadataRecord]]) -> MetadataImage:
+    """Apply ``(offset, record)`` pairs in order and return the new image; ``image`` is left unchanged.
+
+    Partition maps are folded into their topics when the batch ends, so a topic re-read mid-batch (e.g. by a
+    TieredStateRecord after a PartitionRecord) keeps its pending partitions.
+    """
+    b = _Builder(image)
+    for offset, record in entries:
+        if offset <= b.offset:
+            raise ValueError(f"record offset {offset} is not after the image's offset {b.offset}")
+        apply = _APPLY.get(record.name)
+        if apply is None:
+            raise ValueError(f"no replay rule for {record.name}")
+        apply(b, record.fields)
+        b.offset = offset
+    return b.build()
+
+
+EMPTY_IMAGE = MetadataImage()

@@ -1,0 +1,135 @@
+"""Cluster metadata records and remote log metadata (RLMM) records, and their binary form.
+
+A record is serialized as Kafka serializes metadata records: an unsigned-varint frame version (1), an
+unsigned-varint record type (the schema's ``apiKey``), an unsigned-varint record version, then the body in the
+codec's encoding. Cluster metadata records and RLMM records have separate type namespaces (as in Kafka, where
+the RLMM records travel in their own topic), so decoding says which one it reads.
+
+The enums below are the wire values of the tiering fields; they never change meaning once written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import cache
+from typing import Any
+
+from orchestrator.errors import ProtocolError
+from orchestrator.protocol import codec
+from orchestrator.protocol.schema import MessageSchema, is_rlmm_record, load_schemas
+
+FRAME_VERSION = 1
+
+
+class TieredState(IntEnum):
+    NOT_TIERED = 0  # never tiered: tiered_epoch 0
+    ENABLED = 1
+    DISABLING = 2
+    DISABLED = 3
+
+
+class DisablePolicy(IntEnum):
+    NONE = 0
+    RETAIN = 1
+    DELETE = 2
+
+    @property
+    def config_value(self) -> str:
+        return self.name.lower()
+
+
+class SegmentState(IntEnum):
+    """RemoteLogSegmentState, with Kafka's ids."""
+
+    COPY_SEGMENT_STARTED = 0
+    COPY_SEGMENT_FINISHED = 1
+    DELETE_SEGMENT_STARTED = 2
+    DELETE_SEGMENT_FINISHED = 3
+
+
+class PartitionDeleteState(IntEnum):
+    """RemotePartitionDeleteState, with Kafka's ids."""
+
+    DELETE_PARTITION_MARKED = 0
+    DELETE_PARTITION_STARTED = 1
+    DELETE_PARTITION_FINISHED = 2
+
+
+class ConfigResourceType(IntEnum):
+    TOPIC = 2
+    BROKER = 4
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataRecord:
+    """One record: its schema name, version and field values (snake_case keys)."""
+
+    name: str
+    version: int
+    fields: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.fields[key]
+
+
+@cache
+def _record_schemas() -> tuple[dict[str, MessageSchema], dict[int, MessageSchema], dict[int, MessageSchema]]:
+    by_name: dict[str, MessageSchema] = {}
+    cluster: dict[int, MessageSchema] = {}
+    rlmm: dict[int, MessageSchema] = {}
+    for s in load_schemas().values():
+        if s.type != "metadata" or s.api_key is None:
+            continue
+        by_name[s.name] = s
+        (rlmm if is_rlmm_record(s) else cluster)[s.api_key] = s
+    return by_name, cluster, rlmm
+
+
+def record_schema_by_name(name: str) -> MessageSchema:
+    try:
+        return _record_schemas()[0][name]
+    except KeyError:
+        raise ProtocolError(f"unknown metadata record type {name}") from None
+
+
+def make_record(name: str, version: int | None = None, **fields: Any) -> MetadataRecord:
+    """A record at ``version`` (default: the newest version this build knows)."""
+    s = record_schema_by_name(name)
+    if version is None:
+        if s.valid_versions.hi is None:  # pragma: no cover - record schemas declare closed ranges
+            raise ProtocolError(f"{name} declares no highest version")
+        version = s.valid_versions.hi
+    s.check_version(version)
+    return MetadataRecord(name, version, fields)
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    s = record_schema_by_name(record.name)
+    assert s.api_key is not None
+    out = bytearray()
+    codec.write_uvarint(FRAME_VERSION, out)
+    codec.write_uvarint(s.api_key, out)
+    codec.write_uvarint(record.version, out)
+    codec.encode_into(s, record.version, dict(record.fields), out)
+    return bytes(out)
+
+
+def decode_record(data: bytes | bytearray | memoryview, *, rlmm: bool = False) -> MetadataRecord:
+    """Decode one record; any malformation (incl. an unknown type or version) raises ProtocolError."""
+    r = codec.Reader(data)
+    frame_version = r.uvarint()
+    if frame_version != FRAME_VERSION:
+        raise ProtocolError(f"unknown metadata record frame version {frame_version}")
+    api_key = r.uvarint()
+    version = r.uvarint()
+    table = _record_schemas()[2 if rlmm else 1]
+    s = table.get(api_key)
+    if s is None:
+        kind = "remote log metadata" if rlmm else "metadata"
+        raise ProtocolError(f"unknown {kind} record type {api_key}")
+    fields = codec.decode_from(s, version, r)
+    if r.remaining:
+        raise ProtocolError(f"{s.name} v{version}: {r.remaining} trailing bytes")
+    return MetadataRecord(s.name, version, fields)
