@@ -1,1 +1,43 @@
-"""Shared fixtures. Every server a test starts binds 127.0.0.1 on a free port and is stopped by pid."""
+"""Shared fixtures. Every server a test starts binds 127.0.0.1 on a free port and is stopped by the test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from remote_storage.s3 import make_s3_client
+
+# boto3 needs credentials even for moto; these fake ones never leave the machine.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """moto's server mode: a real HTTP S3 endpoint on loopback, one per test session."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_client(moto_endpoint: str):  # type: ignore[no-untyped-def]
+    return make_s3_client(endpoint_url=moto_endpoint)
+
+
+@pytest.fixture
+def bucket(s3_client) -> str:  # type: ignore[no-untyped-def]
+    """A fresh, empty bucket per test."""
+    name = f"test-{uuid.uuid4().hex[:20]}"
+    s3_client.create_bucket(Bucket=name)
+    return name

@@ -1,0 +1,1 @@
+"""Disablement policies (retain, delete), retention expiry and orphan reclaim: pure planners plus thin executors."""

@@ -1,0 +1,85 @@
+"""The one retry layer for S3 calls.
+
+botocore's own retries are switched off (``total_max_attempts=1`` in :func:`remote_storage.s3.make_s3_client`)
+and every S3 call goes through :func:`s3_retrying`, so a failure is retried exactly ``S3_MAX_ATTEMPTS`` times,
+never botocore's attempts multiplied by ours. What is retriable is decided by :func:`is_retriable_s3_error`:
+throttling (503 SlowDown), 5xx, and connection-level failures (reset, closed, timeouts). 4xx answers such as
+AccessDenied or NoSuchBucket are permanent and surface at once.
+
+The schedule is exponential backoff with full jitter; ``sleep`` is injected so tests assert the schedule
+without waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import botocore.exceptions as bce
+import structlog
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+log = structlog.get_logger(__name__)
+
+S3_MAX_ATTEMPTS = 8
+_RETRIABLE_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "RequestTimeTooSkewed",
+        "InternalError",
+        "ServiceUnavailable",
+        "503",
+        "500",
+        "502",
+        "504",
+    }
+)
+_RETRIABLE_EXCEPTIONS = (
+    bce.ConnectionError,  # EndpointConnectionError, ConnectTimeoutError, ...
+    bce.HTTPClientError,  # ConnectionClosedError (a reset mid-request), ReadTimeoutError, ...
+    bce.ResponseStreamingError,
+    ConnectionResetError,
+)
+
+T = TypeVar("T")
+
+
+def is_retriable_code(code: str) -> bool:
+    return code in _RETRIABLE_CODES
+
+
+def is_retriable_s3_error(exc: BaseException) -> bool:
+    if isinstance(exc, bce.ClientError):
+        err = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return is_retriable_code(str(err.get("Code", ""))) or int(status) >= 500
+    return isinstance(exc, _RETRIABLE_EXCEPTIONS) or getattr(exc, "retriable", False) is True
+
+
+def _log_retry(state: RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    log.warning(
+        "s3.retry",
+        attempt=state.attempt_number,
+        error=type(exc).__name__ if exc else None,
+        detail=str(exc)[:200] if exc else None,
+    )
+
+
+def s3_retrying(*, sleep: Callable[[float], None] = time.sleep, max_attempts: int = S3_MAX_ATTEMPTS) -> Retrying:
+    return Retrying(
+        retry=retry_if_exception(is_retriable_s3_error),
+        wait=wait_random_exponential(multiplier=0.05, max=5.0),
+        stop=stop_after_attempt(max_attempts),
+        sleep=sleep,
+        before_sleep=_log_retry,
+        reraise=True,
+    )
+
+
+def call_with_retry(fn: Callable[..., T], *args: Any, retrying: Retrying, **kwargs: Any) -> T:
+    return retrying(fn, *args, **kwargs)
