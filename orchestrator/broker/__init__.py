@@ -1,0 +1,1 @@
+"""The broker agent: local log, RemoteLogManager, DisableRemoteTopic handling, registration and heartbeats."""

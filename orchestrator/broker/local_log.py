@@ -1,0 +1,399 @@
+"""A partition's local log: real segment files on disk, an offset index, checkpoints of the start offsets.
+
+Layout of a partition directory ``<data_dir>/<topic>-<partition>/`` (Kafka's naming):
+
+* ``<baseOffset:20>.log``: entries ``size:int32 | crc32:uint32 | offset:int64 | timestamp:int64 |
+  keyLen:int32 (-1 = null) | key | value`` where the CRC covers everything after itself;
+* ``<baseOffset:20>.index``: entries ``relativeOffset:uint32 | position:uint32`` every ``index_interval_bytes``;
+* ``partition.metadata``: ``version: 0`` and ``topic_id: <id>`` (KIP-516), written once, checked on open;
+* ``offsets.checkpoint``: JSON with ``log_start_offset`` and ``local_log_start_offset``, replaced atomically.
+
+Invariants:
+* Offsets are dense and increase by one per record; ``log_start_offset <= local_log_start_offset <=
+  log_end_offset``. The log start offset only moves forward (retention, the delete policy).
+* An append is written to the OS before it returns, so a killed process (SIGKILL) loses nothing it acknowledged;
+  on open, a torn or corrupt tail of the active segment is truncated at the last whole entry whose CRC matches and
+  its index is rebuilt.
+* A directory whose ``partition.metadata`` names another topic id is stale (the topic was deleted and re-created,
+  KIP-516) and is refused with :class:`InconsistentTopicId`; it is never served.
+* Closed segments are immutable; only the active (last) segment is appended to.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import struct
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import structlog
+
+from orchestrator.errors import InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
+from orchestrator.ids import Uuid
+
+log = structlog.get_logger(__name__)
+
+_HEAD = struct.Struct(">iI")  # size, crc
+_BODY_HEAD = struct.Struct(">qqi")  # offset, timestamp, key length
+_INDEX = struct.Struct(">II")
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1024 * 1024  # segment.bytes: roll when the active segment would exceed this
+    segment_ms: int = 7 * 24 * 3600 * 1000  # segment.ms: roll when the active segment's first record is this old
+    index_interval_bytes: int = 4096  # an index entry every this many bytes of log
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """A segment as the rest of the broker sees it (RemoteLogManager, retention)."""
+
+    base_offset: int
+    end_offset: int  # last offset in the segment (base_offset - 1 when empty)
+    size_bytes: int
+    max_timestamp_ms: int
+    first_timestamp_ms: int
+    log_path: Path
+    index_path: Path
+
+
+def encode_entry(offset: int, timestamp_ms: int, key: bytes | None, value: bytes) -> bytes:
+    body = _BODY_HEAD.pack(offset, timestamp_ms, -1 if key is None else len(key)) + (key or b"") + value
+    return _HEAD.pack(len(body) + 4, zlib.crc32(body)) + body
+
+
+def decode_entries(data: bytes, *, base_position: int = 0) -> Iterator[tuple[int, Record]]:
+    """Entries of a segment's bytes as (position, record), stopping at the first torn or corrupt one."""
+    pos = 0
+    n = len(data)
+    while pos + _HEAD.size <= n:
+        size, crc = _HEAD.unpack_from(data, pos)
+        end = pos + 4 + size
+        if size < 4 + _BODY_HEAD.size or size > MAX_RECORD_BYTES or end > n:
+            return
+        body = data[pos + _HEAD.size : end]
+        if zlib.crc32(body) != crc:
+            return
+        offset, ts, klen = _BODY_HEAD.unpack_from(body, 0)
+        if klen < -1 or _BODY_HEAD.size + max(klen, 0) > len(body):
+            return
+        k0 = _BODY_HEAD.size
+        key = None if klen == -1 else bytes(body[k0 : k0 + klen])
+        value = bytes(body[k0 + max(klen, 0) :])
+        yield base_position + pos, Record(offset, ts, key, value)
+        pos = end
+
+
+class _Segment:
+    def __init__(self, directory: Path, base_offset: int) -> None:
+        self.base_offset = base_offset
+        self.log_path = directory / f"{base_offset:020d}.log"
+        self.index_path = directory / f"{base_offset:020d}.index"
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp_ms = -1
+        self.first_timestamp_ms = -1
+        self.index: list[tuple[int, int]] = []  # (offset, position)
+        self._bytes_since_index = 0
+        self._log_file: BinaryIO | None = None
+        self._index_file: BinaryIO | None = None
+
+    def write(self, entry: bytes, offset: int, timestamp: int, index_interval: int) -> None:
+        """Append one entry; unbuffered, so it is in the OS before this returns (safe against SIGKILL)."""
+        if self._log_file is None:
+            self._log_file = self.log_path.open("ab", buffering=0)
+            self._index_file = self.index_path.open("ab", buffering=0)
+        assert self._index_file is not None
+        if self._bytes_since_index >= index_interval or not self.index:
+            self.index.append((offset, self.size))
+            self._index_file.write(_INDEX.pack(offset - self.base_offset, self.size))
+            self._bytes_since_index = 0
+        self._log_file.write(entry)
+        self._bytes_since_index += len(entry)
+        self.size += len(entry)
+        self.next_offset = offset + 1
+        self.max_timestamp_ms = max(self.max_timestamp_ms, timestamp)
+        if self.first_timestamp_ms < 0:
+            self.first_timestamp_ms = timestamp
+
+    def close(self) -> None:
+        for f in (self._log_file, self._index_file):
+            if f is not None:
+                f.close()
+        self._log_file = self._index_file = None
+
+    def info(self) -> SegmentInfo:
+        return SegmentInfo(
+            self.base_offset,
+            self.next_offset - 1,
+            self.size,
+            self.max_timestamp_ms,
+            self.first_timestamp_ms,
+            self.log_path,
+            self.index_path,
+        )
+
+    def load(self, index_interval: int, *, active: bool) -> None:
+        """Scan the log file; for the active segment, truncate a torn tail and rebuild the index."""
+        data = self.log_path.read_bytes() if self.log_path.exists() else b""
+        valid_end = 0
+        self.index = []
+        since = index_interval  # index the first entry
+        for pos, rec in decode_entries(data):
+            if rec.offset != self.next_offset:
+                break  # an offset out of sequence is corruption too
+            if since >= index_interval:
+                self.index.append((rec.offset, pos))
+                since = 0
+            entry_size = 8 + _BODY_HEAD.size + (len(rec.key) if rec.key else 0) + len(rec.value)
+            since += entry_size
+            valid_end = pos + entry_size
+            self.next_offset = rec.offset + 1
+            self.max_timestamp_ms = max(self.max_timestamp_ms, rec.timestamp_ms)
+            if self.first_timestamp_ms < 0:
+                self.first_timestamp_ms = rec.timestamp_ms
+        self._bytes_since_index = since
+        if valid_end < len(data):
+            if not active:
+                raise KafkaStorageError(f"closed segment {self.log_path} is corrupt at byte {valid_end}")
+            log.warning(
+                "log.torn_tail_truncated", path=str(self.log_path), kept=valid_end, dropped=len(data) - valid_end
+            )
+            with self.log_path.open("r+b") as f:
+                f.truncate(valid_end)
+                f.flush()
+                os.fsync(f.fileno())
+        self.size = valid_end
+        self._write_index()
+
+    def _write_index(self) -> None:
+        self.index_path.write_bytes(b"".join(_INDEX.pack(o - self.base_offset, p) for o, p in self.index))
+
+
+class PartitionLog:
+    """One partition's local log. Not thread-safe: one owner (the broker's partition task) drives it."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        topic_id: Uuid,
+        config: LogConfig = LogConfig(),
+        clock: Callable[[], int],
+    ) -> None:
+        self.directory = directory
+        self.topic_id = topic_id
+        self.config = config
+        self._clock = clock
+        directory.mkdir(parents=True, exist_ok=True)
+        check_partition_metadata(directory, topic_id)
+        self._segments: list[_Segment] = []
+        self.log_start_offset = 0
+        self.local_log_start_offset = 0
+        self._load()
+
+    # -- opening ----------------------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        bases = sorted(int(p.stem) for p in self.directory.glob("*.log") if p.stem.isdigit())
+        for i, base in enumerate(bases):
+            seg = _Segment(self.directory, base)
+            seg.load(self.config.index_interval_bytes, active=i == len(bases) - 1)
+            self._segments.append(seg)
+        cp = self.directory / "offsets.checkpoint"
+        first_local = self._segments[0].base_offset if self._segments else 0
+        if cp.exists():
+            doc = json.loads(cp.read_text())
+            self.log_start_offset = int(doc["log_start_offset"])
+            self.local_log_start_offset = int(doc["local_log_start_offset"])
+        else:
+            self.log_start_offset = self.local_log_start_offset = first_local
+        if not self._segments:
+            self._segments.append(self._new_segment(self.local_log_start_offset))
+        self.local_log_start_offset = max(self.local_log_start_offset, first_local)
+        self.log_start_offset = min(self.log_start_offset, self.local_log_start_offset)
+
+    def _new_segment(self, base_offset: int) -> _Segment:
+        seg = _Segment(self.directory, base_offset)
+        seg.log_path.touch()
+        seg.index_path.touch()
+        return seg
+
+    def _checkpoint(self) -> None:
+        tmp = self.directory / "offsets.checkpoint.tmp"
+        tmp.write_text(
+            json.dumps(
+                {"log_start_offset": self.log_start_offset, "local_log_start_offset": self.local_log_start_offset}
+            )
+        )
+        with tmp.open("rb") as f:
+            os.fsync(f.fileno())
+        tmp.replace(self.directory / "offsets.checkpoint")
+
+    # -- offsets ----------------------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def active(self) -> _Segment:
+        return self._segments[-1]
+
+    # -- writing ----------------------------------------------------------------------------------------------
+
+    def append(self, records: Sequence[tuple[bytes | None, bytes, int | None]]) -> tuple[int, int]:
+        """Append (key, value, timestamp or None for now) records; return (first offset, last offset)."""
+        if not records:
+            raise ValueError("nothing to append")
+        now = self._clock()
+        first = self.log_end_offset
+        for key, value, ts in records:
+            timestamp = now if ts is None else ts
+            entry = encode_entry(self.log_end_offset, timestamp, key, value)
+            if len(entry) > MAX_RECORD_BYTES:
+                raise KafkaStorageError(f"record of {len(entry)} bytes exceeds {MAX_RECORD_BYTES}")
+            self._maybe_roll(len(entry), now)
+            self.active.write(entry, self.log_end_offset, timestamp, self.config.index_interval_bytes)
+        return first, self.log_end_offset - 1
+
+    def _maybe_roll(self, entry_size: int, now: int) -> None:
+        seg = self.active
+        if seg.size == 0:
+            return
+        too_big = seg.size + entry_size > self.config.segment_bytes
+        too_old = seg.first_timestamp_ms >= 0 and now - seg.first_timestamp_ms >= self.config.segment_ms
+        if too_big or too_old:
+            self.roll()
+
+    def roll(self) -> None:
+        """Close the active segment (if it holds anything) and start a new one at the log end offset."""
+        if self.active.size == 0:
+            return
+        self.active.close()
+        self.active._write_index()
+        self._segments.append(self._new_segment(self.log_end_offset))
+        log.debug("log.rolled", directory=str(self.directory), base_offset=self.log_end_offset)
+
+    def maybe_roll_by_time(self) -> bool:
+        """Roll the active segment if ``segment.ms`` has passed since its first record; True if it rolled."""
+        seg = self.active
+        if (
+            seg.size
+            and seg.first_timestamp_ms >= 0
+            and self._clock() - seg.first_timestamp_ms >= self.config.segment_ms
+        ):
+            self.roll()
+            return True
+        return False
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def read(self, offset: int, *, max_bytes: int = 1024 * 1024) -> list[Record]:
+        """Records from ``offset`` in the local log, at least one if any exists there, up to ``max_bytes``."""
+        if offset < self.local_log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside the local log [{self.local_log_start_offset}, {self.log_end_offset}]"
+            )
+        out: list[Record] = []
+        used = 0
+        i = bisect.bisect_right([s.base_offset for s in self._segments], offset) - 1
+        for seg in self._segments[max(i, 0) :]:
+            position = 0
+            j = bisect.bisect_right(seg.index, (offset, 1 << 62)) - 1
+            if j >= 0:
+                position = seg.index[j][1]
+            with seg.log_path.open("rb") as f:
+                f.seek(position)
+                data = f.read(seg.size - position)
+            for _, rec in decode_entries(data):
+                if rec.offset < offset:
+                    continue
+                size = len(rec.value) + (len(rec.key) if rec.key else 0) + 32
+                if out and used + size > max_bytes:
+                    return out
+                out.append(rec)
+                used += size
+            if used >= max_bytes:
+                break
+        return out
+
+    def close(self) -> None:
+        for seg in self._segments:
+            seg.close()
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def segments(self) -> list[SegmentInfo]:
+        return [s.info() for s in self._segments]
+
+    def closed_segments(self) -> list[SegmentInfo]:
+        """Every segment but the active one: candidates for tiering and local retention."""
+        return [s.info() for s in self._segments[:-1] if s.size]
+
+    # -- retention and start offsets --------------------------------------------------------------------------
+
+    def delete_local_segments_before(self, offset: int) -> list[SegmentInfo]:
+        """Drop closed local segments that end below ``offset``; return what was dropped."""
+        dropped = []
+        while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
+            seg = self._segments.pop(0)
+            seg.close()
+            dropped.append(seg.info())
+            seg.log_path.unlink(missing_ok=True)
+            seg.index_path.unlink(missing_ok=True)
+        if dropped:
+            self.local_log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            self._checkpoint()
+            log.info("log.local_segments_deleted", directory=str(self.directory), count=len(dropped),
+                     local_log_start_offset=self.local_log_start_offset)  # fmt: skip
+        return dropped
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """Move the log start offset forward (never back), e.g. to the local log start offset (delete policy)."""
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRange(f"log start offset {offset} beyond log end {self.log_end_offset}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self.delete_local_segments_before(offset)
+            self.local_log_start_offset = max(self.local_log_start_offset, offset)
+            self._checkpoint()
+
+
+def check_partition_metadata(directory: Path, topic_id: Uuid) -> None:
+    """Write ``partition.metadata`` on first use; refuse a directory that belongs to another topic id."""
+    path = directory / "partition.metadata"
+    if not path.exists():
+        tmp = directory / "partition.metadata.tmp"
+        tmp.write_text(f"version: 0\ntopic_id: {topic_id}\n")
+        tmp.replace(path)
+        return
+    found = read_partition_metadata(path)
+    if found != topic_id:
+        raise InconsistentTopicId(f"{directory} belongs to topic id {found}, not {topic_id}: it is stale")
+
+
+def read_partition_metadata(path: Path) -> Uuid | None:
+    fields = dict(line.split(": ", 1) for line in path.read_text().splitlines() if ": " in line)
+    if fields.get("version") != "0" or "topic_id" not in fields:
+        return None
+    return Uuid.from_string(fields["topic_id"].strip())
