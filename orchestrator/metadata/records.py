@@ -94,15 +94,19 @@ def record_schema_by_name(name: str) -> MessageSchema:
         raise ProtocolError(f"unknown metadata record type {name}") from None
 
 
-def make_record(name: str, version: int | None = None, **fields: Any) -> MetadataRecord:
-    """A record at ``version`` (default: the newest version this build knows)."""
+def make_record(record_type: str, version: int | None = None, /, **fields: Any) -> MetadataRecord:
+    """A ``record_type`` record at ``version`` (default: the newest this build knows) with these field values."""
+    name = record_type
     s = record_schema_by_name(name)
     if version is None:
         if s.valid_versions.hi is None:  # pragma: no cover - record schemas declare closed ranges
             raise ProtocolError(f"{name} declares no highest version")
         version = s.valid_versions.hi
-    s.check_version(version)
-    return MetadataRecord(name, version, fields)
+    c = codec.compiled(s, version)
+    unknown = set(fields) - c.field_names
+    if unknown:
+        raise ValueError(f"{name} has no field(s) {sorted(unknown)}")
+    return MetadataRecord(name, version, c.normalize(fields))
 
 
 def encode_record(record: MetadataRecord) -> bytes:
@@ -124,7 +128,8 @@ def decode_record(data: bytes | bytearray | memoryview, *, rlmm: bool = False) -
         raise ProtocolError(f"unknown metadata record frame version {frame_version}")
     api_key = r.uvarint()
     version = r.uvarint()
-    table = _record_schemas()[2 if rlmm else 1]
+    _, cluster, remote = _record_schemas()
+    table = remote if rlmm else cluster
     s = table.get(api_key)
     if s is None:
         kind = "remote log metadata" if rlmm else "metadata"

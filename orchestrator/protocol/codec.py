@@ -21,7 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -455,7 +455,11 @@ class StructCodec:
             d[name] = make_default()
         return d
 
-    def normalize(self, value: dict[str, Any]) -> dict[str, Any]:
+    @property
+    def field_names(self) -> frozenset[str]:
+        return frozenset(n for n, _ in self._defaults) | frozenset(n for n, _ in self._absent)
+
+    def normalize(self, value: Mapping[str, Any]) -> dict[str, Any]:
         """``value`` as decoding its encoding would return it (defaults filled in). For tests and tools."""
         out = {n: value.get(n, d()) for n, d in self._defaults}
         out.update({n: d() for n, d in self._absent})

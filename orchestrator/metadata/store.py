@@ -1,0 +1,307 @@
+"""The metadata store: the interface every backend implements, and the pure rules they share.
+
+The store is the single source of truth (DESIGN §2). It holds three things:
+
+* the **cluster metadata log**: records with dense offsets starting at 0, each stored as its encoded bytes plus
+  a CRC-32 of those bytes, and **snapshots** (the image as records at an offset; replay = the latest snapshot
+  plus the log after it). The log is never compacted, so a snapshot is an accelerator, not the only copy;
+* the **controller lease** and its controller epoch;
+* the **remote log metadata** (RLMM): a second log, with its own dense offsets, of per-segment records.
+
+Invariants every backend keeps (the contract suite in ``tests/unit/test_store_contract.py`` checks them):
+
+1. Offsets are dense and start at 0; an ``append`` is all or nothing: every record of the call is written, or
+   none (a record that does not encode, a stale epoch or a fence refusal writes nothing).
+2. Fencing by controller epoch (DESIGN §4 invariant 6): ``append`` and ``save_snapshot`` are refused with
+   :class:`StaleControllerEpoch` unless the epoch is the one of the lease currently held. The check and the
+   write happen in one transaction, so a deposed controller can change nothing, even mid-flight.
+3. The controller epoch names a *tenure*: it grows by exactly 1 each time the lease is acquired by a holder
+   that did not hold it (first acquisition, after a release, or taking over an expired lease), and never
+   shrinks. A holder whose lease expired while nobody else took it resumes the same tenure (same epoch) by
+   renewing or re-acquiring: that is safe because writes are fenced by epoch and no other writer ever had
+   it. Expiry is judged against the caller's ``now_ms``; processes sharing a store pass wall-clock time.
+   Holder names must be unique per process (e.g. include the pid or a random id).
+4. The RLMM fence (DESIGN §4 invariant 3): a record that reports a copy (``COPY_SEGMENT_STARTED`` or
+   ``COPY_SEGMENT_FINISHED``) is accepted only if the topic's tiered state, as last written to the metadata log
+   by a ``TieredStateRecord`` (and forgotten by ``RemoveTopicRecord``), is ENABLED at exactly the record's
+   ``tiered_epoch``. Otherwise the whole batch is refused with :class:`StaleTieredEpoch`. ``DELETE_*`` updates
+   and partition-delete records are always accepted: deleting must never be blocked by a disablement.
+   The fence state is updated in the same transaction as the metadata-log append that changes it.
+5. ``tiered_epoch`` only grows (DESIGN §4 invariant 1): an append carrying a ``TieredStateRecord`` below the
+   topic's current epoch is refused with :class:`StaleTieredEpoch`, so the log always replays (the image
+   refuses such a record too).
+6. Every read verifies each record's checksum and raises :class:`MetadataLogCorrupt` naming the offset on a
+   mismatch. ``recover()`` finds damage and makes the log usable again without losing anything before it:
+   the log continues from the last good record (records after the first bad one are a torn tail and are
+   moved to a quarantine table, not silently dropped), and the findings are logged and returned.
+
+The checksum is zlib's CRC-32 (IEEE). It never leaves the store, so Kafka's CRC-32C buys no compatibility,
+and zlib's is always available at C speed; the algorithm is recorded in the store so it can change later.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from orchestrator.errors import InvalidRequest, MetadataLogCorrupt, StaleTieredEpoch
+from orchestrator.ids import Uuid
+from orchestrator.metadata.records import MetadataRecord, SegmentState, TieredState
+
+log = structlog.get_logger(__name__)
+
+CHECKSUM_ALGORITHM = "crc32"
+
+TIERED_STATE_RECORD = "TieredStateRecord"
+REMOVE_TOPIC_RECORD = "RemoveTopicRecord"
+SEGMENT_RECORD = "RemoteLogSegmentMetadataRecord"
+SEGMENT_UPDATE_RECORD = "RemoteLogSegmentMetadataUpdateRecord"
+PARTITION_DELETE_RECORD = "RemotePartitionDeleteMetadataRecord"
+
+_COPY_STATES = frozenset({SegmentState.COPY_SEGMENT_STARTED, SegmentState.COPY_SEGMENT_FINISHED})
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """A record at its offset. ``controller_epoch`` is the writer's epoch (metadata log); ``appended_at_ms``
+    is the caller's clock at append time (RLMM log, when given)."""
+
+    offset: int
+    record: MetadataRecord
+    controller_epoch: int | None = None
+    appended_at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    holder: str
+    controller_epoch: int
+    expires_at_ms: int
+
+    def expired(self, now_ms: int) -> bool:
+        return now_ms >= self.expires_at_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The image as records, after applying the metadata log up to and including ``offset``."""
+
+    offset: int
+    records: tuple[MetadataRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What ``recover()`` found and did. ``clean`` is true when nothing was wrong.
+
+    ``first_bad_offset`` is the first metadata-log offset found damaged (the log now ends just before it) and
+    ``truncated_records`` how many records from there on were moved out of the log; likewise for the RLMM log.
+    ``corrupt_copy`` is where a damaged database file was kept aside when its readable content was salvaged
+    into a fresh file. ``problems`` says each finding in words, for the operator.
+    """
+
+    log_end_offset: int
+    rlmm_end_offset: int
+    first_bad_offset: int | None = None
+    truncated_records: int = 0
+    first_bad_rlmm_offset: int | None = None
+    truncated_rlmm_records: int = 0
+    dropped_snapshots: tuple[int, ...] = ()
+    wal_torn_bytes: int = 0
+    integrity_errors: tuple[str, ...] = ()
+    corrupt_copy: str | None = None
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def clean(self) -> bool:
+        return not self.problems
+
+
+class MetadataStore(Protocol):
+    """The store interface (DESIGN §2). Backends: :class:`SqliteMetadataStore`, :class:`InMemoryMetadataStore`.
+
+    Offsets returned are the last offset written; ``end_offset()`` is the next offset to be written.
+    """
+
+    # cluster metadata log
+    def append(self, records: Sequence[MetadataRecord], *, controller_epoch: int) -> int: ...
+
+    def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]: ...
+
+    def end_offset(self) -> int: ...
+
+    # snapshots
+    def save_snapshot(self, *, offset: int, records: Sequence[MetadataRecord], controller_epoch: int) -> None: ...
+
+    def latest_snapshot(self) -> Snapshot | None: ...
+
+    # controller lease
+    def acquire_lease(self, *, holder: str, now_ms: int, ttl_ms: int) -> Lease | None: ...
+
+    def renew_lease(self, *, holder: str, controller_epoch: int, now_ms: int, ttl_ms: int) -> Lease: ...
+
+    def release_lease(self, *, holder: str, controller_epoch: int) -> bool: ...
+
+    def current_lease(self) -> Lease | None: ...
+
+    # remote log metadata
+    def append_remote_log_metadata(self, records: Sequence[MetadataRecord], *, now_ms: int | None = None) -> int: ...
+
+    def read_remote_log_metadata(self, *, topic_id: Uuid | None = None, from_offset: int = 0) -> Iterator[LogEntry]: ...
+
+    def tiered_state(self, topic_id: Uuid) -> tuple[int, TieredState] | None: ...
+
+    # lifecycle
+    def recover(self) -> RecoveryReport: ...
+
+    def close(self) -> None: ...
+
+
+# --- pure rules shared by the backends -------------------------------------------------------------------------
+
+
+def checksum(data: bytes) -> int:
+    return zlib.crc32(data) & 0xFFFFFFFF
+
+
+def encode_snapshot(encoded_records: Iterable[bytes]) -> bytes:
+    """Length-prefixed concatenation (4-byte big-endian sizes); one checksum covers the whole blob."""
+    out = bytearray()
+    for data in encoded_records:
+        out += struct.pack(">I", len(data))
+        out += data
+    return bytes(out)
+
+
+def split_snapshot(blob: bytes, *, offset: int) -> list[bytes]:
+    parts: list[bytes] = []
+    pos = 0
+    while pos < len(blob):
+        if pos + 4 > len(blob):
+            raise MetadataLogCorrupt(f"snapshot at offset {offset}: truncated record length at byte {pos}")
+        (size,) = struct.unpack_from(">I", blob, pos)
+        pos += 4
+        if pos + size > len(blob):
+            raise MetadataLogCorrupt(f"snapshot at offset {offset}: record of {size} bytes overruns the snapshot")
+        parts.append(blob[pos : pos + size])
+        pos += size
+    return parts
+
+
+FenceLookup = Callable[[Uuid], "tuple[int, TieredState] | None"]
+FenceChanges = dict[Uuid, "tuple[int, TieredState] | None"]
+
+
+def plan_fence_changes(records: Iterable[MetadataRecord], lookup: FenceLookup) -> FenceChanges:
+    """The tiered-state changes a metadata-log batch makes (``None`` = topic removed), in batch order.
+
+    Raises :class:`StaleTieredEpoch` for a TieredStateRecord below the topic's current epoch (invariant 5).
+    """
+    changes: FenceChanges = {}
+    for record in records:
+        if record.name == TIERED_STATE_RECORD:
+            topic_id: Uuid = record.fields["topic_id"]
+            epoch = int(record.fields["tiered_epoch"])
+            current = changes[topic_id] if topic_id in changes else lookup(topic_id)
+            if current is not None and epoch < current[0]:
+                raise StaleTieredEpoch(
+                    f"TieredStateRecord for topic {topic_id} at tiered epoch {epoch} is below the current "
+                    f"epoch {current[0]} ({current[1].name}); tiered_epoch only grows"
+                )
+            changes[topic_id] = (epoch, TieredState(record.fields["tiered_state"]))
+        elif record.name == REMOVE_TOPIC_RECORD:
+            changes[record.fields["topic_id"]] = None
+    return changes
+
+
+def rlmm_topic_id(record: MetadataRecord) -> Uuid:
+    """The topic id an RLMM record is about."""
+    f = record.fields
+    if record.name in (SEGMENT_RECORD, SEGMENT_UPDATE_RECORD):
+        tid: Uuid = f["remote_log_segment_id"]["topic_id_partition"]["id"]
+        return tid
+    if record.name == PARTITION_DELETE_RECORD:
+        tid = f["topic_id_partition"]["id"]
+        return tid
+    raise MetadataLogCorrupt(f"{record.name} is not a remote log metadata record")
+
+
+def _segment_label(record: MetadataRecord) -> str:
+    f: Mapping[str, Any] = record.fields
+    sid = f["remote_log_segment_id"]
+    tip = sid["topic_id_partition"]
+    return f"segment {sid['id']} of {tip['name']}-{tip['partition']}"
+
+
+def check_rlmm_fence(records: Iterable[MetadataRecord], lookup: FenceLookup) -> list[Uuid]:
+    """Check a whole RLMM batch against the fence (invariant 4); return each record's topic id.
+
+    Raises :class:`StaleTieredEpoch` naming the topic, the record's epoch and the topic's current state and epoch
+    on the first record that reports a copy the topic's tiered state does not allow.
+    """
+    topic_ids: list[Uuid] = []
+    for record in records:
+        topic_id = rlmm_topic_id(record)
+        topic_ids.append(topic_id)
+        if record.name == PARTITION_DELETE_RECORD:
+            continue
+        state = SegmentState(record.fields["remote_log_segment_state"])
+        if state not in _COPY_STATES:
+            continue
+        epoch = record.fields.get("tiered_epoch")
+        current = lookup(topic_id)
+        if current is not None and current[1] == TieredState.ENABLED and epoch == current[0]:
+            continue
+        now = "unknown to the metadata log" if current is None else f"{current[1].name} at epoch {current[0]}"
+        raise StaleTieredEpoch(
+            f"{record.name} {state.name} for {_segment_label(record)} (topic {topic_id}) at tiered epoch "
+            f"{epoch} refused: the topic is {now}"
+        )
+    return topic_ids
+
+
+def check_read_range(from_offset: int, limit: int | None) -> None:
+    if from_offset < 0:
+        raise InvalidRequest(f"from_offset must be >= 0, got {from_offset}")
+    if limit is not None and limit < 0:
+        raise InvalidRequest(f"limit must be >= 0, got {limit}")
+
+
+def check_lease_args(holder: str, ttl_ms: int) -> None:
+    if not holder:
+        raise InvalidRequest("a lease holder needs a non-empty name")
+    if ttl_ms <= 0:
+        raise InvalidRequest(f"lease ttl_ms must be positive, got {ttl_ms}")
+
+
+def check_snapshot_offset(offset: int, end_offset: int) -> None:
+    if not 0 <= offset < end_offset:
+        raise InvalidRequest(f"snapshot offset {offset} is not in the log: offsets run from 0 to {end_offset - 1}")
+
+
+def log_recovery(report: RecoveryReport, *, store: str) -> None:
+    """Emit ``metadata.recovered``: a warning naming every finding, or a debug line when clean."""
+    if report.clean:
+        log.debug("metadata.recovered", store=store, clean=True, log_end_offset=report.log_end_offset)
+        return
+    log.warning(
+        "metadata.recovered",
+        store=store,
+        clean=False,
+        log_end_offset=report.log_end_offset,
+        rlmm_end_offset=report.rlmm_end_offset,
+        first_bad_offset=report.first_bad_offset,
+        truncated_records=report.truncated_records,
+        first_bad_rlmm_offset=report.first_bad_rlmm_offset,
+        truncated_rlmm_records=report.truncated_rlmm_records,
+        dropped_snapshots=list(report.dropped_snapshots),
+        wal_torn_bytes=report.wal_torn_bytes,
+        integrity_errors=list(report.integrity_errors),
+        corrupt_copy=report.corrupt_copy,
+        problems=list(report.problems),
+    )

@@ -1,0 +1,173 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.errors import StaleTieredEpoch, UnknownTopicId
+from orchestrator.ids import Uuid
+from orchestrator.metadata.image import EMPTY_IMAGE, replay
+from orchestrator.metadata.records import (
+    ConfigResourceType,
+    DisablePolicy,
+    TieredState,
+    decode_record,
+    encode_record,
+    make_record,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _numbered(records, start=0):
+    return list(enumerate(records, start))
+
+
+def _broker(bid, epoch=10, fenced=True):
+    return make_record(
+        "RegisterBrokerRecord",
+        broker_id=bid,
+        incarnation_id=Uuid.random(),
+        broker_epoch=epoch,
+        end_points=[{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9000 + bid, "security_protocol": 0}],
+        rack=None,
+        fenced=fenced,
+    )
+
+
+def _topic(name, tid, partitions=2, replicas=(1, 2)):
+    recs = [make_record("TopicRecord", name=name, topic_id=tid)]
+    for p in range(partitions):
+        recs.append(
+            make_record(
+                "PartitionRecord",
+                partition_id=p,
+                topic_id=tid,
+                replicas=list(replicas),
+                isr=list(replicas),
+                leader=replicas[p % len(replicas)],
+                leader_epoch=0,
+                partition_epoch=0,
+            )
+        )
+    return recs
+
+
+def _cluster():
+    tid = Uuid.random()
+    recs = [
+        _broker(1),
+        _broker(2),
+        make_record("UnfenceBrokerRecord", id=1, epoch=10),
+        *_topic("orders", tid),
+        make_record(
+            "ConfigRecord",
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name="orders",
+            name="remote.storage.enable",
+            value="true",
+        ),
+        make_record("TieredStateRecord", topic_id=tid, tiered_epoch=1, tiered_state=TieredState.ENABLED, policy=0),
+    ]
+    return tid, recs
+
+
+def test_replay_builds_brokers_topics_partitions_configs_and_tiered_state():
+    tid, recs = _cluster()
+    image = replay(EMPTY_IMAGE, _numbered(recs))
+    assert image.offset == len(recs) - 1
+    assert not image.brokers[1].fenced and image.brokers[2].fenced
+    topic = image.topic_by_name("orders")
+    assert topic.topic_id == tid and sorted(topic.partitions) == [0, 1]
+    assert topic.tiered_state is TieredState.ENABLED and topic.tiered_epoch == 1
+    assert image.topic_configs("orders") == {"remote.storage.enable": "true"}
+    assert topic.replica_brokers() == {1, 2}
+
+
+def test_replay_is_pure_and_copies_only_what_it_changes():
+    tid, recs = _cluster()
+    before = replay(EMPTY_IMAGE, _numbered(recs))
+    change = make_record("PartitionChangeRecord", topic_id=tid, partition_id=0, leader=2, isr=[2])
+    after = replay(before, [(before.offset + 1, change)])
+    assert before.topics[tid].partitions[0].leader == 1
+    p = after.topics[tid].partitions[0]
+    assert (p.leader, p.isr, p.leader_epoch, p.partition_epoch) == (2, (2,), 1, 1)
+    assert after.brokers is before.brokers  # untouched maps are shared, not copied
+    assert after.topics[tid].partitions[1] is before.topics[tid].partitions[1]
+
+
+def test_remove_topic_removes_everything_of_that_id_and_a_recreated_name_is_a_new_topic():
+    tid, recs = _cluster()
+    image = replay(EMPTY_IMAGE, _numbered(recs))
+    new_tid = Uuid.random()
+    image = replay(
+        image,
+        _numbered([make_record("RemoveTopicRecord", topic_id=tid), *_topic("orders", new_tid, 1)], image.offset + 1),
+    )
+    assert tid not in image.topics and image.topic_by_name("orders").topic_id == new_tid
+    assert image.topic_configs("orders") == {}
+    assert image.topics[new_tid].tiered_state is TieredState.NOT_TIERED
+
+
+def test_tiered_epoch_only_grows():
+    tid, recs = _cluster()
+    image = replay(EMPTY_IMAGE, _numbered(recs))
+    with pytest.raises(StaleTieredEpoch):
+        replay(
+            image,
+            [
+                (
+                    image.offset + 1,
+                    make_record("TieredStateRecord", topic_id=tid, tiered_epoch=0, tiered_state=2, policy=2),
+                )
+            ],
+        )
+
+
+def test_records_about_unknown_topics_and_out_of_order_offsets_are_refused():
+    with pytest.raises(UnknownTopicId):
+        replay(EMPTY_IMAGE, [(0, make_record("RemoveTopicRecord", topic_id=Uuid.random()))])
+    _, recs = _cluster()
+    image = replay(EMPTY_IMAGE, _numbered(recs))
+    with pytest.raises(ValueError, match="offset"):
+        replay(image, [(image.offset, recs[0])])
+
+
+def test_fencing_records_apply_only_to_the_current_broker_epoch():
+    image = replay(EMPTY_IMAGE, _numbered([_broker(1, epoch=5, fenced=False)]))
+    image = replay(image, [(1, make_record("FenceBrokerRecord", id=1, epoch=4))])
+    assert not image.brokers[1].fenced
+    image = replay(image, [(2, make_record("BrokerRegistrationChangeRecord", broker_id=1, broker_epoch=5, fenced=1))])
+    assert image.brokers[1].fenced
+    image = replay(image, [(3, make_record("UnregisterBrokerRecord", broker_id=1, broker_epoch=5))])
+    assert 1 not in image.brokers
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.text("abcxyz._-", min_size=1, max_size=12),
+            st.integers(1, 4),
+            st.sampled_from(list(TieredState)[1:]),
+            st.integers(1, 9),
+        ),
+        max_size=6,
+        unique_by=lambda t: t[0],
+    )
+)
+def test_a_snapshot_replays_to_an_equal_image(topics):
+    recs = [_broker(1), _broker(2, fenced=False)]
+    for name, parts, state, epoch in topics:
+        tid = Uuid.random()
+        recs += _topic(name, tid, parts)
+        recs.append(
+            make_record(
+                "TieredStateRecord", topic_id=tid, tiered_epoch=epoch, tiered_state=state, policy=DisablePolicy.DELETE
+            )
+        )
+        recs.append(make_record("ConfigRecord", resource_type=2, resource_name=name, name="retention.ms", value="1000"))
+    image = replay(EMPTY_IMAGE, _numbered(recs))
+    snapshot = [decode_record(encode_record(r)) for r in image.to_records()]
+    again = replay(EMPTY_IMAGE, _numbered(snapshot))
+    assert dict(again.topics) == dict(image.topics)
+    assert dict(again.brokers) == dict(image.brokers)
+    assert dict(again.configs) == dict(image.configs)
