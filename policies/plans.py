@@ -1,0 +1,136 @@
+"""Pure planners: what to delete and where the start offsets move, computed from state and time alone.
+
+Nothing here does I/O or reads a clock; every function takes ``now_ms`` and the state it needs and returns an
+immutable plan. The executors in :mod:`policies.executor` apply plans through ``remote_storage``.
+
+Invariants (DESIGN §4 items 4 and 5):
+* A plan for a topic id only ever names segments of that topic id; its deletions are confined to
+  :func:`remote_storage.keys.topic_prefix` of that id, which the executor passes to the storage layer.
+* delete: every segment of the topic id that is not DELETE_SEGMENT_FINISHED is planned for deletion (in-flight
+  copies included: the broker stopped its copy tasks first), and each partition's log start offset moves to its
+  local log start offset.
+* retain: nothing is deleted except by retention expiry; expiry deletes a segment only when it lies wholly
+  past ``retention.ms``, wholly below the log start offset, or is among the oldest that must go for the
+  partition to fit ``retention.bytes`` (Kafka's RemoteLogManager rules). -1 means unlimited.
+* Local retention, while tiering is on, drops only segments already copied (end offset <= highest copied).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from orchestrator.ids import Uuid
+from orchestrator.metadata.records import SegmentState
+from remote_storage.rlmm import RemoteSegment
+
+SEGMENTS_PER_DELETE_BATCH = 333  # three objects a segment: at most 999 keys per DeleteObjects call
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePlan:
+    topic_id: Uuid
+    batches: tuple[tuple[RemoteSegment, ...], ...]
+    log_start_offsets: Mapping[int, int]  # partition -> new log start offset
+
+    @property
+    def segment_count(self) -> int:
+        return sum(len(b) for b in self.batches)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryPlan:
+    expired: tuple[RemoteSegment, ...]
+    log_start_offset: int  # the partition's log start offset after expiry (never lower than before)
+    reasons: Mapping[str, int]  # reason -> number of segments: "retention.ms", "retention.bytes", "log_start"
+
+
+def batched(
+    segments: Sequence[RemoteSegment], size: int = SEGMENTS_PER_DELETE_BATCH
+) -> tuple[tuple[RemoteSegment, ...], ...]:
+    return tuple(tuple(segments[i : i + size]) for i in range(0, len(segments), size))
+
+
+def plan_delete(
+    topic_id: Uuid, segments: Sequence[RemoteSegment], local_log_start_offsets: Mapping[int, int]
+) -> DeletePlan:
+    """The delete policy for one topic id: every remote segment not yet deleted, and the new start offsets."""
+    todo = sorted(
+        (s for s in segments if s.topic_id == topic_id and s.state != SegmentState.DELETE_SEGMENT_FINISHED),
+        key=lambda s: (s.partition, s.start_offset),
+    )
+    return DeletePlan(topic_id, batched(todo), dict(local_log_start_offsets))
+
+
+def plan_remote_expiry(
+    segments: Sequence[RemoteSegment],
+    *,
+    now_ms: int,
+    retention_ms: int,
+    retention_bytes: int,
+    log_start_offset: int,
+    local_bytes_not_copied: int = 0,
+) -> ExpiryPlan:
+    """Remote segments of one partition that retention deletes now.
+
+    ``local_bytes_not_copied`` is the size of the local log above the highest copied offset: Kafka counts the
+    whole log (remote plus not-yet-tiered local data) against ``retention.bytes``.
+    """
+    live = sorted((s for s in segments if s.state == SegmentState.COPY_SEGMENT_FINISHED), key=lambda s: s.start_offset)
+    expired: list[RemoteSegment] = []
+    reasons = {"log_start": 0, "retention.ms": 0, "retention.bytes": 0}
+    total = sum(s.size_bytes for s in live) + local_bytes_not_copied
+    for seg in live:
+        if seg.end_offset < log_start_offset:
+            reason = "log_start"
+        elif retention_ms >= 0 and seg.max_timestamp_ms < now_ms - retention_ms:
+            reason = "retention.ms"
+        elif retention_bytes >= 0 and total > retention_bytes:
+            reason = "retention.bytes"
+        else:
+            break  # segments are expired oldest first; the first survivor keeps everything after it
+        expired.append(seg)
+        reasons[reason] += 1
+        total -= seg.size_bytes
+    new_start = log_start_offset
+    if expired:
+        new_start = max(new_start, expired[-1].end_offset + 1)
+    return ExpiryPlan(tuple(expired), new_start, {k: v for k, v in reasons.items() if v})
+
+
+@dataclass(frozen=True, slots=True)
+class LocalSegment:
+    base_offset: int
+    end_offset: int
+    size_bytes: int
+    max_timestamp_ms: int
+
+
+def plan_local_retention(
+    closed: Sequence[LocalSegment],
+    *,
+    now_ms: int,
+    retention_ms: int,
+    retention_bytes: int,
+    tiering_enabled: bool,
+    highest_copied_offset: int,
+    active_bytes: int = 0,
+) -> int:
+    """The offset below which closed local segments may be dropped (the first kept segment's base offset).
+
+    With tiering on, ``retention_*`` are ``local.retention.*`` and only copied segments may go; with tiering
+    off they are ``retention.*`` and the data is simply expired.
+    """
+    ordered = sorted(closed, key=lambda s: s.base_offset)
+    total = sum(s.size_bytes for s in ordered) + active_bytes
+    cut = ordered[0].base_offset if ordered else 0
+    for seg in ordered:
+        if tiering_enabled and seg.end_offset > highest_copied_offset:
+            break
+        too_old = retention_ms >= 0 and seg.max_timestamp_ms < now_ms - retention_ms
+        too_big = retention_bytes >= 0 and total > retention_bytes
+        if not (too_old or too_big):
+            break
+        total -= seg.size_bytes
+        cut = seg.end_offset + 1
+    return cut

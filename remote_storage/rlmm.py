@@ -1,0 +1,228 @@
+"""The remote log metadata manager (RLMM): segment states kept in the metadata store, folded in memory.
+
+Records are Kafka's RLMM records plus ``tieredEpoch`` (KIP-950): RemoteLogSegmentMetadataRecord starts a
+segment at COPY_SEGMENT_STARTED; RemoteLogSegmentMetadataUpdateRecord moves it to COPY_SEGMENT_FINISHED,
+DELETE_SEGMENT_STARTED or DELETE_SEGMENT_FINISHED; RemotePartitionDeleteMetadataRecord marks a partition's
+remote data deleted. The store appends them atomically per call and applies the copy fence (DESIGN §4
+invariant 3): a copy record whose tiered epoch is not the topic's ENABLED epoch is refused with
+StaleTieredEpoch, and nothing of that call is written.
+
+This manager tails the store from the last offset it folded, so every process (several brokers, the
+controller, the scan's export) sees the same states without re-reading the whole RLMM. States only move forward:
+STARTED -> FINISHED -> DELETE_STARTED -> DELETE_FINISHED; an update that would move a segment backwards is
+refused before it is written.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from orchestrator.errors import InvalidRequest
+from orchestrator.ids import Uuid
+from orchestrator.metadata.records import MetadataRecord, PartitionDeleteState, SegmentState, make_record
+from orchestrator.metadata.store import MetadataStore
+from remote_storage.keys import SegmentKey
+
+_ORDER = {
+    SegmentState.COPY_SEGMENT_STARTED: 0,
+    SegmentState.COPY_SEGMENT_FINISHED: 1,
+    SegmentState.DELETE_SEGMENT_STARTED: 2,
+    SegmentState.DELETE_SEGMENT_FINISHED: 3,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSegment:
+    topic: str
+    topic_id: Uuid
+    partition: int
+    segment_id: Uuid
+    start_offset: int
+    end_offset: int
+    max_timestamp_ms: int
+    size_bytes: int
+    tiered_epoch: int
+    state: SegmentState = SegmentState.COPY_SEGMENT_STARTED
+    broker_id: int = -1
+    event_timestamp_ms: int = -1
+    leader_epoch: int = 0
+
+    @property
+    def key(self) -> SegmentKey:
+        return SegmentKey(self.topic, self.topic_id, self.partition, self.start_offset, self.segment_id)
+
+    @property
+    def live(self) -> bool:
+        """Copied and not being deleted: readable, counted against retention."""
+        return self.state == SegmentState.COPY_SEGMENT_FINISHED
+
+
+def _segment_id_fields(seg: RemoteSegment) -> dict[str, object]:
+    return {
+        "topic_id_partition": {"name": seg.topic, "id": seg.topic_id, "partition": seg.partition},
+        "id": seg.segment_id,
+    }
+
+
+def copy_started_record(seg: RemoteSegment, *, now_ms: int) -> MetadataRecord:
+    return make_record(
+        "RemoteLogSegmentMetadataRecord",
+        remote_log_segment_id=_segment_id_fields(seg),
+        start_offset=seg.start_offset,
+        end_offset=seg.end_offset,
+        broker_id=seg.broker_id,
+        max_timestamp_ms=seg.max_timestamp_ms,
+        event_timestamp_ms=now_ms,
+        segment_leader_epochs=[{"leader_epoch": seg.leader_epoch, "offset": seg.start_offset}],
+        segment_size_in_bytes=seg.size_bytes,
+        remote_log_segment_state=int(SegmentState.COPY_SEGMENT_STARTED),
+        tiered_epoch=seg.tiered_epoch,
+    )
+
+
+def update_record(seg: RemoteSegment, state: SegmentState, *, broker_id: int, now_ms: int) -> MetadataRecord:
+    return make_record(
+        "RemoteLogSegmentMetadataUpdateRecord",
+        remote_log_segment_id=_segment_id_fields(seg),
+        broker_id=broker_id,
+        event_timestamp_ms=now_ms,
+        remote_log_segment_state=int(state),
+        tiered_epoch=seg.tiered_epoch,
+    )
+
+
+class RemoteLogMetadataManager:
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self._next_offset = 0
+        self._segments: dict[Uuid, RemoteSegment] = {}
+        self._by_partition: dict[tuple[Uuid, int], dict[Uuid, RemoteSegment]] = {}
+        self._partition_deletes: dict[tuple[Uuid, int], PartitionDeleteState] = {}
+
+    # -- folding ----------------------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Fold every RLMM record appended since the last refresh (by any process)."""
+        with self._lock:
+            for entry in self._store.read_remote_log_metadata(from_offset=self._next_offset):
+                self._fold(entry.record)
+                self._next_offset = entry.offset + 1
+
+    def _put(self, seg: RemoteSegment) -> None:
+        self._segments[seg.segment_id] = seg
+        self._by_partition.setdefault((seg.topic_id, seg.partition), {})[seg.segment_id] = seg
+
+    def _fold(self, record: MetadataRecord) -> None:
+        f = record.fields
+        if record.name == "RemoteLogSegmentMetadataRecord":
+            sid = f["remote_log_segment_id"]
+            tp = sid["topic_id_partition"]
+            self._put(
+                RemoteSegment(
+                    topic=tp["name"],
+                    topic_id=tp["id"],
+                    partition=tp["partition"],
+                    segment_id=sid["id"],
+                    start_offset=f["start_offset"],
+                    end_offset=f["end_offset"],
+                    max_timestamp_ms=f["max_timestamp_ms"],
+                    size_bytes=f["segment_size_in_bytes"],
+                    tiered_epoch=f["tiered_epoch"],
+                    state=SegmentState(f["remote_log_segment_state"]),
+                    broker_id=f["broker_id"],
+                    event_timestamp_ms=f["event_timestamp_ms"],
+                    leader_epoch=(f["segment_leader_epochs"] or [{"leader_epoch": 0}])[0]["leader_epoch"],
+                )
+            )
+        elif record.name == "RemoteLogSegmentMetadataUpdateRecord":
+            seg = self._segments.get(f["remote_log_segment_id"]["id"])
+            if seg is not None:
+                self._put(
+                    replace(
+                        seg,
+                        state=SegmentState(f["remote_log_segment_state"]),
+                        event_timestamp_ms=f["event_timestamp_ms"],
+                    )
+                )
+        elif record.name == "RemotePartitionDeleteMetadataRecord":
+            tp = f["topic_id_partition"]
+            self._partition_deletes[(tp["id"], tp["partition"])] = PartitionDeleteState(
+                f["remote_partition_delete_state"]
+            )
+
+    # -- writing ----------------------------------------------------------------------------------------------
+
+    def _append(self, records: Sequence[MetadataRecord], *, now_ms: int) -> None:
+        if records:
+            self._store.append_remote_log_metadata(records, now_ms=now_ms)
+        self.refresh()
+
+    def copy_started(self, seg: RemoteSegment, *, now_ms: int) -> RemoteSegment:
+        """Record a copy about to start; refused (StaleTieredEpoch) unless the topic is ENABLED at its epoch."""
+        self._append([copy_started_record(seg, now_ms=now_ms)], now_ms=now_ms)
+        return self._segments[seg.segment_id]
+
+    def transition(
+        self, segments: Iterable[RemoteSegment], state: SegmentState, *, broker_id: int, now_ms: int
+    ) -> None:
+        """Move these segments to ``state`` in one atomic append; segments already there are skipped."""
+        self.refresh()
+        records = []
+        for seg in segments:
+            current = self._segments.get(seg.segment_id)
+            if current is None:
+                raise InvalidRequest(f"unknown remote segment {seg.segment_id}")
+            if _ORDER[current.state] > _ORDER[state]:
+                raise InvalidRequest(
+                    f"segment {seg.segment_id} is {current.state.name}; cannot go back to {state.name}"
+                )
+            if current.state != state:
+                records.append(update_record(current, state, broker_id=broker_id, now_ms=now_ms))
+        self._append(records, now_ms=now_ms)
+
+    def mark_partition_delete(
+        self, topic: str, topic_id: Uuid, partition: int, state: PartitionDeleteState, *, broker_id: int, now_ms: int
+    ) -> None:
+        rec = make_record(
+            "RemotePartitionDeleteMetadataRecord",
+            topic_id_partition={"name": topic, "id": topic_id, "partition": partition},
+            broker_id=broker_id,
+            event_timestamp_ms=now_ms,
+            remote_partition_delete_state=int(state),
+        )
+        self._append([rec], now_ms=now_ms)
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def segments(
+        self, topic_id: Uuid, partition: int | None = None, *, states: Iterable[SegmentState] | None = None
+    ) -> list[RemoteSegment]:
+        """Segments of a topic id (or one partition), by partition and start offset, optionally by state."""
+        wanted = None if states is None else frozenset(states)
+        with self._lock:
+            if partition is None:
+                pools = [v for (tid, _), v in self._by_partition.items() if tid == topic_id]
+            else:
+                pools = [self._by_partition.get((topic_id, partition), {})]
+            out = [s for pool in pools for s in pool.values() if wanted is None or s.state in wanted]
+        return sorted(out, key=lambda s: (s.partition, s.start_offset, s.end_offset))
+
+    def live_segments(self, topic_id: Uuid, partition: int | None = None) -> list[RemoteSegment]:
+        return self.segments(topic_id, partition, states=[SegmentState.COPY_SEGMENT_FINISHED])
+
+    def highest_copied_offset(self, topic_id: Uuid, partition: int) -> int:
+        """The end offset of the last finished copy of this partition, or -1."""
+        live = self.segments(
+            topic_id,
+            partition,
+            states=[SegmentState.COPY_SEGMENT_FINISHED, SegmentState.DELETE_SEGMENT_STARTED,
+                    SegmentState.DELETE_SEGMENT_FINISHED],
+        )  # fmt: skip
+        return max((s.end_offset for s in live), default=-1)
+
+    def partition_delete_state(self, topic_id: Uuid, partition: int) -> PartitionDeleteState | None:
+        with self._lock:
+            return self._partition_deletes.get((topic_id, partition))
