@@ -1,0 +1,216 @@
+"""The broker's DisableRemoteTopic handler (KIP-950), transport-agnostic: request body in, response body out.
+
+Fencing, checked in this order, each refusal changing nothing:
+1. controller epoch: a request whose ControllerEpoch is below the highest this broker has seen, or below the
+   store's current lease epoch, comes from a deposed controller: STALE_CONTROLLER_EPOCH (DESIGN §4 inv. 6);
+2. topic: unknown topic id: UNKNOWN_TOPIC_ID;
+3. tiered epoch: the request must name the topic's current tiered epoch (the broker first catches its image up
+   with the store), and the topic must be DISABLING or DISABLED at it: STALE_TIERED_EPOCH otherwise.
+
+Work: one job per (topic id, tiered epoch), run in the background so the controller's request never waits on S3:
+``stop_partitions`` (no copy below the epoch, in-flight copies finished or cleaned), then, for the delete policy,
+on each partition this broker leads: the log start offset moves to the local log start offset and every remote
+segment of the topic id is deleted (journaled, resumable). The response says DONE or IN_PROGRESS with progress
+counts. A re-delivered request (a retry, or a new controller after failover) finds the job and reports it, so
+nothing is done twice (DESIGN §4 invariant 7); a job that failed is dropped and restarts on the next request,
+resuming where the RLMM journal says it stopped.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import structlog
+
+from orchestrator.broker.local_log import PartitionLog
+from orchestrator.broker.remote_log_manager import RemoteLogManager
+from orchestrator.errors import (
+    KafkaError,
+    KafkaStorageError,
+    StaleControllerEpoch,
+    StaleTieredEpoch,
+    UnknownTopicId,
+)
+from orchestrator.ids import Uuid
+from orchestrator.metadata.image import MetadataImage
+from orchestrator.metadata.records import DisablePolicy, TieredState
+from orchestrator.metadata.store import MetadataStore
+from policies.executor import execute_delete_plan
+from policies.plans import plan_delete
+
+log = structlog.get_logger(__name__)
+
+ALL_PARTITIONS = -1
+
+
+class DisableStatus(IntEnum):
+    DONE = 0
+    IN_PROGRESS = 1
+
+
+@dataclass
+class _Job:
+    """Progress of one disablement on this broker; written by its worker thread, read under the lock."""
+
+    topic_id: Uuid
+    tiered_epoch: int
+    policy: DisablePolicy
+    partitions_total: int
+    partitions_done: int = 0
+    segments_deleted: int = 0
+    segments_remaining: int = 0
+    done: bool = False
+    error: KafkaError | None = None
+
+
+def _start_thread(fn: Callable[[], None]) -> None:
+    threading.Thread(target=fn, name="disable-remote-topic", daemon=True).start()
+
+
+class DisableRemoteTopicHandler:
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        store: MetadataStore,
+        rlm: RemoteLogManager,
+        logs: Mapping[tuple[Uuid, int], PartitionLog],
+        refresh_image: Callable[[], MetadataImage],
+        now_ms: Callable[[], int],
+        run_in_background: Callable[[Callable[[], None]], None] = _start_thread,
+    ) -> None:
+        self.broker_id = broker_id
+        self._store = store
+        self._rlm = rlm
+        self._logs = logs
+        self._refresh_image = refresh_image
+        self._now_ms = now_ms
+        self._run = run_in_background
+        self._lock = threading.Lock()
+        self._jobs: dict[tuple[Uuid, int], _Job] = {}
+        self._highest_controller_epoch = -1
+
+    def handle(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return self._handle(body)
+        except KafkaError as exc:
+            log.warning("disable.refused", error=exc.name, detail=exc.message)
+            return {"error_code": exc.code, "error_message": exc.message}
+
+    def _handle(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        topic_id: Uuid = body["topic_id"]
+        controller_epoch: int = body["controller_epoch"]
+        tiered_epoch: int = body["tiered_epoch"]
+        lease = self._store.current_lease()
+        with self._lock:
+            floor = max(self._highest_controller_epoch, lease.controller_epoch if lease else -1)
+            if controller_epoch < floor:
+                raise StaleControllerEpoch(f"request from controller epoch {controller_epoch}; current is {floor}")
+            self._highest_controller_epoch = max(self._highest_controller_epoch, controller_epoch)
+        image = self._refresh_image()
+        topic = image.topics.get(topic_id)
+        if topic is None:
+            raise UnknownTopicId(f"topic id {topic_id} is not in this broker's metadata")
+        if tiered_epoch != topic.tiered_epoch or topic.tiered_state not in (
+            TieredState.DISABLING,
+            TieredState.DISABLED,
+        ):
+            raise StaleTieredEpoch(
+                f"request for tiered epoch {tiered_epoch}; {topic.name} is {topic.tiered_state.name} "
+                f"at epoch {topic.tiered_epoch}"
+            )
+        key = (topic_id, tiered_epoch)
+        with self._lock:
+            job = self._jobs.get(key)
+            if job is None or job.error is not None:
+                led = sorted(
+                    p.partition_id
+                    for p in topic.partitions.values()
+                    if p.leader == self.broker_id
+                    and body.get("partition_id", ALL_PARTITIONS) in (ALL_PARTITIONS, p.partition_id)
+                )
+                job = _Job(topic_id, tiered_epoch, topic.policy, partitions_total=len(led))
+                self._jobs[key] = job
+                self._run(lambda: self._work(job, led, topic.name))
+                log.info("disable.started", topic_id=str(topic_id), tiered_epoch=tiered_epoch,
+                         policy=topic.policy.name, partitions=len(led))  # fmt: skip
+            return self._response(job)
+
+    def _response(self, job: _Job) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "error_code": 0,
+            "status": int(DisableStatus.DONE if job.done else DisableStatus.IN_PROGRESS),
+            "tiered_epoch": job.tiered_epoch,
+            "partitions_total": job.partitions_total,
+            "partitions_done": job.partitions_done,
+            "segments_deleted": job.segments_deleted,
+            "segments_remaining": job.segments_remaining,
+        }
+        if job.error is not None:
+            out.update(error_code=job.error.code, error_message=job.error.message)
+        return out
+
+    def _work(self, job: _Job, partitions: list[int], topic_name: str) -> None:
+        try:
+            if not self._rlm.stop_partitions(job.topic_id, tiered_epoch=job.tiered_epoch):
+                raise KafkaStorageError(f"copies of {topic_name} still in flight; will retry")
+            if job.policy == DisablePolicy.DELETE:
+                self._apply_delete(job, partitions)
+            else:
+                with self._lock:
+                    job.partitions_done = len(partitions)
+            with self._lock:
+                job.done = True
+            log.info("disable.done", topic_id=str(job.topic_id), tiered_epoch=job.tiered_epoch,
+                     segments_deleted=job.segments_deleted)  # fmt: skip
+        except KafkaError as exc:
+            log.warning("disable.failed", topic_id=str(job.topic_id), error=exc.name, detail=exc.message)
+            with self._lock:
+                job.error = exc
+        except Exception as exc:  # a bug or an unexpected library error: report it, keep the broker serving
+            log.exception("disable.crashed", topic_id=str(job.topic_id))
+            with self._lock:
+                job.error = KafkaStorageError(f"{type(exc).__name__}: {exc}")
+
+    def _apply_delete(self, job: _Job, partitions: list[int]) -> None:
+        rlmm = self._rlm.rlmm
+        rlmm.refresh()
+        for partition in partitions:
+            plog = self._logs.get((job.topic_id, partition))
+            starts = {partition: plog.local_log_start_offset} if plog is not None else {}
+            plan = plan_delete(job.topic_id, rlmm.segments(job.topic_id, partition), starts)
+            with self._lock:
+                job.segments_remaining += plan.segment_count
+                deleted_base, remaining_base = job.segments_deleted, job.segments_remaining
+
+            def progress(
+                done: int, _total: int, deleted_base: int = deleted_base, remaining_base: int = remaining_base
+            ) -> None:
+                with self._lock:
+                    job.segments_deleted = deleted_base + done
+                    job.segments_remaining = remaining_base - done
+
+            def advance(_partition: int, offset: int, plog: PartitionLog | None = plog) -> None:
+                if plog is not None:
+                    plog.advance_log_start_offset(offset)
+
+            result = execute_delete_plan(
+                plan,
+                rsm=self._rlm.rsm,
+                rlmm=rlmm,
+                broker_id=self.broker_id,
+                now_ms=self._now_ms,
+                advance_log_start=advance,
+                on_progress=progress,
+            )
+            if not result.complete:
+                raise KafkaStorageError(
+                    f"{len(result.failed_keys)} object(s) of partition {partition} could not be deleted, e.g. "
+                    f"{next(iter(result.failed_keys.items()))}; will resume"
+                )
+            with self._lock:
+                job.partitions_done += 1

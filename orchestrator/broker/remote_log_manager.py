@@ -1,0 +1,249 @@
+"""The broker's RemoteLogManager: copy closed segments to S3, expire them by retention, fetch across tiers.
+
+Copy (leader only, topic ENABLED): for each closed local segment above the highest copied offset, in order:
+RLMM COPY_SEGMENT_STARTED at the topic's current tiered epoch (the store's fence refuses it if the epoch moved),
+upload ``.log``, ``.indexes``, ``.rsm-manifest``, then RLMM COPY_SEGMENT_FINISHED (fenced again). A copy
+refused at start uploads nothing. A copy that fails, or whose finish is refused because the topic was disabled
+meanwhile (a zombie upload), has its objects deleted and its RLMM entry moved to DELETE_SEGMENT_FINISHED, so
+nothing of it stays behind or is ever served (DESIGN §4 invariant 3).
+
+``stop_partitions(topic_id, tiered_epoch)`` (KIP-950's RemoteLogManager#stopPartitions): from then on no copy of
+that topic starts below that epoch's successor, and the call returns only when every copy in flight for the
+topic has finished or been cleaned up.
+
+Fetch: offsets at or above the local log start offset come from the local log; offsets from the log start offset
+up to there come from the live remote segment that holds them (ranged GET positioned by the segment's offset
+index); anything below the log start offset is OFFSET_OUT_OF_RANGE.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from orchestrator.broker.local_log import PartitionLog, Record, SegmentInfo, decode_entries
+from orchestrator.errors import KafkaStorageError, OffsetOutOfRange, StaleTieredEpoch
+from orchestrator.ids import Uuid
+from orchestrator.metadata.image import MetadataImage, TopicImage
+from orchestrator.metadata.records import SegmentState, TieredState
+from policies.executor import DeleteResult, delete_segments, execute_expiry_plan
+from policies.plans import plan_remote_expiry
+from remote_storage.keys import Suffix, build_key
+from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
+from remote_storage.s3 import RemoteStorageError, S3RemoteStorage
+
+log = structlog.get_logger(__name__)
+_INDEX = struct.Struct(">II")
+
+PartitionKey = tuple[Uuid, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CopyResult:
+    copied: int = 0
+    aborted: int = 0  # refused at start by the fence, or cleaned up after a failed/zombie upload
+
+
+def _config_int(configs: Mapping[str, str], key: str, default: int) -> int:
+    try:
+        return int(configs.get(key, default))
+    except ValueError:
+        return default
+
+
+class RemoteLogManager:
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        rsm: S3RemoteStorage,
+        rlmm: RemoteLogMetadataManager,
+        logs: Mapping[PartitionKey, PartitionLog],
+        image: Callable[[], MetadataImage],
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.broker_id = broker_id
+        self.rsm = rsm
+        self.rlmm = rlmm
+        self._logs = logs
+        self._image = image
+        self._now_ms = now_ms
+        self._cond = threading.Condition()
+        self._in_flight: dict[Uuid, int] = {}
+        self._stopped_at: dict[Uuid, int] = {}  # topic id -> the tiered epoch it was stopped at
+
+    # -- copy -------------------------------------------------------------------------------------------------
+
+    def _may_copy(self, topic: TopicImage, partition: int) -> bool:
+        p = topic.partitions.get(partition)
+        return (
+            topic.tiered_state == TieredState.ENABLED
+            and topic.tiered_epoch > self._stopped_at.get(topic.topic_id, -1)
+            and p is not None
+            and p.leader == self.broker_id
+        )
+
+    def copy_partition(self, topic_id: Uuid, partition: int) -> CopyResult:
+        """Copy every closed segment of this partition that is not yet remote. One caller per partition."""
+        copied = aborted = 0
+        plog = self._logs[(topic_id, partition)]
+        self.rlmm.refresh()
+        highest = self.rlmm.highest_copied_offset(topic_id, partition)
+        for seg in plog.closed_segments():
+            if seg.end_offset <= highest:
+                continue
+            topic = self._image().topics.get(topic_id)
+            with self._cond:
+                if topic is None or not self._may_copy(topic, partition):
+                    break
+                self._in_flight[topic_id] = self._in_flight.get(topic_id, 0) + 1
+            try:
+                if self._copy_segment(topic, partition, seg):
+                    copied += 1
+                else:
+                    aborted += 1
+                    break
+            finally:
+                with self._cond:
+                    self._in_flight[topic_id] -= 1
+                    self._cond.notify_all()
+        return CopyResult(copied, aborted)
+
+    def _copy_segment(self, topic: TopicImage, partition: int, seg: SegmentInfo) -> bool:
+        remote = RemoteSegment(
+            topic=topic.name,
+            topic_id=topic.topic_id,
+            partition=partition,
+            segment_id=Uuid.random(),
+            start_offset=seg.base_offset,
+            end_offset=seg.end_offset,
+            max_timestamp_ms=seg.max_timestamp_ms,
+            size_bytes=seg.size_bytes,
+            tiered_epoch=topic.tiered_epoch,
+            broker_id=self.broker_id,
+        )
+        try:
+            self.rlmm.copy_started(remote, now_ms=self._now_ms())
+        except StaleTieredEpoch as exc:
+            log.info("rlm.copy_refused", topic_id=str(topic.topic_id), partition=partition, reason=str(exc))
+            return False
+        manifest = {
+            "topic": topic.name,
+            "topicId": str(topic.topic_id),
+            "partition": partition,
+            "segmentId": str(remote.segment_id),
+            "startOffset": seg.base_offset,
+            "endOffset": seg.end_offset,
+            "maxTimestampMs": seg.max_timestamp_ms,
+            "segmentSizeInBytes": seg.size_bytes,
+            "brokerId": self.broker_id,
+        }
+        try:
+            self.rsm.copy_segment(
+                remote.key,
+                log_file=seg.log_path,
+                indexes=seg.index_path.read_bytes(),
+                manifest=manifest,
+                tiered_epoch=topic.tiered_epoch,
+            )
+            self.rlmm.transition([remote], SegmentState.COPY_SEGMENT_FINISHED, broker_id=self.broker_id,
+                                 now_ms=self._now_ms())  # fmt: skip
+        except (StaleTieredEpoch, KafkaStorageError, OSError) as exc:
+            log.warning("rlm.copy_aborted", topic_id=str(topic.topic_id), partition=partition,
+                        segment_id=str(remote.segment_id), reason=str(exc))  # fmt: skip
+            self._clean_up(remote)
+            return False
+        log.info("rlm.segment_copied", topic_id=str(topic.topic_id), partition=partition,
+                 start_offset=seg.base_offset, end_offset=seg.end_offset, tiered_epoch=topic.tiered_epoch)  # fmt: skip
+        return True
+
+    def _clean_up(self, remote: RemoteSegment) -> None:
+        result = delete_segments([remote], rsm=self.rsm, rlmm=self.rlmm, broker_id=self.broker_id, now_ms=self._now_ms)
+        if not result.complete:
+            # The segment stays DELETE_SEGMENT_STARTED in the RLMM; the delete policy or the scan finds it.
+            log.error("rlm.cleanup_incomplete", segment_id=str(remote.segment_id), failed=dict(result.failed_keys))
+
+    def stop_partitions(self, topic_id: Uuid, *, tiered_epoch: int, timeout_s: float = 300.0) -> bool:
+        """Stop copies of the topic below ``tiered_epoch`` + 1 and wait for those in flight; False on timeout."""
+        with self._cond:
+            self._stopped_at[topic_id] = max(self._stopped_at.get(topic_id, -1), tiered_epoch)
+            return self._cond.wait_for(lambda: self._in_flight.get(topic_id, 0) == 0, timeout=timeout_s)
+
+    def copies_in_flight(self, topic_id: Uuid) -> int:
+        with self._cond:
+            return self._in_flight.get(topic_id, 0)
+
+    # -- expiry -----------------------------------------------------------------------------------------------
+
+    def expire_partition(self, topic_id: Uuid, partition: int) -> DeleteResult:
+        """Apply retention.ms / retention.bytes to this partition's remote segments (leader only)."""
+        image = self._image()
+        topic = image.topics.get(topic_id)
+        if topic is None:
+            return DeleteResult()
+        p = topic.partitions.get(partition)
+        if p is None or p.leader != self.broker_id:
+            return DeleteResult()
+        configs = image.topic_configs(topic.name)
+        plog = self._logs[(topic_id, partition)]
+        self.rlmm.refresh()
+        highest = self.rlmm.highest_copied_offset(topic_id, partition)
+        not_copied = sum(s.size_bytes for s in plog.segments() if s.end_offset > highest)
+        plan = plan_remote_expiry(
+            self.rlmm.segments(topic_id, partition),
+            now_ms=self._now_ms(),
+            retention_ms=_config_int(configs, "retention.ms", 7 * 24 * 3600 * 1000),
+            retention_bytes=_config_int(configs, "retention.bytes", -1),
+            log_start_offset=plog.log_start_offset,
+            local_bytes_not_copied=not_copied,
+        )
+        return execute_expiry_plan(
+            plan,
+            rsm=self.rsm,
+            rlmm=self.rlmm,
+            broker_id=self.broker_id,
+            now_ms=self._now_ms,
+            advance_log_start=plog.advance_log_start_offset,
+        )
+
+    # -- fetch ------------------------------------------------------------------------------------------------
+
+    def fetch(self, topic_id: Uuid, partition: int, offset: int, *, max_bytes: int = 1024 * 1024) -> list[Record]:
+        plog = self._logs[(topic_id, partition)]
+        if offset >= plog.local_log_start_offset:
+            return plog.read(offset, max_bytes=max_bytes)
+        if offset < plog.log_start_offset:
+            raise OffsetOutOfRange(f"offset {offset} is below the log start offset {plog.log_start_offset}")
+        self.rlmm.refresh()
+        for seg in self.rlmm.live_segments(topic_id, partition):
+            if seg.start_offset <= offset <= seg.end_offset:
+                return self._fetch_remote(seg, offset, max_bytes)
+        raise OffsetOutOfRange(f"offset {offset} is in no live remote segment of {topic_id}-{partition}")
+
+    def _fetch_remote(self, seg: RemoteSegment, offset: int, max_bytes: int) -> list[Record]:
+        try:
+            index = self.rsm.fetch(build_key(self.rsm.prefix, seg.key, Suffix.INDEXES))
+        except RemoteStorageError:
+            index = b""
+        position = 0
+        for i in range(0, len(index) - len(index) % _INDEX.size, _INDEX.size):
+            rel, pos = _INDEX.unpack_from(index, i)
+            if seg.start_offset + rel > offset:
+                break
+            position = pos
+        data = self.rsm.fetch(build_key(self.rsm.prefix, seg.key, Suffix.LOG), start=position)
+        out: list[Record] = []
+        used = 0
+        for _, rec in decode_entries(data):
+            if rec.offset < offset:
+                continue
+            size = len(rec.value) + (len(rec.key) if rec.key else 0) + 32
+            if out and used + size > max_bytes:
+                break
+            out.append(rec)
+            used += size
+        return out
