@@ -52,14 +52,20 @@ def batched(
 
 
 def plan_delete(
-    topic_id: Uuid, segments: Sequence[RemoteSegment], local_log_start_offsets: Mapping[int, int]
+    topic_id: Uuid,
+    segments: Sequence[RemoteSegment],
+    local_log_start_offsets: Mapping[int, int],
+    *,
+    batch_segments: int = SEGMENTS_PER_DELETE_BATCH,
 ) -> DeletePlan:
     """The delete policy for one topic id: every remote segment not yet deleted, and the new start offsets."""
     todo = sorted(
         (s for s in segments if s.topic_id == topic_id and s.state != SegmentState.DELETE_SEGMENT_FINISHED),
         key=lambda s: (s.partition, s.start_offset),
     )
-    return DeletePlan(topic_id, batched(todo), dict(local_log_start_offsets))
+    if not 1 <= batch_segments <= SEGMENTS_PER_DELETE_BATCH:
+        raise ValueError(f"batch_segments must be 1..{SEGMENTS_PER_DELETE_BATCH}, got {batch_segments}")
+    return DeletePlan(topic_id, batched(todo, batch_segments), dict(local_log_start_offsets))
 
 
 def plan_remote_expiry(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,9 @@ from remote_storage.s3 import make_s3_client
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")

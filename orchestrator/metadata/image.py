@@ -142,6 +142,9 @@ class MetadataImage:
         return out
 
 
+EMPTY_IMAGE = MetadataImage()
+
+
 class _Builder:
     """Mutable scratch space for one replay call; its maps are copied from the image on first write."""
 
@@ -339,12 +342,22 @@ def replay(image: MetadataImage, entries: Iterable[tuple[int, MetadataRecord]]) 
     for offset, record in entries:
         if offset <= b.offset:
             raise ValueError(f"record offset {offset} is not after the image's offset {b.offset}")
-        apply = _APPLY.get(record.name)
-        if apply is None:
-            raise ValueError(f"no replay rule for {record.name}")
-        apply(b, record.fields)
+        _apply(b, record)
         b.offset = offset
     return b.build()
 
 
-EMPTY_IMAGE = MetadataImage()
+def from_snapshot(offset: int, records: Iterable[MetadataRecord]) -> MetadataImage:
+    """The image a snapshot describes: its records applied to the empty image, at the snapshot's offset."""
+    b = _Builder(EMPTY_IMAGE)
+    for record in records:
+        _apply(b, record)
+    b.offset = offset
+    return b.build()
+
+
+def _apply(b: _Builder, record: MetadataRecord) -> None:
+    apply = _APPLY.get(record.name)
+    if apply is None:
+        raise ValueError(f"no replay rule for {record.name}")
+    apply(b, record.fields)

@@ -1,0 +1,244 @@
+"""Tiering and KIP-950 disablement on the broker side: real SQLite store, real segment files, moto's S3 server."""
+
+import pytest
+
+from orchestrator.errors import OffsetOutOfRange, StaleTieredEpoch
+from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from remote_storage.keys import parse_key, topic_prefix
+from remote_storage.rlmm import RemoteSegment
+from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
+from tests.support.faults import FaultInjector
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def env(tmp_path, s3_client, bucket):
+    store_path = tmp_path / "metadata.db"
+    writer_store = SqliteMetadataStore(store_path)
+    writer = ControllerWriter(writer_store)
+    broker = BrokerUnderTest(broker_id=1, data_dir=tmp_path / "broker-1", store_path=store_path, s3_client=s3_client,
+                             bucket=bucket)  # fmt: skip
+    yield writer, broker, s3_client, bucket
+    broker.close()
+    writer_store.close()
+
+
+def _objects(s3_client, bucket, prefix=""):
+    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return sorted(o["Key"] for p in pages for o in p.get("Contents", []))
+
+
+def test_tier_then_disable_with_delete_removes_exactly_that_topic_ids_objects(env):
+    writer, broker, s3, bucket = env
+    tid = writer.create_topic("orders", partitions=2)
+    keep = writer.create_topic("payments")
+    for t, parts in ((tid, 2), (keep, 1)):
+        for p in range(parts):
+            broker.produce(t, 60, partition=p)
+            assert broker.tier(t, p) > 0
+            broker.trim_local(t, p)
+            broker.produce(t, 5, partition=p)  # a local tail that is not tiered
+    kept_before = _objects(s3, bucket, topic_prefix("tiered/", "payments", keep))
+    assert kept_before and _objects(s3, bucket, topic_prefix("tiered/", "orders", tid))
+
+    epoch = writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+    resp = broker.disable(tid, controller_epoch=writer.epoch)
+    assert resp["error_code"] == 0 and resp["tiered_epoch"] == epoch
+    assert resp["partitions_done"] == resp["partitions_total"] == 2 and resp["segments_remaining"] == 0
+
+    assert _objects(s3, bucket, topic_prefix("tiered/", "orders", tid)) == []
+    assert _objects(s3, bucket, topic_prefix("tiered/", "payments", keep)) == kept_before
+    broker.rlmm.refresh()
+    segs = broker.rlmm.segments(tid)
+    assert segs and all(s.state == SegmentState.DELETE_SEGMENT_FINISHED for s in segs)
+    assert resp["segments_deleted"] == len(segs)
+    for p in range(2):
+        plog = broker.log(tid, p)
+        assert plog.log_start_offset == plog.local_log_start_offset > 0
+        with pytest.raises(OffsetOutOfRange):
+            broker.rlm.fetch(tid, p, 0)
+        assert broker.read_all(tid, p) == list(range(plog.log_start_offset, plog.log_end_offset))
+
+
+def test_redelivered_disable_changes_nothing_already_done(env):
+    writer, broker, _s3, _bucket = env
+    tid = writer.create_topic("orders")
+    broker.produce(tid, 40)
+    broker.tier(tid)
+    writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+    first = broker.disable(tid, controller_epoch=writer.epoch)
+    rlmm_end = sum(1 for _ in broker.store.read_remote_log_metadata())
+    again = broker.disable(tid, controller_epoch=writer.epoch)
+    assert again == first
+    assert sum(1 for _ in broker.store.read_remote_log_metadata()) == rlmm_end
+
+
+def test_tier_then_disable_with_retain_keeps_everything_fetchable_and_expiry_still_works(env):
+    writer, broker, s3, bucket = env
+    tid = writer.create_topic("orders", configs={"retention.ms": "-1", "retention.bytes": "-1"})
+    broker.produce(tid, 80, ts=1_000)
+    broker.tier(tid)
+    broker.trim_local(tid)
+    assert broker.log(tid).local_log_start_offset > 0  # reads from 0 must now go to S3
+    before = _objects(s3, bucket)
+
+    writer.set_state(tid, TieredState.DISABLING, DisablePolicy.RETAIN)
+    resp = broker.disable(tid, controller_epoch=writer.epoch)
+    assert resp["error_code"] == 0 and resp["segments_deleted"] == 0
+    assert _objects(s3, bucket) == before
+    assert broker.read_all(tid) == list(range(0, 80))
+
+    # Retention still expires remote data after a retain disable, exactly what retention.ms says.
+    live = broker.rlmm.live_segments(tid, 0)
+    writer.store.append(
+        [__import__("orchestrator.metadata.records", fromlist=["make_record"]).make_record(
+            "ConfigRecord", resource_type=2, resource_name="orders", name="retention.bytes",
+            value=str(sum(s.size_bytes for s in live[1:]) + broker.log(tid).segments()[-1].size_bytes))],
+        controller_epoch=writer.epoch,
+    )  # fmt: skip
+    result = broker.rlm.expire_partition(tid, 0)
+    assert result.segments_deleted == 1
+    broker.rlmm.refresh()
+    assert [s.segment_id for s in broker.rlmm.live_segments(tid, 0)] == [s.segment_id for s in live[1:]]
+    assert broker.log(tid).log_start_offset == live[0].end_offset + 1
+    assert broker.read_all(tid) == list(range(live[0].end_offset + 1, 80))
+
+
+def test_reenable_tiers_new_segments_at_the_new_epoch_and_old_ones_are_still_served(env):
+    writer, broker, s3, bucket = env
+    tid = writer.create_topic("orders")
+    broker.produce(tid, 40)
+    broker.tier(tid)
+    writer.set_state(tid, TieredState.DISABLING, DisablePolicy.RETAIN)
+    broker.disable(tid, controller_epoch=writer.epoch)
+    writer.set_state(tid, TieredState.DISABLED, DisablePolicy.RETAIN)
+    broker.produce(tid, 40)
+    assert broker.tier(tid) == 0  # disabled: nothing is copied
+    new_epoch = writer.set_state(tid, TieredState.ENABLED)
+    assert broker.tier(tid) > 0
+    broker.rlmm.refresh()
+    epochs = {s.tiered_epoch for s in broker.rlmm.live_segments(tid, 0)}
+    assert epochs == {1, new_epoch}
+    for key in _objects(s3, bucket):
+        seg = next(s for s in broker.rlmm.segments(tid) if s.segment_id == parse_key(key, "tiered/").segment.segment_id)
+        assert broker.rsm.tags(key) == {"tieredEpoch": str(seg.tiered_epoch)}
+    broker.trim_local(tid)
+    assert broker.read_all(tid) == list(range(0, 80))
+
+
+def test_same_name_different_ids_are_never_confused(env):
+    writer, broker, s3, bucket = env
+    old = writer.create_topic("orders")
+    broker.produce(old, 40)
+    broker.tier(old)
+    old_objects = _objects(s3, bucket, topic_prefix("tiered/", "orders", old))
+    writer.delete_topic(old)
+    new = writer.create_topic("orders")
+    broker.data_dir = broker.data_dir.parent / "broker-1-new"  # a fresh log dir for the new topic id
+    broker.produce(new, 40)
+    broker.tier(new)
+    writer.set_state(new, TieredState.DISABLING, DisablePolicy.DELETE)
+    broker.disable(new, controller_epoch=writer.epoch)
+    assert _objects(s3, bucket, topic_prefix("tiered/", "orders", new)) == []
+    assert _objects(s3, bucket, topic_prefix("tiered/", "orders", old)) == old_objects
+
+
+def test_s3_faults_on_upload_and_delete_are_retried_with_nothing_lost_and_no_duplicates(env):
+    writer, broker, s3, bucket = env
+    faults = FaultInjector(s3)
+    faults.fail("PutObject", "slowdown", "internal", "reset", "slowdown")
+    tid = writer.create_topic("orders")
+    broker.produce(tid, 60)
+    copied = broker.tier(tid)
+    assert copied > 0 and faults.faults_served["PutObject"] == 4
+    broker.rlmm.refresh()
+    live = broker.rlmm.live_segments(tid, 0)
+    assert len(live) == copied == len(broker.rlmm.segments(tid))  # one RLMM entry per segment, no duplicates
+    assert len(_objects(s3, bucket)) == 3 * copied
+    broker.trim_local(tid)
+    assert broker.read_all(tid) == list(range(60))
+
+    faults.fail("DeleteObjects", "reset", "internal", "slowdown")
+    writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+    resp = broker.disable(tid, controller_epoch=writer.epoch)
+    assert resp["error_code"] == 0 and faults.faults_served["DeleteObjects"] == 3
+    assert _objects(s3, bucket) == []
+
+
+def test_a_zombie_copy_after_disable_is_refused_by_the_rlmm_fence(env):
+    writer, broker, s3, bucket = env
+    tid = writer.create_topic("orders")
+    broker.produce(tid, 40)
+    broker.log(tid).roll()
+    seg = broker.log(tid).closed_segments()[0]
+    stale = RemoteSegment("orders", tid, 0, __import__("orchestrator.ids", fromlist=["Uuid"]).Uuid.random(),
+                          seg.base_offset, seg.end_offset, 0, seg.size_bytes, tiered_epoch=1)  # fmt: skip
+    writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+    with pytest.raises(StaleTieredEpoch):
+        broker.rlmm.copy_started(stale, now_ms=0)
+    assert broker.rlm.copy_partition(tid, 0).copied == 0
+    assert _objects(s3, bucket) == []
+
+
+def test_a_copy_whose_finish_is_fenced_is_cleaned_up(env):
+    """The topic is disabled while an upload is in flight: the finish is refused and the objects removed."""
+    writer, broker, s3, bucket = env
+    tid = writer.create_topic("orders")
+    broker.produce(tid, 40)
+    broker.log(tid).roll()
+    disabled = []
+
+    def disable_mid_upload(**kwargs):
+        if not disabled:
+            disabled.append(writer.set_state(tid, TieredState.DISABLING, DisablePolicy.RETAIN))
+
+    s3.meta.events.register("before-send.s3.PutObject", disable_mid_upload)
+    result = broker.rlm.copy_partition(tid, 0)
+    assert result.copied == 0 and result.aborted == 1
+    assert _objects(s3, bucket) == []
+    broker.rlmm.refresh()
+    assert [s.state for s in broker.rlmm.segments(tid)] == [SegmentState.DELETE_SEGMENT_FINISHED]
+
+
+def test_a_delete_killed_half_way_is_finished_by_a_rerun(env, tmp_path, moto_endpoint):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    writer, broker, s3, bucket = env
+    tid = writer.create_topic("orders")
+    broker.produce(tid, 300)
+    assert broker.tier(tid) >= 20
+    writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+    total_objects = len(_objects(s3, bucket))
+    cmd = [sys.executable, "-m", "tests.support.delete_worker", str(tmp_path / "metadata.db"), moto_endpoint, bucket,
+           "tiered/", str(tid)]  # fmt: skip
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen([*cmd, "5"], stdout=subprocess.PIPE, text=True, cwd=root)
+    try:
+        line = proc.stdout.readline()  # the first batch is journaled and deleted; the worker now sleeps
+        assert line.startswith("progress"), line
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        proc.stdout.close()
+    remaining = len(_objects(s3, bucket))
+    assert 0 < remaining < total_objects
+    broker.rlmm.refresh()
+    states = {s.state for s in broker.rlmm.segments(tid)}
+    assert SegmentState.DELETE_SEGMENT_FINISHED in states and SegmentState.COPY_SEGMENT_FINISHED in states
+
+    started = time.monotonic()
+    rerun = subprocess.run([*cmd, "0"], capture_output=True, text=True, cwd=root, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stdout.strip().endswith("complete") and time.monotonic() > started
+    assert _objects(s3, bucket) == []
+    broker.rlmm.refresh()
+    assert {s.state for s in broker.rlmm.segments(tid)} == {SegmentState.DELETE_SEGMENT_FINISHED}

@@ -1,0 +1,135 @@
+"""An in-process broker on a real SQLite store and moto's S3 server, plus a minimal controller-side writer.
+
+The writer appends the metadata records a controller would (topic, partitions, configs, tiered state) under a
+real lease; the broker replays them through a MetadataFollower exactly as a broker agent does.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from orchestrator.broker.disable_handler import DisableRemoteTopicHandler, DisableStatus
+from orchestrator.broker.local_log import LogConfig, PartitionLog
+from orchestrator.broker.remote_log_manager import RemoteLogManager
+from orchestrator.ids import Uuid
+from orchestrator.metadata.follower import MetadataFollower
+from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState, make_record
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from remote_storage.rlmm import RemoteLogMetadataManager
+from remote_storage.s3 import S3RemoteStorage
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ControllerWriter:
+    def __init__(self, store: SqliteMetadataStore, holder: str = "test-controller") -> None:
+        self.store = store
+        lease = store.acquire_lease(holder=holder, now_ms=wall_ms(), ttl_ms=3_600_000)
+        assert lease is not None
+        self.epoch = lease.controller_epoch
+        self.follower = MetadataFollower(store)
+
+    def create_topic(self, name: str, *, partitions: int = 1, leader: int = 1, configs: dict[str, str] | None = None,
+                     tiered: bool = True) -> Uuid:  # fmt: skip
+        tid = Uuid.random()
+        recs = [make_record("TopicRecord", name=name, topic_id=tid)]
+        for p in range(partitions):
+            recs.append(make_record("PartitionRecord", partition_id=p, topic_id=tid, replicas=[leader], isr=[leader],
+                                    leader=leader, leader_epoch=0, partition_epoch=0))  # fmt: skip
+        for k, v in (configs or {}).items():
+            recs.append(make_record("ConfigRecord", resource_type=int(ConfigResourceType.TOPIC), resource_name=name,
+                                    name=k, value=v))  # fmt: skip
+        if tiered:
+            recs.append(make_record("TieredStateRecord", topic_id=tid, tiered_epoch=1,
+                                    tiered_state=int(TieredState.ENABLED), policy=0))  # fmt: skip
+        self.store.append(recs, controller_epoch=self.epoch)
+        return tid
+
+    def set_state(self, tid: Uuid, state: TieredState, policy: DisablePolicy = DisablePolicy.NONE) -> int:
+        """Move the topic to ``state`` with its epoch bumped by one; returns the new tiered epoch."""
+        topic = self.follower.refresh().topics[tid]
+        epoch = topic.tiered_epoch + 1
+        self.store.append([make_record("TieredStateRecord", topic_id=tid, tiered_epoch=epoch, tiered_state=int(state),
+                                       policy=int(policy))], controller_epoch=self.epoch)  # fmt: skip
+        return epoch
+
+    def delete_topic(self, tid: Uuid) -> None:
+        self.store.append([make_record("RemoveTopicRecord", topic_id=tid)], controller_epoch=self.epoch)
+
+
+class BrokerUnderTest:
+    def __init__(self, *, broker_id: int, data_dir: Path, store_path: Path, s3_client: object, bucket: str,
+                 prefix: str = "tiered/", log_config: LogConfig | None = None,
+                 now_ms: Callable[[], int] = wall_ms) -> None:  # fmt: skip
+        self.broker_id = broker_id
+        self.data_dir = data_dir
+        self.store = SqliteMetadataStore(store_path)
+        self.follower = MetadataFollower(self.store)
+        self.rsm = S3RemoteStorage(client=s3_client, bucket=bucket, prefix=prefix, sleep=lambda s: None)  # type: ignore[arg-type]
+        self.rlmm = RemoteLogMetadataManager(self.store)
+        self.logs: dict[tuple[Uuid, int], PartitionLog] = {}
+        self.log_config = log_config or LogConfig(segment_bytes=2000, index_interval_bytes=256)
+        self.now_ms = now_ms
+        self.rlm = RemoteLogManager(broker_id=broker_id, rsm=self.rsm, rlmm=self.rlmm, logs=self.logs,
+                                    image=self.follower.refresh, now_ms=now_ms)  # fmt: skip
+        self.handler = DisableRemoteTopicHandler(broker_id=broker_id, store=self.store, rlm=self.rlm, logs=self.logs,
+                                                 refresh_image=self.follower.refresh, now_ms=now_ms)  # fmt: skip
+
+    def log(self, tid: Uuid, partition: int = 0) -> PartitionLog:
+        key = (tid, partition)
+        if key not in self.logs:
+            topic = self.follower.refresh().topics[tid]
+            self.logs[key] = PartitionLog(self.data_dir / f"{topic.name}-{partition}", topic_id=tid,
+                                          config=self.log_config, clock=self.now_ms)  # fmt: skip
+        return self.logs[key]
+
+    def produce(self, tid: Uuid, n: int, *, partition: int = 0, size: int = 100, ts: int | None = None) -> None:
+        plog = self.log(tid, partition)
+        start = plog.log_end_offset
+        plog.append([(None, f"{start + i}:".encode() + b"x" * size, ts) for i in range(n)])
+
+    def tier(self, tid: Uuid, partition: int = 0) -> int:
+        """Roll the active segment and copy every closed segment; returns how many were copied."""
+        self.log(tid, partition).roll()
+        return self.rlm.copy_partition(tid, partition).copied
+
+    def trim_local(self, tid: Uuid, partition: int = 0) -> None:
+        """Local retention at its tightest (local.retention.ms=0): drop every local segment already copied."""
+        self.rlmm.refresh()
+        self.log(tid, partition).delete_local_segments_before(self.rlmm.highest_copied_offset(tid, partition) + 1)
+
+    def disable(self, tid: Uuid, *, controller_epoch: int, timeout_s: float = 60.0) -> dict[str, object]:
+        """Send DisableRemoteTopic at the topic's current epoch until it answers DONE (bounded)."""
+        topic = self.follower.refresh().topics[tid]
+        body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": topic.tiered_epoch,
+                "controller_epoch": controller_epoch}  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        while True:
+            resp = self.handler.handle(body)
+            if resp["error_code"] != 0 or resp["status"] == DisableStatus.DONE:
+                return resp
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"DisableRemoteTopic still in progress: {resp}")
+            time.sleep(0.02)
+
+    def read_all(self, tid: Uuid, partition: int = 0) -> list[int]:
+        """Every offset readable from the log start offset to the end, across tiers."""
+        plog = self.log(tid, partition)
+        offset, out = plog.log_start_offset, []
+        while offset < plog.log_end_offset:
+            recs = self.rlm.fetch(tid, partition, offset, max_bytes=1 << 20)
+            assert recs, f"no record at offset {offset}"
+            for r in recs:
+                assert r.value.startswith(f"{r.offset}:".encode())
+                out.append(r.offset)
+            offset = recs[-1].offset + 1
+        return out
+
+    def close(self) -> None:
+        for plog in self.logs.values():
+            plog.close()
+        self.store.close()

@@ -1,0 +1,42 @@
+"""A separate process that runs the delete policy for one topic id; the crash test kills it with SIGKILL.
+
+Usage: python -m tests.support.delete_worker STORE ENDPOINT BUCKET PREFIX TOPIC_ID PAUSE_S
+Prints one line per finished batch ("progress DONE TOTAL") and "complete" at the end.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from orchestrator.ids import Uuid
+from orchestrator.logging import configure_logging
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from policies.executor import execute_delete_plan
+from policies.plans import plan_delete
+from remote_storage.rlmm import RemoteLogMetadataManager
+from remote_storage.s3 import S3RemoteStorage, make_s3_client
+
+
+def main() -> None:
+    configure_logging("service")
+    store_path, endpoint, bucket, prefix, topic_id, pause = sys.argv[1:7]
+    store = SqliteMetadataStore(store_path)
+    rlmm = RemoteLogMetadataManager(store)
+    rlmm.refresh()
+    rsm = S3RemoteStorage(client=make_s3_client(endpoint_url=endpoint), bucket=bucket, prefix=prefix)
+    tid = Uuid.from_string(topic_id)
+    plan = plan_delete(tid, rlmm.segments(tid), {}, batch_segments=3)
+
+    def progress(done: int, total: int) -> None:
+        print(f"progress {done} {total}", flush=True)
+        time.sleep(float(pause))
+
+    result = execute_delete_plan(plan, rsm=rsm, rlmm=rlmm, broker_id=1, now_ms=lambda: int(time.time() * 1000),
+                                 advance_log_start=lambda p, o: None, on_progress=progress)  # fmt: skip
+    print("complete" if result.complete else f"incomplete {dict(result.failed_keys)}", flush=True)
+    store.close()
+
+
+if __name__ == "__main__":
+    main()
