@@ -18,10 +18,11 @@ import structlog
 
 from orchestrator.errors import MetadataLogCorrupt, StaleControllerEpoch
 from orchestrator.ids import Uuid
-from orchestrator.metadata.records import MetadataRecord, TieredState, decode_record, encode_record
+from orchestrator.metadata.records import MetadataRecord, TieredState, decode_record
 from orchestrator.metadata.store import (
     Lease,
     LogEntry,
+    MetadataStore,
     RecoveryReport,
     Snapshot,
     check_lease_args,
@@ -29,6 +30,7 @@ from orchestrator.metadata.store import (
     check_rlmm_fence,
     check_snapshot_offset,
     checksum,
+    encode_all,
     encode_snapshot,
     log_recovery,
     plan_fence_changes,
@@ -66,7 +68,7 @@ class InMemoryMetadataStore:
     # --- cluster metadata log -------------------------------------------------------------------------------
 
     def append(self, records: Sequence[MetadataRecord], *, controller_epoch: int) -> int:
-        encoded = [encode_record(r) for r in records]
+        encoded = encode_all(records, rlmm=False)
         with self._lock:
             self._check_epoch(controller_epoch, what="append to the metadata log")
             changes = plan_fence_changes(records, self._fence.get)
@@ -95,7 +97,7 @@ class InMemoryMetadataStore:
     # --- snapshots --------------------------------------------------------------------------------------------
 
     def save_snapshot(self, *, offset: int, records: Sequence[MetadataRecord], controller_epoch: int) -> None:
-        blob = encode_snapshot(encode_record(r) for r in records)
+        blob = encode_snapshot(encode_all(records, rlmm=False))
         with self._lock:
             self._check_epoch(controller_epoch, what="save a snapshot")
             check_snapshot_offset(offset, len(self._log))
@@ -158,7 +160,7 @@ class InMemoryMetadataStore:
     # --- remote log metadata ----------------------------------------------------------------------------------
 
     def append_remote_log_metadata(self, records: Sequence[MetadataRecord], *, now_ms: int | None = None) -> int:
-        encoded = [encode_record(r) for r in records]
+        encoded = encode_all(records, rlmm=True)
         with self._lock:
             topic_ids = check_rlmm_fence(records, self._fence.get)
             for data, topic_id in zip(encoded, topic_ids, strict=True):
@@ -202,6 +204,14 @@ class InMemoryMetadataStore:
                 ).items():
                     if state is not None:
                         self._fence[tid] = state
+                if self._lease_holder is not None:  # the controller's image may hold the lost records
+                    log.warning(
+                        "metadata.lease.revoked",
+                        holder=self._lease_holder,
+                        controller_epoch=self._lease_epoch,
+                        reason="log truncated",
+                    )
+                    self._lease_holder, self._lease_expires_at_ms = None, 0
             report = RecoveryReport(
                 log_end_offset=len(self._log),
                 rlmm_end_offset=len(self._rlmm),
@@ -259,3 +269,7 @@ def _decode(row: _Row, offset: int, *, rlmm: bool) -> MetadataRecord:
         log.error("metadata.log.corrupt", offset=offset, log=kind)
         raise MetadataLogCorrupt(f"{kind} record at offset {offset}: checksum mismatch")
     return decode_record(row.data, rlmm=rlmm)
+
+
+def _conforms(store: InMemoryMetadataStore) -> MetadataStore:
+    return store  # mypy checks here that the backend implements the whole interface

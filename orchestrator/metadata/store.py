@@ -51,7 +51,14 @@ import structlog
 
 from orchestrator.errors import InvalidRequest, MetadataLogCorrupt, StaleTieredEpoch
 from orchestrator.ids import Uuid
-from orchestrator.metadata.records import MetadataRecord, SegmentState, TieredState
+from orchestrator.metadata.records import (
+    MetadataRecord,
+    SegmentState,
+    TieredState,
+    encode_record,
+    record_schema_by_name,
+)
+from orchestrator.protocol.schema import is_rlmm_record
 
 log = structlog.get_logger(__name__)
 
@@ -101,6 +108,7 @@ class RecoveryReport:
 
     ``first_bad_offset`` is the first metadata-log offset found damaged (the log now ends just before it) and
     ``truncated_records`` how many records from there on were moved out of the log; likewise for the RLMM log.
+    ``wal_torn_bytes`` / ``wal_ignored_frames`` describe SQLite's write-ahead log (see ``sqlite_store``).
     ``corrupt_copy`` is where a damaged database file was kept aside when its readable content was salvaged
     into a fresh file. ``problems`` says each finding in words, for the operator.
     """
@@ -113,6 +121,7 @@ class RecoveryReport:
     truncated_rlmm_records: int = 0
     dropped_snapshots: tuple[int, ...] = ()
     wal_torn_bytes: int = 0
+    wal_ignored_frames: int = 0
     integrity_errors: tuple[str, ...] = ()
     corrupt_copy: str | None = None
     problems: tuple[str, ...] = field(default=())
@@ -169,6 +178,21 @@ def checksum(data: bytes) -> int:
     return zlib.crc32(data) & 0xFFFFFFFF
 
 
+def encode_all(records: Sequence[MetadataRecord], *, rlmm: bool) -> list[bytes]:
+    """Encode a batch before anything is written; a record that does not encode, or that belongs to the other
+    log (cluster metadata and RLMM record types share type numbers), is an :class:`InvalidRequest`."""
+    out: list[bytes] = []
+    for i, record in enumerate(records):
+        try:
+            if is_rlmm_record(record_schema_by_name(record.name)) != rlmm:
+                where = "the remote log metadata" if rlmm else "the cluster metadata log"
+                raise InvalidRequest(f"{record.name} does not belong in {where}")
+            out.append(encode_record(record))
+        except (ValueError, TypeError, KeyError, AttributeError, InvalidRequest) as exc:
+            raise InvalidRequest(f"{record.name} (record {i} of the batch) cannot be encoded: {exc}") from exc
+    return out
+
+
 def encode_snapshot(encoded_records: Iterable[bytes]) -> bytes:
     """Length-prefixed concatenation (4-byte big-endian sizes); one checksum covers the whole blob."""
     out = bytearray()
@@ -204,31 +228,42 @@ def plan_fence_changes(records: Iterable[MetadataRecord], lookup: FenceLookup) -
     """
     changes: FenceChanges = {}
     for record in records:
-        if record.name == TIERED_STATE_RECORD:
+        if record.name not in (TIERED_STATE_RECORD, REMOVE_TOPIC_RECORD):
+            continue
+        try:
             topic_id: Uuid = record.fields["topic_id"]
+            if record.name == REMOVE_TOPIC_RECORD:
+                changes[topic_id] = None
+                continue
             epoch = int(record.fields["tiered_epoch"])
-            current = changes[topic_id] if topic_id in changes else lookup(topic_id)
-            if current is not None and epoch < current[0]:
-                raise StaleTieredEpoch(
-                    f"TieredStateRecord for topic {topic_id} at tiered epoch {epoch} is below the current "
-                    f"epoch {current[0]} ({current[1].name}); tiered_epoch only grows"
-                )
-            changes[topic_id] = (epoch, TieredState(record.fields["tiered_state"]))
-        elif record.name == REMOVE_TOPIC_RECORD:
-            changes[record.fields["topic_id"]] = None
+            state = TieredState(record.fields["tiered_state"])
+        except (KeyError, ValueError, TypeError) as exc:
+            raise InvalidRequest(f"{record.name} is missing or has a bad field: {exc!r}") from exc
+        current = changes[topic_id] if topic_id in changes else lookup(topic_id)
+        if current is not None and epoch < current[0]:
+            raise StaleTieredEpoch(
+                f"TieredStateRecord for topic {topic_id} at tiered epoch {epoch} is below the current "
+                f"epoch {current[0]} ({current[1].name}); tiered_epoch only grows"
+            )
+        changes[topic_id] = (epoch, state)
     return changes
 
 
 def rlmm_topic_id(record: MetadataRecord) -> Uuid:
     """The topic id an RLMM record is about."""
     f = record.fields
-    if record.name in (SEGMENT_RECORD, SEGMENT_UPDATE_RECORD):
-        tid: Uuid = f["remote_log_segment_id"]["topic_id_partition"]["id"]
-        return tid
-    if record.name == PARTITION_DELETE_RECORD:
-        tid = f["topic_id_partition"]["id"]
-        return tid
-    raise MetadataLogCorrupt(f"{record.name} is not a remote log metadata record")
+    try:
+        if record.name in (SEGMENT_RECORD, SEGMENT_UPDATE_RECORD):
+            tid = f["remote_log_segment_id"]["topic_id_partition"]["id"]
+        elif record.name == PARTITION_DELETE_RECORD:
+            tid = f["topic_id_partition"]["id"]
+        else:
+            raise InvalidRequest(f"{record.name} is not a remote log metadata record")
+    except (KeyError, TypeError) as exc:
+        raise InvalidRequest(f"{record.name} has no topic id ({exc!r} missing)") from exc
+    if not isinstance(tid, Uuid):
+        raise InvalidRequest(f"{record.name} names topic id {tid!r}, not a Uuid")
+    return tid
 
 
 def _segment_label(record: MetadataRecord) -> str:
@@ -250,7 +285,10 @@ def check_rlmm_fence(records: Iterable[MetadataRecord], lookup: FenceLookup) -> 
         topic_ids.append(topic_id)
         if record.name == PARTITION_DELETE_RECORD:
             continue
-        state = SegmentState(record.fields["remote_log_segment_state"])
+        try:
+            state = SegmentState(record.fields["remote_log_segment_state"])
+        except (KeyError, ValueError) as exc:
+            raise InvalidRequest(f"{record.name} for topic {topic_id} has no valid segment state") from exc
         if state not in _COPY_STATES:
             continue
         epoch = record.fields.get("tiered_epoch")
@@ -258,6 +296,15 @@ def check_rlmm_fence(records: Iterable[MetadataRecord], lookup: FenceLookup) -> 
         if current is not None and current[1] == TieredState.ENABLED and epoch == current[0]:
             continue
         now = "unknown to the metadata log" if current is None else f"{current[1].name} at epoch {current[0]}"
+        log.warning(
+            "metadata.rlmm.fenced",
+            topic_id=str(topic_id),
+            record=record.name,
+            segment_state=state.name,
+            record_tiered_epoch=epoch,
+            tiered_state=None if current is None else current[1].name,
+            tiered_epoch=None if current is None else current[0],
+        )
         raise StaleTieredEpoch(
             f"{record.name} {state.name} for {_segment_label(record)} (topic {topic_id}) at tiered epoch "
             f"{epoch} refused: the topic is {now}"
@@ -301,6 +348,7 @@ def log_recovery(report: RecoveryReport, *, store: str) -> None:
         truncated_rlmm_records=report.truncated_rlmm_records,
         dropped_snapshots=list(report.dropped_snapshots),
         wal_torn_bytes=report.wal_torn_bytes,
+        wal_ignored_frames=report.wal_ignored_frames,
         integrity_errors=list(report.integrity_errors),
         corrupt_copy=report.corrupt_copy,
         problems=list(report.problems),

@@ -83,6 +83,12 @@ class Reader:
         return s.unpack_from(self.buf, pos)[0]
 
     def uvarint(self, max_bytes: int = 5) -> int:
+        pos = self.pos
+        if pos < self.end:
+            b = self.buf[pos]
+            if b < 0x80:  # the common case: one byte
+                self.pos = pos + 1
+                return int(b)
         result = 0
         shift = 0
         buf, pos, end = self.buf, self.pos, self.end
@@ -219,7 +225,7 @@ def _enc_string(name: str, compact: bool, nullable: bool) -> tuple[Encoder, Deco
             wlen(None, out)
             return
         data = v.encode("utf-8")
-        if not compact and len(data) > 0x7FFF:
+        if len(data) > 0x7FFF:  # Kafka's limit for every string, classic or compact
             raise ValueError(f"{name}: string of {len(data)} bytes exceeds 32767")
         wlen(len(data), out)
         out += data
@@ -229,6 +235,8 @@ def _enc_string(name: str, compact: bool, nullable: bool) -> tuple[Encoder, Deco
         if n is None:
             _null_check(name, nullable)
             return None
+        if n > 0x7FFF:
+            raise ProtocolError(f"{name}: string length {n} exceeds 32767")
         try:
             return r.take(n).decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -297,13 +305,21 @@ def _field_codec(field: FieldSpec, version: int, flexible: bool) -> tuple[Encode
             for item in v:
                 elem_enc(item, out)
 
+        fixed = _FIXED.get(field.element_type) if not field.is_struct else None
+        width = fixed.size if fixed is not None else 1
+        fmt = fixed.format[1:] if fixed is not None else ""
+
         def dec_array(r: Reader) -> list[Any] | None:
             n = rlen(r)
             if n is None:
                 _null_check(name, nullable)
                 return None
-            if n > r.remaining:  # every element takes at least one byte
+            if n * width > r.remaining:  # every element takes at least `width` bytes
                 raise ProtocolError(f"{name}: array of {n} elements but only {r.remaining} bytes left")
+            if fixed is not None:  # fixed-width primitives: one unpack for the whole array
+                values = list(struct.unpack_from(f">{n}{fmt}", r.buf, r.pos))
+                r.pos += n * width
+                return values
             return [elem_dec(r) for _ in range(n)]
 
         return enc_array, dec_array
@@ -314,7 +330,6 @@ def _field_codec(field: FieldSpec, version: int, flexible: bool) -> tuple[Encode
     elem_enc, elem_dec = _element_codec(field, version, flexible)
     if field.is_struct and nullable:
         # A nullable struct is preceded by an int8: -1 for null, 1 for present.
-        name = field.name
 
         def enc_nullable_struct(v: Any, out: bytearray) -> None:
             if v is None:
@@ -324,11 +339,8 @@ def _field_codec(field: FieldSpec, version: int, flexible: bool) -> tuple[Encode
                 elem_enc(v, out)
 
         def dec_nullable_struct(r: Reader) -> Any:
-            marker = r.fixed(_I8)
-            if marker < 0:
+            if r.fixed(_I8) < 0:  # Kafka reads any non-negative marker as present
                 return None
-            if marker != 1:
-                raise ProtocolError(f"{name}: bad struct presence marker {marker}")
             return elem_dec(r)
 
         return enc_nullable_struct, dec_nullable_struct

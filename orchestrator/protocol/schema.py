@@ -108,7 +108,7 @@ class FieldSpec:
         return self.struct_name is not None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # identity equality: schemas are loaded once; cheap cache keys
 class MessageSchema:
     name: str
     type: str  # request | response | metadata | header | data

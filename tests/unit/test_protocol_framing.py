@@ -192,3 +192,17 @@ def test_read_frame_reports_a_clean_close_and_reads_frames_back_to_back():
             await read_frame(r)
 
     asyncio.run(go())
+
+
+def test_strings_longer_than_kafkas_limit_are_refused_both_ways():
+    s = schema("TopicRecord")
+    with pytest.raises(ValueError, match="32767"):
+        codec.encode(s, 0, {"name": "x" * 40_000, "topic_id": Uuid.random()})
+    body = b"\xc1\xb8\x02" + b"x" * 40_000 + bytes(16) + b"\x00"  # compact length 40000 + 1
+    with pytest.raises(ProtocolError, match="32767"):
+        codec.decode(s, 0, body)
+
+
+def test_an_omitted_topic_list_in_describe_tiered_state_means_every_topic():
+    s = schema("DescribeTieredStateRequest")
+    assert codec.decode(s, 0, codec.encode(s, 0, {}))["topics"] is None

@@ -1,0 +1,22 @@
+"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata."""
+
+from __future__ import annotations
+
+import sys
+
+from bench import metadata_log
+
+SECTIONS = {"metadata": metadata_log.run}
+
+
+def main() -> None:
+    wanted = sys.argv[1:] or list(SECTIONS)
+    unknown = [w for w in wanted if w not in SECTIONS]
+    if unknown:
+        sys.exit(f"unknown bench section(s) {unknown}; choose from {list(SECTIONS)}")
+    for name in wanted:
+        SECTIONS[name]()
+
+
+if __name__ == "__main__":
+    main()

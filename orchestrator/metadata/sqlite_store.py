@@ -1,0 +1,970 @@
+"""The default :class:`MetadataStore` backend: one SQLite file shared by every process of a cluster.
+
+Durability and concurrency. The file is in WAL mode with ``synchronous=FULL`` (a commit is on disk before it is
+acknowledged) and a busy timeout; every write is one ``BEGIN IMMEDIATE`` transaction, so the controller, its
+standbys and the brokers (separate OS processes) can share the file. A fencing check and the write it guards
+are in the same transaction: an append reads the lease and the tiered-state fence table and writes the log rows
+and the fence table atomically. A store opened by one thread may be used by others (one lock, one connection).
+
+Layout (format 1): ``log(offset, controller_epoch, data, crc)`` and ``rlmm(offset, topic_id, appended_at_ms,
+data, crc)`` hold each record's encoded bytes and the CRC-32 of those bytes; ``snapshots(offset, ...)`` one
+checksummed blob per snapshot (the newest ``retained_snapshots`` are kept); ``lease`` one row whose
+``controller_epoch`` outlives releases so it only grows; ``tiered_state`` the RLMM fence (derived from the log,
+rebuilt by recovery); ``quarantine`` the records recovery moved out of a log; ``meta`` the format version.
+
+Recovery (on open, and ``recover()``), see also ``store`` invariant 6:
+
+* The ``-wal`` file is compared with what SQLite accepted from it. SQLite verifies WAL frame checksums and
+  silently ignores everything from the first bad frame on (the database stays consistent, but ends at the last
+  good commit); the store reports ignored frames of the current WAL generation and a partial frame at the end
+  (:class:`WalInspection`). Whole frames cut off exactly at a frame boundary leave no trace and cannot be told.
+* ``PRAGMA quick_check`` finds a damaged file (e.g. truncated pages). Then the readable content is *salvaged*:
+  the log in offset order up to its first unreadable or bad record, the RLMM log likewise, the snapshots that
+  verify and lie within the salvaged log, the controller epoch (raised to the highest epoch found anywhere, so
+  it still only grows) and the quarantine are copied into a fresh file; the damaged file (with its ``-wal``) is
+  kept aside as ``<name>.corrupt-<UTC timestamp>``. The switch is crash-safe: the fresh file is complete
+  (``meta.salvage_complete``) before anything is renamed, and a half-done switch is finished on the next open.
+* In a readable file, every record's checksum is verified and offsets must be dense; the log is cut at the
+  first bad record (later records go to ``quarantine``), snapshots beyond the new end are dropped, and the
+  fence table is rebuilt from the log.
+* Whenever the metadata log lost records, and after any salvage, the lease is revoked (epoch kept): the active
+  controller's image may include the lost records, so its next write or renewal is refused and it rebuilds
+  from the log after re-acquiring the lease at epoch + 1.
+
+Salvage replaces the file, so it assumes no other process is writing to it (damage is found when processes
+restart after a crash). A process that still has the old file open notices the replacement (inode check on
+every operation) and reconnects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from orchestrator.errors import (
+    KafkaStorageError,
+    MetadataLogCorrupt,
+    ProtocolError,
+    StaleControllerEpoch,
+)
+from orchestrator.ids import Uuid
+from orchestrator.metadata.records import MetadataRecord, TieredState, decode_record
+from orchestrator.metadata.store import (
+    CHECKSUM_ALGORITHM,
+    Lease,
+    LogEntry,
+    MetadataStore,
+    RecoveryReport,
+    Snapshot,
+    check_lease_args,
+    check_read_range,
+    check_rlmm_fence,
+    check_snapshot_offset,
+    checksum,
+    encode_all,
+    encode_snapshot,
+    log_recovery,
+    plan_fence_changes,
+    split_snapshot,
+)
+
+log = structlog.get_logger(__name__)
+
+FORMAT_VERSION = "1"
+_PAGE_ROWS = 512
+_WAL_MAGIC = (0x377F0682, 0x377F0683)
+_WAL_HEADER = 32
+_WAL_FRAME_HEADER = 24
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS log (
+    offset INTEGER PRIMARY KEY, controller_epoch INTEGER NOT NULL, data BLOB NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS snapshots (
+    offset INTEGER PRIMARY KEY, controller_epoch INTEGER NOT NULL, record_count INTEGER NOT NULL,
+    data BLOB NOT NULL, crc INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS lease (
+    id INTEGER PRIMARY KEY CHECK (id = 1), holder TEXT, controller_epoch INTEGER NOT NULL,
+    expires_at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS rlmm (
+    offset INTEGER PRIMARY KEY, topic_id BLOB NOT NULL, appended_at_ms INTEGER, data BLOB NOT NULL,
+    crc INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS rlmm_by_topic ON rlmm (topic_id, offset);
+CREATE TABLE IF NOT EXISTS tiered_state (
+    topic_id BLOB PRIMARY KEY, tiered_epoch INTEGER NOT NULL, tiered_state INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS quarantine (
+    id INTEGER PRIMARY KEY, log TEXT NOT NULL, offset INTEGER NOT NULL, controller_epoch INTEGER,
+    topic_id BLOB, appended_at_ms INTEGER, data BLOB, crc INTEGER, reason TEXT NOT NULL,
+    quarantined_at_ms INTEGER NOT NULL);
+INSERT OR IGNORE INTO lease (id, holder, controller_epoch, expires_at_ms) VALUES (1, NULL, 0, 0);
+"""
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """Corruption, as opposed to contention or misuse (``database is locked`` is an OperationalError)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name:
+        return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+    return not isinstance(exc, sqlite3.OperationalError)
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+@dataclass(frozen=True, slots=True)
+class WalInspection:
+    """What the ``-wal`` file holds beyond what SQLite accepted.
+
+    SQLite checks each WAL frame's salts and cumulative checksum and silently ignores everything from the first
+    bad frame on, so damage there looks like transactions that never happened. ``ignored_frames`` counts whole
+    frames of the current WAL generation (same salts as the header) after the last commit SQLite accepted: a
+    transaction torn by a crash, or damaged frames that took later commits with them. ``torn_bytes`` is a
+    partial frame at the end (a cut-short write or a truncated file).
+    """
+
+    torn_bytes: int = 0
+    ignored_frames: int = 0
+    header_damaged: bool = False
+
+    @property
+    def clean(self) -> bool:
+        return not (self.torn_bytes or self.ignored_frames or self.header_damaged)
+
+    def problems(self, name: str) -> list[str]:
+        out = []
+        if self.header_damaged:
+            out.append(f"{name}-wal has a damaged header; SQLite ignored the whole WAL")
+        if self.ignored_frames:
+            out.append(
+                f"{name}-wal holds {self.ignored_frames} frame(s) after the last commit SQLite accepted (a torn "
+                "transaction or damaged frames); the database continues from that commit"
+            )
+        if self.torn_bytes:
+            out.append(f"{name}-wal ends with a partial frame ({self.torn_bytes} bytes), the mark of a torn write")
+        return out
+
+
+def _wal_checksum(data: bytes, big_endian: bool) -> tuple[int, int]:
+    words = struct.unpack(f"{'>' if big_endian else '<'}{len(data) // 4}I", data)
+    s0 = s1 = 0
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def inspect_wal(path: Path, *, accepted_frames: int) -> WalInspection:
+    """Inspect ``<path>-wal`` given how many frames SQLite accepted (``PRAGMA wal_checkpoint``'s log count)."""
+    wal = _sidecar(path, "-wal")
+    try:
+        with wal.open("rb") as f:
+            header = f.read(_WAL_HEADER)
+            size = wal.stat().st_size
+            if size == 0:
+                return WalInspection()
+            if len(header) < _WAL_HEADER:
+                return WalInspection(torn_bytes=size)
+            magic, _version, page_size = (int(v) for v in struct.unpack(">III", header[:12]))
+            stored = tuple(int(v) for v in struct.unpack(">II", header[24:32]))
+            if magic not in _WAL_MAGIC or page_size < 512 or _wal_checksum(header[:24], magic & 1 == 1) != stored:
+                return WalInspection(header_damaged=True)
+            frame_size = _WAL_FRAME_HEADER + page_size
+            whole, torn = divmod(size - _WAL_HEADER, frame_size)
+            salts = header[16:24]
+            ignored = 0
+            for i in range(max(accepted_frames, 0), whole):
+                f.seek(_WAL_HEADER + i * frame_size)
+                if f.read(_WAL_FRAME_HEADER)[8:16] == salts:
+                    ignored += 1
+            return WalInspection(torn_bytes=torn, ignored_frames=ignored)
+    except FileNotFoundError:
+        return WalInspection()
+
+
+@dataclass
+class _Findings:
+    """What a scan of a readable database found (mutable scratch, turned into a RecoveryReport)."""
+
+    log_end: int = 0
+    rlmm_end: int = 0
+    first_bad: int | None = None
+    bad_count: int = 0
+    first_bad_rlmm: int | None = None
+    bad_rlmm_count: int = 0
+    bad_snapshots: list[int] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def damaged(self) -> bool:
+        return self.first_bad is not None or self.first_bad_rlmm is not None or bool(self.bad_snapshots)
+
+
+@dataclass
+class _Salvage:
+    """Rows read back from a damaged file."""
+
+    log: list[tuple[int, int, bytes, int]] = field(default_factory=list)
+    rlmm: list[tuple[int, bytes, int | None, bytes, int]] = field(default_factory=list)
+    snapshots: list[tuple[int, int, int, bytes, int]] = field(default_factory=list)
+    lease: tuple[str | None, int, int] | None = None
+    quarantine: list[tuple[Any, ...]] = field(default_factory=list)
+    first_bad: int | None = None
+    bad_count: int = 0
+    first_bad_rlmm: int | None = None
+    bad_rlmm_count: int = 0
+    dropped_snapshots: list[int] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+class SqliteMetadataStore:
+    """A :class:`~orchestrator.metadata.store.MetadataStore` in one SQLite file (see the module docstring).
+
+    ``recover_on_open`` runs :meth:`recover` in the constructor; its report is kept in :attr:`last_recovery`.
+    ``clock`` (seconds since the epoch) only names kept-aside files and stamps quarantined rows.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 10_000,
+        retained_snapshots: int = 2,
+        recover_on_open: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(path)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._retained_snapshots = max(1, retained_snapshots)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._file_id: tuple[int, int] | None = None
+        self._closed = False
+        self.last_recovery: RecoveryReport | None = None
+        _finish_salvage(self.path)
+        if recover_on_open:
+            self.last_recovery = self.recover()
+        else:
+            with self._sqlite_errors():
+                self._connect()
+
+    def __enter__(self) -> SqliteMetadataStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- cluster metadata log -------------------------------------------------------------------------------
+
+    def append(self, records: Sequence[MetadataRecord], *, controller_epoch: int) -> int:
+        encoded = encode_all(records, rlmm=False)
+        with self._write() as db:
+            self._check_epoch(db, controller_epoch, what="append to the metadata log")
+            changes = plan_fence_changes(records, lambda tid: _fence_lookup(db, tid))
+            start = int(db.execute("SELECT COALESCE(MAX(offset) + 1, 0) FROM log").fetchone()[0])
+            db.executemany(
+                "INSERT INTO log (offset, controller_epoch, data, crc) VALUES (?, ?, ?, ?)",
+                [(start + i, controller_epoch, data, checksum(data)) for i, data in enumerate(encoded)],
+            )
+            _apply_fence_changes(db, changes)
+            return start + len(encoded) - 1
+
+    def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]:
+        check_read_range(from_offset, limit)
+        return self._iter_log(from_offset, limit)
+
+    def _iter_log(self, expected: int, limit: int | None) -> Iterator[LogEntry]:
+        remaining = limit
+        while remaining is None or remaining > 0:
+            page = _PAGE_ROWS if remaining is None else min(_PAGE_ROWS, remaining)
+            with self._read() as db:
+                rows = db.execute(
+                    "SELECT offset, controller_epoch, data, crc FROM log WHERE offset >= ? ORDER BY offset LIMIT ?",
+                    (expected, page),
+                ).fetchall()
+            for offset, epoch, data, crc in rows:
+                if offset != expected:
+                    log.error("metadata.log.corrupt", offset=expected, reason="missing")
+                    raise MetadataLogCorrupt(f"metadata log offset {expected} is missing (next stored: {offset})")
+                yield LogEntry(offset, _verified(data, crc, offset, rlmm=False), controller_epoch=epoch)
+                expected += 1
+            if remaining is not None:
+                remaining -= len(rows)
+            if len(rows) < page:
+                return
+
+    def end_offset(self) -> int:
+        with self._read() as db:
+            return int(db.execute("SELECT COALESCE(MAX(offset) + 1, 0) FROM log").fetchone()[0])
+
+    # --- snapshots --------------------------------------------------------------------------------------------
+
+    def save_snapshot(self, *, offset: int, records: Sequence[MetadataRecord], controller_epoch: int) -> None:
+        blob = encode_snapshot(encode_all(records, rlmm=False))
+        with self._write() as db:
+            self._check_epoch(db, controller_epoch, what="save a snapshot")
+            end = int(db.execute("SELECT COALESCE(MAX(offset) + 1, 0) FROM log").fetchone()[0])
+            check_snapshot_offset(offset, end)
+            db.execute(
+                "INSERT OR REPLACE INTO snapshots (offset, controller_epoch, record_count, data, crc) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (offset, controller_epoch, len(records), blob, checksum(blob)),
+            )
+            db.execute(
+                "DELETE FROM snapshots WHERE offset NOT IN (SELECT offset FROM snapshots ORDER BY offset DESC LIMIT ?)",
+                (self._retained_snapshots,),
+            )
+        log.info("metadata.snapshot.saved", offset=offset, records=len(records), controller_epoch=controller_epoch)
+
+    def latest_snapshot(self) -> Snapshot | None:
+        with self._read() as db:
+            row = db.execute("SELECT offset, data, crc FROM snapshots ORDER BY offset DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        offset, data, crc = row
+        if checksum(data) != crc:
+            log.error("metadata.log.corrupt", snapshot_offset=offset, reason="checksum")
+            raise MetadataLogCorrupt(f"snapshot at offset {offset}: checksum mismatch")
+        return Snapshot(offset, tuple(decode_record(part) for part in split_snapshot(data, offset=offset)))
+
+    # --- lease ------------------------------------------------------------------------------------------------
+
+    def acquire_lease(self, *, holder: str, now_ms: int, ttl_ms: int) -> Lease | None:
+        check_lease_args(holder, ttl_ms)
+        with self._write() as db:
+            current, epoch, expires = _lease_row(db)
+            if current == holder:
+                pass  # resumes its tenure, expired or not (store invariant 3)
+            elif current is None or now_ms >= expires:
+                epoch += 1
+                log.info("metadata.lease.acquired", holder=holder, controller_epoch=epoch, previous_holder=current)
+            else:
+                return None
+            db.execute(
+                "UPDATE lease SET holder = ?, controller_epoch = ?, expires_at_ms = ? WHERE id = 1",
+                (holder, epoch, now_ms + ttl_ms),
+            )
+            return Lease(holder, epoch, now_ms + ttl_ms)
+
+    def renew_lease(self, *, holder: str, controller_epoch: int, now_ms: int, ttl_ms: int) -> Lease:
+        check_lease_args(holder, ttl_ms)
+        with self._write() as db:
+            current, epoch, _expires = _lease_row(db)
+            if current != holder or epoch != controller_epoch:
+                raise StaleControllerEpoch(
+                    f"{holder} cannot renew the lease at controller epoch {controller_epoch}: "
+                    f"{_describe_lease(current, epoch)}"
+                )
+            db.execute("UPDATE lease SET expires_at_ms = ? WHERE id = 1", (now_ms + ttl_ms,))
+            return Lease(holder, epoch, now_ms + ttl_ms)
+
+    def release_lease(self, *, holder: str, controller_epoch: int) -> bool:
+        with self._write() as db:
+            current, epoch, _expires = _lease_row(db)
+            if current != holder or epoch != controller_epoch:
+                return False
+            db.execute("UPDATE lease SET holder = NULL, expires_at_ms = 0 WHERE id = 1")
+        log.info("metadata.lease.released", holder=holder, controller_epoch=controller_epoch)
+        return True
+
+    def current_lease(self) -> Lease | None:
+        with self._read() as db:
+            holder, epoch, expires = _lease_row(db)
+        return None if holder is None else Lease(holder, epoch, expires)
+
+    # --- remote log metadata ----------------------------------------------------------------------------------
+
+    def append_remote_log_metadata(self, records: Sequence[MetadataRecord], *, now_ms: int | None = None) -> int:
+        encoded = encode_all(records, rlmm=True)
+        with self._write() as db:
+            topic_ids = check_rlmm_fence(records, lambda tid: _fence_lookup(db, tid))
+            start = int(db.execute("SELECT COALESCE(MAX(offset) + 1, 0) FROM rlmm").fetchone()[0])
+            db.executemany(
+                "INSERT INTO rlmm (offset, topic_id, appended_at_ms, data, crc) VALUES (?, ?, ?, ?, ?)",
+                [
+                    (start + i, tid.raw, now_ms, data, checksum(data))
+                    for i, (data, tid) in enumerate(zip(encoded, topic_ids, strict=True))
+                ],
+            )
+            return start + len(encoded) - 1
+
+    def read_remote_log_metadata(self, *, topic_id: Uuid | None = None, from_offset: int = 0) -> Iterator[LogEntry]:
+        check_read_range(from_offset, None)
+        return self._iter_rlmm(topic_id, from_offset)
+
+    def _iter_rlmm(self, topic_id: Uuid | None, expected: int) -> Iterator[LogEntry]:
+        dense = topic_id is None
+        while True:
+            with self._read() as db:
+                if topic_id is None:
+                    rows = db.execute(
+                        "SELECT offset, appended_at_ms, data, crc FROM rlmm WHERE offset >= ? ORDER BY offset LIMIT ?",
+                        (expected, _PAGE_ROWS),
+                    ).fetchall()
+                else:
+                    rows = db.execute(
+                        "SELECT offset, appended_at_ms, data, crc FROM rlmm WHERE topic_id = ? AND offset >= ? "
+                        "ORDER BY offset LIMIT ?",
+                        (topic_id.raw, expected, _PAGE_ROWS),
+                    ).fetchall()
+            for offset, appended_at_ms, data, crc in rows:
+                if dense and offset != expected:
+                    log.error("metadata.log.corrupt", rlmm_offset=expected, reason="missing")
+                    raise MetadataLogCorrupt(f"remote log metadata offset {expected} is missing (next: {offset})")
+                yield LogEntry(offset, _verified(data, crc, offset, rlmm=True), appended_at_ms=appended_at_ms)
+                expected = offset + 1
+            if len(rows) < _PAGE_ROWS:
+                return
+
+    def tiered_state(self, topic_id: Uuid) -> tuple[int, TieredState] | None:
+        with self._read() as db:
+            return _fence_lookup(db, topic_id)
+
+    # --- lifecycle --------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._disconnect()
+
+    def recover(self) -> RecoveryReport:
+        """Find damage, repair what can be repaired without losing anything before it, and report it."""
+        with self._lock, self._sqlite_errors():
+            self._closed = False
+            problems: list[str] = []
+            integrity, wal = self._open_and_check()
+            problems.extend(wal.problems(self.path.name))
+            corrupt_copy: str | None = None
+            salvage: _Salvage | None = None
+            if integrity:
+                problems.append(f"{self.path.name} is damaged: {'; '.join(integrity[:5])}")
+                salvage, corrupt_copy = self._salvage(integrity)
+                problems.extend(salvage.problems)
+            findings = self._repair_in_place()
+            problems.extend(findings.problems)
+            if not wal.clean:
+                self._reset_wal()
+            report = RecoveryReport(
+                log_end_offset=findings.log_end,
+                rlmm_end_offset=findings.rlmm_end,
+                first_bad_offset=salvage.first_bad if salvage and salvage.first_bad is not None else findings.first_bad,
+                truncated_records=(salvage.bad_count if salvage else 0) + findings.bad_count,
+                first_bad_rlmm_offset=(
+                    salvage.first_bad_rlmm
+                    if salvage and salvage.first_bad_rlmm is not None
+                    else findings.first_bad_rlmm
+                ),
+                truncated_rlmm_records=(salvage.bad_rlmm_count if salvage else 0) + findings.bad_rlmm_count,
+                dropped_snapshots=tuple((salvage.dropped_snapshots if salvage else []) + findings.bad_snapshots),
+                wal_torn_bytes=wal.torn_bytes,
+                wal_ignored_frames=wal.ignored_frames + (1 if wal.header_damaged else 0),
+                integrity_errors=tuple(integrity),
+                corrupt_copy=corrupt_copy,
+                problems=tuple(problems),
+            )
+            log_recovery(report, store=str(self.path))
+            self.last_recovery = report
+            return report
+
+    # --- connection handling ----------------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        self._disconnect()
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_ms / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise KafkaStorageError(f"{self.path}: SQLite refused WAL mode (journal_mode={mode})")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = OFF")
+        except BaseException:
+            conn.close()
+            raise
+        st = os.stat(self.path)
+        self._conn, self._file_id = conn, (st.st_dev, st.st_ino)
+        return conn
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn, self._file_id = None, None
+
+    def _db(self) -> sqlite3.Connection:
+        """The connection, reopened if recovery (in any process) replaced the file since it was opened."""
+        if self._closed:
+            raise KafkaStorageError(f"the metadata store {self.path} is closed")
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise KafkaStorageError(f"the metadata store {self.path} is missing (being recovered?)") from None
+        if self._conn is None or self._file_id != (st.st_dev, st.st_ino):
+            return self._connect()
+        return self._conn
+
+    def _create_schema(self, db: sqlite3.Connection) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('format_version', ?)", (FORMAT_VERSION,))
+            db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('checksum', ?)", (CHECKSUM_ALGORITHM,))
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            if meta.get("format_version") != FORMAT_VERSION or meta.get("checksum") != CHECKSUM_ALGORITHM:
+                raise MetadataLogCorrupt(
+                    f"{self.path}: store format {meta.get('format_version')} with checksum {meta.get('checksum')} "
+                    f"is not readable by this build (format {FORMAT_VERSION}, {CHECKSUM_ALGORITHM})"
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    @contextlib.contextmanager
+    def _sqlite_errors(self) -> Iterator[None]:
+        """Translate SQLite's errors at the boundary: damage vs contention."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if _is_damage(exc):
+                log.error("metadata.store.damaged", path=str(self.path), error=str(exc))
+                raise MetadataLogCorrupt(f"{self.path}: {exc}; reopen the store to recover it") from exc
+            raise KafkaStorageError(f"{self.path}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock, self._sqlite_errors():
+            yield self._db()
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock, self._sqlite_errors():
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _check_epoch(self, db: sqlite3.Connection, controller_epoch: int, *, what: str) -> None:
+        holder, epoch, _expires = _lease_row(db)
+        if holder is None or controller_epoch != epoch:
+            log.warning("metadata.append.fenced", controller_epoch=controller_epoch, current=epoch, holder=holder)
+            raise StaleControllerEpoch(
+                f"controller epoch {controller_epoch} cannot {what}: {_describe_lease(holder, epoch)}"
+            )
+
+    # --- recovery internals -----------------------------------------------------------------------------------
+
+    def _open_and_check(self) -> tuple[list[str], WalInspection]:
+        """Connect, run ``quick_check``, inspect the WAL and create the schema if missing.
+
+        Returns ``quick_check``'s complaints (or the error that made the file unreadable) and the WAL findings.
+        """
+        wal = WalInspection()
+        try:
+            db = self._connect()
+            rows = db.execute("PRAGMA quick_check(20)").fetchall()
+            errors = _integrity_lines([str(r[0]) for r in rows if r[0] != "ok"])
+            if not errors:
+                wal = self._inspect_wal(db)
+                self._create_schema(db)
+            return errors, wal
+        except sqlite3.DatabaseError as exc:
+            if not _is_damage(exc):
+                raise
+            return [str(exc)], wal
+
+    def _inspect_wal(self, db: sqlite3.Connection) -> WalInspection:
+        """Compare the WAL file with the frames SQLite accepted, holding the write lock so no writer is mid-way."""
+        if not _sidecar(self.path, "-wal").exists():
+            return WalInspection()
+        locker = sqlite3.connect(self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None)
+        try:
+            locker.execute("BEGIN IMMEDIATE")
+            _busy, accepted, _backfilled = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if int(accepted) < 0:  # not in WAL mode (yet): nothing to compare
+                return WalInspection()
+            return inspect_wal(self.path, accepted_frames=int(accepted))
+        finally:
+            if locker.in_transaction:
+                locker.execute("ROLLBACK")
+            locker.close()
+
+    def _reset_wal(self) -> None:
+        """Best effort: empty the WAL so the ignored frames are not reported again by the next process."""
+        db = self._db()
+        try:
+            db.execute("PRAGMA busy_timeout = 200")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.OperationalError:
+            pass
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+
+    def _scan(self, db: sqlite3.Connection) -> _Findings:
+        found = _Findings()
+        found.first_bad, found.log_end = _scan_log(db, "SELECT offset, data, crc FROM log ORDER BY offset")
+        found.first_bad_rlmm, found.rlmm_end = _scan_log(db, "SELECT offset, data, crc FROM rlmm ORDER BY offset")
+        if found.first_bad is not None:
+            found.bad_count = db.execute("SELECT COUNT(*) FROM log WHERE offset >= ?", (found.first_bad,)).fetchone()[0]
+            found.problems.append(
+                f"metadata log: bad record at offset {found.first_bad}; the log now ends there and "
+                f"{found.bad_count} record(s) from it on were quarantined"
+            )
+        if found.first_bad_rlmm is not None:
+            found.bad_rlmm_count = db.execute(
+                "SELECT COUNT(*) FROM rlmm WHERE offset >= ?", (found.first_bad_rlmm,)
+            ).fetchone()[0]
+            found.problems.append(
+                f"remote log metadata: bad record at offset {found.first_bad_rlmm}; "
+                f"{found.bad_rlmm_count} record(s) from it on were quarantined"
+            )
+        for offset, data, crc in db.execute("SELECT offset, data, crc FROM snapshots ORDER BY offset"):
+            if checksum(data) != crc or offset >= found.log_end:
+                found.bad_snapshots.append(offset)
+                found.problems.append(f"snapshot at offset {offset} dropped (damaged or beyond the log end)")
+        return found
+
+    def _repair_in_place(self) -> _Findings:
+        found = self._scan(self._db())
+        if not found.damaged:
+            return found
+        with self._write() as db:
+            found = self._scan(db)  # again, under the write lock: another process may have repaired it
+            now_ms = int(self._clock() * 1000)
+            for table, first_bad in (("log", found.first_bad), ("rlmm", found.first_bad_rlmm)):
+                if first_bad is None:
+                    continue
+                columns = "controller_epoch, NULL, NULL" if table == "log" else "NULL, topic_id, appended_at_ms"
+                db.execute(
+                    "INSERT INTO quarantine (log, offset, controller_epoch, topic_id, appended_at_ms, data, crc, "
+                    f"reason, quarantined_at_ms) SELECT ?, offset, {columns}, data, crc, ?, ? FROM {table} "
+                    "WHERE offset >= ?",
+                    (table, f"torn tail from offset {first_bad}", now_ms, first_bad),
+                )
+                db.execute(f"DELETE FROM {table} WHERE offset >= ?", (first_bad,))
+            db.executemany("DELETE FROM snapshots WHERE offset = ?", [(o,) for o in found.bad_snapshots])
+            if found.first_bad is not None:
+                _rebuild_fence(db)
+                _revoke_lease(db)
+        return found
+
+    def _salvage(self, integrity: list[str]) -> tuple[_Salvage, str]:
+        """Copy the readable content of the damaged file into a fresh one; keep the damaged one aside."""
+        self._disconnect()
+        src, tmp = _sidecar(self.path, ".salvage-src"), _sidecar(self.path, ".salvage-tmp")
+        for p in (src, tmp):
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                _sidecar(p, suffix).unlink(missing_ok=True)
+        shutil.copyfile(self.path, src)
+        if _sidecar(self.path, "-wal").exists():
+            shutil.copyfile(_sidecar(self.path, "-wal"), _sidecar(src, "-wal"))
+        salvage = _read_salvage(src)
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self._clock()))
+        corrupt = _sidecar(self.path, f".corrupt-{stamp}")
+        n = 1
+        while corrupt.exists():
+            n += 1
+            corrupt = _sidecar(self.path, f".corrupt-{stamp}-{n}")
+        _write_salvage(tmp, salvage, corrupt_name=corrupt.name, now_ms=int(self._clock() * 1000))
+        _finish_salvage(self.path)
+        for suffix in ("", "-wal", "-shm"):
+            _sidecar(src, suffix).unlink(missing_ok=True)
+        log.error(
+            "metadata.salvaged",
+            path=str(self.path),
+            corrupt_copy=str(corrupt),
+            integrity_errors=integrity[:5],
+            log_records=len(salvage.log),
+            rlmm_records=len(salvage.rlmm),
+            first_bad_offset=salvage.first_bad,
+        )
+        self._connect()
+        return salvage, str(corrupt)
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _integrity_lines(rows: list[str], keep: int = 10) -> list[str]:
+    """``quick_check``'s complaints, one per line, without its banner, at most ``keep`` and a count of the rest."""
+    lines = [line for row in rows for line in row.splitlines() if line and not line.startswith("*** in database")]
+    return lines[:keep] + ([f"... and {len(lines) - keep} more"] if len(lines) > keep else [])
+
+
+def _verified(data: bytes, crc: int, offset: int, *, rlmm: bool) -> MetadataRecord:
+    kind = "remote log metadata" if rlmm else "metadata log"
+    if checksum(data) != crc:
+        log.error("metadata.log.corrupt", offset=offset, log=kind, reason="checksum")
+        raise MetadataLogCorrupt(f"{kind} record at offset {offset}: checksum mismatch")
+    try:
+        return decode_record(data, rlmm=rlmm)
+    except ProtocolError as exc:
+        raise ProtocolError(f"{kind} record at offset {offset}: {exc.message}") from exc
+
+
+def _lease_row(db: sqlite3.Connection) -> tuple[str | None, int, int]:
+    row = db.execute("SELECT holder, controller_epoch, expires_at_ms FROM lease WHERE id = 1").fetchone()
+    if row is None:  # pragma: no cover - the schema inserts it
+        return None, 0, 0
+    return row[0], int(row[1]), int(row[2])
+
+
+def _describe_lease(holder: str | None, epoch: int) -> str:
+    if holder is None:
+        return f"no controller holds the lease (last controller epoch {epoch})"
+    return f"the lease is held by {holder} at controller epoch {epoch}"
+
+
+def _revoke_lease(db: sqlite3.Connection) -> None:
+    holder, epoch, _ = _lease_row(db)
+    if holder is not None:
+        db.execute("UPDATE lease SET holder = NULL, expires_at_ms = 0 WHERE id = 1")
+        log.warning("metadata.lease.revoked", holder=holder, controller_epoch=epoch, reason="log truncated")
+
+
+def _fence_lookup(db: sqlite3.Connection, topic_id: Uuid) -> tuple[int, TieredState] | None:
+    row = db.execute(
+        "SELECT tiered_epoch, tiered_state FROM tiered_state WHERE topic_id = ?", (topic_id.raw,)
+    ).fetchone()
+    return None if row is None else (int(row[0]), TieredState(row[1]))
+
+
+def _apply_fence_changes(db: sqlite3.Connection, changes: dict[Uuid, tuple[int, TieredState] | None]) -> None:
+    for topic_id, state in changes.items():
+        if state is None:
+            db.execute("DELETE FROM tiered_state WHERE topic_id = ?", (topic_id.raw,))
+        else:
+            db.execute(
+                "INSERT OR REPLACE INTO tiered_state (topic_id, tiered_epoch, tiered_state) VALUES (?, ?, ?)",
+                (topic_id.raw, state[0], int(state[1])),
+            )
+
+
+def _rebuild_fence(db: sqlite3.Connection) -> None:
+    """Recompute the RLMM fence from the whole metadata log (after the log lost a tail)."""
+    records = (decode_record(row[0]) for row in db.execute("SELECT data FROM log ORDER BY offset").fetchall())
+    changes = plan_fence_changes(records, lambda _tid: None)
+    db.execute("DELETE FROM tiered_state")
+    _apply_fence_changes(db, {tid: s for tid, s in changes.items() if s is not None})
+
+
+def _scan_log(db: sqlite3.Connection, query: str) -> tuple[int | None, int]:
+    """(first bad offset or None, end offset once cut there) for a log table: checksums and density."""
+    expected = 0
+    for offset, data, crc in db.execute(query):
+        if offset != expected or checksum(data) != crc:
+            return expected, expected
+        expected += 1
+    return None, expected
+
+
+def _read_salvage(src: Path) -> _Salvage:
+    """Read, row by row, whatever a damaged database still yields (in offset order, up to the first bad row)."""
+    out = _Salvage()
+    db = sqlite3.connect(src, isolation_level=None, check_same_thread=False)
+    try:
+        # Lets SQLite open a file shorter than its header says (a truncated file): missing pages read as errors.
+        with contextlib.suppress(sqlite3.DatabaseError):
+            db.execute("PRAGMA writable_schema = ON")
+
+        def one(query: str, args: tuple[Any, ...] = ()) -> tuple[Any, ...] | sqlite3.DatabaseError | None:
+            try:
+                row: tuple[Any, ...] | None = db.execute(query, args).fetchone()
+                return row
+            except sqlite3.DatabaseError as exc:
+                return exc
+
+        def prefix(table: str, columns: str, what: str) -> tuple[list[tuple[Any, ...]], int | None, int]:
+            rows: list[tuple[Any, ...]] = []
+            while True:
+                offset = len(rows)
+                row = one(f"SELECT {columns} FROM {table} WHERE offset = ?", (offset,))
+                count = 0
+                if isinstance(row, sqlite3.DatabaseError):
+                    reason = f"unreadable ({row})"
+                elif row is None:
+                    # The end, unless the table holds rows the prefix did not reach: a page lost to truncation
+                    # reads as zeros, i.e. rows with NULL columns and out-of-order ids that no seek finds.
+                    total = one(f"SELECT COUNT(*) FROM {table}")
+                    if isinstance(total, tuple) and total[0] == len(rows):
+                        return rows, None, 0
+                    reason = "missing"
+                    count = total[0] - len(rows) if isinstance(total, tuple) else 0
+                elif not isinstance(row[-2], bytes) or checksum(row[-2]) != row[-1]:
+                    reason = "checksum mismatch"
+                else:
+                    rows.append(row)
+                    continue
+                if not count:
+                    after = one(f"SELECT COUNT(*) FROM {table} WHERE offset >= ?", (offset,))
+                    count = after[0] if isinstance(after, tuple) else 0
+                kept = f"salvaged offsets 0..{offset - 1}" if offset else "nothing salvaged"
+                out.problems.append(
+                    f"{what}: record at offset {offset} is {reason}; {kept}"
+                    + (f", lost {count} record(s) from there on" if count else "")
+                )
+                return rows, offset, count
+
+        log_rows, out.first_bad, out.bad_count = prefix("log", "offset, controller_epoch, data, crc", "metadata log")
+        out.log = [(int(r[0]), int(r[1]), bytes(r[2]), int(r[3])) for r in log_rows]
+        rlmm_rows, out.first_bad_rlmm, out.bad_rlmm_count = prefix(
+            "rlmm", "offset, topic_id, appended_at_ms, data, crc", "remote log metadata"
+        )
+        out.rlmm = [(int(r[0]), bytes(r[1]), r[2], bytes(r[3]), int(r[4])) for r in rlmm_rows]
+        try:
+            snapshot_offsets = [int(r[0]) for r in db.execute("SELECT offset FROM snapshots").fetchall()]
+        except sqlite3.DatabaseError:
+            snapshot_offsets = []
+            out.problems.append("snapshots: the snapshot table is unreadable; none salvaged")
+        for offset in sorted(snapshot_offsets):
+            row = one(
+                "SELECT offset, controller_epoch, record_count, data, crc FROM snapshots WHERE offset = ?",
+                (offset,),
+            )
+            if isinstance(row, tuple) and checksum(row[3]) == row[4] and offset < len(out.log):
+                out.snapshots.append((int(row[0]), int(row[1]), int(row[2]), bytes(row[3]), int(row[4])))
+            else:
+                out.dropped_snapshots.append(offset)
+                out.problems.append(f"snapshot at offset {offset} dropped (unreadable, damaged or beyond the log)")
+        lease = one("SELECT holder, controller_epoch, expires_at_ms FROM lease WHERE id = 1")
+        if isinstance(lease, tuple):
+            out.lease = (lease[0], int(lease[1]), int(lease[2]))
+        else:
+            out.problems.append("lease: unreadable; it is free now, at the highest controller epoch found")
+        try:
+            out.quarantine = db.execute(
+                "SELECT log, offset, controller_epoch, topic_id, appended_at_ms, data, crc, reason, quarantined_at_ms "
+                "FROM quarantine ORDER BY id"
+            ).fetchall()
+        except sqlite3.DatabaseError:
+            out.problems.append("quarantine: unreadable; earlier quarantined records are only in the kept-aside copy")
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            db.close()
+    return out
+
+
+def _write_salvage(tmp: Path, salvage: _Salvage, *, corrupt_name: str, now_ms: int) -> None:
+    db = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = FULL")
+        db.execute("BEGIN IMMEDIATE")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            [("format_version", FORMAT_VERSION), ("checksum", CHECKSUM_ALGORITHM)],
+        )
+        db.executemany("INSERT INTO log (offset, controller_epoch, data, crc) VALUES (?, ?, ?, ?)", salvage.log)
+        db.executemany(
+            "INSERT INTO rlmm (offset, topic_id, appended_at_ms, data, crc) VALUES (?, ?, ?, ?, ?)",
+            salvage.rlmm,
+        )
+        db.executemany(
+            "INSERT INTO snapshots (offset, controller_epoch, record_count, data, crc) VALUES (?, ?, ?, ?, ?)",
+            salvage.snapshots,
+        )
+        db.executemany(
+            "INSERT INTO quarantine (log, offset, controller_epoch, topic_id, appended_at_ms, data, crc, reason, "
+            "quarantined_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [tuple(q) for q in salvage.quarantine],
+        )
+        # The epoch only grows: never below any epoch the damaged file shows, even if its lease row is lost.
+        floor = max(
+            [salvage.lease[1] if salvage.lease else 0]
+            + [row[1] for row in salvage.log]
+            + [row[1] for row in salvage.snapshots]
+        )
+        # Free, whatever the damaged file said: the active controller's image may hold records that are gone, so
+        # it must re-acquire (at epoch + 1) and rebuild from the salvaged log (see the module docstring).
+        db.execute("UPDATE lease SET holder = NULL, controller_epoch = ?, expires_at_ms = 0 WHERE id = 1", (floor,))
+        _rebuild_fence(db)
+        db.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            [("salvaged_at_ms", str(now_ms)), ("corrupt_copy", corrupt_name), ("salvage_complete", "1")],
+        )
+        db.execute("COMMIT")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    _fsync(tmp)
+
+
+def _finish_salvage(path: Path) -> None:
+    """Put a complete salvaged file in place (idempotent; finishes a switch a crash interrupted)."""
+    tmp = _sidecar(path, ".salvage-tmp")
+    if not tmp.exists():
+        return
+    corrupt_name: str | None = None
+    try:
+        db = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            db.close()
+        if meta.get("salvage_complete") == "1":
+            corrupt_name = meta.get("corrupt_copy")
+    except sqlite3.DatabaseError:
+        corrupt_name = None
+    if corrupt_name is None:  # an incomplete salvage: the damaged file is still in place; start over later
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            _sidecar(tmp, suffix).unlink(missing_ok=True)
+        return
+    corrupt = path.with_name(corrupt_name)
+    # The WAL first: a damaged file's WAL must never be replayed onto the fresh file.
+    for suffix in ("-wal", ""):
+        if _sidecar(path, suffix).exists():
+            os.replace(_sidecar(path, suffix), _sidecar(corrupt, suffix))
+    _sidecar(path, "-shm").unlink(missing_ok=True)
+    for suffix in ("-wal", "-shm"):
+        _sidecar(tmp, suffix).unlink(missing_ok=True)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        _fsync(path)
+
+
+__all__ = ["SqliteMetadataStore", "WalInspection", "inspect_wal"]
+
+
+def _conforms(store: SqliteMetadataStore) -> MetadataStore:
+    return store  # mypy checks here that the backend implements the whole interface

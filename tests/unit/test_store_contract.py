@@ -1,0 +1,553 @@
+"""One contract suite for every MetadataStore backend (SQLite on a temp file, in-memory).
+
+Each backend comes with a ``damage(offset, rlmm=False)`` hook that flips a byte of a stored record behind the
+store's back (keeping the stored checksum), so checksum verification and ``recover()`` are tested the same way.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from orchestrator.errors import InvalidRequest, MetadataLogCorrupt, StaleControllerEpoch, StaleTieredEpoch
+from orchestrator.ids import Uuid
+from orchestrator.metadata.memory_store import InMemoryMetadataStore
+from orchestrator.metadata.records import (
+    DisablePolicy,
+    MetadataRecord,
+    PartitionDeleteState,
+    SegmentState,
+    TieredState,
+)
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.store import Lease, MetadataStore
+from tests.support.metadata_records import (
+    copy_started,
+    partition_delete,
+    remove_topic,
+    segment_update,
+    tiered,
+    topic,
+)
+
+pytestmark = pytest.mark.unit
+
+TTL = 1_000
+
+
+@dataclass
+class Backend:
+    store: MetadataStore
+    damage: Callable[..., None]
+
+
+def _flip(data: bytes) -> bytes:
+    raw = bytearray(data)
+    raw[len(raw) // 2] ^= 0x5A
+    return bytes(raw)
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        path = tmp_path / "metadata.db"
+        sqlite_store = SqliteMetadataStore(path)
+
+        def damage_sqlite(offset: int, rlmm: bool = False) -> None:
+            table = "rlmm" if rlmm else "log"
+            with sqlite3.connect(path) as raw:
+                (data,) = raw.execute(f"SELECT data FROM {table} WHERE offset = ?", (offset,)).fetchone()
+                raw.execute(f"UPDATE {table} SET data = ? WHERE offset = ?", (_flip(data), offset))
+            raw.close()
+
+        yield Backend(sqlite_store, damage_sqlite)
+        sqlite_store.close()
+    else:
+        memory_store = InMemoryMetadataStore()
+
+        def damage_memory(offset: int, rlmm: bool = False) -> None:
+            entries = memory_store.read_remote_log_metadata() if rlmm else memory_store.read()
+            from orchestrator.metadata.records import encode_record
+
+            record = next(e.record for e in entries if e.offset == offset)
+            memory_store.inject_corruption(offset=offset, data=_flip(encode_record(record)), rlmm=rlmm)
+
+        yield Backend(memory_store, damage_memory)
+        memory_store.close()
+
+
+@pytest.fixture
+def store(backend: Backend) -> MetadataStore:
+    return backend.store
+
+
+def _lease(store: MetadataStore, holder: str = "controller-1", now_ms: int = 0) -> Lease:
+    lease = store.acquire_lease(holder=holder, now_ms=now_ms, ttl_ms=TTL)
+    assert lease is not None
+    return lease
+
+
+def _names(store: MetadataStore) -> list[str]:
+    return [e.record["name"] for e in store.read()]
+
+
+def _enabled_topic(store: MetadataStore, epoch: int = 1) -> tuple[Uuid, Lease]:
+    """A topic with tiering ENABLED at ``epoch``, written by a controller that holds the lease."""
+    lease = store.current_lease() or _lease(store)
+    tid = Uuid.random()
+    store.append(
+        [topic(f"t-{tid}", tid), tiered(tid, epoch, TieredState.ENABLED)], controller_epoch=lease.controller_epoch
+    )
+    return tid, lease
+
+
+# --- the metadata log ------------------------------------------------------------------------------------------
+
+
+def test_an_empty_store_has_no_records_no_snapshot_and_no_lease(store: MetadataStore) -> None:
+    assert store.end_offset() == 0
+    assert list(store.read()) == []
+    assert store.latest_snapshot() is None
+    assert store.current_lease() is None
+    assert list(store.read_remote_log_metadata()) == []
+
+
+def test_offsets_are_dense_from_zero_across_appends(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    assert store.append([topic("a", Uuid.random())], controller_epoch=epoch) == 0
+    assert store.append([topic("b", Uuid.random()), topic("c", Uuid.random())], controller_epoch=epoch) == 2
+    assert store.append([topic("d", Uuid.random())], controller_epoch=epoch) == 3
+    assert store.end_offset() == 4
+    entries = list(store.read())
+    assert [e.offset for e in entries] == [0, 1, 2, 3]
+    assert [e.record["name"] for e in entries] == ["a", "b", "c", "d"]
+    assert {e.controller_epoch for e in entries} == {epoch}
+
+
+def test_records_read_back_equal_to_what_was_written(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    tid = Uuid.random()
+    written = [topic("orders", tid), tiered(tid, 3, TieredState.DISABLING, DisablePolicy.DELETE), remove_topic(tid)]
+    store.append(written, controller_epoch=epoch)
+    assert [e.record for e in store.read()] == written
+
+
+def test_read_starts_at_an_offset_and_stops_at_a_limit(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    store.append([topic(f"t{i}", Uuid.random()) for i in range(10)], controller_epoch=epoch)
+    assert [e.offset for e in store.read(from_offset=7)] == [7, 8, 9]
+    assert [e.offset for e in store.read(from_offset=2, limit=3)] == [2, 3, 4]
+    assert list(store.read(from_offset=10)) == []
+    assert list(store.read(limit=0)) == []
+    with pytest.raises(InvalidRequest):
+        store.read(from_offset=-1)
+
+
+def test_an_empty_append_writes_nothing_and_returns_the_last_offset(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    assert store.append([], controller_epoch=epoch) == -1
+    store.append([topic("a", Uuid.random())], controller_epoch=epoch)
+    assert store.append([], controller_epoch=epoch) == 0
+    assert store.end_offset() == 1
+
+
+def test_a_batch_with_a_record_that_does_not_encode_writes_nothing(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    store.append([topic("a", Uuid.random())], controller_epoch=epoch)
+    bad = MetadataRecord("TopicRecord", 0, {"name": 12345, "topic_id": Uuid.random()})
+    with pytest.raises(InvalidRequest, match="TopicRecord"):
+        store.append([topic("b", Uuid.random()), bad], controller_epoch=epoch)
+    assert store.end_offset() == 1
+    assert _names(store) == ["a"]
+
+
+def test_a_remote_log_metadata_record_does_not_belong_in_the_metadata_log(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    tid = Uuid.random()
+    with pytest.raises(InvalidRequest, match="does not belong"):
+        store.append([copy_started(tid, 1)], controller_epoch=epoch)
+    with pytest.raises(InvalidRequest, match="does not belong"):
+        store.append_remote_log_metadata([topic("a", tid)])
+    assert store.end_offset() == 0
+
+
+def test_a_batch_that_lowers_a_tiered_epoch_writes_nothing(store: MetadataStore) -> None:
+    tid, lease = _enabled_topic(store, epoch=4)
+    with pytest.raises(StaleTieredEpoch, match="below the current epoch 4"):
+        store.append(
+            [topic("other", Uuid.random()), tiered(tid, 3, TieredState.DISABLING)],
+            controller_epoch=lease.controller_epoch,
+        )
+    assert store.end_offset() == 2
+    assert store.tiered_state(tid) == (4, TieredState.ENABLED)
+
+
+def test_many_threads_appending_get_dense_distinct_offsets(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def writer(n: int) -> None:
+        for i in range(20):
+            last = store.append(
+                [topic(f"w{n}-{i}", Uuid.random()), topic(f"w{n}-{i}b", Uuid.random())], controller_epoch=epoch
+            )
+            with lock:
+                results.append(last)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == list(range(1, 160, 2))
+    assert [e.offset for e in store.read()] == list(range(160))
+
+
+# --- controller lease and epoch fencing ------------------------------------------------------------------------
+
+
+def test_append_without_a_lease_is_refused(store: MetadataStore) -> None:
+    with pytest.raises(StaleControllerEpoch, match="no controller holds the lease"):
+        store.append([topic("a", Uuid.random())], controller_epoch=0)
+    assert store.end_offset() == 0
+
+
+def test_the_first_acquisition_gets_controller_epoch_1(store: MetadataStore) -> None:
+    lease = _lease(store, "c1", now_ms=100)
+    assert lease == Lease("c1", 1, 100 + TTL)
+    assert store.current_lease() == lease
+
+
+def test_a_held_lease_is_refused_to_others_until_it_expires(store: MetadataStore) -> None:
+    _lease(store, "c1", now_ms=0)
+    assert store.acquire_lease(holder="c2", now_ms=TTL - 1, ttl_ms=TTL) is None
+    taken = store.acquire_lease(holder="c2", now_ms=TTL, ttl_ms=TTL)
+    assert taken == Lease("c2", 2, 2 * TTL)
+
+
+def test_a_deposed_controller_cannot_append_or_snapshot_after_another_takes_the_lease(store: MetadataStore) -> None:
+    old = _lease(store, "c1", now_ms=0)
+    store.append([topic("a", Uuid.random())], controller_epoch=old.controller_epoch)
+    new = store.acquire_lease(holder="c2", now_ms=TTL + 1, ttl_ms=TTL)
+    assert new is not None and new.controller_epoch == old.controller_epoch + 1
+    with pytest.raises(StaleControllerEpoch, match="held by c2 at controller epoch 2"):
+        store.append([topic("zombie", Uuid.random())], controller_epoch=old.controller_epoch)
+    with pytest.raises(StaleControllerEpoch):
+        store.save_snapshot(offset=0, records=[], controller_epoch=old.controller_epoch)
+    assert store.append([topic("b", Uuid.random())], controller_epoch=new.controller_epoch) == 1
+    assert _names(store) == ["a", "b"]
+
+
+def test_a_future_epoch_is_refused_too(store: MetadataStore) -> None:
+    lease = _lease(store)
+    with pytest.raises(StaleControllerEpoch):
+        store.append([topic("a", Uuid.random())], controller_epoch=lease.controller_epoch + 1)
+
+
+def test_the_controller_epoch_only_grows_across_acquire_expire_and_reacquire(store: MetadataStore) -> None:
+    epochs = []
+    now = 0
+    for holder in ["c1", "c2", "c1", "c3", "c2"]:
+        lease = store.acquire_lease(holder=holder, now_ms=now, ttl_ms=TTL)
+        assert lease is not None
+        epochs.append(lease.controller_epoch)
+        now += TTL  # let it expire
+    assert epochs == [1, 2, 3, 4, 5]
+
+
+def test_the_holder_re_acquiring_keeps_its_tenure_and_epoch(store: MetadataStore) -> None:
+    first = _lease(store, "c1", now_ms=0)
+    again = store.acquire_lease(holder="c1", now_ms=10, ttl_ms=TTL)
+    assert again == Lease("c1", first.controller_epoch, 10 + TTL)
+    # Expired, but nobody else took it: the same tenure resumes (writes are fenced by epoch, so this is safe).
+    late = store.acquire_lease(holder="c1", now_ms=5 * TTL, ttl_ms=TTL)
+    assert late == Lease("c1", first.controller_epoch, 6 * TTL)
+
+
+def test_renew_extends_the_lease_and_a_lost_lease_cannot_be_renewed(store: MetadataStore) -> None:
+    lease = _lease(store, "c1", now_ms=0)
+    renewed = store.renew_lease(holder="c1", controller_epoch=lease.controller_epoch, now_ms=900, ttl_ms=TTL)
+    assert renewed == Lease("c1", lease.controller_epoch, 900 + TTL)
+    assert store.acquire_lease(holder="c2", now_ms=TTL + 1, ttl_ms=TTL) is None  # renewal pushed expiry out
+    taken = store.acquire_lease(holder="c2", now_ms=900 + TTL, ttl_ms=TTL)
+    assert taken is not None
+    with pytest.raises(StaleControllerEpoch, match="held by c2"):
+        store.renew_lease(holder="c1", controller_epoch=lease.controller_epoch, now_ms=900 + TTL, ttl_ms=TTL)
+    with pytest.raises(StaleControllerEpoch):  # right holder name, wrong epoch
+        store.renew_lease(holder="c2", controller_epoch=lease.controller_epoch, now_ms=900 + TTL, ttl_ms=TTL)
+
+
+def test_release_frees_the_lease_and_the_next_acquisition_bumps_the_epoch(store: MetadataStore) -> None:
+    lease = _lease(store, "c1")
+    assert store.release_lease(holder="c2", controller_epoch=lease.controller_epoch) is False
+    assert store.release_lease(holder="c1", controller_epoch=lease.controller_epoch + 1) is False
+    assert store.current_lease() == lease
+    assert store.release_lease(holder="c1", controller_epoch=lease.controller_epoch) is True
+    assert store.release_lease(holder="c1", controller_epoch=lease.controller_epoch) is False
+    assert store.current_lease() is None
+    with pytest.raises(StaleControllerEpoch, match="no controller holds the lease"):
+        store.append([topic("a", Uuid.random())], controller_epoch=lease.controller_epoch)
+    with pytest.raises(StaleControllerEpoch):
+        store.renew_lease(holder="c1", controller_epoch=lease.controller_epoch, now_ms=1, ttl_ms=TTL)
+    again = _lease(store, "c1", now_ms=1)
+    assert again.controller_epoch == lease.controller_epoch + 1
+
+
+def test_lease_arguments_are_validated(store: MetadataStore) -> None:
+    with pytest.raises(InvalidRequest):
+        store.acquire_lease(holder="", now_ms=0, ttl_ms=TTL)
+    with pytest.raises(InvalidRequest):
+        store.acquire_lease(holder="c1", now_ms=0, ttl_ms=0)
+
+
+# --- snapshots -------------------------------------------------------------------------------------------------
+
+
+def test_the_latest_snapshot_is_returned_with_its_records(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    tid = Uuid.random()
+    store.append([topic("a", tid), tiered(tid, 1, TieredState.ENABLED)], controller_epoch=epoch)
+    first = [topic("a", tid), tiered(tid, 1, TieredState.ENABLED)]
+    store.save_snapshot(offset=1, records=first, controller_epoch=epoch)
+    store.append([tiered(tid, 2, TieredState.DISABLING, DisablePolicy.RETAIN)], controller_epoch=epoch)
+    second = [topic("a", tid), tiered(tid, 2, TieredState.DISABLING, DisablePolicy.RETAIN)]
+    store.save_snapshot(offset=2, records=second, controller_epoch=epoch)
+    snap = store.latest_snapshot()
+    assert snap is not None
+    assert snap.offset == 2
+    assert list(snap.records) == second
+
+
+def test_a_snapshot_must_be_at_an_offset_in_the_log(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    with pytest.raises(InvalidRequest):
+        store.save_snapshot(offset=0, records=[], controller_epoch=epoch)
+    store.append([topic("a", Uuid.random())], controller_epoch=epoch)
+    with pytest.raises(InvalidRequest):
+        store.save_snapshot(offset=1, records=[], controller_epoch=epoch)
+    store.save_snapshot(offset=0, records=[], controller_epoch=epoch)
+    snap = store.latest_snapshot()
+    assert snap is not None and snap.offset == 0 and snap.records == ()
+
+
+def test_a_snapshot_needs_the_current_controller_epoch(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    store.append([topic("a", Uuid.random())], controller_epoch=epoch)
+    with pytest.raises(StaleControllerEpoch):
+        store.save_snapshot(offset=0, records=[], controller_epoch=epoch - 1)
+    assert store.latest_snapshot() is None
+
+
+# --- the RLMM fence (DESIGN §4 invariant 3) --------------------------------------------------------------------
+
+
+def test_a_copy_at_the_enabled_epoch_is_accepted(store: MetadataStore) -> None:
+    tid, _ = _enabled_topic(store, epoch=2)
+    seg = Uuid.random()
+    assert store.append_remote_log_metadata([copy_started(tid, 2, segment_id=seg)], now_ms=123) == 0
+    assert store.append_remote_log_metadata([segment_update(tid, seg, SegmentState.COPY_SEGMENT_FINISHED, 2)]) == 1
+    entries = list(store.read_remote_log_metadata())
+    assert [e.offset for e in entries] == [0, 1]
+    assert entries[0].appended_at_ms == 123
+    assert entries[1].record["remote_log_segment_state"] == SegmentState.COPY_SEGMENT_FINISHED
+
+
+@pytest.mark.parametrize("record_epoch", [1, 3, -1])
+def test_a_copy_at_another_epoch_is_refused_naming_topic_epoch_and_state(
+    store: MetadataStore, record_epoch: int
+) -> None:
+    tid, _ = _enabled_topic(store, epoch=2)
+    with pytest.raises(StaleTieredEpoch) as caught:
+        store.append_remote_log_metadata([copy_started(tid, record_epoch)])
+    message = str(caught.value)
+    assert str(tid) in message and f"tiered epoch {record_epoch}" in message and "ENABLED at epoch 2" in message
+    assert list(store.read_remote_log_metadata()) == []
+
+
+def test_a_copy_without_a_tiered_epoch_is_refused(store: MetadataStore) -> None:
+    tid, _ = _enabled_topic(store, epoch=1)
+    with pytest.raises(StaleTieredEpoch):
+        store.append_remote_log_metadata([copy_started(tid, None)])
+
+
+@pytest.mark.parametrize("state", [TieredState.DISABLING, TieredState.DISABLED])
+def test_a_copy_is_refused_once_the_topic_is_disabling_or_disabled(store: MetadataStore, state: TieredState) -> None:
+    tid, lease = _enabled_topic(store, epoch=1)
+    seg = Uuid.random()
+    store.append_remote_log_metadata([copy_started(tid, 1, segment_id=seg)])
+    store.append([tiered(tid, 2, state, DisablePolicy.RETAIN)], controller_epoch=lease.controller_epoch)
+    for late in (
+        segment_update(tid, seg, SegmentState.COPY_SEGMENT_FINISHED, 1),  # the zombie upload of epoch 1
+        segment_update(tid, seg, SegmentState.COPY_SEGMENT_FINISHED, 2),
+        copy_started(tid, 2),
+    ):
+        with pytest.raises(StaleTieredEpoch, match=f"{state.name} at epoch 2"):
+            store.append_remote_log_metadata([late])
+    assert len(list(store.read_remote_log_metadata())) == 1
+
+
+def test_re_enabling_moves_the_fence_to_the_new_epoch(store: MetadataStore) -> None:
+    tid, lease = _enabled_topic(store, epoch=1)
+    store.append(
+        [
+            tiered(tid, 2, TieredState.DISABLING),
+            tiered(tid, 2, TieredState.DISABLED),
+            tiered(tid, 3, TieredState.ENABLED),
+        ],
+        controller_epoch=lease.controller_epoch,
+    )
+    assert store.tiered_state(tid) == (3, TieredState.ENABLED)
+    with pytest.raises(StaleTieredEpoch):
+        store.append_remote_log_metadata([copy_started(tid, 1)])
+    assert store.append_remote_log_metadata([copy_started(tid, 3)]) == 0
+
+
+def test_a_copy_for_a_removed_topic_is_refused(store: MetadataStore) -> None:
+    tid, lease = _enabled_topic(store, epoch=1)
+    store.append([remove_topic(tid)], controller_epoch=lease.controller_epoch)
+    assert store.tiered_state(tid) is None
+    with pytest.raises(StaleTieredEpoch, match="unknown to the metadata log"):
+        store.append_remote_log_metadata([copy_started(tid, 1)])
+
+
+def test_a_copy_for_an_unknown_topic_is_refused(store: MetadataStore) -> None:
+    _enabled_topic(store, epoch=1)
+    with pytest.raises(StaleTieredEpoch, match="unknown to the metadata log"):
+        store.append_remote_log_metadata([copy_started(Uuid.random(), 1)])
+
+
+def test_deletes_are_always_accepted(store: MetadataStore) -> None:
+    tid, lease = _enabled_topic(store, epoch=1)
+    seg = Uuid.random()
+    store.append_remote_log_metadata([copy_started(tid, 1, segment_id=seg)])
+    store.append([tiered(tid, 2, TieredState.DISABLING, DisablePolicy.DELETE)], controller_epoch=lease.controller_epoch)
+    deletes = [
+        segment_update(tid, seg, SegmentState.DELETE_SEGMENT_STARTED, 2),
+        segment_update(tid, seg, SegmentState.DELETE_SEGMENT_FINISHED, 2),
+        segment_update(tid, seg, SegmentState.DELETE_SEGMENT_FINISHED, 0),  # any epoch
+        partition_delete(tid, PartitionDeleteState.DELETE_PARTITION_MARKED),
+    ]
+    assert store.append_remote_log_metadata(deletes) == 4
+    store.append([remove_topic(tid)], controller_epoch=lease.controller_epoch)
+    unknown = Uuid.random()
+    assert (
+        store.append_remote_log_metadata(
+            [
+                partition_delete(tid, PartitionDeleteState.DELETE_PARTITION_FINISHED),
+                segment_update(unknown, Uuid.random(), SegmentState.DELETE_SEGMENT_STARTED, 7),
+            ]
+        )
+        == 6
+    )
+
+
+def test_a_batch_with_one_refused_copy_writes_nothing(store: MetadataStore) -> None:
+    tid, _ = _enabled_topic(store, epoch=1)
+    with pytest.raises(StaleTieredEpoch):
+        store.append_remote_log_metadata(
+            [
+                copy_started(tid, 1),
+                partition_delete(tid, PartitionDeleteState.DELETE_PARTITION_MARKED),
+                copy_started(tid, 0),
+            ]
+        )
+    assert list(store.read_remote_log_metadata()) == []
+    assert store.append_remote_log_metadata([copy_started(tid, 1)]) == 0
+
+
+def test_remote_log_metadata_can_be_read_per_topic_from_an_offset(store: MetadataStore) -> None:
+    a, _ = _enabled_topic(store, epoch=1)
+    b, _ = _enabled_topic(store, epoch=5)
+    store.append_remote_log_metadata([copy_started(a, 1), copy_started(b, 5), copy_started(a, 1), copy_started(b, 5)])
+    assert [e.offset for e in store.read_remote_log_metadata(topic_id=a)] == [0, 2]
+    assert [e.offset for e in store.read_remote_log_metadata(topic_id=b, from_offset=2)] == [3]
+    assert [e.offset for e in store.read_remote_log_metadata(from_offset=1)] == [1, 2, 3]
+    assert list(store.read_remote_log_metadata(topic_id=Uuid.random())) == []
+
+
+def test_tiered_state_follows_the_metadata_log(store: MetadataStore) -> None:
+    lease = _lease(store)
+    tid = Uuid.random()
+    assert store.tiered_state(tid) is None
+    store.append([topic("t", tid)], controller_epoch=lease.controller_epoch)
+    assert store.tiered_state(tid) is None  # a topic never tiered has no tiered state
+    store.append([tiered(tid, 1, TieredState.ENABLED)], controller_epoch=lease.controller_epoch)
+    assert store.tiered_state(tid) == (1, TieredState.ENABLED)
+    store.append([tiered(tid, 2, TieredState.DISABLING, DisablePolicy.DELETE)], controller_epoch=lease.controller_epoch)
+    assert store.tiered_state(tid) == (2, TieredState.DISABLING)
+    store.append([remove_topic(tid)], controller_epoch=lease.controller_epoch)
+    assert store.tiered_state(tid) is None
+
+
+# --- checksums and recovery ------------------------------------------------------------------------------------
+
+
+def test_a_clean_store_recovers_clean(store: MetadataStore) -> None:
+    _enabled_topic(store)
+    report = store.recover()
+    assert report.clean
+    assert report.log_end_offset == 2 and report.first_bad_offset is None
+
+
+def test_a_damaged_record_fails_its_checksum_on_read_naming_the_offset(backend: Backend) -> None:
+    store = backend.store
+    epoch = _lease(store).controller_epoch
+    store.append([topic(f"t{i}", Uuid.random()) for i in range(5)], controller_epoch=epoch)
+    backend.damage(3)
+    assert [e.offset for e in store.read(limit=3)] == [0, 1, 2]
+    with pytest.raises(MetadataLogCorrupt, match="offset 3"):
+        list(store.read())
+
+
+def test_recovery_cuts_the_log_at_the_first_bad_record_and_appends_continue_densely(backend: Backend) -> None:
+    store = backend.store
+    lease = _lease(store)
+    tid = Uuid.random()
+    store.append([topic("a", tid), tiered(tid, 1, TieredState.ENABLED)], controller_epoch=lease.controller_epoch)
+    store.save_snapshot(offset=1, records=[topic("a", tid)], controller_epoch=lease.controller_epoch)
+    store.append(
+        [tiered(tid, 2, TieredState.DISABLING), topic("b", Uuid.random())], controller_epoch=lease.controller_epoch
+    )
+    store.save_snapshot(offset=3, records=[topic("a", tid)], controller_epoch=lease.controller_epoch)
+    assert store.tiered_state(tid) == (2, TieredState.DISABLING)
+    backend.damage(2)
+
+    report = store.recover()
+
+    assert not report.clean
+    assert (report.first_bad_offset, report.truncated_records, report.log_end_offset) == (2, 2, 2)
+    assert report.dropped_snapshots == (3,)
+    assert [e.offset for e in store.read()] == [0, 1]
+    snap = store.latest_snapshot()
+    assert snap is not None and snap.offset == 1
+    assert store.tiered_state(tid) == (1, TieredState.ENABLED)  # the fence is rebuilt from what remains
+    # The log lost records the controller had written: its lease is revoked, so it must rebuild at epoch + 1.
+    assert store.current_lease() is None
+    with pytest.raises(StaleControllerEpoch):
+        store.append([topic("c", Uuid.random())], controller_epoch=lease.controller_epoch)
+    again = _lease(store, now_ms=1)
+    assert again.controller_epoch == lease.controller_epoch + 1
+    assert store.append([topic("c", Uuid.random())], controller_epoch=again.controller_epoch) == 2
+    assert store.recover().clean
+
+
+def test_recovery_cuts_a_damaged_remote_log_metadata_tail(backend: Backend) -> None:
+    store = backend.store
+    tid, lease = _enabled_topic(store)
+    store.append_remote_log_metadata([copy_started(tid, 1) for _ in range(4)])
+    backend.damage(1, rlmm=True)
+    with pytest.raises(MetadataLogCorrupt, match="offset 1"):
+        list(store.read_remote_log_metadata())
+
+    report = store.recover()
+
+    assert (report.first_bad_rlmm_offset, report.truncated_rlmm_records, report.rlmm_end_offset) == (1, 3, 1)
+    assert report.first_bad_offset is None
+    assert store.current_lease() == lease  # the metadata log is intact: the controller keeps its lease
+    assert store.append_remote_log_metadata([copy_started(tid, 1)]) == 1
