@@ -38,8 +38,14 @@ unit: venv
 demo: venv java-check
 	$(PY) -m orchestrator.demo
 
-bench: venv java-check
-	$(PY) -m bench
+AWS_CLI_VENV := .venv-awscli
+
+$(AWS_CLI_VENV)/bin/aws:
+	$(PYTHON) -m venv $(AWS_CLI_VENV)
+	$(AWS_CLI_VENV)/bin/pip install --quiet awscli
+
+bench: venv java-check $(AWS_CLI_VENV)/bin/aws
+	AWS_CLI=$(CURDIR)/$(AWS_CLI_VENV)/bin/aws $(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(AWS_CLI_VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

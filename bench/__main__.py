@@ -1,12 +1,12 @@
-"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata."""
+"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, delete."""
 
 from __future__ import annotations
 
 import sys
 
-from bench import metadata_log
+from bench import delete_policy, metadata_log
 
-SECTIONS = {"metadata": metadata_log.run}
+SECTIONS = {"metadata": metadata_log.run, "delete": delete_policy.run}
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import SegmentState, TieredState
 from policies.executor import DeleteResult, delete_segments, execute_expiry_plan
-from policies.plans import plan_remote_expiry
+from policies.plans import LocalSegment, plan_local_retention, plan_remote_expiry
 from remote_storage.keys import Suffix, build_key
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 from remote_storage.s3 import RemoteStorageError, S3RemoteStorage
@@ -209,6 +209,44 @@ class RemoteLogManager:
             now_ms=self._now_ms,
             advance_log_start=plog.advance_log_start_offset,
         )
+
+    # -- local retention ------------------------------------------------------------------------------------
+
+    def apply_local_retention(self, topic_id: Uuid, partition: int) -> int:
+        """Drop expired closed local segments; returns how many. While tiering is on, ``local.retention.*`` apply
+        (-2 inherits ``retention.*``, as in Kafka) and only segments already copied may go; otherwise
+        ``retention.*`` apply and, with no live remote data below, the log start offset follows the local one."""
+        image = self._image()
+        topic = image.topics.get(topic_id)
+        plog = self._logs.get((topic_id, partition))
+        if topic is None or plog is None:
+            return 0
+        configs = image.topic_configs(topic.name)
+        retention_ms = _config_int(configs, "retention.ms", 7 * 24 * 3600 * 1000)
+        retention_bytes = _config_int(configs, "retention.bytes", -1)
+        tiering = topic.tiered_state == TieredState.ENABLED
+        if tiering:
+            local_ms = _config_int(configs, "local.retention.ms", -2)
+            local_bytes = _config_int(configs, "local.retention.bytes", -2)
+            retention_ms = retention_ms if local_ms == -2 else local_ms
+            retention_bytes = retention_bytes if local_bytes == -2 else local_bytes
+        self.rlmm.refresh()
+        closed = [
+            LocalSegment(s.base_offset, s.end_offset, s.size_bytes, s.max_timestamp_ms) for s in plog.closed_segments()
+        ]
+        cut = plan_local_retention(
+            closed,
+            now_ms=self._now_ms(),
+            retention_ms=retention_ms,
+            retention_bytes=retention_bytes,
+            tiering_enabled=tiering,
+            highest_copied_offset=self.rlmm.highest_copied_offset(topic_id, partition),
+            active_bytes=plog.segments()[-1].size_bytes,
+        )
+        dropped = plog.delete_local_segments_before(cut)
+        if dropped and not self.rlmm.live_segments(topic_id, partition):
+            plog.advance_log_start_offset(plog.local_log_start_offset)
+        return len(dropped)
 
     # -- fetch ------------------------------------------------------------------------------------------------
 

@@ -242,3 +242,25 @@ def test_a_delete_killed_half_way_is_finished_by_a_rerun(env, tmp_path, moto_end
     assert _objects(s3, bucket) == []
     broker.rlmm.refresh()
     assert {s.state for s in broker.rlmm.segments(tid)} == {SegmentState.DELETE_SEGMENT_FINISHED}
+
+
+def test_local_retention_drops_only_copied_segments_while_tiering_is_on(env):
+    writer, broker, _s3, _bucket = env
+    tid = writer.create_topic("orders", configs={"local.retention.ms": "0", "retention.ms": "-1"})
+    broker.produce(tid, 60, ts=1)
+    broker.log(tid).roll()
+    closed = broker.log(tid).closed_segments()
+    assert broker.rlm.apply_local_retention(tid, 0) == 0  # nothing copied yet: nothing may go
+    assert broker.rlm.copy_partition(tid, 0).copied == len(closed)
+    assert broker.rlm.apply_local_retention(tid, 0) == len(closed)
+    assert broker.log(tid).log_start_offset == 0  # the data is remote now, still readable from 0
+    assert broker.read_all(tid) == list(range(60))
+
+
+def test_local_retention_of_a_never_tiered_topic_moves_the_log_start(env):
+    writer, broker, _s3, _bucket = env
+    tid = writer.create_topic("plain", configs={"retention.ms": "0"}, tiered=False)
+    broker.produce(tid, 60, ts=1)
+    broker.log(tid).roll()
+    assert broker.rlm.apply_local_retention(tid, 0) > 0
+    assert broker.log(tid).log_start_offset == broker.log(tid).local_log_start_offset == 60
