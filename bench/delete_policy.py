@@ -58,11 +58,12 @@ def run(segments: int = 2000) -> list[Figure]:
         lease = store.acquire_lease(holder="bench", now_ms=0, ttl_ms=10**12)
         assert lease is not None
         tid = Uuid.random()
+        enabled = make_record(
+            "TieredStateRecord", topic_id=tid, tiered_epoch=1, tiered_state=int(TieredState.ENABLED), policy=0
+        )
         store.append(
-            [make_record("TopicRecord", name="orders", topic_id=tid),
-             make_record("TieredStateRecord", topic_id=tid, tiered_epoch=1, tiered_state=int(TieredState.ENABLED), policy=0)],
-            controller_epoch=lease.controller_epoch,
-        )  # fmt: skip
+            [make_record("TopicRecord", name="orders", topic_id=tid), enabled], controller_epoch=lease.controller_epoch
+        )
         segs = [
             RemoteSegment("orders", tid, i % 12, Uuid.random(), i * 100, i * 100 + 99, 0, 192, 1)
             for i in range(segments)
