@@ -50,9 +50,9 @@ class ControllerWriter:
         return tid
 
     def set_state(self, tid: Uuid, state: TieredState, policy: DisablePolicy = DisablePolicy.NONE) -> int:
-        """Move the topic to ``state`` with its epoch bumped by one; returns the new tiered epoch."""
+        """Move the topic to ``state``; the epoch is bumped except for DISABLING -> DISABLED (DESIGN §4)."""
         topic = self.follower.refresh().topics[tid]
-        epoch = topic.tiered_epoch + 1
+        epoch = topic.tiered_epoch if state == TieredState.DISABLED else topic.tiered_epoch + 1
         self.store.append([make_record("TieredStateRecord", topic_id=tid, tiered_epoch=epoch, tiered_state=int(state),
                                        policy=int(policy))], controller_epoch=self.epoch)  # fmt: skip
         return epoch
