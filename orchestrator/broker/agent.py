@@ -1,0 +1,354 @@
+"""The broker agent process: one per broker id.
+
+It registers with the active controller (broker id, a fresh incarnation id per process start) and heart-beats;
+tails the metadata log from the shared store into its image; hosts its partitions' local logs; runs the
+RemoteLogManager's copy, local retention and remote expiry for the partitions it leads; and serves, over the
+Kafka protocol, DisableRemoteTopic (10950) plus our data-plane TieredProduce (10952) and TieredFetch (10953).
+
+Startup reconciliation (KIP-516/KIP-631): before serving, every partition directory under ``data_dir`` is
+checked against the replayed metadata; a directory whose topic id no longer exists, or whose name now belongs
+to another topic id, is stale: it is moved to ``data_dir/stale/`` (kept for the operator, never served).
+
+Requests are fenced: DisableRemoteTopic with a broker epoch other than this process's current one was meant for
+another incarnation and is refused with STALE_BROKER_EPOCH; the handler itself fences controller and tiered
+epochs. Blocking work (S3, SQLite, segment files) runs in worker threads, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import ssl
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
+from orchestrator.broker.local_log import LogConfig, PartitionLog, read_partition_metadata
+from orchestrator.broker.remote_log_manager import RemoteLogManager
+from orchestrator.config import BrokerConfig, TlsSettings
+from orchestrator.errors import (
+    KafkaError,
+    NotLeaderOrFollower,
+    StaleBrokerEpoch,
+    UnknownTopicId,
+)
+from orchestrator.ids import Uuid
+from orchestrator.metadata.follower import MetadataFollower
+from orchestrator.metadata.image import MetadataImage
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.net.admin import ClusterClient
+from orchestrator.net.server import KafkaServer
+from orchestrator.protocol import DISABLE_REMOTE_TOPIC_API_KEY
+from orchestrator.protocol.framing import Request
+from remote_storage.rlmm import RemoteLogMetadataManager
+from remote_storage.s3 import S3RemoteStorage, make_s3_client
+
+log = structlog.get_logger(__name__)
+
+TIERED_PRODUCE_API_KEY = 10952
+TIERED_FETCH_API_KEY = 10953
+BROKER_REGISTRATION_API_KEY = 62
+BROKER_HEARTBEAT_API_KEY = 63
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def server_ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
+    if not tls.enabled:
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=tls.cafile)
+    if tls.certfile:
+        ctx.load_cert_chain(tls.certfile, tls.keyfile)
+    ctx.verify_mode = ssl.CERT_REQUIRED if tls.require_client_cert else ssl.CERT_NONE
+    return ctx
+
+
+def client_ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
+    if not tls.enabled:
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.cafile)
+    if tls.certfile:
+        ctx.load_cert_chain(tls.certfile, tls.keyfile)
+    return ctx
+
+
+def _error_body(exc: KafkaError) -> dict[str, Any]:
+    return {"error_code": exc.code, "error_message": exc.message}
+
+
+class BrokerAgent:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.incarnation_id = Uuid.random()
+        self.broker_epoch = -1
+        self.store = SqliteMetadataStore(config.metadata_store)
+        self.follower = MetadataFollower(self.store)
+        self.rlmm = RemoteLogMetadataManager(self.store)
+        client = make_s3_client(endpoint_url=config.s3.endpoint_url, region=config.s3.region)
+        self.rsm = S3RemoteStorage(client=client, bucket=config.s3.bucket, prefix=config.s3.prefix)
+        self.logs: dict[tuple[Uuid, int], PartitionLog] = {}
+        self.data_dir = Path(config.data_dir)
+        self.rlm = RemoteLogManager(broker_id=config.broker_id, rsm=self.rsm, rlmm=self.rlmm, logs=self.logs,
+                                    image=lambda: self.follower.image, now_ms=now_ms)  # fmt: skip
+        self.disable_handler = DisableRemoteTopicHandler(
+            broker_id=config.broker_id, store=self.store, rlm=self.rlm, logs=self.logs,
+            refresh_image=self.follower.refresh, now_ms=now_ms,
+        )  # fmt: skip
+        self.server: KafkaServer | None = None
+        self.port = config.port
+        self._stopping = asyncio.Event()
+        self._log_lock = asyncio.Lock()
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        structlog.contextvars.bind_contextvars(broker_id=self.config.broker_id)
+        image = await asyncio.to_thread(self.follower.refresh)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self.reconcile_partition_dirs, image)
+        self.server = KafkaServer(
+            name=f"broker-{self.config.broker_id}",
+            host=self.config.host,
+            port=self.config.port,
+            handlers={
+                DISABLE_REMOTE_TOPIC_API_KEY: self._on_disable,
+                TIERED_PRODUCE_API_KEY: self._on_produce,
+                TIERED_FETCH_API_KEY: self._on_fetch,
+            },
+            ssl_context=server_ssl_context(self.config.tls),
+        )
+        _, self.port = await self.server.start()
+        self._write_ready_file()
+        log.info("broker.started", port=self.port, incarnation_id=str(self.incarnation_id))
+        controllers = ClusterClient(self.config.controllers, ssl_context=client_ssl_context(self.config.tls),
+                                    timeout_s=self.config.request_timeout_ms / 1000)  # fmt: skip
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        tasks = [
+            asyncio.create_task(self._heartbeat_loop(controllers), name="heartbeat"),
+            asyncio.create_task(self._metadata_loop(), name="metadata"),
+            asyncio.create_task(self._tiering_loop(), name="tiering"),
+        ]
+        try:
+            await self._stopping.wait()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.server.stop()
+            await controllers.close()
+            for plog in self.logs.values():
+                plog.close()
+            self.store.close()
+            log.info("broker.stopped")
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def _write_ready_file(self) -> None:
+        if self.config.ready_file:
+            tmp = Path(self.config.ready_file + ".tmp")
+            tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "broker_id": self.config.broker_id}))
+            tmp.replace(self.config.ready_file)
+
+    # -- startup reconciliation -------------------------------------------------------------------------------
+
+    def reconcile_partition_dirs(self, image: MetadataImage) -> list[Path]:
+        """Move stale partition directories aside; return them."""
+        stale: list[Path] = []
+        for d in sorted(p for p in self.data_dir.iterdir() if p.is_dir() and p.name != "stale"):
+            meta = d / "partition.metadata"
+            topic_id = read_partition_metadata(meta) if meta.exists() else None
+            topic = image.topics.get(topic_id) if topic_id is not None else None
+            name, _, part = d.name.rpartition("-")
+            if topic is not None and topic.name == name and part.isdigit() and int(part) in topic.partitions:
+                continue
+            target = self.data_dir / "stale" / f"{d.name}.{topic_id or 'unknown'}.{now_ms()}"
+            target.parent.mkdir(exist_ok=True)
+            shutil.move(str(d), target)
+            stale.append(target)
+            log.warning("broker.stale_partition_dir", directory=d.name, topic_id=str(topic_id), moved_to=str(target))
+        return stale
+
+    # -- loops ------------------------------------------------------------------------------------------------
+
+    async def _register(self, controllers: ClusterClient) -> None:
+        body = {
+            "broker_id": self.config.broker_id,
+            "cluster_id": "tieredctl",
+            "incarnation_id": self.incarnation_id,
+            "listeners": [
+                {
+                    "name": "PLAINTEXT",
+                    "host": self.config.host,
+                    "port": self.port,
+                    "security_protocol": 1 if self.config.tls.enabled else 0,
+                }
+            ],
+            "features": [],
+            "rack": self.config.rack,
+        }
+        resp = await controllers.send_to_controller(BROKER_REGISTRATION_API_KEY, (0, 4), body)
+        if resp["error_code"] != 0:
+            raise StaleBrokerEpoch(f"registration refused with error {resp['error_code']}")
+        self.broker_epoch = resp["broker_epoch"]
+        log.info("broker.registered", broker_epoch=self.broker_epoch)
+
+    async def _heartbeat_loop(self, controllers: ClusterClient) -> None:
+        interval = self.config.heartbeat_interval_ms / 1000
+        while True:
+            try:
+                if self.broker_epoch < 0:
+                    await self._register(controllers)
+                resp = await controllers.send_to_controller(
+                    BROKER_HEARTBEAT_API_KEY,
+                    (0, 1),
+                    {"broker_id": self.config.broker_id, "broker_epoch": self.broker_epoch,
+                     "current_metadata_offset": self.follower.image.offset, "want_fence": False,
+                     "want_shut_down": False},
+                )  # fmt: skip
+                if resp["error_code"] == StaleBrokerEpoch.code:
+                    log.warning("broker.heartbeat_stale_epoch", broker_epoch=self.broker_epoch)
+                    self.broker_epoch = -1
+                    continue
+            except KafkaError as exc:
+                log.warning("broker.heartbeat_failed", error=exc.name, detail=exc.message)
+            except OSError as exc:
+                log.warning("broker.heartbeat_failed", error=type(exc).__name__, detail=str(exc))
+            await asyncio.sleep(interval)
+
+    async def _metadata_loop(self) -> None:
+        while True:
+            try:
+                image = await asyncio.to_thread(self.follower.refresh)
+                await self._open_hosted_logs(image)
+            except KafkaError as exc:
+                log.warning("broker.metadata_refresh_failed", error=exc.name, detail=exc.message)
+            await asyncio.sleep(self.config.metadata_poll_ms / 1000)
+
+    async def _open_hosted_logs(self, image: MetadataImage) -> None:
+        for topic in image.topics.values():
+            for p in topic.partitions.values():
+                if self.config.broker_id in p.replicas and (topic.topic_id, p.partition_id) not in self.logs:
+                    await asyncio.to_thread(self._open_log, image, topic.topic_id, p.partition_id)
+
+    def _open_log(self, image: MetadataImage, topic_id: Uuid, partition: int) -> PartitionLog:
+        key = (topic_id, partition)
+        plog = self.logs.get(key)
+        if plog is None:
+            topic = image.topics[topic_id]
+            configs = image.topic_configs(topic.name)
+            log_config = LogConfig(
+                segment_bytes=int(configs.get("segment.bytes", self.config.segment_bytes)),
+                segment_ms=int(configs.get("segment.ms", self.config.segment_ms)),
+            )
+            plog = PartitionLog(self.data_dir / f"{topic.name}-{partition}", topic_id=topic_id, config=log_config,
+                                clock=now_ms)  # fmt: skip
+            self.logs[key] = plog
+        return plog
+
+    async def _tiering_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.tiering_interval_ms / 1000)
+            image = self.follower.image
+            for (topic_id, partition), plog in list(self.logs.items()):
+                topic = image.topics.get(topic_id)
+                p = topic.partitions.get(partition) if topic else None
+                if p is None or p.leader != self.config.broker_id:
+                    continue
+                try:
+                    async with self._log_lock:
+                        await asyncio.to_thread(plog.maybe_roll_by_time)
+                    await asyncio.to_thread(self.rlm.copy_partition, topic_id, partition)
+                    async with self._log_lock:
+                        await asyncio.to_thread(self.rlm.apply_local_retention, topic_id, partition)
+                        await asyncio.to_thread(self.rlm.expire_partition, topic_id, partition)
+                except KafkaError as exc:
+                    log.warning("broker.tiering_failed", topic_id=str(topic_id), partition=partition,
+                                error=exc.name, detail=exc.message)  # fmt: skip
+
+    # -- request handlers -------------------------------------------------------------------------------------
+
+    async def _on_disable(self, request: Request) -> dict[str, Any]:
+        body = request.body
+        if body["broker_epoch"] >= 0 and body["broker_epoch"] != self.broker_epoch:
+            stale = StaleBrokerEpoch(
+                f"request for broker epoch {body['broker_epoch']}; this incarnation has {self.broker_epoch}"
+            )
+            return _error_body(stale)
+        return await asyncio.to_thread(self.disable_handler.handle, body)
+
+    def _leader_log(self, topic_id: Uuid, partition: int) -> PartitionLog:
+        image = self.follower.image
+        topic = image.topics.get(topic_id)
+        if topic is None or partition not in topic.partitions:
+            raise UnknownTopicId(f"no partition {partition} of topic id {topic_id}")
+        if topic.partitions[partition].leader != self.config.broker_id:
+            raise NotLeaderOrFollower(f"broker {self.config.broker_id} does not lead {topic.name}-{partition}")
+        return self._open_log(image, topic_id, partition)
+
+    async def _on_produce(self, request: Request) -> dict[str, Any]:
+        body = request.body
+        try:
+            async with self._log_lock:
+                plog = await asyncio.to_thread(self._leader_log, body["topic_id"], body["partition"])
+                records = [(r["key"], r["value"], None if r["timestamp_ms"] < 0 else r["timestamp_ms"])
+                           for r in body["records"]]  # fmt: skip
+                first, last = await asyncio.to_thread(plog.append, records)
+            return {
+                "error_code": 0,
+                "base_offset": first,
+                "last_offset": last,
+                "log_start_offset": plog.log_start_offset,
+            }
+        except KafkaError as exc:
+            return _error_body(exc)
+
+    async def _on_fetch(self, request: Request) -> dict[str, Any]:
+        body = request.body
+        bounds: dict[str, int] = {}
+        try:
+            plog = await asyncio.to_thread(self._leader_log, body["topic_id"], body["partition"])
+            bounds = {"log_start_offset": plog.log_start_offset, "local_log_start_offset": plog.local_log_start_offset,
+                      "log_end_offset": plog.log_end_offset}  # fmt: skip
+            async with self._log_lock:
+                records = await asyncio.to_thread(
+                    self.rlm.fetch, body["topic_id"], body["partition"], body["fetch_offset"],
+                    max_bytes=max(1, body["max_bytes"]),
+                )  # fmt: skip
+            local_start = bounds["local_log_start_offset"]
+            return {
+                "error_code": 0,
+                **bounds,
+                "records": [
+                    {
+                        "offset": r.offset,
+                        "timestamp_ms": r.timestamp_ms,
+                        "key": r.key,
+                        "value": r.value,
+                        "remote": r.offset < local_start,
+                    }
+                    for r in records
+                ],
+            }
+        except KafkaError as exc:
+            return {**_error_body(exc), **bounds}  # the bounds let a consumer reset an out-of-range offset
+
+
+def main(config_path: str) -> None:
+    """Entry point of ``tieredctl broker start --config FILE``."""
+    from orchestrator.config import load_broker_config
+    from orchestrator.logging import configure_logging
+
+    configure_logging("service")
+    agent = BrokerAgent(load_broker_config(config_path))
+    asyncio.run(agent.run())

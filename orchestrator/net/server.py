@@ -1,0 +1,284 @@
+"""An asyncio server speaking Kafka's framing, dispatching each request to an async handler by api key.
+
+Invariants:
+
+* **One connection, one request at a time, answered in order.** Like a Kafka broker (which mutes a channel until
+  its response is sent), the server reads the next request of a connection only after the previous one has been
+  answered. Responses therefore leave in request order, and a client that pipelines requests sees their effects
+  in the order it sent them. Connections are served concurrently with each other.
+* **ApiVersions (18) is the server's own.** It is answered from the schemas of the handlers it was given (each api
+  key with the versions both its request and response schemas cover), plus ApiVersions v0-3 itself. An
+  ApiVersions request of a version the server does not speak gets, as in Kafka, a v0 response carrying
+  UNSUPPORTED_VERSION (35) and the supported keys, so the client can retry with a version it finds there; the
+  connection stays open.
+* **Bad input costs one connection, never the server.** A malformed frame (random bytes, a truncated frame, a
+  negative or oversized size, a body that does not decode), a request for an api key without a handler or a
+  version the server does not serve: the server logs ``net.bad_frame`` with the peer and the reason and closes that
+  connection. Frame sizes are checked before anything is allocated (``max_frame_bytes``).
+* **Handlers put errors in their response bodies.** A handler that raises anything — a
+  :class:`~orchestrator.errors.KafkaError` included — or returns a body that does not encode is a bug: the server
+  logs ``net.handler_failed`` with the traceback and closes that connection; other connections are unaffected.
+* **stop() leaves nothing behind.** It closes the listener, cancels every connection (and so every running
+  handler), waits for them, and closes every transport; TLS shutdowns are bounded in time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import structlog
+
+from orchestrator.errors import ProtocolError, UnsupportedVersion
+from orchestrator.protocol.framing import (
+    API_VERSIONS_API_KEY,
+    DEFAULT_MAX_FRAME_BYTES,
+    ConnectionClosed,
+    Request,
+    RequestHeader,
+    UnsupportedRequest,
+    decode_request,
+    encode_response,
+    read_frame,
+)
+from orchestrator.protocol.schema import request_schema, response_schema
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[[Request], Awaitable[dict[str, Any]]]
+"""Serves one request: returns the response body (a dict keyed by snake_case field names)."""
+
+_CLOSE_TIMEOUT_S = 2.0  # bound on a graceful (TLS close_notify) shutdown before the transport is aborted
+
+
+def served_versions(api_key: int) -> tuple[int, int]:
+    """The versions of ``api_key`` that both its request and its response schema describe."""
+    req, resp = request_schema(api_key), response_schema(api_key)
+    if req is None or resp is None:
+        raise ValueError(f"api key {api_key} has no request/response schema pair")
+    both = req.valid_versions.intersect(resp.valid_versions)
+    if both.hi is None or both.lo > both.hi:
+        raise ValueError(f"api key {api_key}: request and response schemas share no closed version range")
+    return both.lo, both.hi
+
+
+def format_address(address: Any) -> str:
+    """``host:port`` for a socket address tuple (IPv6 hosts in brackets), ``?`` when unknown."""
+    if isinstance(address, tuple) and len(address) >= 2:
+        host = str(address[0])
+        return f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
+    return "?" if address is None else str(address)
+
+
+class KafkaServer:
+    """Serves Kafka-framed requests to ``handlers`` (api key -> handler); see the module docstring for the rules.
+
+    Counters for tests and metrics: ``accepted_connections``, ``closed_connections``, ``requests_handled``
+    (ApiVersions included), ``bad_frames``, ``handler_failures``.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        host: str,
+        port: int,
+        handlers: Mapping[int, Handler],
+        ssl_context: ssl.SSLContext | None = None,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        idle_timeout_s: float | None = None,
+    ) -> None:
+        if API_VERSIONS_API_KEY in handlers:
+            raise ValueError("ApiVersions (18) is answered by the server itself; do not register a handler for it")
+        if max_frame_bytes < 0:
+            raise ValueError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
+        self.name = name
+        self._host = host
+        self._port = port
+        self._handlers = dict(handlers)
+        self._ssl_context = ssl_context
+        self._max_frame_bytes = max_frame_bytes
+        self._idle_timeout_s = idle_timeout_s
+        versions = {key: served_versions(key) for key in self._handlers}
+        versions[API_VERSIONS_API_KEY] = served_versions(API_VERSIONS_API_KEY)
+        self.api_versions: Mapping[int, tuple[int, int]] = dict(sorted(versions.items()))
+        self._server: asyncio.Server | None = None
+        self._address: tuple[str, int] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.accepted_connections = 0
+        self.closed_connections = 0
+        self.requests_handled = 0
+        self.bad_frames = 0
+        self.handler_failures = 0
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound (host, port); only after :meth:`start`."""
+        if self._address is None:
+            raise RuntimeError(f"server {self.name} is not started")
+        return self._address
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._tasks)
+
+    async def start(self) -> tuple[str, int]:
+        """Bind and listen; returns the bound (host, port) (the real port when ``port`` was 0)."""
+        if self._server is not None:
+            raise RuntimeError(f"server {self.name} is already started")
+        self._server = await asyncio.start_server(self._on_connect, self._host, self._port, ssl=self._ssl_context)
+        sockname = self._server.sockets[0].getsockname()
+        self._address = (str(sockname[0]), int(sockname[1]))
+        log.info(
+            "net.listening",
+            server=self.name,
+            address=format_address(self._address),
+            tls=self._ssl_context is not None,
+            api_keys=sorted(self.api_versions),
+        )
+        return self._address
+
+    async def stop(self) -> None:
+        """Close the listener and every connection, cancelling running handlers, and wait for all of it."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if server is not None:
+            await server.wait_closed()
+            log.info("net.stopped", server=self.name, accepted=self.accepted_connections)
+
+    async def __aenter__(self) -> KafkaServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.stop()
+
+    # --- connections
+
+    def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A plain callback that starts a task the server owns: stop() can cancel and await it, and asyncio's own
+        # wrapper task (which mis-reports cancellation) is never created.
+        task = asyncio.get_running_loop().create_task(self._serve(reader, writer))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = format_address(writer.get_extra_info("peername"))
+        self.accepted_connections += 1
+        log.debug("net.accepted", server=self.name, peer=peer)
+        try:
+            await self._serve_requests(reader, writer, peer)
+        finally:
+            await _close_writer(writer)
+            self.closed_connections += 1
+            log.debug("net.closed", server=self.name, peer=peer)
+
+    async def _serve_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(self._idle_timeout_s):
+                    payload = await read_frame(reader, max_frame_bytes=self._max_frame_bytes)
+            except ConnectionClosed:
+                return
+            except TimeoutError:
+                log.info("net.idle_timeout", server=self.name, peer=peer, idle_timeout_s=self._idle_timeout_s)
+                return
+            except ProtocolError as exc:
+                self._bad_frame(peer, exc.message)
+                return
+            except OSError as exc:  # reset by the peer, TLS errors (ssl.SSLError is an OSError)
+                log.info("net.connection_error", server=self.name, peer=peer, error=repr(exc))
+                return
+            response = await self._respond(payload, peer)
+            if response is None:
+                return
+            writer.write(response)
+            try:
+                await writer.drain()
+            except OSError as exc:
+                log.info("net.connection_error", server=self.name, peer=peer, error=repr(exc))
+                return
+
+    async def _respond(self, payload: bytes, peer: str) -> bytes | None:
+        """The framed response to one request payload, or None when the connection must be closed."""
+        try:
+            request = decode_request(payload)
+        except UnsupportedRequest as exc:
+            if exc.api_key == API_VERSIONS_API_KEY:
+                # Kafka's rule: answer in v0, which every client can read, with the versions we do speak.
+                self.requests_handled += 1
+                log.info("net.api_versions_unsupported", server=self.name, peer=peer, version=exc.api_version)
+                header = RequestHeader(API_VERSIONS_API_KEY, 0, exc.correlation_id, None)
+                return encode_response(header, self._api_versions_body(UnsupportedVersion.code))
+            self._bad_frame(peer, exc.message)
+            return None
+        except ProtocolError as exc:
+            self._bad_frame(peer, exc.message)
+            return None
+        header = request.header
+        if header.api_key == API_VERSIONS_API_KEY:
+            self.requests_handled += 1
+            return encode_response(header, self._api_versions_body(0))
+        handler = self._handlers.get(header.api_key)
+        if handler is None:
+            self._bad_frame(peer, f"no handler for {request.schema.name} (api key {header.api_key})")
+            return None
+        lo, hi = self.api_versions[header.api_key]
+        if not lo <= header.api_version <= hi:
+            self._bad_frame(peer, f"{request.schema.name} version {header.api_version} is not served ({lo}-{hi})")
+            return None
+        try:
+            body = await handler(request)
+            response = encode_response(header, body)
+        except Exception:  # a bug in a handler must cost its connection, not the server
+            self.handler_failures += 1
+            log.error(
+                "net.handler_failed",
+                server=self.name,
+                peer=peer,
+                api=request.schema.name,
+                api_version=header.api_version,
+                correlation_id=header.correlation_id,
+                exc_info=True,
+            )
+            return None
+        self.requests_handled += 1
+        return response
+
+    def _api_versions_body(self, error_code: int) -> dict[str, Any]:
+        return {
+            "error_code": error_code,
+            "api_keys": [
+                {"api_key": key, "min_version": lo, "max_version": hi} for key, (lo, hi) in self.api_versions.items()
+            ],
+            "throttle_time_ms": 0,
+        }
+
+    def _bad_frame(self, peer: str, reason: str) -> None:
+        self.bad_frames += 1
+        log.warning("net.bad_frame", server=self.name, peer=peer, reason=reason)
+
+
+async def _close_writer(writer: asyncio.StreamWriter) -> None:
+    """Close a stream, bounded in time: a TLS peer that never answers close_notify gets the transport aborted."""
+    writer.close()
+    try:
+        async with asyncio.timeout(_CLOSE_TIMEOUT_S):
+            await writer.wait_closed()
+    except TimeoutError:
+        writer.transport.abort()
+    except OSError:  # the peer reset the connection while we closed it: closed all the same
+        pass
+    except asyncio.CancelledError:
+        writer.transport.abort()
+        raise
+
+
+__all__ = ["Handler", "KafkaServer", "format_address", "served_versions"]

@@ -1,0 +1,247 @@
+"""ClusterClient: bootstrap parsing, Metadata, and following the active controller across a failover.
+
+Two KafkaServers play nodes 1 (A) and 2 (B) of one cluster. Both answer Metadata with the same node list and the
+current controller id; the admin API (DescribeTieredState here) answers NOT_CONTROLLER (41) on the node that is not
+the controller. Retries sleep through an injected function, so no test waits on a real backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from orchestrator.errors import BrokerNotAvailable, InvalidRequest, NotController, UnsupportedVersion
+from orchestrator.net import ClusterClient, KafkaServer, parse_bootstrap
+from orchestrator.protocol import DESCRIBE_TIERED_STATE_API_KEY as DESCRIBE
+from orchestrator.protocol.framing import Request
+
+pytestmark = pytest.mark.unit
+
+METADATA = 3
+
+
+def run(coro: Coroutine[Any, Any, None]) -> None:
+    asyncio.run(asyncio.wait_for(coro, 20))
+
+
+class Cluster:
+    """Nodes 1 and 2 on loopback, sharing a view of who the controller is (``controller_id``; -1 for nobody)."""
+
+    def __init__(self) -> None:
+        self.controller_id = 2
+        self.addresses: dict[int, tuple[str, int]] = {}
+        self.admin_requests: dict[int, int] = {1: 0, 2: 0}
+        self.admin_error: dict[int, int] = {}  # node -> an error code its admin API answers regardless
+        self.servers = {node: self._server(node) for node in (1, 2)}
+
+    def _server(self, node_id: int) -> KafkaServer:
+        async def metadata(_request: Request) -> dict[str, Any]:
+            return {
+                "brokers": [{"node_id": n, "host": h, "port": p} for n, (h, p) in sorted(self.addresses.items())],
+                "cluster_id": "test-cluster",
+                "controller_id": self.controller_id,
+                "topics": [],
+            }
+
+        async def describe(request: Request) -> dict[str, Any]:
+            self.admin_requests[node_id] += 1
+            if node_id in self.admin_error:
+                return {"error_code": self.admin_error[node_id], "topics": []}
+            if node_id != self.controller_id:
+                return {"error_code": NotController.code, "topics": []}
+            names = request.body["topics"] or []
+            return {"error_code": 0, "topics": [{"name": n, "tiered_epoch": node_id} for n in names]}
+
+        return KafkaServer(
+            name=f"node-{node_id}", host="127.0.0.1", port=0, handlers={METADATA: metadata, DESCRIBE: describe}
+        )
+
+    async def __aenter__(self) -> Cluster:
+        for node, server in self.servers.items():
+            self.addresses[node] = await server.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        for server in self.servers.values():
+            await server.stop()
+
+    def bootstrap(self, *nodes: int) -> str:
+        return ",".join(f"{self.addresses[n][0]}:{self.addresses[n][1]}" for n in nodes)
+
+
+class RecordingSleep:
+    def __init__(self) -> None:
+        self.calls: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+
+
+async def describe_on_controller(client: ClusterClient, name: str) -> dict[str, Any]:
+    return await client.send_to_controller(DESCRIBE, (0, 0), {"topics": [name]})
+
+
+def test_send_to_controller_ends_up_at_the_controller_then_follows_a_failover():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        async with Cluster() as cluster, ClusterClient(cluster.bootstrap(1), sleep=sleep, timeout_s=5) as client:
+            await client.refresh_metadata()
+            assert client.controller_id == 2
+            assert client.brokers == cluster.addresses
+
+            body = await describe_on_controller(client, "t1")
+            assert body["error_code"] == 0 and body["topics"][0]["tiered_epoch"] == 2  # answered by B
+            assert cluster.admin_requests == {1: 0, 2: 1}
+
+            cluster.controller_id = 1  # failover: B steps down, A takes over
+            with capture_logs() as logs:
+                body = await describe_on_controller(client, "t2")
+            assert body["error_code"] == 0 and body["topics"][0]["tiered_epoch"] == 1  # answered by A
+            assert cluster.admin_requests == {1: 1, 2: 2}  # B said NOT_CONTROLLER once
+            assert client.controller_id == 1
+            assert len(sleep.calls) == 1 and 0 < sleep.calls[0] <= 1.0
+            events = [e["event"] for e in logs]
+            assert "admin.not_controller" in events and "admin.retry" in events
+
+            cluster.controller_id = 2  # and back
+            body = await describe_on_controller(client, "t3")
+            assert body["topics"][0]["tiered_epoch"] == 2
+
+    run(main())
+
+
+def test_a_stale_controller_id_from_metadata_is_retried_until_the_cluster_settles():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        async with Cluster() as cluster:
+            cluster.controller_id = -1  # an election in progress: nobody is controller yet
+
+            async def settle_after_two_sleeps(seconds: float) -> None:
+                await sleep(seconds)
+                if len(sleep.calls) == 2:
+                    cluster.controller_id = 1
+
+            async with ClusterClient(cluster.bootstrap(2, 1), sleep=settle_after_two_sleeps, timeout_s=5) as client:
+                body = await describe_on_controller(client, "t")
+                assert body["topics"][0]["tiered_epoch"] == 1
+            assert len(sleep.calls) == 2
+            assert sleep.calls[0] <= sleep.calls[1] <= 1.0 + 0.05  # exponential, capped (plus jitter)
+
+    run(main())
+
+
+def test_retries_are_bounded_and_the_last_not_controller_is_raised():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        async with Cluster() as cluster:
+            # Node 2 is named controller by Metadata but refuses admin requests: a wedged controller.
+            cluster.admin_error[2] = NotController.code
+            async with ClusterClient(cluster.bootstrap(1), sleep=sleep, max_attempts=4, timeout_s=5) as client:
+                with pytest.raises(NotController, match="is not the active controller"):
+                    await describe_on_controller(client, "t")
+            assert len(sleep.calls) == 3
+            assert cluster.admin_requests == {1: 0, 2: 4}
+
+    run(main())
+
+
+def test_the_client_survives_losing_its_bootstrap_node_by_asking_the_nodes_it_learned():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        async with Cluster() as cluster, ClusterClient(cluster.bootstrap(1), sleep=sleep, timeout_s=5) as client:
+            cluster.controller_id = 1
+            assert (await describe_on_controller(client, "t"))["topics"][0]["tiered_epoch"] == 1
+            await cluster.servers[1].stop()  # A dies; B becomes controller
+            cluster.controller_id = 2
+            body = await describe_on_controller(client, "t")
+            assert body["topics"][0]["tiered_epoch"] == 2
+            assert client.controller_id == 2
+            assert 1 <= len(sleep.calls) <= 3
+
+    run(main())
+
+
+def test_no_reachable_bootstrap_server_gives_broker_not_available_after_bounded_attempts():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        server = KafkaServer(name="gone", host="127.0.0.1", port=0, handlers={})
+        host, port = await server.start()
+        await server.stop()
+        async with ClusterClient(f"{host}:{port}", sleep=sleep, max_attempts=3, connect_timeout_s=2) as client:
+            with pytest.raises(BrokerNotAvailable, match=f"no bootstrap server answered Metadata.*{port}"):
+                await describe_on_controller(client, "t")
+        assert len(sleep.calls) == 2
+
+    run(main())
+
+
+def test_an_admin_api_the_controller_does_not_speak_is_a_clear_unsupported_version():
+    async def main() -> None:
+        async with Cluster() as cluster, ClusterClient(cluster.bootstrap(1), timeout_s=5) as client:
+            with pytest.raises(UnsupportedVersion, match="does not serve"):
+                await client.send_to_controller(19, (2, 7), {"topics": []})  # CreateTopics: no handler here
+
+    run(main())
+
+
+def test_other_error_codes_are_returned_to_the_caller_as_they_are():
+    async def main() -> None:
+        async with Cluster() as cluster:
+            cluster.admin_error[2] = 3  # UNKNOWN_TOPIC_OR_PARTITION, retriable, but the caller's to interpret
+            async with ClusterClient(cluster.bootstrap(1), timeout_s=5) as client:
+                assert (await describe_on_controller(client, "t"))["error_code"] == 3
+            assert cluster.admin_requests == {1: 0, 2: 1}
+
+    run(main())
+
+
+# --- bootstrap parsing
+
+
+def test_bootstrap_lists_are_parsed_the_kafka_way():
+    assert parse_bootstrap("a:9092") == [("a", 9092)]
+    assert parse_bootstrap("a:9092, b.example.com:19092") == [("a", 9092), ("b.example.com", 19092)]
+    assert parse_bootstrap("[::1]:9093,127.0.0.1:1") == [("::1", 9093), ("127.0.0.1", 1)]
+    assert parse_bootstrap([("h", 1), ("g", 65535)]) == [("h", 1), ("g", 65535)]
+
+
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ("", "expected 'host:port"),
+        ("   ", "expected 'host:port"),
+        ("a:9092,", "expected 'host:port"),
+        ("a:9092,,b:9092", "expected 'host:port"),
+        ("localhost", "no port"),
+        ("localhost:", "is not a number"),
+        ("localhost:http", "is not a number"),
+        ("localhost:-1", "is not a number"),
+        (":9092", "empty or malformed host"),
+        ("local host:9092", "empty or malformed host"),
+        ("localhost:0", "port must be 1-65535"),
+        ("localhost:65536", "port must be 1-65535"),
+        ("::1:9092", r"IPv6 address as '\[addr\]:port'"),
+        ("[::1]9092", r"expected '\[ipv6\]:port'"),
+        ([], "the list is empty"),
+        ([("h", 0)], "port must be 1-65535"),
+        ([("h", "9092")], "port must be 1-65535"),
+        (["h:9092"], r"expected a \(host, port\) pair"),
+    ],
+)
+def test_bad_bootstrap_lists_are_refused_with_a_clear_error(bad, message):
+    with pytest.raises(InvalidRequest, match=message):
+        parse_bootstrap(bad)
+    with pytest.raises(InvalidRequest, match=message):
+        ClusterClient(bad)
+
+
+def test_per_resource_not_controller_answers_are_recognised():
+    from orchestrator.net.admin import carries_not_controller
+
+    assert carries_not_controller({"topics": [{"name": "a", "error_code": 41}, {"name": "b", "error_code": 41}]})
+    assert not carries_not_controller({"topics": [{"name": "a", "error_code": 41}, {"name": "b", "error_code": 0}]})
+    assert not carries_not_controller({"topics": []}) and carries_not_controller({"error_code": 41})
