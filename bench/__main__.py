@@ -1,12 +1,12 @@
-"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, delete."""
+"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, delete, controller."""
 
 from __future__ import annotations
 
 import sys
 
-from bench import delete_policy, metadata_log
+from bench import controller, delete_policy, metadata_log
 
-SECTIONS = {"metadata": metadata_log.run, "delete": delete_policy.run}
+SECTIONS = {"metadata": metadata_log.run, "delete": delete_policy.run, "controller": controller.run}
 
 
 def main() -> None:

@@ -80,6 +80,11 @@ class UnknownTopicOrPartition(KafkaError):
 
 
 @_register
+class LeaderNotAvailable(KafkaError):
+    code, name, retriable = 5, "LEADER_NOT_AVAILABLE", True
+
+
+@_register
 class NotLeaderOrFollower(KafkaError):
     code, name, retriable = 6, "NOT_LEADER_OR_FOLLOWER", True
 
@@ -127,6 +132,11 @@ class InvalidReplicationFactor(KafkaError):
 
 
 @_register
+class InvalidReplicaAssignment(KafkaError):
+    code, name = 39, "INVALID_REPLICA_ASSIGNMENT"
+
+
+@_register
 class InvalidConfig(KafkaError):
     code, name = 40, "INVALID_CONFIG"
 
@@ -159,6 +169,11 @@ class UnknownTopicId(KafkaError):
 @_register
 class DuplicateBrokerRegistration(KafkaError):
     code, name = 101, "DUPLICATE_BROKER_REGISTRATION"
+
+
+@_register
+class BrokerIdNotRegistered(KafkaError):
+    code, name = 102, "BROKER_ID_NOT_REGISTERED"
 
 
 @_register

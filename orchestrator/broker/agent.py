@@ -290,6 +290,13 @@ class BrokerAgent:
     def _leader_log(self, topic_id: Uuid, partition: int) -> PartitionLog:
         image = self.follower.image
         topic = image.topics.get(topic_id)
+        if (
+            topic is None
+            or partition not in topic.partitions
+            or topic.partitions[partition].leader != self.config.broker_id
+        ):
+            image = self.follower.refresh()  # the client may know of a change this broker has not replayed yet
+            topic = image.topics.get(topic_id)
         if topic is None or partition not in topic.partitions:
             raise UnknownTopicId(f"no partition {partition} of topic id {topic_id}")
         if topic.partitions[partition].leader != self.config.broker_id:

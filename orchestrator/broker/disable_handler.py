@@ -65,6 +65,7 @@ class _Job:
     segments_remaining: int = 0
     done: bool = False
     error: KafkaError | None = None
+    covered: frozenset[int] = frozenset()  # the partitions this job applies the policy to
 
 
 def _start_thread(fn: Callable[[], None]) -> None:
@@ -125,15 +126,18 @@ class DisableRemoteTopicHandler:
             )
         key = (topic_id, tiered_epoch)
         with self._lock:
+            led = sorted(
+                p.partition_id
+                for p in topic.partitions.values()
+                if p.leader == self.broker_id
+                and body.get("partition_id", ALL_PARTITIONS) in (ALL_PARTITIONS, p.partition_id)
+            )
             job = self._jobs.get(key)
-            if job is None or job.error is not None:
-                led = sorted(
-                    p.partition_id
-                    for p in topic.partitions.values()
-                    if p.leader == self.broker_id
-                    and body.get("partition_id", ALL_PARTITIONS) in (ALL_PARTITIONS, p.partition_id)
-                )
-                job = _Job(topic_id, tiered_epoch, topic.policy, partitions_total=len(led))
+            # A new job when there is none, the last one failed, or this broker now leads partitions the finished
+            # job did not cover (a leadership change while DISABLING): the policy must be applied to them too.
+            # Re-applying it to covered partitions is harmless: a plan only holds segments not yet deleted.
+            if job is None or job.error is not None or (job.done and not set(led) <= job.covered):
+                job = _Job(topic_id, tiered_epoch, topic.policy, partitions_total=len(led), covered=frozenset(led))
                 self._jobs[key] = job
                 self._run(lambda: self._work(job, led, topic.name))
                 log.info("disable.started", topic_id=str(topic_id), tiered_epoch=tiered_epoch,

@@ -264,3 +264,26 @@ def test_local_retention_of_a_never_tiered_topic_moves_the_log_start(env):
     broker.log(tid).roll()
     assert broker.rlm.apply_local_retention(tid, 0) > 0
     assert broker.log(tid).log_start_offset == broker.log(tid).local_log_start_offset == 60
+
+
+def test_a_broker_that_becomes_leader_after_acknowledging_applies_the_policy_to_its_new_partition(env):
+    from orchestrator.metadata.records import make_record
+
+    writer, broker, s3, bucket = env
+    tid = writer.create_topic("orders", partitions=2)
+    for p in range(2):
+        broker.produce(tid, 40, partition=p)
+        broker.tier(tid, p)
+    # Partition 1 moves to broker 2 before the disable: broker 1 acknowledges for partition 0 only.
+    writer.store.append([make_record("PartitionChangeRecord", topic_id=tid, partition_id=1, leader=2)],
+                        controller_epoch=writer.epoch)  # fmt: skip
+    writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+    first = broker.disable(tid, controller_epoch=writer.epoch)
+    assert first["partitions_total"] == 1
+    assert _objects(s3, bucket, f"tiered/orders-{tid}/1/")  # not broker 1's duty yet
+    # Leadership comes back while DISABLING: the controller asks again and broker 1 must cover partition 1 too.
+    writer.store.append([make_record("PartitionChangeRecord", topic_id=tid, partition_id=1, leader=1)],
+                        controller_epoch=writer.epoch)  # fmt: skip
+    again = broker.disable(tid, controller_epoch=writer.epoch)
+    assert again["partitions_total"] == 2 and again["error_code"] == 0
+    assert _objects(s3, bucket, topic_prefix("tiered/", "orders", tid)) == []

@@ -1,0 +1,353 @@
+"""The disablement queue (KIP-950's "local queue within the controller context"), pure and immutable.
+
+For every topic that is DISABLING at tiered epoch E it tracks which brokers still owe an acknowledgement of E.
+Every function takes the queue (and ``now_ms``, and an ``rng`` where randomness is needed) and returns a new
+queue; nothing here reads a clock, sleeps, or does I/O. The controller core feeds it images and replies and
+executes the :class:`SendDisable` commands it returns.
+
+Who must acknowledge (DESIGN §4): every *registered* broker that hosts a replica of the topic. A broker's duty is
+the set of partitions it hosts plus the set it leads. An acknowledgement covers the duty the broker had *when the
+request was sent* (the broker handles a request with an image at least that new), and a broker whose duty grows
+after it acknowledged (KIP-253 partitions added, a leadership change making it leader, a reassignment) owes a new
+acknowledgement. So "partitions added" and "leadership change" are one rule, and an in-flight request can never
+be credited with a duty that appeared after it was sent. If the duty changes at all while a request is in flight
+(a leadership that moves away and back, say), the broker may have handled it under either duty, so its "done" is
+not credited and it is asked again at once; this relies on the queue seeing every image, which the core ensures
+by reconciling after each of its appends (it is the only writer).
+
+Brokers' lives: a fenced broker stays required (its replicas still exist) but is not sent to; when it registers
+again (a new broker epoch) or is unfenced, its backoff is reset and it is asked at once. An acknowledgement
+survives a re-registration (the work is done and journaled; DisableRemoteTopic is idempotent), but not an
+unregistration: an unregistered (decommissioned) broker leaves every pending and acknowledged set, and owes a
+fresh acknowledgement if it ever comes back. A topic that is deleted, or leaves DISABLING, leaves the queue; a
+new tiered epoch starts the topic over.
+
+Replies: at most one request per (topic, broker) is in flight, numbered by ``attempt``. A reply for another
+epoch than the queued one, for another attempt than the one in flight (a late reply to a request that
+:func:`expire` gave up on and that was sent again), or for a (topic, broker) with nothing in flight (a
+duplicate) changes nothing (DESIGN §4 invariant 7). Done removes the broker from the pending set; in progress re-polls
+after ``repoll_ms``; any error or a timeout retries after a backoff. KIP-950 retries "until it receives a
+successful response", so every error is retried; :func:`stalled` reports brokers that make no progress.
+
+Backoff: ONE declared tenacity policy for the whole DisableRemoteTopic call family, :data:`DISABLE_RPC_WAIT`
+(full jitter: a uniform draw in a window that doubles per consecutive failure, capped). tenacity's
+``wait_random_exponential`` draws from the global ``random`` module, so :func:`backoff_ms` takes the window's
+upper bound from the same policy object (its deterministic ``wait_exponential`` part, evaluated on a
+``RetryCallState`` carrying the attempt number) and draws the point in it from the injected ``rng``: the
+schedule is the declared policy's, and a seeded ``rng`` reproduces it exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import tenacity
+
+from orchestrator.errors import RequestTimedOut, error_name
+from orchestrator.ids import Uuid
+from orchestrator.metadata.image import MetadataImage, TopicImage
+from orchestrator.metadata.records import DisablePolicy, TieredState
+
+DISABLE_RPC_WAIT = tenacity.wait_random_exponential(multiplier=0.2, max=30)  # seconds: 0.2, 0.4, 0.8 ... 30
+DEFAULT_REPOLL_MS = 200  # an IN_PROGRESS broker is asked again this soon
+
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+_RETRY_STATE_OWNER = tenacity.Retrying(wait=DISABLE_RPC_WAIT)
+
+
+def backoff_ms(failures: int, rng: random.Random) -> int:
+    """Milliseconds to wait after ``failures`` consecutive failures (>= 1), per :data:`DISABLE_RPC_WAIT`.
+
+    The window's upper bound is ``wait_exponential``'s value for attempt ``failures`` (0.2 s * 2**(n-1), capped
+    at 30 s); the wait is ``rng.uniform(min, upper)``, as ``wait_random_exponential`` would draw it.
+    """
+    state = tenacity.RetryCallState(_RETRY_STATE_OWNER, fn=None, args=(), kwargs={})
+    state.attempt_number = max(1, failures)
+    upper = tenacity.wait_exponential.__call__(DISABLE_RPC_WAIT, state)
+    return round(rng.uniform(DISABLE_RPC_WAIT.min, upper) * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Duty:
+    """What a broker is answerable for in one topic: the partitions it hosts and those it leads."""
+
+    hosted: frozenset[int] = frozenset()
+    leading: frozenset[int] = frozenset()
+
+    def covers(self, other: Duty) -> bool:
+        return other.hosted <= self.hosted and other.leading <= self.leading
+
+
+NO_DUTY = Duty()
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBroker:
+    """A broker that owes an acknowledgement of the queued epoch."""
+
+    broker_epoch: int  # the registration it is sent to; a new one means a new incarnation
+    duty: Duty  # its duty in the latest image
+    fenced: bool = False  # fenced brokers are not sent to
+    attempts: int = 0  # requests sent for this epoch
+    failures: int = 0  # consecutive failed attempts: the backoff's attempt number
+    last_error: str | None = None
+    last_attempt_ms: int = -1
+    next_attempt_ms: int = 0  # not sent before this
+    in_flight: bool = False
+    sent_duty: Duty = NO_DUTY  # the duty the in-flight (or last) request covers
+    duty_moved: bool = False  # the duty changed while the request was in flight: its "done" is not credited
+    waiting_since_ms: int = 0  # since when it has owed without progress (stall detection)
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A broker's acknowledgement of the queued epoch, and the duty it covers."""
+
+    duty: Duty
+    at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTopic:
+    topic_id: Uuid
+    name: str
+    tiered_epoch: int
+    policy: DisablePolicy
+    since_ms: int  # when this epoch's disablement entered the queue
+    pending: Mapping[int, PendingBroker] = field(default_factory=lambda: _EMPTY)
+    acked: Mapping[int, Ack] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class DisablementQueue:
+    topics: Mapping[Uuid, PendingTopic] = field(default_factory=lambda: _EMPTY)
+
+    def topic(self, topic_id: Uuid) -> PendingTopic | None:
+        return self.topics.get(topic_id)
+
+    def pending_brokers(self, topic_id: Uuid) -> Mapping[int, PendingBroker]:
+        t = self.topics.get(topic_id)
+        return _EMPTY if t is None else t.pending
+
+
+EMPTY_QUEUE = DisablementQueue()
+
+
+@dataclass(frozen=True, slots=True)
+class SendDisable:
+    """A command: send DisableRemoteTopic for ``topic_id`` at ``tiered_epoch`` to ``broker_id``."""
+
+    topic_id: Uuid
+    broker_id: int
+    broker_epoch: int
+    tiered_epoch: int
+    policy: DisablePolicy
+    attempt: int
+
+
+def duties(topic: TopicImage) -> dict[int, Duty]:
+    """Every broker named as a replica of ``topic``, with its duty (registered or not)."""
+    hosted: dict[int, set[int]] = {}
+    leading: dict[int, set[int]] = {}
+    for p in topic.partitions.values():
+        for b in p.replicas:
+            hosted.setdefault(b, set()).add(p.partition_id)
+        if p.leader >= 0:
+            leading.setdefault(p.leader, set()).add(p.partition_id)
+    return {b: Duty(frozenset(hosted.get(b, ())), frozenset(leading.get(b, ()))) for b in set(hosted) | set(leading)}
+
+
+def required(topic: TopicImage, image: MetadataImage) -> dict[int, Duty]:
+    """The brokers that must acknowledge: registered brokers hosting a replica of the topic, with their duty."""
+    return {b: d for b, d in duties(topic).items() if b in image.brokers and d.hosted}
+
+
+def rebuild(image: MetadataImage, now_ms: int) -> DisablementQueue:
+    """The queue for ``image`` from scratch (controller start or failover): every DISABLING topic, every
+    required broker due now. Acknowledgements made to a previous controller are not known, so everyone is
+    asked again; DisableRemoteTopic is idempotent, so that costs one round trip (KIP-950 failure modes)."""
+    return on_image(EMPTY_QUEUE, image, now_ms)
+
+
+def on_image(queue: DisablementQueue, image: MetadataImage, now_ms: int) -> DisablementQueue:
+    """Reconcile the queue with a newer image (see the module docstring for every rule)."""
+    topics: dict[Uuid, PendingTopic] = {}
+    for topic in image.topics.values():
+        if topic.tiered_state != TieredState.DISABLING:
+            continue
+        entry = queue.topics.get(topic.topic_id)
+        if entry is None or entry.tiered_epoch != topic.tiered_epoch:
+            entry = PendingTopic(topic.topic_id, topic.name, topic.tiered_epoch, topic.policy, since_ms=now_ms)
+        topics[topic.topic_id] = _reconcile(entry, topic, image, now_ms)
+    if topics.keys() == queue.topics.keys() and all(topics[t] == queue.topics[t] for t in topics):
+        return queue
+    return DisablementQueue(MappingProxyType(topics))
+
+
+def _reconcile(entry: PendingTopic, topic: TopicImage, image: MetadataImage, now_ms: int) -> PendingTopic:
+    pending: dict[int, PendingBroker] = {}
+    acked: dict[int, Ack] = {}
+    for broker_id, duty in sorted(required(topic, image).items()):
+        registration = image.brokers[broker_id]
+        ack = entry.acked.get(broker_id)
+        if ack is not None and ack.duty.covers(duty):
+            acked[broker_id] = ack
+            continue
+        current = entry.pending.get(broker_id)
+        if current is None:
+            pending[broker_id] = PendingBroker(
+                broker_epoch=registration.broker_epoch,
+                duty=duty,
+                fenced=registration.fenced,
+                next_attempt_ms=now_ms,
+                waiting_since_ms=now_ms,
+            )
+            continue
+        moved = current.duty_moved or (current.in_flight and duty != current.sent_duty)
+        updated = replace(current, duty=duty, fenced=registration.fenced, duty_moved=moved)
+        reincarnated = registration.broker_epoch != current.broker_epoch
+        unfenced = current.fenced and not registration.fenced
+        if reincarnated or unfenced:
+            # A new incarnation, or a broker back from fencing: whatever was in flight is moot; ask at once.
+            updated = replace(
+                updated,
+                broker_epoch=registration.broker_epoch,
+                failures=0,
+                in_flight=False,
+                duty_moved=False,
+                next_attempt_ms=now_ms,
+            )
+        pending[broker_id] = updated
+    if pending == dict(entry.pending) and acked == dict(entry.acked):
+        return entry
+    return replace(entry, pending=MappingProxyType(pending), acked=MappingProxyType(acked))
+
+
+def expire(queue: DisablementQueue, now_ms: int, *, timeout_ms: int, rng: random.Random) -> DisablementQueue:
+    """Count as timed out every request in flight for ``timeout_ms`` or more (a reply that never came)."""
+    out = queue
+    for t in queue.topics.values():
+        for broker_id, pb in t.pending.items():
+            if pb.in_flight and now_ms - pb.last_attempt_ms >= timeout_ms:
+                text = f"{RequestTimedOut.name}: no reply in {timeout_ms} ms"
+                out = _fail(out, t.topic_id, broker_id, text, now_ms, rng)
+    return out
+
+
+def due(queue: DisablementQueue, now_ms: int) -> tuple[DisablementQueue, list[SendDisable]]:
+    """The requests to send now (unfenced, not in flight, backoff elapsed), and the queue with them in flight."""
+    sends: list[SendDisable] = []
+    topics = dict(queue.topics)
+    for topic_id, t in queue.topics.items():
+        pending = dict(t.pending)
+        for broker_id, pb in t.pending.items():
+            if pb.in_flight or pb.fenced or pb.next_attempt_ms > now_ms:
+                continue
+            attempt = pb.attempts + 1
+            pending[broker_id] = replace(
+                pb, attempts=attempt, in_flight=True, last_attempt_ms=now_ms, sent_duty=pb.duty, duty_moved=False
+            )
+            sends.append(SendDisable(topic_id, broker_id, pb.broker_epoch, t.tiered_epoch, t.policy, attempt))
+        if pending != dict(t.pending):
+            topics[topic_id] = replace(t, pending=MappingProxyType(pending))
+    if not sends:
+        return queue, sends
+    return DisablementQueue(MappingProxyType(topics)), sends
+
+
+def on_response(
+    queue: DisablementQueue,
+    topic_id: Uuid,
+    broker_id: int,
+    tiered_epoch: int,
+    *,
+    ok: bool,
+    in_progress: bool,
+    error_code: int,
+    error_message: str | None,
+    now_ms: int,
+    rng: random.Random,
+    repoll_ms: int = DEFAULT_REPOLL_MS,
+    attempt: int | None = None,
+) -> DisablementQueue:
+    """Feed one reply (or timeout: ``ok=False`` with REQUEST_TIMED_OUT) for the request to ``broker_id``.
+
+    ``attempt`` is the :attr:`SendDisable.attempt` the reply answers; None matches the request in flight.
+    """
+    t = queue.topics.get(topic_id)
+    if t is None or t.tiered_epoch != tiered_epoch:
+        return queue  # a reply for an epoch (or a topic) no longer queued
+    pb = t.pending.get(broker_id)
+    if pb is None or not pb.in_flight or (attempt is not None and attempt != pb.attempts):
+        return queue  # a duplicate, or a late reply to an attempt already given up on
+    if not ok:
+        text = f"{error_name(error_code)}: {error_message}" if error_message else error_name(error_code)
+        return _fail(queue, topic_id, broker_id, text, now_ms, rng)
+    if in_progress or pb.duty_moved:
+        # Progress, but not (or not provably) the whole duty: ask again, soon (at once if the duty moved).
+        again = now_ms if pb.duty_moved else now_ms + repoll_ms
+        progressed = replace(
+            pb, in_flight=False, failures=0, duty_moved=False, next_attempt_ms=again, waiting_since_ms=now_ms
+        )
+        return _with_pending(queue, t, broker_id, progressed)
+    pending = {b: p for b, p in t.pending.items() if b != broker_id}
+    acked = {**t.acked, broker_id: Ack(pb.sent_duty, now_ms)}
+    topic = replace(t, pending=MappingProxyType(pending), acked=MappingProxyType(acked))
+    return DisablementQueue(MappingProxyType({**queue.topics, topic_id: topic}))
+
+
+def _fail(
+    queue: DisablementQueue, topic_id: Uuid, broker_id: int, text: str, now_ms: int, rng: random.Random
+) -> DisablementQueue:
+    t = queue.topics[topic_id]
+    pb = t.pending[broker_id]
+    failures = pb.failures + 1
+    failed = replace(
+        pb,
+        in_flight=False,
+        duty_moved=False,
+        failures=failures,
+        last_error=text,
+        next_attempt_ms=now_ms + backoff_ms(failures, rng),
+    )
+    return _with_pending(queue, t, broker_id, failed)
+
+
+def _with_pending(queue: DisablementQueue, t: PendingTopic, broker_id: int, pb: PendingBroker) -> DisablementQueue:
+    topic = replace(t, pending=MappingProxyType({**t.pending, broker_id: pb}))
+    return DisablementQueue(MappingProxyType({**queue.topics, t.topic_id: topic}))
+
+
+def completed(queue: DisablementQueue, image: MetadataImage) -> list[Uuid]:
+    """Topics whose disablement at the image's epoch is acknowledged by every required broker, for its current
+    duty: the topics to mark DISABLED. Checked against ``image`` itself, so a queue that has not yet seen a
+    newer image (e.g. a partition just added) can never complete a topic early."""
+    out: list[Uuid] = []
+    for topic_id, t in queue.topics.items():
+        topic = image.topics.get(topic_id)
+        if topic is None or topic.tiered_state != TieredState.DISABLING or topic.tiered_epoch != t.tiered_epoch:
+            continue
+        if t.pending:
+            continue
+        need = required(topic, image)
+        if all(b in t.acked and t.acked[b].duty.covers(d) for b, d in need.items()):
+            out.append(topic_id)
+    return out
+
+
+def stalled(queue: DisablementQueue, now_ms: int, threshold_ms: int) -> list[tuple[Uuid, int]]:
+    """(topic, broker) pairs that have owed an acknowledgement without progress for ``threshold_ms`` or more."""
+    return [
+        (topic_id, broker_id)
+        for topic_id, t in queue.topics.items()
+        for broker_id, pb in t.pending.items()
+        if now_ms - pb.waiting_since_ms >= threshold_ms
+    ]
+
+
+def pending_count(queue: DisablementQueue) -> int:
+    return sum(len(t.pending) for t in queue.topics.values())

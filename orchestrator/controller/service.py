@@ -1,0 +1,321 @@
+"""The controller process: one active (holds the lease), any number of standbys.
+
+Every controller serves the admin API over the Kafka protocol. A standby answers admin requests with
+NOT_CONTROLLER (41) and Metadata with who is active (its node id and address come from the lease holder,
+``"<node_id>@<host>:<port>"``), so clients and the CLI follow a failover by themselves. The standby polls the
+lease; when the active controller stops renewing (killed, paused, partitioned) the lease expires and a standby
+takes it at controller epoch + 1, replays the log, rebuilds every DISABLING topic's queue and re-sends
+DisableRemoteTopic to every required broker (KIP-950 failure modes).
+
+The active controller renews its lease every ttl/3. A renewal refused (StaleControllerEpoch) or not done before
+the lease would expire makes it step down at once: it stops sending and drops its core; every append of a
+deposed controller is refused by the store anyway (DESIGN §4 invariant 6).
+
+All calls into the (synchronous) ControllerCore run on ONE worker thread, so the core is never used
+concurrently and the event loop never blocks on SQLite. DisableRemoteTopic requests go out concurrently over one
+connection per broker (ConnectionPool), at most ``max_in_flight_per_broker`` at a time each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from orchestrator.broker.agent import client_ssl_context, server_ssl_context
+from orchestrator.config import ControllerProcessConfig
+from orchestrator.controller.core import ControllerConfig, ControllerCore
+from orchestrator.errors import KafkaError, NotController, StaleControllerEpoch
+from orchestrator.metadata.follower import MetadataFollower
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.net.client import ConnectionPool
+from orchestrator.net.server import KafkaServer
+from orchestrator.protocol import DESCRIBE_TIERED_STATE_API_KEY, DISABLE_REMOTE_TOPIC_API_KEY
+from orchestrator.protocol.codec import compiled
+from orchestrator.protocol.framing import Request
+from orchestrator.protocol.schema import response_schema
+
+log = structlog.get_logger(__name__)
+
+METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
+BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
+
+T = TypeVar("T")
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def parse_holder(holder: str) -> tuple[int, str, int] | None:
+    """``"<node_id>@<host>:<port>"`` -> (node id, host, port); None if the holder is not a controller of ours."""
+    try:
+        node, addr = holder.split("@", 1)
+        host, port = addr.rsplit(":", 1)
+        return int(node), host, int(port)
+    except ValueError:
+        return None
+
+
+def _tick_and_collect(core: ControllerCore) -> list[tuple[int, dict[str, Any]]]:
+    core.tick()
+    return core.due_disable_requests()
+
+
+def not_controller_response(api_key: int, version: int, body: dict[str, Any], message: str) -> dict[str, Any]:
+    """The API's own response shape with NOT_CONTROLLER wherever it carries an error code."""
+    code = NotController.code
+    out: dict[str, Any] = {"error_code": code, "error_message": message}
+    if api_key == CREATE_TOPICS:
+        out = {"topics": [{"name": t["name"], "error_code": code, "error_message": message} for t in body["topics"]]}
+    elif api_key == DELETE_TOPICS:
+        names = [t["name"] for t in body.get("topics") or []] or list(body.get("topic_names") or [])
+        out = {"responses": [{"name": n, "error_code": code, "error_message": message} for n in names]}
+    elif api_key == CREATE_PARTITIONS:
+        out = {"results": [{"name": t["name"], "error_code": code, "error_message": message} for t in body["topics"]]}
+    elif api_key in (DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
+        per_resource = [
+            {"resource_type": r["resource_type"], "resource_name": r["resource_name"], "error_code": code,
+             "error_message": message}
+            for r in body["resources"]
+        ]  # fmt: skip
+        out = {"results" if api_key == DESCRIBE_CONFIGS else "responses": per_resource}
+    schema = response_schema(api_key)
+    assert schema is not None
+    return compiled(schema, version).normalize(out)
+
+
+class ControllerService:
+    def __init__(self, config: ControllerProcessConfig) -> None:
+        self.config = config
+        self.store = SqliteMetadataStore(config.metadata_store)
+        self.follower = MetadataFollower(self.store)  # the standby's view, for Metadata answers
+        self.core: ControllerCore | None = None
+        self.port = config.port
+        self.holder = ""
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="controller-core")
+        self._pool: ConnectionPool | None = None
+        self._stopping = asyncio.Event()
+        self._rng = random.Random()
+        self._active_tasks: list[asyncio.Task[None]] = []
+        self._broker_slots: dict[int, asyncio.Semaphore] = {}
+        self._in_flight: set[asyncio.Task[None]] = set()
+
+    async def _on_core(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    # -- lifecycle --------------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        structlog.contextvars.bind_contextvars(node_id=self.config.node_id)
+        handlers = {key: self._admin(key) for key in (
+            METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
+            DESCRIBE_TIERED_STATE_API_KEY, BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER)}  # fmt: skip
+        server = KafkaServer(name=f"controller-{self.config.node_id}", host=self.config.host, port=self.config.port,
+                             handlers=handlers, ssl_context=server_ssl_context(self.config.tls))  # fmt: skip
+        _, self.port = await server.start()
+        self.holder = f"{self.config.node_id}@{self.config.host}:{self.port}"
+        self._pool = ConnectionPool(ssl_context=client_ssl_context(self.config.tls))
+        if self.config.ready_file:
+            tmp = Path(self.config.ready_file + ".tmp")
+            tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "node_id": self.config.node_id}))
+            tmp.replace(self.config.ready_file)
+        log.info("controller.started", port=self.port, holder=self.holder)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stopping.set)
+        lease_task = asyncio.create_task(self._lease_loop(), name="lease")
+        try:
+            await self._stopping.wait()
+        finally:
+            lease_task.cancel()
+            await asyncio.gather(lease_task, return_exceptions=True)
+            await self._step_down("shutdown")
+            await server.stop()
+            await self._pool.close()
+            self._executor.shutdown(wait=True)
+            self.store.close()
+            log.info("controller.stopped")
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def _lease_loop(self) -> None:
+        ttl = self.config.lease_ttl_ms
+        while True:
+            if self.core is None:
+                lease = await self._on_core(
+                    lambda: self.store.acquire_lease(holder=self.holder, now_ms=wall_ms(), ttl_ms=ttl)
+                )
+                if lease is not None:
+                    await self._become_active(lease.controller_epoch)
+                else:
+                    await self._on_core(self.follower.refresh)
+                await asyncio.sleep(ttl / 4000)
+                continue
+            try:
+                await self._on_core(self._renew_lease_factory(self.core.controller_epoch, ttl))
+            except KafkaError as exc:
+                await self._step_down(f"lease renewal failed: {exc.name}")
+            await asyncio.sleep(ttl / 3000)
+
+    def _renew_lease_factory(self, epoch: int, ttl: int) -> Callable[[], object]:
+        return lambda: self.store.renew_lease(holder=self.holder, controller_epoch=epoch, now_ms=wall_ms(), ttl_ms=ttl)
+
+    async def _become_active(self, epoch: int) -> None:
+        cfg = ControllerConfig(
+            session_timeout_ms=self.config.broker_session_timeout_ms,
+            disable_request_timeout_ms=self.config.disable_request_timeout_ms,
+            disable_repoll_ms=self.config.disable_repoll_ms,
+            stall_threshold_ms=self.config.stall_threshold_ms,
+        )
+        self.core = await self._on_core(lambda: ControllerCore(self.store, holder=self.holder, controller_epoch=epoch,
+                                                               now_ms=wall_ms, rng=self._rng, config=cfg))  # fmt: skip
+        log.info("controller.active", controller_epoch=epoch)
+        self._active_tasks = [asyncio.create_task(self._sender_loop(self.core), name="sender")]
+
+    async def _step_down(self, reason: str) -> None:
+        if self.core is None:
+            return
+        log.warning("controller.step_down", reason=reason, controller_epoch=self.core.controller_epoch)
+        self.core = None
+        for t in self._active_tasks + list(self._in_flight):
+            t.cancel()
+        await asyncio.gather(*self._active_tasks, *self._in_flight, return_exceptions=True)
+        self._active_tasks = []
+        self._in_flight.clear()
+
+    # -- the disablement sender -------------------------------------------------------------------------------
+
+    async def _sender_loop(self, core: ControllerCore) -> None:
+        while self.core is core:
+            try:
+                due = await self._on_core(lambda: _tick_and_collect(core))
+            except StaleControllerEpoch as exc:
+                await asyncio.shield(self._step_down(f"fenced: {exc.message}"))
+                return
+            for broker_id, body in due:
+                task = asyncio.create_task(self._send_disable(core, broker_id, body))
+                self._in_flight.add(task)
+                task.add_done_callback(self._in_flight.discard)
+            await asyncio.sleep(0.02)
+
+    async def _send_disable(self, core: ControllerCore, broker_id: int, body: dict[str, Any]) -> None:
+        slots = self._broker_slots.setdefault(broker_id, asyncio.Semaphore(self.config.max_in_flight_per_broker))
+        response: dict[str, Any] | None = None
+        error: KafkaError | None = None
+        async with slots:
+            broker = core.image.brokers.get(broker_id)
+            try:
+                if broker is None or not broker.endpoints:
+                    raise NotController(f"broker {broker_id} has no endpoint")  # answered below as a retriable miss
+                ep = broker.endpoints[0]
+                assert self._pool is not None
+                timeout_s = self.config.disable_request_timeout_ms / 1000
+                response = await self._pool.request(
+                    (ep.host, ep.port), DISABLE_REMOTE_TOPIC_API_KEY, 0, body, timeout_s=timeout_s
+                )
+            except KafkaError as exc:
+                error = exc
+        if self.core is not core:
+            return
+        try:
+            await self._on_core(lambda: core.on_disable_response(broker_id, body, response, error))
+        except StaleControllerEpoch as exc:
+            await self._step_down(f"fenced: {exc.message}")
+
+    # -- admin API --------------------------------------------------------------------------------------------
+
+    def _admin(self, api_key: int) -> Callable[[Request], Any]:
+        async def handle(request: Request) -> dict[str, Any]:
+            core = self.core
+            body, version = request.body, request.header.api_version
+            if api_key == METADATA:
+                return await self._metadata(core, body, version)
+            if core is None:
+                return not_controller_response(api_key, version, body, self._who_is_active())
+            try:
+                return await self._on_core(lambda: self._dispatch(core, api_key, body, version))
+            except StaleControllerEpoch as exc:
+                await self._step_down(f"fenced: {exc.message}")
+                return not_controller_response(api_key, version, body, self._who_is_active())
+
+        return handle
+
+    @staticmethod
+    def _dispatch(core: ControllerCore, api_key: int, body: dict[str, Any], version: int) -> dict[str, Any]:
+        if api_key == CREATE_TOPICS:
+            return core.create_topics(body, version)
+        if api_key == DELETE_TOPICS:
+            return core.delete_topics(body, version)
+        if api_key == CREATE_PARTITIONS:
+            return core.create_partitions(body, version)
+        if api_key == DESCRIBE_CONFIGS:
+            return core.describe_configs(body, version)
+        if api_key == INCREMENTAL_ALTER_CONFIGS:
+            return core.incremental_alter_configs(body, version)
+        if api_key == DESCRIBE_TIERED_STATE_API_KEY:
+            return core.describe_tiered_state(body)
+        if api_key == BROKER_REGISTRATION:
+            return core.broker_registration(body)
+        if api_key == BROKER_HEARTBEAT:
+            return core.broker_heartbeat(body)
+        if api_key == UNREGISTER_BROKER:
+            return core.unregister_broker(body)
+        raise NotController(f"no handler for api key {api_key}")  # pragma: no cover
+
+    def _who_is_active(self) -> str:
+        lease = self.store.current_lease()
+        if lease is None or lease.expired(wall_ms()):
+            return "no controller is active right now; retry shortly"
+        return f"the active controller is {lease.holder} (epoch {lease.controller_epoch})"
+
+    def _nodes(self) -> tuple[dict[int, tuple[str, int, str | None]], int]:
+        """Unfenced brokers from the image plus this controller and the active one, and the active controller's id."""
+        image = self.core.image if self.core is not None else self.follower.image
+        nodes = {
+            b.broker_id: (b.endpoints[0].host, b.endpoints[0].port, b.rack)
+            for b in image.brokers.values()
+            if b.endpoints and not b.fenced
+        }  # fmt: skip (as Kafka: live ones)
+        nodes[self.config.node_id] = (self.config.host, self.port, None)
+        controller_id = -1
+        lease = self.store.current_lease()
+        if lease is not None and not lease.expired(wall_ms()):
+            parsed = parse_holder(lease.holder)
+            if parsed is not None:
+                controller_id = parsed[0]
+                nodes[parsed[0]] = (parsed[1], parsed[2], None)
+        return nodes, controller_id
+
+    async def _metadata(self, core: ControllerCore | None, body: dict[str, Any], version: int) -> dict[str, Any]:
+        nodes, controller_id = await self._on_core(self._nodes)
+        if core is None:
+            # A standby names the nodes and the active controller only; clients ask the active one for topics.
+            await self._on_core(self.follower.refresh)
+            brokers = [{"node_id": n, "host": h, "port": p, "rack": r} for n, (h, p, r) in sorted(nodes.items())]
+            schema = response_schema(METADATA)
+            assert schema is not None
+            return compiled(schema, version).normalize(
+                {"brokers": brokers, "controller_id": controller_id, "topics": []}
+            )
+        return await self._on_core(lambda: core.metadata(body, version, nodes=nodes, controller_id=controller_id))
+
+
+def main(config_path: str) -> None:
+    """Entry point of ``tieredctl controller start --config FILE``."""
+    from orchestrator.config import load_controller_config
+    from orchestrator.logging import configure_logging
+
+    configure_logging("service")
+    asyncio.run(ControllerService(load_controller_config(config_path)).run())

@@ -1,0 +1,397 @@
+"""Start, inspect and stop a local cluster: embedded S3 (moto's server) unless an endpoint is given, the SQLite
+store, N controllers (one active, the rest standby) and M brokers, each a separate OS process.
+
+Everything lives under ``--dir``: ``cluster.json`` (the processes with role, id, pid, port and the command line
+that identifies them), ``logs/<role>-<id>.log``, ``config/<role>-<id>.toml``, ``metadata.db``, broker data dirs.
+
+Invariants:
+* ``down`` stops exactly the processes recorded in ``cluster.json`` and nothing else: a pid is only signalled
+  while ``/proc/<pid>/cmdline`` still names that process's own config file (so a recycled pid is never hit).
+* Processes bind 127.0.0.1 only. Ports are chosen free at ``up`` and kept in the configs, so a process restarted
+  from its config (after a crash, or by a test) comes back on the same address.
+* On the embedded S3 the cluster is ephemeral (moto keeps objects in memory): ``down`` removes the store with it,
+  so metadata and objects never disagree. With ``s3_endpoint`` the store is kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import KafkaError, KafkaStorageError
+
+STATE_FILE = "cluster.json"
+DEFAULT_BUCKET = "tiered-storage"
+DEFAULT_PREFIX = "tiered/"
+CONTROLLER_ID_BASE = 3000
+
+
+class ClusterError(KafkaStorageError):
+    """The local cluster could not be started, found or stopped; the message says what to do."""
+
+
+@dataclass
+class ProcessInfo:
+    role: str  # s3 | controller | broker
+    id: int
+    pid: int
+    port: int
+    config: str | None  # the config file the process was started with (identifies it in /proc)
+    log: str
+
+
+@dataclass
+class ClusterState:
+    dir: str
+    bootstrap_server: str
+    s3_endpoint: str
+    bucket: str
+    prefix: str
+    embedded_s3: bool
+    processes: list[ProcessInfo] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, directory: Path) -> ClusterState:
+        path = directory / STATE_FILE
+        if not path.exists():
+            raise ClusterError(
+                f"no local cluster in {directory} (no {STATE_FILE}); start one with 'tieredctl cluster up'"
+            )
+        doc = json.loads(path.read_text())
+        procs = [ProcessInfo(**p) for p in doc.pop("processes")]
+        return cls(**doc, processes=procs)
+
+    def save(self) -> None:
+        path = Path(self.dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+    def find(self, role: str, ident: int) -> ProcessInfo:
+        for p in self.processes:
+            if p.role == role and p.id == ident:
+                return p
+        raise ClusterError(f"no {role} {ident} in this cluster")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def is_ours(p: ProcessInfo) -> bool:
+    """The pid is alive and still the process we started (its command line names its own marker)."""
+    marker = p.config or f"-p {p.port}"
+    line = _cmdline(p.pid)
+    return bool(line) and marker in line and not _is_zombie(p.pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
+
+
+def _wait(
+    what: str,
+    check: Callable[[], bool],
+    timeout_s: float,
+    log: Path | None = None,
+    proc: subprocess.Popen[bytes] | None = None,
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        exited = proc is not None and proc.poll() is not None
+        if exited or time.monotonic() > deadline:
+            tail = ""
+            if log is not None and log.exists():
+                tail = "\n--- last lines of " + str(log) + " ---\n" + "\n".join(log.read_text().splitlines()[-15:])
+            why = f"it exited with status {proc.returncode}" if exited and proc else f"timed out after {timeout_s:.0f}s"
+            raise ClusterError(f"{why} waiting for {what}{tail}")
+        time.sleep(0.1)
+
+
+# Children started by this process, kept so they are reaped through their Popen (no zombies, no warnings).
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def _spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=env, start_new_session=True)  # fmt: skip
+    _CHILDREN[proc.pid] = proc
+    return proc
+
+
+def process_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("AWS_ACCESS_KEY_ID", "local")
+    env.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    return env
+
+
+def controller_command(config: Path) -> list[str]:
+    return [sys.executable, "-m", "orchestrator.cli", "controller", "start", "--config", str(config)]
+
+
+def broker_command(config: Path) -> list[str]:
+    return [sys.executable, "-m", "orchestrator.cli", "broker", "start", "--config", str(config)]
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return json.dumps(str(v))
+
+
+def _write_toml(path: Path, tables: dict[str, dict[str, Any]]) -> None:
+    lines: list[str] = []
+    for table, values in tables.items():
+        lines.append(f"[{table}]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None]
+        lines.append("")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+
+
+def up(
+    directory: Path,
+    *,
+    brokers: int = 3,
+    controllers: int = 2,
+    s3_endpoint: str | None = None,
+    bucket: str = DEFAULT_BUCKET,
+    prefix: str = DEFAULT_PREFIX,
+    broker_overrides: dict[str, Any] | None = None,
+    controller_overrides: dict[str, Any] | None = None,
+    timeout_s: float = 60.0,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> ClusterState:
+    """Start a cluster and wait until it is healthy: a controller is active and every broker is registered."""
+    if brokers < 1 or controllers < 1:
+        raise ClusterError("a cluster needs at least one broker and one controller")
+    directory = directory.resolve()
+    if (directory / STATE_FILE).exists():
+        state = ClusterState.load(directory)
+        if any(is_ours(p) for p in state.processes):
+            raise ClusterError(
+                f"a cluster is already running in {directory}; 'tieredctl cluster down --dir {directory}'"
+            )
+        _remove_cluster_files(directory, keep_store=not state.embedded_s3)
+    (directory / "run").mkdir(parents=True, exist_ok=True)
+    env = process_env()
+    state = ClusterState(str(directory), "", s3_endpoint or "", bucket, prefix, embedded_s3=s3_endpoint is None)
+    started: list[ProcessInfo] = []
+    try:
+        if s3_endpoint is None:
+            port = free_port()
+            log = directory / "logs" / "s3-0.log"
+            proc = _spawn([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], log, env)
+            started.append(ProcessInfo("s3", 0, proc.pid, port, None, str(log)))
+            state.s3_endpoint = f"http://127.0.0.1:{port}"
+            progress(f"embedded S3 (moto's server) starting at {state.s3_endpoint}")
+            _wait("the embedded S3 endpoint", lambda: _http_up(state.s3_endpoint), timeout_s, log, proc)
+        _ensure_bucket(state.s3_endpoint, bucket)
+        ctrl_ports = [free_port() for _ in range(controllers)]
+        state.bootstrap_server = ",".join(f"127.0.0.1:{p}" for p in ctrl_ports)
+        store = directory / "metadata.db"
+        for i, port in enumerate(ctrl_ports):
+            node = CONTROLLER_ID_BASE + i
+            cfg = directory / "config" / f"controller-{node}.toml"
+            ready = directory / "run" / f"controller-{node}.ready"
+            ready.unlink(missing_ok=True)
+            _write_toml(cfg, {"controller": {"node_id": node, "metadata_store": str(store), "port": port,
+                                             "ready_file": str(ready), **(controller_overrides or {})}})  # fmt: skip
+            log = directory / "logs" / f"controller-{node}.log"
+            proc = _spawn(controller_command(cfg), log, env)
+            started.append(ProcessInfo("controller", node, proc.pid, port, str(cfg), str(log)))
+            progress(f"controller {node} starting on 127.0.0.1:{port}")
+            _wait(f"controller {node}", ready.exists, timeout_s, log, proc)
+        procs: dict[int, subprocess.Popen[bytes]] = {}
+        for b in range(1, brokers + 1):
+            port = free_port()
+            cfg = directory / "config" / f"broker-{b}.toml"
+            ready = directory / "run" / f"broker-{b}.ready"
+            ready.unlink(missing_ok=True)
+            _write_toml(cfg, {
+                "broker": {"broker_id": b, "data_dir": str(directory / "data" / f"broker-{b}"),
+                           "metadata_store": str(store), "controllers": state.bootstrap_server, "port": port,
+                           "ready_file": str(ready), **(broker_overrides or {})},
+                "s3": {"endpoint_url": state.s3_endpoint, "bucket": bucket, "prefix": prefix},
+            })  # fmt: skip
+            log = directory / "logs" / f"broker-{b}.log"
+            proc = _spawn(broker_command(cfg), log, env)
+            procs[b] = proc
+            started.append(ProcessInfo("broker", b, proc.pid, port, str(cfg), str(log)))
+            progress(f"broker {b} starting on 127.0.0.1:{port}")
+        state.processes = started
+        state.save()
+        for p in started:
+            if p.role == "broker":
+                ready = directory / "run" / f"broker-{p.id}.ready"
+                _wait(f"broker {p.id}", ready.exists, timeout_s, Path(p.log), procs[p.id])
+        _wait("every broker to register and be unfenced", lambda: _healthy(state, brokers), timeout_s,
+              directory / "logs" / f"controller-{CONTROLLER_ID_BASE}.log")  # fmt: skip
+        progress("cluster is healthy")
+        return state
+    except BaseException:
+        for p in reversed(started):
+            _stop_process(p, timeout_s=5)
+        (directory / STATE_FILE).unlink(missing_ok=True)
+        raise
+
+
+def _http_up(endpoint: str) -> bool:
+    try:
+        urllib.request.urlopen(endpoint, timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _ensure_bucket(endpoint: str, bucket: str) -> None:
+    from remote_storage.s3 import make_s3_client
+
+    os.environ.update({k: v for k, v in process_env().items() if k.startswith("AWS_")})
+    client = make_s3_client(endpoint_url=endpoint)
+    try:
+        client.head_bucket(Bucket=bucket)
+    except Exception:
+        client.create_bucket(Bucket=bucket)
+
+
+def _healthy(state: ClusterState, brokers: int) -> bool:
+    import asyncio
+
+    from orchestrator.net.admin import ClusterClient
+
+    async def check() -> bool:
+        client = ClusterClient(state.bootstrap_server, timeout_s=2, max_attempts=1)
+        try:
+            await client.refresh_metadata()
+            body = await client.send_to_controller(3, (1, 12), {"topics": []})
+            live = {b["node_id"] for b in body["brokers"] if b["node_id"] < CONTROLLER_ID_BASE}
+            return client.controller_id is not None and len(live) >= brokers
+        finally:
+            await client.close()
+
+    try:
+        return asyncio.run(check())
+    except (KafkaError, OSError):
+        return False
+
+
+def _stop_process(p: ProcessInfo, *, timeout_s: float) -> None:
+    if not is_ours(p):
+        _reap(p.pid)
+        return
+    try:
+        os.kill(p.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout_s
+    while is_ours(p) and time.monotonic() < deadline:
+        _reap(p.pid)
+        time.sleep(0.05)
+    if is_ours(p):
+        os.kill(p.pid, signal.SIGKILL)
+        while is_ours(p) and time.monotonic() < deadline + 5:
+            _reap(p.pid)
+            time.sleep(0.05)
+    _reap(p.pid)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the process is our child (it was started by this very process)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _remove_cluster_files(directory: Path, *, keep_store: bool) -> None:
+    for name in ("run", "data", "config"):
+        shutil.rmtree(directory / name, ignore_errors=True)
+    if not keep_store:
+        for suffix in ("", "-wal", "-shm"):
+            (directory / f"metadata.db{suffix}").unlink(missing_ok=True)
+    (directory / STATE_FILE).unlink(missing_ok=True)
+
+
+def down(directory: Path, *, timeout_s: float = 20.0) -> list[ProcessInfo]:
+    """Stop every process of the cluster (brokers, then controllers, then S3); returns those stopped."""
+    directory = directory.resolve()
+    state = ClusterState.load(directory)
+    order = {"broker": 0, "controller": 1, "s3": 2}
+    stopped = []
+    for p in sorted(state.processes, key=lambda p: order[p.role]):
+        was = is_ours(p)
+        _stop_process(p, timeout_s=timeout_s)
+        if was:
+            stopped.append(p)
+    _remove_cluster_files(directory, keep_store=not state.embedded_s3)
+    return stopped
+
+
+def status(directory: Path) -> dict[str, Any]:
+    """The contract of ``cluster status --output json``."""
+    state = ClusterState.load(directory.resolve())
+    active = None
+    store = Path(state.dir) / "metadata.db"
+    if store.exists():
+        from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+
+        with SqliteMetadataStore(store, recover_on_open=False) as s:
+            lease = s.current_lease()
+            if lease is not None and not lease.expired(int(time.time() * 1000)):
+                active = int(lease.holder.split("@", 1)[0]) if "@" in lease.holder else None
+    procs = []
+    for p in state.processes:
+        entry: dict[str, Any] = {"role": p.role, "id": p.id, "pid": p.pid, "port": p.port, "alive": is_ours(p),
+                                 "log": p.log}  # fmt: skip
+        if p.role == "controller":
+            entry["active"] = entry["alive"] and p.id == active
+        procs.append(entry)
+    return {"dir": state.dir, "bootstrap_server": state.bootstrap_server, "s3_endpoint": state.s3_endpoint,
+            "bucket": state.bucket, "prefix": state.prefix, "processes": procs}  # fmt: skip
+
+
+def restart(directory: Path, role: str, ident: int, *, timeout_s: float = 30.0) -> ProcessInfo:
+    """Start a stopped (or killed) controller or broker again from its own config; updates cluster.json."""
+    state = ClusterState.load(directory.resolve())
+    p = state.find(role, ident)
+    if is_ours(p):
+        raise ClusterError(f"{role} {ident} is still running (pid {p.pid})")
+    if p.config is None:
+        raise ClusterError(f"{role} {ident} cannot be restarted")
+    ready = Path(state.dir) / "run" / f"{role}-{ident}.ready"
+    ready.unlink(missing_ok=True)
+    cmd = controller_command(Path(p.config)) if role == "controller" else broker_command(Path(p.config))
+    proc = _spawn(cmd, Path(p.log), process_env())
+    p.pid = proc.pid
+    state.save()
+    _wait(f"{role} {ident} to restart", ready.exists, timeout_s, Path(p.log), proc)
+    return p

@@ -1,0 +1,252 @@
+"""High-level cluster operations over the Kafka protocol, shared by the CLI, the demo and the process tests.
+
+Admin calls go to the active controller through :class:`~orchestrator.net.admin.ClusterClient` (it follows a
+failover by itself); data-plane calls (TieredProduce, TieredFetch) go to each partition's leader, found from
+Metadata and refreshed on NOT_LEADER_OR_FOLLOWER. Errors in response bodies are raised as the typed Kafka error
+with the server's message, so callers (and the CLI's exit status) never have to read error codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition, for_code
+from orchestrator.ids import Uuid
+from orchestrator.metadata.records import DisablePolicy, TieredState
+from orchestrator.net.admin import ClusterClient
+from orchestrator.net.client import ConnectionPool
+
+METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
+DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, UNREGISTER_BROKER = 32, 44, 64
+DESCRIBE_TIERED_STATE, TIERED_PRODUCE, TIERED_FETCH = 10951, 10952, 10953
+TOPIC_RESOURCE = 2
+OP_SET, OP_DELETE = 0, 1
+
+
+def check(code: int, message: str | None, what: str) -> None:
+    if code:
+        raise for_code(code)(f"{what}: {message}" if message else what)
+
+
+@dataclass(frozen=True)
+class PendingBroker:
+    broker_id: int
+    attempts: int
+    last_error: str | None
+    last_attempt_ms: int
+    fenced: bool
+    stalled: bool
+
+
+@dataclass(frozen=True)
+class TieringStatus:
+    topic: str
+    topic_id: Uuid
+    state: TieredState
+    tiered_epoch: int
+    policy: DisablePolicy
+    partition_count: int
+    pending_brokers: tuple[PendingBroker, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "topic_id": str(self.topic_id),
+            "state": self.state.name,
+            "tiered_epoch": self.tiered_epoch,
+            "policy": self.policy.name.lower() if self.policy != DisablePolicy.NONE else None,
+            "partitions": self.partition_count,
+            "pending_brokers": [
+                {"broker_id": p.broker_id, "attempts": p.attempts, "last_error": p.last_error,
+                 "last_attempt_ms": p.last_attempt_ms, "fenced": p.fenced, "stalled": p.stalled}
+                for p in self.pending_brokers
+            ],
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FetchedRecord:
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes
+    remote: bool
+
+
+class Cluster:
+    """A session with a cluster: ``async with Cluster("host:port") as c: await c.create_topic(...)``."""
+
+    def __init__(self, bootstrap: str, *, timeout_s: float = 30.0) -> None:
+        self.admin = ClusterClient(bootstrap, timeout_s=timeout_s)
+        self.pool = ConnectionPool()
+        self.timeout_s = timeout_s
+        self._metadata: dict[str, Any] | None = None
+
+    async def __aenter__(self) -> Cluster:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.admin.close()
+        await self.pool.close()
+
+    # -- metadata ---------------------------------------------------------------------------------------------
+
+    async def metadata(self, topics: Sequence[str] | None = None) -> dict[str, Any]:
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": False}  # fmt: skip
+        self._metadata = await self.admin.send_to_controller(METADATA, (1, 12), body)
+        return self._metadata
+
+    async def topic(self, name: str) -> dict[str, Any]:
+        md = await self.metadata([name])
+        t = md["topics"][0]
+        check(t["error_code"], None, f"topic '{name}'")
+        return dict(t)
+
+    async def node_address(self, node_id: int) -> tuple[str, int]:
+        md = self._metadata or await self.metadata()
+        for b in md["brokers"]:
+            if b["node_id"] == node_id:
+                return b["host"], b["port"]
+        md = await self.metadata()
+        for b in md["brokers"]:
+            if b["node_id"] == node_id:
+                return b["host"], b["port"]
+        raise NotLeaderOrFollower(f"node {node_id} is not in the cluster metadata")
+
+    # -- admin ------------------------------------------------------------------------------------------------
+
+    async def create_topic(self, name: str, *, partitions: int = 1, replication_factor: int = 1,
+                           configs: Mapping[str, str] | None = None) -> Uuid:  # fmt: skip
+        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
+                            "assignments": [],
+                            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+                "timeout_ms": int(self.timeout_s * 1000)}  # fmt: skip
+        resp = await self.admin.send_to_controller(CREATE_TOPICS, (2, 7), body)
+        t = resp["topics"][0]
+        check(t["error_code"], t.get("error_message"), f"creating topic '{name}'")
+        tid: Uuid = t.get("topic_id") or (await self.topic(name))["topic_id"]
+        if tid.is_zero:
+            tid = (await self.topic(name))["topic_id"]
+        return tid
+
+    async def delete_topic(self, name: str) -> None:
+        body = {"topics": [{"name": name}], "topic_names": [name], "timeout_ms": int(self.timeout_s * 1000)}
+        resp = await self.admin.send_to_controller(DELETE_TOPICS, (1, 6), body)
+        r = resp["responses"][0]
+        check(r["error_code"], r.get("error_message"), f"deleting topic '{name}'")
+
+    async def add_partitions(self, name: str, total: int) -> None:
+        body = {
+            "topics": [{"name": name, "count": total, "assignments": None}],
+            "timeout_ms": int(self.timeout_s * 1000),
+        }
+        resp = await self.admin.send_to_controller(CREATE_PARTITIONS, (0, 3), body)
+        r = resp["results"][0]
+        check(r["error_code"], r.get("error_message"), f"adding partitions to '{name}'")
+
+    async def alter_configs(self, name: str, set_: Mapping[str, str], delete: Sequence[str] = ()) -> None:
+        ops = [{"name": k, "config_operation": OP_SET, "value": v} for k, v in set_.items()]
+        ops += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in delete]
+        body = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}],
+                "validate_only": False}  # fmt: skip
+        resp = await self.admin.send_to_controller(INCREMENTAL_ALTER_CONFIGS, (0, 1), body)
+        r = resp["responses"][0] if "responses" in resp else resp["results"][0]
+        check(r["error_code"], r.get("error_message"), f"altering configs of '{name}'")
+
+    async def describe_configs(self, name: str) -> dict[str, str | None]:
+        body = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False}  # fmt: skip
+        resp = await self.admin.send_to_controller(DESCRIBE_CONFIGS, (1, 4), body)
+        r = resp["results"][0]
+        check(r["error_code"], r.get("error_message"), f"describing configs of '{name}'")
+        return {c["name"]: c["value"] for c in r["configs"]}
+
+    async def tiering_status(self, names: Sequence[str] | None = None) -> list[TieringStatus]:
+        resp = await self.admin.send_to_controller(
+            DESCRIBE_TIERED_STATE, (0, 0), {"topics": None if names is None else list(names)}
+        )
+        check(resp["error_code"], None, "describing tiered state")
+        out = []
+        for t in resp["topics"]:
+            check(t["error_code"], t.get("error_message"), f"topic '{t['name']}'")
+            out.append(TieringStatus(
+                t["name"], t["topic_id"], TieredState(t["tiered_state"]), t["tiered_epoch"], DisablePolicy(t["policy"]),
+                t["partition_count"],
+                tuple(PendingBroker(p["broker_id"], p["attempts"], p["last_error"], p["last_attempt_ms"], p["fenced"],
+                                    p["stalled"]) for p in t["pending_brokers"]),
+            ))  # fmt: skip
+        return out
+
+    async def disable_tiering(self, name: str, policy: str = "retain") -> None:
+        await self.alter_configs(name, {"remote.storage.enable": "false", "remote.log.disable.policy": policy})
+
+    async def enable_tiering(self, name: str) -> None:
+        await self.alter_configs(name, {"remote.storage.enable": "true"}, delete=[])
+
+    async def decommission_broker(self, broker_id: int) -> None:
+        resp = await self.admin.send_to_controller(UNREGISTER_BROKER, (0, 0), {"broker_id": broker_id})
+        check(resp["error_code"], resp.get("error_message"), f"decommissioning broker {broker_id}")
+
+    # -- data plane -------------------------------------------------------------------------------------------
+
+    async def _leader_call(self, name: str, partition: int, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+        for attempt in range(10):
+            topic = await self.topic(name)
+            parts = {p["partition_index"]: p for p in topic["partitions"]}
+            if partition not in parts:
+                raise UnknownTopicOrPartition(f"topic '{name}' has no partition {partition}")
+            leader = parts[partition]["leader_id"]
+            if leader < 0:
+                await asyncio.sleep(min(0.1 * 2**attempt, 2))
+                continue
+            addr = await self.node_address(leader)
+            try:
+                resp = await self.pool.request(addr, api_key, 0, {**body, "topic_id": topic["topic_id"]},
+                                               timeout_s=self.timeout_s)  # fmt: skip
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                await asyncio.sleep(min(0.1 * 2**attempt, 2))
+                continue
+            if resp["error_code"] and for_code(resp["error_code"]).retriable:  # e.g. a leader not caught up yet
+                await asyncio.sleep(min(0.1 * 2**attempt, 2))
+                continue
+            return resp
+        raise NotLeaderOrFollower(f"no reachable leader for {name}-{partition}")
+
+    async def produce(self, name: str, values: Sequence[bytes], *, partition: int = 0,
+                      key: bytes | None = None) -> tuple[int, int]:  # fmt: skip
+        body = {"partition": partition, "records": [{"key": key, "value": v, "timestamp_ms": -1} for v in values]}
+        resp = await self._leader_call(name, partition, TIERED_PRODUCE, body)
+        check(resp["error_code"], resp.get("error_message"), f"producing to {name}-{partition}")
+        return resp["base_offset"], resp["last_offset"]
+
+    async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> dict[str, Any]:
+        body = {"partition": partition, "fetch_offset": offset, "max_bytes": max_bytes}
+        return await self._leader_call(name, partition, TIERED_FETCH, body)
+
+    async def consume(self, name: str, partition: int = 0, *, from_beginning: bool = True,
+                      max_records: int | None = None) -> AsyncIterator[FetchedRecord]:  # fmt: skip
+        """Records of one partition from its log start offset (or its end) up to the current end."""
+        first = await self.fetch(name, partition, 0, max_bytes=1)
+        offset = first["log_start_offset"] if from_beginning else first["log_end_offset"]
+        end = first["log_end_offset"]
+        seen = 0
+        while offset < end and (max_records is None or seen < max_records):
+            resp = await self.fetch(name, partition, offset)
+            check(resp["error_code"], resp.get("error_message"), f"fetching {name}-{partition} at {offset}")
+            if not resp["records"]:
+                break
+            for r in resp["records"]:
+                yield FetchedRecord(r["offset"], r["timestamp_ms"], r["key"], r["value"], r["remote"])
+                seen += 1
+                if max_records is not None and seen >= max_records:
+                    return
+            offset = resp["records"][-1]["offset"] + 1

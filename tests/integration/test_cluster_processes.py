@@ -1,0 +1,170 @@
+"""Controller, standby controller and brokers as real OS processes, with moto's server as S3.
+
+Faults are real signals: SIGSTOP/SIGCONT pause a broker, SIGKILL kills the active controller.
+"""
+
+import os
+import signal
+import socket
+import struct
+
+import pytest
+
+from orchestrator.local import cluster as lc
+from orchestrator.metadata.records import SegmentState, TieredState
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.net.client import KafkaConnection
+from tests.support.live_cluster import LiveCluster, run, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def live(tmp_path):
+    cluster = LiveCluster(tmp_path / "cluster", brokers=3, controllers=2)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+    for p in lc.ClusterState.load(cluster.dir).processes if (cluster.dir / lc.STATE_FILE).exists() else []:
+        assert not lc.is_ours(p)
+
+
+def _tiered_topic(live: LiveCluster, name: str, partitions: int = 3) -> None:
+    live.call(lambda c: c.create_topic(name, partitions=partitions, configs={"remote.storage.enable": "true",
+                                                                            "local.retention.ms": "0"}))  # fmt: skip
+
+    async def produce(c):
+        for p in range(partitions):
+            await c.produce(name, [b"v" * 200 for _ in range(100)], partition=p)
+
+    live.call(produce)
+
+
+def _segments(live: LiveCluster, topic_id):
+    with SqliteMetadataStore(live.dir / "metadata.db", recover_on_open=False) as store:
+        latest = {}
+        for e in store.read_remote_log_metadata(topic_id=topic_id):
+            f = e.record.fields
+            sid = f["remote_log_segment_id"]["id"]
+            latest.setdefault(sid, []).append(SegmentState(f["remote_log_segment_state"]))
+        return latest
+
+
+def test_disable_with_delete_waits_for_a_paused_broker_and_completes_when_it_resumes(live):
+    _tiered_topic(live, "orders")
+    tid = live.status("orders").topic_id
+    wait_until("segments tiered on every partition", lambda: len(_segments(live, tid)) >= 3)
+    leader_of_0 = live.call(lambda c: c.topic("orders"))["partitions"][0]["leader_id"]
+    live.signal("broker", leader_of_0, signal.SIGSTOP)
+    try:
+        live.call(lambda c: c.disable_tiering("orders", "delete"))
+        st = wait_until("the paused broker to be pending", lambda: (s := live.status("orders")).pending_brokers and s)
+        assert st.state == TieredState.DISABLING
+        wait_until("the others to acknowledge",
+                   lambda: [p.broker_id for p in live.status("orders").pending_brokers] == [leader_of_0])  # fmt: skip
+        assert live.status("orders").state == TieredState.DISABLING
+    finally:
+        live.signal("broker", leader_of_0, signal.SIGCONT)
+    final = wait_until("DISABLED", lambda: (s := live.status("orders")).state == TieredState.DISABLED and s, 60)
+    assert final.pending_brokers == ()
+    segs = _segments(live, tid)
+    assert segs and all(states[-1] == SegmentState.DELETE_SEGMENT_FINISHED for states in segs.values())
+
+
+def test_killing_the_active_controller_mid_disable_ends_disabled_with_the_policy_applied_once(live):
+    _tiered_topic(live, "payments")
+    tid = live.status("payments").topic_id
+    wait_until("segments tiered", lambda: len(_segments(live, tid)) >= 3)
+    paused = live.call(lambda c: c.topic("payments"))["partitions"][0]["leader_id"]
+    live.signal("broker", paused, signal.SIGSTOP)
+    try:
+        live.call(lambda c: c.disable_tiering("payments", "delete"))
+        wait_until("DISABLING with a pending broker", lambda: live.status("payments").pending_brokers)
+        active = live.active_controller()
+        os.kill(active.pid, signal.SIGKILL)
+    finally:
+        live.signal("broker", paused, signal.SIGCONT)
+    final = wait_until("DISABLED after failover", lambda: (s := live.status("payments")).state == TieredState.DISABLED
+                       and s, 60)  # fmt: skip
+    assert final.tiered_epoch == 2
+    assert wait_until("an active controller", live.maybe_active_controller).id != active.id
+    for states in _segments(live, tid).values():  # each segment deleted exactly once
+        assert states.count(SegmentState.DELETE_SEGMENT_STARTED) == 1
+        assert states.count(SegmentState.DELETE_SEGMENT_FINISHED) == 1
+
+
+def test_a_deposed_controllers_request_is_refused_by_a_broker(live):
+    _tiered_topic(live, "events", partitions=1)
+    old = live.active_controller()
+    with SqliteMetadataStore(live.dir / "metadata.db", recover_on_open=False) as store:
+        old_epoch = store.current_lease().controller_epoch
+    live.signal("controller", old.id, signal.SIGSTOP)
+    try:
+        new = wait_until(
+            "the standby to take over", lambda: (a := live.maybe_active_controller()) and a.id != old.id and a, 30
+        )
+    finally:
+        live.signal("controller", old.id, signal.SIGCONT)
+    assert new.id != old.id
+    live.call(lambda c: c.disable_tiering("events", "retain"))
+    st = live.status("events")
+    broker = live.process("broker", 1)
+
+    async def stale_request():
+        conn = await KafkaConnection.open("127.0.0.1", broker.port)
+        try:
+            body = {"topic_id": st.topic_id, "partition_id": -1, "tiered_epoch": st.tiered_epoch,
+                    "controller_epoch": old_epoch}  # fmt: skip
+            return await conn.request(10950, 0, body, timeout_s=10)
+        finally:
+            await conn.close()
+
+    resp = run(stale_request())
+    assert resp["error_code"] == 11, resp  # STALE_CONTROLLER_EPOCH
+    wait_until("DISABLED", lambda: live.status("events").state == TieredState.DISABLED, 60)
+
+
+def _send_raw(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        try:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+        except OSError:
+            return b""
+        chunks = []
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def test_every_port_survives_random_bytes_truncated_frames_and_oversized_lengths(live):
+    import random
+
+    rng = random.Random(950)
+    junk = [
+        bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 300))) for _ in range(5)
+    ] + [struct.pack(">i", 100) + b"abc", struct.pack(">i", -7), struct.pack(">i", 2**31 - 1) + b"x" * 100,
+         struct.pack(">i", 8) + struct.pack(">hhi", 31000, 0, 1)]  # fmt: skip
+    procs = [p for p in lc.ClusterState.load(live.dir).processes if p.role in ("controller", "broker")]
+    for p in procs:
+        for blob in junk:
+            _send_raw(p.port, blob)  # the server closes that connection; nothing else happens
+
+    async def still_serving(port):
+        conn = await KafkaConnection.open("127.0.0.1", port)
+        try:
+            return await conn.api_versions(timeout_s=10)
+        finally:
+            await conn.close()
+
+    for p in procs:
+        assert lc.is_ours(p), f"{p.role} {p.id} died"
+        assert run(still_serving(p.port)), f"{p.role} {p.id} stopped serving"
+    assert live.call(lambda c: c.metadata())["controller_id"] >= lc.CONTROLLER_ID_BASE

@@ -1,0 +1,509 @@
+"""ControllerCore's request handlers: Kafka-shaped responses, per-topic errors, broker lifecycle and failover."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from orchestrator.controller.core import ControllerConfig, ControllerCore
+from orchestrator.errors import StaleControllerEpoch
+from orchestrator.ids import ZERO_UUID, Uuid
+from orchestrator.metadata.memory_store import InMemoryMetadataStore
+from orchestrator.metadata.records import DisablePolicy, TieredState
+from orchestrator.protocol import codec
+from orchestrator.protocol.schema import schema
+
+pytestmark = pytest.mark.unit
+
+CONFIG = ControllerConfig(session_timeout_ms=1_000, stall_threshold_ms=5_000, default_replication_factor=2)
+
+
+class Cluster:
+    """An in-memory store, a fake clock and a core holding the lease; brokers registered and unfenced."""
+
+    def __init__(self, brokers: int = 3) -> None:
+        self.clock = 1_000_000
+        self.store = InMemoryMetadataStore()
+        self.generation = 0
+        self.registrations = 0
+        self.core = self.new_controller()
+        self.epochs: dict[int, int] = {}
+        self.incarnations: dict[int, Uuid] = {}
+        for b in range(1, brokers + 1):
+            self.register(b)
+            self.heartbeat(b)
+
+    def now(self) -> int:
+        return self.clock
+
+    def new_controller(self) -> ControllerCore:
+        self.generation += 1
+        self.clock += 1
+        lease = self.store.acquire_lease(holder=f"c{self.generation}", now_ms=self.clock, ttl_ms=1)
+        assert lease is not None
+        return ControllerCore(
+            self.store,
+            holder=lease.holder,
+            controller_epoch=lease.controller_epoch,
+            now_ms=self.now,
+            rng=random.Random(self.generation),
+            config=CONFIG,
+        )
+
+    def register(self, b: int, *, incarnation: Uuid | None = None, cluster_id: str = "tieredctl") -> dict[str, Any]:
+        self.registrations += 1
+        inc = incarnation or Uuid.random(random.Random(self.registrations).randbytes)
+        body = {
+            "broker_id": b,
+            "cluster_id": cluster_id,
+            "incarnation_id": inc,
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9000 + b, "security_protocol": 0}],
+            "rack": None,
+        }
+        response = self.core.broker_registration(body)
+        if response["error_code"] == 0:
+            self.epochs[b], self.incarnations[b] = response["broker_epoch"], inc
+        return response
+
+    def heartbeat(self, b: int, **kw: Any) -> dict[str, Any]:
+        body = {"broker_id": b, "broker_epoch": self.epochs[b], "current_metadata_offset": self.store.end_offset() - 1}
+        return self.core.broker_heartbeat({**body, **kw})
+
+    def create(self, name: str, *, version: int = 7, **topic: Any) -> dict[str, Any]:
+        entry = {"name": name, "num_partitions": -1, "replication_factor": -1, "assignments": [], "configs": []}
+        entry.update(topic)
+        result: dict[str, Any] = self.core.create_topics({"topics": [entry]}, version)["topics"][0]
+        return result
+
+    def alter(self, name: str, changes: dict[str, str], *, validate_only: bool = False) -> dict[str, Any]:
+        ops = [{"name": k, "config_operation": 0, "value": v} for k, v in changes.items()]
+        body = {
+            "resources": [{"resource_type": 2, "resource_name": name, "configs": ops}],
+            "validate_only": validate_only,
+        }
+        result: dict[str, Any] = self.core.incremental_alter_configs(body, 1)["responses"][0]
+        return result
+
+    def topic(self, name: str) -> Any:
+        return self.core.image.topic_by_name(name)
+
+    def answer_all(self, response: dict[str, Any] | None = None) -> list[tuple[int, dict[str, Any]]]:
+        sent = self.core.due_disable_requests()
+        for b, body in sent:
+            self.core.on_disable_response(b, body, response or {"error_code": 0, "status": 0}, None)
+        return sent
+
+
+def _encodes(name: str, version: int, body: dict[str, Any]) -> None:
+    codec.encode(schema(name), version, body)
+
+
+def test_every_admin_response_encodes_at_every_version_it_is_asked_in() -> None:
+    c = Cluster()
+    c.create("orders", configs=[{"name": "remote.storage.enable", "value": "true"}])
+    c.alter("orders", {"remote.storage.enable": "false"})
+    for v in range(2, 8):
+        created = c.core.create_topics(
+            {"topics": [{"name": f"t{v}", "num_partitions": -1, "replication_factor": -1}]}, v
+        )
+        assert created["topics"][0]["error_code"] == 0
+        _encodes("CreateTopicsResponse", v, created)
+        _encodes("CreateTopicsResponse", v, c.core.create_topics({"topics": [{"name": "bad name!"}]}, v))
+    for v in range(0, 4):
+        body: dict[str, Any] = {
+            "topics": [{"name": "orders", "count": 3 + v, "assignments": None}, {"name": "nope", "count": 2}]
+        }
+        _encodes("CreatePartitionsResponse", v, c.core.create_partitions(body, v))
+    for v in range(1, 5):
+        body = {
+            "resources": [{"resource_type": 2, "resource_name": n, "configuration_keys": None} for n in ("orders", "x")]
+        }
+        _encodes("DescribeConfigsResponse", v, c.core.describe_configs({**body, "include_synonyms": True}, v))
+    for v in range(0, 2):
+        _encodes("IncrementalAlterConfigsResponse", v, c.core.incremental_alter_configs({"resources": []}, v))
+    for v in range(0, 13):
+        topics: list[dict[str, Any]] = [{"name": "orders"}, {"name": "missing"}]
+        if v >= 10:
+            topics.append({"name": None, "topic_id": Uuid.random()})
+        nodes = {1: ("127.0.0.1", 9001, None), 2: ("127.0.0.1", 9002, "r2")}
+        _encodes("MetadataResponse", v, c.core.metadata({"topics": topics}, v, nodes=nodes, controller_id=100))
+        _encodes("MetadataResponse", v, c.core.metadata({"topics": None if v else []}, v, nodes=nodes, controller_id=1))
+    for v in range(1, 7):
+        delete: dict[str, Any] = {"topics": [{"name": f"t{v}"}]} if v >= 6 else {"topic_names": [f"t{v}", "nope"]}
+        _encodes("DeleteTopicsResponse", v, c.core.delete_topics(delete, v))
+    _encodes("DescribeTieredStateResponse", 0, c.core.describe_tiered_state({"topics": None}))
+    _encodes("DescribeTieredStateResponse", 0, c.core.describe_tiered_state({"topics": ["orders", "nope"]}))
+    _encodes("BrokerRegistrationResponse", 4, c.register(9))
+    _encodes("BrokerHeartbeatResponse", 1, c.heartbeat(9))
+    _encodes("UnregisterBrokerResponse", 0, c.core.unregister_broker({"broker_id": 9}))
+
+
+def test_create_topics_places_replicas_round_robin_with_the_first_replica_leading() -> None:
+    c = Cluster()
+    result = c.create("orders", num_partitions=6, replication_factor=2)
+    assert (result["error_code"], result["num_partitions"], result["replication_factor"]) == (0, 6, 2)
+    topic = c.topic("orders")
+    assert topic.topic_id == result["topic_id"] and not topic.topic_id.is_zero
+    firsts = [topic.partitions[p].replicas[0] for p in range(6)]
+    for p in topic.partitions.values():
+        assert len(set(p.replicas)) == 2 and p.leader == p.replicas[0] and p.isr == p.replicas
+    assert sorted(firsts) == [1, 1, 2, 2, 3, 3], "leaders are spread evenly"
+    other = c.topic("payments") if c.create("payments", num_partitions=1)["error_code"] == 0 else None
+    assert other is not None and other.partitions[0].replicas[0] != topic.partitions[0].replicas[0], "start rotates"
+    assert (topic.tiered_state, topic.tiered_epoch) == (TieredState.NOT_TIERED, 0)
+
+
+def test_a_topic_created_with_remote_storage_enabled_is_enabled_at_epoch_1() -> None:
+    c = Cluster()
+    assert c.create("orders", configs=[{"name": "remote.storage.enable", "value": "true"}])["error_code"] == 0
+    topic = c.topic("orders")
+    assert (topic.tiered_state, topic.tiered_epoch, topic.policy) == (TieredState.ENABLED, 1, DisablePolicy.NONE)
+    assert c.core.image.topic_configs("orders") == {"remote.storage.enable": "true"}
+
+
+@pytest.mark.parametrize(
+    ("topic", "code", "says"),
+    [
+        ({"name": "bad/name"}, 17, "illegal characters"),
+        ({"name": "a" * 250}, 17, "249"),
+        ({"name": "orders.eu"}, 17, "collides with 'orders_eu'"),
+        ({"name": "orders_eu"}, 36, "already exists"),
+        ({"name": "t", "num_partitions": 0}, 37, "positive"),
+        ({"name": "t", "replication_factor": 4}, 38, "only 3 broker(s)"),
+        ({"name": "t", "configs": [{"name": "retention.msec", "value": "1"}]}, 40, "'retention.msec'"),
+        ({"name": "t", "configs": [{"name": "retention.ms", "value": "-9"}]}, 40, "at least -1"),
+        ({"name": "t", "configs": [{"name": "remote.storage.enable", "value": "si"}]}, 42, "'si'"),
+        ({"name": "t", "configs": [{"name": "retention.ms", "value": None}]}, 40, "null"),
+        ({"name": "t", "num_partitions": 2, "assignments": [{"partition_index": 0, "broker_ids": [1]}]}, 42, "-1"),
+        ({"name": "t", "assignments": [{"partition_index": 1, "broker_ids": [1]}]}, 39, "consecutive"),
+        ({"name": "t", "assignments": [{"partition_index": 0, "broker_ids": [1, 1]}]}, 39, "twice"),
+        ({"name": "t", "assignments": [{"partition_index": 0, "broker_ids": [1, 7]}]}, 39, "unregistered"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_a_bad_create_topic_gets_its_kafka_error_and_writes_nothing(
+    topic: dict[str, Any], code: int, says: str
+) -> None:
+    c = Cluster()
+    c.create("orders_eu")
+    end = c.store.end_offset()
+    result = c.create(**topic)
+    assert result["error_code"] == code and says in result["error_message"]
+    assert c.store.end_offset() == end
+
+
+def test_duplicate_names_in_one_create_request_fail_both_and_validate_only_writes_nothing() -> None:
+    c = Cluster()
+    end = c.store.end_offset()
+    body = {"topics": [{"name": "a", "configs": []}, {"name": "a", "configs": []}]}
+    assert [t["error_code"] for t in c.core.create_topics(body, 7)["topics"]] == [42, 42]
+    topic = {"name": "b", "num_partitions": -1, "replication_factor": -1, "configs": []}
+    result = c.core.create_topics({"topics": [topic], "validate_only": True}, 7)["topics"][0]
+    assert result["error_code"] == 0 and result["topic_id"] == ZERO_UUID and result["num_partitions"] == 1
+    assert c.store.end_offset() == end and c.topic("b") is None
+
+
+def test_explicit_assignments_are_used_as_given() -> None:
+    c = Cluster()
+    assignments = [{"partition_index": 0, "broker_ids": [3, 1]}, {"partition_index": 1, "broker_ids": [2, 3]}]
+    assert c.create("t", assignments=assignments)["error_code"] == 0
+    t = c.topic("t")
+    assert [t.partitions[0].replicas, t.partitions[1].replicas] == [(3, 1), (2, 3)]
+    assert [t.partitions[0].leader, t.partitions[1].leader] == [3, 2]
+
+
+def test_delete_topics_by_name_and_by_id_with_kafka_errors_for_unknown_ones() -> None:
+    c = Cluster()
+    c.create("a")
+    c.create("b")
+    b_id = c.topic("b").topic_id
+    unknown = Uuid.random(random.Random(5).randbytes)
+    body = {
+        "topics": [
+            {"name": "a"},
+            {"name": None, "topic_id": b_id},
+            {"name": "zz"},
+            {"name": None, "topic_id": unknown},
+            {"name": "a", "topic_id": Uuid.random(random.Random(6).randbytes)},
+        ]
+    }
+    results = c.core.delete_topics(body, 6)["responses"]
+    assert [r["error_code"] for r in results] == [0, 0, 3, 100, 42]
+    assert results[1]["name"] == "b" and results[3]["name"] is None and results[3]["topic_id"] == unknown
+    assert c.topic("a") is None and c.topic("b") is None
+    old = c.core.delete_topics({"topic_names": ["nope"]}, 5)["responses"][0]
+    assert (old["name"], old["error_code"]) == ("nope", 3)
+
+
+def test_create_partitions_grows_a_topic_and_refuses_to_shrink_it() -> None:
+    c = Cluster()
+    c.create("t", num_partitions=2)
+    body = {"topics": [{"name": "t", "count": 4, "assignments": None}, {"name": "u", "count": 2, "assignments": None}]}
+    results = c.core.create_partitions(body, 3)["results"]
+    assert [r["error_code"] for r in results] == [0, 3]
+    assert sorted(c.topic("t").partitions) == [0, 1, 2, 3]
+    for count, says in ((3, "more than the requested 3"), (4, "already has 4")):
+        r = c.core.create_partitions({"topics": [{"name": "t", "count": count, "assignments": None}]}, 3)["results"][0]
+        assert r["error_code"] == 37 and says in r["error_message"]
+    wrong = {"topics": [{"name": "t", "count": 5, "assignments": [{"broker_ids": [1]}]}]}
+    assert c.core.create_partitions(wrong, 3)["results"][0]["error_code"] == 39, "replication factor must match"
+
+
+def test_partitions_added_to_a_disabling_topic_are_covered_by_the_queue() -> None:
+    c = Cluster(brokers=4)
+    c.create("t", assignments=[{"partition_index": 0, "broker_ids": [1, 2]}])
+    c.alter("t", {"remote.storage.enable": "true"})
+    c.alter("t", {"remote.storage.enable": "false"})
+    tid = c.topic("t").topic_id
+    assert sorted(c.core.queue.pending_brokers(tid)) == [1, 2]
+    c.answer_all()
+    assert c.topic("t").tiered_state == TieredState.DISABLED
+    c.alter("t", {"remote.storage.enable": "true"})
+    c.alter("t", {"remote.storage.enable": "false"})
+    held = {}
+    for b, body in c.core.due_disable_requests():
+        if b == 1:
+            c.core.on_disable_response(b, body, {"error_code": 0, "status": 0}, None)
+        else:
+            held[b] = body  # broker 2's reply is still on its way
+    grow = {"topics": [{"name": "t", "count": 2, "assignments": [{"broker_ids": [3, 4]}]}]}
+    assert c.core.create_partitions(grow, 3)["results"][0]["error_code"] == 0
+    assert sorted(c.core.queue.pending_brokers(tid)) == [2, 3, 4]
+    assert sorted(b for b, _ in c.answer_all()) == [3, 4]
+    assert c.topic("t").tiered_state == TieredState.DISABLING
+    c.core.on_disable_response(2, held[2], {"error_code": 0, "status": 0}, None)
+    assert c.topic("t").tiered_state == TieredState.DISABLED
+
+
+def test_describe_configs_returns_explicit_values_and_defaults_with_their_sources() -> None:
+    c = Cluster()
+    c.create("t", configs=[{"name": "retention.ms", "value": "60000"}])
+    body = {
+        "resources": [
+            {"resource_type": 2, "resource_name": "t", "configuration_keys": ["retention.ms", "segment.bytes"]},
+            {"resource_type": 2, "resource_name": "nope", "configuration_keys": None},
+            {"resource_type": 16, "resource_name": "x", "configuration_keys": None},
+        ],
+        "include_synonyms": True,
+        "include_documentation": True,
+    }
+    results = c.core.describe_configs(body, 4)["results"]
+    assert [r["error_code"] for r in results] == [0, 3, 42]
+    by_name = {e["name"]: e for e in results[0]["configs"]}
+    assert set(by_name) == {"retention.ms", "segment.bytes"}
+    assert (by_name["retention.ms"]["value"], by_name["retention.ms"]["config_source"]) == ("60000", 1)
+    assert [s["source"] for s in by_name["retention.ms"]["synonyms"]] == [1, 5]
+    assert (by_name["segment.bytes"]["value"], by_name["segment.bytes"]["config_source"]) == ("1073741824", 5)
+    assert by_name["retention.ms"]["documentation"] and by_name["retention.ms"]["config_type"] == 5
+
+
+def test_a_failed_resource_changes_nothing_while_the_others_apply() -> None:
+    c = Cluster()
+    c.create("a")
+    c.create("b")
+    body = {
+        "resources": [
+            {"resource_type": 2, "resource_name": "a", "configs": [
+                {"name": "retention.ms", "config_operation": 0, "value": "5"}]},
+            {"resource_type": 2, "resource_name": "b", "configs": [
+                {"name": "retention.ms", "config_operation": 0, "value": "5"},
+                {"name": "remote.log.disable.policy", "config_operation": 0, "value": "shred"},
+            ]},
+            {"resource_type": 2, "resource_name": "zz", "configs": []},
+            {"resource_type": 4, "resource_name": "1", "configs": []},
+        ]
+    }  # fmt: skip
+    results = c.core.incremental_alter_configs(body, 1)["responses"]
+    assert [r["error_code"] for r in results] == [0, 42, 3, 42]
+    assert "'shred'" in results[1]["error_message"]
+    assert c.core.image.topic_configs("a") == {"retention.ms": "5"}
+    assert c.core.image.topic_configs("b") == {}
+    end = c.store.end_offset()
+    assert c.alter("a", {"retention.ms": "7"}, validate_only=True)["error_code"] == 0
+    assert c.store.end_offset() == end and c.core.image.topic_configs("a") == {"retention.ms": "5"}
+
+
+def test_metadata_lists_nodes_topics_and_kafka_errors_for_unknown_or_leaderless_topics() -> None:
+    c = Cluster(brokers=2)
+    c.create("t", num_partitions=1, replication_factor=1)
+    tid = c.topic("t").topic_id
+    nodes = {1: ("h1", 9001, None), 2: ("h2", 9002, "rack-b")}
+    unknown = Uuid.random(random.Random(9).randbytes)
+    topics = [{"name": "t"}, {"name": "nope"}, {"name": "bad/name"}, {"name": None, "topic_id": unknown}]
+    r = c.core.metadata({"topics": topics}, 12, nodes=nodes, controller_id=100)
+    assert (r["cluster_id"], r["controller_id"]) == ("tieredctl", 100)
+    assert [(b["node_id"], b["rack"]) for b in r["brokers"]] == [(1, None), (2, "rack-b")]
+    assert [t["error_code"] for t in r["topics"]] == [0, 3, 17, 100]
+    assert r["topics"][0]["topic_id"] == tid and r["topics"][3]["name"] is None
+    leader = c.topic("t").partitions[0].leader
+    c.heartbeat(leader, want_fence=True)
+    partition = c.core.metadata({"topics": None}, 12, nodes=nodes, controller_id=100)["topics"][0]["partitions"][0]
+    assert (partition["leader_id"], partition["error_code"]) == (-1, 5)
+
+
+def test_broker_epoch_is_the_registration_offset_and_a_retry_of_the_same_incarnation_keeps_it() -> None:
+    c = Cluster(brokers=0)
+    end = c.store.end_offset()
+    first = c.register(1)
+    assert first == {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": end}
+    assert c.core.image.brokers[1].fenced
+    assert c.register(1, incarnation=c.incarnations[1])["broker_epoch"] == end
+    assert c.store.end_offset() == end + 1
+    assert c.register(2, cluster_id="other")["error_code"] == 104
+
+
+def test_a_heartbeat_unfences_a_caught_up_broker_and_refuses_a_stale_epoch() -> None:
+    c = Cluster(brokers=0)
+    c.register(1)
+    behind = c.core.broker_heartbeat({"broker_id": 1, "broker_epoch": c.epochs[1], "current_metadata_offset": -1})
+    assert (behind["is_caught_up"], behind["is_fenced"]) == (False, True)
+    assert c.heartbeat(1) == {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "is_caught_up": True,
+        "is_fenced": False,
+        "should_shut_down": False,
+    }
+    stale = c.core.broker_heartbeat({"broker_id": 1, "broker_epoch": c.epochs[1] + 99, "current_metadata_offset": 5})
+    assert stale["error_code"] == 77 and stale["is_fenced"]
+    bye = c.heartbeat(1, want_shut_down=True)
+    assert bye["should_shut_down"] and bye["is_fenced"]
+
+
+def test_a_new_incarnation_is_refused_while_the_old_session_lives_and_accepted_after() -> None:
+    c = Cluster()
+    old_epoch = c.epochs[1]
+    assert c.register(1)["error_code"] == 101
+    c.clock += CONFIG.session_timeout_ms
+    for b in (2, 3):
+        c.heartbeat(b)
+    c.core.tick()
+    assert c.core.image.brokers[1].fenced
+    response = c.register(1)
+    assert response["error_code"] == 0 and response["broker_epoch"] > old_epoch
+
+
+def test_session_timeout_fences_a_broker_and_moves_its_leadership_to_a_live_in_sync_replica() -> None:
+    c = Cluster()
+    c.create("t", num_partitions=3, replication_factor=2)
+    led_by_1 = [p.partition_id for p in c.topic("t").partitions.values() if p.leader == 1]
+    assert led_by_1
+    c.clock += CONFIG.session_timeout_ms - 1
+    c.heartbeat(2)
+    c.heartbeat(3)
+    c.clock += 1
+    c.core.tick()
+    image = c.core.image
+    assert image.brokers[1].fenced and not image.brokers[2].fenced
+    for p in c.topic("t").partitions.values():
+        assert 1 not in p.isr and p.leader != 1 and p.leader in p.isr
+    c.heartbeat(1)  # back, caught up: unfenced, back in the ISR, its preferred leaderships restored
+    for pid in led_by_1:
+        p = c.topic("t").partitions[pid]
+        assert p.leader == 1 and 1 in p.isr
+
+
+def test_disablement_end_to_end_writes_disabled_exactly_once_after_every_broker_acknowledged() -> None:
+    c = Cluster()
+    c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
+    assert c.alter("t", {"remote.storage.enable": "false", "remote.log.disable.policy": "delete"})["error_code"] == 0
+    t = c.topic("t")
+    assert (t.tiered_state, t.tiered_epoch, t.policy) == (TieredState.DISABLING, 2, DisablePolicy.DELETE)
+    assert c.alter("t", {"remote.storage.enable": "true"})["error_code"] == 10950
+    sent = c.core.due_disable_requests()
+    assert sorted(b for b, _ in sent) == [1, 2, 3]
+    body = sent[0][1]
+    assert body["partition_id"] == -1 and body["tiered_epoch"] == 2 and body["policy"] == 2
+    assert body["controller_epoch"] == c.core.controller_epoch and body["broker_epoch"] == c.epochs[sent[0][0]]
+    c.core.on_disable_response(sent[0][0], body, {"error_code": 0, "status": 1}, None)
+    c.core.on_disable_response(sent[1][0], sent[1][1], None, None)  # timeout
+    c.core.on_disable_response(sent[2][0], sent[2][1], {"error_code": 0, "status": 0}, None)
+    assert c.topic("t").tiered_state == TieredState.DISABLING
+    status = c.core.describe_tiered_state({"topics": ["t"]})["topics"][0]
+    pending = {p["broker_id"]: p for p in status["pending_brokers"]}
+    assert sorted(pending) == sorted(b for b, _ in sent[:2])
+    assert pending[sent[1][0]]["last_error"].startswith("REQUEST_TIMED_OUT")
+    c.clock += 60_000
+    while c.topic("t").tiered_state == TieredState.DISABLING:
+        assert c.answer_all(), "something must be due"
+    records = [e.record for e in c.store.read() if e.record.name == "TieredStateRecord"]
+    assert [(r["tiered_state"], r["tiered_epoch"]) for r in records] == [(1, 1), (2, 2), (3, 2)]
+    end = c.store.end_offset()
+    for b, request in sent:
+        c.core.on_disable_response(b, request, {"error_code": 0, "status": 0}, None)
+    assert c.store.end_offset() == end, "re-delivered replies write nothing"
+
+
+def test_describe_tiered_state_reports_fenced_and_stalled_pending_brokers() -> None:
+    c = Cluster()
+    c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
+    c.alter("t", {"remote.storage.enable": "false"})
+    c.answer_all({"error_code": 56, "error_message": "S3 said 503"})
+    c.clock += CONFIG.stall_threshold_ms
+    c.heartbeat(2)
+    c.heartbeat(3)
+    c.core.tick()
+    topic = c.core.describe_tiered_state({"topics": None})["topics"][0]
+    assert (topic["name"], topic["tiered_state"], topic["policy"], topic["partition_count"]) == ("t", 2, 1, 3)
+    pending = {p["broker_id"]: p for p in topic["pending_brokers"]}
+    assert pending[1]["fenced"] and not pending[2]["fenced"]
+    assert all(p["stalled"] and p["attempts"] >= 1 for p in pending.values())
+    assert pending[2]["last_error"] == "KAFKA_STORAGE_ERROR: S3 said 503"
+    missing = c.core.describe_tiered_state({"topics": ["nope"]})["topics"][0]
+    assert (missing["error_code"], missing["topic_id"]) == (3, ZERO_UUID)
+
+
+def test_decommissioning_a_dead_broker_releases_its_pending_acks_and_completes_the_topic() -> None:
+    c = Cluster()
+    c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
+    c.alter("t", {"remote.storage.enable": "false"})
+    for b, body in c.core.due_disable_requests():
+        if b != 1:
+            c.core.on_disable_response(b, body, {"error_code": 0, "status": 0}, None)
+    assert c.topic("t").tiered_state == TieredState.DISABLING
+    led_by_1 = [p.partition_id for p in c.topic("t").partitions.values() if p.leader == 1]
+    assert c.core.unregister_broker({"broker_id": 1})["error_code"] == 0
+    assert 1 not in c.core.image.brokers
+    new_leaders = {c.topic("t").partitions[pid].leader for pid in led_by_1}
+    assert all(1 not in p.isr or p.isr == (1,) for p in c.topic("t").partitions.values())
+    assert 1 not in c.core.queue.pending_brokers(c.topic("t").topic_id)
+    assert set(c.core.queue.pending_brokers(c.topic("t").topic_id)) == new_leaders, "the new leaders owe again"
+    c.answer_all()
+    assert c.topic("t").tiered_state == TieredState.DISABLED
+    assert c.core.unregister_broker({"broker_id": 1})["error_code"] == 102
+
+
+def test_a_new_controller_rebuilds_the_queue_and_the_deposed_one_can_change_nothing() -> None:
+    c = Cluster()
+    c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
+    c.alter("t", {"remote.storage.enable": "false"})
+    old = c.core
+    in_flight = old.due_disable_requests()
+    old.on_disable_response(in_flight[0][0], in_flight[0][1], {"error_code": 0, "status": 0}, None)
+    c.core = c.new_controller()
+    assert c.core.controller_epoch == old.controller_epoch + 1
+    resent = c.core.due_disable_requests()
+    assert sorted(b for b, _ in resent) == [1, 2, 3], "after failover every broker is asked again (KIP-950)"
+    assert all(body["controller_epoch"] == c.core.controller_epoch for _, body in resent)
+    end = c.store.end_offset()
+    change = [{"name": "retention.ms", "config_operation": 0, "value": "1"}]
+    with pytest.raises(StaleControllerEpoch):
+        old.incremental_alter_configs({"resources": [{"resource_type": 2, "resource_name": "t", "configs": change}]}, 1)
+    with pytest.raises(StaleControllerEpoch):  # a broker saying so deposes the core too
+        old.on_disable_response(in_flight[1][0], in_flight[1][1], {"error_code": 11, "error_message": "stale"}, None)
+    assert c.store.end_offset() == end
+    for b, body in resent:
+        c.core.on_disable_response(b, body, {"error_code": 0, "status": 0}, None)
+    assert c.topic("t").tiered_state == TieredState.DISABLED
+
+
+def test_a_deposed_controller_hands_out_no_disable_requests() -> None:
+    c = Cluster()
+    c.create("t", configs=[{"name": "remote.storage.enable", "value": "true"}])
+    c.alter("t", {"remote.storage.enable": "false"})
+    old = c.core
+    c.core = c.new_controller()
+    with pytest.raises(StaleControllerEpoch):
+        old.due_disable_requests()

@@ -1,0 +1,373 @@
+"""The disablement queue: who owes an acknowledgement, when it is asked, and what replies do (pure; no sleeping)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from orchestrator.controller import queue as dq
+from orchestrator.controller.queue import DISABLE_RPC_WAIT, Duty, backoff_ms
+from orchestrator.errors import KafkaStorageError, RequestTimedOut
+from orchestrator.ids import Uuid
+from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, replay
+from orchestrator.metadata.records import DisablePolicy, MetadataRecord, TieredState, make_record
+
+pytestmark = pytest.mark.unit
+
+T = Uuid.from_string("AAAAAAAAQACAAAAAAAAAAQ")
+OTHER = Uuid.from_string("AAAAAAAAQACAAAAAAAAAAg")
+NOW = 1_000_000
+
+
+def _apply(image: MetadataImage, *records: MetadataRecord) -> MetadataImage:
+    return replay(image, enumerate(records, start=image.offset + 1))
+
+
+def _register(broker_id: int, epoch: int, *, fenced: bool = False) -> MetadataRecord:
+    return make_record(
+        "RegisterBrokerRecord",
+        broker_id=broker_id,
+        incarnation_id=Uuid.random(random.Random(broker_id * 1000 + epoch).randbytes),
+        broker_epoch=epoch,
+        end_points=[],
+        rack=None,
+        fenced=fenced,
+    )
+
+
+def _tiered(topic_id: Uuid, epoch: int, state: TieredState, policy: DisablePolicy) -> MetadataRecord:
+    return make_record(
+        "TieredStateRecord", topic_id=topic_id, tiered_epoch=epoch, tiered_state=int(state), policy=int(policy)
+    )
+
+
+def _partition(topic_id: Uuid, pid: int, replicas: list[int], leader: int) -> MetadataRecord:
+    return make_record(
+        "PartitionRecord",
+        partition_id=pid,
+        topic_id=topic_id,
+        replicas=replicas,
+        isr=replicas,
+        leader=leader,
+        leader_epoch=0,
+        partition_epoch=0,
+    )
+
+
+def _leader(topic_id: Uuid, pid: int, leader: int) -> MetadataRecord:
+    return make_record("PartitionChangeRecord", topic_id=topic_id, partition_id=pid, leader=leader)
+
+
+def _cluster(*, brokers: tuple[int, ...] = (1, 2, 3), policy: DisablePolicy = DisablePolicy.DELETE) -> MetadataImage:
+    """Brokers 1-3; topic T "orders" DISABLING at epoch 2: p0 on [1, 2] led by 1, p1 on [2, 4] led by 2 (4 never
+    registered), so the required brokers are 1 and 2; broker 3 hosts nothing of it."""
+    return _apply(
+        EMPTY_IMAGE,
+        *(_register(b, 10 * b) for b in brokers),
+        make_record("TopicRecord", name="orders", topic_id=T),
+        _partition(T, 0, [1, 2], 1),
+        _partition(T, 1, [2, 4], 2),
+        _tiered(T, 1, TieredState.ENABLED, DisablePolicy.NONE),
+        _tiered(T, 2, TieredState.DISABLING, policy),
+    )
+
+
+def _send_all(q: dq.DisablementQueue, now: int = NOW) -> tuple[dq.DisablementQueue, dict[int, dq.SendDisable]]:
+    q, sends = dq.due(q, now)
+    return q, {s.broker_id: s for s in sends}
+
+
+def _ack(q: dq.DisablementQueue, broker_id: int, epoch: int = 2, now: int = NOW, **kw: object) -> dq.DisablementQueue:
+    args: dict[str, object] = {"ok": True, "in_progress": False, "error_code": 0, "error_message": None}
+    args.update(kw)
+    return dq.on_response(q, T, broker_id, epoch, now_ms=now, rng=random.Random(0), **args)  # type: ignore[arg-type]
+
+
+def _fail(q: dq.DisablementQueue, broker_id: int, rng: random.Random, now: int = NOW) -> dq.DisablementQueue:
+    return dq.on_response(
+        q,
+        T,
+        broker_id,
+        2,
+        ok=False,
+        in_progress=False,
+        error_code=KafkaStorageError.code,
+        error_message="S3 said SlowDown",
+        now_ms=now,
+        rng=rng,
+    )
+
+
+def test_rebuild_queues_every_disabling_topic_with_every_registered_broker_hosting_a_replica_due_now() -> None:
+    image = _apply(
+        _cluster(),
+        make_record("TopicRecord", name="enabled", topic_id=OTHER),
+        _partition(OTHER, 0, [3], 3),
+        _tiered(OTHER, 1, TieredState.ENABLED, DisablePolicy.NONE),
+    )
+    q = dq.rebuild(image, NOW)
+    assert list(q.topics) == [T]
+    entry = q.topics[T]
+    assert (entry.tiered_epoch, entry.policy, entry.name) == (2, DisablePolicy.DELETE, "orders")
+    assert sorted(entry.pending) == [1, 2]  # 3 hosts nothing of it; 4 is not registered
+    assert entry.pending[1].duty == Duty(frozenset({0}), frozenset({0}))
+    assert entry.pending[2].duty == Duty(frozenset({0, 1}), frozenset({1}))
+    q, sends = _send_all(q)
+    assert sorted(sends) == [1, 2]
+    assert sends[1] == dq.SendDisable(T, 1, 10, 2, DisablePolicy.DELETE, attempt=1)
+    assert all(pb.in_flight and pb.attempts == 1 for pb in q.topics[T].pending.values())
+    assert dq.due(q, NOW + 10**9)[1] == [], "nothing is sent twice while a request is in flight"
+
+
+def test_the_topic_completes_only_when_every_required_broker_acknowledged_the_epoch() -> None:
+    image = _cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    q = _ack(q, 1)
+    assert dq.completed(q, image) == []
+    assert sorted(q.topics[T].pending) == [2] and sorted(q.topics[T].acked) == [1]
+    q = _ack(q, 2)
+    assert dq.completed(q, image) == [T]
+
+
+def test_a_reply_for_an_older_epoch_is_ignored() -> None:
+    q, _ = _send_all(dq.rebuild(_cluster(), NOW))
+    assert _ack(q, 1, epoch=1) is q
+    assert _ack(q, 1, epoch=3) is q
+
+
+def test_a_redelivered_reply_changes_nothing() -> None:
+    q, _ = _send_all(dq.rebuild(_cluster(), NOW))
+    once = _ack(q, 1)
+    assert _ack(once, 1, now=NOW + 5) is once
+    assert _ack(dq.rebuild(_cluster(), NOW), 1) == dq.rebuild(_cluster(), NOW), "nothing was in flight"
+
+
+def test_a_late_reply_to_an_attempt_that_timed_out_is_not_credited_to_the_next_attempt() -> None:
+    q, sends = _send_all(dq.rebuild(_cluster(), NOW))
+    first = sends[1].attempt
+    q = dq.expire(q, NOW + 5_000, timeout_ms=5_000, rng=random.Random(0))
+    q, sends = _send_all(q, NOW + 10**6)
+    assert sends[1].attempt == first + 1
+    assert _ack(q, 1, attempt=first) is q
+    assert 1 not in _ack(q, 1, attempt=first + 1).topics[T].pending
+
+
+def test_reconciling_with_the_same_image_changes_nothing() -> None:
+    image = _cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    assert dq.on_image(q, image, NOW + 12345) is q
+
+
+def test_a_leadership_change_makes_the_new_leader_owe_a_new_acknowledgement() -> None:
+    image = _cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    q = _ack(_ack(q, 1), 2)
+    moved = _apply(image, _leader(T, 0, 2))  # broker 2 now leads p0 too
+    assert dq.completed(q, moved) == [], "the old queue must not complete against the newer image"
+    q = dq.on_image(q, moved, NOW + 1)
+    assert sorted(q.topics[T].pending) == [2]
+    assert q.topics[T].pending[2].duty.leading == frozenset({0, 1})
+    q, sends = _send_all(q, NOW + 1)
+    assert list(sends) == [2]
+    q = _ack(q, 2, now=NOW + 2)
+    assert dq.completed(q, moved) == [T]
+
+
+def test_an_ack_covers_only_the_duty_the_request_was_sent_with() -> None:
+    image = _cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    moved = _apply(image, _leader(T, 0, 2))
+    q = dq.on_image(q, moved, NOW + 1)  # broker 2 becomes leader of p0 while its request is in flight
+    q = _ack(_ack(q, 1), 2)
+    assert dq.completed(q, moved) == []
+    q = dq.on_image(q, moved, NOW + 2)
+    assert 2 in q.topics[T].pending, "the in-flight request did not cover p0's leadership"
+    assert 1 in q.topics[T].pending, "broker 1's duty moved in flight too (it lost p0), so its done is not credited"
+
+
+def test_a_done_from_a_broker_whose_duty_moved_while_in_flight_is_not_credited_and_it_is_asked_again() -> None:
+    image = _cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))  # broker 1 is asked while it leads p0
+    away = _apply(image, _leader(T, 0, 2))
+    back = _apply(away, _leader(T, 0, 1))
+    q = dq.on_image(dq.on_image(q, away, NOW + 1), back, NOW + 2)  # p0's leadership leaves broker 1 and returns
+    assert q.topics[T].pending[1].duty == q.topics[T].pending[1].sent_duty
+    q = _ack(_ack(q, 1, now=NOW + 3), 2, now=NOW + 3)  # broker 2 led p0 for a while: its duty moved too
+    for pb in q.topics[T].pending.values():
+        assert (pb.in_flight, pb.next_attempt_ms, pb.failures) == (False, NOW + 3, 0)
+    assert dq.completed(q, back) == []
+    q, sends = _send_all(q, NOW + 3)
+    assert sorted(sends) == [1, 2]
+    q = _ack(_ack(q, 1, now=NOW + 4), 2, now=NOW + 4)
+    assert dq.completed(q, back) == [T]
+
+
+def test_added_partitions_make_every_broker_hosting_them_owe_an_acknowledgement() -> None:
+    image = _cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    q = _ack(_ack(q, 1), 2)
+    grown = _apply(image, _partition(T, 2, [3, 1], 3))  # KIP-253: p2 on brokers 3 and 1
+    q = dq.on_image(q, grown, NOW + 1)
+    assert sorted(q.topics[T].pending) == [1, 3]
+    assert sorted(q.topics[T].acked) == [2]
+    assert q.topics[T].pending[3].duty == Duty(frozenset({2}), frozenset({2}))
+
+
+def test_a_fenced_broker_is_not_sent_to_and_is_asked_at_once_when_it_registers_again_and_is_unfenced() -> None:
+    image = _cluster()
+    q = dq.rebuild(image, NOW)
+    fenced = _apply(image, make_record("FenceBrokerRecord", id=1, epoch=10))
+    q = dq.on_image(q, fenced, NOW)
+    assert q.topics[T].pending[1].fenced
+    q, sends = _send_all(q)
+    assert list(sends) == [2]
+    q = dq.on_response(
+        q, T, 2, 2, ok=False, in_progress=False, error_code=7, error_message="x", now_ms=NOW, rng=random.Random(1)
+    )
+    assert q.topics[T].pending[2].next_attempt_ms > NOW
+    reregistered = _apply(fenced, _register(1, 77, fenced=True))  # a new incarnation, fenced until caught up
+    q = dq.on_image(q, reregistered, NOW + 50)
+    assert q.topics[T].pending[1].broker_epoch == 77
+    assert 1 not in _send_all(q, NOW + 50)[1], "still fenced"
+    unfenced = _apply(reregistered, make_record("UnfenceBrokerRecord", id=1, epoch=77))
+    q = dq.on_image(q, unfenced, NOW + 60)
+    q, sends = _send_all(q, NOW + 60)
+    assert sends[1].broker_epoch == 77 and q.topics[T].pending[1].failures == 0
+
+
+def test_a_new_incarnation_resets_the_backoff_and_drops_the_request_in_flight_to_the_old_one() -> None:
+    image = _cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    q = _fail(q, 1, random.Random(3))
+    q, _ = _send_all(q, NOW + 10**6)
+    assert q.topics[T].pending[1].in_flight and q.topics[T].pending[1].failures == 1
+    q = dq.on_image(q, _apply(image, _register(1, 99)), NOW + 10**6 + 1)
+    pb = q.topics[T].pending[1]
+    assert (pb.broker_epoch, pb.failures, pb.in_flight, pb.next_attempt_ms) == (99, 0, False, NOW + 10**6 + 1)
+
+
+def test_an_acknowledgement_survives_a_re_registration_but_not_an_unregistration() -> None:
+    image = _cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    q = _ack(q, 1)
+    q = dq.on_image(q, _apply(image, _register(1, 99)), NOW + 1)
+    assert 1 in q.topics[T].acked
+    gone = _apply(image, make_record("UnregisterBrokerRecord", broker_id=1, broker_epoch=10))
+    q = dq.on_image(q, gone, NOW + 2)
+    assert 1 not in q.topics[T].acked and 1 not in q.topics[T].pending
+    back = _apply(gone, _register(1, 200))
+    q = dq.on_image(q, back, NOW + 3)
+    assert 1 in q.topics[T].pending, "a broker that comes back owes a fresh acknowledgement"
+
+
+def test_decommissioning_a_dead_broker_removes_it_from_every_pending_set_and_lets_the_topic_complete() -> None:
+    image = _cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    q = _ack(q, 2)
+    dead = _apply(image, make_record("FenceBrokerRecord", id=1, epoch=10))
+    q = dq.on_image(q, dead, NOW + 1)
+    assert dq.completed(q, dead) == []
+    decommissioned = _apply(dead, make_record("UnregisterBrokerRecord", broker_id=1, broker_epoch=10))
+    q = dq.on_image(q, decommissioned, NOW + 2)
+    assert q.topics[T].pending == {}
+    assert dq.completed(q, decommissioned) == [T]
+
+
+def test_a_deleted_topic_and_a_topic_no_longer_disabling_leave_the_queue() -> None:
+    image = _cluster()
+    q = dq.rebuild(image, NOW)
+    assert dq.on_image(q, _apply(image, make_record("RemoveTopicRecord", topic_id=T)), NOW).topics == {}
+    done = _apply(image, _tiered(T, 2, TieredState.DISABLED, DisablePolicy.DELETE))
+    assert dq.on_image(q, done, NOW).topics == {}
+    assert dq.completed(q, done) == [], "a DISABLED topic is never completed twice"
+
+
+def test_a_new_tiered_epoch_starts_the_topic_over() -> None:
+    image = _cluster(policy=DisablePolicy.RETAIN)
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    q = _ack(_ack(q, 1), 2)
+    purge = _apply(
+        image,
+        _tiered(T, 2, TieredState.DISABLED, DisablePolicy.RETAIN),
+        _tiered(T, 3, TieredState.DISABLING, DisablePolicy.DELETE),
+    )
+    q = dq.on_image(q, purge, NOW + 1)
+    entry = q.topics[T]
+    assert (entry.tiered_epoch, entry.policy, dict(entry.acked)) == (3, DisablePolicy.DELETE, {})
+    assert sorted(entry.pending) == [1, 2] and not any(pb.in_flight for pb in entry.pending.values())
+    assert _ack(q, 1, epoch=2) is q, "a late reply for epoch 2 counts nothing towards epoch 3"
+
+
+def test_in_progress_is_polled_again_after_the_repoll_interval() -> None:
+    q, _ = _send_all(dq.rebuild(_cluster(), NOW))
+    q = _ack(q, 1, in_progress=True, repoll_ms=250)
+    pb = q.topics[T].pending[1]
+    assert (pb.in_flight, pb.next_attempt_ms, pb.waiting_since_ms) == (False, NOW + 250, NOW)
+    assert _send_all(q, NOW + 249)[1] == {}
+    assert list(_send_all(q, NOW + 250)[1]) == [1]
+
+
+def test_consecutive_failures_back_off_on_the_declared_schedule_reproducibly_with_a_seeded_rng() -> None:
+    seed = 1234
+    rng = random.Random(seed)
+    q, _ = _send_all(dq.rebuild(_cluster(), NOW))
+    now = NOW
+    waits = []
+    for _ in range(12):
+        q = _fail(q, 1, rng, now)
+        pb = q.topics[T].pending[1]
+        assert pb.last_error == "KAFKA_STORAGE_ERROR: S3 said SlowDown"
+        waits.append(pb.next_attempt_ms - now)
+        now = pb.next_attempt_ms
+        q, sends = _send_all(q, now)
+        assert 1 in sends
+    # Full jitter over a window of 0.2 s * 2**(n-1), capped at 30 s: the tenacity policy, drawn from our rng.
+    expected_rng = random.Random(seed)
+    expected = [round(expected_rng.uniform(0, min(30.0, 0.2 * 2 ** (n - 1))) * 1000) for n in range(1, 13)]
+    assert waits == expected
+    assert all(0 <= w <= min(30_000, 200 * 2 ** (n - 1)) for n, w in enumerate(waits, start=1))
+    assert [backoff_ms(n, random.Random(seed)) for n in (1, 9, 30)] == [
+        round(random.Random(seed).uniform(0, high) * 1000) for high in (0.2, 30.0, 30.0)
+    ]
+    assert DISABLE_RPC_WAIT.max == 30
+
+
+def test_a_success_resets_the_failure_count() -> None:
+    q, _ = _send_all(dq.rebuild(_cluster(), NOW))
+    q = _fail(q, 1, random.Random(0))
+    q, _ = _send_all(q, NOW + 10**6)
+    q = _ack(q, 1, in_progress=True, now=NOW + 10**6)
+    assert q.topics[T].pending[1].failures == 0
+
+
+def test_a_request_with_no_reply_times_out_into_a_backoff() -> None:
+    q, _ = _send_all(dq.rebuild(_cluster(), NOW))
+    assert dq.expire(q, NOW + 999, timeout_ms=1000, rng=random.Random(0)) is q
+    q = dq.expire(q, NOW + 1000, timeout_ms=1000, rng=random.Random(0))
+    for pb in q.topics[T].pending.values():
+        assert not pb.in_flight and pb.failures == 1
+        assert pb.last_error is not None and pb.last_error.startswith(RequestTimedOut.name)
+
+
+def test_stalled_reports_brokers_without_progress_for_the_threshold() -> None:
+    q, _ = _send_all(dq.rebuild(_cluster(), NOW))
+    assert dq.stalled(q, NOW + 59_999, 60_000) == []
+    assert sorted(dq.stalled(q, NOW + 60_000, 60_000)) == [(T, 1), (T, 2)]
+    q = _ack(q, 1, in_progress=True, now=NOW + 30_000)
+    assert dq.stalled(q, NOW + 60_000, 60_000) == [(T, 2)]
+    q = _fail(q, 2, random.Random(0), NOW + 60_000)
+    assert dq.stalled(q, NOW + 60_000, 60_000) == [(T, 2)], "failures are not progress"
+
+
+def test_a_topic_with_no_registered_replica_brokers_completes_at_once() -> None:
+    image = _apply(
+        EMPTY_IMAGE,
+        make_record("TopicRecord", name="orphan", topic_id=T),
+        _partition(T, 0, [7], 7),
+        _tiered(T, 1, TieredState.ENABLED, DisablePolicy.NONE),
+        _tiered(T, 2, TieredState.DISABLING, DisablePolicy.RETAIN),
+    )
+    q = dq.rebuild(image, NOW)
+    assert q.topics[T].pending == {}
+    assert dq.completed(q, image) == [T]
