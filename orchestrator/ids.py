@@ -82,6 +82,9 @@ class Uuid:
     def is_reserved(self) -> bool:
         return self in (ZERO_UUID, METADATA_TOPIC_ID)
 
+    def __hash__(self) -> int:  # hot: ids key every map of the image and the queue
+        return hash(self.raw)
+
     def __str__(self) -> str:
         return base64.urlsafe_b64encode(self.raw).decode().rstrip("=")
 

@@ -117,6 +117,7 @@ class ControllerCore:
         self._now_ms = now_ms
         self._rng = rng
         self._follower = MetadataFollower(store)
+        self._progress: dict[Uuid, dict[int, dict[int, tuple[int, int]]]] = {}  # topic -> epoch -> broker -> counts
         image = self._follower.refresh()
         now = now_ms()
         self._queue = dq.rebuild(image, now)
@@ -483,6 +484,7 @@ class ControllerCore:
                     "policy": int(topic.policy),
                     "partition_count": len(topic.partitions),
                     "pending_brokers": pending,
+                    **self._progress_of(topic.topic_id, topic.tiered_epoch),
                 }
             )
         return _normalized("DescribeTieredStateResponse", 0, {"error_code": 0, "topics": out})
@@ -678,6 +680,8 @@ class ControllerCore:
         else:
             code, message = int(response_body.get("error_code", 0)), response_body.get("error_message")
             in_progress = code == 0 and int(response_body.get("status", 0)) == 1
+        if code == 0 and response_body is not None:
+            self._record_progress(topic_id, tiered_epoch, broker_id, response_body)
         before = self._queue
         self._queue = dq.on_response(
             before,
@@ -716,13 +720,35 @@ class ControllerCore:
             )
         if code == StaleTieredEpoch.code:
             log.info("disable.stale_tiered_epoch", **fields)  # the refresh below catches the image up
-        self._complete_finished()
+        self._complete_finished(only=[topic_id])
+
+    # --- progress reporting (in memory; a new controller learns it again from the re-sent requests) -------------
+
+    def _record_progress(self, topic_id: Uuid, epoch: int, broker_id: int, body: Mapping[str, Any]) -> None:
+        per_epoch = self._progress.setdefault(topic_id, {})
+        for old_epoch in [e for e in per_epoch if e != epoch]:
+            del per_epoch[old_epoch]
+        per_epoch.setdefault(epoch, {})[broker_id] = (
+            int(body.get("segments_deleted", 0)),
+            int(body.get("segments_remaining", 0)),
+        )
+
+    def _progress_of(self, topic_id: Uuid, epoch: int) -> dict[str, int]:
+        reports = self._progress.get(topic_id, {}).get(epoch, {})
+        entry = self._queue.topic(topic_id)
+        return {
+            "acknowledged_brokers": 0 if entry is None or entry.tiered_epoch != epoch else len(entry.acked),
+            "segments_deleted": sum(d for d, _ in reports.values()),
+            "segments_remaining": sum(r for _, r in reports.values()),
+        }
 
     # --- internals ----------------------------------------------------------------------------------------------
 
     def _refresh(self) -> MetadataImage:
+        previous = self._follower.image
         image = self._follower.refresh()
-        self._queue = dq.on_image(self._queue, image, self._now_ms())
+        if image.offset != previous.offset or image.offset < 0:
+            self._queue = dq.on_image(self._queue, image, self._now_ms(), previous=previous)
         return image
 
     def _append(self, records: Sequence[MetadataRecord]) -> int:
@@ -734,9 +760,9 @@ class ControllerCore:
         self._refresh()
         return offset
 
-    def _complete_finished(self) -> None:
+    def _complete_finished(self, only: Iterable[Uuid] | None = None) -> None:
         image = self._refresh()
-        done = dq.completed(self._queue, image)
+        done = dq.completed(self._queue, image, only)
         if not done:
             return
         records = [tiering.complete(image.topics[t], self._queue.topics[t].tiered_epoch) for t in done]

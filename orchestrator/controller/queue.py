@@ -40,7 +40,7 @@ schedule is the declared policy's, and a seeded ``rng`` reproduces it exactly.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -173,8 +173,16 @@ def rebuild(image: MetadataImage, now_ms: int) -> DisablementQueue:
     return on_image(EMPTY_QUEUE, image, now_ms)
 
 
-def on_image(queue: DisablementQueue, image: MetadataImage, now_ms: int) -> DisablementQueue:
-    """Reconcile the queue with a newer image (see the module docstring for every rule)."""
+def on_image(
+    queue: DisablementQueue, image: MetadataImage, now_ms: int, *, previous: MetadataImage | None = None
+) -> DisablementQueue:
+    """Reconcile the queue with a newer image (see the module docstring for every rule).
+
+    ``previous`` is the image the queue was last reconciled with. Images are copy-on-write, so a topic whose
+    TopicImage object is the same in both, with the same brokers map, has nothing to reconcile: its entry is
+    kept as is. That makes a reconcile cost what changed, not the size of the queue.
+    """
+    brokers_same = previous is not None and previous.brokers is image.brokers
     topics: dict[Uuid, PendingTopic] = {}
     for topic in image.topics.values():
         if topic.tiered_state != TieredState.DISABLING:
@@ -182,8 +190,11 @@ def on_image(queue: DisablementQueue, image: MetadataImage, now_ms: int) -> Disa
         entry = queue.topics.get(topic.topic_id)
         if entry is None or entry.tiered_epoch != topic.tiered_epoch:
             entry = PendingTopic(topic.topic_id, topic.name, topic.tiered_epoch, topic.policy, since_ms=now_ms)
+        elif brokers_same and previous is not None and previous.topics.get(topic.topic_id) is topic:
+            topics[topic.topic_id] = entry
+            continue
         topics[topic.topic_id] = _reconcile(entry, topic, image, now_ms)
-    if topics.keys() == queue.topics.keys() and all(topics[t] == queue.topics[t] for t in topics):
+    if topics.keys() == queue.topics.keys() and all(topics[t] is queue.topics[t] for t in topics):
         return queue
     return DisablementQueue(MappingProxyType(topics))
 
@@ -322,12 +333,14 @@ def _with_pending(queue: DisablementQueue, t: PendingTopic, broker_id: int, pb: 
     return DisablementQueue(MappingProxyType({**queue.topics, t.topic_id: topic}))
 
 
-def completed(queue: DisablementQueue, image: MetadataImage) -> list[Uuid]:
+def completed(queue: DisablementQueue, image: MetadataImage, only: Iterable[Uuid] | None = None) -> list[Uuid]:
     """Topics whose disablement at the image's epoch is acknowledged by every required broker, for its current
     duty: the topics to mark DISABLED. Checked against ``image`` itself, so a queue that has not yet seen a
-    newer image (e.g. a partition just added) can never complete a topic early."""
+    newer image (e.g. a partition just added) can never complete a topic early. ``only`` limits the check to
+    these topics (after one broker's reply only its topic can have completed)."""
     out: list[Uuid] = []
-    for topic_id, t in queue.topics.items():
+    candidates = queue.topics.items() if only is None else ((t, queue.topics[t]) for t in only if t in queue.topics)
+    for topic_id, t in candidates:
         topic = image.topics.get(topic_id)
         if topic is None or topic.tiered_state != TieredState.DISABLING or topic.tiered_epoch != t.tiered_epoch:
             continue

@@ -104,6 +104,10 @@ class ControllerService:
         self.port = config.port
         self.holder = ""
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="controller-core")
+        # The lease has its own thread and connection: a renewal must never wait behind a long burst of core work,
+        # or a busy controller would lose its lease to a standby for nothing.
+        self.lease_store = SqliteMetadataStore(config.metadata_store, recover_on_open=False)
+        self._lease_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lease")
         self._pool: ConnectionPool | None = None
         self._stopping = asyncio.Event()
         self._rng = random.Random()
@@ -113,6 +117,9 @@ class ControllerService:
 
     async def _on_core(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    async def _on_lease(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._lease_executor, fn)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -144,7 +151,9 @@ class ControllerService:
             await server.stop()
             await self._pool.close()
             self._executor.shutdown(wait=True)
+            self._lease_executor.shutdown(wait=True)
             self.store.close()
+            self.lease_store.close()
             log.info("controller.stopped")
 
     def stop(self) -> None:
@@ -154,8 +163,8 @@ class ControllerService:
         ttl = self.config.lease_ttl_ms
         while True:
             if self.core is None:
-                lease = await self._on_core(
-                    lambda: self.store.acquire_lease(holder=self.holder, now_ms=wall_ms(), ttl_ms=ttl)
+                lease = await self._on_lease(
+                    lambda: self.lease_store.acquire_lease(holder=self.holder, now_ms=wall_ms(), ttl_ms=ttl)
                 )
                 if lease is not None:
                     await self._become_active(lease.controller_epoch)
@@ -164,13 +173,15 @@ class ControllerService:
                 await asyncio.sleep(ttl / 4000)
                 continue
             try:
-                await self._on_core(self._renew_lease_factory(self.core.controller_epoch, ttl))
+                await self._on_lease(self._renew_lease_factory(self.core.controller_epoch, ttl))
             except KafkaError as exc:
                 await self._step_down(f"lease renewal failed: {exc.name}")
             await asyncio.sleep(ttl / 3000)
 
     def _renew_lease_factory(self, epoch: int, ttl: int) -> Callable[[], object]:
-        return lambda: self.store.renew_lease(holder=self.holder, controller_epoch=epoch, now_ms=wall_ms(), ttl_ms=ttl)
+        return lambda: self.lease_store.renew_lease(
+            holder=self.holder, controller_epoch=epoch, now_ms=wall_ms(), ttl_ms=ttl
+        )
 
     async def _become_active(self, epoch: int) -> None:
         cfg = ControllerConfig(
