@@ -50,6 +50,9 @@ class TieringStatus:
     policy: DisablePolicy
     partition_count: int
     pending_brokers: tuple[PendingBroker, ...]
+    acknowledged_brokers: int = 0
+    segments_deleted: int = 0
+    segments_remaining: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +62,9 @@ class TieringStatus:
             "tiered_epoch": self.tiered_epoch,
             "policy": self.policy.name.lower() if self.policy != DisablePolicy.NONE else None,
             "partitions": self.partition_count,
+            "acknowledged_brokers": self.acknowledged_brokers,
+            "segments_deleted": self.segments_deleted,
+            "segments_remaining": self.segments_remaining,
             "pending_brokers": [
                 {"broker_id": p.broker_id, "attempts": p.attempts, "last_error": p.last_error,
                  "last_attempt_ms": p.last_attempt_ms, "fenced": p.fenced, "stalled": p.stalled}
@@ -181,6 +187,7 @@ class Cluster:
                 t["partition_count"],
                 tuple(PendingBroker(p["broker_id"], p["attempts"], p["last_error"], p["last_attempt_ms"], p["fenced"],
                                     p["stalled"]) for p in t["pending_brokers"]),
+                t["acknowledged_brokers"], t["segments_deleted"], t["segments_remaining"],
             ))  # fmt: skip
         return out
 
