@@ -28,7 +28,7 @@ from orchestrator.net.client import ConnectionPool
 from orchestrator.ops import Cluster
 
 BROKER = {"heartbeat_interval_ms": 500, "metadata_poll_ms": 50, "tiering_interval_ms": 5_000}
-CONTROLLER = {"lease_ttl_ms": 2000, "broker_session_timeout_ms": 30_000, "disable_repoll_ms": 100}
+CONTROLLER = {"lease_ttl_ms": 10_000, "broker_session_timeout_ms": 30_000, "disable_repoll_ms": 100}
 
 
 async def _create(c: Cluster, topics: int, partitions: int) -> None:

@@ -260,18 +260,20 @@ class BrokerAgent:
         while True:
             await asyncio.sleep(self.config.tiering_interval_ms / 1000)
             image = self.follower.image
-            for (topic_id, partition), plog in list(self.logs.items()):
-                topic = image.topics.get(topic_id)
-                p = topic.partitions.get(partition) if topic else None
-                if p is None or p.leader != self.config.broker_id:
-                    continue
+            led = [
+                key
+                for key in list(self.logs)
+                if (topic := image.topics.get(key[0])) is not None
+                and (p := topic.partitions.get(key[1])) is not None
+                and p.leader == self.config.broker_id
+            ]
+            if not led:
+                continue
+            await asyncio.to_thread(self.rlm.rlmm.refresh)  # once per round, not once per partition
+            for topic_id, partition in led:
                 try:
                     async with self._log_lock:
-                        await asyncio.to_thread(plog.maybe_roll_by_time)
-                    await asyncio.to_thread(self.rlm.copy_partition, topic_id, partition)
-                    async with self._log_lock:
-                        await asyncio.to_thread(self.rlm.apply_local_retention, topic_id, partition)
-                        await asyncio.to_thread(self.rlm.expire_partition, topic_id, partition)
+                        await asyncio.to_thread(self.rlm.tiering_pass, topic_id, partition)
                 except KafkaError as exc:
                     log.warning("broker.tiering_failed", topic_id=str(topic_id), partition=partition,
                                 error=exc.name, detail=exc.message)  # fmt: skip

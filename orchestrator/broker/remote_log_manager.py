@@ -87,11 +87,13 @@ class RemoteLogManager:
             and p.leader == self.broker_id
         )
 
-    def copy_partition(self, topic_id: Uuid, partition: int) -> CopyResult:
-        """Copy every closed segment of this partition that is not yet remote. One caller per partition."""
+    def copy_partition(self, topic_id: Uuid, partition: int, *, refresh: bool = True) -> CopyResult:
+        """Copy every closed segment of this partition that is not yet remote. One caller per partition.
+        ``refresh=False`` skips re-reading the RLMM (a periodic pass refreshes once for all partitions)."""
         copied = aborted = 0
         plog = self._logs[(topic_id, partition)]
-        self.rlmm.refresh()
+        if refresh:
+            self.rlmm.refresh()
         highest = self.rlmm.highest_copied_offset(topic_id, partition)
         for seg in plog.closed_segments():
             if seg.end_offset <= highest:
@@ -173,13 +175,23 @@ class RemoteLogManager:
             self._stopped_at[topic_id] = max(self._stopped_at.get(topic_id, -1), tiered_epoch)
             return self._cond.wait_for(lambda: self._in_flight.get(topic_id, 0) == 0, timeout=timeout_s)
 
+    def tiering_pass(self, topic_id: Uuid, partition: int, *, roll: bool = True) -> None:
+        """One periodic round for a partition this broker leads: roll by time, copy, local retention, expiry.
+        The caller refreshes the RLMM once per round over all partitions."""
+        plog = self._logs[(topic_id, partition)]
+        if roll:
+            plog.maybe_roll_by_time()
+        self.copy_partition(topic_id, partition, refresh=False)
+        self.apply_local_retention(topic_id, partition, refresh=False)
+        self.expire_partition(topic_id, partition, refresh=False)
+
     def copies_in_flight(self, topic_id: Uuid) -> int:
         with self._cond:
             return self._in_flight.get(topic_id, 0)
 
     # -- expiry -----------------------------------------------------------------------------------------------
 
-    def expire_partition(self, topic_id: Uuid, partition: int) -> DeleteResult:
+    def expire_partition(self, topic_id: Uuid, partition: int, *, refresh: bool = True) -> DeleteResult:
         """Apply retention.ms / retention.bytes to this partition's remote segments (leader only)."""
         image = self._image()
         topic = image.topics.get(topic_id)
@@ -190,7 +202,8 @@ class RemoteLogManager:
             return DeleteResult()
         configs = image.topic_configs(topic.name)
         plog = self._logs[(topic_id, partition)]
-        self.rlmm.refresh()
+        if refresh:
+            self.rlmm.refresh()
         highest = self.rlmm.highest_copied_offset(topic_id, partition)
         not_copied = sum(s.size_bytes for s in plog.segments() if s.end_offset > highest)
         plan = plan_remote_expiry(
@@ -212,7 +225,7 @@ class RemoteLogManager:
 
     # -- local retention ------------------------------------------------------------------------------------
 
-    def apply_local_retention(self, topic_id: Uuid, partition: int) -> int:
+    def apply_local_retention(self, topic_id: Uuid, partition: int, *, refresh: bool = True) -> int:
         """Drop expired closed local segments; returns how many. While tiering is on, ``local.retention.*`` apply
         (-2 inherits ``retention.*``, as in Kafka) and only segments already copied may go; otherwise
         ``retention.*`` apply and, with no live remote data below, the log start offset follows the local one."""
@@ -230,7 +243,8 @@ class RemoteLogManager:
             local_bytes = _config_int(configs, "local.retention.bytes", -2)
             retention_ms = retention_ms if local_ms == -2 else local_ms
             retention_bytes = retention_bytes if local_bytes == -2 else local_bytes
-        self.rlmm.refresh()
+        if refresh:
+            self.rlmm.refresh()
         closed = [
             LocalSegment(s.base_offset, s.end_offset, s.size_bytes, s.max_timestamp_ms) for s in plog.closed_segments()
         ]

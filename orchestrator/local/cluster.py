@@ -15,7 +15,6 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -307,29 +306,30 @@ def _healthy(state: ClusterState, brokers: int) -> bool:
 
 
 def _stop_process(p: ProcessInfo, *, timeout_s: float) -> None:
+    """SIGTERM, then SIGKILL after ``timeout_s``; only while the pid is still the process we started."""
+    child = _CHILDREN.pop(p.pid, None)
     if not is_ours(p):
-        _reap(p.pid)
+        if child is not None:
+            child.wait(timeout=timeout_s)  # it is exiting or has exited: collect it
         return
     try:
         os.kill(p.pid, signal.SIGTERM)
     except ProcessLookupError:
         return
+    if child is not None:  # our own child: wait on it directly, which also reaps it
+        try:
+            child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(timeout=10)
+        return
     deadline = time.monotonic() + timeout_s
     while is_ours(p) and time.monotonic() < deadline:
-        _reap(p.pid)
         time.sleep(0.05)
     if is_ours(p):
         os.kill(p.pid, signal.SIGKILL)
         while is_ours(p) and time.monotonic() < deadline + 5:
-            _reap(p.pid)
             time.sleep(0.05)
-    _reap(p.pid)
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status if the process is our child (it was started by this very process)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
 
 
 def _remove_cluster_files(directory: Path, *, keep_store: bool) -> None:

@@ -1,0 +1,163 @@
+"""The ``tieredctl`` console script against a real local cluster, as a user runs it (subprocesses)."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from orchestrator.local import cluster as lc
+from tests.support.live_cluster import LiveCluster, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    cluster = LiveCluster(tmp_path_factory.mktemp("cli") / "cluster", brokers=3, controllers=2)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def tieredctl(*args, bootstrap=None, check=None, timeout=120):
+    env = {**os.environ}
+    if bootstrap:
+        env["TIEREDCTL_BOOTSTRAP_SERVER"] = bootstrap
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)  # fmt: skip
+    if check is not None:
+        assert proc.returncode == check, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    return proc
+
+
+def jsonout(live, *args, check=0):
+    return json.loads(tieredctl("--output", "json", *args, bootstrap=live.bootstrap, check=check).stdout)
+
+
+TIERED = [
+    "--config",
+    "remote.storage.enable=true",
+    "--config",
+    "local.retention.ms=0",
+    "--config",
+    "segment.bytes=8192",
+]
+
+
+def test_the_demo_story(live):
+    for name in ("orders", "payments"):
+        created = jsonout(live, "topic", "create", name, "--partitions", "2", *TIERED)
+        assert created["topic"] == name and len(created["topic_id"]) == 22
+        produced = jsonout(live, "topic", "produce", name, "--records", "2000", "--record-size", "200")
+        assert produced["records"] == 2000
+
+    def remote_records() -> int:
+        return jsonout(live, "topic", "consume", "payments", "--from-beginning")["remote_records"]
+
+    wait_until("segments tiered and read back remotely", lambda: remote_records() > 0)
+
+    done = jsonout(live, "tiering", "disable", "orders", "--policy", "delete", "--wait", "--timeout", "120")
+    assert done["state"] == "DISABLED" and done["tiered_epoch"] == 2 and done["policy"] == "delete"
+    assert done["segments_deleted"] > 0
+    kept = jsonout(live, "tiering", "disable", "payments", "--policy", "retain", "--wait", "--timeout", "120")
+    assert kept["state"] == "DISABLED" and kept["policy"] == "retain"
+
+    statuses = {s["topic"]: s for s in jsonout(live, "tiering", "status")}
+    for s in statuses.values():
+        assert {"topic", "topic_id", "state", "tiered_epoch", "policy", "pending_brokers"} <= s.keys()
+    assert statuses["orders"]["pending_brokers"] == []
+
+    consumed = jsonout(live, "topic", "consume", "payments", "--from-beginning")
+    assert consumed["records"] == 2000 and consumed["remote_records"] > 0
+
+    enabled = jsonout(live, "tiering", "enable", "payments", "--wait")
+    assert enabled["state"] == "ENABLED" and enabled["tiered_epoch"] == 3
+    text = tieredctl("tiering", "status", "payments", bootstrap=live.bootstrap, check=0).stdout
+    assert "ENABLED" in text and "payments" in text
+
+
+def test_errors_name_the_kafka_error_and_change_nothing(live):
+    jsonout(live, "topic", "create", "errs", *TIERED)
+    before = jsonout(live, "tiering", "status", "errs")[0]
+
+    bad = tieredctl("configs", "alter", "errs", "--set", "remote.storage.enable=false", "--set",
+                    "remote.log.disable.policy=bogus", bootstrap=live.bootstrap, check=1)  # fmt: skip
+    assert "INVALID_REQUEST (42)" in bad.stderr and "bogus" in bad.stderr
+
+    unknown = tieredctl("tiering", "disable", "nosuch", bootstrap=live.bootstrap, check=1)
+    assert "UNKNOWN_TOPIC_OR_PARTITION (3)" in unknown.stderr
+
+    reenable_with_policy = tieredctl("configs", "alter", "errs", "--set", "remote.storage.enable=true", "--set",
+                                     "remote.log.disable.policy=delete", bootstrap=live.bootstrap)  # fmt: skip
+    assert reenable_with_policy.returncode == 1 and "(42)" in reenable_with_policy.stderr
+
+    illegal = tieredctl("topic", "create", "no/slashes", bootstrap=live.bootstrap, check=1)
+    assert "INVALID_TOPIC_EXCEPTION (17)" in illegal.stderr
+
+    usage = tieredctl("tiering", "disable", "errs", "--policy", "maybe", bootstrap=live.bootstrap, check=2)
+    assert "maybe" in usage.stderr
+    assert jsonout(live, "tiering", "status", "errs")[0] == before  # nothing changed
+
+
+def test_a_disable_while_disabling_is_refused_and_wait_times_out_naming_the_pending_broker(live):
+    jsonout(live, "topic", "create", "slow", "--partitions", "3", *TIERED)
+    jsonout(live, "topic", "produce", "slow", "--records", "300")
+    leader = jsonout(live, "topic", "describe", "slow")["partitions"][0]["leader"]
+    live.signal("broker", leader, signal.SIGSTOP)
+    try:
+        timed_out = tieredctl("tiering", "disable", "slow", "--policy", "delete", "--wait", "--timeout", "3",
+                              bootstrap=live.bootstrap, check=1)  # fmt: skip
+        assert "REQUEST_TIMED_OUT" in timed_out.stderr and f"broker {leader}" in timed_out.stderr
+        again = tieredctl("tiering", "enable", "slow", bootstrap=live.bootstrap, check=1)
+        assert "TIERED_STORAGE_DISABLEMENT_IN_PROGRESS (10950)" in again.stderr
+        st = jsonout(live, "tiering", "status", "slow")[0]
+        assert st["state"] == "DISABLING" and [p["broker_id"] for p in st["pending_brokers"]] == [leader]
+        assert {"broker_id", "attempts", "last_error", "fenced"} <= st["pending_brokers"][0].keys()
+    finally:
+        live.signal("broker", leader, signal.SIGCONT)
+    wait_until("DISABLED", lambda: jsonout(live, "tiering", "status", "slow")[0]["state"] == "DISABLED", 60)
+
+
+def test_no_cluster_to_talk_to_is_a_usage_error(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TIEREDCTL_BOOTSTRAP_SERVER"}
+    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "topic", "list"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and "--bootstrap-server" in proc.stderr
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path):
+    d = str(tmp_path / "c")
+    up = json.loads(tieredctl("--output", "json", "cluster", "up", "--dir", d, "--brokers", "2", "--controllers", "2",
+                              check=0).stdout)  # fmt: skip
+    assert {"bootstrap_server", "s3_endpoint", "bucket"} <= up.keys()
+    st = json.loads(tieredctl("--output", "json", "cluster", "status", "--dir", d, check=0).stdout)
+    assert {"bootstrap_server", "s3_endpoint", "bucket", "processes"} <= st.keys()
+    procs = st["processes"]
+    assert sorted(p["role"] for p in procs) == ["broker", "broker", "controller", "controller", "s3"]
+    assert all({"role", "id", "pid", "alive"} <= p.keys() and p["alive"] for p in procs)
+    assert sum(1 for p in procs if p["role"] == "controller" and p["active"]) == 1
+    again = tieredctl("cluster", "up", "--dir", d, check=1)
+    assert "already running" in again.stderr
+    tieredctl("cluster", "down", "--dir", d, check=0)
+    for p in procs:
+        assert not _running(p["pid"]), f"{p['role']} {p['id']} (pid {p['pid']}) is still running"
+        assert _port_free(p["port"]), f"{p['role']} {p['id']} left port {p['port']} open"
+    assert not (tmp_path / "c" / lc.STATE_FILE).exists()
