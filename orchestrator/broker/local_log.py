@@ -99,6 +99,20 @@ def decode_entries(data: bytes, *, base_position: int = 0) -> Iterator[tuple[int
         pos = end
 
 
+def collect_records(data: bytes, offset: int, max_bytes: int, out: list[Record], used: int = 0) -> tuple[int, bool]:
+    """Append to ``out`` the records of ``data`` from ``offset`` on, within ``max_bytes`` (at least one record in
+    all); return the bytes used and whether the limit was reached. Shared by local and remote reads."""
+    for _, rec in decode_entries(data):
+        if rec.offset < offset:
+            continue
+        size = len(rec.value) + (len(rec.key) if rec.key else 0) + 32
+        if out and used + size > max_bytes:
+            return used, True
+        out.append(rec)
+        used += size
+    return used, used >= max_bytes
+
+
 class _Segment:
     def __init__(self, directory: Path, base_offset: int) -> None:
         self.base_offset = base_offset
@@ -321,15 +335,8 @@ class PartitionLog:
             with seg.log_path.open("rb") as f:
                 f.seek(position)
                 data = f.read(seg.size - position)
-            for _, rec in decode_entries(data):
-                if rec.offset < offset:
-                    continue
-                size = len(rec.value) + (len(rec.key) if rec.key else 0) + 32
-                if out and used + size > max_bytes:
-                    return out
-                out.append(rec)
-                used += size
-            if used >= max_bytes:
+            used, full = collect_records(data, offset, max_bytes, out, used)
+            if full:
                 break
         return out
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from orchestrator.broker.local_log import PartitionLog, Record, SegmentInfo, decode_entries
+from orchestrator.broker.local_log import PartitionLog, Record, SegmentInfo, collect_records
 from orchestrator.errors import KafkaStorageError, OffsetOutOfRange, StaleTieredEpoch
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
@@ -289,13 +289,5 @@ class RemoteLogManager:
             position = pos
         data = self.rsm.fetch(build_key(self.rsm.prefix, seg.key, Suffix.LOG), start=position)
         out: list[Record] = []
-        used = 0
-        for _, rec in decode_entries(data):
-            if rec.offset < offset:
-                continue
-            size = len(rec.value) + (len(rec.key) if rec.key else 0) + 32
-            if out and used + size > max_bytes:
-                break
-            out.append(rec)
-            used += size
+        collect_records(data, offset, max_bytes, out)
         return out
