@@ -117,6 +117,7 @@ class ControllerCore:
         self._now_ms = now_ms
         self._rng = rng
         self._follower = MetadataFollower(store)
+        self._stalled_reported: set[tuple[Uuid, int]] = set()
         self._progress: dict[Uuid, dict[int, dict[int, tuple[int, int]]]] = {}  # topic -> epoch -> broker -> counts
         image = self._follower.refresh()
         now = now_ms()
@@ -608,6 +609,25 @@ class ControllerCore:
             log.warning("broker.fenced", broker_id=broker_id, reason="session timeout", silent_ms=now - last)
         self._queue = dq.expire(self._queue, now, timeout_ms=self.config.disable_request_timeout_ms, rng=self._rng)
         self._complete_finished()
+        self._report_stalled(now)
+
+    def _report_stalled(self, now: int) -> None:
+        """Log each (topic, broker) pair once when it becomes stalled, with its last error; again if it recovers
+        and stalls anew."""
+        stalled = set(dq.stalled(self._queue, now, self.config.stall_threshold_ms))
+        for topic_id, broker_id in sorted(stalled - self._stalled_reported, key=lambda p: (str(p[0]), p[1])):
+            entry = self._queue.topic(topic_id)
+            pb = entry.pending.get(broker_id) if entry is not None else None
+            log.warning(
+                "disable.stalled",
+                topic=entry.name if entry is not None else None,
+                topic_id=str(topic_id),
+                broker_id=broker_id,
+                attempts=pb.attempts if pb is not None else None,
+                last_error=pb.last_error if pb is not None else None,
+                fenced=pb.fenced if pb is not None else None,
+            )
+        self._stalled_reported = stalled
 
     # --- DisableRemoteTopic -------------------------------------------------------------------------------------
 

@@ -278,9 +278,13 @@ def _ensure_bucket(endpoint: str, bucket: str) -> None:
 
     os.environ.update({k: v for k, v in process_env().items() if k.startswith("AWS_")})
     client = make_s3_client(endpoint_url=endpoint)
+    import botocore.exceptions as bce
+
     try:
         client.head_bucket(Bucket=bucket)
-    except Exception:
+    except bce.ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+            raise ClusterError(f"cannot use bucket {bucket!r} at {endpoint}: {exc}") from exc
         client.create_bucket(Bucket=bucket)
 
 

@@ -507,3 +507,21 @@ def test_a_deposed_controller_hands_out_no_disable_requests() -> None:
     c.core = c.new_controller()
     with pytest.raises(StaleControllerEpoch):
         old.due_disable_requests()
+
+
+def test_a_stalled_pair_is_logged_once_with_its_last_error() -> None:
+    from structlog.testing import capture_logs
+
+    c = Cluster()
+    c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
+    c.alter("t", {"remote.storage.enable": "false"})
+    c.answer_all({"error_code": 56, "error_message": "S3 said 503"})
+    c.clock += CONFIG.stall_threshold_ms
+    for b in (1, 2, 3):
+        c.heartbeat(b)
+    with capture_logs() as logs:
+        c.core.tick()
+        c.core.tick()
+    stalled = [e for e in logs if e["event"] == "disable.stalled"]
+    assert sorted(e["broker_id"] for e in stalled) == [1, 2, 3]  # once each, not once per tick
+    assert all(e["last_error"] == "KAFKA_STORAGE_ERROR: S3 said 503" and e["topic"] == "t" for e in stalled)
