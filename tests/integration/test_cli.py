@@ -115,8 +115,15 @@ def test_a_disable_while_disabling_is_refused_and_wait_times_out_naming_the_pend
         assert "REQUEST_TIMED_OUT" in timed_out.stderr and f"broker {leader}" in timed_out.stderr
         again = tieredctl("tiering", "enable", "slow", bootstrap=live.bootstrap, check=1)
         assert "TIERED_STORAGE_DISABLEMENT_IN_PROGRESS (10950)" in again.stderr
-        st = jsonout(live, "tiering", "status", "slow")[0]
-        assert st["state"] == "DISABLING" and [p["broker_id"] for p in st["pending_brokers"]] == [leader]
+        st = wait_until(
+            "only the paused broker pending",
+            lambda: (
+                (s := jsonout(live, "tiering", "status", "slow")[0])
+                and [p["broker_id"] for p in s["pending_brokers"]] == [leader]
+                and s
+            ),
+        )
+        assert st["state"] == "DISABLING"
         assert {"broker_id", "attempts", "last_error", "fenced"} <= st["pending_brokers"][0].keys()
     finally:
         live.signal("broker", leader, signal.SIGCONT)
