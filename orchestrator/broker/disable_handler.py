@@ -18,6 +18,7 @@ resuming where the RLMM journal says it stopped.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -68,8 +69,13 @@ class _Job:
     covered: frozenset[int] = frozenset()  # the partitions this job applies the policy to
 
 
-def _start_thread(fn: Callable[[], None]) -> None:
-    threading.Thread(target=fn, name="disable-remote-topic", daemon=True).start()
+# Jobs run on a small shared pool: a bulk disable of thousands of topics queues its jobs here, never one thread
+# per request. Four workers keep S3 deletes of several topics overlapping without flooding the bucket.
+_JOBS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="disable-remote-topic")
+
+
+def _start_job(fn: Callable[[], None]) -> None:
+    _JOBS.submit(fn)
 
 
 class DisableRemoteTopicHandler:
@@ -82,7 +88,7 @@ class DisableRemoteTopicHandler:
         logs: Mapping[tuple[Uuid, int], PartitionLog],
         refresh_image: Callable[[], MetadataImage],
         now_ms: Callable[[], int],
-        run_in_background: Callable[[Callable[[], None]], None] = _start_thread,
+        run_in_background: Callable[[Callable[[], None]], None] = _start_job,
     ) -> None:
         self.broker_id = broker_id
         self._store = store
