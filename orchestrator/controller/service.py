@@ -51,6 +51,7 @@ DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
 BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
 
 T = TypeVar("T")
+SENDER_INTERVAL_S = 0.1
 
 
 def wall_ms() -> int:
@@ -219,7 +220,9 @@ class ControllerService:
                 task = asyncio.create_task(self._send_disable(core, broker_id, body))
                 self._in_flight.add(task)
                 task.add_done_callback(self._in_flight.discard)
-            await asyncio.sleep(0.02)
+            # tick() and due() scan the whole queue on the core thread; 10 rounds a second keeps that cost small
+            # next to the replies, and re-polls (disable_repoll_ms) are coarser than this anyway.
+            await asyncio.sleep(SENDER_INTERVAL_S)
 
     async def _send_disable(self, core: ControllerCore, broker_id: int, body: dict[str, Any]) -> None:
         slots = self._broker_slots.setdefault(broker_id, asyncio.Semaphore(self.config.max_in_flight_per_broker))

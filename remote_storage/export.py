@@ -1,0 +1,252 @@
+"""Export the metadata the scan joins against: topics (live and deleted) and RLMM segment states, as Parquet.
+
+``topics.parquet`` has one row per topic id the metadata log has ever held: the live ones from the follower's
+image, and the deleted ones (KIP-516: a RemoveTopicRecord ends a topic id for good; a re-created topic with the
+same name is a different id) with ``deleted=True`` and the name, tiered state, epoch, policy and retention configs
+they had when they were removed. ``segments.parquet`` has one row per RLMM segment of any topic id, live, deleted
+or never seen in the metadata log, with its latest state.
+
+Invariants:
+* Column names and types are fixed by :data:`TOPICS_SCHEMA` and :data:`SEGMENTS_SCHEMA` (an empty export has
+  the same schema); ids are their 22-character KIP-516 strings, states and policies their enum names.
+* Retention columns are the effective values the broker applies: ``retention.ms`` defaults to 7 days,
+  ``retention.bytes`` to -1 (unbounded), ``local.retention.ms`` to -2 (inherit), as in Kafka; a config value that
+  is not an integer is exported as the default and logged (``metadata_export.bad_config``), never dropped silently.
+* The deleted topics are read from the same log prefix as the image (up to the image's offset), so the two sets
+  are disjoint and consistent with each other. Segments are written in batches: memory is flat in their number.
+* Files are written to a temporary name and renamed, so a present file is a complete one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from orchestrator.errors import InvalidRequest
+from orchestrator.ids import Uuid
+from orchestrator.metadata.follower import MetadataFollower
+from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState
+from orchestrator.metadata.store import MetadataStore
+from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
+
+log = structlog.get_logger(__name__)
+
+TOPICS_FILE = "topics.parquet"
+SEGMENTS_FILE = "segments.parquet"
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+DEFAULT_RETENTION_BYTES = -1
+DEFAULT_LOCAL_RETENTION_MS = -2
+_BATCH = 50_000
+
+
+class MetadataExportError(InvalidRequest):
+    """The export could not be written."""
+
+
+def _pa() -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    return pa
+
+
+def topics_schema() -> Any:
+    pa = _pa()
+    return pa.schema(
+        [
+            pa.field("topic_id", pa.string(), nullable=False),
+            pa.field("name", pa.string(), nullable=False),
+            pa.field("state", pa.string(), nullable=False),
+            pa.field("tiered_epoch", pa.int32(), nullable=False),
+            pa.field("policy", pa.string(), nullable=False),
+            pa.field("retention_ms", pa.int64(), nullable=False),
+            pa.field("retention_bytes", pa.int64(), nullable=False),
+            pa.field("local_retention_ms", pa.int64(), nullable=False),
+            pa.field("deleted", pa.bool_(), nullable=False),
+        ]
+    )
+
+
+def segments_schema() -> Any:
+    pa = _pa()
+    return pa.schema(
+        [
+            pa.field("topic_id", pa.string(), nullable=False),
+            pa.field("topic", pa.string(), nullable=False),
+            pa.field("partition", pa.int32(), nullable=False),
+            pa.field("segment_id", pa.string(), nullable=False),
+            pa.field("start_offset", pa.int64(), nullable=False),
+            pa.field("end_offset", pa.int64(), nullable=False),
+            pa.field("size_bytes", pa.int64(), nullable=False),
+            pa.field("tiered_epoch", pa.int32(), nullable=False),
+            pa.field("state", pa.string(), nullable=False),
+            pa.field("max_timestamp_ms", pa.int64(), nullable=False),
+            pa.field("event_timestamp_ms", pa.int64(), nullable=False),
+        ]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ExportedTopic:
+    topic_id: Uuid
+    name: str
+    state: TieredState
+    tiered_epoch: int
+    policy: DisablePolicy
+    configs: Mapping[str, str]
+    deleted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    topics_path: Path
+    segments_path: Path
+    topics: int
+    deleted_topics: int
+    segments: int
+    metadata_offset: int  # the last metadata log offset the export reflects
+
+
+def deleted_topics(store: MetadataStore, *, up_to_offset: int) -> list[ExportedTopic]:
+    """Topic ids removed by a RemoveTopicRecord at or before ``up_to_offset``, as they were when removed."""
+    names: dict[Uuid, str] = {}
+    tiered: dict[Uuid, tuple[int, TieredState, DisablePolicy]] = {}
+    configs: dict[str, dict[str, str]] = {}
+    out: list[ExportedTopic] = []
+    if up_to_offset < 0:
+        return out
+    for entry in store.read(from_offset=0, limit=up_to_offset + 1):
+        rec = entry.record
+        f = rec.fields
+        if rec.name == "TopicRecord":
+            names[f["topic_id"]] = f["name"]
+            configs.pop(f["name"], None)
+        elif rec.name == "TieredStateRecord":
+            tiered[f["topic_id"]] = (f["tiered_epoch"], TieredState(f["tiered_state"]), DisablePolicy(f["policy"]))
+        elif rec.name == "ConfigRecord" and f["resource_type"] == ConfigResourceType.TOPIC:
+            kv = configs.setdefault(f["resource_name"], {})
+            if f["value"] is None:
+                kv.pop(f["name"], None)
+            else:
+                kv[f["name"]] = f["value"]
+        elif rec.name == "RemoveTopicRecord":
+            tid = f["topic_id"]
+            name = names.pop(tid, "")
+            epoch, state, policy = tiered.pop(tid, (0, TieredState.NOT_TIERED, DisablePolicy.NONE))
+            out.append(ExportedTopic(tid, name, state, epoch, policy, configs.pop(name, {}), deleted=True))
+    return out
+
+
+def _config_int(topic: ExportedTopic, key: str, default: int) -> int:
+    value = topic.configs.get(key)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        log.warning("metadata_export.bad_config", topic=topic.name, topic_id=str(topic.topic_id), key=key, value=value)
+        return default
+
+
+def _topic_rows(topics: Iterable[ExportedTopic]) -> dict[str, list[Any]]:
+    cols: dict[str, list[Any]] = {n: [] for n in topics_schema().names}
+    for t in topics:
+        cols["topic_id"].append(str(t.topic_id))
+        cols["name"].append(t.name)
+        cols["state"].append(t.state.name)
+        cols["tiered_epoch"].append(t.tiered_epoch)
+        cols["policy"].append(t.policy.name)
+        cols["retention_ms"].append(_config_int(t, "retention.ms", DEFAULT_RETENTION_MS))
+        cols["retention_bytes"].append(_config_int(t, "retention.bytes", DEFAULT_RETENTION_BYTES))
+        cols["local_retention_ms"].append(_config_int(t, "local.retention.ms", DEFAULT_LOCAL_RETENTION_MS))
+        cols["deleted"].append(t.deleted)
+    return cols
+
+
+def _segment_batches(segments: Iterable[RemoteSegment]) -> Iterator[dict[str, list[Any]]]:
+    names = segments_schema().names
+    cols: dict[str, list[Any]] = {n: [] for n in names}
+    for s in segments:
+        cols["topic_id"].append(str(s.topic_id))
+        cols["topic"].append(s.topic)
+        cols["partition"].append(s.partition)
+        cols["segment_id"].append(str(s.segment_id))
+        cols["start_offset"].append(s.start_offset)
+        cols["end_offset"].append(s.end_offset)
+        cols["size_bytes"].append(s.size_bytes)
+        cols["tiered_epoch"].append(s.tiered_epoch)
+        cols["state"].append(s.state.name)
+        cols["max_timestamp_ms"].append(s.max_timestamp_ms)
+        cols["event_timestamp_ms"].append(s.event_timestamp_ms)
+        if len(cols["topic_id"]) >= _BATCH:
+            yield cols
+            cols = {n: [] for n in names}
+    if cols["topic_id"]:
+        yield cols
+
+
+def _rlmm_topic_ids(store: MetadataStore) -> set[Uuid]:
+    """Every topic id an RLMM segment record names (including ids the metadata log never held)."""
+    ids: set[Uuid] = set()
+    for entry in store.read_remote_log_metadata():
+        if entry.record.name == "RemoteLogSegmentMetadataRecord":
+            ids.add(entry.record.fields["remote_log_segment_id"]["topic_id_partition"]["id"])
+    return ids
+
+
+def export_metadata(
+    store: MetadataStore,
+    dest_dir: str | os.PathLike[str],
+    *,
+    follower: MetadataFollower | None = None,
+    rlmm: RemoteLogMetadataManager | None = None,
+) -> ExportResult:
+    """Write ``topics.parquet`` and ``segments.parquet`` under ``dest_dir`` from ``store``'s current metadata."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    pa = _pa()
+    dest = Path(dest_dir)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MetadataExportError(f"cannot create export directory {dest}: {exc}") from exc
+    image = (follower or MetadataFollower(store)).refresh()
+    live = [
+        ExportedTopic(t.topic_id, t.name, t.tiered_state, t.tiered_epoch, t.policy, image.topic_configs(t.name), False)
+        for t in image.topics.values()
+    ]
+    gone = deleted_topics(store, up_to_offset=image.offset)
+    topics = sorted(live + gone, key=lambda t: (t.name, str(t.topic_id)))
+    manager = rlmm or RemoteLogMetadataManager(store)
+    manager.refresh()
+    ids = sorted({t.topic_id for t in topics} | _rlmm_topic_ids(store), key=str)
+
+    topics_path = dest / TOPICS_FILE
+    segments_path = dest / SEGMENTS_FILE
+    try:
+        tmp = topics_path.with_name(f".{TOPICS_FILE}.tmp")
+        pq.write_table(pa.Table.from_pydict(_topic_rows(topics), schema=topics_schema()), tmp)
+        os.replace(tmp, topics_path)
+        segments = 0
+        tmp = segments_path.with_name(f".{SEGMENTS_FILE}.tmp")
+        with pq.ParquetWriter(tmp, segments_schema()) as writer:
+            for batch in _segment_batches(s for tid in ids for s in manager.segments(tid)):
+                writer.write_table(pa.Table.from_pydict(batch, schema=segments_schema()))
+                segments += len(batch["topic_id"])
+        os.replace(tmp, segments_path)
+    except OSError as exc:
+        raise MetadataExportError(f"cannot write the metadata export under {dest}: {exc}") from exc
+    result = ExportResult(topics_path, segments_path, len(topics), len(gone), segments, image.offset)
+    log.info(
+        "metadata_export.written",
+        dest=str(dest),
+        topics=result.topics,
+        deleted_topics=result.deleted_topics,
+        segments=segments,
+        metadata_offset=image.offset,
+    )
+    return result
