@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from orchestrator.ids import Uuid
 from orchestrator.local import cluster as lc
 from tests.support.live_cluster import LiveCluster, wait_until
 
@@ -107,6 +108,7 @@ def test_errors_name_the_kafka_error_and_change_nothing(live):
 def test_a_disable_while_disabling_is_refused_and_wait_times_out_naming_the_pending_broker(live):
     jsonout(live, "topic", "create", "slow", "--partitions", "3", *TIERED)
     jsonout(live, "topic", "produce", "slow", "--records", "300")
+    live.wait_tiering_settled(Uuid.from_string(jsonout(live, "tiering", "status", "slow")[0]["topic_id"]))
     leader = jsonout(live, "topic", "describe", "slow")["partitions"][0]["leader"]
     live.signal("broker", leader, signal.SIGSTOP)
     try:

@@ -41,20 +41,10 @@ def _tiered_topic(live: LiveCluster, name: str, partitions: int = 3) -> None:
     live.call(produce)
 
 
-def _segments(live: LiveCluster, topic_id):
-    with SqliteMetadataStore(live.dir / "metadata.db", recover_on_open=False) as store:
-        latest = {}
-        for e in store.read_remote_log_metadata(topic_id=topic_id):
-            f = e.record.fields
-            sid = f["remote_log_segment_id"]["id"]
-            latest.setdefault(sid, []).append(SegmentState(f["remote_log_segment_state"]))
-        return latest
-
-
 def test_disable_with_delete_waits_for_a_paused_broker_and_completes_when_it_resumes(live):
     _tiered_topic(live, "orders")
     tid = live.status("orders").topic_id
-    wait_until("segments tiered on every partition", lambda: len(_segments(live, tid)) >= 3)
+    live.wait_tiering_settled(tid, 3)
     leader_of_0 = live.call(lambda c: c.topic("orders"))["partitions"][0]["leader_id"]
     live.signal("broker", leader_of_0, signal.SIGSTOP)
     try:
@@ -68,14 +58,14 @@ def test_disable_with_delete_waits_for_a_paused_broker_and_completes_when_it_res
         live.signal("broker", leader_of_0, signal.SIGCONT)
     final = wait_until("DISABLED", lambda: (s := live.status("orders")).state == TieredState.DISABLED and s, 60)
     assert final.pending_brokers == ()
-    segs = _segments(live, tid)
+    segs = live.segments(tid)
     assert segs and all(states[-1] == SegmentState.DELETE_SEGMENT_FINISHED for states in segs.values())
 
 
 def test_killing_the_active_controller_mid_disable_ends_disabled_with_the_policy_applied_once(live):
     _tiered_topic(live, "payments")
     tid = live.status("payments").topic_id
-    wait_until("segments tiered", lambda: len(_segments(live, tid)) >= 3)
+    live.wait_tiering_settled(tid, 3)
     paused = live.call(lambda c: c.topic("payments"))["partitions"][0]["leader_id"]
     live.signal("broker", paused, signal.SIGSTOP)
     try:
@@ -89,7 +79,7 @@ def test_killing_the_active_controller_mid_disable_ends_disabled_with_the_policy
                        and s, 60)  # fmt: skip
     assert final.tiered_epoch == 2
     assert wait_until("an active controller", live.maybe_active_controller).id != active.id
-    for states in _segments(live, tid).values():  # each segment deleted exactly once
+    for states in live.segments(tid).values():  # each segment deleted exactly once
         assert states.count(SegmentState.DELETE_SEGMENT_STARTED) == 1
         assert states.count(SegmentState.DELETE_SEGMENT_FINISHED) == 1
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from orchestrator.local import cluster as lc
+from orchestrator.metadata.records import SegmentState
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
 from orchestrator.ops import Cluster
 
 T = TypeVar("T")
@@ -77,6 +79,32 @@ class LiveCluster:
 
     def status(self, topic: str) -> Any:
         return self.call(lambda c: c.tiering_status([topic]))[0]
+
+    def segments(self, topic_id: Any) -> dict[Any, list[SegmentState]]:
+        """Each remote segment of the topic id with its RLMM states in order, read from the shared store."""
+        with SqliteMetadataStore(self.dir / "metadata.db", recover_on_open=False) as store:
+            states: dict[Any, list[SegmentState]] = {}
+            for e in store.read_remote_log_metadata(topic_id=topic_id):
+                f = e.record.fields
+                states.setdefault(f["remote_log_segment_id"]["id"], []).append(
+                    SegmentState(f["remote_log_segment_state"])
+                )
+            return states
+
+    def wait_tiering_settled(self, topic_id: Any, minimum: int = 1) -> None:
+        """Wait until copies stopped (the same finished segments twice in a row, a second apart). Tests pause a
+        broker only then: one SIGSTOPped inside an RLMM write would hold the shared store's write lock (a known
+        limit of the one-file store)."""
+        last: list[int | None] = [None]
+
+        def settled() -> bool:
+            segs = self.segments(topic_id)
+            done = len(segs) >= minimum and all(s[-1] == SegmentState.COPY_SEGMENT_FINISHED for s in segs.values())
+            same = done and last[0] == len(segs)
+            last[0] = len(segs) if done else None
+            return same
+
+        wait_until("tiering to settle", settled, interval_s=1.0)
 
     def close(self) -> None:
         for p in lc.ClusterState.load(self.dir).processes:  # a SIGSTOPped process cannot handle SIGTERM
