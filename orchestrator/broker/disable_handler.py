@@ -145,9 +145,18 @@ class DisableRemoteTopicHandler:
             if job is None or job.error is not None or (job.done and not set(led) <= job.covered):
                 job = _Job(topic_id, tiered_epoch, topic.policy, partitions_total=len(led), covered=frozenset(led))
                 self._jobs[key] = job
-                self._run(lambda: self._work(job, led, topic.name))
                 log.info("disable.started", topic_id=str(topic_id), tiered_epoch=tiered_epoch,
                          policy=topic.policy.name, partitions=len(led))  # fmt: skip
+                # Retain only has to fence the copies. If none is in flight the fence is complete at once (it is set
+                # under the lock copies start under), so answer DONE now instead of IN_PROGRESS and a re-poll.
+                if topic.policy != DisablePolicy.DELETE and self._rlm.stop_partitions(
+                    topic_id, tiered_epoch=tiered_epoch, timeout_s=0
+                ):
+                    job.partitions_done = len(led)
+                    job.done = True
+                    log.info("disable.done", topic_id=str(topic_id), tiered_epoch=tiered_epoch, segments_deleted=0)
+                else:
+                    self._run(lambda: self._work(job, led, topic.name))
             return self._response(job)
 
     def _response(self, job: _Job) -> dict[str, Any]:

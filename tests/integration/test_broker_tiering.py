@@ -287,3 +287,19 @@ def test_a_broker_that_becomes_leader_after_acknowledging_applies_the_policy_to_
     again = broker.disable(tid, controller_epoch=writer.epoch)
     assert again["partitions_total"] == 2 and again["error_code"] == 0
     assert _objects(s3, bucket, topic_prefix("tiered/", "orders", tid)) == []
+
+
+def test_retain_with_no_copy_in_flight_answers_done_on_the_first_request(env):
+    from orchestrator.broker.disable_handler import DisableStatus
+
+    writer, broker, _s3, _bucket = env
+    tid = writer.create_topic("orders")
+    broker.produce(tid, 40)
+    broker.tier(tid)
+    epoch = writer.set_state(tid, TieredState.DISABLING, DisablePolicy.RETAIN)
+    body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": epoch, "controller_epoch": writer.epoch}
+    first = broker.handler.handle(body)
+    assert first["error_code"] == 0 and first["status"] == DisableStatus.DONE
+    # The fence holds: no copy of this topic can start any more.
+    broker.produce(tid, 40)
+    assert broker.tier(tid) == 0
