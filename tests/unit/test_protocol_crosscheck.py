@@ -37,6 +37,7 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from orchestrator.ids import ZERO_UUID, Uuid
 from orchestrator.protocol import codec
 from orchestrator.protocol.schema import FieldSpec, MessageSchema, load_schemas, parse_schema, snake_case
+from tests.support.schema_values import is_tagged, present, project_fields, schema_default, versions_of
 
 with warnings.catch_warnings():
     # kafka-python reads its bundled schema files with a deprecated importlib.resources call at import time.
@@ -59,54 +60,6 @@ STANDARD = sorted(
     if s.type in ("request", "response", "header") and (s.api_key is None or s.api_key < OUR_API_KEY_FLOOR)
 )
 RECORDS = sorted(name for name, s in SCHEMAS.items() if s.type == "metadata" and (s.api_key or 0) < OUR_API_KEY_FLOOR)
-
-_INTS = ("int8", "int16", "uint16", "int32", "uint32", "int64")
-
-
-def versions_of(schema: MessageSchema) -> list[int]:
-    assert schema.valid_versions.hi is not None
-    return list(range(schema.valid_versions.lo, schema.valid_versions.hi + 1))
-
-
-def present(fields: tuple[FieldSpec, ...], version: int) -> list[FieldSpec]:
-    return [f for f in fields if version in f.versions]
-
-
-def is_tagged(field: FieldSpec, version: int) -> bool:
-    return field.tag is not None and version in field.tagged_versions
-
-
-def schema_default(field: FieldSpec, version: int) -> Any:
-    """A field's default read from the schema text (not from the codec)."""
-    raw = field.default
-    if raw == "null":
-        return None
-    if field.is_array:
-        return []
-    if field.is_struct:
-        return {f.py_name: schema_default(f, version) for f in present(field.fields, version)}
-    if field.type in _INTS:
-        return int(raw, 0) if raw else 0
-    if field.type == "bool":
-        return raw is not None and raw.lower() == "true"
-    if field.type == "string":
-        return raw or ""
-    if field.type == "uuid":
-        return ZERO_UUID
-    if field.type in ("bytes", "records"):
-        return b""
-    raise AssertionError(field.type)
-
-
-def project(fields: tuple[FieldSpec, ...], version: int, decoded: dict[str, Any]) -> dict[str, Any]:
-    """The fields of ``version`` in a decoded value (the codec may also return absent fields at their default)."""
-    out: dict[str, Any] = {}
-    for f in present(fields, version):
-        v = decoded[f.py_name]
-        if v is not None and f.is_struct:
-            v = [project(f.fields, version, x) for x in v] if f.is_array else project(f.fields, version, v)
-        out[f.py_name] = v
-    return out
 
 
 def ids(cases: list[tuple[str, int]]) -> list[str]:
@@ -264,7 +217,7 @@ def test_bytes_match_kio(name: str, version: int, data: st.DataObject) -> None:
     expected = kio_encode(obj)
     value = kio_to_ours(obj, schema.fields, version)
     assert codec.encode(schema, version, value).hex() == expected.hex()
-    assert project(schema.fields, version, codec.decode(schema, version, expected)) == value
+    assert project_fields(schema.fields, version, codec.decode(schema, version, expected)) == value
     # And kio reads what we wrote.
     read_back, size = entity_reader(cls)(codec.encode(schema, version, value), 0)
     assert size == len(expected)
@@ -681,7 +634,7 @@ def test_golden_cases_cover_every_record_version() -> None:
 def test_golden_bytes(name: str, version: int, value: dict[str, Any], expected: bytes) -> None:
     schema = SCHEMAS[name]
     assert codec.encode(schema, version, value).hex() == expected.hex()
-    decoded = project(schema.fields, version, codec.decode(schema, version, expected))
+    decoded = project_fields(schema.fields, version, codec.decode(schema, version, expected))
     for f in present(schema.fields, version):
         assert decoded[f.py_name] == _fill(f, version, value.get(f.py_name, schema_default(f, version))), f.name
 

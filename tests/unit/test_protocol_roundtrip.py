@@ -9,7 +9,6 @@ used), nested structs and arrays of structs down to any depth. The property is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.errors import ProtocolError
-from orchestrator.ids import ZERO_UUID, Uuid
+from orchestrator.ids import Uuid
 from orchestrator.protocol import codec
 from orchestrator.protocol.schema import FieldSpec, MessageSchema, load_schemas
+from tests.support.schema_values import INT_RANGES, is_tagged, present, project_fields, schema_default, versions_of
 
 pytestmark = pytest.mark.unit
 
@@ -30,60 +30,12 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-_INT_RANGES = {
-    "int8": (-(2**7), 2**7 - 1),
-    "int16": (-(2**15), 2**15 - 1),
-    "uint16": (0, 2**16 - 1),
-    "int32": (-(2**31), 2**31 - 1),
-    "uint32": (0, 2**32 - 1),
-    "int64": (-(2**63), 2**63 - 1),
-}
-
 
 # --- schema walking, independent of the codec
 
 
-def versions_of(schema: MessageSchema) -> list[int]:
-    lo, hi = schema.valid_versions.lo, schema.valid_versions.hi
-    assert hi is not None, f"{schema.name}: open-ended validVersions"
-    return list(range(lo, hi + 1))
-
-
 def all_cases() -> list[tuple[str, int]]:
     return [(name, v) for name, s in sorted(load_schemas().items()) for v in versions_of(s)]
-
-
-def present(fields: tuple[FieldSpec, ...], version: int) -> Iterator[FieldSpec]:
-    return (f for f in fields if version in f.versions)
-
-
-def is_tagged(field: FieldSpec, version: int) -> bool:
-    return field.tag is not None and version in field.tagged_versions
-
-
-def default_value(field: FieldSpec, version: int) -> Any:
-    """The field's default as Kafka's generated code sets it: the "default" text, or the type's zero value."""
-    raw = field.default
-    if raw == "null":
-        return None
-    if field.is_array:
-        return []
-    if field.is_struct:
-        return {f.py_name: default_value(f, version) for f in present(field.fields, version)}
-    t = field.type
-    if t in _INT_RANGES:
-        return int(raw, 0) if raw else 0
-    if t == "bool":
-        return raw is not None and raw.lower() == "true"
-    if t == "float64":
-        return float(raw) if raw else 0.0
-    if t == "string":
-        return raw or ""
-    if t == "uuid":
-        return ZERO_UUID
-    if t in ("bytes", "records"):
-        return b""
-    raise AssertionError(f"unknown type {t}")
 
 
 def normalize_struct(fields: tuple[FieldSpec, ...], version: int, value: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +43,7 @@ def normalize_struct(fields: tuple[FieldSpec, ...], version: int, value: dict[st
     out: dict[str, Any] = {}
     for f in present(fields, version):
         if f.py_name not in value:
-            out[f.py_name] = default_value(f, version)
+            out[f.py_name] = schema_default(f, version)
             continue
         v = value[f.py_name]
         if v is not None and f.is_struct:
@@ -110,43 +62,16 @@ def normalize(schema: MessageSchema, version: int, value: dict[str, Any]) -> dic
     return normalize_struct(schema.fields, version, value)
 
 
-def project_struct(fields: tuple[FieldSpec, ...], version: int, decoded: dict[str, Any]) -> dict[str, Any]:
-    """The part of a decoded value that belongs to ``version``, checking the keys the codec must return.
-
-    Every field of the version must be there; a key for a field absent from the version may be there too, but
-    only holding that field's default.
-    """
-    out: dict[str, Any] = {}
-    known = {f.py_name: f for f in fields}
-    for f in fields:
-        if version in f.versions:
-            assert f.py_name in decoded, f"decode dropped field {f.name}"
-            v = decoded[f.py_name]
-            if v is not None and f.is_struct:
-                v = (
-                    [project_struct(f.fields, version, item) for item in v]
-                    if f.is_array
-                    else project_struct(f.fields, version, v)
-                )
-            out[f.py_name] = v
-        elif f.py_name in decoded:
-            absent = decoded[f.py_name]
-            assert absent in (default_value(f, version), None, []), f"{f.name} is absent but holds {absent!r}"
-    extra = set(decoded) - set(known)
-    assert not extra, f"decode returned unknown keys {extra}"
-    return out
-
-
 def project(schema: MessageSchema, version: int, decoded: dict[str, Any]) -> dict[str, Any]:
-    return project_struct(schema.fields, version, decoded)
+    return project_fields(schema.fields, version, decoded)
 
 
 # --- the strategy
 
 
 def _primitive(type_name: str) -> st.SearchStrategy[Any]:
-    if type_name in _INT_RANGES:
-        lo, hi = _INT_RANGES[type_name]
+    if type_name in INT_RANGES:
+        lo, hi = INT_RANGES[type_name]
         return st.integers(min_value=lo, max_value=hi)
     if type_name == "bool":
         return st.booleans()
