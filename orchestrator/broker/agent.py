@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import ssl
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ import structlog
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.local_log import LogConfig, PartitionLog, read_partition_metadata
 from orchestrator.broker.remote_log_manager import RemoteLogManager
-from orchestrator.config import BrokerConfig, TlsSettings
+from orchestrator.config import BrokerConfig
 from orchestrator.errors import (
     KafkaError,
     NotLeaderOrFollower,
@@ -44,6 +43,7 @@ from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.sqlite_store import SqliteMetadataStore
 from orchestrator.net.admin import ClusterClient
 from orchestrator.net.server import KafkaServer
+from orchestrator.net.tls import client_ssl_context, server_ssl_context
 from orchestrator.protocol import DISABLE_REMOTE_TOPIC_API_KEY
 from orchestrator.protocol.framing import Request
 from remote_storage.rlmm import RemoteLogMetadataManager
@@ -59,25 +59,6 @@ BROKER_HEARTBEAT_API_KEY = 63
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def server_ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
-    if not tls.enabled:
-        return None
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=tls.cafile)
-    if tls.certfile:
-        ctx.load_cert_chain(tls.certfile, tls.keyfile)
-    ctx.verify_mode = ssl.CERT_REQUIRED if tls.require_client_cert else ssl.CERT_NONE
-    return ctx
-
-
-def client_ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
-    if not tls.enabled:
-        return None
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=tls.cafile)
-    if tls.certfile:
-        ctx.load_cert_chain(tls.certfile, tls.keyfile)
-    return ctx
 
 
 def _error_body(exc: KafkaError) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from typing import Any, TypeVar
 
 import structlog
 
-from orchestrator.broker.agent import client_ssl_context, server_ssl_context
 from orchestrator.config import ControllerProcessConfig
 from orchestrator.controller.core import ControllerConfig, ControllerCore
 from orchestrator.errors import KafkaError, NotController, StaleControllerEpoch
@@ -39,6 +38,7 @@ from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.sqlite_store import SqliteMetadataStore
 from orchestrator.net.client import ConnectionPool
 from orchestrator.net.server import KafkaServer
+from orchestrator.net.tls import client_ssl_context, server_ssl_context
 from orchestrator.protocol import DESCRIBE_TIERED_STATE_API_KEY, DISABLE_REMOTE_TOPIC_API_KEY
 from orchestrator.protocol.codec import compiled
 from orchestrator.protocol.framing import Request

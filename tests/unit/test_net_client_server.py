@@ -433,3 +433,32 @@ def test_tls_refuses_a_client_without_a_certificate_or_without_tls(tls, client):
             assert srv.requests_handled == 0
 
     run(main())
+
+
+def test_tls_contexts_built_from_process_settings_give_mutual_tls(tmp_path):
+    from orchestrator.config import TlsSettings
+    from orchestrator.net.tls import client_ssl_context, server_ssl_context
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    ca.issue_cert("broker-1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "client.pem"))
+    cafile = str(tmp_path / "ca.pem")
+    server_ctx = server_ssl_context(TlsSettings(certfile=str(tmp_path / "server.pem"), cafile=cafile,
+                                                require_client_cert=True))  # fmt: skip
+    with_cert = client_ssl_context(TlsSettings(certfile=str(tmp_path / "client.pem"), cafile=cafile))
+    without_cert = client_ssl_context(TlsSettings(cafile=cafile))
+    assert server_ssl_context(TlsSettings()) is None and client_ssl_context(TlsSettings()) is None
+
+    async def main() -> None:
+        async with server(ssl_context=server_ctx) as srv:
+            async with await KafkaConnection.open(*srv.address, ssl_context=with_cert) as conn:
+                assert await describe(conn, "t") == ["t"]
+            with pytest.raises(BrokerNotAvailable):
+                conn = await KafkaConnection.open(*srv.address, ssl_context=without_cert, connect_timeout_s=5)
+                try:
+                    await describe(conn, "t")
+                finally:
+                    await conn.close()
+
+    run(main())
