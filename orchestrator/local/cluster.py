@@ -208,13 +208,10 @@ def up(
     started: list[ProcessInfo] = []
     try:
         if s3_endpoint is None:
-            port = free_port()
-            log = directory / "logs" / "s3-0.log"
-            proc = _spawn([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], log, env)
-            started.append(ProcessInfo("s3", 0, proc.pid, port, None, str(log)))
-            state.s3_endpoint = f"http://127.0.0.1:{port}"
-            progress(f"embedded S3 (moto's server) starting at {state.s3_endpoint}")
-            _wait("the embedded S3 endpoint", lambda: _http_up(state.s3_endpoint), timeout_s, log, proc)
+            s3 = start_embedded_s3(directory / "logs" / "s3-0.log", timeout_s=timeout_s)
+            started.append(s3)
+            state.s3_endpoint = f"http://127.0.0.1:{s3.port}"
+            progress(f"embedded S3 (moto's server) started at {state.s3_endpoint}")
         _ensure_bucket(state.s3_endpoint, bucket)
         ctrl_ports = [free_port() for _ in range(controllers)]
         state.bootstrap_server = ",".join(f"127.0.0.1:{p}" for p in ctrl_ports)
@@ -260,9 +257,23 @@ def up(
         return state
     except BaseException:
         for p in reversed(started):
-            _stop_process(p, timeout_s=5)
+            stop_process(p, timeout_s=5)
         (directory / STATE_FILE).unlink(missing_ok=True)
         raise
+
+
+def start_embedded_s3(log: Path, *, timeout_s: float = 30.0) -> ProcessInfo:
+    """moto's S3 server as its own process on a free loopback port; returns once it answers HTTP.
+    Stop it with :func:`stop_process`."""
+    port = free_port()
+    proc = _spawn([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], log, process_env())
+    info = ProcessInfo("s3", 0, proc.pid, port, None, str(log))
+    try:
+        _wait("the embedded S3 endpoint", lambda: _http_up(f"http://127.0.0.1:{port}"), timeout_s, log, proc)
+    except BaseException:
+        stop_process(info, timeout_s=5)
+        raise
+    return info
 
 
 def _http_up(endpoint: str) -> bool:
@@ -309,7 +320,7 @@ def _healthy(state: ClusterState, brokers: int) -> bool:
         return False
 
 
-def _stop_process(p: ProcessInfo, *, timeout_s: float) -> None:
+def stop_process(p: ProcessInfo, *, timeout_s: float) -> None:
     """SIGTERM, then SIGKILL after ``timeout_s``; only while the pid is still the process we started."""
     child = _CHILDREN.pop(p.pid, None)
     if not is_ours(p):
@@ -353,7 +364,7 @@ def down(directory: Path, *, timeout_s: float = 20.0) -> list[ProcessInfo]:
     stopped = []
     for p in sorted(state.processes, key=lambda p: order[p.role]):
         was = is_ours(p)
-        _stop_process(p, timeout_s=timeout_s)
+        stop_process(p, timeout_s=timeout_s)
         if was:
             stopped.append(p)
     _remove_cluster_files(directory, keep_store=not state.embedded_s3)
