@@ -137,8 +137,8 @@ class Cluster:
         resp = await self.admin.send_to_controller(CREATE_TOPICS, (2, 7), body)
         t = resp["topics"][0]
         check(t["error_code"], t.get("error_message"), f"creating topic '{name}'")
-        tid: Uuid = t.get("topic_id") or (await self.topic(name))["topic_id"]
-        if tid.is_zero:
+        tid: Uuid = t["topic_id"]
+        if tid.is_zero:  # CreateTopics below v7 does not return the id: ask Metadata
             tid = (await self.topic(name))["topic_id"]
         return tid
 

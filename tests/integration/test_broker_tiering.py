@@ -300,6 +300,7 @@ def test_retain_with_no_copy_in_flight_answers_done_on_the_first_request(env):
     body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": epoch, "controller_epoch": writer.epoch}
     first = broker.handler.handle(body)
     assert first["error_code"] == 0 and first["status"] == DisableStatus.DONE
-    # The fence holds: no copy of this topic can start any more.
+    # And the topic tiers nothing more (DISABLING alone refuses copies; the fence itself is covered by the RLMM
+    # fence tests and by stop_partitions waiting for in-flight copies in the delete tests).
     broker.produce(tid, 40)
     assert broker.tier(tid) == 0
