@@ -16,6 +16,7 @@ import logging
 import shutil
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -60,6 +61,17 @@ def bucket_table(state: lc.ClusterState, title: str) -> Table:
     return table
 
 
+async def until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: float) -> None:
+    """Poll ``check`` until it holds; past ``timeout_s`` the demo fails saying what it waited for."""
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise lc.ClusterError(
+                f"the demo waited {timeout_s:.0f}s for {what}; the process logs are in {DEMO_DIR}/logs"
+            )
+        await asyncio.sleep(0.25)
+
+
 async def story(state: lc.ClusterState) -> None:
     async with Cluster(state.bootstrap_server, timeout_s=30) as c:
         for name in ("orders", "payments"):
@@ -74,34 +86,30 @@ async def story(state: lc.ClusterState) -> None:
             for p in range(2):
                 await c.produce(name, [f"{name}-{p}-{i}:".encode().ljust(200, b".") for i in range(1000)], partition=p)
         step("wait until closed segments are copied to S3", "tiering status")
-        state_ = state
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            remote = 0
-            async for r in c.consume("payments", 0, max_records=1):
-                remote += r.remote
-            if remote:
-                break
-            await asyncio.sleep(0.5)
-        console.print(bucket_table(state_, "what the bucket holds after tiering"))
+
+        async def first_record_is_remote() -> bool:
+            return any([r.remote async for r in c.consume("payments", 0, max_records=1)])
+
+        await until("segments to be copied to S3", first_record_is_remote, 60)
+        console.print(bucket_table(state, "what the bucket holds after tiering"))
 
         step("disable orders with the delete policy", "tiering disable orders --policy delete --wait")
         await c.disable_tiering("orders", "delete")
         step("disable payments with the retain policy", "tiering disable payments --policy retain --wait")
         await c.disable_tiering("payments", "retain")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            statuses = await c.tiering_status()
-            if all(s.state == TieredState.DISABLED for s in statuses):
-                break
-            await asyncio.sleep(0.25)
+
+        async def all_disabled() -> bool:
+            return all(s.state == TieredState.DISABLED for s in await c.tiering_status())
+
+        await until("both topics to be DISABLED", all_disabled, 120)
+        statuses = await c.tiering_status()
         table = Table("topic", "state", "tiered epoch", "policy", "segments deleted", "pending brokers")
         for s in statuses:
             table.add_row(s.topic, s.state.name, str(s.tiered_epoch), s.policy.name.lower(), str(s.segments_deleted),
                           ", ".join(str(p.broker_id) for p in s.pending_brokers) or "-")  # fmt: skip
         step("tiering status", "tiering status")
         console.print(table)
-        console.print(bucket_table(state_, "what the bucket holds now: orders' objects are gone, payments' kept"))
+        console.print(bucket_table(state, "what the bucket holds now: orders' objects are gone, payments' kept"))
 
         step("consume payments from the beginning, across tiers", "topic consume payments --from-beginning")
         total = remote = 0
@@ -119,15 +127,14 @@ async def story(state: lc.ClusterState) -> None:
         console.print(
             f"  payments is {st.state.name} at tiered epoch {st.tiered_epoch}; new segments are tagged with it"
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            rsm = S3RemoteStorage(client=make_s3_client(endpoint_url=state.s3_endpoint), bucket=state.bucket)
-            if any(rsm.tags(o.key).get("tieredEpoch") == str(st.tiered_epoch) for o in rsm.list_objects(state.prefix)):
-                break
-            await asyncio.sleep(0.5)
-        console.print(
-            bucket_table(state_, "objects by tiered epoch: old segments keep epoch 1, new ones carry the new")
-        )
+        rsm = S3RemoteStorage(client=make_s3_client(endpoint_url=state.s3_endpoint), bucket=state.bucket)
+
+        async def new_epoch_tiered() -> bool:
+            tag = str(st.tiered_epoch)
+            return any(rsm.tags(o.key).get("tieredEpoch") == tag for o in rsm.list_objects(state.prefix))
+
+        await until(f"segments tagged with tiered epoch {st.tiered_epoch}", new_epoch_tiered, 30)
+        console.print(bucket_table(state, "objects by tiered epoch: old segments keep epoch 1, new ones carry the new"))
 
 
 def main() -> None:
