@@ -4,7 +4,9 @@
 image, and the deleted ones (KIP-516: a RemoveTopicRecord ends a topic id for good; a re-created topic with the
 same name is a different id) with ``deleted=True`` and the name, tiered state, epoch, policy and retention configs
 they had when they were removed. ``segments.parquet`` has one row per RLMM segment of any topic id, live, deleted
-or never seen in the metadata log, with its latest state.
+or never seen in the metadata log, with its latest state. ``epochs.parquet`` is the tiered-state history: one row
+per (topic id, tiered epoch, state) the metadata log recorded, so the scan can tell whether a copy was made at an
+epoch at which its topic was ENABLED (DESIGN §7).
 
 Invariants:
 * Column names and types are fixed by :data:`TOPICS_SCHEMA` and :data:`SEGMENTS_SCHEMA` (an empty export has
@@ -23,7 +25,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -34,10 +36,14 @@ from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, Tie
 from orchestrator.metadata.store import MetadataStore
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 
+if TYPE_CHECKING:  # the reader builds the classifier's rows; imported lazily to keep this module's imports light
+    from policies.orphans import SegmentMeta, TopicMeta
+
 log = structlog.get_logger(__name__)
 
 TOPICS_FILE = "topics.parquet"
 SEGMENTS_FILE = "segments.parquet"
+EPOCHS_FILE = "epochs.parquet"
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 DEFAULT_RETENTION_BYTES = -1
 DEFAULT_LOCAL_RETENTION_MS = -2
@@ -90,6 +96,17 @@ def segments_schema() -> Any:
     )
 
 
+def epochs_schema() -> Any:
+    pa = _pa()
+    return pa.schema(
+        [
+            pa.field("topic_id", pa.string(), nullable=False),
+            pa.field("tiered_epoch", pa.int32(), nullable=False),
+            pa.field("state", pa.string(), nullable=False),
+        ]
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ExportedTopic:
     topic_id: Uuid
@@ -105,20 +122,27 @@ class ExportedTopic:
 class ExportResult:
     topics_path: Path
     segments_path: Path
+    epochs_path: Path
     topics: int
     deleted_topics: int
     segments: int
     metadata_offset: int  # the last metadata log offset the export reflects
 
 
-def deleted_topics(store: MetadataStore, *, up_to_offset: int) -> list[ExportedTopic]:
-    """Topic ids removed by a RemoveTopicRecord at or before ``up_to_offset``, as they were when removed."""
+@dataclass(frozen=True, slots=True)
+class LogHistory:
+    deleted: list[ExportedTopic]  # removed topic ids, as they were when removed
+    epochs: list[tuple[Uuid, int, TieredState]]  # every (topic id, tiered epoch, state) recorded, in log order
+
+
+def log_history(store: MetadataStore, *, up_to_offset: int) -> LogHistory:
+    """One pass over the metadata log up to ``up_to_offset``: deleted topic ids and the tiered-state history."""
     names: dict[Uuid, str] = {}
     tiered: dict[Uuid, tuple[int, TieredState, DisablePolicy]] = {}
     configs: dict[str, dict[str, str]] = {}
-    out: list[ExportedTopic] = []
+    history = LogHistory([], [])
     if up_to_offset < 0:
-        return out
+        return history
     for entry in store.read(from_offset=0, limit=up_to_offset + 1):
         rec = entry.record
         f = rec.fields
@@ -126,7 +150,9 @@ def deleted_topics(store: MetadataStore, *, up_to_offset: int) -> list[ExportedT
             names[f["topic_id"]] = f["name"]
             configs.pop(f["name"], None)
         elif rec.name == "TieredStateRecord":
-            tiered[f["topic_id"]] = (f["tiered_epoch"], TieredState(f["tiered_state"]), DisablePolicy(f["policy"]))
+            state = TieredState(f["tiered_state"])
+            tiered[f["topic_id"]] = (f["tiered_epoch"], state, DisablePolicy(f["policy"]))
+            history.epochs.append((f["topic_id"], f["tiered_epoch"], state))
         elif rec.name == "ConfigRecord" and f["resource_type"] == ConfigResourceType.TOPIC:
             kv = configs.setdefault(f["resource_name"], {})
             if f["value"] is None:
@@ -137,8 +163,8 @@ def deleted_topics(store: MetadataStore, *, up_to_offset: int) -> list[ExportedT
             tid = f["topic_id"]
             name = names.pop(tid, "")
             epoch, state, policy = tiered.pop(tid, (0, TieredState.NOT_TIERED, DisablePolicy.NONE))
-            out.append(ExportedTopic(tid, name, state, epoch, policy, configs.pop(name, {}), deleted=True))
-    return out
+            history.deleted.append(ExportedTopic(tid, name, state, epoch, policy, configs.pop(name, {}), deleted=True))
+    return history
 
 
 def _config_int(topic: ExportedTopic, key: str, default: int) -> int:
@@ -219,7 +245,8 @@ def export_metadata(
         ExportedTopic(t.topic_id, t.name, t.tiered_state, t.tiered_epoch, t.policy, image.topic_configs(t.name), False)
         for t in image.topics.values()
     ]
-    gone = deleted_topics(store, up_to_offset=image.offset)
+    history = log_history(store, up_to_offset=image.offset)
+    gone = history.deleted
     topics = sorted(live + gone, key=lambda t: (t.name, str(t.topic_id)))
     manager = rlmm or RemoteLogMetadataManager(store)
     manager.refresh()
@@ -227,7 +254,13 @@ def export_metadata(
 
     topics_path = dest / TOPICS_FILE
     segments_path = dest / SEGMENTS_FILE
+    epochs_path = dest / EPOCHS_FILE
     try:
+        epochs = {"topic_id": [str(t) for t, _, _ in history.epochs], "tiered_epoch": [e for _, e, _ in history.epochs],
+                  "state": [s.name for _, _, s in history.epochs]}  # fmt: skip
+        tmp = epochs_path.with_name(f".{EPOCHS_FILE}.tmp")
+        pq.write_table(pa.Table.from_pydict(epochs, schema=epochs_schema()), tmp)
+        os.replace(tmp, epochs_path)
         tmp = topics_path.with_name(f".{TOPICS_FILE}.tmp")
         pq.write_table(pa.Table.from_pydict(_topic_rows(topics), schema=topics_schema()), tmp)
         os.replace(tmp, topics_path)
@@ -240,7 +273,7 @@ def export_metadata(
         os.replace(tmp, segments_path)
     except OSError as exc:
         raise MetadataExportError(f"cannot write the metadata export under {dest}: {exc}") from exc
-    result = ExportResult(topics_path, segments_path, len(topics), len(gone), segments, image.offset)
+    result = ExportResult(topics_path, segments_path, epochs_path, len(topics), len(gone), segments, image.offset)
     log.info(
         "metadata_export.written",
         dest=str(dest),
@@ -250,3 +283,40 @@ def export_metadata(
         metadata_offset=image.offset,
     )
     return result
+
+
+def load_export(
+    export_dir: str | os.PathLike[str],
+) -> tuple[list[TopicMeta], list[SegmentMeta], list[tuple[str, int, str]]]:
+    """Read an export written by :func:`export_metadata` back as the classifier's rows (topics, segments, epochs).
+
+    Raises :class:`MetadataExportError` naming the file when one is missing or unreadable. An export made before
+    ``epochs.parquet`` existed has no tiered-state history: it reads as an empty one.
+    """
+    import pyarrow.parquet as pq
+
+    from policies.orphans import SegmentMeta, TopicMeta
+
+    src = Path(export_dir)
+
+    def rows(name: str, *, required: bool = True) -> list[dict[str, Any]]:
+        path = src / name
+        if not required and not path.exists():
+            return []
+        try:
+            return list(pq.read_table(path).to_pylist())
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise MetadataExportError(f"cannot read the metadata export file {path}: {exc}") from exc
+
+    topics = [
+        TopicMeta(r["topic_id"], r["name"], r["state"], r["tiered_epoch"], r["policy"], r["retention_ms"],
+                  r["retention_bytes"], r["deleted"])
+        for r in rows(TOPICS_FILE)
+    ]  # fmt: skip
+    segments = [
+        SegmentMeta(r["topic_id"], r["topic"], r["partition"], r["segment_id"], r["start_offset"], r["end_offset"],
+                    r["size_bytes"], r["tiered_epoch"], r["state"], r["max_timestamp_ms"], r["event_timestamp_ms"])
+        for r in rows(SEGMENTS_FILE)
+    ]  # fmt: skip
+    epochs = [(r["topic_id"], r["tiered_epoch"], r["state"]) for r in rows(EPOCHS_FILE, required=False)]
+    return topics, segments, epochs

@@ -225,6 +225,19 @@ class _Location:
             raise InventoryError(f"cannot reach inventory data file s3://{self.bucket}/{f.key}: {code}") from exc
         return int(head["ContentLength"])
 
+    def download_verified(self, f: DataFile, path: Path) -> None:
+        """Spool an ``s3://`` data file to ``path``, checking its MD5 against the manifest as it streams."""
+        digest = hashlib.md5(usedforsecurity=False)
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=f.key)["Body"]
+            with path.open("wb") as out:
+                for chunk in iter(lambda: body.read(_CHUNK), b""):
+                    digest.update(chunk)
+                    out.write(chunk)
+        except (bce.ClientError, bce.BotoCoreError) as exc:
+            raise InventoryError(f"cannot read inventory data file s3://{self.bucket}/{f.key}: {exc}") from exc
+        _check_md5(f, digest.hexdigest(), f"s3://{self.bucket}/{f.key}")
+
     @contextmanager
     def open_verified(self, f: DataFile) -> Iterator[Path]:
         """A local path of the data file whose MD5 was just checked against the manifest."""
@@ -235,16 +248,7 @@ class _Location:
             return
         with tempfile.TemporaryDirectory(prefix="inventory-") as tmp:
             path = Path(tmp) / "data"
-            digest = hashlib.md5(usedforsecurity=False)
-            try:
-                body = self.client.get_object(Bucket=self.bucket, Key=f.key)["Body"]
-                with path.open("wb") as out:
-                    for chunk in iter(lambda: body.read(_CHUNK), b""):
-                        digest.update(chunk)
-                        out.write(chunk)
-            except (bce.ClientError, bce.BotoCoreError) as exc:
-                raise InventoryError(f"cannot read inventory data file s3://{self.bucket}/{f.key}: {exc}") from exc
-            _check_md5(f, digest.hexdigest(), f"s3://{self.bucket}/{f.key}")
+            self.download_verified(f, path)
             yield path
 
     def md5(self, f: DataFile) -> str:
@@ -343,6 +347,29 @@ class Inventory:
     @property
     def uri(self) -> str:
         return self._location.manifest_name()
+
+    @property
+    def is_s3(self) -> bool:
+        return self._location.is_s3
+
+    def stage(self, staging_dir: Path) -> list[Path]:
+        """Local paths of every data file, for a reader such as Spark that takes paths.
+
+        A local inventory's files are used where they are (their MD5s were checked when it was opened unless the
+        caller opted out); an ``s3://`` inventory's files are downloaded into ``staging_dir``, each checked
+        against its MD5 as it streams, so every returned file is exactly the one the manifest lists.
+        """
+        if not self.is_s3:
+            return [self._location.resolve_local(f.key) for f in self.manifest.files]
+        staging_dir.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for i, f in enumerate(self.manifest.files):
+            suffix = ".csv.gz" if self.manifest.file_format == "csv" else ".parquet"
+            path = staging_dir / f"{i:05d}{suffix}"
+            self._location.download_verified(f, path)
+            paths.append(path)
+        log.info("inventory.staged", inventory=self.uri, files=len(paths), dir=str(staging_dir))
+        return paths
 
     def rows(self) -> Iterator[InventoryRow]:
         """Every well-formed row, file by file; resets and refills :attr:`malformed`."""

@@ -5,7 +5,8 @@
 ``topicId`` and ``segmentId`` are 22-character KIP-516 strings; ``suffix`` is ``log``, ``indexes`` or
 ``rsm-manifest``. Topic names may contain ``-`` and ``.``, so a key is parsed from the fixed-width right-hand
 parts inward: the 22-character topic id after the last ``-`` of the first path element, never by splitting the
-name on ``-``.
+name on ``-``. Digits are ASCII only, a partition fits Kafka's int32 and an offset its int64, so that the Spark
+scan's fixed-width parser (:mod:`remote_storage.scan.job`) accepts exactly the keys this module accepts.
 
 Invariants: ``parse_key(build_key(k)) == k`` for every valid key; :func:`topic_prefix` is the one prefix under
 which a policy may delete for a topic id (DESIGN §4 invariant 5): two topics with the same name and different
@@ -33,7 +34,10 @@ class Suffix(StrEnum):
 
 SEGMENT_SUFFIXES = (Suffix.LOG, Suffix.INDEXES, Suffix.MANIFEST)
 _ID = r"[A-Za-z0-9_-]{22}"
-_FILE = re.compile(rf"(\d{{{OFFSET_WIDTH}}})-({_ID})\.(log|indexes|rsm-manifest)")
+_FILE = re.compile(rf"([0-9]{{{OFFSET_WIDTH}}})-({_ID})\.(log|indexes|rsm-manifest)")
+_PARTITION = re.compile(r"0|[1-9][0-9]*")
+MAX_PARTITION = 2**31 - 1  # Kafka's partition is an int32
+MAX_OFFSET = 2**63 - 1  # and its offsets int64
 
 
 class KeyParseError(InvalidRequest):
@@ -100,10 +104,10 @@ def parse_key(key: str, prefix: str = "") -> ObjectKey:
         topic_id = Uuid.from_string(topic_part[-ID_WIDTH:])
     except (InvalidRequest, InvalidTopic) as exc:
         raise KeyParseError(key, "bad topic name or id") from exc
-    if not partition_part.isdigit() or (len(partition_part) > 1 and partition_part[0] == "0"):
+    if not _PARTITION.fullmatch(partition_part) or int(partition_part) > MAX_PARTITION:
         raise KeyParseError(key, "bad partition")
     m = _FILE.fullmatch(file_part)
-    if m is None:
+    if m is None or int(m.group(1)) > MAX_OFFSET:
         raise KeyParseError(key, "bad file name")
     try:
         segment_id = Uuid.from_string(m.group(2))

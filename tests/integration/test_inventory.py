@@ -3,8 +3,6 @@ refused naming the file, malformed rows are counted, and build_inventory round-t
 
 from __future__ import annotations
 
-import gzip
-import hashlib
 import json
 import uuid
 from pathlib import Path
@@ -24,42 +22,10 @@ from remote_storage.inventory import (
     read_inventory,
 )
 from remote_storage.s3 import make_s3_client
+from tests.support.aws_inventory import CONFIG_DIR, CREATED_MS, CSV_SCHEMA, SOURCE, gz, write_aws_inventory
 
 pytestmark = pytest.mark.integration
 
-CREATED_MS = 1_700_000_000_000
-SOURCE = "kafka-tiered"
-CONFIG_DIR = f"inv/{SOURCE}/daily"
-
-
-def _md5(data: bytes) -> str:
-    return hashlib.md5(data, usedforsecurity=False).hexdigest()
-
-
-def _write_aws_inventory(root: Path, files: dict[str, bytes], *, fmt: str, schema: str) -> Path:
-    """AWS's layout: <dest>/<prefix>/<bucket>/<config>/data/<file> and .../<date>/manifest.json."""
-    entries = []
-    for name, data in files.items():
-        key = f"{CONFIG_DIR}/data/{name}"
-        (root / key).parent.mkdir(parents=True, exist_ok=True)
-        (root / key).write_bytes(data)
-        entries.append({"key": key, "size": len(data), "MD5checksum": _md5(data)})
-    manifest = {
-        "sourceBucket": SOURCE,
-        "destinationBucket": "arn:aws:s3:::inventory-dest",
-        "version": "2016-11-30",
-        "creationTimestamp": str(CREATED_MS),
-        "fileFormat": fmt,
-        "fileSchema": schema,
-        "files": entries,
-    }
-    path = root / CONFIG_DIR / "2023-11-14T22-13Z" / "manifest.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(manifest))
-    return path
-
-
-CSV_SCHEMA = "Bucket, Key, Size, LastModifiedDate, ETag, StorageClass"
 CSV_LINES_1 = [
     f'"{SOURCE}","tiered/orders-AAAAAAAAAAAAAAAAAAAAAA/0/00000000000000000000-BBBBBBBBBBBBBBBBBBBBBB.log",'
     '"1024","2023-11-14T10:00:00.000Z","0123456789abcdef0123456789abcdef","STANDARD"',
@@ -79,14 +45,10 @@ EXPECTED_CSV = [
 ]
 
 
-def _gz(lines: list[str]) -> bytes:
-    return gzip.compress(("\n".join(lines) + "\n").encode())
-
-
 @pytest.fixture
 def csv_inventory(tmp_path: Path) -> Path:
-    return _write_aws_inventory(
-        tmp_path, {"a.csv.gz": _gz(CSV_LINES_1), "b.csv.gz": _gz(CSV_LINES_2)}, fmt="CSV", schema=CSV_SCHEMA
+    return write_aws_inventory(
+        tmp_path, {"a.csv.gz": gz(CSV_LINES_1), "b.csv.gz": gz(CSV_LINES_2)}, fmt="CSV", schema=CSV_SCHEMA
     )
 
 
@@ -117,7 +79,7 @@ def test_hand_written_parquet_inventory_is_read_exactly(tmp_path: Path) -> None:
         path = tmp_path / f"scratch{i}.parquet"
         pq.write_table(table, path)
         files[f"{i}.parquet"] = path.read_bytes()
-    manifest = _write_aws_inventory(
+    manifest = write_aws_inventory(
         tmp_path / "dest",
         files,
         fmt="Parquet",
@@ -168,7 +130,7 @@ def test_malformed_csv_rows_are_counted_by_reason(tmp_path: Path) -> None:
         f'"{SOURCE}","neg-size","-1","2023-11-14T10:00:00.000Z","e","STANDARD"',
         f'"{SOURCE}","bad%FFutf8","5","2023-11-14T10:00:00.000Z","e","STANDARD"',
     ]
-    manifest = _write_aws_inventory(tmp_path, {"m.csv.gz": _gz(lines)}, fmt="CSV", schema=CSV_SCHEMA)
+    manifest = write_aws_inventory(tmp_path, {"m.csv.gz": gz(lines)}, fmt="CSV", schema=CSV_SCHEMA)
     inv = read_inventory(str(manifest), max_examples=3)
     assert [r.key for r in inv.rows()] == ["k ok"]
     assert dict(inv.malformed.counts) == {WRONG_COLUMN_COUNT: 2, BAD_SIZE: 2, BAD_KEY: 1}

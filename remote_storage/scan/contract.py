@@ -1,0 +1,152 @@
+"""What a scan decides and writes: the stable names and files every consumer (reclaim, report, alerts) relies on.
+
+Every well-formed inventory row gets exactly one **category**, decided in this order (the first that applies):
+
+==================  ==========================================================================================
+``outside_prefix``  the key is not under the scanned prefix (not tiered storage's; counted, never touched)
+``unparseable``     under the prefix but not ``<topic>-<topicId>/<partition>/<offset:20>-<segmentId>.<suffix>``
+``unknown_topic``   the key's topic id was never in the metadata log
+``deleted_topic``   the key's topic id was deleted (RemoveTopicRecord; KIP-516: a re-created name is a new id)
+``disabled_delete`` the topic is DISABLING or DISABLED with the ``delete`` policy
+``no_rlmm_entry``   the RLMM has no segment with this segment id and topic id
+``rlmm_deleted``    the RLMM says DELETE_SEGMENT_FINISHED
+``pending_delete``  the RLMM says DELETE_SEGMENT_STARTED (a broker is deleting it: not an orphan)
+``copy_unfinished`` the RLMM says COPY_SEGMENT_STARTED (in flight until the grace period has passed)
+``past_retention``  COPY_SEGMENT_FINISHED and expired by ``retention.ms`` / ``retention.bytes`` (Kafka's rules)
+``live``            COPY_SEGMENT_FINISHED and retained
+==================  ==========================================================================================
+
+An object is **reclaimable** when its category is in :data:`RECLAIMABLE` and, except for ``past_retention``
+(which retention decides), its age (inventory creation time minus its last-modified time) is at least the grace
+period; an object whose age is unknown is never reclaimable. ``past_retention`` objects belong to live segments:
+the scan counts their bytes, but only the brokers' retention tasks delete them (:data:`RECLAIM_CAN_DELETE`).
+
+Retention follows :func:`policies.plans.plan_remote_expiry` with no log start offset and no local bytes: per
+(topic id, partition), COPY_SEGMENT_FINISHED segments in start-offset order expire oldest first while
+``max_timestamp_ms < now - retention_ms`` (when ``retention_ms >= 0``) or the partition's remaining bytes exceed
+``retention_bytes`` (when ``>= 0``); the first survivor keeps every later segment.
+
+**Anomalies** (DESIGN §7), by type:
+
+* object level (the ``anomaly`` column of ``objects.parquet``, at most one per object, in this order):
+  ``unparseable_key``; ``delete_incomplete`` (an object of a DISABLED delete-policy topic, of a
+  DELETE_SEGMENT_FINISHED segment, or of a DELETE_SEGMENT_STARTED segment whose delete began at least a grace
+  period ago); ``size_mismatch`` (the ``.log`` object of a COPY_SEGMENT_FINISHED segment whose size is not the
+  RLMM's ``size_bytes``).
+* segment level (COPY_SEGMENT_FINISHED segments of live topic ids): ``missing_objects`` (none of its three objects
+  is in the inventory), ``incomplete_object_set`` (one or two are), ``offset_gap`` / ``offset_overlap`` (against
+  the previous segment of the same partition and tiered epoch, in start-offset order: a gap when
+  ``start > previous end + 1``, an overlap when ``start <= previous end``).
+* segment level, any known topic id: ``stale_epoch_copy`` (a COPY_SEGMENT_STARTED or _FINISHED segment whose tiered
+  epoch is not one at which the topic was ENABLED, per the exported tiered-state history).
+* inventory level: ``malformed_inventory_row`` (rows the inventory reader could not use, by reason).
+
+Invariants: category and anomaly names never change (they are columns, JSON keys and CLI arguments); every
+inventory row is counted exactly once (a category, or a malformed row); "now" is the inventory's creation time.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- categories -------------------------------------------------------------------------------------------------
+OUTSIDE_PREFIX: Final = "outside_prefix"
+UNPARSEABLE: Final = "unparseable"
+UNKNOWN_TOPIC: Final = "unknown_topic"
+DELETED_TOPIC: Final = "deleted_topic"
+DISABLED_DELETE: Final = "disabled_delete"
+NO_RLMM_ENTRY: Final = "no_rlmm_entry"
+RLMM_DELETED: Final = "rlmm_deleted"
+PENDING_DELETE: Final = "pending_delete"
+COPY_UNFINISHED: Final = "copy_unfinished"
+PAST_RETENTION: Final = "past_retention"
+LIVE: Final = "live"
+
+CATEGORIES: Final = (
+    OUTSIDE_PREFIX,
+    UNPARSEABLE,
+    UNKNOWN_TOPIC,
+    DELETED_TOPIC,
+    DISABLED_DELETE,
+    NO_RLMM_ENTRY,
+    RLMM_DELETED,
+    PENDING_DELETE,
+    COPY_UNFINISHED,
+    PAST_RETENTION,
+    LIVE,
+)
+RECLAIMABLE: Final = frozenset(
+    {UNKNOWN_TOPIC, DELETED_TOPIC, DISABLED_DELETE, NO_RLMM_ENTRY, RLMM_DELETED, COPY_UNFINISHED, PAST_RETENTION}
+)
+# Categories whose reclaimability does not wait for the grace period (retention decides it).
+NO_GRACE: Final = frozenset({PAST_RETENTION})
+# What `tieredctl reclaim` may delete: never a live segment, so never past_retention (the brokers expire those).
+RECLAIM_CAN_DELETE: Final = RECLAIMABLE - {PAST_RETENTION}
+
+# -- anomalies --------------------------------------------------------------------------------------------------
+UNPARSEABLE_KEY: Final = "unparseable_key"
+MALFORMED_INVENTORY_ROW: Final = "malformed_inventory_row"
+MISSING_OBJECTS: Final = "missing_objects"
+INCOMPLETE_OBJECT_SET: Final = "incomplete_object_set"
+SIZE_MISMATCH: Final = "size_mismatch"
+OFFSET_GAP: Final = "offset_gap"
+OFFSET_OVERLAP: Final = "offset_overlap"
+STALE_EPOCH_COPY: Final = "stale_epoch_copy"
+DELETE_INCOMPLETE: Final = "delete_incomplete"
+
+ANOMALY_TYPES: Final = (
+    UNPARSEABLE_KEY,
+    MALFORMED_INVENTORY_ROW,
+    MISSING_OBJECTS,
+    INCOMPLETE_OBJECT_SET,
+    SIZE_MISMATCH,
+    OFFSET_GAP,
+    OFFSET_OVERLAP,
+    STALE_EPOCH_COPY,
+    DELETE_INCOMPLETE,
+)
+OBJECT_ANOMALIES: Final = (UNPARSEABLE_KEY, DELETE_INCOMPLETE, SIZE_MISMATCH)
+SEGMENT_ANOMALIES: Final = (MISSING_OBJECTS, INCOMPLETE_OBJECT_SET, OFFSET_GAP, OFFSET_OVERLAP, STALE_EPOCH_COPY)
+
+# -- output files of `scan run` (all under the output directory) -------------------------------------------------
+OBJECTS_DIR: Final = "objects.parquet"  # a Spark Parquet directory, one row per well-formed inventory row
+ANOMALIES_DIR: Final = "anomalies.parquet"  # a Spark Parquet directory, one row per segment/object anomaly
+SUMMARY_FILE: Final = "summary.json"
+REPORT_FILE: Final = "report.html"
+EXPORT_DIR: Final = "export"  # the metadata export the scan joined against (when the scan made it)
+
+# Columns of objects.parquet, in order, with Spark SQL types.
+OBJECT_COLUMNS: Final = (
+    ("key", "string"),
+    ("size", "bigint"),
+    ("last_modified_ms", "bigint"),  # -1 when the inventory has no LastModifiedDate
+    ("age_ms", "bigint"),  # inventory creation minus last modified; -1 when unknown
+    ("topic", "string"),  # null for outside_prefix / unparseable
+    ("topic_id", "string"),
+    ("partition", "int"),
+    ("start_offset", "bigint"),
+    ("segment_id", "string"),
+    ("suffix", "string"),
+    ("segment_state", "string"),  # the RLMM state name, null without an RLMM entry
+    ("segment_epoch", "int"),  # the RLMM segment's tiered epoch
+    ("category", "string"),
+    ("reclaimable", "boolean"),
+    ("anomaly", "string"),  # null, or one of OBJECT_ANOMALIES
+)
+
+# Columns of anomalies.parquet.
+ANOMALY_COLUMNS: Final = (
+    ("type", "string"),
+    ("topic", "string"),  # null for unparseable keys
+    ("topic_id", "string"),
+    ("partition", "int"),
+    ("segment_id", "string"),
+    ("key", "string"),  # the object, for object-level anomalies
+    ("bytes", "bigint"),  # the object's size, or the segment's RLMM size
+    ("detail", "string"),
+)
+
+# Exit status of `scan run` when the anomalies exceed the alert threshold (0, 1, 2 keep DESIGN §8's meanings).
+EXIT_ANOMALIES: Final = 3
+
+DEFAULT_GRACE_MS: Final = 3 * 24 * 3600 * 1000  # longer than an upload plus AWS inventory's up-to-48h lag
