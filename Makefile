@@ -13,7 +13,7 @@ all: test
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,s3server]'
+	$(PY) -m pip install --quiet -e '.[dev,s3server,spark]'
 	@rm -f $(VENV)/.installed-*
 	@touch $(STAMP)
 

@@ -45,3 +45,15 @@ def bucket(s3_client) -> str:  # type: ignore[no-untyped-def]
     name = f"test-{uuid.uuid4().hex[:20]}"
     s3_client.create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One local SparkSession for the whole run (start-up costs seconds): local[2], small shuffles, UI off."""
+    from remote_storage.scan.session import build_session
+
+    session = build_session(master="local[2]", driver_memory="1g", shuffle_partitions=2)
+    try:
+        yield session
+    finally:
+        session.stop()

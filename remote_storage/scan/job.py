@@ -1,0 +1,445 @@
+"""The Spark scan: every inventory row classified against the metadata export, with reclaimable bytes and anomalies.
+
+DataFrame API only (no Python UDF on the hot path), so the same code runs in local mode and under ``spark-submit``
+on a cluster. It implements :mod:`remote_storage.scan.contract` exactly as :mod:`policies.orphans` does in plain
+Python (a hypothesis test checks that they agree on generated buckets):
+
+1. **Rows.** CSV data files are read with every ``fileSchema`` column as a string plus Spark's corrupt-record
+   column; Parquet files with their own types. Each row is valid or gets the inventory reader's malformed reason
+   (:mod:`remote_storage.inventory`: wrong column count, undecodable key, missing key, bad size, bad last modified
+   date): malformed rows are counted by reason with examples, never dropped silently.
+2. **Keys** are parsed with fixed widths (ids are 22 characters, offsets 20 digits), ``get``/``try_cast`` and
+   anchored character-class patterns, never a backtracking regex: Spark 4 runs with ANSI mode on, and one junk key
+   must not fail the job. A key this parser accepts is one :func:`remote_storage.keys.parse_key` accepts.
+3. **Joins.** Topics and the tiered-state history are small and broadcast; segments join on (topic id, segment id).
+   Retention expiry is computed on the segments with window functions, following
+   :func:`policies.plans.plan_remote_expiry`.
+4. **Outputs** (names in the contract): ``objects.parquet`` and ``anomalies.parquet`` directories, and the
+   aggregates that :mod:`remote_storage.scan.summary` turns into ``summary.json``.
+
+"Now" is the inventory's creation time (inventories lag the bucket), never the wall clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from orchestrator.errors import InvalidRequest
+from remote_storage import export
+from remote_storage import inventory as inv
+from remote_storage.keys import ID_WIDTH, OFFSET_WIDTH
+from remote_storage.scan import contract as c
+
+log = structlog.get_logger(__name__)
+
+_ID_PATTERN = rf"^[A-Za-z0-9_-]{{{ID_WIDTH - 1}}}[AQgw]$"  # canonical: the last character's 4 spare bits are 0
+_TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
+_SUFFIXES = ("log", "indexes", "rsm-manifest")
+_REPLACEMENT_CHAR = "\ufffd"
+
+Progress = Callable[[str], None]
+
+
+class ScanError(InvalidRequest):
+    """The scan cannot run on these inputs (missing export file, unreadable inventory data)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StagedInventory:
+    """A verified inventory whose data files Spark can read by path."""
+
+    uri: str
+    source_bucket: str
+    creation_ms: int
+    file_format: str  # "csv" or "parquet"
+    csv_columns: tuple[str, ...]
+    files: tuple[str, ...]
+
+    @classmethod
+    def from_inventory(cls, inventory: inv.Inventory, files: list[Path]) -> StagedInventory:
+        m = inventory.manifest
+        return cls(inventory.uri, m.source_bucket, m.creation_ms, m.file_format, m.csv_columns,
+                   tuple(str(p) for p in files))  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ScanSettings:
+    prefix: str = ""
+    grace_ms: int = c.DEFAULT_GRACE_MS
+    max_anomalies: int = 0
+    max_examples: int = inv.DEFAULT_MAX_EXAMPLES
+
+
+@dataclass(frozen=True, slots=True)
+class ScanAggregates:
+    """What the job collects to the driver; :mod:`.summary` builds summary.json from it."""
+
+    rows: int
+    objects_by_topic: list[dict[str, Any]]  # topic_id, topic (from the keys), category, reclaimable, objects, bytes
+    objects_by_category: list[dict[str, Any]]  # category, reclaimable, objects, bytes (all objects)
+    anomalies_by_topic: list[dict[str, Any]]  # topic_id (None: unattributed), type, count
+    malformed_by_reason: dict[str, int]
+    malformed_examples: list[dict[str, Any]]
+    topics: list[dict[str, Any]]  # the export's topic rows for every topic id seen
+    seconds: dict[str, float]
+
+
+def _F() -> Any:
+    from pyspark.sql import functions
+
+    return functions
+
+
+# -- 1. rows ------------------------------------------------------------------------------------------------------
+
+
+def _csv_rows(spark: Any, src: StagedInventory) -> Any:
+    F = _F()
+    from pyspark.sql import types as T
+
+    cols = src.csv_columns
+    schema = T.StructType([T.StructField(name, T.StringType()) for name in cols] + [
+        T.StructField("_corrupt", T.StringType())])  # fmt: skip
+    df = spark.read.csv(list(src.files), schema=schema, mode="PERMISSIVE", columnNameOfCorruptRecord="_corrupt",
+                        quote='"', escape='"')  # fmt: skip
+    key_raw = F.col("Key")
+    decoded = F.try_url_decode(key_raw)
+    size_text = F.trim(F.col("Size"))
+    lm_raw = F.col("LastModifiedDate") if "LastModifiedDate" in cols else F.lit(None).cast("string")
+    lm_ts = F.try_to_timestamp(lm_raw)
+    # URLDecoder replaces a malformed UTF-8 sequence with U+FFFD where the reader raises: same verdict for both.
+    bad_utf8 = decoded.contains(_REPLACEMENT_CHAR) & ~F.upper(key_raw).contains("%EF%BF%BD")
+    reason = (
+        F.when(F.col("_corrupt").isNotNull(), F.lit(inv.WRONG_COLUMN_COUNT))
+        .when(key_raw.isNotNull() & (decoded.isNull() | bad_utf8), F.lit(inv.BAD_KEY))
+        .when(decoded.isNull() | (decoded == ""), F.lit(inv.MISSING_KEY))
+        .when(~F.coalesce(size_text.rlike("^[0-9]{1,18}$"), F.lit(False)), F.lit(inv.BAD_SIZE))
+        .when(lm_raw.isNotNull() & lm_ts.isNull(), F.lit(inv.BAD_LAST_MODIFIED))
+    )
+    raw = F.coalesce(F.col("_corrupt"), F.concat_ws(",", *[F.coalesce(F.col(n), F.lit("")) for n in cols]))
+    return df.select(
+        decoded.alias("key"),
+        size_text.try_cast("bigint").alias("size"),
+        F.coalesce(F.unix_millis(lm_ts), F.lit(-1).cast("bigint")).alias("last_modified_ms"),
+        reason.alias("malformed"),
+        raw.alias("raw"),
+        F.input_file_name().alias("file"),
+    )
+
+
+def _parquet_rows(spark: Any, src: StagedInventory) -> Any:
+    F = _F()
+    df = spark.read.parquet(*src.files)
+    names = {f.name: f.dataType.typeName() for f in df.schema.fields}
+    for required in ("key", "size"):
+        if required not in names:
+            raise ScanError(f"inventory {src.uri}: its Parquet data files have no {required!r} column")
+    lm_type = names.get("last_modified_date")
+    if lm_type in ("timestamp", "timestamp_ntz"):
+        lm = F.unix_millis(F.col("last_modified_date").cast("timestamp"))
+    elif lm_type in ("long", "integer"):
+        lm = F.col("last_modified_date").cast("bigint")  # AWS writes int64 epoch milliseconds
+    else:
+        lm = F.lit(None).cast("bigint")
+    size = F.col("size").try_cast("bigint")
+    reason = F.when(F.col("key").isNull() | (F.col("key") == ""), F.lit(inv.MISSING_KEY)).when(
+        size.isNull() | (size < 0), F.lit(inv.BAD_SIZE)
+    )
+    raw = F.concat_ws(",", F.coalesce(F.col("bucket").cast("string"), F.lit("")), F.coalesce(F.col("key"), F.lit("")),
+                      F.coalesce(F.col("size").cast("string"), F.lit("")))  # fmt: skip
+    return df.select(
+        F.col("key"),
+        size.alias("size"),
+        F.coalesce(lm, F.lit(-1).cast("bigint")).alias("last_modified_ms"),
+        reason.alias("malformed"),
+        raw.alias("raw"),
+        F.input_file_name().alias("file"),
+    )
+
+
+# -- 2. keys ------------------------------------------------------------------------------------------------------
+
+
+def _parse_keys(rows: Any, prefix: str) -> Any:
+    """Add ``under_prefix``, ``parsed`` and the key's parts (null unless parsed)."""
+    F = _F()
+    key = F.col("key")
+    under = key.startswith(prefix) if prefix else F.lit(True)
+    rest = F.substring(key, len(prefix) + 1, 1 << 30)
+    parts = F.split(rest, "/", -1)
+    tp, part_s, file = F.get(parts, 0), F.get(parts, 1), F.get(parts, 2)
+    tlen = F.length(tp)
+    topic = F.substring(tp, F.lit(1), tlen - (ID_WIDTH + 1))
+    topic_id = F.substring(tp, tlen - ID_WIDTH + 1, ID_WIDTH)
+    dash = F.substring(tp, tlen - ID_WIDTH, 1)
+    offset_s = F.substring(file, 1, OFFSET_WIDTH)
+    segment_id = F.substring(file, OFFSET_WIDTH + 2, ID_WIDTH)
+    suffix = F.substring(file, OFFSET_WIDTH + ID_WIDTH + 3, 1 << 20)
+    partition = part_s.try_cast("int")
+    start_offset = offset_s.try_cast("bigint")
+    ok = (
+        under
+        & (F.size(parts) == 3)
+        & (tlen >= ID_WIDTH + 2)
+        & (dash == "-")
+        & topic.rlike(_TOPIC_PATTERN)
+        & ~topic.isin(".", "..")
+        & topic_id.rlike(_ID_PATTERN)
+        & part_s.rlike("^(0|[1-9][0-9]{0,9})$")
+        & partition.isNotNull()
+        & offset_s.rlike(f"^[0-9]{{{OFFSET_WIDTH}}}$")
+        & start_offset.isNotNull()
+        & (F.substring(file, OFFSET_WIDTH + 1, 1) == "-")
+        & segment_id.rlike(_ID_PATTERN)
+        & (F.substring(file, OFFSET_WIDTH + ID_WIDTH + 2, 1) == ".")
+        & suffix.isin(*_SUFFIXES)
+    )
+    ok = F.coalesce(ok, F.lit(False))
+
+    def when_ok(col: Any) -> Any:
+        return F.when(ok, col)
+
+    return rows.select(
+        "key",
+        "size",
+        "last_modified_ms",
+        F.coalesce(under, F.lit(False)).alias("under_prefix"),
+        ok.alias("parsed"),
+        when_ok(topic).alias("topic"),
+        when_ok(topic_id).alias("topic_id"),
+        when_ok(partition).alias("partition"),
+        when_ok(start_offset).alias("start_offset"),
+        when_ok(segment_id).alias("segment_id"),
+        when_ok(suffix).alias("suffix"),
+    )
+
+
+# -- 3. metadata --------------------------------------------------------------------------------------------------
+
+
+def _read_export(spark: Any, export_dir: Path) -> tuple[Any, Any, Any]:
+    paths = {name: export_dir / name for name in (export.TOPICS_FILE, export.SEGMENTS_FILE, export.EPOCHS_FILE)}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise ScanError(
+            f"the metadata export in {export_dir} lacks {', '.join(missing)}; export it again with this version "
+            "('tieredctl scan run --metadata-store PATH' exports before scanning)"
+        )
+    return tuple(spark.read.parquet(str(paths[n])) for n in (export.TOPICS_FILE, export.SEGMENTS_FILE,
+                                                                export.EPOCHS_FILE))  # fmt: skip
+
+
+def _expired_segments(segments: Any, topics: Any, *, now_ms: int) -> Any:
+    """(topic_id, segment_id) of COPY_SEGMENT_FINISHED segments that retention expires now (plan_remote_expiry)."""
+    F = _F()
+    from pyspark.sql import Window
+
+    live_topics = topics.filter(~F.col("deleted")).select("topic_id", "retention_ms", "retention_bytes")
+    segs = segments.filter(F.col("state") == "COPY_SEGMENT_FINISHED").join(F.broadcast(live_topics), "topic_id")
+    part = Window.partitionBy("topic_id", "partition")
+    ordered = part.orderBy("start_offset", "end_offset", "segment_id")
+    before = F.coalesce(F.sum("size_bytes").over(ordered.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
+    by_ms = (F.col("retention_ms") >= 0) & (F.col("max_timestamp_ms") < F.lit(now_ms) - F.col("retention_ms"))
+    by_bytes = (F.col("retention_bytes") >= 0) & (F.sum("size_bytes").over(part) - before > F.col("retention_bytes"))
+    expirable = (by_ms | by_bytes).cast("int")
+    # Oldest first, stopping at the first survivor: expired iff every segment up to this one is expirable.
+    expired = F.min(expirable).over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)) == 1
+    return segs.select("topic_id", "segment_id", expired.alias("expired")).filter("expired")
+
+
+# -- 4. classification --------------------------------------------------------------------------------------------
+
+
+def _classify(objects: Any, topics: Any, segments: Any, expired: Any, s: ScanSettings, now_ms: int) -> Any:
+    F = _F()
+    t = F.broadcast(topics.select(
+        "topic_id", F.col("state").alias("t_state"), F.col("policy").alias("t_policy"),
+        F.col("deleted").alias("t_deleted"), F.lit(True).alias("t_known")))  # fmt: skip
+    seg = segments.select(
+        "topic_id", "segment_id", F.col("state").alias("s_state"), F.col("tiered_epoch").alias("segment_epoch"),
+        F.col("size_bytes").alias("s_size"), F.col("event_timestamp_ms").alias("s_event"),
+    ).join(expired, ["topic_id", "segment_id"], "left")  # fmt: skip
+    df = objects.join(t, "topic_id", "left").join(seg, ["topic_id", "segment_id"], "left")
+    state, deleted = F.col("t_state"), F.col("t_deleted")
+    s_state = F.col("s_state")
+    category = (
+        F.when(~F.col("under_prefix"), c.OUTSIDE_PREFIX)
+        .when(~F.col("parsed"), c.UNPARSEABLE)
+        .when(F.col("t_known").isNull(), c.UNKNOWN_TOPIC)
+        .when(deleted, c.DELETED_TOPIC)
+        .when(state.isin("DISABLING", "DISABLED") & (F.col("t_policy") == "DELETE"), c.DISABLED_DELETE)
+        .when(s_state.isNull(), c.NO_RLMM_ENTRY)
+        .when(s_state == "DELETE_SEGMENT_FINISHED", c.RLMM_DELETED)
+        .when(s_state == "DELETE_SEGMENT_STARTED", c.PENDING_DELETE)
+        .when(s_state == "COPY_SEGMENT_STARTED", c.COPY_UNFINISHED)
+        .when(F.coalesce(F.col("expired"), F.lit(False)), c.PAST_RETENTION)
+        .otherwise(c.LIVE)
+    )
+    df = df.withColumn("category", category).withColumn(
+        "age_ms", F.when(F.col("last_modified_ms") >= 0, F.lit(now_ms) - F.col("last_modified_ms")).otherwise(-1)
+    )
+    cat = F.col("category")
+    grace_passed = (F.col("age_ms") >= 0) & (F.col("age_ms") >= s.grace_ms)
+    reclaimable = cat.isin(*c.RECLAIMABLE) & (cat.isin(*c.NO_GRACE) | grace_passed)
+    anomaly = (
+        F.when(cat == c.UNPARSEABLE, c.UNPARSEABLE_KEY)
+        .when((cat == c.DISABLED_DELETE) & (state == "DISABLED"), c.DELETE_INCOMPLETE)
+        .when(cat == c.RLMM_DELETED, c.DELETE_INCOMPLETE)
+        .when(
+            (cat == c.PENDING_DELETE) & (F.col("s_event") >= 0) & (F.lit(now_ms) - F.col("s_event") >= s.grace_ms),
+            c.DELETE_INCOMPLETE,
+        )
+        .when(
+            cat.isin(c.LIVE, c.PAST_RETENTION) & (F.col("suffix") == "log") & (F.col("size") != F.col("s_size")),
+            c.SIZE_MISMATCH,
+        )
+    )
+    return df.select(
+        *[F.col(name) for name, _ in c.OBJECT_COLUMNS[:10]],
+        F.when(F.col("parsed"), s_state).alias("segment_state"),
+        F.when(F.col("parsed"), F.col("segment_epoch")).alias("segment_epoch"),
+        cat.alias("category"),
+        F.coalesce(reclaimable, F.lit(False)).alias("reclaimable"),
+        anomaly.alias("anomaly"),
+    )
+
+
+def _segment_anomalies(objects: Any, topics: Any, segments: Any, epochs: Any) -> Any:
+    F = _F()
+    from pyspark.sql import Window
+
+    known = segments.join(F.broadcast(topics.select("topic_id", F.col("deleted").alias("t_deleted"))), "topic_id")
+    enabled = epochs.filter(F.col("state") == "ENABLED").select("topic_id", "tiered_epoch").distinct()
+    stale = known.filter(F.col("state").isin("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED")).join(
+        F.broadcast(enabled), ["topic_id", "tiered_epoch"], "left_anti"
+    ).select("*", F.lit(c.STALE_EPOCH_COPY).alias("type"),
+             F.concat(F.lit("copied at tiered epoch "), F.col("tiered_epoch"),
+                      F.lit(", not an epoch at which the topic was ENABLED")).alias("detail"))  # fmt: skip
+
+    finished = known.filter(~F.col("t_deleted") & (F.col("state") == "COPY_SEGMENT_FINISHED"))
+    present = (
+        objects.filter(F.col("topic_id").isNotNull())
+        .groupBy("topic_id", "segment_id")
+        .agg(F.count_distinct("suffix").alias("present"))
+    )
+    n = F.coalesce(F.col("present"), F.lit(0))
+    sets = finished.join(present, ["topic_id", "segment_id"], "left").filter(n < len(_SUFFIXES))
+    sets = sets.select("*", F.when(n == 0, c.MISSING_OBJECTS).otherwise(c.INCOMPLETE_OBJECT_SET).alias("type"),
+                       F.concat(n.cast("string"), F.lit(f" of {len(_SUFFIXES)} objects in the inventory; the RLMM "
+                                                        "says COPY_SEGMENT_FINISHED")).alias("detail"))  # fmt: skip
+
+    chain = Window.partitionBy("topic_id", "partition", "tiered_epoch").orderBy("start_offset", "end_offset",
+                                                                                "segment_id")  # fmt: skip
+    prev_end = F.lag("end_offset").over(chain)
+    linked = finished.select("*", prev_end.alias("prev_end"))
+    gap_type = F.when(F.col("start_offset") > F.col("prev_end") + 1, c.OFFSET_GAP).when(
+        F.col("start_offset") <= F.col("prev_end"), c.OFFSET_OVERLAP
+    )
+    chains = linked.select("*", gap_type.alias("type"),
+                           F.concat(F.lit("starts at "), F.col("start_offset"), F.lit(", the previous segment of "
+                                    "this epoch ends at "), F.col("prev_end")).alias("detail")).filter(
+        F.col("type").isNotNull())  # fmt: skip
+
+    def shape(df: Any) -> Any:
+        no_key = F.lit(None).cast("string").alias("key")
+        return df.select("type", "topic", "topic_id", "partition", "segment_id", no_key,
+                         F.col("size_bytes").alias("bytes"), "detail")  # fmt: skip
+
+    return shape(stale).unionByName(shape(sets)).unionByName(shape(chains))
+
+
+def _object_anomalies(objects: Any) -> Any:
+    F = _F()
+    return objects.filter(F.col("anomaly").isNotNull()).select(
+        F.col("anomaly").alias("type"), "topic", "topic_id", "partition", "segment_id", "key",
+        F.col("size").alias("bytes"), F.concat(F.lit("object classified "), F.col("category")).alias("detail"),
+    )  # fmt: skip
+
+
+# -- the job ------------------------------------------------------------------------------------------------------
+
+
+def run_scan(
+    spark: Any,
+    source: StagedInventory,
+    export_dir: Path,
+    out_dir: Path,
+    settings: ScanSettings,
+    *,
+    progress: Progress | None = None,
+) -> ScanAggregates:
+    """Classify every row of ``source`` against the export in ``export_dir``; write the contract's files."""
+    F = _F()
+    from pyspark import StorageLevel
+
+    say = progress or (lambda _m: None)
+    now_ms = source.creation_ms
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+    if not source.files:
+        raise ScanError(f"inventory {source.uri} lists no data files")
+    topics, segments, epochs = _read_export(spark, export_dir)
+
+    say(f"reading {len(source.files)} inventory data file(s) ({source.file_format})")
+    rows = _csv_rows(spark, source) if source.file_format == "csv" else _parquet_rows(spark, source)
+    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+    malformed = rows.filter(F.col("malformed").isNotNull())
+    valid = rows.filter(F.col("malformed").isNull()).select("key", "size", "last_modified_ms")
+
+    say("classifying objects against the metadata export")
+    expired = _expired_segments(segments, topics, now_ms=now_ms)
+    objects = _classify(_parse_keys(valid, settings.prefix), topics, segments, expired, settings, now_ms)
+    objects_path = out_dir / c.OBJECTS_DIR
+    objects.write.mode("overwrite").parquet(str(objects_path))
+    seconds["classify_and_write_objects"] = time.perf_counter() - started
+
+    say("checking segments: missing objects, incomplete sets, offset gaps and overlaps, stale epochs")
+    t0 = time.perf_counter()
+    written = spark.read.parquet(str(objects_path))
+    anomalies = _object_anomalies(written).unionByName(_segment_anomalies(written, topics, segments, epochs))
+    anomalies.write.mode("overwrite").parquet(str(out_dir / c.ANOMALIES_DIR))
+    seconds["anomalies"] = time.perf_counter() - t0
+
+    say("summarising")
+    t0 = time.perf_counter()
+    written = spark.read.parquet(str(objects_path))
+    agg = [F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("size"), F.lit(0)).alias("bytes")]
+    by_topic = (
+        written.filter(F.col("topic_id").isNotNull())
+        .groupBy("topic_id", "category", "reclaimable")
+        .agg(*agg, F.min("topic").alias("topic"))
+    )
+    by_category = written.groupBy("category", "reclaimable").agg(*agg)
+    anomalies_by_topic = spark.read.parquet(str(out_dir / c.ANOMALIES_DIR)).groupBy("topic_id", "type").count()
+    malformed_counts = {r["malformed"]: r["count"] for r in malformed.groupBy("malformed").count().collect()}
+    examples = [
+        {"file": r["file"], "reason": r["malformed"], "raw": (r["raw"] or "")[:500]}
+        for r in malformed.limit(settings.max_examples).collect()
+    ]
+    by_topic_rows = [r.asDict() for r in by_topic.collect()]
+    seen_ids = {r["topic_id"] for r in by_topic_rows}
+    anomaly_rows = [r.asDict() for r in anomalies_by_topic.collect()]
+    seen_ids |= {r["topic_id"] for r in anomaly_rows if r["topic_id"] is not None}
+    topic_rows = [r.asDict() for r in topics.filter(F.col("topic_id").isin(*seen_ids)).collect()] if seen_ids else []
+    category_rows = [r.asDict() for r in by_category.collect()]
+    rows.unpersist()
+    seconds["summarise"] = time.perf_counter() - t0
+    seconds["total"] = time.perf_counter() - started
+    total_rows = sum(r["objects"] for r in category_rows) + sum(malformed_counts.values())
+    log.info("scan.classified", rows=total_rows, malformed=sum(malformed_counts.values()), seconds=seconds)
+    return ScanAggregates(
+        rows=total_rows,
+        objects_by_topic=by_topic_rows,
+        objects_by_category=category_rows,
+        anomalies_by_topic=anomaly_rows,
+        malformed_by_reason=malformed_counts,
+        malformed_examples=examples,
+        topics=topic_rows,
+        seconds=seconds,
+    )

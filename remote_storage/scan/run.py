@@ -1,0 +1,114 @@
+"""One scan, end to end: open and verify the inventory, export the metadata if asked, run the Spark job, write
+``summary.json`` and the HTML report. Shared by ``tieredctl scan run`` and ``python -m remote_storage.scan``
+(the entry point ``spark-submit`` runs).
+
+Invariants: the inventory is verified (every listed data file present, with its size and MD5) before Spark reads
+a byte of it; an ``s3://`` inventory is staged under the output directory and removed afterwards; the output
+directory holds a complete scan only when ``summary.json`` exists (it is written after the Parquet outputs,
+atomically); the SparkSession is stopped only when this module started it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from remote_storage import inventory as inv
+from remote_storage.scan import contract as c
+from remote_storage.scan.job import ScanError, ScanSettings, StagedInventory, run_scan
+from remote_storage.scan.summary import build_summary, write_summary
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+else:
+    S3Client = Any
+
+log = structlog.get_logger(__name__)
+
+STAGING_DIR = ".inventory-staging"
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOutcome:
+    summary: dict[str, Any]
+    out_dir: Path
+    report: Path | None
+
+    @property
+    def exit_status(self) -> int:
+        return c.EXIT_ANOMALIES if self.summary["alert"]["exceeded"] else 0
+
+
+def export_store(metadata_store: Path, out_dir: Path) -> Path:
+    """Export the metadata of the SQLite store at ``metadata_store`` into ``out_dir/export``."""
+    from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+    from remote_storage.export import export_metadata
+
+    if not metadata_store.is_file():
+        raise ScanError(f"the metadata store {metadata_store} does not exist")
+    dest = out_dir / c.EXPORT_DIR
+    store = SqliteMetadataStore(metadata_store)
+    try:
+        export_metadata(store, dest)
+    finally:
+        store.close()
+    return dest
+
+
+def scan(
+    *,
+    inventory_uri: str,
+    export_dir: Path,
+    out_dir: Path,
+    settings: ScanSettings,
+    s3_client: S3Client | None = None,
+    spark: Any = None,
+    spark_master: str | None = None,
+    driver_memory: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+) -> ScanOutcome:
+    """Run one scan into ``out_dir``; ``spark`` is an existing session (tests, benches) or None to start one."""
+    say = progress or (lambda _m: None)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    is_s3 = inventory_uri.startswith("s3://")
+    say(f"verifying the inventory {inventory_uri} (manifest, sizes, MD5s)")
+    # An s3:// inventory's MD5s are checked while it is staged, so its files are downloaded once.
+    inventory = inv.read_inventory(inventory_uri, s3_client=s3_client, verify_checksums=not is_s3,
+                                   max_examples=settings.max_examples)  # fmt: skip
+    staging = out_dir / STAGING_DIR
+    try:
+        source = StagedInventory.from_inventory(inventory, inventory.stage(staging))
+        own_session = spark is None
+        if own_session:
+            from remote_storage.scan.session import DEFAULT_DRIVER_MEMORY, build_session
+
+            say("starting Spark")
+            spark = build_session(master=spark_master, driver_memory=driver_memory or DEFAULT_DRIVER_MEMORY)
+        try:
+            agg = run_scan(spark, source, export_dir, out_dir, settings, progress=say)
+        finally:
+            if own_session:
+                spark.stop()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    summary = build_summary(agg, source=source, export_dir=export_dir, settings=settings, generated_at_ms=now_ms())
+    write_summary(summary, out_dir)
+    from remote_storage.scan.report import write_html_report
+
+    report = write_html_report(out_dir)
+    log.info(
+        "scan.finished",
+        out=str(out_dir),
+        rows=summary["inventory"]["rows"],
+        reclaimable_bytes=sum(summary["totals"]["reclaimable_bytes"].values()),
+        anomalies=summary["totals"]["anomalies_total"],
+        alert=summary["alert"]["exceeded"],
+    )
+    return ScanOutcome(summary, out_dir, report)

@@ -1,0 +1,60 @@
+"""The SparkSession of the scan: local mode by default, and whatever ``spark-submit`` chose when it launched us.
+
+Local mode is tuned for a small machine (the settings measured to matter): ``local[2]``, the driver's memory set
+before the JVM starts, few shuffle partitions, UI and console progress off, UTC session time zone, the running
+interpreter as ``PYSPARK_PYTHON``, loopback as ``SPARK_LOCAL_IP``, and Spark's own logging at ERROR once the
+session is up (the JVM's three start-up lines remain).
+
+Invariant: under ``spark-submit`` (``PYSPARK_GATEWAY_PORT`` is set: the JVM exists already) nothing that
+spark-submit decided is overridden, so the same job runs unchanged on a cluster; only the scan's SQL settings
+(time zone, shuffle partitions) are applied.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+DEFAULT_MASTER = "local[2]"
+DEFAULT_DRIVER_MEMORY = "4g"
+DEFAULT_SHUFFLE_PARTITIONS = 4
+
+
+def launched_by_spark_submit() -> bool:
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(
+    *,
+    master: str | None = None,
+    driver_memory: str = DEFAULT_DRIVER_MEMORY,
+    shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+    app_name: str = "tieredctl-scan",
+) -> Any:
+    """A SparkSession for the scan (``master`` None: spark-submit's choice, else ``local[2]``)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if not launched_by_spark_submit():
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        master = master or DEFAULT_MASTER
+        if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        builder = (
+            builder.master(master)
+            .config("spark.driver.memory", driver_memory)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+        )
+    elif master:
+        builder = builder.master(master)
+    spark = (
+        builder.config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
