@@ -489,6 +489,329 @@ def broker_decommission(obj: Ctx, broker_id: int) -> None:
     obj.emit({"broker_id": broker_id, "decommissioned": True}, f"decommissioned broker {broker_id}")
 
 
+# -- the bucket: inventory, scan, reclaim ------------------------------------------------------------------------
+
+
+@cli.group()
+def inventory() -> None:
+    """Bucket inventories in the AWS S3 Inventory format."""
+
+
+class BucketTarget:
+    """Where the bucket is: explicit options, else the local cluster in --cluster-dir (when one was started)."""
+
+    def __init__(self, cluster_dir: str, s3_endpoint: str | None, bucket: str | None, prefix: str | None) -> None:
+        from orchestrator.local.cluster import STATE_FILE, ClusterState
+
+        state = ClusterState.load(Path(cluster_dir)) if (Path(cluster_dir) / STATE_FILE).exists() else None
+        self.cluster = state
+        self.s3_endpoint = s3_endpoint or (state.s3_endpoint if state else None)
+        self.prefix = prefix if prefix is not None else (state.prefix if state else "tiered/")
+        self.metadata_store = Path(state.dir) / "metadata.db" if state else None
+        bucket = bucket or (state.bucket if state else None)
+        if not bucket:
+            raise click.UsageError(f"which bucket? pass --bucket (no local cluster in {cluster_dir} to take it from)")
+        self.bucket: str = bucket
+
+    def client(self) -> Any:
+        from remote_storage.s3 import make_s3_client
+
+        return make_s3_client(endpoint_url=self.s3_endpoint)
+
+
+def _bucket_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed(
+        [
+            click.option("--bucket", default=None, help="default: the local cluster's bucket"),
+            click.option("--prefix", default=None, help="key prefix of tiered storage (default: the cluster's)"),
+            click.option("--s3-endpoint", envvar="TIEREDCTL_S3_ENDPOINT", default=None,
+                         help="MinIO/Ceph/moto URL (default: the local cluster's, else AWS)"),
+            click.option("--cluster-dir", default=str(DEFAULT_CLUSTER_DIR), show_default=True, type=click.Path(),
+                         help="a local cluster to take the defaults from"),
+        ]
+    ):  # fmt: skip
+        fn = opt(fn)
+    return fn
+
+
+def _duration_ms(_ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    from policies.reclaim import parse_duration
+
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except KafkaError as exc:
+        raise click.BadParameter(exc.message, param=param) from exc
+
+
+def _build_inventory(obj: Ctx, target: BucketTarget, dest: str, fmt: str, rows_per_file: int) -> str:
+    from remote_storage.inventory import build_inventory
+
+    client = target.client()
+    columns = (TextColumn(f"listing s3://{target.bucket}/{target.prefix}"), TextColumn("{task.completed:,} objects"),
+               TimeElapsedColumn())  # fmt: skip
+    with Progress(*columns, console=Console(stderr=True), disable=obj.output != "text", transient=True) as bar:
+        task = bar.add_task("list", total=None)
+        return build_inventory(
+            client, bucket=target.bucket, prefix=target.prefix, dest=dest, fmt=fmt,  # type: ignore[arg-type]
+            now_ms=int(time.time() * 1000), rows_per_file=rows_per_file,
+            progress=lambda n: bar.update(task, completed=n),
+        )  # fmt: skip
+
+
+@inventory.command("build")
+@_bucket_options
+@click.option("--dest", required=True, help="a local directory or s3://bucket/path/ for manifest.json and data/")
+@click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True)
+@click.option("--rows-per-file", default=1_000_000, show_default=True, type=click.IntRange(1, None))
+@click.pass_obj
+def inventory_build(obj: Ctx, bucket: str | None, prefix: str | None, s3_endpoint: str | None, cluster_dir: str,
+                    dest: str, fmt: str, rows_per_file: int) -> None:  # fmt: skip
+    """List a bucket and write an inventory in the AWS S3 Inventory format (for stores with no inventory service)."""
+    target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix)
+    manifest = _build_inventory(obj, target, dest, fmt, rows_per_file)
+    obj.emit({"manifest": manifest, "bucket": target.bucket, "prefix": target.prefix, "format": fmt},
+             f"inventory of s3://{target.bucket}/{target.prefix} written: {manifest}")  # fmt: skip
+
+
+@cli.group()
+def scan() -> None:
+    """The Spark scan: reclaimable bytes and anomalies, per object and per topic."""
+
+
+@scan.command("run")
+@_bucket_options
+@click.option(
+    "--inventory",
+    "inventory_uri",
+    default=None,
+    help="manifest.json (or its directory), local or s3://; default: build one by listing the bucket",
+)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--export",
+    "export_dir",
+    default=None,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="a metadata export directory; default: export --metadata-store now",
+)
+@click.option(
+    "--metadata-store",
+    default=None,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="the SQLite metadata store (default: the local cluster's)",
+)
+@click.option(
+    "--grace",
+    "grace_ms",
+    default="3d",
+    show_default=True,
+    callback=_duration_ms,
+    help="objects younger than this are never reclaimable (longer than an upload plus the inventory lag)",
+)
+@click.option(
+    "--max-anomalies",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, None),
+    help="exit 3 when the anomalies exceed this",
+)
+@click.option("--spark-master", default=None, help="default: local[2]")
+@click.option("--driver-memory", default=None, help="default: 4g (local mode)")
+@click.pass_obj
+def scan_run(obj: Ctx, bucket: str | None, prefix: str | None, s3_endpoint: str | None, cluster_dir: str,
+             inventory_uri: str | None, out_dir: Path, export_dir: Path | None, metadata_store: Path | None,
+             grace_ms: int, max_anomalies: int, spark_master: str | None,
+             driver_memory: str | None) -> None:  # fmt: skip
+    """Classify every object of the bucket's inventory: reclaimable bytes and anomalies, per object and per topic.
+
+    Writes OUT/objects.parquet, OUT/anomalies.parquet, OUT/summary.json and OUT/report.html. Exit status 3 when the
+    anomalies exceed --max-anomalies (so a scheduler alerts).
+    """
+    from remote_storage.scan.job import ScanSettings
+    from remote_storage.scan.report import render_text
+    from remote_storage.scan.run import export_store, scan
+
+    def say(message: str) -> None:
+        if obj.output == "text":
+            click.echo(f"  {message}", err=True)
+
+    target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix) if bucket or not inventory_uri else None
+    if export_dir is None:
+        store = metadata_store or (target.metadata_store if target else None)
+        if store is None:
+            raise click.UsageError("pass --export DIR or --metadata-store PATH (no local cluster to take it from)")
+        say(f"exporting the metadata of {store}")
+        export_dir = export_store(store, out_dir)
+    if inventory_uri is None:
+        assert target is not None
+        say(f"building an inventory of s3://{target.bucket}/{target.prefix}")
+        inventory_uri = _build_inventory(obj, target, str(out_dir / "inventory"), "parquet", 1_000_000)
+    client = None
+    if inventory_uri.startswith("s3://"):
+        from remote_storage.s3 import make_s3_client
+
+        client = make_s3_client(endpoint_url=s3_endpoint or (target.s3_endpoint if target else None))
+    settings = ScanSettings(prefix=target.prefix if target else (prefix if prefix is not None else "tiered/"),
+                            grace_ms=grace_ms, max_anomalies=max_anomalies)  # fmt: skip
+    outcome = scan(inventory_uri=inventory_uri, export_dir=export_dir, out_dir=out_dir, settings=settings,
+                   s3_client=client, spark_master=spark_master, driver_memory=driver_memory, progress=say)  # fmt: skip
+    if obj.output == "json":
+        obj.emit(outcome.summary, "")
+    else:
+        Console().print(render_text(outcome.summary))
+        click.echo(f"report: {outcome.report}")
+        if outcome.exit_status:
+            click.echo(f"anomalies {outcome.summary['alert']['anomalies_total']} exceed the threshold "
+                       f"{max_anomalies}: exit status {outcome.exit_status}", err=True)  # fmt: skip
+    sys.exit(outcome.exit_status)
+
+
+@scan.command("report")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--max-anomaly-rows", default=200, show_default=True, type=click.IntRange(0, None),
+              help="anomaly rows shown in the page (all are in anomalies.parquet)")  # fmt: skip
+@click.pass_obj
+def scan_report(obj: Ctx, directory: Path, max_anomaly_rows: int) -> None:
+    """Re-render DIRECTORY/report.html from a scan's summary.json; print the per-topic totals."""
+    from remote_storage.scan.report import render_text, write_html_report
+    from remote_storage.scan.summary import ScanOutputError, load_summary
+
+    try:
+        summary = load_summary(directory)
+        path = write_html_report(directory, max_anomaly_rows=max_anomaly_rows)
+    except ScanOutputError as exc:
+        raise click.ClickException(exc.message) from exc
+    if obj.output == "json":
+        obj.emit(summary, "")
+        return
+    Console().print(render_text(summary))
+    click.echo(f"report: {path}")
+
+
+# -- reclaim -----------------------------------------------------------------------------------------------------
+
+
+def _reclaim_text(result: Any) -> None:
+    from policies.reclaim import format_duration
+
+    out = Console()
+    verb = "planned" if result.executed else "would delete"
+    out.print(f"reclaim {'(executed)' if result.executed else '(dry run)'}: bucket {result.bucket}, objects older "
+              f"than {format_duration(result.older_than_ms)}, metadata: {result.metadata_source}")  # fmt: skip
+    if result.planned_by_category:
+        table = Table(f"{verb}: category", "objects", "bytes")
+        for name, t in result.planned_by_category.items():
+            table.add_row(name, f"{t.objects:,}", f"{t.bytes:,}")
+        out.print(table)
+        table = Table(f"{verb}: topic", "objects", "bytes")
+        for name, t in result.planned_by_topic.items():
+            table.add_row(name, f"{t.objects:,}", f"{t.bytes:,}")
+        out.print(table)
+    if result.skipped:
+        table = Table("skipped: reason", "objects")
+        for reason, n in result.skipped.items():
+            table.add_row(reason, f"{n:,}")
+        out.print(table)
+    if result.executed:
+        failed = f", {len(result.failed_keys):,} failed" if result.failed_keys else ""
+        out.print(f"deleted {result.deleted_objects:,} objects ({result.deleted_bytes:,} bytes){failed}")
+    elif not result.run_refused:
+        out.print(f"would delete {result.planned_objects:,} objects ({result.planned_bytes:,} bytes); "
+                  "nothing was deleted (pass --execute to delete them)")  # fmt: skip
+
+
+@cli.command("reclaim")
+@click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--execute", is_flag=True, help="delete; without it this is a dry run that deletes nothing")
+@click.option(
+    "--older-than",
+    callback=_duration_ms,
+    metavar="DURATION",
+    help="only objects last modified at least this long ago: 72h, 30m, 3d, 0s [default: the scan's grace]",
+)
+@click.option(
+    "--category",
+    "categories",
+    multiple=True,
+    metavar="C",
+    help="reclaim only this category, repeatable [default: every category reclaim may delete]",
+)
+@click.option(
+    "--metadata-store",
+    type=click.Path(exists=True, dir_okay=False),
+    help="the cluster's SQLite metadata store, to re-check against current metadata [default: the scan's "
+    "export, with a warning]",
+)
+@click.option("--s3-endpoint", envvar="TIEREDCTL_S3_ENDPOINT", default=None, help="S3 endpoint URL [default: AWS]")
+@click.option("--bucket", default=None, help="[default: the scan's source bucket]")
+@click.option(
+    "--max-orphan-ratio",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="refuse a live topic (or the whole run, for unknown topic ids) above this share of orphans",
+)
+@click.option("--force", is_flag=True, help="delete even when an orphan-ratio guard refuses")
+@click.pass_obj
+def reclaim_command(obj: Ctx, directory: str, execute: bool, older_than: int | None, categories: tuple[str, ...],
+            metadata_store: str | None, s3_endpoint: str | None, bucket: str | None, max_orphan_ratio: float,
+            force: bool) -> None:  # fmt: skip
+    """Delete what the scan in DIR found reclaimable, after re-checking each object now (a dry run unless --execute).
+
+    Each object is looked up again (HEAD) and re-classified against current metadata; objects that changed, became
+    live, are younger than --older-than or lie outside their topic's prefix are skipped with a reason. Deletes
+    are batched per topic prefix and journaled in DIR/reclaim-journal.jsonl; a second run deletes nothing more.
+    Exit status 1 when an object could not be re-checked or deleted, or a guard refused the whole run.
+    """
+    from policies import reclaim_executor as rx
+    from policies.reclaim import reclaim_categories
+    from remote_storage.s3 import S3RemoteStorage, make_s3_client
+
+    try:
+        wanted = reclaim_categories(categories)
+    except KafkaError as exc:
+        raise click.BadParameter(exc.message, param_hint="--category") from exc
+
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    scan_out = rx.ScanOutput.load(directory)
+    metadata = rx.load_current_metadata(store_path=Path(metadata_store) if metadata_store else None,
+                                        scan_export_dir=scan_out.export_dir, now_ms=now_ms())  # fmt: skip
+    rsm = S3RemoteStorage(client=make_s3_client(endpoint_url=s3_endpoint), bucket=bucket or scan_out.bucket,
+                          prefix=scan_out.prefix)  # fmt: skip
+    options = rx.ReclaimOptions(execute=execute, older_than_ms=older_than, categories=wanted,
+                                max_orphan_ratio=max_orphan_ratio, force=force)  # fmt: skip
+    labels = {"recheck": "re-checking objects", "delete": "deleting"}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  disable=obj.output == "json", console=Console(stderr=True), transient=True) as bar:  # fmt: skip
+        tasks: dict[str, Any] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(labels.get(phase, phase), total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        result = rx.reclaim(scan_out, rsm=rsm, metadata=metadata, options=options, now_ms=now_ms,
+                            on_progress=progress)  # fmt: skip
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if obj.output == "json":
+        obj.emit(result.as_json(), "")
+    else:
+        _reclaim_text(result)
+    for refusal in result.refusals:
+        click.echo(f"error: {refusal}", err=True)
+    if result.failed_keys:
+        key, why = next(iter(result.failed_keys.items()))
+        click.echo(f"error: {len(result.failed_keys)} object(s) could not be re-checked or deleted, e.g. {key}: "
+                   f"{why}; they were not deleted: run the same command again to retry them", err=True)  # fmt: skip
+    if not result.ok:
+        sys.exit(1)
+
+
 def main() -> None:
     import logging
 
