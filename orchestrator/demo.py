@@ -3,10 +3,13 @@
 A real local cluster (embedded S3 from moto's server, the SQLite store, 2 controllers, 3 brokers, each its own
 process) under ``./var/demo``; every step prints the ``tieredctl`` command that does the same thing:
 
-cluster up -> create ``orders`` and ``payments`` with tiering on -> produce -> wait until segments are tiered ->
-disable ``orders`` with delete and ``payments`` with retain -> status and what the bucket holds -> consume
-``payments`` from the beginning (read back from S3) -> re-enable ``payments`` and show its epochs -> cluster down.
-The cluster is always stopped at the end, also on failure or Ctrl-C.
+cluster up -> create ``orders``, ``payments`` and ``clicks`` with tiering on -> produce -> wait until segments are
+tiered -> disable ``orders`` with delete and ``payments`` with retain -> status and what the bucket holds -> consume
+``payments`` from the beginning (read back from S3) -> re-enable ``payments`` and show its epochs -> leave orphans the
+way real clusters do (delete the tiered topic ``clicks``, whose remote segments no broker deletes; an upload whose
+metadata was never recorded) -> build an inventory of the bucket -> run the Spark scan and print reclaimable bytes
+and anomalies per topic, with the HTML report's path -> cluster down. The cluster is always stopped at the end, also
+on failure or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -22,15 +25,21 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.ids import Uuid
 from orchestrator.local import cluster as lc
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.records import TieredState
 from orchestrator.ops import Cluster
-from remote_storage.keys import KeyParseError, parse_key
+from remote_storage.inventory import build_inventory
+from remote_storage.keys import KeyParseError, SegmentKey, Suffix, build_key, parse_key
 from remote_storage.s3 import S3RemoteStorage, make_s3_client
+from remote_storage.scan.job import ScanSettings
+from remote_storage.scan.report import render_text
+from remote_storage.scan.run import export_store, scan
 
 console = Console()
 DEMO_DIR = Path("var/demo")
+TOPICS = ("orders", "payments", "clicks")
 TOPIC_CONFIGS = {"remote.storage.enable": "true", "local.retention.ms": "0", "segment.bytes": "16384"}
 
 
@@ -74,7 +83,7 @@ async def until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: floa
 
 async def story(state: lc.ClusterState) -> None:
     async with Cluster(state.bootstrap_server, timeout_s=30) as c:
-        for name in ("orders", "payments"):
+        for name in TOPICS:
             step(
                 f"create {name} with tiering on",
                 f"topic create {name} --partitions 2 --config remote.storage.enable=true",
@@ -82,15 +91,18 @@ async def story(state: lc.ClusterState) -> None:
             tid = await c.create_topic(name, partitions=2, configs=TOPIC_CONFIGS)
             console.print(f"  topic id {tid}")
         step("produce 2,000 records to each", "topic produce orders --records 2000 --record-size 200")
-        for name in ("orders", "payments"):
+        for name in TOPICS:
             for p in range(2):
                 await c.produce(name, [f"{name}-{p}-{i}:".encode().ljust(200, b".") for i in range(1000)], partition=p)
         step("wait until closed segments are copied to S3", "tiering status")
 
-        async def first_record_is_remote() -> bool:
-            return any([r.remote async for r in c.consume("payments", 0, max_records=1)])
+        async def first_records_are_remote() -> bool:
+            for name in TOPICS:  # noqa: SIM110 (all() cannot consume an async generator)
+                if not any([r.remote async for r in c.consume(name, 0, max_records=1)]):
+                    return False
+            return True
 
-        await until("segments to be copied to S3", first_record_is_remote, 60)
+        await until("segments to be copied to S3", first_records_are_remote, 60)
         console.print(bucket_table(state, "what the bucket holds after tiering"))
 
         step("disable orders with the delete policy", "tiering disable orders --policy delete --wait")
@@ -99,10 +111,10 @@ async def story(state: lc.ClusterState) -> None:
         await c.disable_tiering("payments", "retain")
 
         async def all_disabled() -> bool:
-            return all(s.state == TieredState.DISABLED for s in await c.tiering_status())
+            return all(s.state == TieredState.DISABLED for s in await c.tiering_status(["orders", "payments"]))
 
         await until("both topics to be DISABLED", all_disabled, 120)
-        statuses = await c.tiering_status()
+        statuses = await c.tiering_status(["orders", "payments"])
         table = Table("topic", "state", "tiered epoch", "policy", "segments deleted", "pending brokers")
         for s in statuses:
             table.add_row(s.topic, s.state.name, str(s.tiered_epoch), s.policy.name.lower(), str(s.segments_deleted),
@@ -136,6 +148,33 @@ async def story(state: lc.ClusterState) -> None:
         await until(f"segments tagged with tiered epoch {st.tiered_epoch}", new_epoch_tiered, 30)
         console.print(bucket_table(state, "objects by tiered epoch: old segments keep epoch 1, new ones carry the new"))
 
+        step("delete the tiered topic clicks: its remote segments stay in the bucket", "topic delete clicks")
+        await c.delete_topic("clicks")
+        payments_id = (await c.topic("payments"))["topic_id"]
+    # An upload whose metadata was never recorded (a broker that died between the PUT and the RLMM write).
+    lost = SegmentKey("payments", payments_id, 1, 99_000, Uuid.random())
+    rsm.client.put_object(Bucket=state.bucket, Key=build_key(state.prefix, lost, Suffix.LOG), Body=b"\0" * 4096)
+    console.print(f"  and an upload that never finished: {build_key(state.prefix, lost, Suffix.LOG)}")
+
+
+def scan_story(state: lc.ClusterState) -> None:
+    out = DEMO_DIR / "scan"
+    step("build an inventory of the bucket (AWS S3 Inventory format)",
+         f"inventory build --dest {DEMO_DIR}/inventory --format parquet")  # fmt: skip
+    client = make_s3_client(endpoint_url=state.s3_endpoint)
+    manifest = build_inventory(client, bucket=state.bucket, prefix=state.prefix, dest=str(DEMO_DIR / "inventory"),
+                               fmt="parquet", now_ms=int(time.time() * 1000))  # fmt: skip
+    console.print(f"  {manifest}")
+    step("scan it with Spark against the metadata (grace 0s: the demo's objects are minutes old; default 3d)",
+         f"scan run --inventory {DEMO_DIR}/inventory --out {out} --grace 0s")  # fmt: skip
+    export_dir = export_store(Path(state.dir) / "metadata.db", out)
+    outcome = scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out,
+                   settings=ScanSettings(prefix=state.prefix, grace_ms=0, max_anomalies=0),
+                   progress=lambda m: console.print(f"  [dim]{m}[/]"))  # fmt: skip
+    console.print(render_text(outcome.summary))
+    console.print(f"  HTML report with the chart: [bold]{outcome.report}[/]")
+    console.print(f"  reclaim it (dry run first): [dim]$ tieredctl reclaim {out} --older-than 0s[/]")
+
 
 def main() -> None:
     configure_logging("cli", level=logging.WARNING)
@@ -151,6 +190,7 @@ def main() -> None:
     console.print(f"  bootstrap server {state.bootstrap_server}, S3 {state.s3_endpoint}, bucket {state.bucket}")
     try:
         asyncio.run(story(state))
+        scan_story(state)
     finally:
         step("stop the cluster", f"cluster down --dir {DEMO_DIR}")
         for p in lc.down(directory):
