@@ -12,6 +12,7 @@ Python (a hypothesis test checks that they agree on generated buckets):
    anchored character-class patterns, never a backtracking regex: Spark 4 runs with ANSI mode on, and one junk key
    must not fail the job. A key this parser accepts is one :func:`remote_storage.keys.parse_key` accepts.
 3. **Joins.** Topics and the tiered-state history are small and broadcast; segments join on (topic id, segment id).
+   An export that lists a topic id or a segment twice is refused (a join would count its objects twice).
    Retention expiry is computed on the segments with window functions, following
    :func:`policies.plans.plan_remote_expiry`.
 4. **Outputs** (names in the contract): ``objects.parquet`` and ``anomalies.parquet`` directories, and the
@@ -235,6 +236,18 @@ def _read_export(spark: Any, export_dir: Path) -> tuple[Any, Any, Any]:
                                                                 export.EPOCHS_FILE))  # fmt: skip
 
 
+def _refuse_duplicates(df: Any, keys: list[str], what: str, export_dir: Path) -> None:
+    """An export holds each topic id, and each (topic id, segment id), once; a join would multiply rows otherwise."""
+    F = _F()
+    dup = df.groupBy(*keys).count().filter(F.col("count") > 1).limit(1).collect()
+    if dup:
+        example = ", ".join(f"{k}={dup[0][k]}" for k in keys)
+        raise ScanError(
+            f"the metadata export in {export_dir} lists {what} more than once ({example}, {dup[0]['count']} rows): "
+            "it is not an export of one cluster's metadata; export it again"
+        )
+
+
 def _expired_segments(segments: Any, topics: Any, *, now_ms: int) -> Any:
     """(topic_id, segment_id) of COPY_SEGMENT_FINISHED segments that retention expires now (plan_remote_expiry)."""
     F = _F()
@@ -385,6 +398,8 @@ def run_scan(
     if not source.files:
         raise ScanError(f"inventory {source.uri} lists no data files")
     topics, segments, epochs = _read_export(spark, export_dir)
+    _refuse_duplicates(topics, ["topic_id"], "a topic id", export_dir)
+    _refuse_duplicates(segments, ["topic_id", "segment_id"], "a segment", export_dir)
 
     say(f"reading {len(source.files)} inventory data file(s) ({source.file_format})")
     rows = _csv_rows(spark, source) if source.file_format == "csv" else _parquet_rows(spark, source)

@@ -49,3 +49,15 @@ def test_spark_scan_and_python_classifier_agree(
     want = {v.key: (v.category, v.reclaimable, v.anomaly) for v in expected.objects}
     assert got == want
     assert got_anomalies == Counter((a.type, a.topic_id, a.segment_id, a.key) for a in expected.anomalies)
+
+
+def test_an_export_listing_a_topic_id_twice_is_refused_naming_it(spark: Any, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from policies.orphans import TopicMeta
+    from remote_storage.scan.job import ScanError
+
+    topic = TopicMeta("AAAAAAAAAAAAAAAAAAAAAA", "orders", "ENABLED", 1, "NONE", -1, -1, False)
+    world = World(topics=[topic, replace(topic, deleted=True)], segments=[], epochs=[], objects=[])
+    with pytest.raises(ScanError, match=r"topic id more than once.*AAAAAAAAAAAAAAAAAAAAAA"):
+        spark_scan(spark, world, tmp_path, "parquet")

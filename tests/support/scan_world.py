@@ -120,13 +120,20 @@ def worlds(draw: st.DrawFn, *, max_topics: int = 4) -> World:
     segments: list[SegmentMeta] = []
     epochs: list[tuple[str, int, str]] = []
     objects: list[BucketObject] = []
+    used: set[str] = set()
+
+    def fresh_id() -> str:
+        """Ids are unique in a cluster (random 128 bits); shrinking must not make two of them equal."""
+        value = draw(ids.filter(lambda i: i not in used))
+        used.add(value)
+        return value
 
     def obj(key: str, size: int) -> None:
         age = draw(ages)
         objects.append(BucketObject(key, size, -1 if age < 0 else NOW_MS - age))
 
     for _ in range(draw(st.integers(1, max_topics))):
-        tid = draw(ids)
+        tid = fresh_id()
         state = draw(st.sampled_from(("ENABLED", "ENABLED", *STATES)))
         topic = TopicMeta(
             topic_id=tid,
@@ -154,7 +161,7 @@ def worlds(draw: st.DrawFn, *, max_topics: int = 4) -> World:
                     topic_id=tid,
                     topic=topic.name,
                     partition=partition,
-                    segment_id=draw(ids),
+                    segment_id=fresh_id(),
                     start_offset=offset,
                     end_offset=offset + length - 1,
                     size_bytes=draw(st.integers(0, 400)),
