@@ -445,8 +445,10 @@ def render_text(summary: Mapping[str, Any]) -> RenderableType:
     for v in views:
         state = v["state"] if v["known"] else "not in metadata"
         first = [Text(v["label"]), "deleted" if v["deleted"] == "yes" else state]  # Text: never parsed as markup
-        rows = [(cat, v["reclaimable_objects"][cat], human_bytes(v["reclaimable"][cat]), None)
-                for cat in cats if v["reclaimable"][cat]]  # fmt: skip
+        rows: list[tuple[str, int, str, str | None]] = [
+            (cat, v["reclaimable_objects"][cat], human_bytes(v["reclaimable"][cat]), None)
+            for cat in cats if v["reclaimable"][cat]
+        ]  # fmt: skip
         rows += [(a, v["anomalies"][a], "", "red") for a in types if v["anomalies"][a]]
         for i, (what, count, size, style) in enumerate(rows or [("nothing to reclaim", 0, "", "dim")]):
             table.add_row(*(first if i == 0 else ["", ""]), Text(what, style=style or ""), str(count), size)
