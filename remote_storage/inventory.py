@@ -15,7 +15,8 @@ Invariants:
 * Rows are streamed file by file (CSV line by line, Parquet batch by batch): memory is flat in the number of rows.
   An ``s3://`` data file is spooled to a temporary file, never held in memory.
 * CSV data files are gzip, have no header row, have columns in ``fileSchema`` order, and URL-encoded keys
-  (form encoding: a space is ``+``, a ``+`` is ``%2B``), decoded with ``unquote_plus``. Parquet columns are
+  (form encoding: a space is ``+``, a ``+`` is ``%2B``), decoded with ``unquote_plus``; a ``%`` that does not start
+  two hex digits, or an escape that is not UTF-8, makes the key undecodable (as in the Spark scan). Parquet columns are
   snake_case (``bucket``, ``key``, ``size``, ``last_modified_date``, ``e_tag``) and keys are not encoded.
 * A malformed row (wrong column count, missing or non-integer size, undecodable key, bad timestamp) is never
   silently dropped: it is counted under a stable reason in :attr:`Inventory.malformed`, which keeps the first
@@ -34,6 +35,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import tempfile
 import uuid
 from collections import Counter
@@ -66,6 +68,7 @@ PARQUET_SCHEMA_STRING = (
     "optional int64 last_modified_date (TIMESTAMP_MILLIS); optional binary e_tag (UTF8); }"
 )
 _CHUNK = 1 << 20
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")  # unquote_plus would keep it as text; the key is not decodable
 
 # Stable malformed-row reasons (reported by the scan; never rename).
 WRONG_COLUMN_COUNT = "wrong column count"
@@ -394,6 +397,9 @@ class Inventory:
                 raw = ",".join(rec)
                 if len(rec) != len(cols):
                     self.malformed.add(name, n, WRONG_COLUMN_COUNT, raw)
+                    continue
+                if _BAD_ESCAPE.search(rec[i_key]):
+                    self.malformed.add(name, n, BAD_KEY, raw)
                     continue
                 try:
                     key = unquote_plus(rec[i_key], encoding="utf-8", errors="strict")

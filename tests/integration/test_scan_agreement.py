@@ -61,3 +61,39 @@ def test_an_export_listing_a_topic_id_twice_is_refused_naming_it(spark: Any, tmp
     world = World(topics=[topic, replace(topic, deleted=True)], segments=[], epochs=[], objects=[])
     with pytest.raises(ScanError, match=r"topic id more than once.*AAAAAAAAAAAAAAAAAAAAAA"):
         spark_scan(spark, world, tmp_path, "parquet")
+
+
+def test_malformed_rows_are_counted_by_the_readers_reasons_never_dropped(spark: Any, tmp_path: Path) -> None:
+    from remote_storage.scan.summary import build_summary
+    from tests.support import aws_inventory as aws
+
+    good = aws.csv_line(aws.SOURCE, "tiered/a b+c.log", 5, aws.CREATED_MS - 1000)
+    lines = [
+        good,
+        f'"{aws.SOURCE}","too-few","5"',
+        f'"{aws.SOURCE}","extra","5","2023-11-14T10:00:00.000Z","e","STANDARD","x"',
+        f'"{aws.SOURCE}","bad-size","5kB","2023-11-14T10:00:00.000Z","e","STANDARD"',
+        f'"{aws.SOURCE}","neg-size","-1","2023-11-14T10:00:00.000Z","e","STANDARD"',
+        f'"{aws.SOURCE}","bad%FFutf8","5","2023-11-14T10:00:00.000Z","e","STANDARD"',
+        f'"{aws.SOURCE}","bad%ZZescape","5","2023-11-14T10:00:00.000Z","e","STANDARD"',
+        f'"{aws.SOURCE}","","5","2023-11-14T10:00:00.000Z","e","STANDARD"',
+        f'"{aws.SOURCE}","late","5","yesterday","e","STANDARD"',
+    ]
+    manifest = aws.write_aws_inventory(tmp_path / "inv", {"m.csv.gz": aws.gz(lines)}, fmt="CSV", schema=aws.CSV_SCHEMA)
+    reader = read_inventory(str(manifest))
+    assert [r.key for r in reader.rows()] == ["tiered/a b+c.log"]
+    export_dir = World([], [], [], []).write_export(tmp_path / "export")
+    source = StagedInventory.from_inventory(reader, reader.stage(tmp_path / "staging"))
+    settings = ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS)
+    agg = run_scan(spark, source, export_dir, tmp_path / "out", settings)
+
+    assert agg.malformed_by_reason == dict(reader.malformed.counts)
+    assert agg.rows == len(lines)
+    assert {e["reason"] for e in agg.malformed_examples} == set(reader.malformed.counts)
+    assert all(e["file"].endswith(".csv.gz") and e["raw"] for e in agg.malformed_examples)
+    objects = pq.read_table(tmp_path / "out" / c.OBJECTS_DIR).to_pylist()
+    assert [(o["key"], o["category"]) for o in objects] == [("tiered/a b+c.log", c.UNPARSEABLE)]
+    summary = build_summary(agg, source=source, export_dir=export_dir, settings=settings, generated_at_ms=0)
+    assert summary["inventory"]["malformed_rows"]["total"] == len(lines) - 1
+    assert summary["totals"]["anomalies"][c.MALFORMED_INVENTORY_ROW] == len(lines) - 1
+    assert summary["alert"]["exceeded"] is True
