@@ -93,7 +93,7 @@ class Metadata:
     topics: Mapping[str, TopicMeta]
     segments: Mapping[tuple[str, str], SegmentMeta]  # (topic id, segment id) -> segment
     enabled_epochs: Mapping[str, frozenset[int]]  # topic id -> epochs at which it was ENABLED
-    expired: frozenset[str]  # segment ids past retention
+    expired: frozenset[tuple[str, str]]  # (topic id, segment id) of segments past retention
 
     @classmethod
     def build(
@@ -124,14 +124,14 @@ def _deletes_everything(topic: TopicMeta) -> bool:
 
 def expired_segments(
     topics: Mapping[str, TopicMeta], segments: Sequence[SegmentMeta], *, now_ms: int
-) -> frozenset[str]:
-    """Segment ids that retention expires now, per (topic id, partition), by the brokers' own planner."""
+) -> frozenset[tuple[str, str]]:
+    """(Topic id, segment id) of the segments retention expires now, per partition, by the brokers' own planner."""
     by_partition: dict[tuple[str, int], list[SegmentMeta]] = defaultdict(list)
     for s in segments:
         topic = topics.get(s.topic_id)
         if topic is not None and not topic.deleted and s.state == SegmentState.COPY_SEGMENT_FINISHED.name:
             by_partition[(s.topic_id, s.partition)].append(s)
-    out: set[str] = set()
+    out: set[tuple[str, str]] = set()
     for (topic_id, _), segs in by_partition.items():
         topic = topics[topic_id]
         segs.sort(key=lambda s: (s.start_offset, s.end_offset, s.segment_id))  # ties: the order the Spark job uses
@@ -145,7 +145,7 @@ def expired_segments(
             remote, now_ms=now_ms, retention_ms=topic.retention_ms, retention_bytes=topic.retention_bytes,
             log_start_offset=-1,
         )  # fmt: skip
-        out.update(str(s.segment_id) for s in plan.expired)
+        out.update((topic_id, str(s.segment_id)) for s in plan.expired)
     return frozenset(out)
 
 
@@ -187,7 +187,7 @@ def classify_object(
     if seg.state == SegmentState.COPY_SEGMENT_STARTED.name:
         return verdict(c.COPY_UNFINISHED, parsed=parsed), parsed
     mismatch = parsed.suffix.value == "log" and obj.size != seg.size_bytes
-    category = c.PAST_RETENTION if sid in meta.expired else c.LIVE
+    category = c.PAST_RETENTION if (tid, sid) in meta.expired else c.LIVE
     return verdict(category, c.SIZE_MISMATCH if mismatch else None, parsed), parsed
 
 

@@ -39,8 +39,6 @@ from remote_storage.scan import contract as c
 
 log = structlog.get_logger(__name__)
 
-_ID_PATTERN = rf"^[A-Za-z0-9_-]{{{ID_WIDTH - 1}}}[AQgw]$"  # canonical: the last character's 4 spare bits are 0
-_TOPIC_PATTERN = r"^[a-zA-Z0-9._-]{1,249}$"
 _SUFFIXES = ("log", "indexes", "rsm-manifest")
 _REPLACEMENT_CHAR = "\ufffd"
 
@@ -75,6 +73,8 @@ class ScanSettings:
     grace_ms: int = c.DEFAULT_GRACE_MS
     max_anomalies: int = 0
     max_examples: int = inv.DEFAULT_MAX_EXAMPLES
+    # Up to this many RLMM segments are broadcast to the objects' join (about 120 bytes each in the driver).
+    broadcast_segments_max: int = 4_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +105,9 @@ def _csv_rows(spark: Any, src: StagedInventory) -> Any:
     from pyspark.sql import types as T
 
     cols = src.csv_columns
+    # Column pruning would parse only the columns a query uses, and a row with too few or too many fields would no
+    # longer be flagged: every CSV read of the scan parses whole rows.
+    spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
     schema = T.StructType([T.StructField(name, T.StringType()) for name in cols] + [
         T.StructField("_corrupt", T.StringType())])  # fmt: skip
     df = spark.read.csv(list(src.files), schema=schema, mode="PERMISSIVE", columnNameOfCorruptRecord="_corrupt",
@@ -167,41 +170,40 @@ def _parquet_rows(spark: Any, src: StagedInventory) -> Any:
 # -- 2. keys ------------------------------------------------------------------------------------------------------
 
 
+def java_quote(text: str) -> str:
+    """``text`` as a literal in a Java regex (what ``Pattern.quote`` does)."""
+    return "\\Q" + text.replace("\\E", "\\E\\\\E\\Q") + "\\E" if text else ""
+
+
+def key_pattern(prefix: str) -> str:
+    """One anchored pattern for a whole key. Character classes cannot cross ``/``, so the only backtracking is the
+    topic name giving back the 23 characters of ``-<topic id>``; ``\\z`` (not ``$``, which Java also matches before
+    a final newline) ends it."""
+    id_ = f"[A-Za-z0-9_-]{{{ID_WIDTH - 1}}}[AQgw]"  # canonical: the last character's 4 spare bits are 0
+    return (
+        f"^{java_quote(prefix)}[a-zA-Z0-9._-]{{1,249}}-{id_}/(?:0|[1-9][0-9]{{0,9}})/[0-9]{{{OFFSET_WIDTH}}}-{id_}"
+        f"\\.(?:{'|'.join(_SUFFIXES)})\\z"
+    )
+
+
 def _parse_keys(rows: Any, prefix: str) -> Any:
-    """Add ``under_prefix``, ``parsed`` and the key's parts (null unless parsed)."""
+    """Add ``under_prefix``, ``parsed`` and the key's parts (null unless parsed).
+
+    One regex match decides the shape; the parts are then cut at fixed places (``substring_index`` and widths), and
+    ``try_cast`` runs only on keys that matched (it is slow on input that fails).
+    """
     F = _F()
     key = F.col("key")
     under = key.startswith(prefix) if prefix else F.lit(True)
+    shaped = key.rlike(key_pattern(prefix))
     rest = F.substring(key, len(prefix) + 1, 1 << 30)
-    parts = F.split(rest, "/", -1)
-    tp, part_s, file = F.get(parts, 0), F.get(parts, 1), F.get(parts, 2)
-    tlen = F.length(tp)
-    topic = F.substring(tp, F.lit(1), tlen - (ID_WIDTH + 1))
-    topic_id = F.substring(tp, tlen - ID_WIDTH + 1, ID_WIDTH)
-    dash = F.substring(tp, tlen - ID_WIDTH, 1)
-    offset_s = F.substring(file, 1, OFFSET_WIDTH)
-    segment_id = F.substring(file, OFFSET_WIDTH + 2, ID_WIDTH)
-    suffix = F.substring(file, OFFSET_WIDTH + ID_WIDTH + 3, 1 << 20)
-    partition = part_s.try_cast("int")
-    start_offset = offset_s.try_cast("bigint")
-    ok = (
-        under
-        & (F.size(parts) == 3)
-        & (tlen >= ID_WIDTH + 2)
-        & (dash == "-")
-        & topic.rlike(_TOPIC_PATTERN)
-        & ~topic.isin(".", "..")
-        & topic_id.rlike(_ID_PATTERN)
-        & part_s.rlike("^(0|[1-9][0-9]{0,9})$")
-        & partition.isNotNull()
-        & offset_s.rlike(f"^[0-9]{{{OFFSET_WIDTH}}}$")
-        & start_offset.isNotNull()
-        & (F.substring(file, OFFSET_WIDTH + 1, 1) == "-")
-        & segment_id.rlike(_ID_PATTERN)
-        & (F.substring(file, OFFSET_WIDTH + ID_WIDTH + 2, 1) == ".")
-        & suffix.isin(*_SUFFIXES)
-    )
-    ok = F.coalesce(ok, F.lit(False))
+    topic_part = F.substring_index(rest, "/", 1)
+    file = F.substring_index(rest, "/", -1)
+    tlen = F.length(topic_part)
+    topic = F.substring(topic_part, F.lit(1), tlen - (ID_WIDTH + 1))
+    partition = F.when(shaped, F.substring_index(F.substring_index(rest, "/", 2), "/", -1).try_cast("int"))
+    start_offset = F.when(shaped, F.substring(file, 1, OFFSET_WIDTH).try_cast("bigint"))
+    ok = F.coalesce(shaped & partition.isNotNull() & start_offset.isNotNull() & ~topic.isin(".", ".."), F.lit(False))
 
     def when_ok(col: Any) -> Any:
         return F.when(ok, col)
@@ -213,11 +215,11 @@ def _parse_keys(rows: Any, prefix: str) -> Any:
         F.coalesce(under, F.lit(False)).alias("under_prefix"),
         ok.alias("parsed"),
         when_ok(topic).alias("topic"),
-        when_ok(topic_id).alias("topic_id"),
+        when_ok(F.substring(topic_part, tlen - ID_WIDTH + 1, ID_WIDTH)).alias("topic_id"),
         when_ok(partition).alias("partition"),
         when_ok(start_offset).alias("start_offset"),
-        when_ok(segment_id).alias("segment_id"),
-        when_ok(suffix).alias("suffix"),
+        when_ok(F.substring(file, OFFSET_WIDTH + 2, ID_WIDTH)).alias("segment_id"),
+        when_ok(F.substring(file, OFFSET_WIDTH + ID_WIDTH + 3, 1 << 20)).alias("suffix"),
     )
 
 
@@ -269,7 +271,9 @@ def _expired_segments(segments: Any, topics: Any, *, now_ms: int) -> Any:
 # -- 4. classification --------------------------------------------------------------------------------------------
 
 
-def _classify(objects: Any, topics: Any, segments: Any, expired: Any, s: ScanSettings, now_ms: int) -> Any:
+def _classify(
+    objects: Any, topics: Any, segments: Any, expired: Any, s: ScanSettings, now_ms: int, *, broadcast: bool
+) -> Any:
     F = _F()
     t = F.broadcast(topics.select(
         "topic_id", F.col("state").alias("t_state"), F.col("policy").alias("t_policy"),
@@ -278,7 +282,9 @@ def _classify(objects: Any, topics: Any, segments: Any, expired: Any, s: ScanSet
         "topic_id", "segment_id", F.col("state").alias("s_state"), F.col("tiered_epoch").alias("segment_epoch"),
         F.col("size_bytes").alias("s_size"), F.col("event_timestamp_ms").alias("s_event"),
     ).join(expired, ["topic_id", "segment_id"], "left")  # fmt: skip
-    df = objects.join(t, "topic_id", "left").join(seg, ["topic_id", "segment_id"], "left")
+    # Broadcast, the 10^7 objects are not shuffled at all; above the limit it is a shuffle join.
+    df = objects.join(t, "topic_id", "left").join(F.broadcast(seg) if broadcast else seg, ["topic_id", "segment_id"],
+                                                  "left")  # fmt: skip
     state, deleted = F.col("t_state"), F.col("t_deleted")
     s_state = F.col("s_state")
     category = (
@@ -324,47 +330,49 @@ def _classify(objects: Any, topics: Any, segments: Any, expired: Any, s: ScanSet
 
 
 def _segment_anomalies(objects: Any, topics: Any, segments: Any, epochs: Any) -> Any:
+    """Every segment-level anomaly in one pass over the segments of known topic ids: one window (the chain of a
+    partition's epoch) and one join (which suffixes the inventory holds, from per-suffix flags)."""
     F = _F()
     from pyspark.sql import Window
 
-    known = segments.join(F.broadcast(topics.select("topic_id", F.col("deleted").alias("t_deleted"))), "topic_id")
+    flags = [F.max((F.col("suffix") == sfx).cast("int")).alias(f"has_{i}") for i, sfx in enumerate(_SUFFIXES)]
+    present = objects.filter(F.col("topic_id").isNotNull()).groupBy("topic_id", "segment_id").agg(*flags)
+    n = sum((F.coalesce(F.col(f"has_{i}"), F.lit(0)) for i in range(len(_SUFFIXES))), F.lit(0))
     enabled = epochs.filter(F.col("state") == "ENABLED").select("topic_id", "tiered_epoch").distinct()
-    stale = known.filter(F.col("state").isin("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED")).join(
-        F.broadcast(enabled), ["topic_id", "tiered_epoch"], "left_anti"
-    ).select("*", F.lit(c.STALE_EPOCH_COPY).alias("type"),
-             F.concat(F.lit("copied at tiered epoch "), F.col("tiered_epoch"),
-                      F.lit(", not an epoch at which the topic was ENABLED")).alias("detail"))  # fmt: skip
-
-    finished = known.filter(~F.col("t_deleted") & (F.col("state") == "COPY_SEGMENT_FINISHED"))
-    present = (
-        objects.filter(F.col("topic_id").isNotNull())
-        .groupBy("topic_id", "segment_id")
-        .agg(F.count_distinct("suffix").alias("present"))
+    known = segments.join(F.broadcast(topics.select("topic_id", F.col("deleted").alias("t_deleted"))), "topic_id").join(
+        F.broadcast(enabled.withColumn("enabled", F.lit(True))), ["topic_id", "tiered_epoch"], "left"
     )
-    n = F.coalesce(F.col("present"), F.lit(0))
-    sets = finished.join(present, ["topic_id", "segment_id"], "left").filter(n < len(_SUFFIXES))
-    sets = sets.select("*", F.when(n == 0, c.MISSING_OBJECTS).otherwise(c.INCOMPLETE_OBJECT_SET).alias("type"),
-                       F.concat(n.cast("string"), F.lit(f" of {len(_SUFFIXES)} objects in the inventory; the RLMM "
-                                                        "says COPY_SEGMENT_FINISHED")).alias("detail"))  # fmt: skip
-
+    finished = (F.col("state") == "COPY_SEGMENT_FINISHED") & ~F.col("t_deleted")
     chain = Window.partitionBy("topic_id", "partition", "tiered_epoch").orderBy("start_offset", "end_offset",
                                                                                 "segment_id")  # fmt: skip
-    prev_end = F.lag("end_offset").over(chain)
-    linked = finished.select("*", prev_end.alias("prev_end"))
-    gap_type = F.when(F.col("start_offset") > F.col("prev_end") + 1, c.OFFSET_GAP).when(
-        F.col("start_offset") <= F.col("prev_end"), c.OFFSET_OVERLAP
-    )
-    chains = linked.select("*", gap_type.alias("type"),
-                           F.concat(F.lit("starts at "), F.col("start_offset"), F.lit(", the previous segment of "
-                                    "this epoch ends at "), F.col("prev_end")).alias("detail")).filter(
-        F.col("type").isNotNull())  # fmt: skip
+    # The end of the previous *finished* segment of this chain (others are skipped, not a break in it).
+    prev_end = F.last(F.when(finished, F.col("end_offset")), ignorenulls=True).over(chain.rowsBetween(
+        Window.unboundedPreceding, -1))  # fmt: skip
+    linked = known.select("*", prev_end.alias("prev_end")).join(present, ["topic_id", "segment_id"], "left")
 
-    def shape(df: Any) -> Any:
-        no_key = F.lit(None).cast("string").alias("key")
-        return df.select("type", "topic", "topic_id", "partition", "segment_id", no_key,
-                         F.col("size_bytes").alias("bytes"), "detail")  # fmt: skip
+    def anomaly(kind: Any, detail: Any) -> Any:
+        return F.when(kind.isNotNull(), F.struct(kind.alias("type"), detail.alias("detail")))
 
-    return shape(stale).unionByName(shape(sets)).unionByName(shape(chains))
+    stale = F.when(F.col("state").isin("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED") & F.col("enabled").isNull(),
+                   F.lit(c.STALE_EPOCH_COPY))  # fmt: skip
+    sets = F.when(finished & (n == 0), F.lit(c.MISSING_OBJECTS)).when(
+        finished & (n < len(_SUFFIXES)), F.lit(c.INCOMPLETE_OBJECT_SET))  # fmt: skip
+    chains = F.when(finished & (F.col("start_offset") > F.col("prev_end") + 1), F.lit(c.OFFSET_GAP)).when(
+        finished & (F.col("start_offset") <= F.col("prev_end")), F.lit(c.OFFSET_OVERLAP))  # fmt: skip
+    found = F.array_compact(F.array(
+        anomaly(stale, F.concat(F.lit("copied at tiered epoch "), F.col("tiered_epoch").cast("string"),
+                                F.lit(", not an epoch at which the topic was ENABLED"))),
+        anomaly(sets, F.concat(n.cast("string"), F.lit(f" of {len(_SUFFIXES)} objects in the inventory; the RLMM "
+                                                       "says COPY_SEGMENT_FINISHED"))),
+        anomaly(chains, F.concat(F.lit("starts at "), F.col("start_offset").cast("string"),
+                                 F.lit(", the previous segment of this epoch ends at "),
+                                 F.col("prev_end").cast("string"))),
+    ))  # fmt: skip
+    exploded = linked.select("topic", "topic_id", "partition", "segment_id", "size_bytes", F.explode(found).alias("a"))
+    return exploded.select(
+        F.col("a.type").alias("type"), "topic", "topic_id", "partition", "segment_id",
+        F.lit(None).cast("string").alias("key"), F.col("size_bytes").alias("bytes"), F.col("a.detail").alias("detail"),
+    )  # fmt: skip
 
 
 def _object_anomalies(objects: Any) -> Any:
@@ -389,8 +397,6 @@ def run_scan(
 ) -> ScanAggregates:
     """Classify every row of ``source`` against the export in ``export_dir``; write the contract's files."""
     F = _F()
-    from pyspark import StorageLevel
-
     say = progress or (lambda _m: None)
     now_ms = source.creation_ms
     seconds: dict[str, float] = {}
@@ -402,14 +408,18 @@ def run_scan(
     _refuse_duplicates(segments, ["topic_id", "segment_id"], "a segment", export_dir)
 
     say(f"reading {len(source.files)} inventory data file(s) ({source.file_format})")
-    rows = _csv_rows(spark, source) if source.file_format == "csv" else _parquet_rows(spark, source)
-    rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-    malformed = rows.filter(F.col("malformed").isNotNull())
-    valid = rows.filter(F.col("malformed").isNull()).select("key", "size", "last_modified_ms")
+
+    def read_rows() -> Any:
+        return _csv_rows(spark, source) if source.file_format == "csv" else _parquet_rows(spark, source)
+
+    # Not cached: the classification reads the rows once; malformed rows are counted by a second, narrow read.
+    valid = read_rows().filter(F.col("malformed").isNull()).select("key", "size", "last_modified_ms")
 
     say("classifying objects against the metadata export")
     expired = _expired_segments(segments, topics, now_ms=now_ms)
-    objects = _classify(_parse_keys(valid, settings.prefix), topics, segments, expired, settings, now_ms)
+    broadcast = segments.count() <= settings.broadcast_segments_max
+    objects = _classify(_parse_keys(valid, settings.prefix), topics, segments, expired, settings, now_ms,
+                        broadcast=broadcast)  # fmt: skip
     objects_path = out_dir / c.OBJECTS_DIR
     objects.write.mode("overwrite").parquet(str(objects_path))
     seconds["classify_and_write_objects"] = time.perf_counter() - started
@@ -425,25 +435,28 @@ def run_scan(
     t0 = time.perf_counter()
     written = spark.read.parquet(str(objects_path))
     agg = [F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("size"), F.lit(0)).alias("bytes")]
-    by_topic = (
-        written.filter(F.col("topic_id").isNotNull())
-        .groupBy("topic_id", "category", "reclaimable")
-        .agg(*agg, F.min("topic").alias("topic"))
-    )
-    by_category = written.groupBy("category", "reclaimable").agg(*agg)
+    # One pass: per (topic id, category, reclaimable); unattributed objects have a null topic id.
+    grouped = [r.asDict() for r in written.groupBy("topic_id", "category", "reclaimable")
+               .agg(*agg, F.min("topic").alias("topic")).collect()]  # fmt: skip
     anomalies_by_topic = spark.read.parquet(str(out_dir / c.ANOMALIES_DIR)).groupBy("topic_id", "type").count()
+    malformed = read_rows().filter(F.col("malformed").isNotNull())
     malformed_counts = {r["malformed"]: r["count"] for r in malformed.groupBy("malformed").count().collect()}
     examples = [
         {"file": r["file"], "reason": r["malformed"], "raw": (r["raw"] or "")[:500]}
         for r in malformed.limit(settings.max_examples).collect()
     ]
-    by_topic_rows = [r.asDict() for r in by_topic.collect()]
+    by_topic_rows = [r for r in grouped if r["topic_id"] is not None]
     seen_ids = {r["topic_id"] for r in by_topic_rows}
     anomaly_rows = [r.asDict() for r in anomalies_by_topic.collect()]
     seen_ids |= {r["topic_id"] for r in anomaly_rows if r["topic_id"] is not None}
     topic_rows = [r.asDict() for r in topics.filter(F.col("topic_id").isin(*seen_ids)).collect()] if seen_ids else []
-    category_rows = [r.asDict() for r in by_category.collect()]
-    rows.unpersist()
+    totals: dict[tuple[str, bool], dict[str, Any]] = {}
+    for r in grouped:
+        entry = totals.setdefault((r["category"], r["reclaimable"]), {"category": r["category"],
+                                  "reclaimable": r["reclaimable"], "objects": 0, "bytes": 0})  # fmt: skip
+        entry["objects"] += r["objects"]
+        entry["bytes"] += r["bytes"]
+    category_rows = list(totals.values())
     seconds["summarise"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - started
     total_rows = sum(r["objects"] for r in category_rows) + sum(malformed_counts.values())

@@ -110,6 +110,9 @@ def near_miss_keys(valid: str) -> st.SearchStrategy[str]:
             f"{PREFIX}{topic_part}/{partition}/{file[:-4]}.LOG",
             f"{PREFIX}{topic_part}/{partition}/{file}".replace("0", "\u0660", 1),  # a non-ASCII digit
             f"{PREFIX}a.b-c_d-{tid}/{partition}/{file}",  # a legal name with dashes and dots: parses
+            f"{PREFIX}{name}\n-{tid}/{partition}/{file}",  # newlines: Java's '$' would match before them
+            f"{PREFIX}{topic_part}/{partition}\n/{file}",
+            f"{PREFIX}{body}\n",
         ]
     )
 
