@@ -1,12 +1,17 @@
-"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, delete, controller."""
+"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, delete, controller, scan."""
 
 from __future__ import annotations
 
 import sys
 
-from bench import controller, delete_policy, metadata_log
+from bench import controller, delete_policy, metadata_log, scan
 
-SECTIONS = {"metadata": metadata_log.run, "delete": delete_policy.run, "controller": controller.run}
+SECTIONS = {
+    "metadata": metadata_log.run,
+    "delete": delete_policy.run,
+    "controller": controller.run,
+    "scan": scan.run,
+}
 
 
 def main() -> None:

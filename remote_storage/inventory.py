@@ -575,7 +575,7 @@ class _Chunk:
         else:
             import pyarrow.parquet as pq
 
-            self._pq = pq.ParquetWriter(self.path, _parquet_schema())
+            self._pq = pq.ParquetWriter(self.path, parquet_schema())
 
     def add(self, key: str, size: int, last_modified_ms: int, etag: str) -> None:
         self.rows += 1
@@ -591,7 +591,7 @@ class _Chunk:
         import pyarrow as pa
 
         if self._buf["key"]:
-            self._pq.write_table(pa.Table.from_pydict(self._buf, schema=_parquet_schema()))
+            self._pq.write_table(pa.Table.from_pydict(self._buf, schema=parquet_schema()))
             self._buf = {c: [] for c in self._buf}
 
     def close(self) -> None:
@@ -602,7 +602,7 @@ class _Chunk:
             self._pq.close()
 
 
-def _parquet_schema() -> Any:
+def parquet_schema() -> Any:
     import pyarrow as pa
 
     return pa.schema(
@@ -693,6 +693,7 @@ __all__ = [
     "MalformedRows",
     "Manifest",
     "build_inventory",
+    "parquet_schema",
     "parse_manifest",
     "read_inventory",
     "split_s3_uri",
