@@ -85,11 +85,15 @@ def scan(
     staging = out_dir / STAGING_DIR
     try:
         source = StagedInventory.from_inventory(inventory, inventory.stage(staging))
-        own_session = spark is None
-        if own_session:
+        own_session = False
+        if spark is None:
+            from pyspark.sql import SparkSession
+
             from remote_storage.scan.session import DEFAULT_DRIVER_MEMORY, build_session
 
-            say("starting Spark")
+            # getOrCreate hands back a session that is already running; only one we started is ours to stop.
+            own_session = SparkSession.getActiveSession() is None
+            say("starting Spark" if own_session else "using the running Spark session")
             spark = build_session(master=spark_master, driver_memory=driver_memory or DEFAULT_DRIVER_MEMORY)
         try:
             agg = run_scan(spark, source, export_dir, out_dir, settings, progress=say)

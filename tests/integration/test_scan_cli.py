@@ -1,0 +1,76 @@
+"""``tieredctl inventory build`` and ``tieredctl scan run`` end to end through the CLI: an inventory written to an
+``s3://`` destination on moto's server, staged and checked by the scan, exit status 3 over the anomaly threshold and
+0 within it, and ``scan report``. The scan reuses the test session's SparkSession (and must not stop it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from structlog.testing import capture_logs
+
+from orchestrator.cli import cli
+from orchestrator.ids import Uuid
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from remote_storage.keys import SegmentKey, Suffix, build_key
+from remote_storage.scan import contract as c
+from remote_storage.scan.run import STAGING_DIR
+from tests.support.broker_harness import ControllerWriter
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def tieredctl(*args: str) -> Result:
+    """Run the CLI in-process; log events are captured (the real entry point sends them to stderr)."""
+    with capture_logs():
+        return CliRunner().invoke(cli, list(args))
+
+
+def test_inventory_build_scan_run_and_report_through_the_cli(
+    spark: Any, s3_client: Any, moto_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "metadata.db"
+    store = SqliteMetadataStore(db)
+    try:
+        ControllerWriter(store).create_topic("orders")
+    finally:
+        store.close()
+    orphan = build_key("tiered/", SegmentKey("ghost", Uuid.random(), 0, 0, Uuid.random()), Suffix.LOG)
+    s3_client.put_object(Bucket=bucket, Key=orphan, Body=b"x" * 100)
+    s3_client.put_object(Bucket=bucket, Key="tiered/not-a-segment.txt", Body=b"y")
+    s3_client.create_bucket(Bucket=f"{bucket}-inv")
+    common = ["--s3-endpoint", moto_endpoint, "--bucket", bucket, "--prefix", "tiered/",
+              "--cluster-dir", str(tmp_path / "no-cluster")]  # fmt: skip
+
+    built = tieredctl("--output", "json", "inventory", "build", *common, "--dest", f"s3://{bucket}-inv/inventory/",
+                      "--format", "csv")  # fmt: skip
+    assert built.exit_code == 0, built.output
+    manifest = json.loads(built.stdout)["manifest"]
+    assert manifest == f"s3://{bucket}-inv/inventory/manifest.json"
+
+    out = tmp_path / "scan"
+    args = ["--output", "json", "scan", "run", *common, "--inventory", manifest, "--metadata-store", str(db),
+            "--out", str(out), "--grace", "0s"]  # fmt: skip
+    over = tieredctl(*args)
+    assert over.exit_code == c.EXIT_ANOMALIES, over.output
+    summary = json.loads(over.stdout)
+    assert summary["inventory"]["rows"] == 2
+    assert summary["totals"]["reclaimable_objects"][c.UNKNOWN_TOPIC] == 1
+    assert summary["totals"]["anomalies"][c.UNPARSEABLE_KEY] == 1
+    assert summary["alert"] == {"anomalies_total": 1, "threshold": 0, "exceeded": True}
+    assert not (out / STAGING_DIR).exists()
+    assert (out / c.REPORT_FILE).is_file() and (out / c.EXPORT_DIR / "topics.parquet").is_file()
+
+    within = tieredctl(*args, "--max-anomalies", "1")
+    assert within.exit_code == 0, within.output
+    assert spark.range(3).count() == 3  # the session the scan reused is still running
+
+    report = tieredctl("scan", "report", str(out))
+    assert report.exit_code == 0, report.output
+    assert "unknown_topic" in report.output and "report.html" in report.output
+
+    bad = tieredctl("scan", "run", "--out", str(tmp_path / "x"), "--grace", "soon", *common)
+    assert bad.exit_code == 2 and "not a duration" in bad.output
