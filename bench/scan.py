@@ -39,6 +39,7 @@ from bench.report import Figure, print_figures
 from remote_storage import export
 from remote_storage.inventory import parquet_schema
 from remote_storage.scan import contract as c
+from remote_storage.scan.summary import summarise_totals
 
 PREFIX = "tiered/"
 BUCKET = "bench-tiered-storage"
@@ -623,35 +624,14 @@ def _sql_list(values: list[str] | tuple[str, ...] | frozenset[str]) -> str:
 def totals_from(
     by_category: list[dict[str, Any]], anomalies_by_topic: list[dict[str, Any]], malformed: dict[str, int]
 ) -> dict[str, Any]:
-    """The summary's ``totals`` (the same reduction as :func:`remote_storage.scan.summary.build_summary`)."""
-    totals: dict[str, Any] = {
-        "objects": 0,
-        "bytes": 0,
-        "outside_prefix_objects": 0,
-        "reclaimable_bytes": {n: 0 for n in sorted(c.RECLAIMABLE)},
-        "reclaimable_objects": {n: 0 for n in sorted(c.RECLAIMABLE)},
-        "within_grace_bytes": 0,
-        "anomalies": {n: 0 for n in sorted(c.ANOMALY_TYPES)},
-        "objects_by_category": {n: 0 for n in c.CATEGORIES},
-        "bytes_by_category": {n: 0 for n in c.CATEGORIES},
-    }
+    """The summary's ``totals`` (:func:`remote_storage.scan.summary.summarise_totals`), plus objects and bytes of
+    every category and the row count, which the bench compares too."""
+    totals = summarise_totals(by_category, anomalies_by_topic, malformed)
+    totals["objects_by_category"] = {n: 0 for n in c.CATEGORIES}
+    totals["bytes_by_category"] = {n: 0 for n in c.CATEGORIES}
     for r in by_category:
-        totals["objects"] += r["objects"]
-        totals["bytes"] += r["bytes"]
         totals["objects_by_category"][r["category"]] += r["objects"]
         totals["bytes_by_category"][r["category"]] += r["bytes"]
-        if r["category"] == c.OUTSIDE_PREFIX:
-            totals["outside_prefix_objects"] += r["objects"]
-        if r["category"] in c.RECLAIMABLE:
-            if r["reclaimable"]:
-                totals["reclaimable_bytes"][r["category"]] += r["bytes"]
-                totals["reclaimable_objects"][r["category"]] += r["objects"]
-            else:
-                totals["within_grace_bytes"] += r["bytes"]
-    for r in anomalies_by_topic:
-        totals["anomalies"][r["type"]] += r["count"]
-    totals["anomalies"][c.MALFORMED_INVENTORY_ROW] = sum(malformed.values())
-    totals["anomalies_total"] = sum(totals["anomalies"].values())
     totals["rows"] = totals["objects"] + sum(malformed.values())
     return totals
 

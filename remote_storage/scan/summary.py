@@ -41,15 +41,12 @@ def _zeros(names: tuple[str, ...] | frozenset[str]) -> dict[str, int]:
     return {n: 0 for n in sorted(names)}
 
 
-def build_summary(
-    agg: ScanAggregates,
-    *,
-    source: StagedInventory,
-    export_dir: Path,
-    settings: ScanSettings,
-    generated_at_ms: int,
+def summarise_totals(
+    objects_by_category: list[dict[str, Any]],
+    anomalies_by_topic: list[dict[str, Any]],
+    malformed_by_reason: dict[str, int],
 ) -> dict[str, Any]:
-    reclaimable = sorted(c.RECLAIMABLE)
+    """The summary's ``totals`` from (category, reclaimable) object counts and (topic, type) anomaly counts."""
     totals: dict[str, Any] = {
         "objects": 0,
         "bytes": 0,
@@ -60,7 +57,7 @@ def build_summary(
         "anomalies": _zeros(c.ANOMALY_TYPES),
         "anomalies_total": 0,
     }
-    for r in agg.objects_by_category:
+    for r in objects_by_category:
         totals["objects"] += r["objects"]
         totals["bytes"] += r["bytes"]
         if r["category"] == c.OUTSIDE_PREFIX:
@@ -71,6 +68,23 @@ def build_summary(
                 totals["reclaimable_objects"][r["category"]] += r["objects"]
             else:
                 totals["within_grace_bytes"] += r["bytes"]
+    for r in anomalies_by_topic:
+        totals["anomalies"][r["type"]] += r["count"]
+    totals["anomalies"][c.MALFORMED_INVENTORY_ROW] = sum(malformed_by_reason.values())
+    totals["anomalies_total"] = sum(totals["anomalies"].values())
+    return totals
+
+
+def build_summary(
+    agg: ScanAggregates,
+    *,
+    source: StagedInventory,
+    export_dir: Path,
+    settings: ScanSettings,
+    generated_at_ms: int,
+) -> dict[str, Any]:
+    reclaimable = sorted(c.RECLAIMABLE)
+    totals = summarise_totals(agg.objects_by_category, agg.anomalies_by_topic, agg.malformed_by_reason)
 
     meta = {t["topic_id"]: t for t in agg.topics}
     topics: dict[str, dict[str, Any]] = {}
@@ -102,13 +116,9 @@ def build_summary(
             entry["reclaimable_bytes"][r["category"]] += r["bytes"]
             entry["reclaimable_objects"][r["category"]] += r["objects"]
     for r in agg.anomalies_by_topic:
-        totals["anomalies"][r["type"]] += r["count"]
         if r["topic_id"] is not None:
             topic(r["topic_id"])["anomalies"][r["type"]] += r["count"]
-
     malformed_total = sum(agg.malformed_by_reason.values())
-    totals["anomalies"][c.MALFORMED_INVENTORY_ROW] = malformed_total
-    totals["anomalies_total"] = sum(totals["anomalies"].values())
     return {
         "format_version": FORMAT_VERSION,
         "generated_at_ms": generated_at_ms,
