@@ -535,7 +535,7 @@ def _bucket_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _duration_ms(_ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    from policies.reclaim import parse_duration
+    from orchestrator.durations import parse_duration
 
     if value is None:
         return None
@@ -694,7 +694,7 @@ def scan_report(obj: Ctx, directory: Path, max_anomaly_rows: int) -> None:
 
 
 def _reclaim_text(result: Any) -> None:
-    from policies.reclaim import format_duration
+    from orchestrator.durations import format_duration
 
     out = Console()
     verb = "planned" if result.executed else "would delete"

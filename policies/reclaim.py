@@ -41,7 +41,6 @@ Invariants:
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -75,32 +74,6 @@ SKIP_REASONS = (
 )
 
 _DELETE_STATES = ("DISABLING", "DISABLED")
-_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_duration(text: str) -> int:
-    """``72h``, ``30m``, ``3d``, ``0s``, ``1d12h``, ``500ms`` -> milliseconds; anything else is InvalidRequest."""
-    value = text.strip()
-    pos = total = 0
-    for m in _DURATION.finditer(value):
-        if m.start() != pos:
-            break
-        total += int(m.group(1)) * _UNIT_MS[m.group(2)]
-        pos = m.end()
-    if not value or pos != len(value):
-        raise InvalidRequest(
-            f"'{text}' is not a duration: use a number and a unit (ms, s, m, h, d), e.g. 72h, 30m, 3d, 1d12h or 0s"
-        )
-    return total
-
-
-def format_duration(ms: int) -> str:
-    """The inverse of :func:`parse_duration` for display: the largest unit that divides ``ms`` exactly."""
-    for unit in ("d", "h", "m", "s"):
-        if ms % _UNIT_MS[unit] == 0 and ms != 0:
-            return f"{ms // _UNIT_MS[unit]}{unit}"
-    return "0s" if ms == 0 else f"{ms}ms"
 
 
 def reclaim_categories(requested: Iterable[str]) -> frozenset[str]:

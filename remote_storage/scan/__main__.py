@@ -12,9 +12,9 @@ import logging
 import sys
 from pathlib import Path
 
+from orchestrator.durations import parse_duration
 from orchestrator.errors import KafkaError
 from orchestrator.logging import configure_logging
-from policies.reclaim import parse_duration
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.run import export_store, scan

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.durations import format_duration, parse_duration
 from orchestrator.errors import InvalidRequest
 from orchestrator.ids import Uuid
 from policies.orphans import Metadata, ObjectVerdict, SegmentMeta, TopicMeta
@@ -17,9 +18,7 @@ from policies.reclaim import (
     ScanCounts,
     ScanRow,
     current_verdict,
-    format_duration,
     live_topic_ids,
-    parse_duration,
     plan_reclaim,
     reclaim_categories,
 )
