@@ -199,15 +199,11 @@ class CurrentMetadata:
 
 def load_current_metadata(*, store_path: Path | None, scan_export_dir: Path | None, now_ms: int) -> CurrentMetadata:
     """Export the store now and read it back; without a store, read the scan's export (scan-time metadata)."""
-    from remote_storage.export import export_metadata, load_export
+    from remote_storage.export import export_store_file, load_export
 
     if store_path is not None:
-        from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-
-        # A reader: recovery (which may rewrite the file) is the cluster processes' job, not reclaim's.
         with tempfile.TemporaryDirectory(prefix="tieredctl-reclaim-") as tmp:
-            with SqliteMetadataStore(store_path, recover_on_open=False) as store:
-                export_metadata(store, tmp)
+            export_store_file(store_path, tmp)
             topics, segments, epochs = load_export(tmp)
         return CurrentMetadata(Metadata.build(topics, segments, epochs, now_ms=now_ms), f"store {store_path}", False)
     if scan_export_dir is None:

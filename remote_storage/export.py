@@ -224,6 +224,18 @@ def _rlmm_topic_ids(store: MetadataStore) -> set[Uuid]:
     return ids
 
 
+def export_store_file(store_path: str | os.PathLike[str], dest_dir: str | os.PathLike[str]) -> ExportResult:
+    """Export the SQLite store at ``store_path`` as a reader: the file is never recovered or rewritten here (that is
+    the cluster processes' job; a live cluster may be writing it)."""
+    from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+
+    path = Path(store_path)
+    if not path.is_file():
+        raise MetadataExportError(f"the metadata store {path} does not exist")
+    with SqliteMetadataStore(path, recover_on_open=False) as store:
+        return export_metadata(store, dest_dir)
+
+
 def export_metadata(
     store: MetadataStore,
     dest_dir: str | os.PathLike[str],

@@ -21,7 +21,7 @@ import structlog
 
 from remote_storage import inventory as inv
 from remote_storage.scan import contract as c
-from remote_storage.scan.job import ScanError, ScanSettings, StagedInventory, run_scan
+from remote_storage.scan.job import ScanSettings, StagedInventory, run_scan
 from remote_storage.scan.summary import build_summary, write_summary
 
 if TYPE_CHECKING:
@@ -46,19 +46,10 @@ class ScanOutcome:
 
 
 def export_store(metadata_store: Path, out_dir: Path) -> Path:
-    """Export the metadata of the SQLite store at ``metadata_store`` into ``out_dir/export``."""
-    from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-    from remote_storage.export import export_metadata
+    """Export the metadata of the SQLite store at ``metadata_store`` (read-only) into ``out_dir/export``."""
+    from remote_storage.export import export_store_file
 
-    if not metadata_store.is_file():
-        raise ScanError(f"the metadata store {metadata_store} does not exist")
-    dest = out_dir / c.EXPORT_DIR
-    store = SqliteMetadataStore(metadata_store)
-    try:
-        export_metadata(store, dest)
-    finally:
-        store.close()
-    return dest
+    return export_store_file(metadata_store, out_dir / c.EXPORT_DIR).topics_path.parent
 
 
 def scan(

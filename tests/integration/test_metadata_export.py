@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -137,3 +138,31 @@ def test_empty_store_exports_empty_files_with_the_schema(tmp_path: Path) -> None
     assert pq.read_table(result.topics_path).schema == topics_schema()
     assert pq.read_table(result.segments_path).num_rows == 0
     assert pq.read_table(result.segments_path).schema == segments_schema()
+
+
+def test_exporting_a_store_file_never_rewrites_it_even_one_recovery_would_cut(tmp_path: Path) -> None:
+    """The scan and reclaim export a live cluster's store: as readers, never as the process that recovers it."""
+    from orchestrator.errors import KafkaError
+    from orchestrator.metadata.records import encode_record
+    from remote_storage.export import export_store_file
+
+    path = tmp_path / "metadata.db"
+    store = SqliteMetadataStore(path)
+    try:
+        writer = ControllerWriter(store)
+        for name in ("a", "b", "c"):
+            writer.create_topic(name)
+        record = next(iter(store.read(from_offset=1, limit=1))).record
+    finally:
+        store.close()
+    data = bytearray(path.read_bytes())
+    encoded = encode_record(record)
+    at = data.find(encoded)
+    assert at >= 0
+    data[at + len(encoded) // 2] ^= 0xFF  # a record whose checksum no longer matches: recovery would cut it
+    path.write_bytes(bytes(data))
+    before = path.read_bytes()
+    with contextlib.suppress(KafkaError):  # refusing to export a damaged log is fine; changing it is not
+        export_store_file(path, tmp_path / "export")
+    assert path.read_bytes() == before
+    assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
