@@ -317,7 +317,11 @@ def reclaim(
 ) -> ReclaimResult:
     """Re-check, plan and (with ``options.execute``) delete; see the module docstring for the steps."""
     if rsm.bucket != scan.bucket:
-        log.warning("reclaim.other_bucket", scan_bucket=scan.bucket, bucket=rsm.bucket)
+        # The scan's keys, counts and ratio guards describe its own bucket; in another one they mean nothing.
+        raise InvalidRequest(
+            f"the scan in {scan.out_dir} is of bucket {scan.bucket!r}, not {rsm.bucket!r}: reclaim acts only on "
+            "the bucket it scanned; run 'tieredctl scan run' on that bucket first"
+        )
     if rsm.prefix != scan.prefix:
         raise InvalidRequest(f"the storage prefix {rsm.prefix!r} is not the scan's {scan.prefix!r}")
     older_than = scan.grace_ms if options.older_than_ms is None else options.older_than_ms

@@ -343,6 +343,10 @@ def test_usage_errors_exit_2_and_an_unreadable_scan_dir_exits_1_naming_the_file(
     bad_category, _ = _cli(world, moto_endpoint, "--category", "past_retention")
     assert bad_category.exit_code == 2 and "past_retention" in bad_category.output
     assert "deleted_topic" in bad_category.output
+    before = world.listing()
+    other, _ = _cli(world, moto_endpoint, "--bucket", f"{world.bucket}-other", "--execute")
+    assert other.exit_code == 1 and f"bucket '{world.bucket}', not '{world.bucket}-other'" in str(other.exception)
+    assert world.listing() == before
 
     env = {**os.environ, "TIEREDCTL_S3_ENDPOINT": moto_endpoint}
     proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "reclaim", str(tmp_path / "no-scan")],
