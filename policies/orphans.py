@@ -118,7 +118,8 @@ class Metadata:
         )
 
 
-def _deletes_everything(topic: TopicMeta) -> bool:
+def deletes_everything(topic: TopicMeta) -> bool:
+    """DISABLING or DISABLED with the delete policy: none of the topic id's remote data is meant to stay."""
     return topic.state in _DELETE_STATES and topic.policy == "DELETE"
 
 
@@ -173,7 +174,7 @@ def classify_object(
         return verdict(c.UNKNOWN_TOPIC, parsed=parsed), parsed
     if topic.deleted:
         return verdict(c.DELETED_TOPIC, parsed=parsed), parsed
-    if _deletes_everything(topic):
+    if deletes_everything(topic):
         anomaly = c.DELETE_INCOMPLETE if topic.state == "DISABLED" else None
         return verdict(c.DISABLED_DELETE, anomaly, parsed), parsed
     seg = meta.segments.get((tid, sid))

@@ -46,7 +46,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from orchestrator.errors import InvalidRequest
-from policies.orphans import BucketObject, Metadata, ObjectVerdict, classify_object
+from policies.orphans import BucketObject, Metadata, ObjectVerdict, classify_object, deletes_everything
 from remote_storage.keys import KeyParseError, parse_key, topic_prefix
 from remote_storage.scan import contract as c
 
@@ -72,8 +72,6 @@ SKIP_REASONS = (
     TOO_YOUNG,
     RATIO_GUARD,
 )
-
-_DELETE_STATES = ("DISABLING", "DISABLED")
 
 
 def reclaim_categories(requested: Iterable[str]) -> frozenset[str]:
@@ -213,15 +211,9 @@ def is_candidate(row: ScanRow, categories: frozenset[str]) -> bool:
     return row.reclaimable is True and row.category in categories and row.category in c.RECLAIM_CAN_DELETE
 
 
-def deletes_everything(topic_state: str, policy: str) -> bool:
-    return topic_state in _DELETE_STATES and policy == "DELETE"
-
-
 def live_topic_ids(meta: Metadata) -> frozenset[str]:
     """Topic ids whose data is meant to stay: known, not deleted, not being disabled with the delete policy."""
-    return frozenset(
-        tid for tid, t in meta.topics.items() if not t.deleted and not deletes_everything(t.state, t.policy)
-    )
+    return frozenset(tid for tid, t in meta.topics.items() if not t.deleted and not deletes_everything(t))
 
 
 def current_verdict(
