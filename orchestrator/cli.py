@@ -504,14 +504,20 @@ class BucketTarget:
         from orchestrator.local.cluster import STATE_FILE, ClusterState
 
         state = ClusterState.load(Path(cluster_dir)) if (Path(cluster_dir) / STATE_FILE).exists() else None
-        self.cluster = state
+        self.cluster_dir = cluster_dir
         self.s3_endpoint = s3_endpoint or (state.s3_endpoint if state else None)
         self.prefix = prefix if prefix is not None else (state.prefix if state else "tiered/")
         self.metadata_store = Path(state.dir) / "metadata.db" if state else None
-        bucket = bucket or (state.bucket if state else None)
-        if not bucket:
-            raise click.UsageError(f"which bucket? pass --bucket (no local cluster in {cluster_dir} to take it from)")
-        self.bucket: str = bucket
+        self._bucket = bucket or (state.bucket if state else None)
+
+    @property
+    def bucket(self) -> str:
+        """Asked for only by what lists or reads the bucket itself."""
+        if not self._bucket:
+            raise click.UsageError(
+                f"which bucket? pass --bucket (no local cluster in {self.cluster_dir} to take it from)"
+            )
+        return self._bucket
 
     def client(self) -> Any:
         from remote_storage.s3 import make_s3_client
@@ -580,6 +586,17 @@ def scan() -> None:
     """The Spark scan: reclaimable bytes and anomalies, per object and per topic."""
 
 
+def _show_scan(obj: Ctx, summary: dict[str, Any], report: Path | None) -> None:
+    """A scan's summary: the JSON document, or the per-topic table and the report's path."""
+    from remote_storage.scan.report import render_text
+
+    if obj.output == "json":
+        obj.emit(summary, "")
+        return
+    Console().print(render_text(summary))
+    click.echo(f"report: {report}")
+
+
 @scan.command("run")
 @_bucket_options
 @click.option(
@@ -630,41 +647,30 @@ def scan_run(obj: Ctx, bucket: str | None, prefix: str | None, s3_endpoint: str 
     anomalies exceed --max-anomalies (so a scheduler alerts).
     """
     from remote_storage.scan.job import ScanSettings
-    from remote_storage.scan.report import render_text
     from remote_storage.scan.run import export_store, scan
 
     def say(message: str) -> None:
         if obj.output == "text":
             click.echo(f"  {message}", err=True)
 
-    target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix) if bucket or not inventory_uri else None
+    target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix)
     if export_dir is None:
-        store = metadata_store or (target.metadata_store if target else None)
+        store = metadata_store or target.metadata_store
         if store is None:
             raise click.UsageError("pass --export DIR or --metadata-store PATH (no local cluster to take it from)")
         say(f"exporting the metadata of {store}")
         export_dir = export_store(store, out_dir)
     if inventory_uri is None:
-        assert target is not None
         say(f"building an inventory of s3://{target.bucket}/{target.prefix}")
         inventory_uri = _build_inventory(obj, target, str(out_dir / "inventory"), "parquet", 1_000_000)
-    client = None
-    if inventory_uri.startswith("s3://"):
-        from remote_storage.s3 import make_s3_client
-
-        client = make_s3_client(endpoint_url=s3_endpoint or (target.s3_endpoint if target else None))
-    settings = ScanSettings(prefix=target.prefix if target else (prefix if prefix is not None else "tiered/"),
-                            grace_ms=grace_ms, max_anomalies=max_anomalies)  # fmt: skip
+    client = target.client() if inventory_uri.startswith("s3://") else None
+    settings = ScanSettings(prefix=target.prefix, grace_ms=grace_ms, max_anomalies=max_anomalies)
     outcome = scan(inventory_uri=inventory_uri, export_dir=export_dir, out_dir=out_dir, settings=settings,
                    s3_client=client, spark_master=spark_master, driver_memory=driver_memory, progress=say)  # fmt: skip
-    if obj.output == "json":
-        obj.emit(outcome.summary, "")
-    else:
-        Console().print(render_text(outcome.summary))
-        click.echo(f"report: {outcome.report}")
-        if outcome.exit_status:
-            click.echo(f"anomalies {outcome.summary['alert']['anomalies_total']} exceed the threshold "
-                       f"{max_anomalies}: exit status {outcome.exit_status}", err=True)  # fmt: skip
+    _show_scan(obj, outcome.summary, outcome.report)
+    if obj.output == "text" and outcome.exit_status:
+        click.echo(f"anomalies {outcome.summary['alert']['anomalies_total']} exceed the threshold "
+                   f"{max_anomalies}: exit status {outcome.exit_status}", err=True)  # fmt: skip
     sys.exit(outcome.exit_status)
 
 
@@ -675,7 +681,7 @@ def scan_run(obj: Ctx, bucket: str | None, prefix: str | None, s3_endpoint: str 
 @click.pass_obj
 def scan_report(obj: Ctx, directory: Path, max_anomaly_rows: int) -> None:
     """Re-render DIRECTORY/report.html from a scan's summary.json; print the per-topic totals."""
-    from remote_storage.scan.report import render_text, write_html_report
+    from remote_storage.scan.report import write_html_report
     from remote_storage.scan.summary import ScanOutputError, load_summary
 
     try:
@@ -683,11 +689,7 @@ def scan_report(obj: Ctx, directory: Path, max_anomaly_rows: int) -> None:
         path = write_html_report(directory, max_anomaly_rows=max_anomaly_rows)
     except ScanOutputError as exc:
         raise click.ClickException(exc.message) from exc
-    if obj.output == "json":
-        obj.emit(summary, "")
-        return
-    Console().print(render_text(summary))
-    click.echo(f"report: {path}")
+    _show_scan(obj, summary, path)
 
 
 # -- reclaim -----------------------------------------------------------------------------------------------------

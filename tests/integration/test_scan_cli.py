@@ -68,6 +68,15 @@ def test_inventory_build_scan_run_and_report_through_the_cli(
     assert within.exit_code == 0, within.output
     assert spark.range(3).count() == 3  # the session the scan reused is still running
 
+    # A local cluster's defaults: its store, prefix and S3 endpoint, with nothing but --inventory given.
+    from orchestrator.local.cluster import ClusterState
+
+    ClusterState(str(tmp_path), "127.0.0.1:1", moto_endpoint, bucket, "tiered/", embedded_s3=False).save()
+    defaults = tieredctl("--output", "json", "scan", "run", "--cluster-dir", str(tmp_path), "--inventory", manifest,
+                         "--out", str(tmp_path / "scan2"), "--grace", "0s", "--max-anomalies", "1")  # fmt: skip
+    assert defaults.exit_code == 0, defaults.output
+    assert json.loads(defaults.stdout)["totals"] == summary["totals"]
+
     report = tieredctl("scan", "report", str(out))
     assert report.exit_code == 0, report.output
     assert "unknown_topic" in report.output and "report.html" in report.output
