@@ -758,7 +758,7 @@ def _child_spark(args: dict[str, Any]) -> dict[str, Any]:
     own = _own_cpu_s(jvm_pid) - own0
     others = _busy_cpu_s() - busy0 - own
     jvm_peak = _vm_hwm_mib(jvm_pid)
-    totals = totals_from(agg.objects_by_category, agg.anomalies_by_topic, agg.malformed_by_reason)
+    totals = totals_from(agg.objects, agg.anomalies_by_topic, agg.malformed_by_reason)
     spark.stop()
     return {"startup_s": startup_s, "scan_s": scan_s, "steps": agg.seconds, "totals": totals,
             "summary_totals": summary["totals"], "rows": agg.rows, "jvm_peak_rss_mib": jvm_peak,

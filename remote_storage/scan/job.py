@@ -82,8 +82,9 @@ class ScanAggregates:
     """What the job collects to the driver; :mod:`.summary` builds summary.json from it."""
 
     rows: int
-    objects_by_topic: list[dict[str, Any]]  # topic_id, topic (from the keys), category, reclaimable, objects, bytes
-    objects_by_category: list[dict[str, Any]]  # category, reclaimable, objects, bytes (all objects)
+    # Objects and bytes per (topic_id, category, reclaimable), with the name the keys carry; topic_id is None for
+    # objects outside the prefix or unparseable.
+    objects: list[dict[str, Any]]
     anomalies_by_topic: list[dict[str, Any]]  # topic_id (None: unattributed), type, count
     malformed_by_reason: dict[str, int]
     malformed_examples: list[dict[str, Any]]
@@ -452,26 +453,17 @@ def run_scan(
         {"file": r["file"], "reason": r["malformed"], "raw": (r["raw"] or "")[:500]}
         for r in malformed.limit(settings.max_examples).collect()
     ]
-    by_topic_rows = [r for r in grouped if r["topic_id"] is not None]
-    seen_ids = {r["topic_id"] for r in by_topic_rows}
+    seen_ids = {r["topic_id"] for r in grouped if r["topic_id"] is not None}
     anomaly_rows = [r.asDict() for r in anomalies_by_topic.collect()]
     seen_ids |= {r["topic_id"] for r in anomaly_rows if r["topic_id"] is not None}
     topic_rows = [r.asDict() for r in topics.filter(F.col("topic_id").isin(*seen_ids)).collect()] if seen_ids else []
-    totals: dict[tuple[str, bool], dict[str, Any]] = {}
-    for r in grouped:
-        entry = totals.setdefault((r["category"], r["reclaimable"]), {"category": r["category"],
-                                  "reclaimable": r["reclaimable"], "objects": 0, "bytes": 0})  # fmt: skip
-        entry["objects"] += r["objects"]
-        entry["bytes"] += r["bytes"]
-    category_rows = list(totals.values())
     seconds["summarise"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - started
-    total_rows = sum(r["objects"] for r in category_rows) + sum(malformed_counts.values())
+    total_rows = sum(r["objects"] for r in grouped) + sum(malformed_counts.values())
     log.info("scan.classified", rows=total_rows, malformed=sum(malformed_counts.values()), seconds=seconds)
     return ScanAggregates(
         rows=total_rows,
-        objects_by_topic=by_topic_rows,
-        objects_by_category=category_rows,
+        objects=grouped,
         anomalies_by_topic=anomaly_rows,
         malformed_by_reason=malformed_counts,
         malformed_examples=examples,

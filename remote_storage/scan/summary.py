@@ -42,11 +42,12 @@ def _zeros(names: tuple[str, ...] | frozenset[str]) -> dict[str, int]:
 
 
 def summarise_totals(
-    objects_by_category: list[dict[str, Any]],
+    objects: list[dict[str, Any]],
     anomalies_by_topic: list[dict[str, Any]],
     malformed_by_reason: dict[str, int],
 ) -> dict[str, Any]:
-    """The summary's ``totals`` from (category, reclaimable) object counts and (topic, type) anomaly counts."""
+    """The summary's ``totals`` from object counts by category and reclaimable (grouped further, by topic id for
+    instance, or not) and anomaly counts by type (and topic id)."""
     totals: dict[str, Any] = {
         "objects": 0,
         "bytes": 0,
@@ -57,7 +58,7 @@ def summarise_totals(
         "anomalies": _zeros(c.ANOMALY_TYPES),
         "anomalies_total": 0,
     }
-    for r in objects_by_category:
+    for r in objects:
         totals["objects"] += r["objects"]
         totals["bytes"] += r["bytes"]
         if r["category"] == c.OUTSIDE_PREFIX:
@@ -83,8 +84,7 @@ def build_summary(
     settings: ScanSettings,
     generated_at_ms: int,
 ) -> dict[str, Any]:
-    reclaimable = sorted(c.RECLAIMABLE)
-    totals = summarise_totals(agg.objects_by_category, agg.anomalies_by_topic, agg.malformed_by_reason)
+    totals = summarise_totals(agg.objects, agg.anomalies_by_topic, agg.malformed_by_reason)
 
     meta = {t["topic_id"]: t for t in agg.topics}
     topics: dict[str, dict[str, Any]] = {}
@@ -108,17 +108,19 @@ def build_summary(
             }
         return topics[topic_id]
 
-    for r in agg.objects_by_topic:
+    for r in agg.objects:
+        if r["topic_id"] is None:
+            continue
         entry = topic(r["topic_id"], r.get("topic"))
         entry["objects"] += r["objects"]
         entry["bytes"] += r["bytes"]
-        if r["reclaimable"] and r["category"] in reclaimable:
+        if r["reclaimable"] and r["category"] in c.RECLAIMABLE:
             entry["reclaimable_bytes"][r["category"]] += r["bytes"]
             entry["reclaimable_objects"][r["category"]] += r["objects"]
     for r in agg.anomalies_by_topic:
         if r["topic_id"] is not None:
             topic(r["topic_id"])["anomalies"][r["type"]] += r["count"]
-    malformed_total = sum(agg.malformed_by_reason.values())
+    malformed_total = totals["anomalies"][c.MALFORMED_INVENTORY_ROW]
     return {
         "format_version": FORMAT_VERSION,
         "generated_at_ms": generated_at_ms,
