@@ -34,19 +34,24 @@ CONTROLLER = {"lease_ttl_ms": 10_000, "broker_session_timeout_ms": 30_000, "disa
 async def _create(c: Cluster, topics: int, partitions: int) -> None:
     for start in range(0, topics, 250):
         names = [f"bench-{i:05d}" for i in range(start, min(topics, start + 250))]
-        body = {"topics": [{"name": n, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
-                            "configs": [{"name": "remote.storage.enable", "value": "true"}]} for n in names],
-                "timeout_ms": 60_000}  # fmt: skip
+        tiering_on = [{"name": "remote.storage.enable", "value": "true"}]
+        new_topics = [
+            {"name": n, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": tiering_on}
+            for n in names
+        ]
+        body = {"topics": new_topics, "timeout_ms": 60_000}
         resp = await c.admin.send_to_controller(19, (2, 7), body)
         bad = [t for t in resp["topics"] if t["error_code"]]
         assert not bad, bad[:3]
 
 
 async def _disable_all(c: Cluster, topics: int) -> None:
-    body = {"resources": [{"resource_type": 2, "resource_name": f"bench-{i:05d}",
-                           "configs": [{"name": "remote.storage.enable", "config_operation": 0, "value": "false"},
-                                       {"name": "remote.log.disable.policy", "config_operation": 0, "value": "retain"}]}
-                          for i in range(topics)], "validate_only": False}  # fmt: skip
+    tiering_off = {"name": "remote.storage.enable", "config_operation": 0, "value": "false"}
+    retain = {"name": "remote.log.disable.policy", "config_operation": 0, "value": "retain"}
+    resources = [
+        {"resource_type": 2, "resource_name": f"bench-{i:05d}", "configs": [tiering_off, retain]} for i in range(topics)
+    ]
+    body = {"resources": resources, "validate_only": False}
     resp = await c.admin.send_to_controller(44, (0, 1), body)
     bad = [r for r in resp["responses"] if r["error_code"]]
     assert not bad, bad[:3]
@@ -100,8 +105,15 @@ def run(topics: int = 2000, partitions: int = 12, brokers: int = 6) -> list[Figu
                     with SqliteMetadataStore(Path(tmp) / "metadata.db", recover_on_open=False) as store:
                         lease = store.current_lease()
                     epoch = lease.controller_epoch if lease else 0
-                    bodies = [{"topic_id": s.topic_id, "partition_id": -1, "tiered_epoch": s.tiered_epoch,
-                               "controller_epoch": epoch} for s in st]  # fmt: skip
+                    bodies = [
+                        {
+                            "topic_id": s.topic_id,
+                            "partition_id": -1,
+                            "tiered_epoch": s.tiered_epoch,
+                            "controller_epoch": epoch,
+                        }
+                        for s in st
+                    ]
                     one, pipelined = await _raw_rpcs(addrs, bodies)
                     return ours, one, pipelined
 
@@ -110,8 +122,8 @@ def run(topics: int = 2000, partitions: int = 12, brokers: int = 6) -> list[Figu
             figures.append(
                 Figure(f"disable all ({n})", ours, "s", "one round trip per broker", one, higher_is_better=False)
             )
-            figures.append(Figure(f"disable all ({n})", ours, "s", f"{topics * brokers:,} raw RPCs pipelined",
-                                  pipelined, higher_is_better=False))  # fmt: skip
+            raw_rpcs = f"{topics * brokers:,} raw RPCs pipelined"
+            figures.append(Figure(f"disable all ({n})", ours, "s", raw_rpcs, pipelined, higher_is_better=False))
 
             active = next(p for p in lc.status(Path(tmp))["processes"] if p["role"] == "controller" and p.get("active"))
 
@@ -130,8 +142,11 @@ def run(topics: int = 2000, partitions: int = 12, brokers: int = 6) -> list[Figu
                         await asyncio.sleep(0.02)
 
             took = asyncio.run(failover())
-            figures.append(Figure("failover: SIGKILL to standby active", took, "s", "lease TTL",
-                                  CONTROLLER["lease_ttl_ms"] / 1000, higher_is_better=False))  # fmt: skip
+            lease_ttl_s = CONTROLLER["lease_ttl_ms"] / 1000
+            failover_figure = Figure(
+                "failover: SIGKILL to standby active", took, "s", "lease TTL", lease_ttl_s, higher_is_better=False
+            )
+            figures.append(failover_figure)
         finally:
             lc.down(Path(tmp))
     print_figures("Controller (real processes)", figures)

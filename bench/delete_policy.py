@@ -74,11 +74,9 @@ def run(segments: int = 2000) -> list[Figure]:
         store.append_remote_log_metadata(
             [update_record(s, SegmentState.COPY_SEGMENT_FINISHED, broker_id=1, now_ms=0) for s in segs]
         )
-        store.append(
-            [make_record("TieredStateRecord", topic_id=tid, tiered_epoch=2, tiered_state=int(TieredState.DISABLING),
-                         policy=int(DisablePolicy.DELETE))],
-            controller_epoch=lease.controller_epoch,
-        )  # fmt: skip
+        state, policy = int(TieredState.DISABLING), int(DisablePolicy.DELETE)
+        disabling = make_record("TieredStateRecord", topic_id=tid, tiered_epoch=2, tiered_state=state, policy=policy)
+        store.append([disabling], controller_epoch=lease.controller_epoch)
         rlmm = RemoteLogMetadataManager(store)
         rsm = S3RemoteStorage(client=client, bucket=bucket, prefix=PREFIX)
 

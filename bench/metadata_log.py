@@ -31,11 +31,13 @@ def cluster_records(n: int) -> Iterator[MetadataRecord]:
         tid = Uuid.random()
         name = f"topic-{t:07d}"
         batch = [make_record("TopicRecord", name=name, topic_id=tid)]
-        batch += [
-            make_record("PartitionRecord", partition_id=p, topic_id=tid, replicas=[p % 6, (p + 1) % 6, (p + 2) % 6],
-                        isr=[p % 6, (p + 1) % 6, (p + 2) % 6], leader=p % 6, leader_epoch=0, partition_epoch=0)
-            for p in range(12)
-        ]  # fmt: skip
+        for p in range(12):
+            replicas = [p % 6, (p + 1) % 6, (p + 2) % 6]
+            leader_and_isr = {"isr": replicas, "leader": p % 6, "leader_epoch": 0, "partition_epoch": 0}
+            partition = make_record(
+                "PartitionRecord", partition_id=p, topic_id=tid, replicas=replicas, **leader_and_isr
+            )
+            batch.append(partition)
         batch += [
             make_record(
                 "ConfigRecord", resource_type=2, resource_name=name, name="remote.storage.enable", value="true"

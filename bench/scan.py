@@ -378,8 +378,15 @@ def generate(
         meta = _topics(topics, n_unknown, partitions, s_max / np_)
         con.register("topic_meta_arrow", pa.Table.from_pylist([{k: t[k] for k in topic_cols} for t in meta]))
         con.execute("CREATE OR REPLACE TEMP TABLE topic_meta AS SELECT * FROM topic_meta_arrow")
-        params = {"np": np_, "s_max": s_max, "partitions": partitions, "rare": rare, "reenabled": REENABLED,
-                  "now": NOW_MS, "grace": GRACE_MS}  # fmt: skip
+        params = {
+            "np": np_,
+            "s_max": s_max,
+            "partitions": partitions,
+            "rare": rare,
+            "reenabled": REENABLED,
+            "now": NOW_MS,
+            "grace": GRACE_MS,
+        }
         con.execute(_SEGMENTS_SQL.format(**params))
         edges = _edge_rows(con) if edge_cases else []
         (objects,) = con.execute("SELECT sum(len(present) + len(orphans)) FROM seg").fetchall()[0]
@@ -393,9 +400,17 @@ def generate(
     ).fetchall()[0]
     (seg_rows,) = con.execute(f"SELECT sum(len(present) + len(orphans)) FROM seg WHERE g < {cut}").fetchall()[0]
     n_outside += need - int(seg_rows or 0)
-    fmt = {"cut": cut, "bucket": BUCKET, "prefix": PREFIX, "prefix_no_slash": PREFIX.rstrip("/"),
-           "unparseable": n_unparseable, "outside": n_outside, "malformed": n_malformed, "now": NOW_MS,
-           "day": DAY_MS}  # fmt: skip
+    fmt = {
+        "cut": cut,
+        "bucket": BUCKET,
+        "prefix": PREFIX,
+        "prefix_no_slash": PREFIX.rstrip("/"),
+        "unparseable": n_unparseable,
+        "outside": n_outside,
+        "malformed": n_malformed,
+        "now": NOW_MS,
+        "day": DAY_MS,
+    }
 
     out = _DataFiles(inv_dir / "data")
     written = 0
@@ -405,10 +420,15 @@ def generate(
             out.write(pa.Table.from_batches([batch]))
             written += batch.num_rows
     if edges:
-        out.write(pa.table({"bucket": [BUCKET] * len(edges), "key": [e["key"] for e in edges],
-                        "size": [e["size"] for e in edges],
-                        "last_modified_date": pa.array([e["lm"] for e in edges], pa.int64()).cast(pa.timestamp("ms")),
-                        "e_tag": [""] * len(edges)}))  # fmt: skip
+        last_modified = pa.array([e["lm"] for e in edges], pa.int64()).cast(pa.timestamp("ms"))
+        edge_columns = {
+            "bucket": [BUCKET] * len(edges),
+            "key": [e["key"] for e in edges],
+            "size": [e["size"] for e in edges],
+            "last_modified_date": last_modified,
+            "e_tag": [""] * len(edges),
+        }
+        out.write(pa.table(edge_columns))
         written += len(edges)
     files = out.close()
     assert written == rows, (written, rows)
@@ -430,12 +450,10 @@ def generate(
 
     # The export: topics and epochs from the topic list, segments from the kept segments.
     known = [t for t in meta if t["in_export"]]
-    topics_table = pa.Table.from_pylist(
-        [{"topic_id": t["topic_id"], "name": t["name"], "state": t["state"], "tiered_epoch": t["tiered_epoch"],
-          "policy": t["policy"], "retention_ms": t["retention_ms"], "retention_bytes": t["retention_bytes"],
-          "local_retention_ms": export.DEFAULT_LOCAL_RETENTION_MS, "deleted": t["deleted"]} for t in known],
-        schema=export.topics_schema(),
-    )  # fmt: skip
+    from_topic = ["topic_id", "name", "state", "tiered_epoch", "policy", "retention_ms", "retention_bytes"]
+    local_retention = {"local_retention_ms": export.DEFAULT_LOCAL_RETENTION_MS}
+    topic_rows = [{**{k: t[k] for k in from_topic}, **local_retention, "deleted": t["deleted"]} for t in known]
+    topics_table = pa.Table.from_pylist(topic_rows, schema=export.topics_schema())
     pq.write_table(topics_table, export_dir / export.TOPICS_FILE)
     epochs = [{"topic_id": t["topic_id"], "tiered_epoch": e, "state": s} for t in known for e, s in t["epochs"]]
     pq.write_table(pa.Table.from_pylist(epochs, schema=export.epochs_schema()), export_dir / export.EPOCHS_FILE)
@@ -675,14 +693,15 @@ def duckdb_scan(
 
     agg = {name: rows(sql) for name, sql in _AGGREGATE_SQL.items()}
     malformed = {r["malformed"]: r["count"] for r in agg["malformed"]}
+    inventory_rows = sum(r["objects"] for r in agg["by_category"]) + sum(malformed.values())
+    malformed_rows = {"total": sum(malformed.values()), "by_reason": malformed}
     summary = {
-        "inventory": {"rows": sum(r["objects"] for r in agg["by_category"]) + sum(malformed.values()),
-                      "malformed_rows": {"total": sum(malformed.values()), "by_reason": malformed}},
+        "inventory": {"rows": inventory_rows, "malformed_rows": malformed_rows},
         "parameters": {"prefix": prefix, "grace_ms": grace_ms, "now_ms": now_ms},
         "totals": totals_from(agg["by_category"], agg["anomalies_by_topic"], malformed),
         "topics": agg["by_topic"],
         "anomalies_by_topic": agg["anomalies_by_topic"],
-    }  # fmt: skip
+    }
     (out_dir / c.SUMMARY_FILE).write_text(json.dumps(summary, indent=1, default=str) + "\n")
     seconds["aggregates and summary.json"] = time.perf_counter() - t0
     con.close()
@@ -724,13 +743,23 @@ def _child_duckdb(args: dict[str, Any]) -> dict[str, Any]:
     duckdb.connect().execute("SELECT 1").fetchall()
     startup_s = time.perf_counter() - t0
     t0, busy0, own0 = time.perf_counter(), _busy_cpu_s(), _own_cpu_s()
-    summary = duckdb_scan([str(f) for f in args["files"]], Path(args["export_dir"]), Path(args["out_dir"]),
-                          prefix=args["prefix"], now_ms=args["now_ms"], grace_ms=args["grace_ms"],
-                          threads=args["threads"])  # fmt: skip
+    files = [str(f) for f in args["files"]]
+    export_dir, out_dir = Path(args["export_dir"]), Path(args["out_dir"])
+    options = {name: args[name] for name in ("prefix", "now_ms", "grace_ms", "threads")}
+    summary = duckdb_scan(files, export_dir, out_dir, **options)
     seconds = time.perf_counter() - t0
     own = _own_cpu_s() - own0
-    return {"startup_s": startup_s, "scan_s": seconds, "steps": summary["seconds"], "totals": summary["totals"],
-            "peak_rss_mib": _vm_hwm_mib(), "cpu_s": own, "others_cpu_s": _busy_cpu_s() - busy0 - own}  # fmt: skip
+    peak_rss = _vm_hwm_mib()
+    others = _busy_cpu_s() - busy0 - own
+    return {
+        "startup_s": startup_s,
+        "scan_s": seconds,
+        "steps": summary["seconds"],
+        "totals": summary["totals"],
+        "peak_rss_mib": peak_rss,
+        "cpu_s": own,
+        "others_cpu_s": others,
+    }
 
 
 def _child_spark(args: dict[str, Any]) -> dict[str, Any]:
@@ -750,9 +779,11 @@ def _child_spark(args: dict[str, Any]) -> dict[str, Any]:
     source = StagedInventory.from_inventory(inventory, inventory.stage(out_dir / ".staging"))
     settings = ScanSettings(prefix=args["prefix"], grace_ms=args["grace_ms"])
     t0, busy0, own0 = time.perf_counter(), _busy_cpu_s(), _own_cpu_s(jvm_pid)
-    agg = run_scan(spark, source, Path(args["export_dir"]), out_dir, settings)
-    summary = build_summary(agg, source=source, export_dir=Path(args["export_dir"]), settings=settings,
-                            generated_at_ms=args["now_ms"])  # fmt: skip
+    export_dir = Path(args["export_dir"])
+    agg = run_scan(spark, source, export_dir, out_dir, settings)
+    summary = build_summary(
+        agg, source=source, export_dir=export_dir, settings=settings, generated_at_ms=args["now_ms"]
+    )
     write_summary(summary, out_dir)
     scan_s = time.perf_counter() - t0
     own = _own_cpu_s(jvm_pid) - own0
@@ -760,9 +791,18 @@ def _child_spark(args: dict[str, Any]) -> dict[str, Any]:
     jvm_peak = _vm_hwm_mib(jvm_pid)
     totals = totals_from(agg.objects, agg.anomalies_by_topic, agg.malformed_by_reason)
     spark.stop()
-    return {"startup_s": startup_s, "scan_s": scan_s, "steps": agg.seconds, "totals": totals,
-            "summary_totals": summary["totals"], "rows": agg.rows, "jvm_peak_rss_mib": jvm_peak,
-            "driver_peak_rss_mib": _vm_hwm_mib(), "cpu_s": own, "others_cpu_s": others}  # fmt: skip
+    return {
+        "startup_s": startup_s,
+        "scan_s": scan_s,
+        "steps": agg.seconds,
+        "totals": totals,
+        "summary_totals": summary["totals"],
+        "rows": agg.rows,
+        "jvm_peak_rss_mib": jvm_peak,
+        "driver_peak_rss_mib": _vm_hwm_mib(),
+        "cpu_s": own,
+        "others_cpu_s": others,
+    }
 
 
 _CHILDREN = {"child-duckdb": _child_duckdb, "child-spark": _child_spark}
@@ -772,8 +812,9 @@ def _run_child(kind: str, args: dict[str, Any]) -> dict[str, Any]:
     """Run one side in a fresh interpreter, which writes its JSON result to the file named in its arguments."""
     with tempfile.NamedTemporaryFile("w+", suffix=".json") as result:
         args = {**args, "result": result.name}
-        proc = subprocess.run([sys.executable, "-m", "bench.scan", kind, json.dumps(args, default=str)],
-                              cwd=Path(__file__).resolve().parent.parent, check=False)  # fmt: skip
+        command = [sys.executable, "-m", "bench.scan", kind, json.dumps(args, default=str)]
+        repo_root = Path(__file__).resolve().parent.parent
+        proc = subprocess.run(command, cwd=repo_root, check=False)
         if proc.returncode != 0:
             raise SystemExit(f"the {kind} process failed with exit status {proc.returncode}")
         out: dict[str, Any] = json.loads(Path(result.name).read_text())
@@ -786,8 +827,8 @@ def compare_totals(spark: dict[str, Any], duck: dict[str, Any]) -> list[str]:
     for key in sorted(set(spark) | set(duck)):
         a, b = spark.get(key), duck.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
-            diffs += [f"{key}.{k}: spark {a.get(k)} duckdb {b.get(k)}" for k in sorted(set(a) | set(b))
-                      if a.get(k) != b.get(k)]  # fmt: skip
+            differing = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            diffs += [f"{key}.{k}: spark {a.get(k)} duckdb {b.get(k)}" for k in differing]
         elif a != b:
             diffs.append(f"{key}: spark {a} duckdb {b}")
     return diffs
@@ -802,34 +843,35 @@ def run(rows: int | None = None) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
         root = Path(tmp)
         data = generate(root / "data", n)
-        print(f"generated {n:,} inventory rows in {len(data.data_files)} files and {data.segments:,} RLMM segments "
-              f"in {data.seconds:.1f} s")  # fmt: skip
+        rows_and_files = f"{n:,} inventory rows in {len(data.data_files)} files"
+        print(f"generated {rows_and_files} and {data.segments:,} RLMM segments in {data.seconds:.1f} s")
         common = {"export_dir": str(data.export_dir), "prefix": PREFIX, "now_ms": NOW_MS, "grace_ms": GRACE_MS}
-        duck = _run_child("child-duckdb", {**common, "files": [str(f) for f in data.data_files],
-                                           "out_dir": str(root / "duckdb"), "threads": THREADS})  # fmt: skip
-        spark = _run_child("child-spark", {**common, "inventory_dir": str(data.inventory_dir),
-                                           "out_dir": str(root / "spark")})  # fmt: skip
+        files = [str(f) for f in data.data_files]
+        duck_args = {**common, "files": files, "out_dir": str(root / "duckdb"), "threads": THREADS}
+        duck = _run_child("child-duckdb", duck_args)
+        spark_args = {**common, "inventory_dir": str(data.inventory_dir), "out_dir": str(root / "spark")}
+        spark = _run_child("child-spark", spark_args)
     diffs = compare_totals(spark["totals"], duck["totals"])
     if spark["rows"] != n:
         diffs.append(f"rows: spark {spark['rows']} generated {n}")
     spark_rate, duck_rate = n / spark["scan_s"], n / duck["scan_s"]
+    spark_total_s, duck_total_s = spark["scan_s"] + spark["startup_s"], duck["scan_s"] + duck["startup_s"]
+    jvm_mib, driver_mib, duck_mib = spark["jvm_peak_rss_mib"], spark["driver_peak_rss_mib"], duck["peak_rss_mib"]
+    spark_mib = jvm_mib + driver_mib
+    duck_label = f"DuckDB, {THREADS} threads, same SQL rules"
+    startup_label, duck_startup_label = "Spark start-up (session + first job)", "DuckDB connect + first query"
+    duck_process = "DuckDB process"
     figures = [
-        Figure(f"scan, Spark local[2], excl. start-up ({n:,} rows)", spark_rate, "rows/s",
-               f"DuckDB, {THREADS} threads, same SQL rules", duck_rate),
-        Figure("scan, Spark incl. start-up", n / (spark["scan_s"] + spark["startup_s"]), "rows/s",
-               "DuckDB incl. start-up", n / (duck["scan_s"] + duck["startup_s"])),
-        Figure("Spark start-up (session + first job)", spark["startup_s"], "s", "DuckDB connect + first query",
-               duck["startup_s"], higher_is_better=False),
+        Figure(f"scan, Spark local[2], excl. start-up ({n:,} rows)", spark_rate, "rows/s", duck_label, duck_rate),
+        Figure("scan, Spark incl. start-up", n / spark_total_s, "rows/s", "DuckDB incl. start-up", n / duck_total_s),
+        Figure(startup_label, spark["startup_s"], "s", duck_startup_label, duck["startup_s"], higher_is_better=False),
         Figure("Spark scan time", spark["scan_s"], "s", "DuckDB scan time", duck["scan_s"], higher_is_better=False),
-        Figure("peak RSS, Spark JVM", spark["jvm_peak_rss_mib"], "MiB", "DuckDB process", duck["peak_rss_mib"],
-               higher_is_better=False),
-        Figure("peak RSS, Spark's Python driver", spark["driver_peak_rss_mib"], "MiB", "DuckDB process",
-               duck["peak_rss_mib"], higher_is_better=False),
-        Figure("peak RSS, Spark JVM + driver", spark["jvm_peak_rss_mib"] + spark["driver_peak_rss_mib"], "MiB",
-               "DuckDB process", duck["peak_rss_mib"], higher_is_better=False),
-    ]  # fmt: skip
-    print_figures(f"Inventory scan ({n:,} rows; Spark is {spark['scan_s'] / duck['scan_s']:.2f}x DuckDB's time, "
-                  "target within 3x)", figures)  # fmt: skip
+        Figure("peak RSS, Spark JVM", jvm_mib, "MiB", duck_process, duck_mib, higher_is_better=False),
+        Figure("peak RSS, Spark's Python driver", driver_mib, "MiB", duck_process, duck_mib, higher_is_better=False),
+        Figure("peak RSS, Spark JVM + driver", spark_mib, "MiB", duck_process, duck_mib, higher_is_better=False),
+    ]
+    ratio = spark["scan_s"] / duck["scan_s"]
+    print_figures(f"Inventory scan ({n:,} rows; Spark is {ratio:.2f}x DuckDB's time, target within 3x)", figures)
     for name, side in (("Spark", spark), ("DuckDB", duck)):
         cores, others = side["cpu_s"] / side["scan_s"], side["others_cpu_s"] / side["scan_s"]
         busy = " (the machine was busy: the figures are skewed)" if others > 0.1 else ""
@@ -843,8 +885,9 @@ def run(rows: int | None = None) -> list[Figure]:
         print("MISMATCH between the Spark scan and the DuckDB reference:\n  " + "\n  ".join(diffs), file=sys.stderr)
         raise SystemExit(1)
     t = duck["totals"]
-    print(f"Spark and DuckDB agree: {t['objects']:,} objects, reclaimable {sum(t['reclaimable_objects'].values()):,} "
-          f"objects / {sum(t['reclaimable_bytes'].values()):,} bytes, {t['anomalies_total']:,} anomalies")  # fmt: skip
+    reclaimable = f"{sum(t['reclaimable_objects'].values()):,} objects / {sum(t['reclaimable_bytes'].values()):,} bytes"
+    anomalies = f"{t['anomalies_total']:,} anomalies"
+    print(f"Spark and DuckDB agree: {t['objects']:,} objects, reclaimable {reclaimable}, {anomalies}")
     return figures
 
 
@@ -859,11 +902,11 @@ def _reference(data: Dataset) -> tuple[dict[str, tuple[str, bool, str | None]], 
     from remote_storage import inventory as inv
 
     names = [f.name for f in dataclasses.fields(o.TopicMeta)]
-    topics = [o.TopicMeta(**{k: r[k] for k in names})
-              for r in pq.read_table(data.export_dir / export.TOPICS_FILE).to_pylist()]  # fmt: skip
+    topic_rows = pq.read_table(data.export_dir / export.TOPICS_FILE).to_pylist()
+    topics = [o.TopicMeta(**{k: r[k] for k in names}) for r in topic_rows]
     segments = [o.SegmentMeta(**r) for r in pq.read_table(data.export_dir / export.SEGMENTS_FILE).to_pylist()]
-    epochs = [(r["topic_id"], r["tiered_epoch"], r["state"])
-              for r in pq.read_table(data.export_dir / export.EPOCHS_FILE).to_pylist()]  # fmt: skip
+    epoch_rows = pq.read_table(data.export_dir / export.EPOCHS_FILE).to_pylist()
+    epochs = [(r["topic_id"], r["tiered_epoch"], r["state"]) for r in epoch_rows]
     meta = o.Metadata.build(topics, segments, epochs, now_ms=NOW_MS)
     inventory = inv.read_inventory(str(data.inventory_dir))
     objs = [o.BucketObject(r.key, r.size, r.last_modified_ms) for r in inventory.rows()]
@@ -879,8 +922,9 @@ def _read_outputs(out_dir: Path) -> tuple[dict[str, tuple[str, bool, str | None]
 
     objects = ds.dataset(out_dir / c.OBJECTS_DIR, format="parquet").to_table().to_pylist()
     anomalies = ds.dataset(out_dir / c.ANOMALIES_DIR, format="parquet").to_table().to_pylist()
-    return ({r["key"]: (r["category"], r["reclaimable"], r["anomaly"]) for r in objects},
-            Counter((a["type"], a["topic_id"], a["segment_id"], a["key"]) for a in anomalies))  # fmt: skip
+    verdicts = {r["key"]: (r["category"], r["reclaimable"], r["anomaly"]) for r in objects}
+    found = Counter((a["type"], a["topic_id"], a["segment_id"], a["key"]) for a in anomalies)
+    return verdicts, found
 
 
 def _diff(name: str, expected: dict[str, Any], got: dict[str, Any], exp_a: Counter[Any], got_a: Counter[Any]) -> int:
@@ -892,9 +936,9 @@ def _diff(name: str, expected: dict[str, Any], got: dict[str, Any], exp_a: Count
         print(f"  {name} anomaly missing: {a}")
     for a in list(extra)[:20]:
         print(f"  {name} anomaly extra: {a}")
-    print(f"{name}: {len(expected):,} objects, {len(bad)} verdict mismatches; {sum(exp_a.values()):,} anomalies, "
-          f"{sum(missing.values())} missing, {sum(extra.values())} extra "
-          f"(by type: {dict(sorted(Counter(a[0] for a in exp_a.elements()).items()))})")  # fmt: skip
+    anomaly_counts = f"{sum(exp_a.values()):,} anomalies, {sum(missing.values())} missing, {sum(extra.values())} extra"
+    by_type = dict(sorted(Counter(a[0] for a in exp_a.elements()).items()))
+    print(f"{name}: {len(expected):,} objects, {len(bad)} verdict mismatches; {anomaly_counts} (by type: {by_type})")
     return len(bad) + sum(missing.values()) + sum(extra.values())
 
 
@@ -905,20 +949,22 @@ def check(rows: int = 20_000, *, spark: bool = True) -> int:
         data = generate(root / "data", rows, topics=20, partitions=3, rare=5.0, edge_cases=True)
         expected, expected_anomalies, malformed = _reference(data)
         cats = Counter(v[0] for v in expected.values())
-        print(f"generated {rows:,} rows ({malformed} malformed), {data.segments:,} segments; categories "
-              f"{dict(sorted(cats.items()))}")  # fmt: skip
+        by_category = dict(sorted(cats.items()))
+        print(f"generated {rows:,} rows ({malformed} malformed), {data.segments:,} segments; categories {by_category}")
         files = [str(f) for f in data.data_files]
-        duck = duckdb_scan(files, data.export_dir, root / "duckdb", prefix=PREFIX, now_ms=NOW_MS, grace_ms=GRACE_MS,
-                           threads=THREADS)  # fmt: skip
-        got, got_anomalies = _read_outputs(root / "duckdb")
+        duck_dir = root / "duckdb"
+        duck = duckdb_scan(
+            files, data.export_dir, duck_dir, prefix=PREFIX, now_ms=NOW_MS, grace_ms=GRACE_MS, threads=THREADS
+        )
+        got, got_anomalies = _read_outputs(duck_dir)
         bad = _diff("duckdb", expected, got, expected_anomalies, got_anomalies)
         if duck["totals"]["anomalies"][c.MALFORMED_INVENTORY_ROW] != malformed:
             print(f"  duckdb malformed rows {duck['totals']['anomalies'][c.MALFORMED_INVENTORY_ROW]}, want {malformed}")
             bad += 1
         if spark:
-            result = _child_spark({"out_dir": str(root / "spark"), "inventory_dir": str(data.inventory_dir),
-                                   "export_dir": str(data.export_dir), "prefix": PREFIX, "now_ms": NOW_MS,
-                                   "grace_ms": GRACE_MS})  # fmt: skip
+            common = {"export_dir": str(data.export_dir), "prefix": PREFIX, "now_ms": NOW_MS, "grace_ms": GRACE_MS}
+            spark_args = {"out_dir": str(root / "spark"), "inventory_dir": str(data.inventory_dir), **common}
+            result = _child_spark(spark_args)
             got, got_anomalies = _read_outputs(root / "spark")
             bad += _diff("spark", expected, got, expected_anomalies, got_anomalies)
             for line in compare_totals(result["totals"], duck["totals"]):

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from orchestrator import __version__
 from orchestrator.errors import KafkaError, RequestTimedOut
+from orchestrator.ids import Uuid
 from orchestrator.ops import Cluster
 
 T = TypeVar("T")
@@ -104,14 +105,22 @@ def cluster_up(obj: Ctx, brokers: int, controllers: int, directory: str, s3_endp
     from orchestrator.local import cluster as lc
 
     say = (lambda m: click.echo(m, err=True)) if obj.output == "text" else (lambda m: None)
-    state = lc.up(Path(directory), brokers=brokers, controllers=controllers, s3_endpoint=s3_endpoint, bucket=bucket,
-                  progress=say)  # fmt: skip
-    obj.emit(
-        {"bootstrap_server": state.bootstrap_server, "s3_endpoint": state.s3_endpoint, "bucket": state.bucket,
-         "dir": state.dir},
-        f"bootstrap server: {state.bootstrap_server}\nS3 endpoint:      {state.s3_endpoint}\n"
-        f"bucket:           {state.bucket}\nexport TIEREDCTL_BOOTSTRAP_SERVER={state.bootstrap_server}",
-    )  # fmt: skip
+    state = lc.up(
+        Path(directory), brokers=brokers, controllers=controllers, s3_endpoint=s3_endpoint, bucket=bucket, progress=say
+    )
+    data = {
+        "bootstrap_server": state.bootstrap_server,
+        "s3_endpoint": state.s3_endpoint,
+        "bucket": state.bucket,
+        "dir": state.dir,
+    }
+    lines = [
+        f"bootstrap server: {state.bootstrap_server}",
+        f"S3 endpoint:      {state.s3_endpoint}",
+        f"bucket:           {state.bucket}",
+        f"export TIEREDCTL_BOOTSTRAP_SERVER={state.bootstrap_server}",
+    ]
+    obj.emit(data, "\n".join(lines))
 
 
 @cluster.command("down")
@@ -122,8 +131,9 @@ def cluster_down(obj: Ctx, directory: str) -> None:
     from orchestrator.local import cluster as lc
 
     stopped = lc.down(Path(directory))
-    obj.emit([{"role": p.role, "id": p.id, "pid": p.pid} for p in stopped],
-             "\n".join(f"stopped {p.role} {p.id} (pid {p.pid})" for p in stopped) or "nothing was running")  # fmt: skip
+    data = [{"role": p.role, "id": p.id, "pid": p.pid} for p in stopped]
+    text = "\n".join(f"stopped {p.role} {p.id} (pid {p.pid})" for p in stopped) or "nothing was running"
+    obj.emit(data, text)
 
 
 @cluster.command("status")
@@ -192,8 +202,11 @@ def topic() -> None:
 def topic_create(obj: Ctx, name: str, partitions: int, replication_factor: int, configs: tuple[str, ...]) -> None:
     """Create topic NAME (tiering on with --config remote.storage.enable=true)."""
     cfg = _parse_kv(configs, "--config")
-    tid = _run(obj, lambda c: c.create_topic(name, partitions=partitions, replication_factor=replication_factor,
-                                             configs=cfg))  # fmt: skip
+
+    async def create(c: Cluster) -> Uuid:
+        return await c.create_topic(name, partitions=partitions, replication_factor=replication_factor, configs=cfg)
+
+    tid = _run(obj, create)
     obj.emit({"topic": name, "topic_id": str(tid), "partitions": partitions}, f"created topic {name} ({tid})")
 
 
@@ -208,8 +221,8 @@ def topic_list(obj: Ctx) -> None:
         return
     table = Table("topic", "topic id", "partitions", "tiered state", "epoch")
     for s in statuses:
-        table.add_row(s.topic, str(s.topic_id), str(s.partition_count),
-                      f"[{STATE_STYLE[s.state.name]}]{s.state.name}[/]", str(s.tiered_epoch))  # fmt: skip
+        state = f"[{STATE_STYLE[s.state.name]}]{s.state.name}[/]"
+        table.add_row(s.topic, str(s.topic_id), str(s.partition_count), state, str(s.tiered_epoch))
     Console().print(table if statuses else "no topics")
 
 
@@ -223,8 +236,16 @@ def topic_describe(obj: Ctx, name: str) -> None:
         return await c.topic(name), await c.describe_configs(name), (await c.tiering_status([name]))[0]
 
     t, configs, st = _run(obj, go)
-    parts = [{"partition": p["partition_index"], "leader": p["leader_id"], "replicas": p["replica_nodes"],
-              "isr": p["isr_nodes"]} for p in sorted(t["partitions"], key=lambda p: p["partition_index"])]  # fmt: skip
+    by_index = sorted(t["partitions"], key=lambda p: p["partition_index"])
+    parts = [
+        {
+            "partition": p["partition_index"],
+            "leader": p["leader_id"],
+            "replicas": p["replica_nodes"],
+            "isr": p["isr_nodes"],
+        }
+        for p in by_index
+    ]
     data = {**st.as_json(), "partitions": parts, "configs": configs}
     lines = [f"topic {name}  id {st.topic_id}  tiered {st.state.name} (epoch {st.tiered_epoch})"]
     lines += [
@@ -266,8 +287,8 @@ def topic_produce(obj: Ctx, name: str, records: int, record_size: int, batch: in
         parts = sorted(p["partition_index"] for p in (await c.topic(name))["partitions"])
         ranges: dict[int, tuple[int, int]] = {}
         sent = 0
-        with Progress(TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      disable=obj.output == "json", console=Console(stderr=True)) as bar:  # fmt: skip
+        columns = (TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, disable=obj.output == "json", console=Console(stderr=True)) as bar:
             task = bar.add_task("produce", total=records)
             i = 0
             while sent < records:
@@ -283,8 +304,9 @@ def topic_produce(obj: Ctx, name: str, records: int, record_size: int, batch: in
         return ranges
 
     ranges = _run(obj, go, timeout_s=60)
-    obj.emit({"topic": name, "records": records, "partitions": {str(p): list(r) for p, r in ranges.items()}},
-             f"produced {records} records to {name} ({len(ranges)} partitions)")  # fmt: skip
+    offset_ranges = {str(p): list(r) for p, r in ranges.items()}
+    data = {"topic": name, "records": records, "partitions": offset_ranges}
+    obj.emit(data, f"produced {records} records to {name} ({len(ranges)} partitions)")
 
 
 @topic.command("consume")
@@ -344,8 +366,8 @@ def _status_rows(statuses: list[Any]) -> Table:
             for p in s.pending_brokers
         )
         policy = s.policy.name.lower() if s.policy.value else "-"
-        table.add_row(s.topic, f"[{STATE_STYLE[s.state.name]}]{s.state.name}[/]", str(s.tiered_epoch), policy,
-                      pending or "-")  # fmt: skip
+        state = f"[{STATE_STYLE[s.state.name]}]{s.state.name}[/]"
+        table.add_row(s.topic, state, str(s.tiered_epoch), policy, pending or "-")
     return table
 
 
@@ -354,15 +376,20 @@ def _wait_for(obj: Ctx, name: str, target: str, timeout: float) -> Any:
 
     async def go(c: Cluster) -> Any:
         deadline = time.monotonic() + timeout
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[extra]}"), TimeElapsedColumn())  # fmt: skip
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[extra]}"),
+            TimeElapsedColumn(),
+        )
         with Progress(*columns, disable=obj.output == "json", console=Console(stderr=True)) as bar:
             task = bar.add_task(f"{name}: brokers acknowledged", total=None, extra="")
             while True:
                 st = (await c.tiering_status([name]))[0]
                 required = st.acknowledged_brokers + len(st.pending_brokers)
-                extra = f"segments deleted {st.segments_deleted}" + (
-                    f", {st.segments_remaining} to go" if st.segments_remaining else "")  # fmt: skip
+                to_go = f", {st.segments_remaining} to go" if st.segments_remaining else ""
+                extra = f"segments deleted {st.segments_deleted}" + to_go
                 bar.update(task, completed=st.acknowledged_brokers, total=max(required, 1), extra=extra)
                 if st.state.name == target:
                     bar.update(task, completed=max(required, 1))
@@ -376,8 +403,13 @@ def _wait_for(obj: Ctx, name: str, target: str, timeout: float) -> Any:
 
 @tiering.command("disable")
 @click.argument("name")
-@click.option("--policy", type=click.Choice(["retain", "delete"]), default="retain", show_default=True,
-              help="retain: remote data stays readable until retention; delete: remove it all now")  # fmt: skip
+@click.option(
+    "--policy",
+    type=click.Choice(["retain", "delete"]),
+    default="retain",
+    show_default=True,
+    help="retain: remote data stays readable until retention; delete: remove it all now",
+)
 @click.option("--wait", is_flag=True, help="show progress and return when DISABLED (or at the timeout)")
 @click.option(
     "--timeout", default=300.0, show_default=True, type=click.FloatRange(0.1, None), help="seconds, with --wait"
@@ -473,10 +505,19 @@ def configs_describe(obj: Ctx, name: str) -> None:
 def broker_list(obj: Ctx) -> None:
     """Live (unfenced) brokers and the controllers, with the active controller marked."""
     md = _run(obj, lambda c: c.metadata([]))
-    rows = [{"node_id": b["node_id"], "host": b["host"], "port": b["port"],
-             "controller": b["node_id"] == md["controller_id"]} for b in md["brokers"]]  # fmt: skip
-    lines = [f"{r['node_id']:>5}  {r['host']}:{r['port']}" + ("  (active controller)" if r["controller"] else "")
-             for r in rows]  # fmt: skip
+    rows = [
+        {
+            "node_id": b["node_id"],
+            "host": b["host"],
+            "port": b["port"],
+            "controller": b["node_id"] == md["controller_id"],
+        }
+        for b in md["brokers"]
+    ]
+    lines = [
+        f"{r['node_id']:>5}  {r['host']}:{r['port']}" + ("  (active controller)" if r["controller"] else "")
+        for r in rows
+    ]
     obj.emit(rows, "\n".join(lines))
 
 
@@ -526,16 +567,16 @@ class BucketTarget:
 
 
 def _bucket_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for opt in reversed(
-        [
-            click.option("--bucket", default=None, help="default: the local cluster's bucket"),
-            click.option("--prefix", default=None, help="key prefix of tiered storage (default: the cluster's)"),
-            click.option("--s3-endpoint", envvar="TIEREDCTL_S3_ENDPOINT", default=None,
-                         help="MinIO/Ceph/moto URL (default: the local cluster's, else AWS)"),
-            click.option("--cluster-dir", default=str(DEFAULT_CLUSTER_DIR), show_default=True, type=click.Path(),
-                         help="a local cluster to take the defaults from"),
-        ]
-    ):  # fmt: skip
+    endpoint_help = "MinIO/Ceph/moto URL (default: the local cluster's, else AWS)"
+    cluster_dir_help = "a local cluster to take the defaults from"
+    default_dir = str(DEFAULT_CLUSTER_DIR)
+    options = [
+        click.option("--bucket", default=None, help="default: the local cluster's bucket"),
+        click.option("--prefix", default=None, help="key prefix of tiered storage (default: the cluster's)"),
+        click.option("--s3-endpoint", envvar="TIEREDCTL_S3_ENDPOINT", default=None, help=endpoint_help),
+        click.option("--cluster-dir", default=default_dir, show_default=True, type=click.Path(), help=cluster_dir_help),
+    ]
+    for opt in reversed(options):
         fn = opt(fn)
     return fn
 
@@ -555,15 +596,25 @@ def _build_inventory(obj: Ctx, target: BucketTarget, dest: str, fmt: str, rows_p
     from remote_storage.inventory import build_inventory
 
     client = target.client()
-    columns = (TextColumn(f"listing s3://{target.bucket}/{target.prefix}"), TextColumn("{task.completed:,} objects"),
-               TimeElapsedColumn())  # fmt: skip
+    listing = TextColumn(f"listing s3://{target.bucket}/{target.prefix}")
+    columns = (listing, TextColumn("{task.completed:,} objects"), TimeElapsedColumn())
     with Progress(*columns, console=Console(stderr=True), disable=obj.output != "text", transient=True) as bar:
         task = bar.add_task("list", total=None)
+
+        def progress(n: int) -> None:
+            bar.update(task, completed=n)
+
+        now_ms = int(time.time() * 1000)
         return build_inventory(
-            client, bucket=target.bucket, prefix=target.prefix, dest=dest, fmt=fmt,  # type: ignore[arg-type]
-            now_ms=int(time.time() * 1000), rows_per_file=rows_per_file,
-            progress=lambda n: bar.update(task, completed=n),
-        )  # fmt: skip
+            client,
+            bucket=target.bucket,
+            prefix=target.prefix,
+            dest=dest,
+            fmt=fmt,  # type: ignore[arg-type]
+            now_ms=now_ms,
+            rows_per_file=rows_per_file,
+            progress=progress,
+        )
 
 
 @inventory.command("build")
@@ -572,13 +623,21 @@ def _build_inventory(obj: Ctx, target: BucketTarget, dest: str, fmt: str, rows_p
 @click.option("--format", "fmt", type=click.Choice(["csv", "parquet"]), default="csv", show_default=True)
 @click.option("--rows-per-file", default=1_000_000, show_default=True, type=click.IntRange(1, None))
 @click.pass_obj
-def inventory_build(obj: Ctx, bucket: str | None, prefix: str | None, s3_endpoint: str | None, cluster_dir: str,
-                    dest: str, fmt: str, rows_per_file: int) -> None:  # fmt: skip
+def inventory_build(
+    obj: Ctx,
+    bucket: str | None,
+    prefix: str | None,
+    s3_endpoint: str | None,
+    cluster_dir: str,
+    dest: str,
+    fmt: str,
+    rows_per_file: int,
+) -> None:
     """List a bucket and write an inventory in the AWS S3 Inventory format (for stores with no inventory service)."""
     target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix)
     manifest = _build_inventory(obj, target, dest, fmt, rows_per_file)
-    obj.emit({"manifest": manifest, "bucket": target.bucket, "prefix": target.prefix, "format": fmt},
-             f"inventory of s3://{target.bucket}/{target.prefix} written: {manifest}")  # fmt: skip
+    data = {"manifest": manifest, "bucket": target.bucket, "prefix": target.prefix, "format": fmt}
+    obj.emit(data, f"inventory of s3://{target.bucket}/{target.prefix} written: {manifest}")
 
 
 @cli.group()
@@ -637,10 +696,21 @@ def _show_scan(obj: Ctx, summary: dict[str, Any], report: Path | None) -> None:
 @click.option("--spark-master", default=None, help="default: local[2]")
 @click.option("--driver-memory", default=None, help="default: 4g (local mode)")
 @click.pass_obj
-def scan_run(obj: Ctx, bucket: str | None, prefix: str | None, s3_endpoint: str | None, cluster_dir: str,
-             inventory_uri: str | None, out_dir: Path, export_dir: Path | None, metadata_store: Path | None,
-             grace_ms: int, max_anomalies: int, spark_master: str | None,
-             driver_memory: str | None) -> None:  # fmt: skip
+def scan_run(
+    obj: Ctx,
+    bucket: str | None,
+    prefix: str | None,
+    s3_endpoint: str | None,
+    cluster_dir: str,
+    inventory_uri: str | None,
+    out_dir: Path,
+    export_dir: Path | None,
+    metadata_store: Path | None,
+    grace_ms: int,
+    max_anomalies: int,
+    spark_master: str | None,
+    driver_memory: str | None,
+) -> None:
     """Classify every object of the bucket's inventory: reclaimable bytes and anomalies, per object and per topic.
 
     Writes OUT/objects.parquet, OUT/anomalies.parquet, OUT/summary.json and OUT/report.html. Exit status 3 when the
@@ -665,19 +735,33 @@ def scan_run(obj: Ctx, bucket: str | None, prefix: str | None, s3_endpoint: str 
         inventory_uri = _build_inventory(obj, target, str(out_dir / "inventory"), "parquet", 1_000_000)
     client = target.client() if inventory_uri.startswith("s3://") else None
     settings = ScanSettings(prefix=target.prefix, grace_ms=grace_ms, max_anomalies=max_anomalies)
-    outcome = scan(inventory_uri=inventory_uri, export_dir=export_dir, out_dir=out_dir, settings=settings,
-                   s3_client=client, spark_master=spark_master, driver_memory=driver_memory, progress=say)  # fmt: skip
+    outcome = scan(
+        inventory_uri=inventory_uri,
+        export_dir=export_dir,
+        out_dir=out_dir,
+        settings=settings,
+        s3_client=client,
+        spark_master=spark_master,
+        driver_memory=driver_memory,
+        progress=say,
+    )
     _show_scan(obj, outcome.summary, outcome.report)
     if obj.output == "text" and outcome.exit_status:
-        click.echo(f"anomalies {outcome.summary['alert']['anomalies_total']} exceed the threshold "
-                   f"{max_anomalies}: exit status {outcome.exit_status}", err=True)  # fmt: skip
+        anomalies = outcome.summary["alert"]["anomalies_total"]
+        message = f"anomalies {anomalies} exceed the threshold {max_anomalies}: exit status {outcome.exit_status}"
+        click.echo(message, err=True)
     sys.exit(outcome.exit_status)
 
 
 @scan.command("report")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--max-anomaly-rows", default=200, show_default=True, type=click.IntRange(0, None),
-              help="anomaly rows shown in the page (all are in anomalies.parquet)")  # fmt: skip
+@click.option(
+    "--max-anomaly-rows",
+    default=200,
+    show_default=True,
+    type=click.IntRange(0, None),
+    help="anomaly rows shown in the page (all are in anomalies.parquet)",
+)
 @click.pass_obj
 def scan_report(obj: Ctx, directory: Path, max_anomaly_rows: int) -> None:
     """Re-render DIRECTORY/report.html from a scan's summary.json; print the per-topic totals."""
@@ -700,8 +784,11 @@ def _reclaim_text(result: Any) -> None:
 
     out = Console()
     verb = "planned" if result.executed else "would delete"
-    out.print(f"reclaim {'(executed)' if result.executed else '(dry run)'}: bucket {result.bucket}, objects older "
-              f"than {format_duration(result.older_than_ms)}, metadata: {result.metadata_source}")  # fmt: skip
+    mode = "(executed)" if result.executed else "(dry run)"
+    older_than = format_duration(result.older_than_ms)
+    out.print(
+        f"reclaim {mode}: bucket {result.bucket}, objects older than {older_than}, metadata: {result.metadata_source}"
+    )
     if result.planned_by_category:
         table = Table(f"{verb}: category", "objects", "bytes")
         for name, t in result.planned_by_category.items():
@@ -720,8 +807,8 @@ def _reclaim_text(result: Any) -> None:
         failed = f", {len(result.failed_keys):,} failed" if result.failed_keys else ""
         out.print(f"deleted {result.deleted_objects:,} objects ({result.deleted_bytes:,} bytes){failed}")
     elif not result.run_refused:
-        out.print(f"would delete {result.planned_objects:,} objects ({result.planned_bytes:,} bytes); "
-                  "nothing was deleted (pass --execute to delete them)")  # fmt: skip
+        planned = f"{result.planned_objects:,} objects ({result.planned_bytes:,} bytes)"
+        out.print(f"would delete {planned}; nothing was deleted (pass --execute to delete them)")
 
 
 @cli.command("reclaim")
@@ -757,9 +844,18 @@ def _reclaim_text(result: Any) -> None:
 )
 @click.option("--force", is_flag=True, help="delete even when an orphan-ratio guard refuses")
 @click.pass_obj
-def reclaim_command(obj: Ctx, directory: str, execute: bool, older_than: int | None, categories: tuple[str, ...],
-            metadata_store: str | None, s3_endpoint: str | None, bucket: str | None, max_orphan_ratio: float,
-            force: bool) -> None:  # fmt: skip
+def reclaim_command(
+    obj: Ctx,
+    directory: str,
+    execute: bool,
+    older_than: int | None,
+    categories: tuple[str, ...],
+    metadata_store: str | None,
+    s3_endpoint: str | None,
+    bucket: str | None,
+    max_orphan_ratio: float,
+    force: bool,
+) -> None:
     """Delete what the scan in DIR found reclaimable, after re-checking each object now (a dry run unless --execute).
 
     Each object is looked up again (HEAD) and re-classified against current metadata; objects that changed, became
@@ -780,15 +876,16 @@ def reclaim_command(obj: Ctx, directory: str, execute: bool, older_than: int | N
         return int(time.time() * 1000)
 
     scan_out = rx.ScanOutput.load(directory)
-    metadata = rx.load_current_metadata(store_path=Path(metadata_store) if metadata_store else None,
-                                        scan_export_dir=scan_out.export_dir, now_ms=now_ms())  # fmt: skip
-    rsm = S3RemoteStorage(client=make_s3_client(endpoint_url=s3_endpoint), bucket=bucket or scan_out.bucket,
-                          prefix=scan_out.prefix)  # fmt: skip
-    options = rx.ReclaimOptions(execute=execute, older_than_ms=older_than, categories=wanted,
-                                max_orphan_ratio=max_orphan_ratio, force=force)  # fmt: skip
+    store_path = Path(metadata_store) if metadata_store else None
+    metadata = rx.load_current_metadata(store_path=store_path, scan_export_dir=scan_out.export_dir, now_ms=now_ms())
+    client = make_s3_client(endpoint_url=s3_endpoint)
+    rsm = S3RemoteStorage(client=client, bucket=bucket or scan_out.bucket, prefix=scan_out.prefix)
+    options = rx.ReclaimOptions(
+        execute=execute, older_than_ms=older_than, categories=wanted, max_orphan_ratio=max_orphan_ratio, force=force
+    )
     labels = {"recheck": "re-checking objects", "delete": "deleting"}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  disable=obj.output == "json", console=Console(stderr=True), transient=True) as bar:  # fmt: skip
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=obj.output == "json", console=Console(stderr=True), transient=True) as bar:
         tasks: dict[str, Any] = {}
 
         def progress(phase: str, done: int, total: int) -> None:
@@ -796,8 +893,7 @@ def reclaim_command(obj: Ctx, directory: str, execute: bool, older_than: int | N
                 tasks[phase] = bar.add_task(labels.get(phase, phase), total=total)
             bar.update(tasks[phase], completed=done, total=total)
 
-        result = rx.reclaim(scan_out, rsm=rsm, metadata=metadata, options=options, now_ms=now_ms,
-                            on_progress=progress)  # fmt: skip
+        result = rx.reclaim(scan_out, rsm=rsm, metadata=metadata, options=options, now_ms=now_ms, on_progress=progress)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
     if obj.output == "json":
@@ -808,8 +904,8 @@ def reclaim_command(obj: Ctx, directory: str, execute: bool, older_than: int | N
         click.echo(f"error: {refusal}", err=True)
     if result.failed_keys:
         key, why = next(iter(result.failed_keys.items()))
-        click.echo(f"error: {len(result.failed_keys)} object(s) could not be re-checked or deleted, e.g. {key}: "
-                   f"{why}; they were not deleted: run the same command again to retry them", err=True)  # fmt: skip
+        failure = f"{len(result.failed_keys)} object(s) could not be re-checked or deleted, e.g. {key}: {why}"
+        click.echo(f"error: {failure}; they were not deleted: run the same command again to retry them", err=True)
     if not result.ok:
         sys.exit(1)
 

@@ -117,8 +117,9 @@ async def story(state: lc.ClusterState) -> None:
         statuses = await c.tiering_status(["orders", "payments"])
         table = Table("topic", "state", "tiered epoch", "policy", "segments deleted", "pending brokers")
         for s in statuses:
-            table.add_row(s.topic, s.state.name, str(s.tiered_epoch), s.policy.name.lower(), str(s.segments_deleted),
-                          ", ".join(str(p.broker_id) for p in s.pending_brokers) or "-")  # fmt: skip
+            policy = s.policy.name.lower()
+            pending = ", ".join(str(p.broker_id) for p in s.pending_brokers) or "-"
+            table.add_row(s.topic, s.state.name, str(s.tiered_epoch), policy, str(s.segments_deleted), pending)
         step("tiering status", "tiering status")
         console.print(table)
         console.print(bucket_table(state, "what the bucket holds now: orders' objects are gone, payments' kept"))
@@ -159,18 +160,25 @@ async def story(state: lc.ClusterState) -> None:
 
 def scan_story(state: lc.ClusterState) -> None:
     out = DEMO_DIR / "scan"
-    step("build an inventory of the bucket (AWS S3 Inventory format)",
-         f"inventory build --dest {DEMO_DIR}/inventory --format parquet")  # fmt: skip
+    inventory_command = f"inventory build --dest {DEMO_DIR}/inventory --format parquet"
+    step("build an inventory of the bucket (AWS S3 Inventory format)", inventory_command)
     client = make_s3_client(endpoint_url=state.s3_endpoint)
-    manifest = build_inventory(client, bucket=state.bucket, prefix=state.prefix, dest=str(DEMO_DIR / "inventory"),
-                               fmt="parquet", now_ms=int(time.time() * 1000))  # fmt: skip
+    inventory_dest = str(DEMO_DIR / "inventory")
+    now_ms = int(time.time() * 1000)
+    manifest = build_inventory(
+        client, bucket=state.bucket, prefix=state.prefix, dest=inventory_dest, fmt="parquet", now_ms=now_ms
+    )
     console.print(f"  {manifest}")
-    step("scan it with Spark against the metadata (grace 0s: the demo's objects are minutes old; default 3d)",
-         f"scan run --inventory {DEMO_DIR}/inventory --out {out} --grace 0s")  # fmt: skip
+    scan_title = "scan it with Spark against the metadata (grace 0s: the demo's objects are minutes old; default 3d)"
+    scan_command = f"scan run --inventory {DEMO_DIR}/inventory --out {out} --grace 0s"
+    step(scan_title, scan_command)
     export_dir = export_store(Path(state.dir) / "metadata.db", out)
-    outcome = scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out,
-                   settings=ScanSettings(prefix=state.prefix, grace_ms=0, max_anomalies=0),
-                   progress=lambda m: console.print(f"  [dim]{m}[/]"))  # fmt: skip
+    settings = ScanSettings(prefix=state.prefix, grace_ms=0, max_anomalies=0)
+
+    def say(message: str) -> None:
+        console.print(f"  [dim]{message}[/]")
+
+    outcome = scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out, settings=settings, progress=say)
     console.print(render_text(outcome.summary))
     console.print(f"  HTML report with the chart: [bold]{outcome.report}[/]")
     console.print(f"  reclaim it (dry run first): [dim]$ tieredctl reclaim {out} --older-than 0s[/]")
@@ -184,9 +192,12 @@ def main() -> None:
         lc.down(directory)
     shutil.rmtree(directory, ignore_errors=True)
     step("start a local cluster: embedded S3, 2 controllers, 3 brokers", f"cluster up --dir {DEMO_DIR}")
-    state = lc.up(directory, brokers=3, controllers=2,
-                  broker_overrides={"tiering_interval_ms": 250, "metadata_poll_ms": 50},
-                  progress=lambda m: console.print(f"  {m}"))  # fmt: skip
+    broker_overrides = {"tiering_interval_ms": 250, "metadata_poll_ms": 50}
+
+    def say(message: str) -> None:
+        console.print(f"  {message}")
+
+    state = lc.up(directory, brokers=3, controllers=2, broker_overrides=broker_overrides, progress=say)
     console.print(f"  bootstrap server {state.bootstrap_server}, S3 {state.s3_endpoint}, bucket {state.bucket}")
     try:
         asyncio.run(story(state))

@@ -55,6 +55,17 @@ class TieringStatus:
     segments_remaining: int = 0
 
     def as_json(self) -> dict[str, Any]:
+        pending_brokers = [
+            {
+                "broker_id": p.broker_id,
+                "attempts": p.attempts,
+                "last_error": p.last_error,
+                "last_attempt_ms": p.last_attempt_ms,
+                "fenced": p.fenced,
+                "stalled": p.stalled,
+            }
+            for p in self.pending_brokers
+        ]
         return {
             "topic": self.topic,
             "topic_id": str(self.topic_id),
@@ -65,12 +76,8 @@ class TieringStatus:
             "acknowledged_brokers": self.acknowledged_brokers,
             "segments_deleted": self.segments_deleted,
             "segments_remaining": self.segments_remaining,
-            "pending_brokers": [
-                {"broker_id": p.broker_id, "attempts": p.attempts, "last_error": p.last_error,
-                 "last_attempt_ms": p.last_attempt_ms, "fenced": p.fenced, "stalled": p.stalled}
-                for p in self.pending_brokers
-            ],
-        }  # fmt: skip
+            "pending_brokers": pending_brokers,
+        }
 
 
 @dataclass(frozen=True)
@@ -104,8 +111,8 @@ class Cluster:
     # -- metadata ---------------------------------------------------------------------------------------------
 
     async def metadata(self, topics: Sequence[str] | None = None) -> dict[str, Any]:
-        body = {"topics": None if topics is None else [{"name": t} for t in topics],
-                "allow_auto_topic_creation": False}  # fmt: skip
+        requested = None if topics is None else [{"name": t} for t in topics]
+        body = {"topics": requested, "allow_auto_topic_creation": False}
         self._metadata = await self.admin.send_to_controller(METADATA, (1, 12), body)
         return self._metadata
 
@@ -128,12 +135,18 @@ class Cluster:
 
     # -- admin ------------------------------------------------------------------------------------------------
 
-    async def create_topic(self, name: str, *, partitions: int = 1, replication_factor: int = 1,
-                           configs: Mapping[str, str] | None = None) -> Uuid:  # fmt: skip
-        body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": replication_factor,
-                            "assignments": [],
-                            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
-                "timeout_ms": int(self.timeout_s * 1000)}  # fmt: skip
+    async def create_topic(
+        self, name: str, *, partitions: int = 1, replication_factor: int = 1, configs: Mapping[str, str] | None = None
+    ) -> Uuid:
+        config_entries = [{"name": k, "value": v} for k, v in (configs or {}).items()]
+        new_topic = {
+            "name": name,
+            "num_partitions": partitions,
+            "replication_factor": replication_factor,
+            "assignments": [],
+            "configs": config_entries,
+        }
+        body = {"topics": [new_topic], "timeout_ms": int(self.timeout_s * 1000)}
         resp = await self.admin.send_to_controller(CREATE_TOPICS, (2, 7), body)
         t = resp["topics"][0]
         check(t["error_code"], t.get("error_message"), f"creating topic '{name}'")
@@ -160,15 +173,15 @@ class Cluster:
     async def alter_configs(self, name: str, set_: Mapping[str, str], delete: Sequence[str] = ()) -> None:
         ops = [{"name": k, "config_operation": OP_SET, "value": v} for k, v in set_.items()]
         ops += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in delete]
-        body = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}],
-                "validate_only": False}  # fmt: skip
+        resource = {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}
+        body = {"resources": [resource], "validate_only": False}
         resp = await self.admin.send_to_controller(INCREMENTAL_ALTER_CONFIGS, (0, 1), body)
         r = resp["responses"][0] if "responses" in resp else resp["results"][0]
         check(r["error_code"], r.get("error_message"), f"altering configs of '{name}'")
 
     async def describe_configs(self, name: str) -> dict[str, str | None]:
-        body = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}],
-                "include_synonyms": False, "include_documentation": False}  # fmt: skip
+        resource = {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}
+        body = {"resources": [resource], "include_synonyms": False, "include_documentation": False}
         resp = await self.admin.send_to_controller(DESCRIBE_CONFIGS, (1, 4), body)
         r = resp["results"][0]
         check(r["error_code"], r.get("error_message"), f"describing configs of '{name}'")
@@ -182,13 +195,27 @@ class Cluster:
         out = []
         for t in resp["topics"]:
             check(t["error_code"], t.get("error_message"), f"topic '{t['name']}'")
-            out.append(TieringStatus(
-                t["name"], t["topic_id"], TieredState(t["tiered_state"]), t["tiered_epoch"], DisablePolicy(t["policy"]),
-                t["partition_count"],
-                tuple(PendingBroker(p["broker_id"], p["attempts"], p["last_error"], p["last_attempt_ms"], p["fenced"],
-                                    p["stalled"]) for p in t["pending_brokers"]),
-                t["acknowledged_brokers"], t["segments_deleted"], t["segments_remaining"],
-            ))  # fmt: skip
+            state = TieredState(t["tiered_state"])
+            policy = DisablePolicy(t["policy"])
+            pending = tuple(
+                PendingBroker(
+                    p["broker_id"], p["attempts"], p["last_error"], p["last_attempt_ms"], p["fenced"], p["stalled"]
+                )
+                for p in t["pending_brokers"]
+            )
+            status = TieringStatus(
+                topic=t["name"],
+                topic_id=t["topic_id"],
+                state=state,
+                tiered_epoch=t["tiered_epoch"],
+                policy=policy,
+                partition_count=t["partition_count"],
+                pending_brokers=pending,
+                acknowledged_brokers=t["acknowledged_brokers"],
+                segments_deleted=t["segments_deleted"],
+                segments_remaining=t["segments_remaining"],
+            )
+            out.append(status)
         return out
 
     async def disable_tiering(self, name: str, policy: str = "retain") -> None:
@@ -214,9 +241,9 @@ class Cluster:
                 await asyncio.sleep(min(0.1 * 2**attempt, 2))
                 continue
             addr = await self.node_address(leader)
+            request = {**body, "topic_id": topic["topic_id"]}
             try:
-                resp = await self.pool.request(addr, api_key, 0, {**body, "topic_id": topic["topic_id"]},
-                                               timeout_s=self.timeout_s)  # fmt: skip
+                resp = await self.pool.request(addr, api_key, 0, request, timeout_s=self.timeout_s)
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
@@ -228,8 +255,9 @@ class Cluster:
             return resp
         raise NotLeaderOrFollower(f"no reachable leader for {name}-{partition}")
 
-    async def produce(self, name: str, values: Sequence[bytes], *, partition: int = 0,
-                      key: bytes | None = None) -> tuple[int, int]:  # fmt: skip
+    async def produce(
+        self, name: str, values: Sequence[bytes], *, partition: int = 0, key: bytes | None = None
+    ) -> tuple[int, int]:
         body = {"partition": partition, "records": [{"key": key, "value": v, "timestamp_ms": -1} for v in values]}
         resp = await self._leader_call(name, partition, TIERED_PRODUCE, body)
         check(resp["error_code"], resp.get("error_message"), f"producing to {name}-{partition}")
@@ -239,8 +267,9 @@ class Cluster:
         body = {"partition": partition, "fetch_offset": offset, "max_bytes": max_bytes}
         return await self._leader_call(name, partition, TIERED_FETCH, body)
 
-    async def consume(self, name: str, partition: int = 0, *, from_beginning: bool = True,
-                      max_records: int | None = None) -> AsyncIterator[FetchedRecord]:  # fmt: skip
+    async def consume(
+        self, name: str, partition: int = 0, *, from_beginning: bool = True, max_records: int | None = None
+    ) -> AsyncIterator[FetchedRecord]:
         """Records of one partition from its log start offset (or its end) up to the current end."""
         first = await self.fetch(name, partition, 0, max_bytes=1)
         offset = first["log_start_offset"] if from_beginning else first["log_end_offset"]

@@ -136,18 +136,32 @@ def expired_segments(
     for (topic_id, _), segs in by_partition.items():
         topic = topics[topic_id]
         segs.sort(key=lambda s: (s.start_offset, s.end_offset, s.segment_id))  # ties: the order the Spark job uses
-        remote = [
-            RemoteSegment(s.topic, Uuid.from_string(s.topic_id), s.partition, Uuid.from_string(s.segment_id),
-                          s.start_offset, s.end_offset, s.max_timestamp_ms, s.size_bytes, s.tiered_epoch,
-                          SegmentState[s.state])
-            for s in segs
-        ]  # fmt: skip
+        remote = [_remote_segment(s) for s in segs]
         plan = plan_remote_expiry(
-            remote, now_ms=now_ms, retention_ms=topic.retention_ms, retention_bytes=topic.retention_bytes,
+            remote,
+            now_ms=now_ms,
+            retention_ms=topic.retention_ms,
+            retention_bytes=topic.retention_bytes,
             log_start_offset=-1,
-        )  # fmt: skip
+        )
         out.update((topic_id, str(s.segment_id)) for s in plan.expired)
     return frozenset(out)
+
+
+def _remote_segment(s: SegmentMeta) -> RemoteSegment:
+    """An exported segment row as the RLMM's segment, for the brokers' retention planner."""
+    return RemoteSegment(
+        topic=s.topic,
+        topic_id=Uuid.from_string(s.topic_id),
+        partition=s.partition,
+        segment_id=Uuid.from_string(s.segment_id),
+        start_offset=s.start_offset,
+        end_offset=s.end_offset,
+        max_timestamp_ms=s.max_timestamp_ms,
+        size_bytes=s.size_bytes,
+        tiered_epoch=s.tiered_epoch,
+        state=SegmentState[s.state],
+    )
 
 
 def classify_object(

@@ -112,6 +112,19 @@ class ScanOutput:
         return cls(out, bucket, prefix, grace_ms, export_dir)
 
 
+def _scan_row(r: Mapping[str, Any]) -> ScanRow:
+    """One ``objects.parquet`` row, as pyarrow reads it, as the reclaim planner's row."""
+    return ScanRow(
+        key=r["key"],
+        size=r["size"],
+        last_modified_ms=r["last_modified_ms"],
+        topic=r["topic"],
+        topic_id=r["topic_id"],
+        category=r["category"],
+        reclaimable=bool(r["reclaimable"]),
+    )
+
+
 def read_scan(objects_dir: Path, categories: frozenset[str]) -> tuple[list[ScanRow], ScanCounts]:
     """The candidate rows of ``objects.parquet`` and counts over every row, reading it batch by batch."""
     import pyarrow as pa  # type: ignore[import-untyped]
@@ -140,8 +153,7 @@ def read_scan(objects_dir: Path, categories: frozenset[str]) -> tuple[list[ScanR
             parsed += len(tids) - tids.null_count
             mask = pc.and_(pc.fill_null(batch.column("reclaimable"), False), pc.is_in(batch.column("category"), wanted))
             for r in batch.filter(mask).to_pylist():
-                row = ScanRow(r["key"], r["size"], r["last_modified_ms"], r["topic"], r["topic_id"], r["category"],
-                              bool(r["reclaimable"]))  # fmt: skip
+                row = _scan_row(r)
                 if is_candidate(row, categories):
                     rows.append(row)
     except (OSError, pa.ArrowException) as exc:
@@ -364,9 +376,9 @@ def reclaim(
         force=options.force,
     )
     skipped = plan.skipped_by_reason()
-    log.info("reclaim.planned", bucket=rsm.bucket, objects=plan.object_count, bytes=plan.byte_count,
-             batches=len(plan.batches), execute=options.execute, candidates=len(rows), now_ms=now,
-             older_than_ms=older_than)  # fmt: skip
+    planned = {"objects": plan.object_count, "bytes": plan.byte_count, "batches": len(plan.batches)}
+    inputs = {"candidates": len(rows), "now_ms": now, "older_than_ms": older_than}
+    log.info("reclaim.planned", bucket=rsm.bucket, **planned, execute=options.execute, **inputs)
     if skipped:
         log.info("reclaim.skipped", bucket=rsm.bucket, **skipped)
     for msg in plan.refusals:
@@ -391,8 +403,8 @@ def reclaim(
         log.error("reclaim.failed", phase="recheck", failed=len(head_failed), example=next(iter(head_failed.items())))
     if not options.execute or plan.run_refused:
         return base
-    return _execute(plan, base, rsm=rsm, journal=journal, now_ms=now_ms, on_progress=on_progress,
-                    run_id=run_id or uuid.uuid4().hex)  # fmt: skip
+    this_run_id = run_id or uuid.uuid4().hex
+    return _execute(plan, base, rsm=rsm, journal=journal, now_ms=now_ms, on_progress=on_progress, run_id=this_run_id)
 
 
 def _execute(
@@ -410,23 +422,42 @@ def _execute(
     total, done = plan.object_count, 0
     for number, batch in enumerate(plan.batches):
         keys = batch.keys
-        journal.append({"type": "intent", "run": run_id, "batch": number, "at_ms": now_ms(), "bucket": rsm.bucket,
-                        "prefix": batch.prefix, "topic_id": batch.topic_id, "keys": list(keys)})  # fmt: skip
+        intent = {
+            "type": "intent",
+            "run": run_id,
+            "batch": number,
+            "at_ms": now_ms(),
+            "bucket": rsm.bucket,
+            "prefix": batch.prefix,
+            "topic_id": batch.topic_id,
+            "keys": list(keys),
+        }
+        journal.append(intent)
         outcome = rsm.delete_keys(keys, within_prefix=batch.prefix)
-        journal.append({"type": "result", "run": run_id, "batch": number, "at_ms": now_ms(), "bucket": rsm.bucket,
-                        "prefix": batch.prefix, "deleted": list(outcome.deleted),
-                        "failed": dict(outcome.failed)})  # fmt: skip
+        result = {
+            "type": "result",
+            "run": run_id,
+            "batch": number,
+            "at_ms": now_ms(),
+            "bucket": rsm.bucket,
+            "prefix": batch.prefix,
+            "deleted": list(outcome.deleted),
+            "failed": dict(outcome.failed),
+        }
+        journal.append(result)
         sizes = {o.key: o.size for o in batch.objects}
         batch_bytes = sum(sizes.get(k, 0) for k in outcome.deleted)
         deleted_objects += len(outcome.deleted)
         deleted_bytes += batch_bytes
         failed.update(outcome.failed)
         done += len(keys)
-        log.info("reclaim.batch_deleted", bucket=rsm.bucket, prefix=batch.prefix, topic_id=batch.topic_id,
-                 deleted=len(outcome.deleted), bytes=batch_bytes, failed=len(outcome.failed))  # fmt: skip
+        counts = {"deleted": len(outcome.deleted), "bytes": batch_bytes, "failed": len(outcome.failed)}
+        log.info("reclaim.batch_deleted", bucket=rsm.bucket, prefix=batch.prefix, topic_id=batch.topic_id, **counts)
         if outcome.failed:
-            log.error("reclaim.failed", phase="delete", prefix=batch.prefix, failed=len(outcome.failed),
-                      example=next(iter(outcome.failed.items())))  # fmt: skip
+            example = next(iter(outcome.failed.items()))
+            log.error(
+                "reclaim.failed", phase="delete", prefix=batch.prefix, failed=len(outcome.failed), example=example
+            )
         if on_progress is not None:
             on_progress("delete", done, total)
     return replace(base, deleted_objects=deleted_objects, deleted_bytes=deleted_bytes, failed_keys=failed)

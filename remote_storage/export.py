@@ -268,8 +268,10 @@ def export_metadata(
     segments_path = dest / SEGMENTS_FILE
     epochs_path = dest / EPOCHS_FILE
     try:
-        epochs = {"topic_id": [str(t) for t, _, _ in history.epochs], "tiered_epoch": [e for _, e, _ in history.epochs],
-                  "state": [s.name for _, _, s in history.epochs]}  # fmt: skip
+        epoch_topic_ids = [str(t) for t, _, _ in history.epochs]
+        tiered_epochs = [e for _, e, _ in history.epochs]
+        epoch_states = [s.name for _, _, s in history.epochs]
+        epochs = {"topic_id": epoch_topic_ids, "tiered_epoch": tiered_epochs, "state": epoch_states}
         tmp = epochs_path.with_name(f".{EPOCHS_FILE}.tmp")
         pq.write_table(pa.Table.from_pydict(epochs, schema=epochs_schema()), tmp)
         os.replace(tmp, epochs_path)
@@ -320,15 +322,31 @@ def load_export(
         except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
             raise MetadataExportError(f"cannot read the metadata export file {path}: {exc}") from exc
 
-    topics = [
-        TopicMeta(r["topic_id"], r["name"], r["state"], r["tiered_epoch"], r["policy"], r["retention_ms"],
-                  r["retention_bytes"], r["deleted"])
-        for r in rows(TOPICS_FILE)
-    ]  # fmt: skip
-    segments = [
-        SegmentMeta(r["topic_id"], r["topic"], r["partition"], r["segment_id"], r["start_offset"], r["end_offset"],
-                    r["size_bytes"], r["tiered_epoch"], r["state"], r["max_timestamp_ms"], r["event_timestamp_ms"])
-        for r in rows(SEGMENTS_FILE)
-    ]  # fmt: skip
+    # The columns of each row type: its fields, by name.
+    topic_columns = (
+        "topic_id",
+        "name",
+        "state",
+        "tiered_epoch",
+        "policy",
+        "retention_ms",
+        "retention_bytes",
+        "deleted",
+    )
+    segment_columns = (
+        "topic_id",
+        "topic",
+        "partition",
+        "segment_id",
+        "start_offset",
+        "end_offset",
+        "size_bytes",
+        "tiered_epoch",
+        "state",
+        "max_timestamp_ms",
+        "event_timestamp_ms",
+    )
+    topics = [TopicMeta(**{column: r[column] for column in topic_columns}) for r in rows(TOPICS_FILE)]
+    segments = [SegmentMeta(**{column: r[column] for column in segment_columns}) for r in rows(SEGMENTS_FILE)]
     epochs = [(r["topic_id"], r["tiered_epoch"], r["state"]) for r in rows(EPOCHS_FILE, required=False)]
     return topics, segments, epochs

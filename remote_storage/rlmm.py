@@ -215,12 +215,12 @@ class RemoteLogMetadataManager:
 
     def highest_copied_offset(self, topic_id: Uuid, partition: int) -> int:
         """The end offset of the last finished copy of this partition, or -1."""
-        live = self.segments(
-            topic_id,
-            partition,
-            states=[SegmentState.COPY_SEGMENT_FINISHED, SegmentState.DELETE_SEGMENT_STARTED,
-                    SegmentState.DELETE_SEGMENT_FINISHED],
-        )  # fmt: skip
+        copied_states = [
+            SegmentState.COPY_SEGMENT_FINISHED,
+            SegmentState.DELETE_SEGMENT_STARTED,
+            SegmentState.DELETE_SEGMENT_FINISHED,
+        ]
+        live = self.segments(topic_id, partition, states=copied_states)
         return max((s.end_offset for s in live), default=-1)
 
     def partition_delete_state(self, topic_id: Uuid, partition: int) -> PartitionDeleteState | None:

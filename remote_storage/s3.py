@@ -158,12 +158,14 @@ class S3RemoteStorage:
         tagging = f"{TIERED_EPOCH_TAG}={tiered_epoch}"
         sizes: dict[Suffix, int] = {}
         sizes[Suffix.LOG] = self._upload_file(keys[Suffix.LOG], log_file, tagging)
-        self._call("upload indexes", self.client.put_object, Bucket=self.bucket, Key=keys[Suffix.INDEXES],
-                   Body=indexes, Tagging=tagging)  # fmt: skip
+        indexes_upload = dict(Bucket=self.bucket, Key=keys[Suffix.INDEXES], Body=indexes, Tagging=tagging)
+        self._call("upload indexes", self.client.put_object, **indexes_upload)
         sizes[Suffix.INDEXES] = len(indexes)
         body = json.dumps({**manifest, "tieredEpoch": tiered_epoch}, sort_keys=True).encode()
-        self._call("upload manifest", self.client.put_object, Bucket=self.bucket, Key=keys[Suffix.MANIFEST],
-                   Body=body, Tagging=tagging, ContentType="application/json")  # fmt: skip
+        manifest_upload = dict(
+            Bucket=self.bucket, Key=keys[Suffix.MANIFEST], Body=body, Tagging=tagging, ContentType="application/json"
+        )
+        self._call("upload manifest", self.client.put_object, **manifest_upload)
         sizes[Suffix.MANIFEST] = len(body)
         log.debug("rsm.segment_copied", key=keys[Suffix.LOG], bytes=sum(sizes.values()), tiered_epoch=tiered_epoch)
         return UploadedSegment(keys, sizes)
@@ -174,24 +176,24 @@ class S3RemoteStorage:
             data = path.read_bytes()
             self._call("upload log", self.client.put_object, Bucket=self.bucket, Key=key, Body=data, Tagging=tagging)
             return len(data)
-        upload = self._call("start multipart upload", self.client.create_multipart_upload, Bucket=self.bucket,
-                            Key=key, Tagging=tagging)  # fmt: skip
+        upload_target = dict(Bucket=self.bucket, Key=key, Tagging=tagging)
+        upload = self._call("start multipart upload", self.client.create_multipart_upload, **upload_target)
         upload_id = upload["UploadId"]
+        multipart_upload = dict(Bucket=self.bucket, Key=key, UploadId=upload_id)
         try:
             parts = []
             with path.open("rb") as f:
                 number = 1
                 while chunk := f.read(self.part_size):
-                    resp = self._call("upload part", self.client.upload_part, Bucket=self.bucket, Key=key,
-                                      UploadId=upload_id, PartNumber=number, Body=chunk)  # fmt: skip
+                    part = dict(**multipart_upload, PartNumber=number, Body=chunk)
+                    resp = self._call("upload part", self.client.upload_part, **part)
                     parts.append({"PartNumber": number, "ETag": resp["ETag"]})
                     number += 1
-            self._call("complete multipart upload", self.client.complete_multipart_upload, Bucket=self.bucket,
-                       Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts})  # fmt: skip
+            completion = dict(**multipart_upload, MultipartUpload={"Parts": parts})
+            self._call("complete multipart upload", self.client.complete_multipart_upload, **completion)
         except BaseException:
             try:
-                self._call("abort multipart upload", self.client.abort_multipart_upload, Bucket=self.bucket,
-                           Key=key, UploadId=upload_id)  # fmt: skip
+                self._call("abort multipart upload", self.client.abort_multipart_upload, **multipart_upload)
             except RemoteStorageError as abort_exc:
                 log.error("rsm.multipart_abort_failed", key=key, upload_id=upload_id, error=str(abort_exc))
             raise

@@ -77,12 +77,22 @@ class BrokerAgent:
         self.rsm = S3RemoteStorage(client=client, bucket=config.s3.bucket, prefix=config.s3.prefix)
         self.logs: dict[tuple[Uuid, int], PartitionLog] = {}
         self.data_dir = Path(config.data_dir)
-        self.rlm = RemoteLogManager(broker_id=config.broker_id, rsm=self.rsm, rlmm=self.rlmm, logs=self.logs,
-                                    image=lambda: self.follower.image, now_ms=now_ms)  # fmt: skip
+        self.rlm = RemoteLogManager(
+            broker_id=config.broker_id,
+            rsm=self.rsm,
+            rlmm=self.rlmm,
+            logs=self.logs,
+            image=lambda: self.follower.image,
+            now_ms=now_ms,
+        )
         self.disable_handler = DisableRemoteTopicHandler(
-            broker_id=config.broker_id, store=self.store, rlm=self.rlm, logs=self.logs,
-            refresh_image=self.follower.refresh, now_ms=now_ms,
-        )  # fmt: skip
+            broker_id=config.broker_id,
+            store=self.store,
+            rlm=self.rlm,
+            logs=self.logs,
+            refresh_image=self.follower.refresh,
+            now_ms=now_ms,
+        )
         self.server: KafkaServer | None = None
         self.port = config.port
         self._stopping = asyncio.Event()
@@ -109,8 +119,9 @@ class BrokerAgent:
         _, self.port = await self.server.start()
         self._write_ready_file()
         log.info("broker.started", port=self.port, incarnation_id=str(self.incarnation_id))
-        controllers = ClusterClient(self.config.controllers, ssl_context=client_ssl_context(self.config.tls),
-                                    timeout_s=self.config.request_timeout_ms / 1000)  # fmt: skip
+        client_ssl = client_ssl_context(self.config.tls)
+        request_timeout_s = self.config.request_timeout_ms / 1000
+        controllers = ClusterClient(self.config.controllers, ssl_context=client_ssl, timeout_s=request_timeout_s)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
@@ -190,13 +201,14 @@ class BrokerAgent:
             try:
                 if self.broker_epoch < 0:
                     await self._register(controllers)
-                resp = await controllers.send_to_controller(
-                    BROKER_HEARTBEAT_API_KEY,
-                    (0, 1),
-                    {"broker_id": self.config.broker_id, "broker_epoch": self.broker_epoch,
-                     "current_metadata_offset": self.follower.image.offset, "want_fence": False,
-                     "want_shut_down": False},
-                )  # fmt: skip
+                heartbeat = {
+                    "broker_id": self.config.broker_id,
+                    "broker_epoch": self.broker_epoch,
+                    "current_metadata_offset": self.follower.image.offset,
+                    "want_fence": False,
+                    "want_shut_down": False,
+                }
+                resp = await controllers.send_to_controller(BROKER_HEARTBEAT_API_KEY, (0, 1), heartbeat)
                 if resp["error_code"] == StaleBrokerEpoch.code:
                     log.warning("broker.heartbeat_stale_epoch", broker_epoch=self.broker_epoch)
                     self.broker_epoch = -1
@@ -232,8 +244,8 @@ class BrokerAgent:
                 segment_bytes=int(configs.get("segment.bytes", self.config.segment_bytes)),
                 segment_ms=int(configs.get("segment.ms", self.config.segment_ms)),
             )
-            plog = PartitionLog(self.data_dir / f"{topic.name}-{partition}", topic_id=topic_id, config=log_config,
-                                clock=now_ms)  # fmt: skip
+            directory = self.data_dir / f"{topic.name}-{partition}"
+            plog = PartitionLog(directory, topic_id=topic_id, config=log_config, clock=now_ms)
             self.logs[key] = plog
         return plog
 
@@ -256,8 +268,8 @@ class BrokerAgent:
                     async with self._log_lock:
                         await asyncio.to_thread(self.rlm.tiering_pass, topic_id, partition)
                 except KafkaError as exc:
-                    log.warning("broker.tiering_failed", topic_id=str(topic_id), partition=partition,
-                                error=exc.name, detail=exc.message)  # fmt: skip
+                    where = {"topic_id": str(topic_id), "partition": partition}
+                    log.warning("broker.tiering_failed", **where, error=exc.name, detail=exc.message)
 
     # -- request handlers -------------------------------------------------------------------------------------
 
@@ -291,8 +303,10 @@ class BrokerAgent:
         try:
             async with self._log_lock:
                 plog = await asyncio.to_thread(self._leader_log, body["topic_id"], body["partition"])
-                records = [(r["key"], r["value"], None if r["timestamp_ms"] < 0 else r["timestamp_ms"])
-                           for r in body["records"]]  # fmt: skip
+                records = [
+                    (r["key"], r["value"], None if r["timestamp_ms"] < 0 else r["timestamp_ms"])
+                    for r in body["records"]
+                ]
                 first, last = await asyncio.to_thread(plog.append, records)
             return {
                 "error_code": 0,
@@ -308,13 +322,15 @@ class BrokerAgent:
         bounds: dict[str, int] = {}
         try:
             plog = await asyncio.to_thread(self._leader_log, body["topic_id"], body["partition"])
-            bounds = {"log_start_offset": plog.log_start_offset, "local_log_start_offset": plog.local_log_start_offset,
-                      "log_end_offset": plog.log_end_offset}  # fmt: skip
+            bounds = {
+                "log_start_offset": plog.log_start_offset,
+                "local_log_start_offset": plog.local_log_start_offset,
+                "log_end_offset": plog.log_end_offset,
+            }
             async with self._log_lock:
-                records = await asyncio.to_thread(
-                    self.rlm.fetch, body["topic_id"], body["partition"], body["fetch_offset"],
-                    max_bytes=max(1, body["max_bytes"]),
-                )  # fmt: skip
+                topic_id, partition, offset = body["topic_id"], body["partition"], body["fetch_offset"]
+                max_bytes = max(1, body["max_bytes"])
+                records = await asyncio.to_thread(self.rlm.fetch, topic_id, partition, offset, max_bytes=max_bytes)
             local_start = bounds["local_log_start_offset"]
             return {
                 "error_code": 0,

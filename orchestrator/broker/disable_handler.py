@@ -145,8 +145,8 @@ class DisableRemoteTopicHandler:
             if job is None or job.error is not None or (job.done and not set(led) <= job.covered):
                 job = _Job(topic_id, tiered_epoch, topic.policy, partitions_total=len(led), covered=frozenset(led))
                 self._jobs[key] = job
-                log.info("disable.started", topic_id=str(topic_id), tiered_epoch=tiered_epoch,
-                         policy=topic.policy.name, partitions=len(led))  # fmt: skip
+                where = {"topic_id": str(topic_id), "tiered_epoch": tiered_epoch}
+                log.info("disable.started", **where, policy=topic.policy.name, partitions=len(led))
                 # Retain only has to fence the copies. If none is in flight the fence is complete at once (it is set
                 # under the lock copies start under), so answer DONE now instead of IN_PROGRESS and a re-poll.
                 if topic.policy != DisablePolicy.DELETE and self._rlm.stop_partitions(
@@ -184,8 +184,8 @@ class DisableRemoteTopicHandler:
                     job.partitions_done = len(partitions)
             with self._lock:
                 job.done = True
-            log.info("disable.done", topic_id=str(job.topic_id), tiered_epoch=job.tiered_epoch,
-                     segments_deleted=job.segments_deleted)  # fmt: skip
+            where = {"topic_id": str(job.topic_id), "tiered_epoch": job.tiered_epoch}
+            log.info("disable.done", **where, segments_deleted=job.segments_deleted)
         except KafkaError as exc:
             log.warning("disable.failed", topic_id=str(job.topic_id), error=exc.name, detail=exc.message)
             with self._lock:

@@ -371,8 +371,12 @@ class PartitionLog:
         if dropped:
             self.local_log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
             self._checkpoint()
-            log.info("log.local_segments_deleted", directory=str(self.directory), count=len(dropped),
-                     local_log_start_offset=self.local_log_start_offset)  # fmt: skip
+            log.info(
+                "log.local_segments_deleted",
+                directory=str(self.directory),
+                count=len(dropped),
+                local_log_start_offset=self.local_log_start_offset,
+            )
         return dropped
 
     def advance_log_start_offset(self, offset: int) -> None:

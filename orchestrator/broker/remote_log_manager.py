@@ -152,15 +152,16 @@ class RemoteLogManager:
                 manifest=manifest,
                 tiered_epoch=topic.tiered_epoch,
             )
-            self.rlmm.transition([remote], SegmentState.COPY_SEGMENT_FINISHED, broker_id=self.broker_id,
-                                 now_ms=self._now_ms())  # fmt: skip
+            finished = SegmentState.COPY_SEGMENT_FINISHED
+            self.rlmm.transition([remote], finished, broker_id=self.broker_id, now_ms=self._now_ms())
         except (StaleTieredEpoch, KafkaStorageError, OSError) as exc:
-            log.warning("rlm.copy_aborted", topic_id=str(topic.topic_id), partition=partition,
-                        segment_id=str(remote.segment_id), reason=str(exc))  # fmt: skip
+            where = {"topic_id": str(topic.topic_id), "partition": partition, "segment_id": str(remote.segment_id)}
+            log.warning("rlm.copy_aborted", **where, reason=str(exc))
             self._clean_up(remote)
             return False
-        log.info("rlm.segment_copied", topic_id=str(topic.topic_id), partition=partition,
-                 start_offset=seg.base_offset, end_offset=seg.end_offset, tiered_epoch=topic.tiered_epoch)  # fmt: skip
+        where = {"topic_id": str(topic.topic_id), "partition": partition}
+        offsets = {"start_offset": seg.base_offset, "end_offset": seg.end_offset}
+        log.info("rlm.segment_copied", **where, **offsets, tiered_epoch=topic.tiered_epoch)
         return True
 
     def _clean_up(self, remote: RemoteSegment) -> None:

@@ -74,7 +74,7 @@ from orchestrator.protocol.schema import FieldSpec, schema
 
 from . import queue as dq
 from . import tiering
-from .configs import effective, parse_ops, validate_config_map
+from .configs import ConfigDef, effective, parse_ops, validate_config_map
 
 log = structlog.get_logger(__name__)
 
@@ -340,11 +340,10 @@ class ControllerCore:
                 if rtype == ConfigResourceType.TOPIC:
                     tiering.topic_for(image, name=rname)
                     entries = [
-                        _config_entry(d.name, value, _SOURCE_TOPIC if explicit else _SOURCE_DEFAULT, d.default,
-                                      int(d.kind), d.doc, req)
+                        _topic_config_entry(d, value, explicit, req)
                         for d, value, explicit in effective(image.topic_configs(rname))
                         if keys is None or d.name in keys
-                    ]  # fmt: skip
+                    ]
                 elif rtype == ConfigResourceType.BROKER:
                     if rname and not rname.isdigit():
                         raise InvalidRequest(f"'{rname}' is not a broker id")
@@ -963,6 +962,12 @@ def _config_entry(
         "config_type": config_type,
         "documentation": doc if req.get("include_documentation") else None,
     }
+
+
+def _topic_config_entry(d: ConfigDef, value: str, explicit: bool, req: Mapping[str, Any]) -> dict[str, Any]:
+    """A topic config's DescribeConfigs entry: set on the topic (``explicit``) or the catalogue default."""
+    source = _SOURCE_TOPIC if explicit else _SOURCE_DEFAULT
+    return _config_entry(d.name, value, source, d.default, int(d.kind), d.doc, req)
 
 
 def _created_configs(configs: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -85,11 +85,11 @@ def not_controller_response(api_key: int, version: int, body: dict[str, Any], me
     elif api_key == CREATE_PARTITIONS:
         out = {"results": [{"name": t["name"], "error_code": code, "error_message": message} for t in body["topics"]]}
     elif api_key in (DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
+        error = {"error_code": code, "error_message": message}
         per_resource = [
-            {"resource_type": r["resource_type"], "resource_name": r["resource_name"], "error_code": code,
-             "error_message": message}
+            {"resource_type": r["resource_type"], "resource_name": r["resource_name"], **error}
             for r in body["resources"]
-        ]  # fmt: skip
+        ]
         out = {"results" if api_key == DESCRIBE_CONFIGS else "responses": per_resource}
     schema = response_schema(api_key)
     assert schema is not None
@@ -126,11 +126,26 @@ class ControllerService:
 
     async def run(self) -> None:
         structlog.contextvars.bind_contextvars(node_id=self.config.node_id)
-        handlers = {key: self._admin(key) for key in (
-            METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
-            DESCRIBE_TIERED_STATE_API_KEY, BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER)}  # fmt: skip
-        server = KafkaServer(name=f"controller-{self.config.node_id}", host=self.config.host, port=self.config.port,
-                             handlers=handlers, ssl_context=server_ssl_context(self.config.tls))  # fmt: skip
+        api_keys = (
+            METADATA,
+            CREATE_TOPICS,
+            DELETE_TOPICS,
+            CREATE_PARTITIONS,
+            DESCRIBE_CONFIGS,
+            INCREMENTAL_ALTER_CONFIGS,
+            DESCRIBE_TIERED_STATE_API_KEY,
+            BROKER_REGISTRATION,
+            BROKER_HEARTBEAT,
+            UNREGISTER_BROKER,
+        )
+        handlers = {key: self._admin(key) for key in api_keys}
+        server = KafkaServer(
+            name=f"controller-{self.config.node_id}",
+            host=self.config.host,
+            port=self.config.port,
+            handlers=handlers,
+            ssl_context=server_ssl_context(self.config.tls),
+        )
         _, self.port = await server.start()
         self.holder = f"{self.config.node_id}@{self.config.host}:{self.port}"
         self._pool = ConnectionPool(ssl_context=client_ssl_context(self.config.tls))
@@ -191,8 +206,13 @@ class ControllerService:
             disable_repoll_ms=self.config.disable_repoll_ms,
             stall_threshold_ms=self.config.stall_threshold_ms,
         )
-        self.core = await self._on_core(lambda: ControllerCore(self.store, holder=self.holder, controller_epoch=epoch,
-                                                               now_ms=wall_ms, rng=self._rng, config=cfg))  # fmt: skip
+
+        def new_core() -> ControllerCore:
+            return ControllerCore(
+                self.store, holder=self.holder, controller_epoch=epoch, now_ms=wall_ms, rng=self._rng, config=cfg
+            )
+
+        self.core = await self._on_core(new_core)
         log.info("controller.active", controller_epoch=epoch)
         self._active_tasks = [asyncio.create_task(self._sender_loop(self.core), name="sender")]
 
@@ -297,11 +317,12 @@ class ControllerService:
     def _nodes(self) -> tuple[dict[int, tuple[str, int, str | None]], int]:
         """Unfenced brokers from the image plus this controller and the active one, and the active controller's id."""
         image = self.core.image if self.core is not None else self.follower.image
+        # As Kafka: live ones.
         nodes = {
             b.broker_id: (b.endpoints[0].host, b.endpoints[0].port, b.rack)
             for b in image.brokers.values()
             if b.endpoints and not b.fenced
-        }  # fmt: skip (as Kafka: live ones)
+        }
         nodes[self.config.node_id] = (self.config.host, self.port, None)
         controller_id = -1
         lease = self.store.current_lease()

@@ -138,8 +138,9 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 def _spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
     _CHILDREN[proc.pid] = proc
     return proc
 
@@ -221,8 +222,14 @@ def up(
             cfg = directory / "config" / f"controller-{node}.toml"
             ready = directory / "run" / f"controller-{node}.ready"
             ready.unlink(missing_ok=True)
-            _write_toml(cfg, {"controller": {"node_id": node, "metadata_store": str(store), "port": port,
-                                             "ready_file": str(ready), **(controller_overrides or {})}})  # fmt: skip
+            controller_settings = {
+                "node_id": node,
+                "metadata_store": str(store),
+                "port": port,
+                "ready_file": str(ready),
+                **(controller_overrides or {}),
+            }
+            _write_toml(cfg, {"controller": controller_settings})
             log = directory / "logs" / f"controller-{node}.log"
             proc = _spawn(controller_command(cfg), log, env)
             started.append(ProcessInfo("controller", node, proc.pid, port, str(cfg), str(log)))
@@ -234,12 +241,17 @@ def up(
             cfg = directory / "config" / f"broker-{b}.toml"
             ready = directory / "run" / f"broker-{b}.ready"
             ready.unlink(missing_ok=True)
-            _write_toml(cfg, {
-                "broker": {"broker_id": b, "data_dir": str(directory / "data" / f"broker-{b}"),
-                           "metadata_store": str(store), "controllers": state.bootstrap_server, "port": port,
-                           "ready_file": str(ready), **(broker_overrides or {})},
-                "s3": {"endpoint_url": state.s3_endpoint, "bucket": bucket, "prefix": prefix},
-            })  # fmt: skip
+            broker_settings = {
+                "broker_id": b,
+                "data_dir": str(directory / "data" / f"broker-{b}"),
+                "metadata_store": str(store),
+                "controllers": state.bootstrap_server,
+                "port": port,
+                "ready_file": str(ready),
+                **(broker_overrides or {}),
+            }
+            s3_settings = {"endpoint_url": state.s3_endpoint, "bucket": bucket, "prefix": prefix}
+            _write_toml(cfg, {"broker": broker_settings, "s3": s3_settings})
             log = directory / "logs" / f"broker-{b}.log"
             proc = _spawn(broker_command(cfg), log, env)
             procs[b] = proc
@@ -251,8 +263,8 @@ def up(
             if p.role == "broker":
                 ready = directory / "run" / f"broker-{p.id}.ready"
                 _wait(f"broker {p.id}", ready.exists, timeout_s, Path(p.log), procs[p.id])
-        _wait("every broker to register and be unfenced", lambda: _healthy(state, brokers), timeout_s,
-              directory / "logs" / f"controller-{CONTROLLER_ID_BASE}.log")  # fmt: skip
+        controller_log = directory / "logs" / f"controller-{CONTROLLER_ID_BASE}.log"
+        _wait("every broker to register and be unfenced", lambda: _healthy(state, brokers), timeout_s, controller_log)
         progress("cluster is healthy")
         return state
     except BaseException:
@@ -385,13 +397,19 @@ def status(directory: Path) -> dict[str, Any]:
                 active = int(lease.holder.split("@", 1)[0]) if "@" in lease.holder else None
     procs = []
     for p in state.processes:
-        entry: dict[str, Any] = {"role": p.role, "id": p.id, "pid": p.pid, "port": p.port, "alive": is_ours(p),
-                                 "log": p.log}  # fmt: skip
+        alive = is_ours(p)
+        entry: dict[str, Any] = {"role": p.role, "id": p.id, "pid": p.pid, "port": p.port, "alive": alive, "log": p.log}
         if p.role == "controller":
             entry["active"] = entry["alive"] and p.id == active
         procs.append(entry)
-    return {"dir": state.dir, "bootstrap_server": state.bootstrap_server, "s3_endpoint": state.s3_endpoint,
-            "bucket": state.bucket, "prefix": state.prefix, "processes": procs}  # fmt: skip
+    return {
+        "dir": state.dir,
+        "bootstrap_server": state.bootstrap_server,
+        "s3_endpoint": state.s3_endpoint,
+        "bucket": state.bucket,
+        "prefix": state.prefix,
+        "processes": procs,
+    }
 
 
 def restart(directory: Path, role: str, ident: int, *, timeout_s: float = 30.0) -> ProcessInfo:

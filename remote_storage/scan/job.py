@@ -63,8 +63,8 @@ class StagedInventory:
     @classmethod
     def from_inventory(cls, inventory: inv.Inventory, files: list[Path]) -> StagedInventory:
         m = inventory.manifest
-        return cls(inventory.uri, m.source_bucket, m.creation_ms, m.file_format, m.csv_columns,
-                   tuple(str(p) for p in files))  # fmt: skip
+        staged = tuple(str(p) for p in files)
+        return cls(inventory.uri, m.source_bucket, m.creation_ms, m.file_format, m.csv_columns, staged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +109,11 @@ def _csv_rows(spark: Any, src: StagedInventory) -> Any:
     # Column pruning would parse only the columns a query uses, and a row with too few or too many fields would no
     # longer be flagged: every CSV read of the scan parses whole rows.
     spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
-    schema = T.StructType([T.StructField(name, T.StringType()) for name in cols] + [
-        T.StructField("_corrupt", T.StringType())])  # fmt: skip
-    df = spark.read.csv(list(src.files), schema=schema, mode="PERMISSIVE", columnNameOfCorruptRecord="_corrupt",
-                        quote='"', escape='"')  # fmt: skip
+    fields = [T.StructField(name, T.StringType()) for name in cols]
+    corrupt = T.StructField("_corrupt", T.StringType())
+    schema = T.StructType([*fields, corrupt])
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt", "quote": '"', "escape": '"'}
+    df = spark.read.csv(list(src.files), schema=schema, **options)
     key_raw = F.col("Key")
     decoded = F.try_url_decode(key_raw)
     size_text = F.trim(F.col("Size"))
@@ -156,8 +157,8 @@ def _parquet_rows(spark: Any, src: StagedInventory) -> Any:
     reason = F.when(F.col("key").isNull() | (F.col("key") == ""), F.lit(inv.MISSING_KEY)).when(
         size.isNull() | (size < 0), F.lit(inv.BAD_SIZE)
     )
-    raw = F.concat_ws(",", F.coalesce(F.col("bucket").cast("string"), F.lit("")), F.coalesce(F.col("key"), F.lit("")),
-                      F.coalesce(F.col("size").cast("string"), F.lit("")))  # fmt: skip
+    raw_fields = [F.col("bucket").cast("string"), F.col("key"), F.col("size").cast("string")]
+    raw = F.concat_ws(",", *[F.coalesce(f, F.lit("")) for f in raw_fields])
     return df.select(
         F.col("key"),
         size.alias("size"),
@@ -199,14 +200,18 @@ def _parse_keys(rows: Any, prefix: str) -> Any:
     key = F.col("key")
     under = key.startswith(prefix) if prefix else F.lit(True)
     rest = F.substring(key, len(prefix) + 1, 1 << 30)
-    cut = rows.select(
-        "key", "size", "last_modified_ms",
+    row_columns = ["key", "size", "last_modified_ms"]
+    shape_columns = [
         F.coalesce(under, F.lit(False)).alias("under_prefix"),
         F.coalesce(key.rlike(key_pattern(prefix)), F.lit(False)).alias("shaped"),
+    ]
+    # <topic>-<topic id>, <partition> and the file name: the key below the prefix cut at its slashes.
+    split_columns = [
         F.substring_index(rest, "/", 1).alias("topic_part"),
         F.substring_index(F.substring_index(rest, "/", 2), "/", -1).alias("partition_text"),
         F.substring_index(rest, "/", -1).alias("file"),
-    )  # fmt: skip
+    ]
+    cut = rows.select(*row_columns, *shape_columns, *split_columns)
     shaped, tlen = F.col("shaped"), F.length("topic_part")
     cast = cut.select(
         "*",
@@ -220,30 +225,31 @@ def _parse_keys(rows: Any, prefix: str) -> Any:
     def when_ok(col: Any) -> Any:
         return F.when(F.col("parsed"), col)
 
-    return checked.select(
-        "key", "size", "last_modified_ms", "under_prefix", "parsed",
+    kept_columns = ["key", "size", "last_modified_ms", "under_prefix", "parsed"]
+    part_columns = [
         when_ok(F.col("name")).alias("topic"),
         when_ok(F.substring("topic_part", tlen - ID_WIDTH + 1, ID_WIDTH)).alias("topic_id"),
         when_ok(F.col("partition_number")).alias("partition"),
         when_ok(F.col("offset")).alias("start_offset"),
         when_ok(F.substring("file", OFFSET_WIDTH + 2, ID_WIDTH)).alias("segment_id"),
         when_ok(F.substring("file", OFFSET_WIDTH + ID_WIDTH + 3, 1 << 20)).alias("suffix"),
-    )  # fmt: skip
+    ]
+    return checked.select(*kept_columns, *part_columns)
 
 
 # -- 3. metadata --------------------------------------------------------------------------------------------------
 
 
 def _read_export(spark: Any, export_dir: Path) -> tuple[Any, Any, Any]:
-    paths = {name: export_dir / name for name in (export.TOPICS_FILE, export.SEGMENTS_FILE, export.EPOCHS_FILE)}
+    names = (export.TOPICS_FILE, export.SEGMENTS_FILE, export.EPOCHS_FILE)
+    paths = {name: export_dir / name for name in names}
     missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:
         raise ScanError(
             f"the metadata export in {export_dir} lacks {', '.join(missing)}; export it again with this version "
             "('tieredctl scan run --metadata-store PATH' exports before scanning)"
         )
-    return tuple(spark.read.parquet(str(paths[n])) for n in (export.TOPICS_FILE, export.SEGMENTS_FILE,
-                                                                export.EPOCHS_FILE))  # fmt: skip
+    return tuple(spark.read.parquet(str(paths[n])) for n in names)
 
 
 def _refuse_duplicates(df: Any, keys: list[str], what: str, export_dir: Path) -> None:
@@ -283,16 +289,26 @@ def _classify(
     objects: Any, topics: Any, segments: Any, expired: Any, s: ScanSettings, now_ms: int, *, broadcast: bool
 ) -> Any:
     F = _F()
-    t = F.broadcast(topics.select(
-        "topic_id", F.col("state").alias("t_state"), F.col("policy").alias("t_policy"),
-        F.col("deleted").alias("t_deleted"), F.lit(True).alias("t_known")))  # fmt: skip
-    seg = segments.select(
-        "topic_id", "segment_id", F.col("state").alias("s_state"), F.col("tiered_epoch").alias("segment_epoch"),
-        F.col("size_bytes").alias("s_size"), F.col("event_timestamp_ms").alias("s_event"),
-    ).join(expired, ["topic_id", "segment_id"], "left")  # fmt: skip
+    topic_columns = [
+        "topic_id",
+        F.col("state").alias("t_state"),
+        F.col("policy").alias("t_policy"),
+        F.col("deleted").alias("t_deleted"),
+        F.lit(True).alias("t_known"),
+    ]
+    t = F.broadcast(topics.select(*topic_columns))
+    segment_columns = [
+        "topic_id",
+        "segment_id",
+        F.col("state").alias("s_state"),
+        F.col("tiered_epoch").alias("segment_epoch"),
+        F.col("size_bytes").alias("s_size"),
+        F.col("event_timestamp_ms").alias("s_event"),
+    ]
+    seg = segments.select(*segment_columns).join(expired, ["topic_id", "segment_id"], "left")
     # Broadcast, the 10^7 objects are not shuffled at all; above the limit it is a shuffle join.
-    df = objects.join(t, "topic_id", "left").join(F.broadcast(seg) if broadcast else seg, ["topic_id", "segment_id"],
-                                                  "left")  # fmt: skip
+    seg_side = F.broadcast(seg) if broadcast else seg
+    df = objects.join(t, "topic_id", "left").join(seg_side, ["topic_id", "segment_id"], "left")
     state, deleted = F.col("t_state"), F.col("t_deleted")
     s_state = F.col("s_state")
     category = (
@@ -351,44 +367,49 @@ def _segment_anomalies(objects: Any, topics: Any, segments: Any, epochs: Any) ->
         F.broadcast(enabled.withColumn("enabled", F.lit(True))), ["topic_id", "tiered_epoch"], "left"
     )
     finished = (F.col("state") == "COPY_SEGMENT_FINISHED") & ~F.col("t_deleted")
-    chain = Window.partitionBy("topic_id", "partition", "tiered_epoch").orderBy("start_offset", "end_offset",
-                                                                                "segment_id")  # fmt: skip
+    by_chain = Window.partitionBy("topic_id", "partition", "tiered_epoch")
+    chain = by_chain.orderBy("start_offset", "end_offset", "segment_id")
+    earlier = chain.rowsBetween(Window.unboundedPreceding, -1)
     # The end of the previous *finished* segment of this chain (others are skipped, not a break in it).
-    prev_end = F.last(F.when(finished, F.col("end_offset")), ignorenulls=True).over(chain.rowsBetween(
-        Window.unboundedPreceding, -1))  # fmt: skip
+    prev_end = F.last(F.when(finished, F.col("end_offset")), ignorenulls=True).over(earlier)
     linked = known.select("*", prev_end.alias("prev_end")).join(present, ["topic_id", "segment_id"], "left")
 
     def anomaly(kind: Any, detail: Any) -> Any:
         return F.when(kind.isNotNull(), F.struct(kind.alias("type"), detail.alias("detail")))
 
-    stale = F.when(F.col("state").isin("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED") & F.col("enabled").isNull(),
-                   F.lit(c.STALE_EPOCH_COPY))  # fmt: skip
-    sets = F.when(finished & (n == 0), F.lit(c.MISSING_OBJECTS)).when(
-        finished & (n < len(_SUFFIXES)), F.lit(c.INCOMPLETE_OBJECT_SET))  # fmt: skip
-    chains = F.when(finished & (F.col("start_offset") > F.col("prev_end") + 1), F.lit(c.OFFSET_GAP)).when(
-        finished & (F.col("start_offset") <= F.col("prev_end")), F.lit(c.OFFSET_OVERLAP))  # fmt: skip
-    found = F.array_compact(F.array(
-        anomaly(stale, F.concat(F.lit("copied at tiered epoch "), F.col("tiered_epoch").cast("string"),
-                                F.lit(", not an epoch at which the topic was ENABLED"))),
-        anomaly(sets, F.concat(n.cast("string"), F.lit(f" of {len(_SUFFIXES)} objects in the inventory; the RLMM "
-                                                       "says COPY_SEGMENT_FINISHED"))),
-        anomaly(chains, F.concat(F.lit("starts at "), F.col("start_offset").cast("string"),
-                                 F.lit(", the previous segment of this epoch ends at "),
-                                 F.col("prev_end").cast("string"))),
-    ))  # fmt: skip
+    copied = F.col("state").isin("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED")
+    stale = F.when(copied & F.col("enabled").isNull(), F.lit(c.STALE_EPOCH_COPY))
+    none_present, some_missing = finished & (n == 0), finished & (n < len(_SUFFIXES))
+    sets = F.when(none_present, F.lit(c.MISSING_OBJECTS)).when(some_missing, F.lit(c.INCOMPLETE_OBJECT_SET))
+    start, prev = F.col("start_offset"), F.col("prev_end")
+    gap, overlap = finished & (start > prev + 1), finished & (start <= prev)
+    chains = F.when(gap, F.lit(c.OFFSET_GAP)).when(overlap, F.lit(c.OFFSET_OVERLAP))
+
+    stale_text = ", not an epoch at which the topic was ENABLED"
+    stale_detail = F.concat(F.lit("copied at tiered epoch "), F.col("tiered_epoch").cast("string"), F.lit(stale_text))
+    sets_text = f" of {len(_SUFFIXES)} objects in the inventory; the RLMM says COPY_SEGMENT_FINISHED"
+    sets_detail = F.concat(n.cast("string"), F.lit(sets_text))
+    chains_text = ", the previous segment of this epoch ends at "
+    chains_detail = F.concat(F.lit("starts at "), start.cast("string"), F.lit(chains_text), prev.cast("string"))
+    per_kind = [anomaly(stale, stale_detail), anomaly(sets, sets_detail), anomaly(chains, chains_detail)]
+    found = F.array_compact(F.array(*per_kind))
+
     exploded = linked.select("topic", "topic_id", "partition", "segment_id", "size_bytes", F.explode(found).alias("a"))
-    return exploded.select(
-        F.col("a.type").alias("type"), "topic", "topic_id", "partition", "segment_id",
-        F.lit(None).cast("string").alias("key"), F.col("size_bytes").alias("bytes"), F.col("a.detail").alias("detail"),
-    )  # fmt: skip
+    anomaly_type = F.col("a.type").alias("type")
+    where = ["topic", "topic_id", "partition", "segment_id"]
+    no_key = F.lit(None).cast("string").alias("key")
+    segment_bytes = F.col("size_bytes").alias("bytes")
+    detail = F.col("a.detail").alias("detail")
+    return exploded.select(anomaly_type, *where, no_key, segment_bytes, detail)
 
 
 def _object_anomalies(objects: Any) -> Any:
     F = _F()
-    return objects.filter(F.col("anomaly").isNotNull()).select(
-        F.col("anomaly").alias("type"), "topic", "topic_id", "partition", "segment_id", "key",
-        F.col("size").alias("bytes"), F.concat(F.lit("object classified "), F.col("category")).alias("detail"),
-    )  # fmt: skip
+    anomaly_type = F.col("anomaly").alias("type")
+    where = ["topic", "topic_id", "partition", "segment_id", "key"]
+    object_bytes = F.col("size").alias("bytes")
+    detail = F.concat(F.lit("object classified "), F.col("category")).alias("detail")
+    return objects.filter(F.col("anomaly").isNotNull()).select(anomaly_type, *where, object_bytes, detail)
 
 
 # -- the job ------------------------------------------------------------------------------------------------------
@@ -426,8 +447,8 @@ def run_scan(
     say("classifying objects against the metadata export")
     expired = _expired_segments(segments, topics, now_ms=now_ms)
     broadcast = segments.count() <= settings.broadcast_segments_max
-    objects = _classify(_parse_keys(valid, settings.prefix), topics, segments, expired, settings, now_ms,
-                        broadcast=broadcast)  # fmt: skip
+    keyed = _parse_keys(valid, settings.prefix)
+    objects = _classify(keyed, topics, segments, expired, settings, now_ms, broadcast=broadcast)
     objects_path = out_dir / c.OBJECTS_DIR
     objects.write.mode("overwrite").parquet(str(objects_path))
     seconds["classify_and_write_objects"] = time.perf_counter() - started
@@ -444,8 +465,8 @@ def run_scan(
     written = spark.read.parquet(str(objects_path))
     agg = [F.count(F.lit(1)).alias("objects"), F.coalesce(F.sum("size"), F.lit(0)).alias("bytes")]
     # One pass: per (topic id, category, reclaimable); unattributed objects have a null topic id.
-    grouped = [r.asDict() for r in written.groupBy("topic_id", "category", "reclaimable")
-               .agg(*agg, F.min("topic").alias("topic")).collect()]  # fmt: skip
+    per_group = written.groupBy("topic_id", "category", "reclaimable").agg(*agg, F.min("topic").alias("topic"))
+    grouped = [r.asDict() for r in per_group.collect()]
     anomalies_by_topic = spark.read.parquet(str(out_dir / c.ANOMALIES_DIR)).groupBy("topic_id", "type").count()
     malformed = read_rows().filter(F.col("malformed").isNotNull())
     malformed_counts = {r["malformed"]: r["count"] for r in malformed.groupBy("malformed").count().collect()}

@@ -445,17 +445,18 @@ def render_text(summary: Mapping[str, Any]) -> RenderableType:
     for v in views:
         state = v["state"] if v["known"] else "not in metadata"
         first = [Text(v["label"]), "deleted" if v["deleted"] == "yes" else state]  # Text: never parsed as markup
+        reclaimable_cats = [cat for cat in cats if v["reclaimable"][cat]]
         rows: list[tuple[str, int, str, str | None]] = [
-            (cat, v["reclaimable_objects"][cat], human_bytes(v["reclaimable"][cat]), None)
-            for cat in cats if v["reclaimable"][cat]
-        ]  # fmt: skip
+            (cat, v["reclaimable_objects"][cat], human_bytes(v["reclaimable"][cat]), None) for cat in reclaimable_cats
+        ]
         rows += [(a, v["anomalies"][a], "", "red") for a in types if v["anomalies"][a]]
         for i, (what, count, size, style) in enumerate(rows or [("nothing to reclaim", 0, "", "dim")]):
             table.add_row(*(first if i == 0 else ["", ""]), Text(what, style=style or ""), str(count), size)
     table.add_section()
-    table.add_row("total", "", "reclaimable", str(sum(_int_map(totals.get("reclaimable_objects"), RECLAIMABLE_ORDER)
-                                                       .values())), human_bytes(sum(reclaimable.values())),
-                  style="bold")  # fmt: skip
+    reclaimable_objects = _int_map(totals.get("reclaimable_objects"), RECLAIMABLE_ORDER)
+    total_objects = str(sum(reclaimable_objects.values()))
+    total_bytes = human_bytes(sum(reclaimable.values()))
+    table.add_row("total", "", "reclaimable", total_objects, total_bytes, style="bold")
     if types:
         table.add_row("", "", Text("anomalies", style="red"), str(sum(anomalies[a] for a in types)), "", style="bold")
 

@@ -71,8 +71,9 @@ def scan(
     is_s3 = inventory_uri.startswith("s3://")
     say(f"verifying the inventory {inventory_uri} (manifest, sizes, MD5s)")
     # An s3:// inventory's MD5s are checked while it is staged, so its files are downloaded once.
-    inventory = inv.read_inventory(inventory_uri, s3_client=s3_client, verify_checksums=not is_s3,
-                                   max_examples=settings.max_examples)  # fmt: skip
+    inventory = inv.read_inventory(
+        inventory_uri, s3_client=s3_client, verify_checksums=not is_s3, max_examples=settings.max_examples
+    )
     staging = out_dir / STAGING_DIR
     try:
         source = StagedInventory.from_inventory(inventory, inventory.stage(staging))

@@ -18,8 +18,8 @@ def env(tmp_path, s3_client, bucket):
     store_path = tmp_path / "metadata.db"
     writer_store = SqliteMetadataStore(store_path)
     writer = ControllerWriter(writer_store)
-    broker = BrokerUnderTest(broker_id=1, data_dir=tmp_path / "broker-1", store_path=store_path, s3_client=s3_client,
-                             bucket=bucket)  # fmt: skip
+    data_dir = tmp_path / "broker-1"
+    broker = BrokerUnderTest(broker_id=1, data_dir=data_dir, store_path=store_path, s3_client=s3_client, bucket=bucket)
     yield writer, broker, s3_client, bucket
     broker.close()
     writer_store.close()
@@ -76,6 +76,8 @@ def test_redelivered_disable_changes_nothing_already_done(env):
 
 
 def test_tier_then_disable_with_retain_keeps_everything_fetchable_and_expiry_still_works(env):
+    from orchestrator.metadata.records import make_record
+
     writer, broker, s3, bucket = env
     tid = writer.create_topic("orders", configs={"retention.ms": "-1", "retention.bytes": "-1"})
     broker.produce(tid, 80, ts=1_000)
@@ -92,12 +94,11 @@ def test_tier_then_disable_with_retain_keeps_everything_fetchable_and_expiry_sti
 
     # Retention still expires remote data after a retain disable, exactly what retention.ms says.
     live = broker.rlmm.live_segments(tid, 0)
-    writer.store.append(
-        [__import__("orchestrator.metadata.records", fromlist=["make_record"]).make_record(
-            "ConfigRecord", resource_type=2, resource_name="orders", name="retention.bytes",
-            value=str(sum(s.size_bytes for s in live[1:]) + broker.log(tid).segments()[-1].size_bytes))],
-        controller_epoch=writer.epoch,
-    )  # fmt: skip
+    retention_bytes = str(sum(s.size_bytes for s in live[1:]) + broker.log(tid).segments()[-1].size_bytes)
+    record = make_record(
+        "ConfigRecord", resource_type=2, resource_name="orders", name="retention.bytes", value=retention_bytes
+    )
+    writer.store.append([record], controller_epoch=writer.epoch)
     result = broker.rlm.expire_partition(tid, 0)
     assert result.segments_deleted == 1
     broker.rlmm.refresh()
@@ -168,13 +169,16 @@ def test_s3_faults_on_upload_and_delete_are_retried_with_nothing_lost_and_no_dup
 
 
 def test_a_zombie_copy_after_disable_is_refused_by_the_rlmm_fence(env):
+    from orchestrator.ids import Uuid
+
     writer, broker, s3, bucket = env
     tid = writer.create_topic("orders")
     broker.produce(tid, 40)
     broker.log(tid).roll()
     seg = broker.log(tid).closed_segments()[0]
-    stale = RemoteSegment("orders", tid, 0, __import__("orchestrator.ids", fromlist=["Uuid"]).Uuid.random(),
-                          seg.base_offset, seg.end_offset, 0, seg.size_bytes, tiered_epoch=1)  # fmt: skip
+    stale = RemoteSegment(
+        "orders", tid, 0, Uuid.random(), seg.base_offset, seg.end_offset, 0, seg.size_bytes, tiered_epoch=1
+    )
     writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
     with pytest.raises(StaleTieredEpoch):
         broker.rlmm.copy_started(stale, now_ms=0)
@@ -215,8 +219,8 @@ def test_a_delete_killed_half_way_is_finished_by_a_rerun(env, tmp_path, moto_end
     assert broker.tier(tid) >= 20
     writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
     total_objects = len(_objects(s3, bucket))
-    cmd = [sys.executable, "-m", "tests.support.delete_worker", str(tmp_path / "metadata.db"), moto_endpoint, bucket,
-           "tiered/", str(tid)]  # fmt: skip
+    worker = [sys.executable, "-m", "tests.support.delete_worker"]
+    cmd = [*worker, str(tmp_path / "metadata.db"), moto_endpoint, bucket, "tiered/", str(tid)]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     proc = subprocess.Popen([*cmd, "5"], stdout=subprocess.PIPE, text=True, cwd=root)
     try:
@@ -275,15 +279,15 @@ def test_a_broker_that_becomes_leader_after_acknowledging_applies_the_policy_to_
         broker.produce(tid, 40, partition=p)
         broker.tier(tid, p)
     # Partition 1 moves to broker 2 before the disable: broker 1 acknowledges for partition 0 only.
-    writer.store.append([make_record("PartitionChangeRecord", topic_id=tid, partition_id=1, leader=2)],
-                        controller_epoch=writer.epoch)  # fmt: skip
+    moved_away = make_record("PartitionChangeRecord", topic_id=tid, partition_id=1, leader=2)
+    writer.store.append([moved_away], controller_epoch=writer.epoch)
     writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
     first = broker.disable(tid, controller_epoch=writer.epoch)
     assert first["partitions_total"] == 1
     assert _objects(s3, bucket, f"tiered/orders-{tid}/1/")  # not broker 1's duty yet
     # Leadership comes back while DISABLING: the controller asks again and broker 1 must cover partition 1 too.
-    writer.store.append([make_record("PartitionChangeRecord", topic_id=tid, partition_id=1, leader=1)],
-                        controller_epoch=writer.epoch)  # fmt: skip
+    moved_back = make_record("PartitionChangeRecord", topic_id=tid, partition_id=1, leader=1)
+    writer.store.append([moved_back], controller_epoch=writer.epoch)
     again = broker.disable(tid, controller_epoch=writer.epoch)
     assert again["partitions_total"] == 2 and again["error_code"] == 0
     assert _objects(s3, bucket, topic_prefix("tiered/", "orders", tid)) == []

@@ -29,8 +29,8 @@ def tieredctl(*args, bootstrap=None, check=None, timeout=120):
     env = {**os.environ}
     if bootstrap:
         env["TIEREDCTL_BOOTSTRAP_SERVER"] = bootstrap
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout)  # fmt: skip
+    command = [sys.executable, "-m", "orchestrator.cli", *args]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
     if check is not None:
         assert proc.returncode == check, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
     return proc
@@ -86,15 +86,15 @@ def test_errors_name_the_kafka_error_and_change_nothing(live):
     jsonout(live, "topic", "create", "errs", *TIERED)
     before = jsonout(live, "tiering", "status", "errs")[0]
 
-    bad = tieredctl("configs", "alter", "errs", "--set", "remote.storage.enable=false", "--set",
-                    "remote.log.disable.policy=bogus", bootstrap=live.bootstrap, check=1)  # fmt: skip
+    disable_with_bogus_policy = ["--set", "remote.storage.enable=false", "--set", "remote.log.disable.policy=bogus"]
+    bad = tieredctl("configs", "alter", "errs", *disable_with_bogus_policy, bootstrap=live.bootstrap, check=1)
     assert "INVALID_REQUEST (42)" in bad.stderr and "bogus" in bad.stderr
 
     unknown = tieredctl("tiering", "disable", "nosuch", bootstrap=live.bootstrap, check=1)
     assert "UNKNOWN_TOPIC_OR_PARTITION (3)" in unknown.stderr
 
-    reenable_with_policy = tieredctl("configs", "alter", "errs", "--set", "remote.storage.enable=true", "--set",
-                                     "remote.log.disable.policy=delete", bootstrap=live.bootstrap)  # fmt: skip
+    enable_with_policy = ["--set", "remote.storage.enable=true", "--set", "remote.log.disable.policy=delete"]
+    reenable_with_policy = tieredctl("configs", "alter", "errs", *enable_with_policy, bootstrap=live.bootstrap)
     assert reenable_with_policy.returncode == 1 and "(42)" in reenable_with_policy.stderr
 
     illegal = tieredctl("topic", "create", "no/slashes", bootstrap=live.bootstrap, check=1)
@@ -112,8 +112,8 @@ def test_a_disable_while_disabling_is_refused_and_wait_times_out_naming_the_pend
     leader = jsonout(live, "topic", "describe", "slow")["partitions"][0]["leader"]
     live.signal("broker", leader, signal.SIGSTOP)
     try:
-        timed_out = tieredctl("tiering", "disable", "slow", "--policy", "delete", "--wait", "--timeout", "3",
-                              bootstrap=live.bootstrap, check=1)  # fmt: skip
+        delete_waiting_3s = ["--policy", "delete", "--wait", "--timeout", "3"]
+        timed_out = tieredctl("tiering", "disable", "slow", *delete_waiting_3s, bootstrap=live.bootstrap, check=1)
         assert "REQUEST_TIMED_OUT" in timed_out.stderr and f"broker {leader}" in timed_out.stderr
         again = tieredctl("tiering", "enable", "slow", bootstrap=live.bootstrap, check=1)
         assert "TIERED_STORAGE_DISABLEMENT_IN_PROGRESS (10950)" in again.stderr
@@ -134,8 +134,8 @@ def test_a_disable_while_disabling_is_refused_and_wait_times_out_naming_the_pend
 
 def test_no_cluster_to_talk_to_is_a_usage_error(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TIEREDCTL_BOOTSTRAP_SERVER"}
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "topic", "list"], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+    command = [sys.executable, "-m", "orchestrator.cli", "topic", "list"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
     assert proc.returncode == 2 and "--bootstrap-server" in proc.stderr
 
 
@@ -154,8 +154,8 @@ def _port_free(port: int) -> bool:
 
 def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path):
     d = str(tmp_path / "c")
-    up = json.loads(tieredctl("--output", "json", "cluster", "up", "--dir", d, "--brokers", "2", "--controllers", "2",
-                              check=0).stdout)  # fmt: skip
+    cluster_size = ["--brokers", "2", "--controllers", "2"]
+    up = json.loads(tieredctl("--output", "json", "cluster", "up", "--dir", d, *cluster_size, check=0).stdout)
     assert {"bootstrap_server", "s3_endpoint", "bucket"} <= up.keys()
     st = json.loads(tieredctl("--output", "json", "cluster", "status", "--dir", d, check=0).stdout)
     assert {"bootstrap_server", "s3_endpoint", "bucket", "processes"} <= st.keys()

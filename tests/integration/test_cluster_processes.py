@@ -31,8 +31,8 @@ def live(tmp_path):
 
 
 def _tiered_topic(live: LiveCluster, name: str, partitions: int = 3) -> None:
-    live.call(lambda c: c.create_topic(name, partitions=partitions, configs={"remote.storage.enable": "true",
-                                                                            "local.retention.ms": "0"}))  # fmt: skip
+    configs = {"remote.storage.enable": "true", "local.retention.ms": "0"}
+    live.call(lambda c: c.create_topic(name, partitions=partitions, configs=configs))
 
     async def produce(c):
         for p in range(partitions):
@@ -51,8 +51,11 @@ def test_disable_with_delete_waits_for_a_paused_broker_and_completes_when_it_res
         live.call(lambda c: c.disable_tiering("orders", "delete"))
         st = wait_until("the paused broker to be pending", lambda: (s := live.status("orders")).pending_brokers and s)
         assert st.state == TieredState.DISABLING
-        wait_until("the others to acknowledge",
-                   lambda: [p.broker_id for p in live.status("orders").pending_brokers] == [leader_of_0])  # fmt: skip
+
+        def pending_broker_ids() -> list[int]:
+            return [p.broker_id for p in live.status("orders").pending_brokers]
+
+        wait_until("the others to acknowledge", lambda: pending_broker_ids() == [leader_of_0])
         assert live.status("orders").state == TieredState.DISABLING
     finally:
         live.signal("broker", leader_of_0, signal.SIGCONT)
@@ -75,8 +78,12 @@ def test_killing_the_active_controller_mid_disable_ends_disabled_with_the_policy
         os.kill(active.pid, signal.SIGKILL)
     finally:
         live.signal("broker", paused, signal.SIGCONT)
-    final = wait_until("DISABLED after failover", lambda: (s := live.status("payments")).state == TieredState.DISABLED
-                       and s, 60)  # fmt: skip
+
+    def disabled_status():
+        s = live.status("payments")
+        return s.state == TieredState.DISABLED and s
+
+    final = wait_until("DISABLED after failover", disabled_status, 60)
     assert final.tiered_epoch == 2
     assert wait_until("an active controller", live.maybe_active_controller).id != active.id
     for states in live.segments(tid).values():  # each segment deleted exactly once
@@ -104,8 +111,12 @@ def test_a_deposed_controllers_request_is_refused_by_a_broker(live):
     async def stale_request():
         conn = await KafkaConnection.open("127.0.0.1", broker.port)
         try:
-            body = {"topic_id": st.topic_id, "partition_id": -1, "tiered_epoch": st.tiered_epoch,
-                    "controller_epoch": old_epoch}  # fmt: skip
+            body = {
+                "topic_id": st.topic_id,
+                "partition_id": -1,
+                "tiered_epoch": st.tiered_epoch,
+                "controller_epoch": old_epoch,
+            }
             return await conn.request(10950, 0, body, timeout_s=10)
         finally:
             await conn.close()
@@ -138,10 +149,14 @@ def test_every_port_survives_random_bytes_truncated_frames_and_oversized_lengths
     import random
 
     rng = random.Random(950)
-    junk = [
-        bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 300))) for _ in range(5)
-    ] + [struct.pack(">i", 100) + b"abc", struct.pack(">i", -7), struct.pack(">i", 2**31 - 1) + b"x" * 100,
-         struct.pack(">i", 8) + struct.pack(">hhi", 31000, 0, 1)]  # fmt: skip
+    random_bytes = [bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 300))) for _ in range(5)]
+    malformed_frames = [
+        struct.pack(">i", 100) + b"abc",
+        struct.pack(">i", -7),
+        struct.pack(">i", 2**31 - 1) + b"x" * 100,
+        struct.pack(">i", 8) + struct.pack(">hhi", 31000, 0, 1),
+    ]
+    junk = random_bytes + malformed_frames
     procs = [p for p in lc.ClusterState.load(live.dir).processes if p.role in ("controller", "broker")]
     for p in procs:
         for blob in junk:

@@ -132,8 +132,9 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def test_the_wrapper_exits_2_without_java(tmp_path: Path) -> None:
-    env = _clean_env(PATH=_bare_path(tmp_path), TIEREDCTL_SCAN_ENV="/dev/null", SCAN_PYTHON=sys.executable,
-                     SCAN_INVENTORY="x", SCAN_EXPORT_DIR="x", SCAN_OUTPUT_BASE=str(tmp_path / "out"))  # fmt: skip
+    bare_path = _bare_path(tmp_path)
+    scan_settings = {"SCAN_INVENTORY": "x", "SCAN_EXPORT_DIR": "x", "SCAN_OUTPUT_BASE": str(tmp_path / "out")}
+    env = _clean_env(PATH=bare_path, TIEREDCTL_SCAN_ENV="/dev/null", SCAN_PYTHON=sys.executable, **scan_settings)
     result = _run_wrapper(env)
     assert result.returncode == 2 and "java not found" in result.stderr, result.stderr
     assert not (tmp_path / "out").exists()
@@ -143,9 +144,10 @@ def test_the_wrapper_exits_2_without_spark_submit(tmp_path: Path) -> None:
     python_dir = tmp_path / "python"
     python_dir.mkdir()
     (python_dir / "python").symlink_to(sys.executable)  # no spark-submit beside this one
-    env = _clean_env(PATH=_bare_path(tmp_path, "java"), TIEREDCTL_SCAN_ENV="/dev/null",
-                     SCAN_PYTHON=str(python_dir / "python"), SCAN_INVENTORY="x", SCAN_EXPORT_DIR="x",
-                     SCAN_OUTPUT_BASE=str(tmp_path / "out"))  # fmt: skip
+    bare_path = _bare_path(tmp_path, "java")
+    python = str(python_dir / "python")
+    scan_settings = {"SCAN_INVENTORY": "x", "SCAN_EXPORT_DIR": "x", "SCAN_OUTPUT_BASE": str(tmp_path / "out")}
+    env = _clean_env(PATH=bare_path, TIEREDCTL_SCAN_ENV="/dev/null", SCAN_PYTHON=python, **scan_settings)
     result = _run_wrapper(env)
     assert result.returncode == 2 and "spark-submit not found" in result.stderr, result.stderr
 
@@ -153,8 +155,8 @@ def test_the_wrapper_exits_2_without_spark_submit(tmp_path: Path) -> None:
 def test_the_wrapper_exits_2_on_a_missing_setting_or_settings_file(tmp_path: Path) -> None:
     result = _run_wrapper(_clean_env(TIEREDCTL_SCAN_ENV="/dev/null", SCAN_OUTPUT_BASE=str(tmp_path)))
     assert result.returncode == 2 and "SCAN_INVENTORY is not set" in result.stderr, result.stderr
-    both = _clean_env(TIEREDCTL_SCAN_ENV="/dev/null", SCAN_INVENTORY="x", SCAN_OUTPUT_BASE=str(tmp_path),
-                      SCAN_EXPORT_DIR="x", SCAN_METADATA_STORE="y")  # fmt: skip
+    sources = {"SCAN_EXPORT_DIR": "x", "SCAN_METADATA_STORE": "y"}
+    both = _clean_env(TIEREDCTL_SCAN_ENV="/dev/null", SCAN_INVENTORY="x", SCAN_OUTPUT_BASE=str(tmp_path), **sources)
     result = _run_wrapper(both)
     assert result.returncode == 2 and "set one of SCAN_EXPORT_DIR" in result.stderr, result.stderr
     result = _run_wrapper(_clean_env(TIEREDCTL_SCAN_ENV=str(tmp_path / "missing.env")))
@@ -188,10 +190,13 @@ def test_the_wrapper_passes_settings_and_status_through_keeps_latest_and_prunes_
         (base / old).mkdir()
     (base / "keep-me").mkdir()  # not a run directory: never pruned
     env_file = tmp_path / "scan.env"
-    env_file.write_text(f"SCAN_INVENTORY=/inv/manifest.json\nSCAN_EXPORT_DIR=/export\nSCAN_OUTPUT_BASE={base}\n"
-                        "SCAN_DRIVER_MEMORY=2g\nSCAN_GRACE=24h\nSCAN_KEEP_RUNS=2\n")  # fmt: skip
-    env = _clean_env(TIEREDCTL_SCAN_ENV=str(env_file), SPARK_HOME=str(spark_home), FAKE_DIR=str(tmp_path),
-                     SCAN_PYTHON=sys.executable)  # fmt: skip
+    scan_env = (
+        f"SCAN_INVENTORY=/inv/manifest.json\nSCAN_EXPORT_DIR=/export\nSCAN_OUTPUT_BASE={base}\n"
+        "SCAN_DRIVER_MEMORY=2g\nSCAN_GRACE=24h\nSCAN_KEEP_RUNS=2\n"
+    )
+    env_file.write_text(scan_env)
+    fake_spark = {"SPARK_HOME": str(spark_home), "FAKE_DIR": str(tmp_path)}
+    env = _clean_env(TIEREDCTL_SCAN_ENV=str(env_file), **fake_spark, SCAN_PYTHON=sys.executable)
 
     result = _run_wrapper({**env, "FAKE_STATUS": "3"}, "--max-anomalies", "7")
     assert result.returncode == 3, result.stderr
@@ -256,20 +261,18 @@ def test_the_wrapper_runs_the_scan_into_a_dated_directory_and_passes_its_exit_st
 ) -> None:
     out_base = tmp_path / "scans"
     env_file = tmp_path / "scan.env"
-    env_file.write_text(
-        "\n".join([
-            "SCAN_MASTER='local[1]'",
-            "SCAN_DRIVER_MEMORY=1g",
-            f"SCAN_INVENTORY={scan_inputs['manifest']}",
-            f"SCAN_EXPORT_DIR={scan_inputs['export']}",
-            f"SCAN_OUTPUT_BASE={out_base}",
-            "SCAN_PREFIX=tiered/",
-            "SCAN_GRACE=72h",
-            "SCAN_MAX_ANOMALIES=0",
-            f"SCAN_PYTHON={sys.executable}",
-        ])
-        + "\n"
-    )  # fmt: skip
+    settings = [
+        "SCAN_MASTER='local[1]'",
+        "SCAN_DRIVER_MEMORY=1g",
+        f"SCAN_INVENTORY={scan_inputs['manifest']}",
+        f"SCAN_EXPORT_DIR={scan_inputs['export']}",
+        f"SCAN_OUTPUT_BASE={out_base}",
+        "SCAN_PREFIX=tiered/",
+        "SCAN_GRACE=72h",
+        "SCAN_MAX_ANOMALIES=0",
+        f"SCAN_PYTHON={sys.executable}",
+    ]
+    env_file.write_text("\n".join(settings) + "\n")
     # spark-submit is the one pyspark installed beside this interpreter; the wrapper finds it there.
     env = _clean_env(TIEREDCTL_SCAN_ENV=str(env_file))
 

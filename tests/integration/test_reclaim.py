@@ -68,15 +68,24 @@ def write_scan(s3_client, bucket: str, out: Path, *, grace_ms: int = 0, extra_ro
         except KeyParseError:
             seg = None
         rlmm = meta.segments.get((v.topic_id, v.segment_id)) if seg else None
-        rows.append({
-            "key": obj.key, "size": obj.size, "last_modified_ms": obj.last_modified_ms,
-            "age_ms": now - obj.last_modified_ms, "topic": seg.segment.topic if seg else None,
-            "topic_id": v.topic_id, "partition": seg.segment.partition if seg else None,
-            "start_offset": seg.segment.start_offset if seg else None, "segment_id": v.segment_id,
-            "suffix": seg.suffix.value if seg else None, "segment_state": rlmm.state if rlmm else None,
-            "segment_epoch": rlmm.tiered_epoch if rlmm else None, "category": v.category,
-            "reclaimable": v.reclaimable, "anomaly": v.anomaly,
-        })  # fmt: skip
+        row = {
+            "key": obj.key,
+            "size": obj.size,
+            "last_modified_ms": obj.last_modified_ms,
+            "age_ms": now - obj.last_modified_ms,
+            "topic": seg.segment.topic if seg else None,
+            "topic_id": v.topic_id,
+            "partition": seg.segment.partition if seg else None,
+            "start_offset": seg.segment.start_offset if seg else None,
+            "segment_id": v.segment_id,
+            "suffix": seg.suffix.value if seg else None,
+            "segment_state": rlmm.state if rlmm else None,
+            "segment_epoch": rlmm.tiered_epoch if rlmm else None,
+            "category": v.category,
+            "reclaimable": v.reclaimable,
+            "anomaly": v.anomaly,
+        }
+        rows.append(row)
     rows.extend(extra_rows)
     schema = pa.schema([pa.field(name, _ARROW[kind]) for name, kind in c.OBJECT_COLUMNS])
     objects_dir = out / c.OBJECTS_DIR
@@ -203,8 +212,14 @@ def _journal(w: World) -> list[dict]:
 def test_the_scan_helper_classifies_every_kind_of_object(world: World) -> None:
     rows = {r["key"]: r for r in pq.read_table(world.out / c.OBJECTS_DIR).to_pylist()}
     cats = {what: {rows[k]["category"] for k in keys} for what, keys in world.keys.items()}
-    assert cats == {"live": {c.LIVE}, "copy_started": {c.COPY_UNFINISHED}, "no_rlmm": {c.NO_RLMM_ENTRY},
-                    "deleted": {c.DELETED_TOPIC}, "unknown": {c.UNKNOWN_TOPIC}}  # fmt: skip
+    expected_categories = {
+        "live": {c.LIVE},
+        "copy_started": {c.COPY_UNFINISHED},
+        "no_rlmm": {c.NO_RLMM_ENTRY},
+        "deleted": {c.DELETED_TOPIC},
+        "unknown": {c.UNKNOWN_TOPIC},
+    }
+    assert cats == expected_categories
     assert {k for k, r in rows.items() if r["reclaimable"]} == world.reclaimable
     assert rows["backups/readme.txt"]["category"] == c.OUTSIDE_PREFIX
 
@@ -218,8 +233,8 @@ def test_a_dry_run_deletes_nothing_and_says_what_an_execute_would_delete(world: 
     assert doc["executed"] is False and doc["deleted_objects"] == 0
     assert doc["planned_objects"] == len(world.reclaimable) == 15
     assert doc["planned_bytes"] == sum(before[k] for k in world.reclaimable)
-    assert {k: v["objects"] for k, v in doc["planned_by_category"].items()} == {
-        c.DELETED_TOPIC: 6, c.NO_RLMM_ENTRY: 3, c.COPY_UNFINISHED: 3, c.UNKNOWN_TOPIC: 3}  # fmt: skip
+    objects_by_category = {k: v["objects"] for k, v in doc["planned_by_category"].items()}
+    assert objects_by_category == {c.DELETED_TOPIC: 6, c.NO_RLMM_ENTRY: 3, c.COPY_UNFINISHED: 3, c.UNKNOWN_TOPIC: 3}
     assert doc["planned_by_topic"][f"orders-{world.orders}"]["objects"] == 6
     assert doc["metadata_source"] == f"store {world.store_path}" and doc["warnings"] == []
     assert any(e["event"] == "reclaim.planned" and e["objects"] == 15 for e in logs)
@@ -290,16 +305,15 @@ def test_a_key_outside_its_topic_prefix_planted_in_the_scan_is_never_deleted(wor
     elsewhere = build_key("elsewhere/", SegmentKey("old", deleted_id, 0, 0, Uuid.random()), Suffix.LOG)
     world.s3_client.put_object(Bucket=world.bucket, Key=elsewhere, Body=b"keep")
     row = {name: None for name, _ in c.OBJECT_COLUMNS}
+    claimed_by_deleted = {"topic": "old", "topic_id": str(deleted_id), "category": c.DELETED_TOPIC, "reclaimable": True}
     planted = [
         # a live segment's object, claimed by the deleted topic id
-        {**row, "key": live_key, "size": world.listing()[live_key], "topic": "old", "topic_id": str(deleted_id),
-         "category": c.DELETED_TOPIC, "reclaimable": True},
+        {**row, "key": live_key, "size": world.listing()[live_key], **claimed_by_deleted},
         # an object under another prefix, claimed by the deleted topic id
-        {**row, "key": elsewhere, "size": 4, "topic": "old", "topic_id": str(deleted_id),
-         "category": c.DELETED_TOPIC, "reclaimable": True},
-    ]  # fmt: skip
-    lm = {o["Key"]: int(o["LastModified"].timestamp() * 1000)
-          for o in world.s3_client.list_objects_v2(Bucket=world.bucket)["Contents"]}  # fmt: skip
+        {**row, "key": elsewhere, "size": 4, **claimed_by_deleted},
+    ]
+    listed = world.s3_client.list_objects_v2(Bucket=world.bucket)["Contents"]
+    lm = {o["Key"]: int(o["LastModified"].timestamp() * 1000) for o in listed}
     for p in planted:
         p["last_modified_ms"] = lm[p["key"]]
     write_scan(world.s3_client, world.bucket, world.out, extra_rows=planted)
@@ -349,8 +363,8 @@ def test_usage_errors_exit_2_and_an_unreadable_scan_dir_exits_1_naming_the_file(
     assert world.listing() == before
 
     env = {**os.environ, "TIEREDCTL_S3_ENDPOINT": moto_endpoint}
-    proc = subprocess.run([sys.executable, "-m", "orchestrator.cli", "reclaim", str(tmp_path / "no-scan")],
-                          capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    command = [sys.executable, "-m", "orchestrator.cli", "reclaim", str(tmp_path / "no-scan")]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 1, proc.stderr
     assert str(tmp_path / "no-scan" / c.SUMMARY_FILE) in proc.stderr and "tieredctl scan run" in proc.stderr
 
@@ -366,8 +380,8 @@ def test_keys_that_fail_to_delete_are_reported_never_counted_and_retried_next_ru
     scan = ScanOutput.load(world.out)
     meta = load_current_metadata(store_path=world.store_path, scan_export_dir=None, now_ms=wall_ms())
     rsm = OneKeyRefused(client=world.s3_client, bucket=world.bucket, prefix=PREFIX)
-    result = reclaim(scan, rsm=rsm, metadata=meta, options=ReclaimOptions(execute=True, older_than_ms=0),
-                     now_ms=wall_ms)  # fmt: skip
+    options = ReclaimOptions(execute=True, older_than_ms=0)
+    result = reclaim(scan, rsm=rsm, metadata=meta, options=options, now_ms=wall_ms)
     refused = world.keys["unknown"][0]
     assert not result.ok and result.failed_keys == {refused: "AccessDenied"}
     assert result.deleted_objects == 14 and refused in world.listing()

@@ -42,18 +42,18 @@ def test_inventory_build_scan_run_and_report_through_the_cli(
     s3_client.put_object(Bucket=bucket, Key=orphan, Body=b"x" * 100)
     s3_client.put_object(Bucket=bucket, Key="tiered/not-a-segment.txt", Body=b"y")
     s3_client.create_bucket(Bucket=f"{bucket}-inv")
-    common = ["--s3-endpoint", moto_endpoint, "--bucket", bucket, "--prefix", "tiered/",
-              "--cluster-dir", str(tmp_path / "no-cluster")]  # fmt: skip
+    bucket_location = ["--s3-endpoint", moto_endpoint, "--bucket", bucket, "--prefix", "tiered/"]
+    common = [*bucket_location, "--cluster-dir", str(tmp_path / "no-cluster")]
 
-    built = tieredctl("--output", "json", "inventory", "build", *common, "--dest", f"s3://{bucket}-inv/inventory/",
-                      "--format", "csv")  # fmt: skip
+    inventory_dest = f"s3://{bucket}-inv/inventory/"
+    built = tieredctl("--output", "json", "inventory", "build", *common, "--dest", inventory_dest, "--format", "csv")
     assert built.exit_code == 0, built.output
     manifest = json.loads(built.stdout)["manifest"]
     assert manifest == f"s3://{bucket}-inv/inventory/manifest.json"
 
     out = tmp_path / "scan"
-    args = ["--output", "json", "scan", "run", *common, "--inventory", manifest, "--metadata-store", str(db),
-            "--out", str(out), "--grace", "0s"]  # fmt: skip
+    inputs = ["--inventory", manifest, "--metadata-store", str(db)]
+    args = ["--output", "json", "scan", "run", *common, *inputs, "--out", str(out), "--grace", "0s"]
     over = tieredctl(*args)
     assert over.exit_code == c.EXIT_ANOMALIES, over.output
     summary = json.loads(over.stdout)
@@ -72,8 +72,9 @@ def test_inventory_build_scan_run_and_report_through_the_cli(
     from orchestrator.local.cluster import ClusterState
 
     ClusterState(str(tmp_path), "127.0.0.1:1", moto_endpoint, bucket, "tiered/", embedded_s3=False).save()
-    defaults = tieredctl("--output", "json", "scan", "run", "--cluster-dir", str(tmp_path), "--inventory", manifest,
-                         "--out", str(tmp_path / "scan2"), "--grace", "0s", "--max-anomalies", "1")  # fmt: skip
+    cluster_and_inventory = ["--cluster-dir", str(tmp_path), "--inventory", manifest]
+    output_and_limits = ["--out", str(tmp_path / "scan2"), "--grace", "0s", "--max-anomalies", "1"]
+    defaults = tieredctl("--output", "json", "scan", "run", *cluster_and_inventory, *output_and_limits)
     assert defaults.exit_code == 0, defaults.output
     assert json.loads(defaults.stdout)["totals"] == summary["totals"]
 

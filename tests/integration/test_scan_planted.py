@@ -64,22 +64,43 @@ class Plant:
         if anomaly:
             self.p.anomalies[(str(topic_id) if topic_id else None, anomaly)] += 1
 
-    def segment(self, topic: str, tid: Uuid, partition: int, start: int, end: int, *, size: int = 1000,
-                epoch: int = 1, max_ts: int | None = None) -> RemoteSegment:  # fmt: skip
-        return RemoteSegment(topic, tid, partition, Uuid.random(), start, end,
-                             self.now - HOUR if max_ts is None else max_ts, size, epoch, broker_id=1)  # fmt: skip
+    def segment(
+        self,
+        topic: str,
+        tid: Uuid,
+        partition: int,
+        start: int,
+        end: int,
+        *,
+        size: int = 1000,
+        epoch: int = 1,
+        max_ts: int | None = None,
+    ) -> RemoteSegment:
+        max_timestamp = self.now - HOUR if max_ts is None else max_ts
+        return RemoteSegment(topic, tid, partition, Uuid.random(), start, end, max_timestamp, size, epoch, broker_id=1)
 
     def copied(self, seg: RemoteSegment, state: SegmentState = SegmentState.COPY_SEGMENT_FINISHED) -> RemoteSegment:
         self.rlmm.copy_started(seg, now_ms=self.now - 2 * HOUR)
-        for s in (SegmentState.COPY_SEGMENT_FINISHED, SegmentState.DELETE_SEGMENT_STARTED,
-                  SegmentState.DELETE_SEGMENT_FINISHED):  # fmt: skip
+        later_states = (
+            SegmentState.COPY_SEGMENT_FINISHED,
+            SegmentState.DELETE_SEGMENT_STARTED,
+            SegmentState.DELETE_SEGMENT_FINISHED,
+        )
+        for s in later_states:
             if s > state:
                 break
             self.rlmm.transition([seg], s, broker_id=1, now_ms=self.now - 2 * HOUR)
         return seg
 
-    def objects(self, seg: RemoteSegment, category: str, *, suffixes: tuple[int, ...] = (0, 1, 2),
-                log_size: int | None = None, anomaly: str | None = None) -> None:  # fmt: skip
+    def objects(
+        self,
+        seg: RemoteSegment,
+        category: str,
+        *,
+        suffixes: tuple[int, ...] = (0, 1, 2),
+        log_size: int | None = None,
+        anomaly: str | None = None,
+    ) -> None:
         keys = list(segment_keys(PREFIX, seg.key).values())
         for i in suffixes:
             size = (seg.size_bytes if log_size is None else log_size) if i == 0 else 40 + i
@@ -109,13 +130,13 @@ def plant(s3: Any, bucket: str, store: SqliteMetadataStore) -> tuple[Planted, di
     p.anomalies[(str(orders), c.INCOMPLETE_OBJECT_SET)] += 1
     pl.objects(pl.copied(pl.segment("orders", orders, 1, 20, 29)), c.LIVE, log_size=999, anomaly=c.SIZE_MISMATCH)
     # An upload that never finished: the RLMM says COPY_SEGMENT_STARTED and only the .log made it.
-    pl.objects(pl.copied(pl.segment("orders", orders, 1, 30, 39), SegmentState.COPY_SEGMENT_STARTED),
-               c.COPY_UNFINISHED, suffixes=(0,))  # fmt: skip
+    unfinished = pl.copied(pl.segment("orders", orders, 1, 30, 39), SegmentState.COPY_SEGMENT_STARTED)
+    pl.objects(unfinished, c.COPY_UNFINISHED, suffixes=(0,))
     # A segment the RLMM knows nothing of (an upload whose metadata write was lost).
     pl.objects(pl.segment("orders", orders, 0, 400, 499, size=1300), c.NO_RLMM_ENTRY)
     # A delete the RLMM says finished, whose objects are still there.
-    pl.objects(pl.copied(pl.segment("orders", orders, 0, 500, 599, size=1400), SegmentState.DELETE_SEGMENT_FINISHED),
-               c.RLMM_DELETED, anomaly=c.DELETE_INCOMPLETE)  # fmt: skip
+    rlmm_deleted = pl.copied(pl.segment("orders", orders, 0, 500, 599, size=1400), SegmentState.DELETE_SEGMENT_FINISHED)
+    pl.objects(rlmm_deleted, c.RLMM_DELETED, anomaly=c.DELETE_INCOMPLETE)
     # A copy at tiered epoch 2, when orders was never ENABLED at 2 (exported from a cluster without the fence).
     stale = pl.segment("orders", orders, 0, 600, 699, size=1500, epoch=2)
     pl.objects(stale, c.LIVE)
@@ -153,13 +174,18 @@ def add_stale_rows(export_dir: Path, rows: list[RemoteSegment]) -> None:
     path = export_dir / export.SEGMENTS_FILE
     table = pq.read_table(path)
     extra = {
-        "topic_id": [str(s.topic_id) for s in rows], "topic": [s.topic for s in rows],
-        "partition": [s.partition for s in rows], "segment_id": [str(s.segment_id) for s in rows],
-        "start_offset": [s.start_offset for s in rows], "end_offset": [s.end_offset for s in rows],
-        "size_bytes": [s.size_bytes for s in rows], "tiered_epoch": [s.tiered_epoch for s in rows],
-        "state": ["COPY_SEGMENT_FINISHED" for _ in rows], "max_timestamp_ms": [s.max_timestamp_ms for s in rows],
+        "topic_id": [str(s.topic_id) for s in rows],
+        "topic": [s.topic for s in rows],
+        "partition": [s.partition for s in rows],
+        "segment_id": [str(s.segment_id) for s in rows],
+        "start_offset": [s.start_offset for s in rows],
+        "end_offset": [s.end_offset for s in rows],
+        "size_bytes": [s.size_bytes for s in rows],
+        "tiered_epoch": [s.tiered_epoch for s in rows],
+        "state": ["COPY_SEGMENT_FINISHED" for _ in rows],
+        "max_timestamp_ms": [s.max_timestamp_ms for s in rows],
         "event_timestamp_ms": [s.event_timestamp_ms for s in rows],
-    }  # fmt: skip
+    }
     pq.write_table(pa.concat_tables([table, pa.Table.from_pydict(extra, schema=export.segments_schema())]), path)
 
 
@@ -174,8 +200,9 @@ def plant_and_inventory(s3: Any, bucket: str, tmp_path: Path, fmt: str) -> tuple
         store.close()
     add_stale_rows(export_dir, planted.stale_rows)
     # Taken two hours after the uploads, so every object is past the one-hour grace period.
-    manifest = build_inventory(s3, bucket=bucket, dest=str(tmp_path / "inventory"), fmt=fmt,  # type: ignore[arg-type]
-                               now_ms=int(time.time() * 1000) + 2 * HOUR, rows_per_file=10)  # fmt: skip
+    taken_ms = int(time.time() * 1000) + 2 * HOUR
+    inventory_dir = str(tmp_path / "inventory")
+    manifest = build_inventory(s3, bucket=bucket, dest=inventory_dir, fmt=fmt, now_ms=taken_ms, rows_per_file=10)  # type: ignore[arg-type]
     return planted, ids, export_dir, manifest
 
 
@@ -185,8 +212,8 @@ def test_scan_reports_exactly_what_was_planted(
 ) -> None:
     planted, ids, export_dir, manifest = plant_and_inventory(s3_client, bucket, tmp_path, fmt)
     out = tmp_path / "scan"
-    outcome = scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out, spark=spark,
-                   settings=ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS, max_anomalies=5))  # fmt: skip
+    settings = ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS, max_anomalies=5)
+    outcome = scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out, spark=spark, settings=settings)
     summary = outcome.summary
 
     # Every object classified as planted.
@@ -197,10 +224,9 @@ def test_scan_reports_exactly_what_was_planted(
     assert summary["totals"]["outside_prefix_objects"] == 1
 
     # Reclaimable bytes and objects, per topic id and category, and in total.
-    got_bytes = Counter({(t["topic_id"], cat): n for t in summary["topics"]
-                         for cat, n in t["reclaimable_bytes"].items() if n})  # fmt: skip
-    got_objects = Counter({(t["topic_id"], cat): n for t in summary["topics"]
-                           for cat, n in t["reclaimable_objects"].items() if n})  # fmt: skip
+    topics = summary["topics"]
+    got_bytes = Counter({(t["topic_id"], cat): n for t in topics for cat, n in t["reclaimable_bytes"].items() if n})
+    got_objects = Counter({(t["topic_id"], cat): n for t in topics for cat, n in t["reclaimable_objects"].items() if n})
     assert got_bytes == planted.reclaimable
     assert got_objects == planted.reclaimable_objects
     totals: Counter[str] = Counter()
@@ -245,15 +271,15 @@ def test_reclaim_after_a_real_scan_deletes_exactly_the_reclaimable_objects_once(
     planted, _, export_dir, manifest = plant_and_inventory(s3_client, bucket, tmp_path, "parquet")
     db = tmp_path / "metadata.db"
     out = tmp_path / "scan"
-    scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out, spark=spark,
-         settings=ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS, max_anomalies=100))  # fmt: skip
+    settings = ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS, max_anomalies=100)
+    scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out, spark=spark, settings=settings)
 
     def listing() -> set[str]:
         pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
         return {o["Key"] for p in pages for o in p.get("Contents", [])}
 
-    args = ["--output", "json", "reclaim", str(out), "--older-than", "0s", "--metadata-store", str(db),
-            "--s3-endpoint", moto_endpoint]  # fmt: skip
+    sources = ["--metadata-store", str(db), "--s3-endpoint", moto_endpoint]
+    args = ["--output", "json", "reclaim", str(out), "--older-than", "0s", *sources]
     before = listing()
     dry = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert dry.exit_code == 0, dry.output

@@ -33,19 +33,27 @@ class ControllerWriter:
         self.epoch = lease.controller_epoch
         self.follower = MetadataFollower(store)
 
-    def create_topic(self, name: str, *, partitions: int = 1, leader: int = 1, configs: dict[str, str] | None = None,
-                     tiered: bool = True) -> Uuid:  # fmt: skip
+    def create_topic(
+        self,
+        name: str,
+        *,
+        partitions: int = 1,
+        leader: int = 1,
+        configs: dict[str, str] | None = None,
+        tiered: bool = True,
+    ) -> Uuid:
         tid = Uuid.random()
         recs = [make_record("TopicRecord", name=name, topic_id=tid)]
+        initial_epochs = {"leader_epoch": 0, "partition_epoch": 0}
         for p in range(partitions):
-            recs.append(make_record("PartitionRecord", partition_id=p, topic_id=tid, replicas=[leader], isr=[leader],
-                                    leader=leader, leader_epoch=0, partition_epoch=0))  # fmt: skip
+            assignment = {"replicas": [leader], "isr": [leader], "leader": leader}
+            recs.append(make_record("PartitionRecord", partition_id=p, topic_id=tid, **assignment, **initial_epochs))
+        this_topic = {"resource_type": int(ConfigResourceType.TOPIC), "resource_name": name}
         for k, v in (configs or {}).items():
-            recs.append(make_record("ConfigRecord", resource_type=int(ConfigResourceType.TOPIC), resource_name=name,
-                                    name=k, value=v))  # fmt: skip
+            recs.append(make_record("ConfigRecord", **this_topic, name=k, value=v))
         if tiered:
-            recs.append(make_record("TieredStateRecord", topic_id=tid, tiered_epoch=1,
-                                    tiered_state=int(TieredState.ENABLED), policy=0))  # fmt: skip
+            enabled = int(TieredState.ENABLED)
+            recs.append(make_record("TieredStateRecord", topic_id=tid, tiered_epoch=1, tiered_state=enabled, policy=0))
         self.store.append(recs, controller_epoch=self.epoch)
         return tid
 
@@ -53,8 +61,9 @@ class ControllerWriter:
         """Move the topic to ``state``; the epoch is bumped except for DISABLING -> DISABLED (DESIGN §4)."""
         topic = self.follower.refresh().topics[tid]
         epoch = topic.tiered_epoch if state == TieredState.DISABLED else topic.tiered_epoch + 1
-        self.store.append([make_record("TieredStateRecord", topic_id=tid, tiered_epoch=epoch, tiered_state=int(state),
-                                       policy=int(policy))], controller_epoch=self.epoch)  # fmt: skip
+        new_state = {"tiered_epoch": epoch, "tiered_state": int(state), "policy": int(policy)}
+        record = make_record("TieredStateRecord", topic_id=tid, **new_state)
+        self.store.append([record], controller_epoch=self.epoch)
         return epoch
 
     def delete_topic(self, tid: Uuid) -> None:
@@ -62,9 +71,18 @@ class ControllerWriter:
 
 
 class BrokerUnderTest:
-    def __init__(self, *, broker_id: int, data_dir: Path, store_path: Path, s3_client: object, bucket: str,
-                 prefix: str = "tiered/", log_config: LogConfig | None = None,
-                 now_ms: Callable[[], int] = wall_ms) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        data_dir: Path,
+        store_path: Path,
+        s3_client: object,
+        bucket: str,
+        prefix: str = "tiered/",
+        log_config: LogConfig | None = None,
+        now_ms: Callable[[], int] = wall_ms,
+    ) -> None:
         self.broker_id = broker_id
         self.data_dir = data_dir
         self.store = SqliteMetadataStore(store_path)
@@ -74,17 +92,20 @@ class BrokerUnderTest:
         self.logs: dict[tuple[Uuid, int], PartitionLog] = {}
         self.log_config = log_config or LogConfig(segment_bytes=2000, index_interval_bytes=256)
         self.now_ms = now_ms
-        self.rlm = RemoteLogManager(broker_id=broker_id, rsm=self.rsm, rlmm=self.rlmm, logs=self.logs,
-                                    image=self.follower.refresh, now_ms=now_ms)  # fmt: skip
-        self.handler = DisableRemoteTopicHandler(broker_id=broker_id, store=self.store, rlm=self.rlm, logs=self.logs,
-                                                 refresh_image=self.follower.refresh, now_ms=now_ms)  # fmt: skip
+        refresh = self.follower.refresh
+        self.rlm = RemoteLogManager(
+            broker_id=broker_id, rsm=self.rsm, rlmm=self.rlmm, logs=self.logs, image=refresh, now_ms=now_ms
+        )
+        self.handler = DisableRemoteTopicHandler(
+            broker_id=broker_id, store=self.store, rlm=self.rlm, logs=self.logs, refresh_image=refresh, now_ms=now_ms
+        )
 
     def log(self, tid: Uuid, partition: int = 0) -> PartitionLog:
         key = (tid, partition)
         if key not in self.logs:
             topic = self.follower.refresh().topics[tid]
-            self.logs[key] = PartitionLog(self.data_dir / f"{topic.name}-{partition}", topic_id=tid,
-                                          config=self.log_config, clock=self.now_ms)  # fmt: skip
+            directory = self.data_dir / f"{topic.name}-{partition}"
+            self.logs[key] = PartitionLog(directory, topic_id=tid, config=self.log_config, clock=self.now_ms)
         return self.logs[key]
 
     def produce(self, tid: Uuid, n: int, *, partition: int = 0, size: int = 100, ts: int | None = None) -> None:
@@ -105,8 +126,12 @@ class BrokerUnderTest:
     def disable(self, tid: Uuid, *, controller_epoch: int, timeout_s: float = 60.0) -> dict[str, object]:
         """Send DisableRemoteTopic at the topic's current epoch until it answers DONE (bounded)."""
         topic = self.follower.refresh().topics[tid]
-        body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": topic.tiered_epoch,
-                "controller_epoch": controller_epoch}  # fmt: skip
+        body = {
+            "topic_id": tid,
+            "partition_id": -1,
+            "tiered_epoch": topic.tiered_epoch,
+            "controller_epoch": controller_epoch,
+        }
         deadline = time.monotonic() + timeout_s
         while True:
             resp = self.handler.handle(body)

@@ -32,8 +32,12 @@ def main() -> None:
         print(f"progress {done} {total}", flush=True)
         time.sleep(float(pause))
 
-    result = execute_delete_plan(plan, rsm=rsm, rlmm=rlmm, broker_id=1, now_ms=lambda: int(time.time() * 1000),
-                                 advance_log_start=lambda p, o: None, on_progress=progress)  # fmt: skip
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    result = execute_delete_plan(
+        plan, rsm=rsm, rlmm=rlmm, broker_id=1, now_ms=now_ms, advance_log_start=lambda p, o: None, on_progress=progress
+    )
     print("complete" if result.complete else f"incomplete {dict(result.failed_keys)}", flush=True)
     store.close()
 

@@ -20,10 +20,20 @@ from orchestrator.ops import Cluster
 
 T = TypeVar("T")
 
-FAST_BROKER = {"heartbeat_interval_ms": 200, "metadata_poll_ms": 50, "tiering_interval_ms": 200, "segment_bytes": 4096,
-               "segment_ms": 600_000, "request_timeout_ms": 3000}  # fmt: skip
-FAST_CONTROLLER = {"lease_ttl_ms": 1500, "broker_session_timeout_ms": 2500, "disable_request_timeout_ms": 2000,
-                   "disable_repoll_ms": 100}  # fmt: skip
+FAST_BROKER = {
+    "heartbeat_interval_ms": 200,
+    "metadata_poll_ms": 50,
+    "tiering_interval_ms": 200,
+    "segment_bytes": 4096,
+    "segment_ms": 600_000,
+    "request_timeout_ms": 3000,
+}
+FAST_CONTROLLER = {
+    "lease_ttl_ms": 1500,
+    "broker_session_timeout_ms": 2500,
+    "disable_request_timeout_ms": 2000,
+    "disable_repoll_ms": 100,
+}
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -44,8 +54,8 @@ def wait_until(what: str, check: Callable[[], Any], timeout_s: float = 30.0, int
 class LiveCluster:
     def __init__(self, directory: Path, *, brokers: int = 3, controllers: int = 2) -> None:
         self.dir = directory
-        self.state = lc.up(directory, brokers=brokers, controllers=controllers, broker_overrides=FAST_BROKER,
-                           controller_overrides=FAST_CONTROLLER)  # fmt: skip
+        fast_timings = {"broker_overrides": FAST_BROKER, "controller_overrides": FAST_CONTROLLER}
+        self.state = lc.up(directory, brokers=brokers, controllers=controllers, **fast_timings)
         self.bootstrap = self.state.bootstrap_server
 
     def client(self) -> Cluster:

@@ -78,8 +78,8 @@ class World:
 
 
 def segment_key(seg: SegmentMeta, suffix_index: int, prefix: str = PREFIX) -> str:
-    key = SegmentKey(seg.topic, Uuid.from_string(seg.topic_id), seg.partition, seg.start_offset,
-                     Uuid.from_string(seg.segment_id))  # fmt: skip
+    topic_id, segment_id = Uuid.from_string(seg.topic_id), Uuid.from_string(seg.segment_id)
+    key = SegmentKey(seg.topic, topic_id, seg.partition, seg.start_offset, segment_id)
     return build_key(prefix, key, SEGMENT_SUFFIXES[suffix_index])
 
 
@@ -186,8 +186,8 @@ def worlds(draw: st.DrawFn, *, max_topics: int = 4) -> World:
         valid = objects[0].key if objects else segment_key(segments[0], 0)
         for key in draw(st.lists(near_miss_keys(valid), max_size=3, unique=True)):
             obj(key, 5)
-    for key in draw(st.lists(st.sampled_from(["other/file.bin", "tiered", "tiered-old/x.log"]), max_size=2,
-                             unique=True)):  # fmt: skip
+    outside_prefix = st.sampled_from(["other/file.bin", "tiered", "tiered-old/x.log"])
+    for key in draw(st.lists(outside_prefix, max_size=2, unique=True)):
         obj(key, 3)
     # A key appears once in a bucket.
     unique = list({o.key: o for o in objects}.values())

@@ -303,18 +303,15 @@ def test_a_failed_resource_changes_nothing_while_the_others_apply() -> None:
     c = Cluster()
     c.create("a")
     c.create("b")
-    body = {
-        "resources": [
-            {"resource_type": 2, "resource_name": "a", "configs": [
-                {"name": "retention.ms", "config_operation": 0, "value": "5"}]},
-            {"resource_type": 2, "resource_name": "b", "configs": [
-                {"name": "retention.ms", "config_operation": 0, "value": "5"},
-                {"name": "remote.log.disable.policy", "config_operation": 0, "value": "shred"},
-            ]},
-            {"resource_type": 2, "resource_name": "zz", "configs": []},
-            {"resource_type": 4, "resource_name": "1", "configs": []},
-        ]
-    }  # fmt: skip
+    set_retention = {"name": "retention.ms", "config_operation": 0, "value": "5"}
+    bad_policy = {"name": "remote.log.disable.policy", "config_operation": 0, "value": "shred"}
+    resources = [
+        {"resource_type": 2, "resource_name": "a", "configs": [set_retention]},
+        {"resource_type": 2, "resource_name": "b", "configs": [set_retention, bad_policy]},
+        {"resource_type": 2, "resource_name": "zz", "configs": []},
+        {"resource_type": 4, "resource_name": "1", "configs": []},
+    ]
+    body = {"resources": resources}
     results = c.core.incremental_alter_configs(body, 1)["responses"]
     assert [r["error_code"] for r in results] == [0, 42, 3, 42]
     assert "'shred'" in results[1]["error_message"]

@@ -444,8 +444,8 @@ def test_tls_contexts_built_from_process_settings_give_mutual_tls(tmp_path):
     ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
     ca.issue_cert("broker-1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "client.pem"))
     cafile = str(tmp_path / "ca.pem")
-    server_ctx = server_ssl_context(TlsSettings(certfile=str(tmp_path / "server.pem"), cafile=cafile,
-                                                require_client_cert=True))  # fmt: skip
+    server_settings = TlsSettings(certfile=str(tmp_path / "server.pem"), cafile=cafile, require_client_cert=True)
+    server_ctx = server_ssl_context(server_settings)
     with_cert = client_ssl_context(TlsSettings(certfile=str(tmp_path / "client.pem"), cafile=cafile))
     without_cert = client_ssl_context(TlsSettings(cafile=cafile))
     assert server_ssl_context(TlsSettings()) is None and client_ssl_context(TlsSettings()) is None

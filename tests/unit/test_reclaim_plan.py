@@ -241,11 +241,18 @@ def test_a_category_reclaim_may_not_delete_is_a_clear_error():
     assert c.PAST_RETENTION not in c.RECLAIM_CAN_DELETE and c.LIVE not in c.RECLAIM_CAN_DELETE
 
 
-@pytest.mark.parametrize(
-    ("text", "ms"),
-    [("72h", 72 * 3_600_000), ("30m", 1_800_000), ("3d", 3 * DAY), ("0s", 0), ("1d12h", 36 * 3_600_000),
-     ("500ms", 500), (" 5s ", 5000)],
-)  # fmt: skip
+DURATION_TEXTS = [
+    ("72h", 72 * 3_600_000),
+    ("30m", 1_800_000),
+    ("3d", 3 * DAY),
+    ("0s", 0),
+    ("1d12h", 36 * 3_600_000),
+    ("500ms", 500),
+    (" 5s ", 5000),
+]
+
+
+@pytest.mark.parametrize(("text", "ms"), DURATION_TEXTS)
 def test_durations_parse(text, ms):
     assert parse_duration(text) == ms
 
@@ -261,9 +268,12 @@ def test_the_current_verdict_and_live_topics_come_from_current_metadata():
         return TopicMeta(str(tid), name, state, 1, policy, -1, -1, deleted)
 
     seg = Uuid.random(_RNG.randbytes)
-    topics = [topic(IDS[0], "orders"), topic(IDS[1], "old", deleted=True),
-              topic(IDS[2], "purged", state="DISABLING", policy="DELETE"),
-              topic(IDS[3], "kept", state="DISABLED", policy="RETAIN")]  # fmt: skip
+    topics = [
+        topic(IDS[0], "orders"),
+        topic(IDS[1], "old", deleted=True),
+        topic(IDS[2], "purged", state="DISABLING", policy="DELETE"),
+        topic(IDS[3], "kept", state="DISABLED", policy="RETAIN"),
+    ]
     segs = [SegmentMeta(str(IDS[0]), "orders", 0, str(seg), 0, 9, 100, 1, "COPY_SEGMENT_FINISHED", NOW, NOW)]
     meta = Metadata.build(topics, segs, [(str(IDS[0]), 1, "ENABLED")], now_ms=NOW)
     assert live_topic_ids(meta) == {str(IDS[0]), str(IDS[3])}
@@ -335,8 +345,9 @@ def test_every_planned_key_is_under_its_own_topic_prefix_and_reclaimable_now(
         by_key.setdefault(cand.row.key, cand)
     already = {cands[i].row.key for i in deleted if i < len(cands)}
     counts = ScanCounts({str(t): 20 for _, t in TOPICS}, 80)
-    plan = _plan(cands, live=frozenset(live), counts=counts, older_than_ms=older_than,
-                 categories=frozenset(cats), max_orphan_ratio=ratio, force=force, already_deleted=already)  # fmt: skip
+    selection = {"older_than_ms": older_than, "categories": frozenset(cats), "already_deleted": already}
+    guards = {"max_orphan_ratio": ratio, "force": force}
+    plan = _plan(cands, live=frozenset(live), counts=counts, **selection, **guards)
     planned = _planned(plan)
     assert len(planned) == len(set(planned))
     for batch in plan.batches:
@@ -358,7 +369,16 @@ def test_every_planned_key_is_under_its_own_topic_prefix_and_reclaimable_now(
     assert len(planned) + len(plan.skipped) == len(considered)
 
 
-@pytest.mark.parametrize(("ms", "text"), [(0, "0s"), (3 * DAY, "3d"), (72 * 3_600_000, "3d"), (90_000, "90s"),
-                                          (1_800_000, "30m"), (1500, "1500ms")])  # fmt: skip
+FORMATTED_DURATIONS = [
+    (0, "0s"),
+    (3 * DAY, "3d"),
+    (72 * 3_600_000, "3d"),
+    (90_000, "90s"),
+    (1_800_000, "30m"),
+    (1500, "1500ms"),
+]
+
+
+@pytest.mark.parametrize(("ms", "text"), FORMATTED_DURATIONS)
 def test_durations_format_back_to_the_same_value(ms, text):
     assert format_duration(ms) == text and parse_duration(text) == ms

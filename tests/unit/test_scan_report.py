@@ -59,14 +59,15 @@ def _topic(name: str | None, tid: str, **kw: Any) -> dict[str, Any]:
 
 
 def _summary() -> dict[str, Any]:
+    deleted_orders = {"state": "DISABLED", "policy": "DELETE", "epoch": 2, "deleted": True, "bytes": 2_000_000}
+    orders_reclaimable = {"deleted_topic": 1_258_291, "past_retention": 4096}
+    not_in_metadata = {"known": False, "state": None, "policy": None, "epoch": None, "deleted": None}
     topics = [
         _topic(HOSTILE, "AAAAAAAAAAAAAAAAAAAAAA", reclaimable={"no_rlmm_entry": 1000}, anomalies={"size_mismatch": 2}),
-        _topic("orders", "BBBBBBBBBBBBBBBBBBBBBB", state="DISABLED", policy="DELETE", epoch=2, deleted=True,
-               bytes=2_000_000, reclaimable={"deleted_topic": 1_258_291, "past_retention": 4096}),
+        _topic("orders", "BBBBBBBBBBBBBBBBBBBBBB", **deleted_orders, reclaimable=orders_reclaimable),
         _topic("payments", "CCCCCCCCCCCCCCCCCCCCCC", state="DISABLED", policy="RETAIN"),
-        _topic(None, "DDDDDDDDDDDDDDDDDDDDDD", known=False, state=None, policy=None, epoch=None, deleted=None,
-               reclaimable={"unknown_topic": 77}),
-    ]  # fmt: skip
+        _topic(None, "DDDDDDDDDDDDDDDDDDDDDD", **not_in_metadata, reclaimable={"unknown_topic": 77}),
+    ]
     return {
         "format_version": 1,
         "generated_at_ms": 1_700_000_100_000,
@@ -108,18 +109,21 @@ def _anomaly_schema() -> pa.Schema:
     return pa.schema([(name, types[kind]) for name, kind in c.ANOMALY_COLUMNS])
 
 
+def _size_mismatch_row(i: int) -> dict[str, Any]:
+    """Anomaly row ``i``: a size mismatch on partition ``i`` of the topic with the hostile name."""
+    tid = "AAAAAAAAAAAAAAAAAAAAAA"
+    key = f"tiered/{HOSTILE}-{tid}/{i}/x.log"
+    where = {"topic": HOSTILE, "topic_id": tid, "partition": i, "segment_id": f"seg-{i}", "key": key}
+    return {"type": c.SIZE_MISMATCH, **where, "bytes": 10 + i, "detail": "size 10, rlmm 12"}
+
+
 def _write_scan(out: Path, summary: dict[str, Any] | None = None, *, anomaly_rows: int = 2) -> Path:
     """A scan's output as Spark leaves it: summary.json and a Parquet directory with part files and _SUCCESS."""
     out.mkdir(parents=True, exist_ok=True)
     (out / c.SUMMARY_FILE).write_text(json.dumps(summary or _summary()))
     parts = out / c.ANOMALIES_DIR
     parts.mkdir()
-    rows = [
-        {"type": c.SIZE_MISMATCH, "topic": HOSTILE, "topic_id": "AAAAAAAAAAAAAAAAAAAAAA", "partition": i,
-         "segment_id": f"seg-{i}", "key": f"tiered/{HOSTILE}-AAAAAAAAAAAAAAAAAAAAAA/{i}/x.log", "bytes": 10 + i,
-         "detail": "size 10, rlmm 12"}
-        for i in range(anomaly_rows)
-    ]  # fmt: skip
+    rows = [_size_mismatch_row(i) for i in range(anomaly_rows)]
     half = len(rows) // 2
     for n, chunk in enumerate((rows[:half], rows[half:])):
         pq.write_table(pa.Table.from_pylist(chunk, schema=_anomaly_schema()), parts / f"part-{n:05d}.parquet")
@@ -131,11 +135,17 @@ def _write_scan(out: Path, summary: dict[str, Any] | None = None, *, anomaly_row
 # -- numbers -----------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("n", "text"),
-    [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1_258_291, "1.2 MiB"), (5 * 1024**4, "5.0 TiB"),
-     (1024**2 - 1, "1.0 MiB")],
-)  # fmt: skip
+BINARY_SIZES = [
+    (0, "0 B"),
+    (1023, "1023 B"),
+    (1024, "1.0 KiB"),
+    (1_258_291, "1.2 MiB"),
+    (5 * 1024**4, "5.0 TiB"),
+    (1024**2 - 1, "1.0 MiB"),
+]
+
+
+@pytest.mark.parametrize(("n", "text"), BINARY_SIZES)
 def test_bytes_are_written_in_binary_units(n: int, text: str) -> None:
     assert human_bytes(n) == text
 
@@ -206,8 +216,12 @@ def test_max_bars_must_be_positive() -> None:
 
 
 def test_topic_labels_tell_a_recreated_name_apart_and_fall_back_to_the_id() -> None:
-    topics = [{"topic": "orders", "topic_id": "AAAAAAAAxx"}, {"topic": "orders", "topic_id": "BBBBBBBBxx"},
-              {"topic": "clicks", "topic_id": "CCCC"}, {"topic": None, "topic_id": "DDDD"}]  # fmt: skip
+    topics = [
+        {"topic": "orders", "topic_id": "AAAAAAAAxx"},
+        {"topic": "orders", "topic_id": "BBBBBBBBxx"},
+        {"topic": "clicks", "topic_id": "CCCC"},
+        {"topic": None, "topic_id": "DDDD"},
+    ]
     assert topic_labels(topics) == ["orders (AAAAAAAA)", "orders (BBBBBBBB)", "clicks", "DDDD"]
 
 

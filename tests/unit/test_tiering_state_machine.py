@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -81,99 +82,148 @@ class Refused:
 
 Request = Mapping[str, str | None] | Sequence[ConfigOp]
 
-ROWS: list[tuple[str, Start, Request, Ok | Refused]] = [
+
+class Case(NamedTuple):
+    """One row of the table: a topic's starting point, the request applied to it, and what must come of it."""
+
+    start: Start
+    request: Request
+    expected: Ok | Refused
+
+
+# The longer requests and expected messages of the table below, named to keep each of its rows short.
+REENABLING_WITH_A_POLICY_SAYS = ["remote.log.disable.policy=retain", "re-enabling takes no disablement policy"]
+COPY_ALIAS_CONFLICT_SAYS = ["conflicting", "remote.log.copy.disable=true", "remote.log.disable.policy=delete"]
+SET_THEN_DELETE_ENABLE = [ConfigOp(E, AlterConfigOp.SET, "false"), ConfigOp(E, AlterConfigOp.DELETE)]
+
+ROWS: dict[str, Case] = {
     # --- DESIGN §4 table ------------------------------------------------------------------------------------
-    ("enabled + enable=false disables with the default retain",
-     ENABLED_1, {E: "false"}, Ok(DISABLING, 2, RETAIN, {E: "false", P: "retain"})),
-    ("enabled + enable=false + policy=retain disables with retain",
-     ENABLED_1, {E: "false", P: "retain"}, Ok(DISABLING, 2, RETAIN, {P: "retain"})),
-    ("enabled + enable=false + policy=delete disables with delete",
-     ENABLED_1, {E: "false", P: "delete"}, Ok(DISABLING, 2, DELETE, {P: "delete"})),
-    ("a policy value is accepted in any case and stored lower-case",
-     ENABLED_1, {E: "FALSE", P: "Delete"}, Ok(DISABLING, 2, DELETE, {E: "false", P: "delete"})),
-    ("disabling while disabling is refused as in progress",
-     DISABLING_RETAIN_2, {E: "false"}, Refused(TieredStorageDisablementInProgress, 10950, ["DISABLING", "epoch 2"])),
-    ("enabling while disabling is refused as in progress",
-     DISABLING_DELETE_2, {E: "true"}, Refused(TieredStorageDisablementInProgress, 10950, ["orders", "enable"])),
-    ("a policy change while disabling is refused as in progress",
-     DISABLING_RETAIN_2, {P: "delete"}, Refused(TieredStorageDisablementInProgress, 10950, ["DISABLING"])),
-    ("a plain config change while disabling is allowed and changes no state",
-     DISABLING_RETAIN_2, {"retention.ms": "60000"}, Ok(DISABLING, 2, RETAIN, {"retention.ms": "60000"})),
-    ("disabled + enable=true re-enables at the next epoch with no policy",
-     DISABLED_RETAIN_2, {E: "true"}, Ok(ENABLED, 3, NONE, {E: "true", P: None})),
-    ("disabled with delete + enable=true re-enables at the next epoch",
-     DISABLED_DELETE_2, {E: "true"}, Ok(ENABLED, 3, NONE, {E: "true", P: None})),
-    ("re-enabling with a policy is an invalid request",
-     DISABLED_RETAIN_2, {E: "true", P: "retain"},
-     Refused(InvalidRequest, 42, ["remote.log.disable.policy=retain", "re-enabling takes no disablement policy"])),
-    ("re-enabling with delete.on.disable=true is an invalid request",
-     DISABLED_DELETE_2, {E: "true", D: "true"}, Refused(InvalidRequest, 42, ["remote.log.delete.on.disable=true"])),
-    ("a policy on an enabled topic that stays enabled is an invalid request",
-     ENABLED_1, {P: "delete"}, Refused(InvalidRequest, 42, ["remote.log.disable.policy=delete"])),
-    ("disabled retain + policy=delete purges at the next epoch",
-     DISABLED_RETAIN_2, {P: "delete"}, Ok(DISABLING, 3, DELETE, {P: "delete"})),
-    ("disabled retain + enable=false + policy=delete purges",
-     DISABLED_RETAIN_2, {E: "false", P: "delete"}, Ok(DISABLING, 3, DELETE)),
-    ("disabled delete + policy=retain is refused: the data is gone",
-     DISABLED_DELETE_2, {P: "retain"}, Refused(InvalidRequest, 42, ["policy delete", "retain cannot apply"])),
-    ("a bad policy value is an invalid request naming the value",
-     ENABLED_1, {E: "false", P: "purge"}, Refused(InvalidRequest, 42, ["'purge'", "retain", "delete"])),
-    ("a bad policy value is an invalid request even while disabling",
-     DISABLING_RETAIN_2, {P: "shred"}, Refused(InvalidRequest, 42, ["'shred'"])),
-    ("a bad boolean for remote.storage.enable is an invalid request naming the value",
-     ENABLED_1, {E: "maybe"}, Refused(InvalidRequest, 42, ["remote.storage.enable", "'maybe'"])),
-    ("a bad boolean for remote.log.copy.disable is an invalid request naming the value",
-     ENABLED_1, {C: "yes"}, Refused(InvalidRequest, 42, ["remote.log.copy.disable", "'yes'"])),
+    "enabled + enable=false disables with the default retain": Case(
+        ENABLED_1, {E: "false"}, Ok(DISABLING, 2, RETAIN, {E: "false", P: "retain"})
+    ),
+    "enabled + enable=false + policy=retain disables with retain": Case(
+        ENABLED_1, {E: "false", P: "retain"}, Ok(DISABLING, 2, RETAIN, {P: "retain"})
+    ),
+    "enabled + enable=false + policy=delete disables with delete": Case(
+        ENABLED_1, {E: "false", P: "delete"}, Ok(DISABLING, 2, DELETE, {P: "delete"})
+    ),
+    "a policy value is accepted in any case and stored lower-case": Case(
+        ENABLED_1, {E: "FALSE", P: "Delete"}, Ok(DISABLING, 2, DELETE, {E: "false", P: "delete"})
+    ),
+    "disabling while disabling is refused as in progress": Case(
+        DISABLING_RETAIN_2, {E: "false"}, Refused(TieredStorageDisablementInProgress, 10950, ["DISABLING", "epoch 2"])
+    ),
+    "enabling while disabling is refused as in progress": Case(
+        DISABLING_DELETE_2, {E: "true"}, Refused(TieredStorageDisablementInProgress, 10950, ["orders", "enable"])
+    ),
+    "a policy change while disabling is refused as in progress": Case(
+        DISABLING_RETAIN_2, {P: "delete"}, Refused(TieredStorageDisablementInProgress, 10950, ["DISABLING"])
+    ),
+    "a plain config change while disabling is allowed and changes no state": Case(
+        DISABLING_RETAIN_2, {"retention.ms": "60000"}, Ok(DISABLING, 2, RETAIN, {"retention.ms": "60000"})
+    ),
+    "disabled + enable=true re-enables at the next epoch with no policy": Case(
+        DISABLED_RETAIN_2, {E: "true"}, Ok(ENABLED, 3, NONE, {E: "true", P: None})
+    ),
+    "disabled with delete + enable=true re-enables at the next epoch": Case(
+        DISABLED_DELETE_2, {E: "true"}, Ok(ENABLED, 3, NONE, {E: "true", P: None})
+    ),
+    "re-enabling with a policy is an invalid request": Case(
+        DISABLED_RETAIN_2, {E: "true", P: "retain"}, Refused(InvalidRequest, 42, REENABLING_WITH_A_POLICY_SAYS)
+    ),
+    "re-enabling with delete.on.disable=true is an invalid request": Case(
+        DISABLED_DELETE_2, {E: "true", D: "true"}, Refused(InvalidRequest, 42, ["remote.log.delete.on.disable=true"])
+    ),
+    "a policy on an enabled topic that stays enabled is an invalid request": Case(
+        ENABLED_1, {P: "delete"}, Refused(InvalidRequest, 42, ["remote.log.disable.policy=delete"])
+    ),
+    "disabled retain + policy=delete purges at the next epoch": Case(
+        DISABLED_RETAIN_2, {P: "delete"}, Ok(DISABLING, 3, DELETE, {P: "delete"})
+    ),
+    "disabled retain + enable=false + policy=delete purges": Case(
+        DISABLED_RETAIN_2, {E: "false", P: "delete"}, Ok(DISABLING, 3, DELETE)
+    ),
+    "disabled delete + policy=retain is refused: the data is gone": Case(
+        DISABLED_DELETE_2, {P: "retain"}, Refused(InvalidRequest, 42, ["policy delete", "retain cannot apply"])
+    ),
+    "a bad policy value is an invalid request naming the value": Case(
+        ENABLED_1, {E: "false", P: "purge"}, Refused(InvalidRequest, 42, ["'purge'", "retain", "delete"])
+    ),
+    "a bad policy value is an invalid request even while disabling": Case(
+        DISABLING_RETAIN_2, {P: "shred"}, Refused(InvalidRequest, 42, ["'shred'"])
+    ),
+    "a bad boolean for remote.storage.enable is an invalid request naming the value": Case(
+        ENABLED_1, {E: "maybe"}, Refused(InvalidRequest, 42, ["remote.storage.enable", "'maybe'"])
+    ),
+    "a bad boolean for remote.log.copy.disable is an invalid request naming the value": Case(
+        ENABLED_1, {C: "yes"}, Refused(InvalidRequest, 42, ["remote.log.copy.disable", "'yes'"])
+    ),
     # --- no-ops (no epoch bump, no TieredStateRecord) ---------------------------------------------------------
-    ("disabling a never-tiered topic is a no-op at epoch 0",
-     NEVER_TIERED, {E: "false"}, Ok(NOT_TIERED, 0, NONE, {E: "false"})),
-    ("disabling a never-tiered topic with delete is a no-op at epoch 0",
-     NEVER_TIERED, {E: "false", P: "delete"}, Ok(NOT_TIERED, 0, NONE)),
-    ("disabling a disabled topic again is a no-op",
-     DISABLED_RETAIN_2, {E: "false"}, Ok(DISABLED, 2, RETAIN)),
-    ("disabling a disabled topic at the same policy is a no-op",
-     DISABLED_RETAIN_2, {E: "false", P: "retain"}, Ok(DISABLED, 2, RETAIN)),
-    ("disabling a delete-disabled topic without a policy keeps delete",
-     DISABLED_DELETE_2, {E: "false"}, Ok(DISABLED, 2, DELETE)),
-    ("enabling an enabled topic is a no-op",
-     ENABLED_1, {E: "true"}, Ok(ENABLED, 1, NONE)),
-    ("enabling a never-tiered topic starts at epoch 1",
-     NEVER_TIERED, {E: "true"}, Ok(ENABLED, 1, NONE, {E: "true"})),
+    "disabling a never-tiered topic is a no-op at epoch 0": Case(
+        NEVER_TIERED, {E: "false"}, Ok(NOT_TIERED, 0, NONE, {E: "false"})
+    ),
+    "disabling a never-tiered topic with delete is a no-op at epoch 0": Case(
+        NEVER_TIERED, {E: "false", P: "delete"}, Ok(NOT_TIERED, 0, NONE)
+    ),
+    "disabling a disabled topic again is a no-op": Case(DISABLED_RETAIN_2, {E: "false"}, Ok(DISABLED, 2, RETAIN)),
+    "disabling a disabled topic at the same policy is a no-op": Case(
+        DISABLED_RETAIN_2, {E: "false", P: "retain"}, Ok(DISABLED, 2, RETAIN)
+    ),
+    "disabling a delete-disabled topic without a policy keeps delete": Case(
+        DISABLED_DELETE_2, {E: "false"}, Ok(DISABLED, 2, DELETE)
+    ),
+    "enabling an enabled topic is a no-op": Case(ENABLED_1, {E: "true"}, Ok(ENABLED, 1, NONE)),
+    "enabling a never-tiered topic starts at epoch 1": Case(
+        NEVER_TIERED, {E: "true"}, Ok(ENABLED, 1, NONE, {E: "true"})
+    ),
     # --- Kafka 3.9 aliases ------------------------------------------------------------------------------------
-    ("enable=true + copy.disable=true disables with retain",
-     ENABLED_1, {E: "true", C: "true"}, Ok(DISABLING, 2, RETAIN, {E: "true", C: "true", P: "retain"})),
-    ("copy.disable=true alone on an enabled topic disables with retain",
-     ENABLED_1, {C: "true"}, Ok(DISABLING, 2, RETAIN)),
-    ("enable=false + delete.on.disable=true disables with delete",
-     ENABLED_1, {E: "false", D: "true"}, Ok(DISABLING, 2, DELETE, {D: "true", P: "delete"})),
-    ("delete.on.disable=true on a retain-disabled topic purges",
-     DISABLED_RETAIN_2, {D: "true"}, Ok(DISABLING, 3, DELETE)),
-    ("copy.disable=false re-enables a topic disabled by the alias",
-     DISABLED_BY_COPY_ALIAS_2, {C: "false"}, Ok(ENABLED, 3, NONE, {C: "false", P: None})),
-    ("an explicit enable=true re-enables a topic disabled by the alias and clears copy.disable",
-     DISABLED_BY_COPY_ALIAS_2, {E: "true"}, Ok(ENABLED, 3, NONE, {E: "true", C: None, P: None})),
-    ("copy.disable alias with policy=delete is a conflict",
-     ENABLED_1, {E: "true", C: "true", P: "delete"},
-     Refused(InvalidRequest, 42, ["conflicting", "remote.log.copy.disable=true", "remote.log.disable.policy=delete"])),
-    ("delete.on.disable=true with policy=retain is a conflict",
-     ENABLED_1, {E: "false", D: "true", P: "retain"}, Refused(InvalidRequest, 42, ["conflicting"])),
+    "enable=true + copy.disable=true disables with retain": Case(
+        ENABLED_1, {E: "true", C: "true"}, Ok(DISABLING, 2, RETAIN, {E: "true", C: "true", P: "retain"})
+    ),
+    "copy.disable=true alone on an enabled topic disables with retain": Case(
+        ENABLED_1, {C: "true"}, Ok(DISABLING, 2, RETAIN)
+    ),
+    "enable=false + delete.on.disable=true disables with delete": Case(
+        ENABLED_1, {E: "false", D: "true"}, Ok(DISABLING, 2, DELETE, {D: "true", P: "delete"})
+    ),
+    "delete.on.disable=true on a retain-disabled topic purges": Case(
+        DISABLED_RETAIN_2, {D: "true"}, Ok(DISABLING, 3, DELETE)
+    ),
+    "copy.disable=false re-enables a topic disabled by the alias": Case(
+        DISABLED_BY_COPY_ALIAS_2, {C: "false"}, Ok(ENABLED, 3, NONE, {C: "false", P: None})
+    ),
+    "an explicit enable=true re-enables a topic disabled by the alias and clears copy.disable": Case(
+        DISABLED_BY_COPY_ALIAS_2, {E: "true"}, Ok(ENABLED, 3, NONE, {E: "true", C: None, P: None})
+    ),
+    "copy.disable alias with policy=delete is a conflict": Case(
+        ENABLED_1, {E: "true", C: "true", P: "delete"}, Refused(InvalidRequest, 42, COPY_ALIAS_CONFLICT_SAYS)
+    ),
+    "delete.on.disable=true with policy=retain is a conflict": Case(
+        ENABLED_1, {E: "false", D: "true", P: "retain"}, Refused(InvalidRequest, 42, ["conflicting"])
+    ),
     # --- IncrementalAlterConfigs operations -----------------------------------------------------------------
-    ("deleting remote.storage.enable disables (its default is false)",
-     ENABLED_1, [ConfigOp(E, AlterConfigOp.DELETE)], Ok(DISABLING, 2, RETAIN, {E: None})),
-    ("APPEND on a boolean is an invalid request",
-     ENABLED_1, [ConfigOp(E, AlterConfigOp.APPEND, "false")], Refused(InvalidRequest, 42, ["APPEND"])),
-    ("SET with a null value is an invalid request",
-     ENABLED_1, [ConfigOp(E, AlterConfigOp.SET, None)], Refused(InvalidRequest, 42, ["null"])),
-    ("the same key twice is an invalid request",
-     ENABLED_1, [ConfigOp(E, AlterConfigOp.SET, "false"), ConfigOp(E, AlterConfigOp.DELETE)],
-     Refused(InvalidRequest, 42, ["more than once"])),
-    ("an unknown key is an invalid config naming the key",
-     ENABLED_1, {"retention.msec": "5"}, Refused(InvalidConfig, 40, ["'retention.msec'"])),
-    ("a bad number is an invalid config naming the value",
-     ENABLED_1, {"retention.ms": "soon"}, Refused(InvalidConfig, 40, ["retention.ms", "'soon'"])),
-    ("an out-of-range number is an invalid config",
-     ENABLED_1, {"segment.bytes": "3"}, Refused(InvalidConfig, 40, ["segment.bytes", "at least 14"])),
-]  # fmt: skip
+    "deleting remote.storage.enable disables (its default is false)": Case(
+        ENABLED_1, [ConfigOp(E, AlterConfigOp.DELETE)], Ok(DISABLING, 2, RETAIN, {E: None})
+    ),
+    "APPEND on a boolean is an invalid request": Case(
+        ENABLED_1, [ConfigOp(E, AlterConfigOp.APPEND, "false")], Refused(InvalidRequest, 42, ["APPEND"])
+    ),
+    "SET with a null value is an invalid request": Case(
+        ENABLED_1, [ConfigOp(E, AlterConfigOp.SET, None)], Refused(InvalidRequest, 42, ["null"])
+    ),
+    "the same key twice is an invalid request": Case(
+        ENABLED_1, SET_THEN_DELETE_ENABLE, Refused(InvalidRequest, 42, ["more than once"])
+    ),
+    "an unknown key is an invalid config naming the key": Case(
+        ENABLED_1, {"retention.msec": "5"}, Refused(InvalidConfig, 40, ["'retention.msec'"])
+    ),
+    "a bad number is an invalid config naming the value": Case(
+        ENABLED_1, {"retention.ms": "soon"}, Refused(InvalidConfig, 40, ["retention.ms", "'soon'"])
+    ),
+    "an out-of-range number is an invalid config": Case(
+        ENABLED_1, {"segment.bytes": "3"}, Refused(InvalidConfig, 40, ["segment.bytes", "at least 14"])
+    ),
+}
 
 
 def _image(start: Start) -> tuple[MetadataImage, TopicImage]:
@@ -194,7 +244,7 @@ def _image(start: Start) -> tuple[MetadataImage, TopicImage]:
     return image, image.topics[TOPIC_ID]
 
 
-@pytest.mark.parametrize(("start", "request_", "expected"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
+@pytest.mark.parametrize(("start", "request_", "expected"), list(ROWS.values()), ids=list(ROWS))
 def test_every_row_of_the_tiering_table(start: Start, request_: Request, expected: Ok | Refused) -> None:
     image, topic = _image(start)
     if isinstance(expected, Refused):
