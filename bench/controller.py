@@ -21,17 +21,21 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import Figure, print_figures
+from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
 from orchestrator.metadata.records import TieredState
 from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-from orchestrator.net.client import ConnectionPool
-from orchestrator.ops import Cluster
+from orchestrator.net.connection import ConnectionPool
 
-BROKER = {"heartbeat_interval_ms": 500, "metadata_poll_ms": 50, "tiering_interval_ms": 5_000}
-CONTROLLER = {"lease_ttl_ms": 10_000, "broker_session_timeout_ms": 30_000, "disable_repoll_ms": 100}
+BROKER = {"broker": {"heartbeat_interval_ms": 500, "metadata_poll_ms": 50, "tiering_interval_ms": 5_000}}
+CONTROLLER = {
+    "controller": {"lease_ttl_ms": 10_000},
+    "membership": {"session_timeout_ms": 30_000},
+    "disablement": {"repoll_ms": 100},
+}
 
 
-async def _create(c: Cluster, topics: int, partitions: int) -> None:
+async def _create(c: TieredClient, topics: int, partitions: int) -> None:
     for start in range(0, topics, 250):
         names = [f"bench-{i:05d}" for i in range(start, min(topics, start + 250))]
         tiering_on = [{"name": "remote.storage.enable", "value": "true"}]
@@ -45,7 +49,7 @@ async def _create(c: Cluster, topics: int, partitions: int) -> None:
         assert not bad, bad[:3]
 
 
-async def _disable_all(c: Cluster, topics: int) -> None:
+async def _disable_all(c: TieredClient, topics: int) -> None:
     tiering_off = {"name": "remote.storage.enable", "config_operation": 0, "value": "false"}
     retain = {"name": "remote.log.disable.policy", "config_operation": 0, "value": "retain"}
     resources = [
@@ -57,7 +61,7 @@ async def _disable_all(c: Cluster, topics: int) -> None:
     assert not bad, bad[:3]
 
 
-async def _all_disabled(c: Cluster) -> bool:
+async def _all_disabled(c: TieredClient) -> bool:
     return all(s.state == TieredState.DISABLED for s in await c.tiering_status())
 
 
@@ -88,7 +92,7 @@ def run(topics: int = 2000, partitions: int = 12, brokers: int = 6) -> list[Figu
         try:
 
             async def fanout() -> tuple[float, float, float]:
-                async with Cluster(state.bootstrap_server, timeout_s=120) as c:
+                async with TieredClient(state.bootstrap_server, timeout_s=120) as c:
                     await _create(c, topics, partitions)
                     t0 = time.perf_counter()
                     await _disable_all(c, topics)
@@ -128,7 +132,7 @@ def run(topics: int = 2000, partitions: int = 12, brokers: int = 6) -> list[Figu
             active = next(p for p in lc.status(Path(tmp))["processes"] if p["role"] == "controller" and p.get("active"))
 
             async def failover() -> float:
-                async with Cluster(state.bootstrap_server, timeout_s=30) as c:
+                async with TieredClient(state.bootstrap_server, timeout_s=30) as c:
                     os.kill(active["pid"], signal.SIGKILL)
                     t0 = time.perf_counter()
                     while True:
@@ -142,7 +146,7 @@ def run(topics: int = 2000, partitions: int = 12, brokers: int = 6) -> list[Figu
                         await asyncio.sleep(0.02)
 
             took = asyncio.run(failover())
-            lease_ttl_s = CONTROLLER["lease_ttl_ms"] / 1000
+            lease_ttl_s = CONTROLLER["controller"]["lease_ttl_ms"] / 1000
             failover_figure = Figure(
                 "failover: SIGKILL to standby active", took, "s", "lease TTL", lease_ttl_s, higher_is_better=False
             )

@@ -21,8 +21,8 @@ from bench.s3server import moto_server_process
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState, make_record
 from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-from policies.executor import execute_delete_plan
-from policies.plans import plan_delete
+from policies.disable import plan_delete
+from policies.disable_executor import execute_delete_plan
 from remote_storage.keys import segment_keys, topic_prefix
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment, copy_started_record, update_record
 from remote_storage.s3 import S3RemoteStorage, make_s3_client

@@ -21,7 +21,6 @@ object by object on a small generated bucket with edge-case keys.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import json
 import os
@@ -36,10 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.report import Figure, print_figures
+from orchestrator.metadata.topic_configs import default_int
+from policies import orphans as o
 from remote_storage import export
+from remote_storage import inventory as inv
 from remote_storage.inventory import parquet_schema
 from remote_storage.scan import contract as c
-from remote_storage.scan.summary import summarise_totals
+from remote_storage.scan.job import ScanSettings, StagedInventory, run_scan
+from remote_storage.scan.session import build_session
+from remote_storage.scan.summary import build_summary, summarise_totals, write_summary
 
 PREFIX = "tiered/"
 BUCKET = "bench-tiered-storage"
@@ -90,7 +94,7 @@ def _topics(n_topics: int, n_unknown: int, partitions: int, segs_per_partition: 
             "state": "ENABLED",
             "tiered_epoch": 1,
             "policy": "NONE",
-            "retention_ms": export.DEFAULT_RETENTION_MS,
+            "retention_ms": default_int("retention.ms"),
             "retention_bytes": -1,
             "deleted": kind == DELETED,
             "span_ms": 6 * DAY_MS,  # from the oldest segment's max timestamp to the newest's
@@ -451,7 +455,7 @@ def generate(
     # The export: topics and epochs from the topic list, segments from the kept segments.
     known = [t for t in meta if t["in_export"]]
     from_topic = ["topic_id", "name", "state", "tiered_epoch", "policy", "retention_ms", "retention_bytes"]
-    local_retention = {"local_retention_ms": export.DEFAULT_LOCAL_RETENTION_MS}
+    local_retention = {"local_retention_ms": default_int("local.retention.ms")}
     topic_rows = [{**{k: t[k] for k in from_topic}, **local_retention, "deleted": t["deleted"]} for t in known]
     topics_table = pa.Table.from_pylist(topic_rows, schema=export.topics_schema())
     pq.write_table(topics_table, export_dir / export.TOPICS_FILE)
@@ -475,7 +479,7 @@ CREATE TEMP VIEW segments AS SELECT * FROM read_parquet({segments}, file_row_num
 CREATE TEMP VIEW enabled_epochs AS
     SELECT DISTINCT topic_id, tiered_epoch FROM read_parquet({epochs}) WHERE state = 'ENABLED';
 
--- Retention (policies.plans.plan_remote_expiry per topic id and partition of a live topic): oldest first, a
+-- Retention (policies.retention.plan_remote_expiry per topic id and partition of a live topic): oldest first, a
 -- COPY_SEGMENT_FINISHED segment expires while it is past retention.ms or the partition's remaining bytes exceed
 -- retention.bytes; the first survivor keeps every later segment.
 CREATE TEMP TABLE expired AS
@@ -763,11 +767,6 @@ def _child_duckdb(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _child_spark(args: dict[str, Any]) -> dict[str, Any]:
-    from remote_storage import inventory as inv
-    from remote_storage.scan.job import ScanSettings, StagedInventory, run_scan
-    from remote_storage.scan.session import build_session
-    from remote_storage.scan.summary import build_summary, write_summary
-
     t0 = time.perf_counter()
     spark = build_session()
     spark.range(1).count()
@@ -896,17 +895,7 @@ def run(rows: int | None = None) -> list[Figure]:
 
 def _reference(data: Dataset) -> tuple[dict[str, tuple[str, bool, str | None]], Counter[tuple[Any, ...]], int]:
     """policies.orphans.classify on the generated bucket: per-key verdicts, anomalies, malformed row count."""
-    import pyarrow.parquet as pq
-
-    from policies import orphans as o
-    from remote_storage import inventory as inv
-
-    names = [f.name for f in dataclasses.fields(o.TopicMeta)]
-    topic_rows = pq.read_table(data.export_dir / export.TOPICS_FILE).to_pylist()
-    topics = [o.TopicMeta(**{k: r[k] for k in names}) for r in topic_rows]
-    segments = [o.SegmentMeta(**r) for r in pq.read_table(data.export_dir / export.SEGMENTS_FILE).to_pylist()]
-    epoch_rows = pq.read_table(data.export_dir / export.EPOCHS_FILE).to_pylist()
-    epochs = [(r["topic_id"], r["tiered_epoch"], r["state"]) for r in epoch_rows]
+    topics, segments, epochs = export.load_export(data.export_dir)
     meta = o.Metadata.build(topics, segments, epochs, now_ms=NOW_MS)
     inventory = inv.read_inventory(str(data.inventory_dir))
     objs = [o.BucketObject(r.key, r.size, r.last_modified_ms) for r in inventory.rows()]

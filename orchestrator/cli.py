@@ -21,9 +21,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from orchestrator import __version__
-from orchestrator.errors import KafkaError, RequestTimedOut
+from orchestrator.client import TieredClient
+from orchestrator.errors import RequestTimedOut, TieredError
 from orchestrator.ids import Uuid
-from orchestrator.ops import Cluster
 
 T = TypeVar("T")
 
@@ -42,7 +42,30 @@ class Ctx:
             click.echo(text)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class RequestFailed(click.ClickException):
+    """A tieredctl error, printed with its own name and hint: exit status 1 (DESIGN §8)."""
+
+    exit_code = 1
+
+    def __init__(self, error: TieredError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.error}", err=True, file=file)
+
+
+class TieredGroup(click.Group):
+    """The root group: any error of ours raised by a command becomes :class:`RequestFailed`."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TieredError as exc:
+            raise RequestFailed(exc) from exc
+
+
+@click.group(cls=TieredGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tieredctl")
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
@@ -167,9 +190,9 @@ def _bootstrap(obj: Ctx) -> str:
     )
 
 
-def _run(obj: Ctx, fn: Callable[[Cluster], Coroutine[Any, Any, T]], timeout_s: float = 30.0) -> T:
+def _run(obj: Ctx, fn: Callable[[TieredClient], Coroutine[Any, Any, T]], timeout_s: float = 30.0) -> T:
     async def go() -> T:
-        async with Cluster(_bootstrap(obj), timeout_s=timeout_s) as c:
+        async with TieredClient(_bootstrap(obj), timeout_s=timeout_s) as c:
             return await fn(c)
 
     return asyncio.run(go())
@@ -203,7 +226,7 @@ def topic_create(obj: Ctx, name: str, partitions: int, replication_factor: int, 
     """Create topic NAME (tiering on with --config remote.storage.enable=true)."""
     cfg = _parse_kv(configs, "--config")
 
-    async def create(c: Cluster) -> Uuid:
+    async def create(c: TieredClient) -> Uuid:
         return await c.create_topic(name, partitions=partitions, replication_factor=replication_factor, configs=cfg)
 
     tid = _run(obj, create)
@@ -232,7 +255,7 @@ def topic_list(obj: Ctx) -> None:
 def topic_describe(obj: Ctx, name: str) -> None:
     """Partitions (leader, replicas, ISR), configs and tiered state of topic NAME."""
 
-    async def go(c: Cluster) -> tuple[dict[str, Any], dict[str, str | None], Any]:
+    async def go(c: TieredClient) -> tuple[dict[str, Any], dict[str, str | None], Any]:
         return await c.topic(name), await c.describe_configs(name), (await c.tiering_status([name]))[0]
 
     t, configs, st = _run(obj, go)
@@ -283,7 +306,7 @@ def topic_add_partitions(obj: Ctx, name: str, total: int) -> None:
 def topic_produce(obj: Ctx, name: str, records: int, record_size: int, batch: int) -> None:
     """Produce --records synthetic records to NAME, spread over its partitions."""
 
-    async def go(c: Cluster) -> dict[int, tuple[int, int]]:
+    async def go(c: TieredClient) -> dict[int, tuple[int, int]]:
         parts = sorted(p["partition_index"] for p in (await c.topic(name))["partitions"])
         ranges: dict[int, tuple[int, int]] = {}
         sent = 0
@@ -320,7 +343,7 @@ def topic_consume(
 ) -> None:
     """Read NAME's records up to the current end; says how many came from remote storage."""
 
-    async def go(c: Cluster) -> dict[str, Any]:
+    async def go(c: TieredClient) -> dict[str, Any]:
         parts = sorted(p["partition_index"] for p in (await c.topic(name))["partitions"])
         wanted = [p for p in parts if not partitions or p in partitions]
         total = remote = 0
@@ -374,7 +397,7 @@ def _status_rows(statuses: list[Any]) -> Table:
 def _wait_for(obj: Ctx, name: str, target: str, timeout: float) -> Any:
     """Poll DescribeTieredState with a live progress bar until NAME reaches ``target`` or the timeout."""
 
-    async def go(c: Cluster) -> Any:
+    async def go(c: TieredClient) -> Any:
         deadline = time.monotonic() + timeout
         columns = (
             TextColumn("{task.description}"),
@@ -542,9 +565,9 @@ class BucketTarget:
     """Where the bucket is: explicit options, else the local cluster in --cluster-dir (when one was started)."""
 
     def __init__(self, cluster_dir: str, s3_endpoint: str | None, bucket: str | None, prefix: str | None) -> None:
-        from orchestrator.local.cluster import STATE_FILE, ClusterState
+        from orchestrator.local.cluster import STATE_FILE, LocalClusterState
 
-        state = ClusterState.load(Path(cluster_dir)) if (Path(cluster_dir) / STATE_FILE).exists() else None
+        state = LocalClusterState.load(Path(cluster_dir)) if (Path(cluster_dir) / STATE_FILE).exists() else None
         self.cluster_dir = cluster_dir
         self.s3_endpoint = s3_endpoint or (state.s3_endpoint if state else None)
         self.prefix = prefix if prefix is not None else (state.prefix if state else "tiered/")
@@ -588,7 +611,7 @@ def _duration_ms(_ctx: click.Context, param: click.Parameter, value: str | None)
         return None
     try:
         return parse_duration(value)
-    except KafkaError as exc:
+    except TieredError as exc:
         raise click.BadParameter(exc.message, param=param) from exc
 
 
@@ -766,13 +789,10 @@ def scan_run(
 def scan_report(obj: Ctx, directory: Path, max_anomaly_rows: int) -> None:
     """Re-render DIRECTORY/report.html from a scan's summary.json; print the per-topic totals."""
     from remote_storage.scan.report import write_html_report
-    from remote_storage.scan.summary import ScanOutputError, load_summary
+    from remote_storage.scan.summary import load_summary
 
-    try:
-        summary = load_summary(directory)
-        path = write_html_report(directory, max_anomaly_rows=max_anomaly_rows)
-    except ScanOutputError as exc:
-        raise click.ClickException(exc.message) from exc
+    summary = load_summary(directory)
+    path = write_html_report(directory, max_anomaly_rows=max_anomaly_rows)
     _show_scan(obj, summary, path)
 
 
@@ -869,7 +889,7 @@ def reclaim_command(
 
     try:
         wanted = reclaim_categories(categories)
-    except KafkaError as exc:
+    except TieredError as exc:
         raise click.BadParameter(exc.message, param_hint="--category") from exc
 
     def now_ms() -> int:
@@ -924,9 +944,6 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except KafkaError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.client import TieredClient
+from orchestrator.errors import LocalClusterError
 from orchestrator.ids import Uuid
 from orchestrator.local import cluster as lc
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.records import TieredState
-from orchestrator.ops import Cluster
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import KeyParseError, SegmentKey, Suffix, build_key, parse_key
 from remote_storage.s3 import S3RemoteStorage, make_s3_client
@@ -47,7 +48,7 @@ def step(title: str, command: str) -> None:
     console.print(f"\n[bold]{title}[/]   [dim]$ tieredctl {command}[/]")
 
 
-def bucket_table(state: lc.ClusterState, title: str) -> Table:
+def bucket_table(state: lc.LocalClusterState, title: str) -> Table:
     rsm = S3RemoteStorage(client=make_s3_client(endpoint_url=state.s3_endpoint), bucket=state.bucket)
     objects: Counter[tuple[str, str, str]] = Counter()
     size: Counter[tuple[str, str, str]] = Counter()
@@ -75,14 +76,14 @@ async def until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: floa
     deadline = time.monotonic() + timeout_s
     while not await check():
         if time.monotonic() > deadline:
-            raise lc.ClusterError(
+            raise LocalClusterError(
                 f"the demo waited {timeout_s:.0f}s for {what}; the process logs are in {DEMO_DIR}/logs"
             )
         await asyncio.sleep(0.25)
 
 
-async def story(state: lc.ClusterState) -> None:
-    async with Cluster(state.bootstrap_server, timeout_s=30) as c:
+async def story(state: lc.LocalClusterState) -> None:
+    async with TieredClient(state.bootstrap_server, timeout_s=30) as c:
         for name in TOPICS:
             step(
                 f"create {name} with tiering on",
@@ -158,7 +159,7 @@ async def story(state: lc.ClusterState) -> None:
     console.print(f"  and an upload that never finished: {build_key(state.prefix, lost, Suffix.LOG)}")
 
 
-def scan_story(state: lc.ClusterState) -> None:
+def scan_story(state: lc.LocalClusterState) -> None:
     out = DEMO_DIR / "scan"
     inventory_command = f"inventory build --dest {DEMO_DIR}/inventory --format parquet"
     step("build an inventory of the bucket (AWS S3 Inventory format)", inventory_command)
@@ -192,7 +193,7 @@ def main() -> None:
         lc.down(directory)
     shutil.rmtree(directory, ignore_errors=True)
     step("start a local cluster: embedded S3, 2 controllers, 3 brokers", f"cluster up --dir {DEMO_DIR}")
-    broker_overrides = {"tiering_interval_ms": 250, "metadata_poll_ms": 50}
+    broker_overrides = {"broker": {"tiering_interval_ms": 250, "metadata_poll_ms": 50}}
 
     def say(message: str) -> None:
         console.print(f"  {message}")

@@ -1,21 +1,21 @@
 """Durations as operators write them (``72h``, ``30m``, ``3d``, ``1d12h``, ``500ms``, ``0s``) and back.
 
 Invariants: :func:`parse_duration` accepts only whole numbers with a unit, concatenated, and refuses anything else
-with INVALID_REQUEST naming the text; ``parse_duration(format_duration(ms)) == ms`` for every ``ms >= 0``.
+with INVALID_ARGUMENT naming the text; ``parse_duration(format_duration(ms)) == ms`` for every ``ms >= 0``.
 """
 
 from __future__ import annotations
 
 import re
 
-from orchestrator.errors import InvalidRequest
+from orchestrator.errors import InvalidArgument
 
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def parse_duration(text: str) -> int:
-    """``72h``, ``30m``, ``3d``, ``0s``, ``1d12h``, ``500ms`` -> milliseconds; anything else is InvalidRequest."""
+    """``72h``, ``30m``, ``3d``, ``0s``, ``1d12h``, ``500ms`` -> milliseconds; anything else is InvalidArgument."""
     value = text.strip()
     pos = total = 0
     for m in _DURATION.finditer(value):
@@ -24,7 +24,7 @@ def parse_duration(text: str) -> int:
         total += int(m.group(1)) * _UNIT_MS[m.group(2)]
         pos = m.end()
     if not value or pos != len(value):
-        raise InvalidRequest(
+        raise InvalidArgument(
             f"'{text}' is not a duration: use a number and a unit (ms, s, m, h, d), e.g. 72h, 30m, 3d, 1d12h or 0s"
         )
     return total

@@ -1,10 +1,33 @@
-"""Typed errors carrying Kafka error codes.
+"""Every error this project raises on purpose: one root, :class:`TieredError`, and a branch per kind of failure.
 
-Every error that crosses a process boundary is a :class:`KafkaError` subclass with a class-level ``code``
-(Kafka's number where Kafka has one), ``name`` (Kafka's error name) and ``retriable`` flag. A code read off the
-wire is turned back into the right class with :func:`for_code`, so a client can decide retries from the class.
+::
 
-Codes of our own live at 10950 and above (outside Kafka's assigned range, which ends far below):
+    TieredError                     name, message, hint, retriable (declared by every class)
+    ├── KafkaError                  a Kafka wire code: raised where a server answers a request, and on the client
+    │   ├── InvalidRequest (42) ... from a response's error code (for_code); Kafka's numbers, ours from 10950
+    │   └── ...
+    ├── InvalidArgument             a value given to a command or a function that cannot be used (a duration, a
+    │                               bootstrap list, a reclaim category); nothing was sent anywhere
+    ├── SettingsError               a process settings file that is missing, not TOML, or has unknown keys
+    ├── ProtocolError               bytes on the wire that do not decode (the connection is closed, not answered)
+    ├── ConnectionClosed            the peer closed a connection between frames (a clean end)
+    ├── RemoteStorageError          an object-store call failed for good (after the retry layer's attempts)
+    ├── MissingCredentialsError     no credentials for the object store were found
+    ├── ScanInputError              an inventory, a metadata export, a scan's output or an object key that cannot
+    │                               be used; the message names the file
+    └── LocalClusterError           the local cluster could not be started, found or stopped
+
+Rules the classes keep:
+
+* ``name`` (a stable UPPER_SNAKE identifier printed by the CLI), ``retriable`` and ``hint`` are class attributes.
+  Every class declares ``name`` and ``retriable`` in its own body (checked when the class is created), so whether
+  an error is retried is always a decision written down, never inherited by accident.
+* Only :class:`KafkaError` carries a ``code``, and only Kafka's number or one of ours (10950 and above, outside
+  Kafka's range). A code read off the wire is turned back into its class by :func:`for_code`.
+* A server translates what it catches into a :class:`KafkaError` at its boundary (for example a
+  :class:`RemoteStorageError` becomes KAFKA_STORAGE_ERROR in a broker's answer); nothing else crosses the wire.
+
+Codes of our own:
 
 * ``TIERED_STORAGE_DISABLEMENT_IN_PROGRESS`` (10950): KIP-950 left the number open ("> 71, to be determined").
 * ``STALE_TIERED_EPOCH`` (10951): a request or RLMM record carries a tiered epoch the topic is not at.
@@ -13,24 +36,98 @@ Codes of our own live at 10950 and above (outside Kafka's assigned range, which 
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
-class KafkaError(Exception):
-    """Base of every error with a Kafka error code."""
+class TieredError(Exception):
+    """The root of every error tieredctl raises on purpose."""
 
-    code: ClassVar[int] = -1
-    name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+    name: ClassVar[str] = "TIERED_ERROR"
     retriable: ClassVar[bool] = False
     hint: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        missing = [attr for attr in ("name", "retriable") if attr not in cls.__dict__]
+        if missing:
+            raise TypeError(f"{cls.__qualname__} must declare {' and '.join(missing)} in its own body")
 
     def __init__(self, message: str = "") -> None:
         super().__init__(message or self.name)
         self.message = message or self.name
 
     def __str__(self) -> str:
-        text = f"{self.name} ({self.code}): {self.message}"
+        return self._with_hint(f"{self.name}: {self.message}")
+
+    def _with_hint(self, text: str) -> str:
         return f"{text}. {self.hint}" if self.hint else text
+
+
+# -- errors without a wire code -----------------------------------------------------------------------------------
+
+
+class InvalidArgument(TieredError):
+    name, retriable = "INVALID_ARGUMENT", False
+
+
+class SettingsError(TieredError):
+    name, retriable = "INVALID_SETTINGS", False
+    hint = "The settings a process reads are described in README.md (Configuration) and deploy/config/."
+
+
+class ProtocolError(TieredError):
+    """Malformed bytes on the wire: truncated frame, bad varint, bad length, unknown api key or version.
+
+    Raised by the codec and the framing; a server closes that connection and keeps serving the others.
+    """
+
+    name, retriable = "PROTOCOL_ERROR", False
+
+
+class ConnectionClosed(TieredError):
+    """The peer closed the connection between frames (a clean end, not an error of the peer)."""
+
+    name, retriable = "CONNECTION_CLOSED", True
+
+
+class RemoteStorageError(TieredError):
+    """An object-store call failed for good (the retry layer already retried what was retriable), or returned
+    something unusable."""
+
+    name, retriable = "REMOTE_STORAGE_ERROR", False
+
+
+class MissingCredentialsError(TieredError):
+    name, retriable = "MISSING_CREDENTIALS", False
+    hint = (
+        "Give the object store's credentials the usual AWS way: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+        "AWS_PROFILE, or an instance role (MinIO and moto accept any non-empty pair)"
+    )
+
+
+class ScanInputError(TieredError):
+    """An inventory, a metadata export, a scan's output directory or an object key that cannot be used."""
+
+    name, retriable = "SCAN_INPUT_ERROR", False
+
+
+class LocalClusterError(TieredError):
+    """The local cluster could not be started, found or stopped; the message says what to do."""
+
+    name, retriable = "LOCAL_CLUSTER_ERROR", False
+
+
+# -- Kafka errors: a wire code ------------------------------------------------------------------------------------
+
+
+class KafkaError(TieredError):
+    """An error with a Kafka error code: what a server answers, and what a client raises from an answer."""
+
+    code: ClassVar[int] = -1
+    name, retriable = "UNKNOWN_SERVER_ERROR", False
+
+    def __str__(self) -> str:
+        return self._with_hint(f"{self.name} ({self.code}): {self.message}")
 
 
 _BY_CODE: dict[int, type[KafkaError]] = {}
@@ -60,12 +157,12 @@ def raise_for_code(code: int, message: str | None = None) -> None:
 
 @_register
 class UnknownServerError(KafkaError):
-    code, name = -1, "UNKNOWN_SERVER_ERROR"
+    code, name, retriable = -1, "UNKNOWN_SERVER_ERROR", False
 
 
 @_register
 class OffsetOutOfRange(KafkaError):
-    code, name = 1, "OFFSET_OUT_OF_RANGE"
+    code, name, retriable = 1, "OFFSET_OUT_OF_RANGE", False
 
 
 @_register
@@ -101,44 +198,44 @@ class BrokerNotAvailable(KafkaError):
 
 @_register
 class StaleControllerEpoch(KafkaError):
-    code, name = 11, "STALE_CONTROLLER_EPOCH"
+    code, name, retriable = 11, "STALE_CONTROLLER_EPOCH", False
     hint = "A newer controller is active; this writer has been deposed."
 
 
 @_register
 class InvalidTopic(KafkaError):
-    code, name = 17, "INVALID_TOPIC_EXCEPTION"
+    code, name, retriable = 17, "INVALID_TOPIC_EXCEPTION", False
     hint = "Topic names are 1-249 characters of [a-zA-Z0-9._-], and not '.' or '..'."
 
 
 @_register
 class UnsupportedVersion(KafkaError):
-    code, name = 35, "UNSUPPORTED_VERSION"
+    code, name, retriable = 35, "UNSUPPORTED_VERSION", False
 
 
 @_register
 class TopicAlreadyExists(KafkaError):
-    code, name = 36, "TOPIC_ALREADY_EXISTS"
+    code, name, retriable = 36, "TOPIC_ALREADY_EXISTS", False
 
 
 @_register
 class InvalidPartitions(KafkaError):
-    code, name = 37, "INVALID_PARTITIONS"
+    code, name, retriable = 37, "INVALID_PARTITIONS", False
 
 
 @_register
 class InvalidReplicationFactor(KafkaError):
-    code, name = 38, "INVALID_REPLICATION_FACTOR"
+    code, name, retriable = 38, "INVALID_REPLICATION_FACTOR", False
 
 
 @_register
 class InvalidReplicaAssignment(KafkaError):
-    code, name = 39, "INVALID_REPLICA_ASSIGNMENT"
+    code, name, retriable = 39, "INVALID_REPLICA_ASSIGNMENT", False
 
 
 @_register
 class InvalidConfig(KafkaError):
-    code, name = 40, "INVALID_CONFIG"
+    code, name, retriable = 40, "INVALID_CONFIG", False
 
 
 @_register
@@ -148,7 +245,7 @@ class NotController(KafkaError):
 
 @_register
 class InvalidRequest(KafkaError):
-    code, name = 42, "INVALID_REQUEST"
+    code, name, retriable = 42, "INVALID_REQUEST", False
 
 
 @_register
@@ -158,7 +255,7 @@ class KafkaStorageError(KafkaError):
 
 @_register
 class StaleBrokerEpoch(KafkaError):
-    code, name = 77, "STALE_BROKER_EPOCH"
+    code, name, retriable = 77, "STALE_BROKER_EPOCH", False
 
 
 @_register
@@ -168,12 +265,12 @@ class UnknownTopicId(KafkaError):
 
 @_register
 class DuplicateBrokerRegistration(KafkaError):
-    code, name = 101, "DUPLICATE_BROKER_REGISTRATION"
+    code, name, retriable = 101, "DUPLICATE_BROKER_REGISTRATION", False
 
 
 @_register
 class BrokerIdNotRegistered(KafkaError):
-    code, name = 102, "BROKER_ID_NOT_REGISTERED"
+    code, name, retriable = 102, "BROKER_ID_NOT_REGISTERED", False
 
 
 @_register
@@ -183,27 +280,31 @@ class InconsistentTopicId(KafkaError):
 
 @_register
 class InconsistentClusterId(KafkaError):
-    code, name = 104, "INCONSISTENT_CLUSTER_ID"
+    code, name, retriable = 104, "INCONSISTENT_CLUSTER_ID", False
 
 
 @_register
 class TieredStorageDisablementInProgress(KafkaError):
-    code, name = 10950, "TIERED_STORAGE_DISABLEMENT_IN_PROGRESS"
+    code, name, retriable = 10950, "TIERED_STORAGE_DISABLEMENT_IN_PROGRESS", False
     hint = "Wait for the topic to reach DISABLED ('tieredctl tiering status NAME') and retry."
 
 
 @_register
 class StaleTieredEpoch(KafkaError):
-    code, name = 10951, "STALE_TIERED_EPOCH"
+    code, name, retriable = 10951, "STALE_TIERED_EPOCH", False
 
 
 @_register
 class MetadataLogCorrupt(KafkaError):
-    code, name = 10952, "METADATA_LOG_CORRUPT"
+    code, name, retriable = 10952, "METADATA_LOG_CORRUPT", False
 
 
-class ProtocolError(InvalidRequest):
-    """Malformed bytes on the wire: truncated frame, bad varint, bad length, unknown api key or version.
-
-    Raised by the codec and the framing; a server closes that connection and keeps serving the others.
-    """
+def as_wire_error(exc: TieredError) -> KafkaError:
+    """What a server answers for ``exc``: itself if it has a code; a remote-storage failure is KAFKA_STORAGE_ERROR
+    (as a Kafka broker answers for a failing log directory or tier); anything else UNKNOWN_SERVER_ERROR."""
+    if isinstance(exc, KafkaError):
+        return exc
+    detail = f"{exc.name}: {exc.message}"
+    if isinstance(exc, RemoteStorageError | MissingCredentialsError):
+        return KafkaStorageError(detail)
+    return UnknownServerError(detail)

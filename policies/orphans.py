@@ -7,7 +7,7 @@ It implements :mod:`remote_storage.scan.contract` object by object, with no I/O 
 * ``reclaim``, which re-checks each object of a scan against *current* metadata with :func:`classify_object`
   before it deletes anything (an inventory is eventually consistent and metadata moves on).
 
-Key parsing is :func:`remote_storage.keys.parse_key` and retention is :func:`policies.plans.plan_remote_expiry`,
+Key parsing is :func:`remote_storage.keys.parse_key` and retention is :func:`policies.retention.plan_remote_expiry`,
 so the scan cannot drift from what the brokers do.
 """
 
@@ -20,44 +20,14 @@ from itertools import pairwise
 
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState
-from policies.plans import plan_remote_expiry
+from policies.retention import plan_remote_expiry
+from remote_storage.export import SegmentMeta, TopicMeta
 from remote_storage.keys import SEGMENT_SUFFIXES, KeyParseError, ObjectKey, parse_key
 from remote_storage.rlmm import RemoteSegment
 from remote_storage.scan import contract as c
 
 _DELETE_STATES = ("DISABLING", "DISABLED")
 _COPY_STATES = (SegmentState.COPY_SEGMENT_STARTED.name, SegmentState.COPY_SEGMENT_FINISHED.name)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicMeta:
-    """One row of the export's ``topics.parquet``."""
-
-    topic_id: str
-    name: str
-    state: str  # TieredState name
-    tiered_epoch: int
-    policy: str  # DisablePolicy name
-    retention_ms: int
-    retention_bytes: int
-    deleted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentMeta:
-    """One row of the export's ``segments.parquet``."""
-
-    topic_id: str
-    topic: str
-    partition: int
-    segment_id: str
-    start_offset: int
-    end_offset: int
-    size_bytes: int
-    tiered_epoch: int
-    state: str  # SegmentState name
-    max_timestamp_ms: int
-    event_timestamp_ms: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from orchestrator.errors import InvalidRequest
+from orchestrator.errors import InvalidArgument
 from policies.orphans import BucketObject, Metadata, ObjectVerdict, classify_object, deletes_everything
 from remote_storage.keys import KeyParseError, parse_key, topic_prefix
 from remote_storage.scan import contract as c
@@ -84,7 +84,7 @@ def reclaim_categories(requested: Iterable[str]) -> frozenset[str]:
             if c.PAST_RETENTION in bad
             else ""
         )
-        raise InvalidRequest(
+        raise InvalidArgument(
             f"cannot reclaim category {', '.join(repr(b) for b in bad)}{why}; "
             f"choose among {', '.join(sorted(c.RECLAIM_CAN_DELETE))}"
         )
@@ -290,7 +290,7 @@ def plan_reclaim(
     if not 1 <= batch_size <= DELETE_BATCH:
         raise ValueError(f"batch_size must be 1..{DELETE_BATCH}, got {batch_size}")
     if not 0.0 <= max_orphan_ratio <= 1.0:
-        raise InvalidRequest(f"max orphan ratio must be between 0 and 1, got {max_orphan_ratio}")
+        raise InvalidArgument(f"max orphan ratio must be between 0 and 1, got {max_orphan_ratio}")
     bad = categories - c.RECLAIM_CAN_DELETE
     if bad:
         reclaim_categories(bad)  # raises, naming them

@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 
-from orchestrator.errors import InvalidRequest
+from orchestrator.errors import InvalidArgument, RemoteStorageError
 from policies.orphans import Metadata
 from policies.reclaim import (
     Candidate,
@@ -52,7 +52,8 @@ from policies.reclaim import (
     live_topic_ids,
     plan_reclaim,
 )
-from remote_storage.s3 import RemoteStorageError, S3RemoteStorage
+from remote_storage.export import export_store_file, load_export
+from remote_storage.s3 import S3RemoteStorage
 from remote_storage.scan import contract as c
 from remote_storage.scan.summary import ScanOutputError, load_summary
 
@@ -211,15 +212,13 @@ class CurrentMetadata:
 
 def load_current_metadata(*, store_path: Path | None, scan_export_dir: Path | None, now_ms: int) -> CurrentMetadata:
     """Export the store now and read it back; without a store, read the scan's export (scan-time metadata)."""
-    from remote_storage.export import export_store_file, load_export
-
     if store_path is not None:
         with tempfile.TemporaryDirectory(prefix="tieredctl-reclaim-") as tmp:
             export_store_file(store_path, tmp)
             topics, segments, epochs = load_export(tmp)
         return CurrentMetadata(Metadata.build(topics, segments, epochs, now_ms=now_ms), f"store {store_path}", False)
     if scan_export_dir is None:
-        raise InvalidRequest(
+        raise InvalidArgument(
             "the scan summary records no metadata export, so nothing can be re-checked: pass --metadata-store PATH"
         )
     topics, segments, epochs = load_export(scan_export_dir)
@@ -330,15 +329,15 @@ def reclaim(
     """Re-check, plan and (with ``options.execute``) delete; see the module docstring for the steps."""
     if rsm.bucket != scan.bucket:
         # The scan's keys, counts and ratio guards describe its own bucket; in another one they mean nothing.
-        raise InvalidRequest(
+        raise InvalidArgument(
             f"the scan in {scan.out_dir} is of bucket {scan.bucket!r}, not {rsm.bucket!r}: reclaim acts only on "
             "the bucket it scanned; run 'tieredctl scan run' on that bucket first"
         )
     if rsm.prefix != scan.prefix:
-        raise InvalidRequest(f"the storage prefix {rsm.prefix!r} is not the scan's {scan.prefix!r}")
+        raise InvalidArgument(f"the storage prefix {rsm.prefix!r} is not the scan's {scan.prefix!r}")
     older_than = scan.grace_ms if options.older_than_ms is None else options.older_than_ms
     if older_than < 0:
-        raise InvalidRequest(f"older-than must not be negative, got {older_than} ms")
+        raise InvalidArgument(f"older-than must not be negative, got {older_than} ms")
     warnings: list[str] = []
     if metadata.scan_time:
         warnings.append(

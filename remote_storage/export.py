@@ -11,8 +11,9 @@ epoch at which its topic was ENABLED (DESIGN §7).
 Invariants:
 * Column names and types are fixed by :data:`TOPICS_SCHEMA` and :data:`SEGMENTS_SCHEMA` (an empty export has
   the same schema); ids are their 22-character KIP-516 strings, states and policies their enum names.
-* Retention columns are the effective values the broker applies: ``retention.ms`` defaults to 7 days,
-  ``retention.bytes`` to -1 (unbounded), ``local.retention.ms`` to -2 (inherit), as in Kafka; a config value that
+* Retention columns are the effective values the broker applies, defaults from the topic-config catalogue
+  (:mod:`orchestrator.metadata.topic_configs`: ``retention.ms`` 7 days, ``retention.bytes`` -1 (unbounded),
+  ``local.retention.ms`` -2 (inherit), as in Kafka); a config value that
   is not an integer is exported as the default and logged (``metadata_export.bad_config``), never dropped silently.
 * The deleted topics are read from the same log prefix as the image (up to the image's offset), so the two sets
   are disjoint and consistent with each other. Segments are written in batches: memory is flat in their number.
@@ -25,33 +26,31 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
-from orchestrator.errors import InvalidRequest
+from orchestrator.errors import ScanInputError
 from orchestrator.ids import Uuid
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
 from orchestrator.metadata.store import MetadataStore
+from orchestrator.metadata.topic_configs import default_int, int_value
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
-
-if TYPE_CHECKING:  # the reader builds the classifier's rows; imported lazily to keep this module's imports light
-    from policies.orphans import SegmentMeta, TopicMeta
 
 log = structlog.get_logger(__name__)
 
 TOPICS_FILE = "topics.parquet"
 SEGMENTS_FILE = "segments.parquet"
 EPOCHS_FILE = "epochs.parquet"
-DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
-DEFAULT_RETENTION_BYTES = -1
-DEFAULT_LOCAL_RETENTION_MS = -2
 _BATCH = 50_000
 
 
-class MetadataExportError(InvalidRequest):
-    """The export could not be written."""
+class MetadataExportError(ScanInputError):
+    """The metadata export could not be written or read; the message names the file."""
+
+    name, retriable = "INVALID_METADATA_EXPORT", False
 
 
 def _pa() -> Any:
@@ -105,6 +104,37 @@ def epochs_schema() -> Any:
             pa.field("state", pa.string(), nullable=False),
         ]
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMeta:
+    """One row of the export's ``topics.parquet``."""
+
+    topic_id: str
+    name: str
+    state: str  # TieredState name
+    tiered_epoch: int
+    policy: str  # DisablePolicy name
+    retention_ms: int
+    retention_bytes: int
+    deleted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentMeta:
+    """One row of the export's ``segments.parquet``."""
+
+    topic_id: str
+    topic: str
+    partition: int
+    segment_id: str
+    start_offset: int
+    end_offset: int
+    size_bytes: int
+    tiered_epoch: int
+    state: str  # SegmentState name
+    max_timestamp_ms: int
+    event_timestamp_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,15 +197,13 @@ def log_history(store: MetadataStore, *, up_to_offset: int) -> LogHistory:
     return history
 
 
-def _config_int(topic: ExportedTopic, key: str, default: int) -> int:
-    value = topic.configs.get(key)
-    if value is None:
-        return default
+def _config_int(topic: ExportedTopic, key: str) -> int:
     try:
-        return int(value)
+        return int_value(topic.configs, key)
     except ValueError:
+        value = topic.configs.get(key)
         log.warning("metadata_export.bad_config", topic=topic.name, topic_id=str(topic.topic_id), key=key, value=value)
-        return default
+        return default_int(key)
 
 
 def _topic_rows(topics: Iterable[ExportedTopic]) -> dict[str, list[Any]]:
@@ -186,9 +214,9 @@ def _topic_rows(topics: Iterable[ExportedTopic]) -> dict[str, list[Any]]:
         cols["state"].append(t.state.name)
         cols["tiered_epoch"].append(t.tiered_epoch)
         cols["policy"].append(t.policy.name)
-        cols["retention_ms"].append(_config_int(t, "retention.ms", DEFAULT_RETENTION_MS))
-        cols["retention_bytes"].append(_config_int(t, "retention.bytes", DEFAULT_RETENTION_BYTES))
-        cols["local_retention_ms"].append(_config_int(t, "local.retention.ms", DEFAULT_LOCAL_RETENTION_MS))
+        cols["retention_ms"].append(_config_int(t, "retention.ms"))
+        cols["retention_bytes"].append(_config_int(t, "retention.bytes"))
+        cols["local_retention_ms"].append(_config_int(t, "local.retention.ms"))
         cols["deleted"].append(t.deleted)
     return cols
 
@@ -227,8 +255,6 @@ def _rlmm_topic_ids(store: MetadataStore) -> set[Uuid]:
 def export_store_file(store_path: str | os.PathLike[str], dest_dir: str | os.PathLike[str]) -> ExportResult:
     """Export the SQLite store at ``store_path`` as a reader: the file is never recovered or rewritten here (that is
     the cluster processes' job; a live cluster may be writing it)."""
-    from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-
     path = Path(store_path)
     if not path.is_file():
         raise MetadataExportError(f"the metadata store {path} does not exist")
@@ -308,8 +334,6 @@ def load_export(
     ``epochs.parquet`` existed has no tiered-state history: it reads as an empty one.
     """
     import pyarrow.parquet as pq
-
-    from policies.orphans import SegmentMeta, TopicMeta
 
     src = Path(export_dir)
 

@@ -50,7 +50,8 @@ from urllib.parse import quote_plus, unquote_plus
 import botocore.exceptions as bce
 import structlog
 
-from orchestrator.errors import InvalidRequest
+from orchestrator.errors import MissingCredentialsError, ScanInputError
+from remote_storage.retry import is_missing_credentials, is_not_found
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -80,8 +81,10 @@ BAD_LAST_MODIFIED = "bad last modified date"
 Format = Literal["csv", "parquet"]
 
 
-class InventoryError(InvalidRequest):
+class InventoryError(ScanInputError):
     """An inventory that cannot be read as a whole: bad manifest, missing or corrupt data file."""
+
+    name, retriable = "INVALID_INVENTORY", False
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +203,7 @@ class _Location:
         try:
             body: bytes = self.client.get_object(Bucket=self.bucket, Key=self.manifest_key)["Body"].read()
         except (bce.ClientError, bce.BotoCoreError) as exc:
-            raise InventoryError(f"cannot read inventory manifest {self.manifest_name()}: {exc}") from exc
+            raise s3_failure(f"cannot read inventory manifest {self.manifest_name()}", exc) from exc
         return body
 
     def resolve_local(self, key: str) -> Path:
@@ -221,11 +224,10 @@ class _Location:
             return self.resolve_local(f.key).stat().st_size
         try:
             head = self.client.head_object(Bucket=self.bucket, Key=f.key)
-        except bce.ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in ("404", "NoSuchKey", "NotFound"):
+        except (bce.ClientError, bce.BotoCoreError) as exc:
+            if is_not_found(exc):
                 raise InventoryError(f"inventory data file s3://{self.bucket}/{f.key} is missing") from exc
-            raise InventoryError(f"cannot reach inventory data file s3://{self.bucket}/{f.key}: {code}") from exc
+            raise s3_failure(f"cannot reach inventory data file s3://{self.bucket}/{f.key}", exc) from exc
         return int(head["ContentLength"])
 
     def download_verified(self, f: DataFile, path: Path) -> None:
@@ -238,7 +240,7 @@ class _Location:
                     digest.update(chunk)
                     out.write(chunk)
         except (bce.ClientError, bce.BotoCoreError) as exc:
-            raise InventoryError(f"cannot read inventory data file s3://{self.bucket}/{f.key}: {exc}") from exc
+            raise s3_failure(f"cannot read inventory data file s3://{self.bucket}/{f.key}", exc) from exc
         _check_md5(f, digest.hexdigest(), f"s3://{self.bucket}/{f.key}")
 
     @contextmanager
@@ -263,11 +265,18 @@ class _Location:
             for chunk in iter(lambda: body.read(_CHUNK), b""):
                 digest.update(chunk)
         except (bce.ClientError, bce.BotoCoreError) as exc:
-            raise InventoryError(f"cannot read inventory data file s3://{self.bucket}/{f.key}: {exc}") from exc
+            raise s3_failure(f"cannot read inventory data file s3://{self.bucket}/{f.key}", exc) from exc
         return digest.hexdigest()
 
     def display(self, f: DataFile) -> str:
         return f"s3://{self.bucket}/{f.key}" if self.is_s3 else f.key
+
+
+def s3_failure(message: str, exc: Exception) -> InventoryError | MissingCredentialsError:
+    """The error for an S3 call of the inventory that failed: missing credentials are said as such."""
+    if is_missing_credentials(exc):
+        return MissingCredentialsError(f"{message}: {exc}")
+    return InventoryError(f"{message}: {exc}")
 
 
 def _md5_file(path: Path) -> str:
@@ -498,7 +507,7 @@ def _list_bucket(client: S3Client, bucket: str, prefix: str) -> Iterator[Mapping
         try:
             page = client.list_objects_v2(**kwargs)
         except (bce.ClientError, bce.BotoCoreError) as exc:
-            raise InventoryError(f"listing s3://{bucket}/{prefix} failed: {exc}") from exc
+            raise s3_failure(f"listing s3://{bucket}/{prefix} failed", exc) from exc
         yield from page.get("Contents", [])
         if not page.get("IsTruncated"):
             return
@@ -537,7 +546,7 @@ class _Writer:
             try:
                 self.client.upload_file(str(local), self.bucket, key)
             except (bce.ClientError, bce.BotoCoreError) as exc:
-                raise InventoryError(f"writing s3://{self.bucket}/{key} failed: {exc}") from exc
+                raise s3_failure(f"writing s3://{self.bucket}/{key} failed", exc) from exc
         else:
             target = self.root.joinpath(*PurePosixPath(key).parts)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -550,7 +559,7 @@ class _Writer:
             try:
                 self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
             except (bce.ClientError, bce.BotoCoreError) as exc:
-                raise InventoryError(f"writing s3://{self.bucket}/{key} failed: {exc}") from exc
+                raise s3_failure(f"writing s3://{self.bucket}/{key} failed", exc) from exc
             return f"s3://{self.bucket}/{key}"
         target = self.root / key
         tmp = target.with_name(target.name + ".tmp")

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from orchestrator.errors import InvalidRequest, InvalidTopic
+from orchestrator.errors import InvalidArgument, InvalidRequest, InvalidTopic, ScanInputError
 from orchestrator.ids import Uuid, validate_topic_name
 
 OFFSET_WIDTH = 20
@@ -40,8 +40,10 @@ MAX_PARTITION = 2**31 - 1  # Kafka's partition is an int32
 MAX_OFFSET = 2**63 - 1  # and its offsets int64
 
 
-class KeyParseError(InvalidRequest):
+class KeyParseError(ScanInputError):
     """An object key that does not follow the layout; ``reason`` is a short stable category."""
+
+    name, retriable = "INVALID_OBJECT_KEY", False
 
     def __init__(self, key: str, reason: str) -> None:
         super().__init__(f"object key {key!r} does not parse: {reason}")
@@ -77,7 +79,7 @@ def partition_prefix(prefix: str, topic: str, topic_id: Uuid, partition: int) ->
 
 def build_key(prefix: str, segment: SegmentKey, suffix: Suffix) -> str:
     if segment.start_offset < 0 or segment.partition < 0:
-        raise InvalidRequest(f"negative offset or partition in {segment}")
+        raise InvalidArgument(f"negative offset or partition in {segment}")
     return (
         f"{partition_prefix(prefix, segment.topic, segment.topic_id, segment.partition)}"
         f"{segment.start_offset:0{OFFSET_WIDTH}d}-{segment.segment_id}.{suffix.value}"

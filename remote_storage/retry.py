@@ -7,7 +7,9 @@ throttling (503 SlowDown), 5xx, and connection-level failures (reset, closed, ti
 AccessDenied or NoSuchBucket are permanent and surface at once.
 
 The schedule is exponential backoff with full jitter; ``sleep`` is injected so tests assert the schedule
-without waiting.
+without waiting. This module is also where botocore's failures are told apart for the errors raised from them:
+:func:`is_missing_credentials` (no credentials to sign with: :class:`~orchestrator.errors.MissingCredentialsError`,
+whatever the call) and :func:`is_not_found`.
 """
 
 from __future__ import annotations
@@ -48,15 +50,32 @@ _RETRIABLE_EXCEPTIONS = (
 T = TypeVar("T")
 
 
+_MISSING_CREDENTIALS = (bce.NoCredentialsError, bce.PartialCredentialsError, bce.CredentialRetrievalError)
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
+
+
+def error_code(exc: bce.ClientError) -> str:
+    """The S3 error code of a client error (``NoSuchKey``, ``SlowDown``, ``AccessDenied``...)."""
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def is_missing_credentials(exc: BaseException) -> bool:
+    """botocore found no credentials (or half of them) to sign the request with."""
+    return isinstance(exc, _MISSING_CREDENTIALS)
+
+
+def is_not_found(exc: BaseException) -> bool:
+    return isinstance(exc, bce.ClientError) and error_code(exc) in _NOT_FOUND_CODES
+
+
 def is_retriable_code(code: str) -> bool:
     return code in _RETRIABLE_CODES
 
 
 def is_retriable_s3_error(exc: BaseException) -> bool:
     if isinstance(exc, bce.ClientError):
-        err = exc.response.get("Error", {})
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return is_retriable_code(str(err.get("Code", ""))) or int(status) >= 500
+        return is_retriable_code(error_code(exc)) or int(status) >= 500
     return isinstance(exc, _RETRIABLE_EXCEPTIONS) or getattr(exc, "retriable", False) is True
 
 

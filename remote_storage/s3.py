@@ -28,9 +28,9 @@ import botocore.exceptions as bce
 import structlog
 from botocore.config import Config
 
-from orchestrator.errors import InvalidRequest, KafkaStorageError
+from orchestrator.errors import InvalidArgument, MissingCredentialsError, RemoteStorageError
 from remote_storage.keys import SEGMENT_SUFFIXES, SegmentKey, Suffix, build_key
-from remote_storage.retry import is_retriable_code, s3_retrying
+from remote_storage.retry import error_code, is_missing_credentials, is_not_found, is_retriable_code, s3_retrying
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -44,12 +44,8 @@ MIN_PART_SIZE = 5 * 1024 * 1024  # the S3 minimum for every part but the last
 TIERED_EPOCH_TAG = "tieredEpoch"
 
 
-class RemoteStorageError(KafkaStorageError):
-    """A remote storage call failed for good (after retries), or returned something unusable."""
-
-
 class RemoteObjectNotFound(RemoteStorageError):
-    pass
+    name, retriable = "REMOTE_OBJECT_NOT_FOUND", False
 
 
 def make_s3_client(
@@ -123,7 +119,7 @@ class S3RemoteStorage:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if part_size < MIN_PART_SIZE:
-            raise InvalidRequest(f"part_size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")
+            raise InvalidArgument(f"part_size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")
         self.client = client
         self.bucket = bucket
         self.prefix = prefix
@@ -134,13 +130,18 @@ class S3RemoteStorage:
     def _call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         try:
             return s3_retrying(sleep=self._sleep)(fn, **kwargs)
-        except bce.ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code in ("NoSuchKey", "404", "NotFound"):
-                raise RemoteObjectNotFound(f"{what}: {kwargs.get('Key', '')} not found in {self.bucket}") from exc
-            raise RemoteStorageError(f"{what} failed for {kwargs.get('Key', self.bucket)}: {code}: {exc}") from exc
-        except (bce.BotoCoreError, ConnectionError) as exc:
-            raise RemoteStorageError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+        except (bce.BotoCoreError, bce.ClientError, ConnectionError) as exc:
+            raise self._error(what, kwargs.get("Key"), exc) from exc
+
+    def _error(self, what: str, key: str | None, exc: Exception) -> RemoteStorageError | MissingCredentialsError:
+        """Our error for a call that failed for good: no credentials, no such object, or a storage failure."""
+        if is_missing_credentials(exc):
+            return MissingCredentialsError(f"{what} on bucket {self.bucket}: {exc}")
+        if is_not_found(exc):
+            return RemoteObjectNotFound(f"{what}: {key or ''} not found in {self.bucket}")
+        if isinstance(exc, bce.ClientError):
+            return RemoteStorageError(f"{what} failed for {key or self.bucket}: {error_code(exc)}: {exc}")
+        return RemoteStorageError(f"{what} failed: {type(exc).__name__}: {exc}")
 
     # -- upload -----------------------------------------------------------------------------------------------
 
@@ -257,10 +258,10 @@ class S3RemoteStorage:
     def delete_keys(self, keys: Sequence[str], *, within_prefix: str) -> DeleteOutcome:
         """Delete ``keys``, all of which must start with ``within_prefix`` (else nothing is deleted)."""
         if not within_prefix or not within_prefix.endswith("/"):
-            raise InvalidRequest(f"refusing to delete under prefix {within_prefix!r}: it must be a topic's own prefix")
+            raise InvalidArgument(f"refusing to delete under prefix {within_prefix!r}: it must be a topic's own prefix")
         outside = [k for k in keys if not k.startswith(within_prefix)]
         if outside:
-            raise InvalidRequest(
+            raise InvalidArgument(
                 f"refusing to delete {len(outside)} key(s) outside {within_prefix!r}, e.g. {outside[0]!r}; "
                 "nothing was deleted"
             )
@@ -304,7 +305,9 @@ class S3RemoteStorage:
         except _RetriableKeyErrors:
             permanent.update({k: "RetriesExhausted" for k in remaining})
         except bce.ClientError as exc:
-            permanent.update({k: str(exc.response.get("Error", {}).get("Code", "ClientError")) for k in remaining})
+            permanent.update({k: error_code(exc) or "ClientError" for k in remaining})
         except (bce.BotoCoreError, ConnectionError) as exc:
+            if is_missing_credentials(exc):  # not a per-key failure: nothing can be deleted at all
+                raise self._error("delete", None, exc) from exc
             permanent.update({k: type(exc).__name__ for k in remaining})
         return deleted, permanent

@@ -30,55 +30,54 @@ import structlog
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.local_log import LogConfig, PartitionLog, read_partition_metadata
 from orchestrator.broker.remote_log_manager import RemoteLogManager
-from orchestrator.config import BrokerConfig
 from orchestrator.errors import (
-    KafkaError,
     NotLeaderOrFollower,
     StaleBrokerEpoch,
+    TieredError,
     UnknownTopicId,
+    as_wire_error,
 )
 from orchestrator.ids import Uuid
+from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-from orchestrator.net.admin import ClusterClient
+from orchestrator.net.admin import AdminClient
 from orchestrator.net.server import KafkaServer
 from orchestrator.net.tls import client_ssl_context, server_ssl_context
-from orchestrator.protocol import DISABLE_REMOTE_TOPIC_API_KEY
+from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
+from orchestrator.settings import BrokerSettings, load_broker_settings
 from remote_storage.rlmm import RemoteLogMetadataManager
 from remote_storage.s3 import S3RemoteStorage, make_s3_client
 
 log = structlog.get_logger(__name__)
-
-TIERED_PRODUCE_API_KEY = 10952
-TIERED_FETCH_API_KEY = 10953
-BROKER_REGISTRATION_API_KEY = 62
-BROKER_HEARTBEAT_API_KEY = 63
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _error_body(exc: KafkaError) -> dict[str, Any]:
-    return {"error_code": exc.code, "error_message": exc.message}
+def _error_body(exc: TieredError) -> dict[str, Any]:
+    """What a request answers for ``exc``: its Kafka code (a storage failure is KAFKA_STORAGE_ERROR)."""
+    wire = as_wire_error(exc)
+    return {"error_code": wire.code, "error_message": wire.message}
 
 
 class BrokerAgent:
-    def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
+    def __init__(self, settings: BrokerSettings) -> None:
+        self.settings = settings
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1
-        self.store = SqliteMetadataStore(config.metadata_store)
+        self.store = SqliteMetadataStore(settings.metadata_store)
         self.follower = MetadataFollower(self.store)
         self.rlmm = RemoteLogMetadataManager(self.store)
-        client = make_s3_client(endpoint_url=config.s3.endpoint_url, region=config.s3.region)
-        self.rsm = S3RemoteStorage(client=client, bucket=config.s3.bucket, prefix=config.s3.prefix)
+        client = make_s3_client(endpoint_url=settings.s3.endpoint_url, region=settings.s3.region)
+        self.rsm = S3RemoteStorage(client=client, bucket=settings.s3.bucket, prefix=settings.s3.prefix)
         self.logs: dict[tuple[Uuid, int], PartitionLog] = {}
-        self.data_dir = Path(config.data_dir)
+        self.data_dir = Path(settings.data_dir)
         self.rlm = RemoteLogManager(
-            broker_id=config.broker_id,
+            broker_id=settings.broker_id,
             rsm=self.rsm,
             rlmm=self.rlmm,
             logs=self.logs,
@@ -86,7 +85,7 @@ class BrokerAgent:
             now_ms=now_ms,
         )
         self.disable_handler = DisableRemoteTopicHandler(
-            broker_id=config.broker_id,
+            broker_id=settings.broker_id,
             store=self.store,
             rlm=self.rlm,
             logs=self.logs,
@@ -94,34 +93,34 @@ class BrokerAgent:
             now_ms=now_ms,
         )
         self.server: KafkaServer | None = None
-        self.port = config.port
+        self.port = settings.port
         self._stopping = asyncio.Event()
         self._log_lock = asyncio.Lock()
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        structlog.contextvars.bind_contextvars(broker_id=self.config.broker_id)
+        structlog.contextvars.bind_contextvars(broker_id=self.settings.broker_id)
         image = await asyncio.to_thread(self.follower.refresh)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self.reconcile_partition_dirs, image)
         self.server = KafkaServer(
-            name=f"broker-{self.config.broker_id}",
-            host=self.config.host,
-            port=self.config.port,
+            name=f"broker-{self.settings.broker_id}",
+            host=self.settings.host,
+            port=self.settings.port,
             handlers={
-                DISABLE_REMOTE_TOPIC_API_KEY: self._on_disable,
-                TIERED_PRODUCE_API_KEY: self._on_produce,
-                TIERED_FETCH_API_KEY: self._on_fetch,
+                ApiKey.DISABLE_REMOTE_TOPIC: self._on_disable,
+                ApiKey.TIERED_PRODUCE: self._on_produce,
+                ApiKey.TIERED_FETCH: self._on_fetch,
             },
-            ssl_context=server_ssl_context(self.config.tls),
+            ssl_context=server_ssl_context(self.settings.tls),
         )
         _, self.port = await self.server.start()
         self._write_ready_file()
         log.info("broker.started", port=self.port, incarnation_id=str(self.incarnation_id))
-        client_ssl = client_ssl_context(self.config.tls)
-        request_timeout_s = self.config.request_timeout_ms / 1000
-        controllers = ClusterClient(self.config.controllers, ssl_context=client_ssl, timeout_s=request_timeout_s)
+        client_ssl = client_ssl_context(self.settings.tls)
+        request_timeout_s = self.settings.request_timeout_ms / 1000
+        controllers = AdminClient(self.settings.controllers, ssl_context=client_ssl, timeout_s=request_timeout_s)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
@@ -147,10 +146,10 @@ class BrokerAgent:
         self._stopping.set()
 
     def _write_ready_file(self) -> None:
-        if self.config.ready_file:
-            tmp = Path(self.config.ready_file + ".tmp")
-            tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "broker_id": self.config.broker_id}))
-            tmp.replace(self.config.ready_file)
+        if self.settings.ready_file:
+            tmp = Path(self.settings.ready_file + ".tmp")
+            tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "broker_id": self.settings.broker_id}))
+            tmp.replace(self.settings.ready_file)
 
     # -- startup reconciliation -------------------------------------------------------------------------------
 
@@ -173,47 +172,47 @@ class BrokerAgent:
 
     # -- loops ------------------------------------------------------------------------------------------------
 
-    async def _register(self, controllers: ClusterClient) -> None:
+    async def _register(self, controllers: AdminClient) -> None:
         body = {
-            "broker_id": self.config.broker_id,
-            "cluster_id": "tieredctl",
+            "broker_id": self.settings.broker_id,
+            "cluster_id": self.settings.cluster_id,
             "incarnation_id": self.incarnation_id,
             "listeners": [
                 {
                     "name": "PLAINTEXT",
-                    "host": self.config.host,
+                    "host": self.settings.host,
                     "port": self.port,
-                    "security_protocol": 1 if self.config.tls.enabled else 0,
+                    "security_protocol": 1 if self.settings.tls.enabled else 0,
                 }
             ],
             "features": [],
-            "rack": self.config.rack,
+            "rack": self.settings.rack,
         }
-        resp = await controllers.send_to_controller(BROKER_REGISTRATION_API_KEY, (0, 4), body)
+        resp = await controllers.send_to_controller(ApiKey.BROKER_REGISTRATION, (0, 4), body)
         if resp["error_code"] != 0:
             raise StaleBrokerEpoch(f"registration refused with error {resp['error_code']}")
         self.broker_epoch = resp["broker_epoch"]
         log.info("broker.registered", broker_epoch=self.broker_epoch)
 
-    async def _heartbeat_loop(self, controllers: ClusterClient) -> None:
-        interval = self.config.heartbeat_interval_ms / 1000
+    async def _heartbeat_loop(self, controllers: AdminClient) -> None:
+        interval = self.settings.heartbeat_interval_ms / 1000
         while True:
             try:
                 if self.broker_epoch < 0:
                     await self._register(controllers)
                 heartbeat = {
-                    "broker_id": self.config.broker_id,
+                    "broker_id": self.settings.broker_id,
                     "broker_epoch": self.broker_epoch,
                     "current_metadata_offset": self.follower.image.offset,
                     "want_fence": False,
                     "want_shut_down": False,
                 }
-                resp = await controllers.send_to_controller(BROKER_HEARTBEAT_API_KEY, (0, 1), heartbeat)
+                resp = await controllers.send_to_controller(ApiKey.BROKER_HEARTBEAT, (0, 1), heartbeat)
                 if resp["error_code"] == StaleBrokerEpoch.code:
                     log.warning("broker.heartbeat_stale_epoch", broker_epoch=self.broker_epoch)
                     self.broker_epoch = -1
                     continue
-            except KafkaError as exc:
+            except TieredError as exc:
                 log.warning("broker.heartbeat_failed", error=exc.name, detail=exc.message)
             except OSError as exc:
                 log.warning("broker.heartbeat_failed", error=type(exc).__name__, detail=str(exc))
@@ -224,14 +223,14 @@ class BrokerAgent:
             try:
                 image = await asyncio.to_thread(self.follower.refresh)
                 await self._open_hosted_logs(image)
-            except KafkaError as exc:
+            except TieredError as exc:
                 log.warning("broker.metadata_refresh_failed", error=exc.name, detail=exc.message)
-            await asyncio.sleep(self.config.metadata_poll_ms / 1000)
+            await asyncio.sleep(self.settings.metadata_poll_ms / 1000)
 
     async def _open_hosted_logs(self, image: MetadataImage) -> None:
         for topic in image.topics.values():
             for p in topic.partitions.values():
-                if self.config.broker_id in p.replicas and (topic.topic_id, p.partition_id) not in self.logs:
+                if self.settings.broker_id in p.replicas and (topic.topic_id, p.partition_id) not in self.logs:
                     await asyncio.to_thread(self._open_log, image, topic.topic_id, p.partition_id)
 
     def _open_log(self, image: MetadataImage, topic_id: Uuid, partition: int) -> PartitionLog:
@@ -241,8 +240,8 @@ class BrokerAgent:
             topic = image.topics[topic_id]
             configs = image.topic_configs(topic.name)
             log_config = LogConfig(
-                segment_bytes=int(configs.get("segment.bytes", self.config.segment_bytes)),
-                segment_ms=int(configs.get("segment.ms", self.config.segment_ms)),
+                segment_bytes=int(configs.get("segment.bytes", self.settings.segment_bytes)),
+                segment_ms=int(configs.get("segment.ms", self.settings.segment_ms)),
             )
             directory = self.data_dir / f"{topic.name}-{partition}"
             plog = PartitionLog(directory, topic_id=topic_id, config=log_config, clock=now_ms)
@@ -251,14 +250,14 @@ class BrokerAgent:
 
     async def _tiering_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.config.tiering_interval_ms / 1000)
+            await asyncio.sleep(self.settings.tiering_interval_ms / 1000)
             image = self.follower.image
             led = [
                 key
                 for key in list(self.logs)
                 if (topic := image.topics.get(key[0])) is not None
                 and (p := topic.partitions.get(key[1])) is not None
-                and p.leader == self.config.broker_id
+                and p.leader == self.settings.broker_id
             ]
             if not led:
                 continue
@@ -267,7 +266,7 @@ class BrokerAgent:
                 try:
                     async with self._log_lock:
                         await asyncio.to_thread(self.rlm.tiering_pass, topic_id, partition)
-                except KafkaError as exc:
+                except TieredError as exc:
                     where = {"topic_id": str(topic_id), "partition": partition}
                     log.warning("broker.tiering_failed", **where, error=exc.name, detail=exc.message)
 
@@ -288,14 +287,14 @@ class BrokerAgent:
         if (
             topic is None
             or partition not in topic.partitions
-            or topic.partitions[partition].leader != self.config.broker_id
+            or topic.partitions[partition].leader != self.settings.broker_id
         ):
             image = self.follower.refresh()  # the client may know of a change this broker has not replayed yet
             topic = image.topics.get(topic_id)
         if topic is None or partition not in topic.partitions:
             raise UnknownTopicId(f"no partition {partition} of topic id {topic_id}")
-        if topic.partitions[partition].leader != self.config.broker_id:
-            raise NotLeaderOrFollower(f"broker {self.config.broker_id} does not lead {topic.name}-{partition}")
+        if topic.partitions[partition].leader != self.settings.broker_id:
+            raise NotLeaderOrFollower(f"broker {self.settings.broker_id} does not lead {topic.name}-{partition}")
         return self._open_log(image, topic_id, partition)
 
     async def _on_produce(self, request: Request) -> dict[str, Any]:
@@ -314,7 +313,7 @@ class BrokerAgent:
                 "last_offset": last,
                 "log_start_offset": plog.log_start_offset,
             }
-        except KafkaError as exc:
+        except TieredError as exc:
             return _error_body(exc)
 
     async def _on_fetch(self, request: Request) -> dict[str, Any]:
@@ -346,15 +345,12 @@ class BrokerAgent:
                     for r in records
                 ],
             }
-        except KafkaError as exc:
+        except TieredError as exc:
             return {**_error_body(exc), **bounds}  # the bounds let a consumer reset an out-of-range offset
 
 
-def main(config_path: str) -> None:
+def main(settings_path: str) -> None:
     """Entry point of ``tieredctl broker start --config FILE``."""
-    from orchestrator.config import load_broker_config
-    from orchestrator.logging import configure_logging
-
     configure_logging("service")
-    agent = BrokerAgent(load_broker_config(config_path))
+    agent = BrokerAgent(load_broker_settings(settings_path))
     asyncio.run(agent.run())

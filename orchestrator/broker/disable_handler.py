@@ -34,14 +34,16 @@ from orchestrator.errors import (
     KafkaStorageError,
     StaleControllerEpoch,
     StaleTieredEpoch,
+    TieredError,
     UnknownTopicId,
+    as_wire_error,
 )
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.records import DisablePolicy, TieredState
 from orchestrator.metadata.store import MetadataStore
-from policies.executor import execute_delete_plan
-from policies.plans import plan_delete
+from policies.disable import plan_delete
+from policies.disable_executor import execute_delete_plan
 
 log = structlog.get_logger(__name__)
 
@@ -104,9 +106,10 @@ class DisableRemoteTopicHandler:
     def handle(self, body: Mapping[str, Any]) -> dict[str, Any]:
         try:
             return self._handle(body)
-        except KafkaError as exc:
-            log.warning("disable.refused", error=exc.name, detail=exc.message)
-            return {"error_code": exc.code, "error_message": exc.message}
+        except TieredError as exc:
+            wire = as_wire_error(exc)
+            log.warning("disable.refused", error=wire.name, detail=wire.message)
+            return {"error_code": wire.code, "error_message": wire.message}
 
     def _handle(self, body: Mapping[str, Any]) -> dict[str, Any]:
         topic_id: Uuid = body["topic_id"]
@@ -186,10 +189,11 @@ class DisableRemoteTopicHandler:
                 job.done = True
             where = {"topic_id": str(job.topic_id), "tiered_epoch": job.tiered_epoch}
             log.info("disable.done", **where, segments_deleted=job.segments_deleted)
-        except KafkaError as exc:
+        except TieredError as exc:  # a storage failure is answered as KAFKA_STORAGE_ERROR: retried, then resumed
+            wire = as_wire_error(exc)
             log.warning("disable.failed", topic_id=str(job.topic_id), error=exc.name, detail=exc.message)
             with self._lock:
-                job.error = exc
+                job.error = wire
         except Exception as exc:  # a bug or an unexpected library error: report it, keep the broker serving
             log.exception("disable.crashed", topic_id=str(job.topic_id))
             with self._lock:

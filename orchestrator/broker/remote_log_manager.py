@@ -26,15 +26,23 @@ from dataclasses import dataclass
 import structlog
 
 from orchestrator.broker.local_log import PartitionLog, Record, SegmentInfo, collect_records
-from orchestrator.errors import KafkaStorageError, OffsetOutOfRange, StaleTieredEpoch
+from orchestrator.errors import (
+    KafkaStorageError,
+    MissingCredentialsError,
+    OffsetOutOfRange,
+    RemoteStorageError,
+    StaleTieredEpoch,
+)
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import SegmentState, TieredState
-from policies.executor import DeleteResult, delete_segments, execute_expiry_plan
-from policies.plans import LocalSegment, plan_local_retention, plan_remote_expiry
+from orchestrator.metadata.topic_configs import default_int, int_value
+from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry
+from policies.retention_executor import execute_expiry_plan
+from remote_storage.deletion import DeleteResult, delete_segments
 from remote_storage.keys import Suffix, build_key
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
-from remote_storage.s3 import RemoteStorageError, S3RemoteStorage
+from remote_storage.s3 import S3RemoteStorage
 
 log = structlog.get_logger(__name__)
 _INDEX = struct.Struct(">II")
@@ -48,11 +56,11 @@ class CopyResult:
     aborted: int = 0  # refused at start by the fence, or cleaned up after a failed/zombie upload
 
 
-def _config_int(configs: Mapping[str, str], key: str, default: int) -> int:
+def _config_int(configs: Mapping[str, str], key: str) -> int:
     try:
-        return int(configs.get(key, default))
+        return int_value(configs, key)
     except ValueError:
-        return default
+        return default_int(key)
 
 
 class RemoteLogManager:
@@ -154,7 +162,7 @@ class RemoteLogManager:
             )
             finished = SegmentState.COPY_SEGMENT_FINISHED
             self.rlmm.transition([remote], finished, broker_id=self.broker_id, now_ms=self._now_ms())
-        except (StaleTieredEpoch, KafkaStorageError, OSError) as exc:
+        except (StaleTieredEpoch, KafkaStorageError, RemoteStorageError, MissingCredentialsError, OSError) as exc:
             where = {"topic_id": str(topic.topic_id), "partition": partition, "segment_id": str(remote.segment_id)}
             log.warning("rlm.copy_aborted", **where, reason=str(exc))
             self._clean_up(remote)
@@ -210,8 +218,8 @@ class RemoteLogManager:
         plan = plan_remote_expiry(
             self.rlmm.segments(topic_id, partition),
             now_ms=self._now_ms(),
-            retention_ms=_config_int(configs, "retention.ms", 7 * 24 * 3600 * 1000),
-            retention_bytes=_config_int(configs, "retention.bytes", -1),
+            retention_ms=_config_int(configs, "retention.ms"),
+            retention_bytes=_config_int(configs, "retention.bytes"),
             log_start_offset=plog.log_start_offset,
             local_bytes_not_copied=not_copied,
         )
@@ -236,12 +244,12 @@ class RemoteLogManager:
         if topic is None or plog is None:
             return 0
         configs = image.topic_configs(topic.name)
-        retention_ms = _config_int(configs, "retention.ms", 7 * 24 * 3600 * 1000)
-        retention_bytes = _config_int(configs, "retention.bytes", -1)
+        retention_ms = _config_int(configs, "retention.ms")
+        retention_bytes = _config_int(configs, "retention.bytes")
         tiering = topic.tiered_state == TieredState.ENABLED
         if tiering:
-            local_ms = _config_int(configs, "local.retention.ms", -2)
-            local_bytes = _config_int(configs, "local.retention.bytes", -2)
+            local_ms = _config_int(configs, "local.retention.ms")
+            local_bytes = _config_int(configs, "local.retention.bytes")
             retention_ms = retention_ms if local_ms == -2 else local_ms
             retention_bytes = retention_bytes if local_bytes == -2 else local_bytes
         if refresh:

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -61,20 +60,23 @@ from orchestrator.errors import (
     StaleBrokerEpoch,
     StaleControllerEpoch,
     StaleTieredEpoch,
+    TieredError,
     TopicAlreadyExists,
     UnknownTopicOrPartition,
+    as_wire_error,
 )
 from orchestrator.ids import ZERO_UUID, Uuid, topic_names_collide, validate_topic_name
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import LEADER_UNCHANGED, NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from orchestrator.metadata.records import ConfigResourceType, MetadataRecord, make_record
 from orchestrator.metadata.store import MetadataStore
+from orchestrator.metadata.topic_configs import ConfigDef, effective, parse_ops, validate_config_map
 from orchestrator.protocol.codec import default_factory
 from orchestrator.protocol.schema import FieldSpec, schema
+from orchestrator.settings import BrokerMembership, DisablementSettings, TopicDefaults
 
 from . import queue as dq
 from . import tiering
-from .configs import ConfigDef, effective, parse_ops, validate_config_map
 
 log = structlog.get_logger(__name__)
 
@@ -86,19 +88,6 @@ _SOURCE_DYNAMIC_BROKER = 2
 _SOURCE_DEFAULT = 5
 
 
-@dataclass(frozen=True, slots=True)
-class ControllerConfig:
-    cluster_id: str = "tieredctl"  # brokers formatted for another cluster are refused (INCONSISTENT_CLUSTER_ID)
-    session_timeout_ms: int = 6_000  # a broker with no heartbeat for this long is fenced
-    disable_request_timeout_ms: int = 10_000  # an unanswered DisableRemoteTopic counts as timed out after this
-    disable_repoll_ms: int = 200  # a broker that answered IN_PROGRESS is asked again after this long
-    stall_threshold_ms: int = 60_000  # a pending broker without progress for this long is reported stalled
-    default_partitions: int = 1  # CreateTopics NumPartitions=-1 (Kafka's num.partitions)
-    default_replication_factor: int = 1  # CreateTopics ReplicationFactor=-1 (Kafka's default.replication.factor)
-    max_partitions: int = 10_000  # per topic: a larger count is INVALID_PARTITIONS, not a log flooded by mistake
-    auto_leader_rebalance: bool = True  # an unfenced preferred replica takes its partitions' leadership back
-
-
 class ControllerCore:
     def __init__(
         self,
@@ -108,11 +97,15 @@ class ControllerCore:
         controller_epoch: int,
         now_ms: Callable[[], int],
         rng: random.Random,
-        config: ControllerConfig = ControllerConfig(),  # frozen: sharing the default is safe
+        membership: BrokerMembership = BrokerMembership(),  # frozen: sharing the defaults is safe
+        topic_defaults: TopicDefaults = TopicDefaults(),
+        disablement: DisablementSettings = DisablementSettings(),
     ) -> None:
         self.holder = holder
         self.controller_epoch = controller_epoch
-        self.config = config
+        self.membership = membership
+        self.topic_defaults = topic_defaults
+        self.disablement = disablement
         self._store = store
         self._now_ms = now_ms
         self._rng = rng
@@ -198,14 +191,15 @@ class ControllerCore:
             if len({len(r) for r in assignment}) > 1:
                 raise InvalidReplicaAssignment("every partition must have the same number of replicas")
         else:
-            count = self.config.default_partitions if t["num_partitions"] == -1 else t["num_partitions"]
+            count = self.topic_defaults.partitions if t["num_partitions"] == -1 else t["num_partitions"]
             factor = (
-                self.config.default_replication_factor if t["replication_factor"] == -1 else t["replication_factor"]
+                self.topic_defaults.replication_factor if t["replication_factor"] == -1 else t["replication_factor"]
             )
             self._check_partition_count(count)
             assignment = self._place(image, count, factor)
-        if len(assignment) > self.config.max_partitions:
-            raise InvalidPartitions(f"{len(assignment)} partitions exceed the limit of {self.config.max_partitions}")
+        if len(assignment) > self.topic_defaults.max_partitions:
+            limit = self.topic_defaults.max_partitions
+            raise InvalidPartitions(f"{len(assignment)} partitions exceed the limit of {limit}")
         topic_id = self._new_topic_id(image)
         plan = tiering.plan(TopicImage(topic_id=topic_id, name=name), {}, configs)
         records = [
@@ -443,7 +437,7 @@ class ControllerCore:
         ]
         out = {
             "brokers": brokers,
-            "cluster_id": self.config.cluster_id,
+            "cluster_id": self.membership.cluster_id,
             "controller_id": controller_id,
             "topics": topics,
         }
@@ -453,7 +447,7 @@ class ControllerCore:
         req = _normalized("DescribeTieredStateRequest", 0, body)
         image = self._refresh()
         now = self._now_ms()
-        stalled = set(dq.stalled(self._queue, now, self.config.stall_threshold_ms))
+        stalled = set(dq.stalled(self._queue, now, self.disablement.stall_threshold_ms))
         names = req["topics"]
         wanted = sorted(image.topics_by_name) if names is None else list(names)
         out: list[dict[str, Any]] = []
@@ -497,9 +491,10 @@ class ControllerCore:
         broker_id, incarnation = req["broker_id"], req["incarnation_id"]
         now = self._now_ms()
         try:
-            if req["cluster_id"] != self.config.cluster_id:
+            if req["cluster_id"] != self.membership.cluster_id:
+                ours = self.membership.cluster_id
                 raise InconsistentClusterId(
-                    f"broker {broker_id} belongs to cluster '{req['cluster_id']}', this is '{self.config.cluster_id}'"
+                    f"broker {broker_id} belongs to cluster '{req['cluster_id']}', this is '{ours}'"
                 )
             if broker_id < 0:
                 raise InvalidRequest(f"broker id {broker_id} is negative")
@@ -510,7 +505,7 @@ class ControllerCore:
             if existing is not None and self._session_alive(broker_id, now):
                 raise DuplicateBrokerRegistration(
                     f"broker {broker_id} is registered by another incarnation ({existing.incarnation_id}) whose "
-                    f"session has not expired; retry after {self.config.session_timeout_ms} ms without heartbeats"
+                    f"session has not expired; retry after {self.membership.session_timeout_ms} ms without heartbeats"
                 )
             broker_epoch = self._store.end_offset()
             records = [
@@ -566,7 +561,7 @@ class ControllerCore:
             log.info("broker.fenced", broker_id=broker_id, broker_epoch=broker_epoch, reason="requested")
         elif not leaving and fenced and caught_up:
             unfence = make_record("UnfenceBrokerRecord", id=broker_id, epoch=broker_epoch)
-            self._append([unfence, *_rejoin_records(image, broker_id, rebalance=self.config.auto_leader_rebalance)])
+            self._append([unfence, *_rejoin_records(image, broker_id, rebalance=self.membership.auto_leader_rebalance)])
             fenced = False
             log.info("broker.unfenced", broker_id=broker_id, broker_epoch=broker_epoch)
         return _broker_response(
@@ -601,19 +596,19 @@ class ControllerCore:
             if registration is None or registration.fenced:
                 continue
             last = self._last_heartbeat.setdefault(broker_id, now)
-            if now - last < self.config.session_timeout_ms:
+            if now - last < self.membership.session_timeout_ms:
                 continue
             fence = make_record("FenceBrokerRecord", id=broker_id, epoch=registration.broker_epoch)
             self._append([fence, *_leave_records(self._follower.image, broker_id)])
             log.warning("broker.fenced", broker_id=broker_id, reason="session timeout", silent_ms=now - last)
-        self._queue = dq.expire(self._queue, now, timeout_ms=self.config.disable_request_timeout_ms, rng=self._rng)
+        self._queue = dq.expire(self._queue, now, timeout_ms=self.disablement.request_timeout_ms, rng=self._rng)
         self._complete_finished()
         self._report_stalled(now)
 
     def _report_stalled(self, now: int) -> None:
         """Log each (topic, broker) pair once when it becomes stalled, with its last error; again if it recovers
         and stalls anew."""
-        stalled = set(dq.stalled(self._queue, now, self.config.stall_threshold_ms))
+        stalled = set(dq.stalled(self._queue, now, self.disablement.stall_threshold_ms))
         for topic_id, broker_id in sorted(stalled - self._stalled_reported, key=lambda p: (str(p[0]), p[1])):
             entry = self._queue.topic(topic_id)
             pb = entry.pending.get(broker_id) if entry is not None else None
@@ -640,7 +635,7 @@ class ControllerCore:
         """
         self._refresh()
         now = self._now_ms()
-        expired = dq.expire(self._queue, now, timeout_ms=self.config.disable_request_timeout_ms, rng=self._rng)
+        expired = dq.expire(self._queue, now, timeout_ms=self.disablement.request_timeout_ms, rng=self._rng)
         queue, sends = dq.due(expired, now)
         if sends:
             lease = self._store.current_lease()
@@ -681,7 +676,7 @@ class ControllerCore:
         broker_id: int,
         request_body: Mapping[str, Any],
         response_body: Mapping[str, Any] | None,
-        error: KafkaError | None,
+        error: TieredError | None,
     ) -> None:
         """Feed the outcome of one DisableRemoteTopic: a response body, a transport error, or neither (timeout).
 
@@ -693,7 +688,8 @@ class ControllerCore:
         in_progress = False
         message: str | None
         if error is not None:
-            code, message = error.code, error.message
+            wire = as_wire_error(error)
+            code, message = wire.code, wire.message
         elif response_body is None:
             code, message = RequestTimedOut.code, "no reply (timed out)"
         else:
@@ -713,7 +709,7 @@ class ControllerCore:
             error_message=message,
             now_ms=self._now_ms(),
             rng=self._rng,
-            repoll_ms=self.config.disable_repoll_ms,
+            repoll_ms=self.disablement.repoll_ms,
             attempt=request_body.get("attempt"),
         )
         fields = {"topic_id": str(topic_id), "broker_id": broker_id, "tiered_epoch": tiered_epoch}
@@ -798,7 +794,7 @@ class ControllerCore:
 
     def _session_alive(self, broker_id: int, now: int) -> bool:
         last = self._last_heartbeat.get(broker_id)
-        return last is not None and now - last < self.config.session_timeout_ms
+        return last is not None and now - last < self.membership.session_timeout_ms
 
     def _new_topic_id(self, image: MetadataImage) -> Uuid:
         while True:
@@ -809,8 +805,8 @@ class ControllerCore:
     def _check_partition_count(self, count: int) -> None:
         if count <= 0:
             raise InvalidPartitions(f"the number of partitions must be positive (or -1 for the default), got {count}")
-        if count > self.config.max_partitions:
-            raise InvalidPartitions(f"{count} partitions exceed the limit of {self.config.max_partitions}")
+        if count > self.topic_defaults.max_partitions:
+            raise InvalidPartitions(f"{count} partitions exceed the limit of {self.topic_defaults.max_partitions}")
 
     def _place(self, image: MetadataImage, count: int, factor: int) -> list[list[int]]:
         if factor <= 0:

@@ -31,24 +31,22 @@ from typing import Any, TypeVar
 
 import structlog
 
-from orchestrator.config import ControllerProcessConfig
-from orchestrator.controller.core import ControllerConfig, ControllerCore
-from orchestrator.errors import KafkaError, NotController, StaleControllerEpoch
+from orchestrator.controller.core import ControllerCore
+from orchestrator.errors import BrokerNotAvailable, KafkaError, NotController, StaleControllerEpoch, TieredError
+from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-from orchestrator.net.client import ConnectionPool
-from orchestrator.net.server import KafkaServer
+from orchestrator.net.connection import ConnectionPool
+from orchestrator.net.server import Handler, KafkaServer
 from orchestrator.net.tls import client_ssl_context, server_ssl_context
-from orchestrator.protocol import DESCRIBE_TIERED_STATE_API_KEY, DISABLE_REMOTE_TOPIC_API_KEY
+from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.codec import compiled
 from orchestrator.protocol.framing import Request
 from orchestrator.protocol.schema import response_schema
+from orchestrator.settings import ControllerSettings, load_controller_settings
 
 log = structlog.get_logger(__name__)
 
-METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
-DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 44
-BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER = 62, 63, 64
 
 T = TypeVar("T")
 SENDER_INTERVAL_S = 0.1
@@ -77,37 +75,37 @@ def not_controller_response(api_key: int, version: int, body: dict[str, Any], me
     """The API's own response shape with NOT_CONTROLLER wherever it carries an error code."""
     code = NotController.code
     out: dict[str, Any] = {"error_code": code, "error_message": message}
-    if api_key == CREATE_TOPICS:
+    if api_key == ApiKey.CREATE_TOPICS:
         out = {"topics": [{"name": t["name"], "error_code": code, "error_message": message} for t in body["topics"]]}
-    elif api_key == DELETE_TOPICS:
+    elif api_key == ApiKey.DELETE_TOPICS:
         names = [t["name"] for t in body.get("topics") or []] or list(body.get("topic_names") or [])
         out = {"responses": [{"name": n, "error_code": code, "error_message": message} for n in names]}
-    elif api_key == CREATE_PARTITIONS:
+    elif api_key == ApiKey.CREATE_PARTITIONS:
         out = {"results": [{"name": t["name"], "error_code": code, "error_message": message} for t in body["topics"]]}
-    elif api_key in (DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS):
+    elif api_key in (ApiKey.DESCRIBE_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
         error = {"error_code": code, "error_message": message}
         per_resource = [
             {"resource_type": r["resource_type"], "resource_name": r["resource_name"], **error}
             for r in body["resources"]
         ]
-        out = {"results" if api_key == DESCRIBE_CONFIGS else "responses": per_resource}
+        out = {"results" if api_key == ApiKey.DESCRIBE_CONFIGS else "responses": per_resource}
     schema = response_schema(api_key)
     assert schema is not None
     return compiled(schema, version).normalize(out)
 
 
 class ControllerService:
-    def __init__(self, config: ControllerProcessConfig) -> None:
-        self.config = config
-        self.store = SqliteMetadataStore(config.metadata_store)
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.settings = settings
+        self.store = SqliteMetadataStore(settings.metadata_store)
         self.follower = MetadataFollower(self.store)  # the standby's view, for Metadata answers
         self.core: ControllerCore | None = None
-        self.port = config.port
+        self.port = settings.port
         self.holder = ""
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="controller-core")
         # The lease has its own thread and connection: a renewal must never wait behind a long burst of core work,
         # or a busy controller would lose its lease to a standby for nothing.
-        self.lease_store = SqliteMetadataStore(config.metadata_store, recover_on_open=False)
+        self.lease_store = SqliteMetadataStore(settings.metadata_store, recover_on_open=False)
         self._lease_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lease")
         self._pool: ConnectionPool | None = None
         self._stopping = asyncio.Event()
@@ -125,34 +123,34 @@ class ControllerService:
     # -- lifecycle --------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        structlog.contextvars.bind_contextvars(node_id=self.config.node_id)
+        structlog.contextvars.bind_contextvars(node_id=self.settings.node_id)
         api_keys = (
-            METADATA,
-            CREATE_TOPICS,
-            DELETE_TOPICS,
-            CREATE_PARTITIONS,
-            DESCRIBE_CONFIGS,
-            INCREMENTAL_ALTER_CONFIGS,
-            DESCRIBE_TIERED_STATE_API_KEY,
-            BROKER_REGISTRATION,
-            BROKER_HEARTBEAT,
-            UNREGISTER_BROKER,
+            ApiKey.METADATA,
+            ApiKey.CREATE_TOPICS,
+            ApiKey.DELETE_TOPICS,
+            ApiKey.CREATE_PARTITIONS,
+            ApiKey.DESCRIBE_CONFIGS,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            ApiKey.DESCRIBE_TIERED_STATE,
+            ApiKey.BROKER_REGISTRATION,
+            ApiKey.BROKER_HEARTBEAT,
+            ApiKey.UNREGISTER_BROKER,
         )
-        handlers = {key: self._admin(key) for key in api_keys}
+        handlers: dict[int, Handler] = {key: self._admin(key) for key in api_keys}
         server = KafkaServer(
-            name=f"controller-{self.config.node_id}",
-            host=self.config.host,
-            port=self.config.port,
+            name=f"controller-{self.settings.node_id}",
+            host=self.settings.host,
+            port=self.settings.port,
             handlers=handlers,
-            ssl_context=server_ssl_context(self.config.tls),
+            ssl_context=server_ssl_context(self.settings.tls),
         )
         _, self.port = await server.start()
-        self.holder = f"{self.config.node_id}@{self.config.host}:{self.port}"
-        self._pool = ConnectionPool(ssl_context=client_ssl_context(self.config.tls))
-        if self.config.ready_file:
-            tmp = Path(self.config.ready_file + ".tmp")
-            tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "node_id": self.config.node_id}))
-            tmp.replace(self.config.ready_file)
+        self.holder = f"{self.settings.node_id}@{self.settings.host}:{self.port}"
+        self._pool = ConnectionPool(ssl_context=client_ssl_context(self.settings.tls))
+        if self.settings.ready_file:
+            tmp = Path(self.settings.ready_file + ".tmp")
+            tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "node_id": self.settings.node_id}))
+            tmp.replace(self.settings.ready_file)
         log.info("controller.started", port=self.port, holder=self.holder)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -176,7 +174,7 @@ class ControllerService:
         self._stopping.set()
 
     async def _lease_loop(self) -> None:
-        ttl = self.config.lease_ttl_ms
+        ttl = self.settings.lease_ttl_ms
         while True:
             if self.core is None:
                 lease = await self._on_lease(
@@ -200,16 +198,18 @@ class ControllerService:
         )
 
     async def _become_active(self, epoch: int) -> None:
-        cfg = ControllerConfig(
-            session_timeout_ms=self.config.broker_session_timeout_ms,
-            disable_request_timeout_ms=self.config.disable_request_timeout_ms,
-            disable_repoll_ms=self.config.disable_repoll_ms,
-            stall_threshold_ms=self.config.stall_threshold_ms,
-        )
+        settings = self.settings
 
         def new_core() -> ControllerCore:
             return ControllerCore(
-                self.store, holder=self.holder, controller_epoch=epoch, now_ms=wall_ms, rng=self._rng, config=cfg
+                self.store,
+                holder=self.holder,
+                controller_epoch=epoch,
+                now_ms=wall_ms,
+                rng=self._rng,
+                membership=settings.membership,
+                topic_defaults=settings.topic_defaults,
+                disablement=settings.disablement,
             )
 
         self.core = await self._on_core(new_core)
@@ -245,21 +245,22 @@ class ControllerService:
             await asyncio.sleep(SENDER_INTERVAL_S)
 
     async def _send_disable(self, core: ControllerCore, broker_id: int, body: dict[str, Any]) -> None:
-        slots = self._broker_slots.setdefault(broker_id, asyncio.Semaphore(self.config.max_in_flight_per_broker))
+        limit = self.settings.disablement.max_in_flight_per_broker
+        slots = self._broker_slots.setdefault(broker_id, asyncio.Semaphore(limit))
         response: dict[str, Any] | None = None
-        error: KafkaError | None = None
+        error: TieredError | None = None
         async with slots:
             broker = core.image.brokers.get(broker_id)
             try:
                 if broker is None or not broker.endpoints:
-                    raise NotController(f"broker {broker_id} has no endpoint")  # answered below as a retriable miss
+                    raise BrokerNotAvailable(f"broker {broker_id} has no endpoint")  # recorded below, then retried
                 ep = broker.endpoints[0]
                 assert self._pool is not None
-                timeout_s = self.config.disable_request_timeout_ms / 1000
+                timeout_s = self.settings.disablement.request_timeout_ms / 1000
                 response = await self._pool.request(
-                    (ep.host, ep.port), DISABLE_REMOTE_TOPIC_API_KEY, 0, body, timeout_s=timeout_s
+                    (ep.host, ep.port), ApiKey.DISABLE_REMOTE_TOPIC, 0, body, timeout_s=timeout_s
                 )
-            except KafkaError as exc:
+            except TieredError as exc:  # a Kafka error, or a reply that does not decode: retried the same way
                 error = exc
         if self.core is not core:
             return
@@ -274,7 +275,7 @@ class ControllerService:
         async def handle(request: Request) -> dict[str, Any]:
             core = self.core
             body, version = request.body, request.header.api_version
-            if api_key == METADATA:
+            if api_key == ApiKey.METADATA:
                 return await self._metadata(core, body, version)
             if core is None:
                 return not_controller_response(api_key, version, body, self._who_is_active())
@@ -288,23 +289,23 @@ class ControllerService:
 
     @staticmethod
     def _dispatch(core: ControllerCore, api_key: int, body: dict[str, Any], version: int) -> dict[str, Any]:
-        if api_key == CREATE_TOPICS:
+        if api_key == ApiKey.CREATE_TOPICS:
             return core.create_topics(body, version)
-        if api_key == DELETE_TOPICS:
+        if api_key == ApiKey.DELETE_TOPICS:
             return core.delete_topics(body, version)
-        if api_key == CREATE_PARTITIONS:
+        if api_key == ApiKey.CREATE_PARTITIONS:
             return core.create_partitions(body, version)
-        if api_key == DESCRIBE_CONFIGS:
+        if api_key == ApiKey.DESCRIBE_CONFIGS:
             return core.describe_configs(body, version)
-        if api_key == INCREMENTAL_ALTER_CONFIGS:
+        if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
             return core.incremental_alter_configs(body, version)
-        if api_key == DESCRIBE_TIERED_STATE_API_KEY:
+        if api_key == ApiKey.DESCRIBE_TIERED_STATE:
             return core.describe_tiered_state(body)
-        if api_key == BROKER_REGISTRATION:
+        if api_key == ApiKey.BROKER_REGISTRATION:
             return core.broker_registration(body)
-        if api_key == BROKER_HEARTBEAT:
+        if api_key == ApiKey.BROKER_HEARTBEAT:
             return core.broker_heartbeat(body)
-        if api_key == UNREGISTER_BROKER:
+        if api_key == ApiKey.UNREGISTER_BROKER:
             return core.unregister_broker(body)
         raise NotController(f"no handler for api key {api_key}")  # pragma: no cover
 
@@ -323,7 +324,7 @@ class ControllerService:
             for b in image.brokers.values()
             if b.endpoints and not b.fenced
         }
-        nodes[self.config.node_id] = (self.config.host, self.port, None)
+        nodes[self.settings.node_id] = (self.settings.host, self.port, None)
         controller_id = -1
         lease = self.store.current_lease()
         if lease is not None and not lease.expired(wall_ms()):
@@ -339,7 +340,7 @@ class ControllerService:
             # A standby names the nodes and the active controller only; clients ask the active one for topics.
             await self._on_core(self.follower.refresh)
             brokers = [{"node_id": n, "host": h, "port": p, "rack": r} for n, (h, p, r) in sorted(nodes.items())]
-            schema = response_schema(METADATA)
+            schema = response_schema(ApiKey.METADATA)
             assert schema is not None
             return compiled(schema, version).normalize(
                 {"brokers": brokers, "controller_id": controller_id, "topics": []}
@@ -347,10 +348,7 @@ class ControllerService:
         return await self._on_core(lambda: core.metadata(body, version, nodes=nodes, controller_id=controller_id))
 
 
-def main(config_path: str) -> None:
+def main(settings_path: str) -> None:
     """Entry point of ``tieredctl controller start --config FILE``."""
-    from orchestrator.config import load_controller_config
-    from orchestrator.logging import configure_logging
-
     configure_logging("service")
-    asyncio.run(ControllerService(load_controller_config(config_path)).run())
+    asyncio.run(ControllerService(load_controller_settings(settings_path)).run())

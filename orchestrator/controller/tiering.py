@@ -71,8 +71,7 @@ from orchestrator.metadata.records import (
     TieredState,
     make_record,
 )
-
-from .configs import (
+from orchestrator.metadata.topic_configs import (
     REMOTE_LOG_COPY_DISABLE,
     REMOTE_LOG_DELETE_ON_DISABLE,
     REMOTE_LOG_DISABLE_POLICY,

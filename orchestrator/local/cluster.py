@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -24,21 +25,23 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import KafkaError, KafkaStorageError
+import botocore.exceptions as bce
+
+from orchestrator.errors import LocalClusterError, TieredError
+from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.net.admin import AdminClient
+from orchestrator.protocol.api_keys import ApiKey
+from remote_storage.s3 import make_s3_client
 
 STATE_FILE = "cluster.json"
 DEFAULT_BUCKET = "tiered-storage"
 DEFAULT_PREFIX = "tiered/"
 CONTROLLER_ID_BASE = 3000
-
-
-class ClusterError(KafkaStorageError):
-    """The local cluster could not be started, found or stopped; the message says what to do."""
 
 
 @dataclass
@@ -52,7 +55,7 @@ class ProcessInfo:
 
 
 @dataclass
-class ClusterState:
+class LocalClusterState:
     dir: str
     bootstrap_server: str
     s3_endpoint: str
@@ -62,10 +65,10 @@ class ClusterState:
     processes: list[ProcessInfo] = field(default_factory=list)
 
     @classmethod
-    def load(cls, directory: Path) -> ClusterState:
+    def load(cls, directory: Path) -> LocalClusterState:
         path = directory / STATE_FILE
         if not path.exists():
-            raise ClusterError(
+            raise LocalClusterError(
                 f"no local cluster in {directory} (no {STATE_FILE}); start one with 'tieredctl cluster up'"
             )
         doc = json.loads(path.read_text())
@@ -82,7 +85,7 @@ class ClusterState:
         for p in self.processes:
             if p.role == role and p.id == ident:
                 return p
-        raise ClusterError(f"no {role} {ident} in this cluster")
+        raise LocalClusterError(f"no {role} {ident} in this cluster")
 
 
 def free_port() -> int:
@@ -127,7 +130,7 @@ def _wait(
             if log is not None and log.exists():
                 tail = "\n--- last lines of " + str(log) + " ---\n" + "\n".join(log.read_text().splitlines()[-15:])
             why = f"it exited with status {proc.returncode}" if exited and proc else f"timed out after {timeout_s:.0f}s"
-            raise ClusterError(f"{why} waiting for {what}{tail}")
+            raise LocalClusterError(f"{why} waiting for {what}{tail}")
         time.sleep(0.1)
 
 
@@ -169,7 +172,17 @@ def _toml_value(v: Any) -> str:
     return json.dumps(str(v))
 
 
-def _write_toml(path: Path, tables: dict[str, dict[str, Any]]) -> None:
+Tables = Mapping[str, Mapping[str, Any]]  # a settings file: table -> key -> value
+
+
+def _with_overrides(tables: Tables, overrides: Tables | None) -> dict[str, dict[str, Any]]:
+    out = {name: dict(values) for name, values in tables.items()}
+    for name, values in (overrides or {}).items():
+        out.setdefault(name, {}).update(values)
+    return out
+
+
+def _write_toml(path: Path, tables: Tables) -> None:
     lines: list[str] = []
     for table, values in tables.items():
         lines.append(f"[{table}]")
@@ -187,25 +200,28 @@ def up(
     s3_endpoint: str | None = None,
     bucket: str = DEFAULT_BUCKET,
     prefix: str = DEFAULT_PREFIX,
-    broker_overrides: dict[str, Any] | None = None,
-    controller_overrides: dict[str, Any] | None = None,
+    broker_overrides: Tables | None = None,
+    controller_overrides: Tables | None = None,
     timeout_s: float = 60.0,
     progress: Callable[[str], None] = lambda _m: None,
-) -> ClusterState:
-    """Start a cluster and wait until it is healthy: a controller is active and every broker is registered."""
+) -> LocalClusterState:
+    """Start a cluster and wait until it is healthy: a controller is active and every broker is registered.
+
+    ``broker_overrides`` and ``controller_overrides`` add to the settings files the processes are started with, table
+    by table (``{"controller": {"lease_ttl_ms": 1500}, "membership": {"session_timeout_ms": 2500}}``)."""
     if brokers < 1 or controllers < 1:
-        raise ClusterError("a cluster needs at least one broker and one controller")
+        raise LocalClusterError("a cluster needs at least one broker and one controller")
     directory = directory.resolve()
     if (directory / STATE_FILE).exists():
-        state = ClusterState.load(directory)
+        state = LocalClusterState.load(directory)
         if any(is_ours(p) for p in state.processes):
-            raise ClusterError(
+            raise LocalClusterError(
                 f"a cluster is already running in {directory}; 'tieredctl cluster down --dir {directory}'"
             )
         _remove_cluster_files(directory, keep_store=not state.embedded_s3)
     (directory / "run").mkdir(parents=True, exist_ok=True)
     env = process_env()
-    state = ClusterState(str(directory), "", s3_endpoint or "", bucket, prefix, embedded_s3=s3_endpoint is None)
+    state = LocalClusterState(str(directory), "", s3_endpoint or "", bucket, prefix, embedded_s3=s3_endpoint is None)
     started: list[ProcessInfo] = []
     try:
         if s3_endpoint is None:
@@ -227,9 +243,8 @@ def up(
                 "metadata_store": str(store),
                 "port": port,
                 "ready_file": str(ready),
-                **(controller_overrides or {}),
             }
-            _write_toml(cfg, {"controller": controller_settings})
+            _write_toml(cfg, _with_overrides({"controller": controller_settings}, controller_overrides))
             log = directory / "logs" / f"controller-{node}.log"
             proc = _spawn(controller_command(cfg), log, env)
             started.append(ProcessInfo("controller", node, proc.pid, port, str(cfg), str(log)))
@@ -248,10 +263,9 @@ def up(
                 "controllers": state.bootstrap_server,
                 "port": port,
                 "ready_file": str(ready),
-                **(broker_overrides or {}),
             }
             s3_settings = {"endpoint_url": state.s3_endpoint, "bucket": bucket, "prefix": prefix}
-            _write_toml(cfg, {"broker": broker_settings, "s3": s3_settings})
+            _write_toml(cfg, _with_overrides({"broker": broker_settings, "s3": s3_settings}, broker_overrides))
             log = directory / "logs" / f"broker-{b}.log"
             proc = _spawn(broker_command(cfg), log, env)
             procs[b] = proc
@@ -297,30 +311,22 @@ def _http_up(endpoint: str) -> bool:
 
 
 def _ensure_bucket(endpoint: str, bucket: str) -> None:
-    from remote_storage.s3 import make_s3_client
-
     os.environ.update({k: v for k, v in process_env().items() if k.startswith("AWS_")})
     client = make_s3_client(endpoint_url=endpoint)
-    import botocore.exceptions as bce
-
     try:
         client.head_bucket(Bucket=bucket)
     except bce.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
-            raise ClusterError(f"cannot use bucket {bucket!r} at {endpoint}: {exc}") from exc
+            raise LocalClusterError(f"cannot use bucket {bucket!r} at {endpoint}: {exc}") from exc
         client.create_bucket(Bucket=bucket)
 
 
-def _healthy(state: ClusterState, brokers: int) -> bool:
-    import asyncio
-
-    from orchestrator.net.admin import ClusterClient
-
+def _healthy(state: LocalClusterState, brokers: int) -> bool:
     async def check() -> bool:
-        client = ClusterClient(state.bootstrap_server, timeout_s=2, max_attempts=1)
+        client = AdminClient(state.bootstrap_server, timeout_s=2, max_attempts=1)
         try:
             await client.refresh_metadata()
-            body = await client.send_to_controller(3, (1, 12), {"topics": []})
+            body = await client.send_to_controller(ApiKey.METADATA, (1, 12), {"topics": []})
             live = {b["node_id"] for b in body["brokers"] if b["node_id"] < CONTROLLER_ID_BASE}
             return client.controller_id is not None and len(live) >= brokers
         finally:
@@ -328,7 +334,7 @@ def _healthy(state: ClusterState, brokers: int) -> bool:
 
     try:
         return asyncio.run(check())
-    except (KafkaError, OSError):
+    except (TieredError, OSError):
         return False
 
 
@@ -371,7 +377,7 @@ def _remove_cluster_files(directory: Path, *, keep_store: bool) -> None:
 def down(directory: Path, *, timeout_s: float = 20.0) -> list[ProcessInfo]:
     """Stop every process of the cluster (brokers, then controllers, then S3); returns those stopped."""
     directory = directory.resolve()
-    state = ClusterState.load(directory)
+    state = LocalClusterState.load(directory)
     order = {"broker": 0, "controller": 1, "s3": 2}
     stopped = []
     for p in sorted(state.processes, key=lambda p: order[p.role]):
@@ -385,12 +391,10 @@ def down(directory: Path, *, timeout_s: float = 20.0) -> list[ProcessInfo]:
 
 def status(directory: Path) -> dict[str, Any]:
     """The contract of ``cluster status --output json``."""
-    state = ClusterState.load(directory.resolve())
+    state = LocalClusterState.load(directory.resolve())
     active = None
     store = Path(state.dir) / "metadata.db"
     if store.exists():
-        from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-
         with SqliteMetadataStore(store, recover_on_open=False) as s:
             lease = s.current_lease()
             if lease is not None and not lease.expired(int(time.time() * 1000)):
@@ -414,12 +418,12 @@ def status(directory: Path) -> dict[str, Any]:
 
 def restart(directory: Path, role: str, ident: int, *, timeout_s: float = 30.0) -> ProcessInfo:
     """Start a stopped (or killed) controller or broker again from its own config; updates cluster.json."""
-    state = ClusterState.load(directory.resolve())
+    state = LocalClusterState.load(directory.resolve())
     p = state.find(role, ident)
     if is_ours(p):
-        raise ClusterError(f"{role} {ident} is still running (pid {p.pid})")
+        raise LocalClusterError(f"{role} {ident} is still running (pid {p.pid})")
     if p.config is None:
-        raise ClusterError(f"{role} {ident} cannot be restarted")
+        raise LocalClusterError(f"{role} {ident} cannot be restarted")
     ready = Path(state.dir) / "run" / f"{role}-{ident}.ready"
     ready.unlink(missing_ok=True)
     cmd = controller_command(Path(p.config)) if role == "controller" else broker_command(Path(p.config))

@@ -1,6 +1,6 @@
 """The Kafka admin-client path: bootstrap, learn the nodes and the controller, send admin requests to it.
 
-A :class:`ClusterClient` is given a Kafka-style bootstrap list (``host:port,host:port``). It sends Metadata (v1 or
+A :class:`AdminClient` is given a Kafka-style bootstrap list (``host:port,host:port``). It sends Metadata (v1 or
 later, so that ``controller_id`` is present) to the first bootstrap address that answers — then to the nodes it has
 learned, so losing the bootstrap node does not strand it — and sends each admin request to the node Metadata names
 as the controller, at the highest version both sides speak (from ApiVersions, negotiated once per connection).
@@ -14,7 +14,7 @@ Invariants:
 * **Nothing else is retried here.** Any other response is returned as it is, whatever its error codes: callers know
   what the codes of their API mean. A timeout (RequestTimedOut) is not retried either, since the request may have
   been applied; UnsupportedVersion is a permanent mismatch.
-* **Bad bootstrap input is refused up front** with :class:`~orchestrator.errors.InvalidRequest` naming the entry.
+* **Bad bootstrap input is refused up front** with :class:`~orchestrator.errors.InvalidArgument` naming the entry.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from tenacity import (
 )
 from tenacity.wait import wait_base
 
-from orchestrator.errors import BrokerNotAvailable, InvalidRequest, NotController, RequestTimedOut
-from orchestrator.net.client import (
+from orchestrator.errors import BrokerNotAvailable, InvalidArgument, NotController, RequestTimedOut
+from orchestrator.net.connection import (
     DEFAULT_CLIENT_ID,
     DEFAULT_REQUEST_TIMEOUT_S,
     Address,
@@ -45,10 +45,10 @@ from orchestrator.net.client import (
     highest_common_version,
 )
 from orchestrator.net.server import format_address
+from orchestrator.protocol.api_keys import ApiKey
 
 log = structlog.get_logger(__name__)
 
-METADATA_API_KEY = 3
 METADATA_VERSIONS = (1, 12)  # v0 has no controller_id (and reads an empty topic list as "all topics")
 RETRIABLE = (NotController, BrokerNotAvailable)
 
@@ -58,14 +58,14 @@ def parse_bootstrap(bootstrap: str | Sequence[tuple[str, int]]) -> list[Address]
     if isinstance(bootstrap, str):
         entries = [e.strip() for e in bootstrap.split(",")]
         if not bootstrap.strip() or any(not e for e in entries):
-            raise InvalidRequest(f"bootstrap servers {bootstrap!r}: expected 'host:port[,host:port...]'")
+            raise InvalidArgument(f"bootstrap servers {bootstrap!r}: expected 'host:port[,host:port...]'")
         return [_parse_entry(e) for e in entries]
     addresses = list(bootstrap)
     if not addresses:
-        raise InvalidRequest("bootstrap servers: the list is empty")
+        raise InvalidArgument("bootstrap servers: the list is empty")
     for entry in addresses:
         if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)):
-            raise InvalidRequest(f"bootstrap server {entry!r}: expected a (host, port) pair")
+            raise InvalidArgument(f"bootstrap server {entry!r}: expected a (host, port) pair")
         _check_host_port(entry[0], entry[1], repr(entry))
     return [(host, int(port)) for host, port in addresses]
 
@@ -74,16 +74,16 @@ def _parse_entry(entry: str) -> Address:
     if entry.startswith("["):
         host, sep, rest = entry[1:].partition("]")
         if not sep or not rest.startswith(":"):
-            raise InvalidRequest(f"bootstrap server {entry!r}: expected '[ipv6]:port'")
+            raise InvalidArgument(f"bootstrap server {entry!r}: expected '[ipv6]:port'")
         port_text = rest[1:]
     else:
         host, sep, port_text = entry.rpartition(":")
         if not sep:
-            raise InvalidRequest(f"bootstrap server {entry!r}: no port (expected 'host:port')")
+            raise InvalidArgument(f"bootstrap server {entry!r}: no port (expected 'host:port')")
         if ":" in host:
-            raise InvalidRequest(f"bootstrap server {entry!r}: write an IPv6 address as '[addr]:port'")
+            raise InvalidArgument(f"bootstrap server {entry!r}: write an IPv6 address as '[addr]:port'")
     if not port_text.isdigit():
-        raise InvalidRequest(f"bootstrap server {entry!r}: port {port_text!r} is not a number")
+        raise InvalidArgument(f"bootstrap server {entry!r}: port {port_text!r} is not a number")
     port = int(port_text)
     _check_host_port(host, port, repr(entry))
     return host, port
@@ -91,12 +91,12 @@ def _parse_entry(entry: str) -> Address:
 
 def _check_host_port(host: str, port: object, what: str) -> None:
     if not host or any(c.isspace() for c in host):
-        raise InvalidRequest(f"bootstrap server {what}: empty or malformed host")
+        raise InvalidArgument(f"bootstrap server {what}: empty or malformed host")
     if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-        raise InvalidRequest(f"bootstrap server {what}: port must be 1-65535")
+        raise InvalidArgument(f"bootstrap server {what}: port must be 1-65535")
 
 
-class ClusterClient:
+class AdminClient:
     """Admin client for a cluster: Metadata from the bootstrap nodes, admin requests to the active controller."""
 
     def __init__(
@@ -143,8 +143,8 @@ class ClusterClient:
         for address in candidates:
             try:
                 conn = await self._pool.connection(address)
-                version = await self._negotiate(conn, METADATA_API_KEY, METADATA_VERSIONS)
-                body = await conn.request(METADATA_API_KEY, version, {"topics": []}, timeout_s=self._timeout_s)
+                version = await self._negotiate(conn, ApiKey.METADATA, METADATA_VERSIONS)
+                body = await conn.request(ApiKey.METADATA, version, {"topics": []}, timeout_s=self._timeout_s)
             except (BrokerNotAvailable, RequestTimedOut) as exc:
                 failures.append(str(exc))
                 log.info("admin.metadata_unavailable", address=format_address(address), error=str(exc))
@@ -191,7 +191,7 @@ class ClusterClient:
     async def close(self) -> None:
         await self._pool.close()
 
-    async def __aenter__(self) -> ClusterClient:
+    async def __aenter__(self) -> AdminClient:
         return self
 
     async def __aexit__(self, *_exc: object) -> None:
@@ -231,7 +231,7 @@ class ClusterClient:
         )
 
 
-__all__ = ["METADATA_VERSIONS", "ClusterClient", "parse_bootstrap"]
+__all__ = ["METADATA_VERSIONS", "AdminClient", "parse_bootstrap"]
 
 
 def carries_not_controller(response: dict[str, Any]) -> bool:

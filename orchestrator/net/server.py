@@ -31,11 +31,10 @@ from typing import Any
 
 import structlog
 
-from orchestrator.errors import ProtocolError, UnsupportedVersion
+from orchestrator.errors import ConnectionClosed, ProtocolError, UnsupportedVersion
+from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import (
-    API_VERSIONS_API_KEY,
     DEFAULT_MAX_FRAME_BYTES,
-    ConnectionClosed,
     Request,
     RequestHeader,
     UnsupportedRequest,
@@ -90,7 +89,7 @@ class KafkaServer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         idle_timeout_s: float | None = None,
     ) -> None:
-        if API_VERSIONS_API_KEY in handlers:
+        if ApiKey.API_VERSIONS in handlers:
             raise ValueError("ApiVersions (18) is answered by the server itself; do not register a handler for it")
         if max_frame_bytes < 0:
             raise ValueError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
@@ -102,7 +101,7 @@ class KafkaServer:
         self._max_frame_bytes = max_frame_bytes
         self._idle_timeout_s = idle_timeout_s
         versions = {key: served_versions(key) for key in self._handlers}
-        versions[API_VERSIONS_API_KEY] = served_versions(API_VERSIONS_API_KEY)
+        versions[ApiKey.API_VERSIONS] = served_versions(ApiKey.API_VERSIONS)
         self.api_versions: Mapping[int, tuple[int, int]] = dict(sorted(versions.items()))
         self._server: asyncio.Server | None = None
         self._address: tuple[str, int] | None = None
@@ -211,11 +210,11 @@ class KafkaServer:
         try:
             request = decode_request(payload)
         except UnsupportedRequest as exc:
-            if exc.api_key == API_VERSIONS_API_KEY:
+            if exc.api_key == ApiKey.API_VERSIONS:
                 # Kafka's rule: answer in v0, which every client can read, with the versions we do speak.
                 self.requests_handled += 1
                 log.info("net.api_versions_unsupported", server=self.name, peer=peer, version=exc.api_version)
-                header = RequestHeader(API_VERSIONS_API_KEY, 0, exc.correlation_id, None)
+                header = RequestHeader(ApiKey.API_VERSIONS, 0, exc.correlation_id, None)
                 return encode_response(header, self._api_versions_body(UnsupportedVersion.code))
             self._bad_frame(peer, exc.message)
             return None
@@ -223,7 +222,7 @@ class KafkaServer:
             self._bad_frame(peer, exc.message)
             return None
         header = request.header
-        if header.api_key == API_VERSIONS_API_KEY:
+        if header.api_key == ApiKey.API_VERSIONS:
             self.requests_handled += 1
             return encode_response(header, self._api_versions_body(0))
         handler = self._handlers.get(header.api_key)

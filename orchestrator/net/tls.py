@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ssl
 
-from orchestrator.config import TlsSettings
+from orchestrator.settings import TlsSettings
 
 
 def server_ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:

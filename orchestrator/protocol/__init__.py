@@ -1,9 +1,7 @@
 """The Kafka wire protocol: JSON message schemas in Kafka's format, a schema-driven codec, and framing.
 
 RPC bodies, request/response headers, cluster metadata records and remote log metadata records all go through
-the same codec, driven by the schema files in ``schemas/``. Api keys of our own (outside Kafka's range):
-``DisableRemoteTopic`` = 10950, ``DescribeTieredState`` = 10951; metadata record ``TieredStateRecord`` = 10950.
+the same codec, driven by the schema files in ``schemas/``. :mod:`.api_keys` names every api key (ours sit
+outside Kafka's range, from 10950); the metadata record ``TieredStateRecord`` is type 10950. :mod:`.messages`
+types every body (generated from the schemas by :mod:`.typegen`).
 """
-
-DISABLE_REMOTE_TOPIC_API_KEY = 10950
-DESCRIBE_TIERED_STATE_API_KEY = 10951

@@ -16,11 +16,11 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.errors import ProtocolError
+from orchestrator.errors import ConnectionClosed, ProtocolError
 from orchestrator.protocol import codec
+from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.schema import MessageSchema, request_schema, response_schema, schema
 
-API_VERSIONS_API_KEY = 18
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 _SIZE = struct.Struct(">i")
 _KEY_VERSION_CORR = struct.Struct(">hhi")
@@ -29,15 +29,13 @@ _KEY_VERSION_CORR = struct.Struct(">hhi")
 class UnsupportedRequest(ProtocolError):
     """A well-framed request whose api key or version this server does not implement."""
 
+    name, retriable = "UNSUPPORTED_REQUEST", False
+
     def __init__(self, message: str, *, api_key: int, api_version: int, correlation_id: int) -> None:
         super().__init__(message)
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
-
-
-class ConnectionClosed(ConnectionError):
-    """The peer closed the connection between frames (a clean end, not an error of the peer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +58,7 @@ def request_header_version(req: MessageSchema, version: int) -> int:
 
 
 def response_header_version(api_key: int, version: int) -> int:
-    if api_key == API_VERSIONS_API_KEY:
+    if api_key == ApiKey.API_VERSIONS:
         return 0
     resp = response_schema(api_key)
     return 1 if resp is not None and version in resp.flexible_versions else 0

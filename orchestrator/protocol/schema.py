@@ -14,6 +14,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from orchestrator.errors import ProtocolError, UnsupportedVersion
+
 PRIMITIVE_TYPES = frozenset(
     {
         "bool",
@@ -32,8 +34,10 @@ PRIMITIVE_TYPES = frozenset(
 )
 
 
-class SchemaError(ValueError):
-    """A schema file that does not follow Kafka's message schema format."""
+class SchemaError(ProtocolError):
+    """A schema file that does not follow Kafka's message schema format (a packaging error: the process stops)."""
+
+    name, retriable = "SCHEMA_ERROR", False
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +122,6 @@ class MessageSchema:
     fields: tuple[FieldSpec, ...]
 
     def check_version(self, version: int) -> None:
-        from orchestrator.errors import UnsupportedVersion
-
         if version not in self.valid_versions:
             raise UnsupportedVersion(f"{self.name} version {version} is not supported (valid: {self.valid_versions})")
 

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 from orchestrator.durations import parse_duration
-from orchestrator.errors import KafkaError
+from orchestrator.errors import TieredError
 from orchestrator.logging import configure_logging
+from remote_storage.s3 import make_s3_client
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.run import export_store, scan
@@ -23,7 +24,7 @@ from remote_storage.scan.run import export_store, scan
 def _duration(text: str) -> int:
     try:
         return parse_duration(text)
-    except KafkaError as exc:
+    except TieredError as exc:
         raise argparse.ArgumentTypeError(exc.message) from exc
 
 
@@ -49,8 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         client = None
         if args.inventory.startswith("s3://"):
-            from remote_storage.s3 import make_s3_client
-
             client = make_s3_client(endpoint_url=args.s3_endpoint)
         export_dir = args.export or export_store(args.metadata_store, args.out)
         outcome = scan(
@@ -62,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             spark_master=args.spark_master,
             driver_memory=args.driver_memory,
         )
-    except KafkaError as exc:
+    except TieredError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     alert = outcome.summary["alert"]

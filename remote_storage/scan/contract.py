@@ -21,7 +21,7 @@ An object is **reclaimable** when its category is in :data:`RECLAIMABLE` and, ex
 period; an object whose age is unknown is never reclaimable. ``past_retention`` objects belong to live segments:
 the scan counts their bytes, but only the brokers' retention tasks delete them (:data:`RECLAIM_CAN_DELETE`).
 
-Retention follows :func:`policies.plans.plan_remote_expiry` with no log start offset and no local bytes: per
+Retention follows :func:`policies.retention.plan_remote_expiry` with no log start offset and no local bytes: per
 (topic id, partition), COPY_SEGMENT_FINISHED segments in start-offset order expire oldest first while
 ``max_timestamp_ms < now - retention_ms`` (when ``retention_ms >= 0``) or the partition's remaining bytes exceed
 ``retention_bytes`` (when ``>= 0``); the first survivor keeps every later segment.

@@ -14,7 +14,7 @@ Python (a hypothesis test checks that they agree on generated buckets):
 3. **Joins.** Topics and the tiered-state history are small and broadcast; segments join on (topic id, segment id).
    An export that lists a topic id or a segment twice is refused (a join would count its objects twice).
    Retention expiry is computed on the segments with window functions, following
-   :func:`policies.plans.plan_remote_expiry`.
+   :func:`policies.retention.plan_remote_expiry`.
 4. **Outputs** (names in the contract): ``objects.parquet`` and ``anomalies.parquet`` directories, and the
    aggregates that :mod:`remote_storage.scan.summary` turns into ``summary.json``.
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from orchestrator.errors import InvalidRequest
+from orchestrator.errors import ScanInputError
 from remote_storage import export
 from remote_storage import inventory as inv
 from remote_storage.keys import ID_WIDTH, OFFSET_WIDTH
@@ -45,8 +45,10 @@ _REPLACEMENT_CHAR = "\ufffd"
 Progress = Callable[[str], None]
 
 
-class ScanError(InvalidRequest):
+class ScanError(ScanInputError):
     """The scan cannot run on these inputs (missing export file, unreadable inventory data)."""
+
+    name, retriable = "INVALID_SCAN_INPUT", False
 
 
 @dataclass(frozen=True, slots=True)

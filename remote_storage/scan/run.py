@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from remote_storage import inventory as inv
+from remote_storage.export import export_store_file
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanSettings, StagedInventory, run_scan
+from remote_storage.scan.report import write_html_report
+from remote_storage.scan.session import DEFAULT_DRIVER_MEMORY, build_session
 from remote_storage.scan.summary import build_summary, write_summary
 
 if TYPE_CHECKING:
@@ -47,8 +50,6 @@ class ScanOutcome:
 
 def export_store(metadata_store: Path, out_dir: Path) -> Path:
     """Export the metadata of the SQLite store at ``metadata_store`` (read-only) into ``out_dir/export``."""
-    from remote_storage.export import export_store_file
-
     return export_store_file(metadata_store, out_dir / c.EXPORT_DIR).topics_path.parent
 
 
@@ -81,8 +82,6 @@ def scan(
         if spark is None:
             from pyspark.sql import SparkSession
 
-            from remote_storage.scan.session import DEFAULT_DRIVER_MEMORY, build_session
-
             # getOrCreate hands back a session that is already running; only one we started is ours to stop.
             own_session = SparkSession.getActiveSession() is None
             say("starting Spark" if own_session else "using the running Spark session")
@@ -96,8 +95,6 @@ def scan(
         shutil.rmtree(staging, ignore_errors=True)
     summary = build_summary(agg, source=source, export_dir=export_dir, settings=settings, generated_at_ms=now_ms())
     write_summary(summary, out_dir)
-    from remote_storage.scan.report import write_html_report
-
     report = write_html_report(out_dir)
     log.info(
         "scan.finished",

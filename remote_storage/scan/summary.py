@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from orchestrator.errors import InvalidRequest
+from orchestrator.errors import ScanInputError
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanAggregates, ScanSettings, StagedInventory
 
@@ -166,8 +166,10 @@ def write_summary(summary: dict[str, Any], out_dir: Path) -> Path:
 REQUIRED_KEYS = ("inventory", "parameters", "totals", "topics", "alert")
 
 
-class ScanOutputError(InvalidRequest):
+class ScanOutputError(ScanInputError):
     """A scan's output directory cannot be used (no summary, an unreadable one, a missing output); names the file."""
+
+    name, retriable = "INVALID_SCAN_OUTPUT", False
 
 
 def load_summary(out_dir: Path) -> dict[str, Any]:

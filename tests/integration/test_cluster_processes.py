@@ -13,7 +13,7 @@ import pytest
 from orchestrator.local import cluster as lc
 from orchestrator.metadata.records import SegmentState, TieredState
 from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-from orchestrator.net.client import KafkaConnection
+from orchestrator.net.connection import KafkaConnection
 from tests.support.live_cluster import LiveCluster, run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -26,7 +26,7 @@ def live(tmp_path):
         yield cluster
     finally:
         cluster.close()
-    for p in lc.ClusterState.load(cluster.dir).processes if (cluster.dir / lc.STATE_FILE).exists() else []:
+    for p in lc.LocalClusterState.load(cluster.dir).processes if (cluster.dir / lc.STATE_FILE).exists() else []:
         assert not lc.is_ours(p)
 
 
@@ -157,7 +157,7 @@ def test_every_port_survives_random_bytes_truncated_frames_and_oversized_lengths
         struct.pack(">i", 8) + struct.pack(">hhi", 31000, 0, 1),
     ]
     junk = random_bytes + malformed_frames
-    procs = [p for p in lc.ClusterState.load(live.dir).processes if p.role in ("controller", "broker")]
+    procs = [p for p in lc.LocalClusterState.load(live.dir).processes if p.role in ("controller", "broker")]
     for p in procs:
         for blob in junk:
             _send_raw(p.port, blob)  # the server closes that connection; nothing else happens

@@ -20,9 +20,12 @@ from structlog.testing import capture_logs
 from orchestrator.errors import BrokerNotAvailable, UnknownTopicOrPartition
 from orchestrator.ids import Uuid
 from orchestrator.net import KafkaConnection, KafkaServer
-from orchestrator.protocol import DESCRIBE_TIERED_STATE_API_KEY as DESCRIBE
-from orchestrator.protocol import DISABLE_REMOTE_TOPIC_API_KEY as DISABLE
+from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request, encode_request
+
+DESCRIBE = ApiKey.DESCRIBE_TIERED_STATE
+DISABLE = ApiKey.DISABLE_REMOTE_TOPIC
+
 
 pytestmark = pytest.mark.integration
 
@@ -167,7 +170,11 @@ def test_random_bytes_close_only_their_connection():
         ("api versions v3 with a garbage body", frame(header_v2(18, 3) + b"\xff\xff\xff\xff\xff\xff"), False),
         ("api versions v0 with trailing bytes", frame(header_v1(18, 0) + b"junk"), False),
         ("a header cut short", frame(struct.pack(">hhih", DESCRIBE, 0, 1, 40) + b"short"), False),
-        ("a valid request with a corrupt body", frame(encode_request(DESCRIBE, 0, 3, {"topics": ["t"]})[4:-3]), False),
+        (
+            "a valid request with a corrupt body",
+            frame(encode_request(DESCRIBE, 0, 3, {"topics": ["t"]})[4:-3]),
+            False,
+        ),
     ],
 )
 def test_malformed_frames_close_only_their_connection(case, data, then_eof):
@@ -216,7 +223,12 @@ def test_a_handler_returning_a_body_that_does_not_encode_closes_only_its_connect
         return {"error_code": 0, "tiered_epoch": 2**40}  # far outside int32: the response cannot be encoded
 
     async def main() -> None:
-        server = KafkaServer(name="broken", host="127.0.0.1", port=0, handlers={DESCRIBE: describe, DISABLE: broken})
+        server = KafkaServer(
+            name="broken",
+            host="127.0.0.1",
+            port=0,
+            handlers={DESCRIBE: describe, DISABLE: broken},
+        )
         async with server, await KafkaConnection.open(*server.address) as good:
             h = Harness(server, good)
             await h.good_client_is_served()

@@ -359,7 +359,8 @@ def test_usage_errors_exit_2_and_an_unreadable_scan_dir_exits_1_naming_the_file(
     assert "deleted_topic" in bad_category.output
     before = world.listing()
     other, _ = _cli(world, moto_endpoint, "--bucket", f"{world.bucket}-other", "--execute")
-    assert other.exit_code == 1 and f"bucket '{world.bucket}', not '{world.bucket}-other'" in str(other.exception)
+    assert other.exit_code == 1 and f"bucket '{world.bucket}', not '{world.bucket}-other'" in other.output
+    assert "error: INVALID_ARGUMENT: " in other.output
     assert world.listing() == before
 
     env = {**os.environ, "TIEREDCTL_S3_ENDPOINT": moto_endpoint}

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from orchestrator.errors import InvalidRequest
+from orchestrator.errors import InvalidArgument
 from orchestrator.ids import Uuid
 from remote_storage.keys import SegmentKey, Suffix, build_key, topic_prefix
 from remote_storage.s3 import DELETE_BATCH, MIN_PART_SIZE, S3RemoteStorage
@@ -127,9 +127,9 @@ def test_deleting_outside_the_topic_prefix_is_refused_before_any_request(rsm, s3
     other = topic_prefix("tiered/", "orders", Uuid.random())  # same name, re-created topic
     s3_client.put_object(Bucket=rsm.bucket, Key=f"{other}0/a.log", Body=b"keep")
     faults = FaultInjector(s3_client)
-    with pytest.raises(InvalidRequest, match="outside"):
+    with pytest.raises(InvalidArgument, match="outside"):
         rsm.delete_keys([f"{mine}0/a.log", f"{other}0/a.log"], within_prefix=mine)
-    with pytest.raises(InvalidRequest, match="prefix"):
+    with pytest.raises(InvalidArgument, match="prefix"):
         rsm.delete_keys([f"{other}0/a.log"], within_prefix="")
     assert faults.calls["DeleteObjects"] == 0
     assert rsm.fetch(f"{other}0/a.log") == b"keep"

@@ -69,9 +69,9 @@ def test_inventory_build_scan_run_and_report_through_the_cli(
     assert spark.range(3).count() == 3  # the session the scan reused is still running
 
     # A local cluster's defaults: its store, prefix and S3 endpoint, with nothing but --inventory given.
-    from orchestrator.local.cluster import ClusterState
+    from orchestrator.local.cluster import LocalClusterState
 
-    ClusterState(str(tmp_path), "127.0.0.1:1", moto_endpoint, bucket, "tiered/", embedded_s3=False).save()
+    LocalClusterState(str(tmp_path), "127.0.0.1:1", moto_endpoint, bucket, "tiered/", embedded_s3=False).save()
     cluster_and_inventory = ["--cluster-dir", str(tmp_path), "--inventory", manifest]
     output_and_limits = ["--out", str(tmp_path / "scan2"), "--grace", "0s", "--max-anomalies", "1"]
     defaults = tieredctl("--output", "json", "scan", "run", *cluster_and_inventory, *output_and_limits)

@@ -12,8 +12,8 @@ import time
 from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-from policies.executor import execute_delete_plan
-from policies.plans import plan_delete
+from policies.disable import plan_delete
+from policies.disable_executor import execute_delete_plan
 from remote_storage.rlmm import RemoteLogMetadataManager
 from remote_storage.s3 import S3RemoteStorage, make_s3_client
 

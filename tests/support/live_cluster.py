@@ -13,26 +13,27 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
 from orchestrator.metadata.records import SegmentState
 from orchestrator.metadata.sqlite_store import SqliteMetadataStore
-from orchestrator.ops import Cluster
 
 T = TypeVar("T")
 
 FAST_BROKER = {
-    "heartbeat_interval_ms": 200,
-    "metadata_poll_ms": 50,
-    "tiering_interval_ms": 200,
-    "segment_bytes": 4096,
-    "segment_ms": 600_000,
-    "request_timeout_ms": 3000,
+    "broker": {
+        "heartbeat_interval_ms": 200,
+        "metadata_poll_ms": 50,
+        "tiering_interval_ms": 200,
+        "segment_bytes": 4096,
+        "segment_ms": 600_000,
+        "request_timeout_ms": 3000,
+    }
 }
 FAST_CONTROLLER = {
-    "lease_ttl_ms": 1500,
-    "broker_session_timeout_ms": 2500,
-    "disable_request_timeout_ms": 2000,
-    "disable_repoll_ms": 100,
+    "controller": {"lease_ttl_ms": 1500},
+    "membership": {"session_timeout_ms": 2500},
+    "disablement": {"request_timeout_ms": 2000, "repoll_ms": 100},
 }
 
 
@@ -58,10 +59,10 @@ class LiveCluster:
         self.state = lc.up(directory, brokers=brokers, controllers=controllers, **fast_timings)
         self.bootstrap = self.state.bootstrap_server
 
-    def client(self) -> Cluster:
-        return Cluster(self.bootstrap, timeout_s=10)
+    def client(self) -> TieredClient:
+        return TieredClient(self.bootstrap, timeout_s=10)
 
-    def call(self, fn: Callable[[Cluster], Coroutine[Any, Any, T]]) -> T:
+    def call(self, fn: Callable[[TieredClient], Coroutine[Any, Any, T]]) -> T:
         async def go() -> T:
             async with self.client() as c:
                 return await fn(c)
@@ -69,7 +70,7 @@ class LiveCluster:
         return run(go())
 
     def process(self, role: str, ident: int) -> lc.ProcessInfo:
-        return lc.ClusterState.load(self.dir).find(role, ident)
+        return lc.LocalClusterState.load(self.dir).find(role, ident)
 
     def maybe_active_controller(self) -> lc.ProcessInfo | None:
         """The active controller, or None during a handover (the lease expired and no one has taken it yet)."""
@@ -117,7 +118,7 @@ class LiveCluster:
         wait_until("tiering to settle", settled, interval_s=1.0)
 
     def close(self) -> None:
-        for p in lc.ClusterState.load(self.dir).processes:  # a SIGSTOPped process cannot handle SIGTERM
+        for p in lc.LocalClusterState.load(self.dir).processes:  # a SIGSTOPped process cannot handle SIGTERM
             if lc.is_ours(p):
                 os.kill(p.pid, signal.SIGCONT)
         lc.down(self.dir, timeout_s=10)

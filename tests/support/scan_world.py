@@ -18,8 +18,9 @@ import pyarrow.parquet as pq
 from hypothesis import strategies as st
 
 from orchestrator.ids import Uuid
-from policies.orphans import BucketObject, Classification, Metadata, SegmentMeta, TopicMeta, classify
+from policies.orphans import BucketObject, Classification, Metadata, classify
 from remote_storage import export
+from remote_storage.export import SegmentMeta, TopicMeta
 from remote_storage.keys import SEGMENT_SUFFIXES, SegmentKey, build_key
 from tests.support import aws_inventory
 

@@ -1,4 +1,4 @@
-"""ClusterClient: bootstrap parsing, Metadata, and following the active controller across a failover.
+"""AdminClient: bootstrap parsing, Metadata, and following the active controller across a failover.
 
 Two KafkaServers play nodes 1 (A) and 2 (B) of one cluster. Both answer Metadata with the same node list and the
 current controller id; the admin API (DescribeTieredState here) answers NOT_CONTROLLER (41) on the node that is not
@@ -14,10 +14,13 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.errors import BrokerNotAvailable, InvalidRequest, NotController, UnsupportedVersion
-from orchestrator.net import ClusterClient, KafkaServer, parse_bootstrap
-from orchestrator.protocol import DESCRIBE_TIERED_STATE_API_KEY as DESCRIBE
+from orchestrator.errors import BrokerNotAvailable, InvalidArgument, NotController, UnsupportedVersion
+from orchestrator.net import AdminClient, KafkaServer, parse_bootstrap
+from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
+
+DESCRIBE = ApiKey.DESCRIBE_TIERED_STATE
+
 
 pytestmark = pytest.mark.unit
 
@@ -28,7 +31,7 @@ def run(coro: Coroutine[Any, Any, None]) -> None:
     asyncio.run(asyncio.wait_for(coro, 20))
 
 
-class Cluster:
+class FakeNodes:
     """Nodes 1 and 2 on loopback, sharing a view of who the controller is (``controller_id``; -1 for nobody)."""
 
     def __init__(self) -> None:
@@ -57,10 +60,13 @@ class Cluster:
             return {"error_code": 0, "topics": [{"name": n, "tiered_epoch": node_id} for n in names]}
 
         return KafkaServer(
-            name=f"node-{node_id}", host="127.0.0.1", port=0, handlers={METADATA: metadata, DESCRIBE: describe}
+            name=f"node-{node_id}",
+            host="127.0.0.1",
+            port=0,
+            handlers={ApiKey.METADATA: metadata, DESCRIBE: describe},
         )
 
-    async def __aenter__(self) -> Cluster:
+    async def __aenter__(self) -> FakeNodes:
         for node, server in self.servers.items():
             self.addresses[node] = await server.start()
         return self
@@ -81,14 +87,14 @@ class RecordingSleep:
         self.calls.append(seconds)
 
 
-async def describe_on_controller(client: ClusterClient, name: str) -> dict[str, Any]:
+async def describe_on_controller(client: AdminClient, name: str) -> dict[str, Any]:
     return await client.send_to_controller(DESCRIBE, (0, 0), {"topics": [name]})
 
 
 def test_send_to_controller_ends_up_at_the_controller_then_follows_a_failover():
     async def main() -> None:
         sleep = RecordingSleep()
-        async with Cluster() as cluster, ClusterClient(cluster.bootstrap(1), sleep=sleep, timeout_s=5) as client:
+        async with FakeNodes() as cluster, AdminClient(cluster.bootstrap(1), sleep=sleep, timeout_s=5) as client:
             await client.refresh_metadata()
             assert client.controller_id == 2
             assert client.brokers == cluster.addresses
@@ -117,7 +123,7 @@ def test_send_to_controller_ends_up_at_the_controller_then_follows_a_failover():
 def test_a_stale_controller_id_from_metadata_is_retried_until_the_cluster_settles():
     async def main() -> None:
         sleep = RecordingSleep()
-        async with Cluster() as cluster:
+        async with FakeNodes() as cluster:
             cluster.controller_id = -1  # an election in progress: nobody is controller yet
 
             async def settle_after_two_sleeps(seconds: float) -> None:
@@ -125,7 +131,7 @@ def test_a_stale_controller_id_from_metadata_is_retried_until_the_cluster_settle
                 if len(sleep.calls) == 2:
                     cluster.controller_id = 1
 
-            async with ClusterClient(cluster.bootstrap(2, 1), sleep=settle_after_two_sleeps, timeout_s=5) as client:
+            async with AdminClient(cluster.bootstrap(2, 1), sleep=settle_after_two_sleeps, timeout_s=5) as client:
                 body = await describe_on_controller(client, "t")
                 assert body["topics"][0]["tiered_epoch"] == 1
             assert len(sleep.calls) == 2
@@ -137,10 +143,10 @@ def test_a_stale_controller_id_from_metadata_is_retried_until_the_cluster_settle
 def test_retries_are_bounded_and_the_last_not_controller_is_raised():
     async def main() -> None:
         sleep = RecordingSleep()
-        async with Cluster() as cluster:
+        async with FakeNodes() as cluster:
             # Node 2 is named controller by Metadata but refuses admin requests: a wedged controller.
             cluster.admin_error[2] = NotController.code
-            async with ClusterClient(cluster.bootstrap(1), sleep=sleep, max_attempts=4, timeout_s=5) as client:
+            async with AdminClient(cluster.bootstrap(1), sleep=sleep, max_attempts=4, timeout_s=5) as client:
                 with pytest.raises(NotController, match="is not the active controller"):
                     await describe_on_controller(client, "t")
             assert len(sleep.calls) == 3
@@ -152,7 +158,7 @@ def test_retries_are_bounded_and_the_last_not_controller_is_raised():
 def test_the_client_survives_losing_its_bootstrap_node_by_asking_the_nodes_it_learned():
     async def main() -> None:
         sleep = RecordingSleep()
-        async with Cluster() as cluster, ClusterClient(cluster.bootstrap(1), sleep=sleep, timeout_s=5) as client:
+        async with FakeNodes() as cluster, AdminClient(cluster.bootstrap(1), sleep=sleep, timeout_s=5) as client:
             cluster.controller_id = 1
             assert (await describe_on_controller(client, "t"))["topics"][0]["tiered_epoch"] == 1
             await cluster.servers[1].stop()  # A dies; B becomes controller
@@ -171,7 +177,7 @@ def test_no_reachable_bootstrap_server_gives_broker_not_available_after_bounded_
         server = KafkaServer(name="gone", host="127.0.0.1", port=0, handlers={})
         host, port = await server.start()
         await server.stop()
-        async with ClusterClient(f"{host}:{port}", sleep=sleep, max_attempts=3, connect_timeout_s=2) as client:
+        async with AdminClient(f"{host}:{port}", sleep=sleep, max_attempts=3, connect_timeout_s=2) as client:
             with pytest.raises(BrokerNotAvailable, match=f"no bootstrap server answered Metadata.*{port}"):
                 await describe_on_controller(client, "t")
         assert len(sleep.calls) == 2
@@ -181,7 +187,7 @@ def test_no_reachable_bootstrap_server_gives_broker_not_available_after_bounded_
 
 def test_an_admin_api_the_controller_does_not_speak_is_a_clear_unsupported_version():
     async def main() -> None:
-        async with Cluster() as cluster, ClusterClient(cluster.bootstrap(1), timeout_s=5) as client:
+        async with FakeNodes() as cluster, AdminClient(cluster.bootstrap(1), timeout_s=5) as client:
             with pytest.raises(UnsupportedVersion, match="does not serve"):
                 await client.send_to_controller(19, (2, 7), {"topics": []})  # CreateTopics: no handler here
 
@@ -190,9 +196,9 @@ def test_an_admin_api_the_controller_does_not_speak_is_a_clear_unsupported_versi
 
 def test_other_error_codes_are_returned_to_the_caller_as_they_are():
     async def main() -> None:
-        async with Cluster() as cluster:
+        async with FakeNodes() as cluster:
             cluster.admin_error[2] = 3  # UNKNOWN_TOPIC_OR_PARTITION, retriable, but the caller's to interpret
-            async with ClusterClient(cluster.bootstrap(1), timeout_s=5) as client:
+            async with AdminClient(cluster.bootstrap(1), timeout_s=5) as client:
                 assert (await describe_on_controller(client, "t"))["error_code"] == 3
             assert cluster.admin_requests == {1: 0, 2: 1}
 
@@ -233,10 +239,10 @@ def test_bootstrap_lists_are_parsed_the_kafka_way():
     ],
 )
 def test_bad_bootstrap_lists_are_refused_with_a_clear_error(bad, message):
-    with pytest.raises(InvalidRequest, match=message):
+    with pytest.raises(InvalidArgument, match=message):
         parse_bootstrap(bad)
-    with pytest.raises(InvalidRequest, match=message):
-        ClusterClient(bad)
+    with pytest.raises(InvalidArgument, match=message):
+        AdminClient(bad)
 
 
 def test_per_resource_not_controller_answers_are_recognised():

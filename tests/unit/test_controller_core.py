@@ -7,20 +7,23 @@ from typing import Any
 
 import pytest
 
-from orchestrator.controller.core import ControllerConfig, ControllerCore
+from orchestrator.controller.core import ControllerCore
 from orchestrator.errors import StaleControllerEpoch
 from orchestrator.ids import ZERO_UUID, Uuid
 from orchestrator.metadata.memory_store import InMemoryMetadataStore
 from orchestrator.metadata.records import DisablePolicy, TieredState
 from orchestrator.protocol import codec
 from orchestrator.protocol.schema import schema
+from orchestrator.settings import BrokerMembership, DisablementSettings, TopicDefaults
 
 pytestmark = pytest.mark.unit
 
-CONFIG = ControllerConfig(session_timeout_ms=1_000, stall_threshold_ms=5_000, default_replication_factor=2)
+MEMBERSHIP = BrokerMembership(session_timeout_ms=1_000)
+DISABLEMENT = DisablementSettings(stall_threshold_ms=5_000)
+TOPIC_DEFAULTS = TopicDefaults(replication_factor=2)
 
 
-class Cluster:
+class CoreHarness:
     """An in-memory store, a fake clock and a core holding the lease; brokers registered and unfenced."""
 
     def __init__(self, brokers: int = 3) -> None:
@@ -49,7 +52,9 @@ class Cluster:
             controller_epoch=lease.controller_epoch,
             now_ms=self.now,
             rng=random.Random(self.generation),
-            config=CONFIG,
+            membership=MEMBERSHIP,
+            disablement=DISABLEMENT,
+            topic_defaults=TOPIC_DEFAULTS,
         )
 
     def register(self, b: int, *, incarnation: Uuid | None = None, cluster_id: str = "tieredctl") -> dict[str, Any]:
@@ -101,7 +106,7 @@ def _encodes(name: str, version: int, body: dict[str, Any]) -> None:
 
 
 def test_every_admin_response_encodes_at_every_version_it_is_asked_in() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("orders", configs=[{"name": "remote.storage.enable", "value": "true"}])
     c.alter("orders", {"remote.storage.enable": "false"})
     for v in range(2, 8):
@@ -141,7 +146,7 @@ def test_every_admin_response_encodes_at_every_version_it_is_asked_in() -> None:
 
 
 def test_create_topics_places_replicas_round_robin_with_the_first_replica_leading() -> None:
-    c = Cluster()
+    c = CoreHarness()
     result = c.create("orders", num_partitions=6, replication_factor=2)
     assert (result["error_code"], result["num_partitions"], result["replication_factor"]) == (0, 6, 2)
     topic = c.topic("orders")
@@ -156,7 +161,7 @@ def test_create_topics_places_replicas_round_robin_with_the_first_replica_leadin
 
 
 def test_a_topic_created_with_remote_storage_enabled_is_enabled_at_epoch_1() -> None:
-    c = Cluster()
+    c = CoreHarness()
     assert c.create("orders", configs=[{"name": "remote.storage.enable", "value": "true"}])["error_code"] == 0
     topic = c.topic("orders")
     assert (topic.tiered_state, topic.tiered_epoch, topic.policy) == (TieredState.ENABLED, 1, DisablePolicy.NONE)
@@ -186,7 +191,7 @@ def test_a_topic_created_with_remote_storage_enabled_is_enabled_at_epoch_1() -> 
 def test_a_bad_create_topic_gets_its_kafka_error_and_writes_nothing(
     topic: dict[str, Any], code: int, says: str
 ) -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("orders_eu")
     end = c.store.end_offset()
     result = c.create(**topic)
@@ -195,7 +200,7 @@ def test_a_bad_create_topic_gets_its_kafka_error_and_writes_nothing(
 
 
 def test_duplicate_names_in_one_create_request_fail_both_and_validate_only_writes_nothing() -> None:
-    c = Cluster()
+    c = CoreHarness()
     end = c.store.end_offset()
     body = {"topics": [{"name": "a", "configs": []}, {"name": "a", "configs": []}]}
     assert [t["error_code"] for t in c.core.create_topics(body, 7)["topics"]] == [42, 42]
@@ -206,7 +211,7 @@ def test_duplicate_names_in_one_create_request_fail_both_and_validate_only_write
 
 
 def test_explicit_assignments_are_used_as_given() -> None:
-    c = Cluster()
+    c = CoreHarness()
     assignments = [{"partition_index": 0, "broker_ids": [3, 1]}, {"partition_index": 1, "broker_ids": [2, 3]}]
     assert c.create("t", assignments=assignments)["error_code"] == 0
     t = c.topic("t")
@@ -215,7 +220,7 @@ def test_explicit_assignments_are_used_as_given() -> None:
 
 
 def test_delete_topics_by_name_and_by_id_with_kafka_errors_for_unknown_ones() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("a")
     c.create("b")
     b_id = c.topic("b").topic_id
@@ -238,7 +243,7 @@ def test_delete_topics_by_name_and_by_id_with_kafka_errors_for_unknown_ones() ->
 
 
 def test_create_partitions_grows_a_topic_and_refuses_to_shrink_it() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("t", num_partitions=2)
     body = {"topics": [{"name": "t", "count": 4, "assignments": None}, {"name": "u", "count": 2, "assignments": None}]}
     results = c.core.create_partitions(body, 3)["results"]
@@ -252,7 +257,7 @@ def test_create_partitions_grows_a_topic_and_refuses_to_shrink_it() -> None:
 
 
 def test_partitions_added_to_a_disabling_topic_are_covered_by_the_queue() -> None:
-    c = Cluster(brokers=4)
+    c = CoreHarness(brokers=4)
     c.create("t", assignments=[{"partition_index": 0, "broker_ids": [1, 2]}])
     c.alter("t", {"remote.storage.enable": "true"})
     c.alter("t", {"remote.storage.enable": "false"})
@@ -278,7 +283,7 @@ def test_partitions_added_to_a_disabling_topic_are_covered_by_the_queue() -> Non
 
 
 def test_describe_configs_returns_explicit_values_and_defaults_with_their_sources() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("t", configs=[{"name": "retention.ms", "value": "60000"}])
     body = {
         "resources": [
@@ -300,7 +305,7 @@ def test_describe_configs_returns_explicit_values_and_defaults_with_their_source
 
 
 def test_a_failed_resource_changes_nothing_while_the_others_apply() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("a")
     c.create("b")
     set_retention = {"name": "retention.ms", "config_operation": 0, "value": "5"}
@@ -323,7 +328,7 @@ def test_a_failed_resource_changes_nothing_while_the_others_apply() -> None:
 
 
 def test_metadata_lists_nodes_topics_and_kafka_errors_for_unknown_or_leaderless_topics() -> None:
-    c = Cluster(brokers=2)
+    c = CoreHarness(brokers=2)
     c.create("t", num_partitions=1, replication_factor=1)
     tid = c.topic("t").topic_id
     nodes = {1: ("h1", 9001, None), 2: ("h2", 9002, "rack-b")}
@@ -341,7 +346,7 @@ def test_metadata_lists_nodes_topics_and_kafka_errors_for_unknown_or_leaderless_
 
 
 def test_broker_epoch_is_the_registration_offset_and_a_retry_of_the_same_incarnation_keeps_it() -> None:
-    c = Cluster(brokers=0)
+    c = CoreHarness(brokers=0)
     end = c.store.end_offset()
     first = c.register(1)
     assert first == {"throttle_time_ms": 0, "error_code": 0, "broker_epoch": end}
@@ -352,7 +357,7 @@ def test_broker_epoch_is_the_registration_offset_and_a_retry_of_the_same_incarna
 
 
 def test_a_heartbeat_unfences_a_caught_up_broker_and_refuses_a_stale_epoch() -> None:
-    c = Cluster(brokers=0)
+    c = CoreHarness(brokers=0)
     c.register(1)
     behind = c.core.broker_heartbeat({"broker_id": 1, "broker_epoch": c.epochs[1], "current_metadata_offset": -1})
     assert (behind["is_caught_up"], behind["is_fenced"]) == (False, True)
@@ -370,10 +375,10 @@ def test_a_heartbeat_unfences_a_caught_up_broker_and_refuses_a_stale_epoch() -> 
 
 
 def test_a_new_incarnation_is_refused_while_the_old_session_lives_and_accepted_after() -> None:
-    c = Cluster()
+    c = CoreHarness()
     old_epoch = c.epochs[1]
     assert c.register(1)["error_code"] == 101
-    c.clock += CONFIG.session_timeout_ms
+    c.clock += MEMBERSHIP.session_timeout_ms
     for b in (2, 3):
         c.heartbeat(b)
     c.core.tick()
@@ -383,11 +388,11 @@ def test_a_new_incarnation_is_refused_while_the_old_session_lives_and_accepted_a
 
 
 def test_session_timeout_fences_a_broker_and_moves_its_leadership_to_a_live_in_sync_replica() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("t", num_partitions=3, replication_factor=2)
     led_by_1 = [p.partition_id for p in c.topic("t").partitions.values() if p.leader == 1]
     assert led_by_1
-    c.clock += CONFIG.session_timeout_ms - 1
+    c.clock += MEMBERSHIP.session_timeout_ms - 1
     c.heartbeat(2)
     c.heartbeat(3)
     c.clock += 1
@@ -403,7 +408,7 @@ def test_session_timeout_fences_a_broker_and_moves_its_leadership_to_a_live_in_s
 
 
 def test_disablement_end_to_end_writes_disabled_exactly_once_after_every_broker_acknowledged() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
     assert c.alter("t", {"remote.storage.enable": "false", "remote.log.disable.policy": "delete"})["error_code"] == 0
     t = c.topic("t")
@@ -434,11 +439,11 @@ def test_disablement_end_to_end_writes_disabled_exactly_once_after_every_broker_
 
 
 def test_describe_tiered_state_reports_fenced_and_stalled_pending_brokers() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
     c.alter("t", {"remote.storage.enable": "false"})
     c.answer_all({"error_code": 56, "error_message": "S3 said 503"})
-    c.clock += CONFIG.stall_threshold_ms
+    c.clock += DISABLEMENT.stall_threshold_ms
     c.heartbeat(2)
     c.heartbeat(3)
     c.core.tick()
@@ -453,7 +458,7 @@ def test_describe_tiered_state_reports_fenced_and_stalled_pending_brokers() -> N
 
 
 def test_decommissioning_a_dead_broker_releases_its_pending_acks_and_completes_the_topic() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
     c.alter("t", {"remote.storage.enable": "false"})
     for b, body in c.core.due_disable_requests():
@@ -473,7 +478,7 @@ def test_decommissioning_a_dead_broker_releases_its_pending_acks_and_completes_t
 
 
 def test_a_new_controller_rebuilds_the_queue_and_the_deposed_one_can_change_nothing() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
     c.alter("t", {"remote.storage.enable": "false"})
     old = c.core
@@ -497,7 +502,7 @@ def test_a_new_controller_rebuilds_the_queue_and_the_deposed_one_can_change_noth
 
 
 def test_a_deposed_controller_hands_out_no_disable_requests() -> None:
-    c = Cluster()
+    c = CoreHarness()
     c.create("t", configs=[{"name": "remote.storage.enable", "value": "true"}])
     c.alter("t", {"remote.storage.enable": "false"})
     old = c.core
@@ -509,11 +514,11 @@ def test_a_deposed_controller_hands_out_no_disable_requests() -> None:
 def test_a_stalled_pair_is_logged_once_with_its_last_error() -> None:
     from structlog.testing import capture_logs
 
-    c = Cluster()
+    c = CoreHarness()
     c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
     c.alter("t", {"remote.storage.enable": "false"})
     c.answer_all({"error_code": 56, "error_message": "S3 said 503"})
-    c.clock += CONFIG.stall_threshold_ms
+    c.clock += DISABLEMENT.stall_threshold_ms
     for b in (1, 2, 3):
         c.heartbeat(b)
     with capture_logs() as logs:

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from orchestrator.controller import queue as dq
-from orchestrator.controller.core import ControllerConfig, ControllerCore
+from orchestrator.controller.core import ControllerCore
 from orchestrator.errors import (
     BrokerNotAvailable,
     KafkaStorageError,
@@ -45,20 +45,16 @@ from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, replay
 from orchestrator.metadata.memory_store import InMemoryMetadataStore
 from orchestrator.metadata.records import DisablePolicy, TieredState
+from orchestrator.settings import BrokerMembership, DisablementSettings, TopicDefaults
 
 pytestmark = pytest.mark.unit
 
 BROKERS = (1, 2, 3)
 TOPICS = ("orders", "payments")
 SESSION_MS = 1_000
-CONFIG = ControllerConfig(
-    session_timeout_ms=SESSION_MS,
-    disable_request_timeout_ms=3_000,
-    disable_repoll_ms=50,
-    stall_threshold_ms=20_000,
-    default_partitions=2,
-    default_replication_factor=2,
-)
+MEMBERSHIP = BrokerMembership(session_timeout_ms=SESSION_MS)
+DISABLEMENT = DisablementSettings(request_timeout_ms=3_000, repoll_ms=50, stall_threshold_ms=20_000)
+TOPIC_DEFAULTS = TopicDefaults(partitions=2, replication_factor=2)
 E, C, D, P = (
     "remote.storage.enable",
     "remote.log.copy.disable",
@@ -165,7 +161,9 @@ class ControllerUnderFaults(RuleBasedStateMachine):
             controller_epoch=lease.controller_epoch,
             now_ms=self._now,
             rng=random.Random(self.generation),
-            config=CONFIG,
+            membership=MEMBERSHIP,
+            disablement=DISABLEMENT,
+            topic_defaults=TOPIC_DEFAULTS,
         )
 
     def _register(self, broker: FakeBroker) -> None:

@@ -18,8 +18,7 @@ from structlog.testing import capture_logs
 from orchestrator.errors import BrokerNotAvailable, RequestTimedOut, UnsupportedVersion
 from orchestrator.ids import Uuid
 from orchestrator.net import ConnectionPool, KafkaConnection, KafkaServer
-from orchestrator.protocol import DESCRIBE_TIERED_STATE_API_KEY as DESCRIBE
-from orchestrator.protocol import DISABLE_REMOTE_TOPIC_API_KEY as DISABLE
+from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import (
     Request,
     RequestHeader,
@@ -29,6 +28,10 @@ from orchestrator.protocol.framing import (
     encode_response,
 )
 from orchestrator.protocol.framing import read_frame as read_frame_
+
+DESCRIBE = ApiKey.DESCRIBE_TIERED_STATE
+DISABLE = ApiKey.DISABLE_REMOTE_TOPIC
+
 
 pytestmark = pytest.mark.unit
 
@@ -125,7 +128,11 @@ def test_api_versions_lists_every_handler_key_with_its_schema_range_and_picks_th
     async def main() -> None:
         async with server() as srv, await KafkaConnection.open(*srv.address) as conn:
             versions = await conn.api_versions()
-            assert versions == {API_VERSIONS: (0, 3), DISABLE: (0, 0), DESCRIBE: (0, 0)}
+            assert versions == {
+                API_VERSIONS: (0, 3),
+                DISABLE: (0, 0),
+                DESCRIBE: (0, 0),
+            }
             assert conn.pick_version(API_VERSIONS, (0, 9)) == 3
             assert conn.pick_version(DESCRIBE, (0, 4)) == 0
             with pytest.raises(UnsupportedVersion, match="we speak versions 1-2"):
@@ -271,7 +278,10 @@ def test_the_server_answers_one_connection_in_order_even_when_the_first_request_
         return await echo_describe(request)
 
     async def main() -> None:
-        async with server({DESCRIBE: slow_first}) as srv, await KafkaConnection.open(*srv.address) as conn:
+        async with (
+            server({DESCRIBE: slow_first}) as srv,
+            await KafkaConnection.open(*srv.address) as conn,
+        ):
             first = asyncio.create_task(describe(conn, "first"))
             second = asyncio.create_task(describe(conn, "second"))
             await asyncio.wait_for(started.wait(), 5)
@@ -330,7 +340,10 @@ def test_a_request_without_an_answer_times_out_and_its_late_answer_is_dropped():
         return await echo_describe(request)
 
     async def main() -> None:
-        async with server({DESCRIBE: hang_on_slow}) as srv, await KafkaConnection.open(*srv.address) as conn:
+        async with (
+            server({DESCRIBE: hang_on_slow}) as srv,
+            await KafkaConnection.open(*srv.address) as conn,
+        ):
             with capture_logs() as logs:
                 with pytest.raises(RequestTimedOut, match="DescribeTieredState v0"):
                     await describe(conn, "slow", timeout_s=0.05)
@@ -436,8 +449,8 @@ def test_tls_refuses_a_client_without_a_certificate_or_without_tls(tls, client):
 
 
 def test_tls_contexts_built_from_process_settings_give_mutual_tls(tmp_path):
-    from orchestrator.config import TlsSettings
     from orchestrator.net.tls import client_ssl_context, server_ssl_context
+    from orchestrator.settings import TlsSettings
 
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))

@@ -70,4 +70,5 @@ def test_same_name_different_id_prefixes_are_disjoint(segment, other_id):
 def test_junk_keys_are_refused_with_a_reason(key, reason):
     with pytest.raises(KeyParseError) as err:
         parse_key(key, "p/")
-    assert err.value.reason == reason and err.value.code == 42
+    assert err.value.reason == reason and err.value.name == "INVALID_OBJECT_KEY"
+    assert str(err.value).startswith("INVALID_OBJECT_KEY: ")

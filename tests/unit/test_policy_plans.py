@@ -4,13 +4,8 @@ from hypothesis import strategies as st
 
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState
-from policies.plans import (
-    SEGMENTS_PER_DELETE_BATCH,
-    LocalSegment,
-    plan_delete,
-    plan_local_retention,
-    plan_remote_expiry,
-)
+from policies.disable import SEGMENTS_PER_DELETE_BATCH, plan_delete
+from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry
 from remote_storage.rlmm import RemoteSegment
 
 pytestmark = pytest.mark.unit

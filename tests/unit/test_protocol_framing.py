@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from orchestrator.errors import ProtocolError, UnsupportedVersion
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import decode_record, encode_record, make_record
-from orchestrator.protocol import DISABLE_REMOTE_TOPIC_API_KEY, codec
+from orchestrator.protocol import codec
+from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import (
     ConnectionClosed,
     UnsupportedRequest,
@@ -23,9 +24,6 @@ from orchestrator.protocol.schema import schema
 
 pytestmark = pytest.mark.unit
 
-METADATA = 3
-API_VERSIONS = 18
-
 
 def _payload(framed: bytes) -> bytes:
     (size,) = struct.unpack(">i", framed[:4])
@@ -35,10 +33,10 @@ def _payload(framed: bytes) -> bytes:
 
 def test_flexible_request_uses_header_v2_with_a_classic_client_id():
     tid = Uuid.random()
-    framed = encode_request(DISABLE_REMOTE_TOPIC_API_KEY, 0, 7, {"topic_id": tid, "tiered_epoch": 3}, client_id="ctl")
+    framed = encode_request(ApiKey.DISABLE_REMOTE_TOPIC, 0, 7, {"topic_id": tid, "tiered_epoch": 3}, client_id="ctl")
     payload = _payload(framed)
     # api key, version, correlation id, then client id as an int16-length string even in header v2.
-    assert payload[:8] == struct.pack(">hhi", DISABLE_REMOTE_TOPIC_API_KEY, 0, 7)
+    assert payload[:8] == struct.pack(">hhi", ApiKey.DISABLE_REMOTE_TOPIC, 0, 7)
     assert payload[8:13] == b"\x00\x03ctl"
     assert payload[13] == 0  # header tagged fields: none
     req = decode_request(payload)
@@ -47,35 +45,35 @@ def test_flexible_request_uses_header_v2_with_a_classic_client_id():
 
 
 def test_non_flexible_request_uses_header_v1():
-    framed = encode_request(METADATA, 1, 9, {"topics": None}, client_id=None)
+    framed = encode_request(ApiKey.METADATA, 1, 9, {"topics": None}, client_id=None)
     payload = _payload(framed)
     assert payload[8:10] == b"\xff\xff"  # null client id
     assert decode_request(payload).body["topics"] is None
 
 
 def test_api_versions_response_always_uses_header_v0():
-    req = decode_request(_payload(encode_request(API_VERSIONS, 3, 5, {"client_software_name": "t"})))
+    req = decode_request(_payload(encode_request(ApiKey.API_VERSIONS, 3, 5, {"client_software_name": "t"})))
     framed = encode_response(
         req.header, {"error_code": 0, "api_keys": [{"api_key": 3, "min_version": 0, "max_version": 12}]}
     )
     payload = _payload(framed)
     assert payload[:4] == struct.pack(">i", 5)
-    corr, body = decode_response(payload, API_VERSIONS, 3)
+    corr, body = decode_response(payload, ApiKey.API_VERSIONS, 3)
     assert corr == 5 and body["api_keys"][0]["max_version"] == 12
 
 
 def test_flexible_response_uses_header_v1():
-    req = decode_request(_payload(encode_request(DISABLE_REMOTE_TOPIC_API_KEY, 0, 11, {"topic_id": Uuid.random()})))
+    req = decode_request(_payload(encode_request(ApiKey.DISABLE_REMOTE_TOPIC, 0, 11, {"topic_id": Uuid.random()})))
     payload = _payload(encode_response(req.header, {"error_code": 0, "status": 1, "partitions_done": 2}))
     assert payload[:5] == struct.pack(">i", 11) + b"\x00"
-    corr, body = decode_response(payload, DISABLE_REMOTE_TOPIC_API_KEY, 0)
+    corr, body = decode_response(payload, ApiKey.DISABLE_REMOTE_TOPIC, 0)
     assert corr == 11 and body["status"] == 1 and body["partitions_done"] == 2 and body["error_message"] is None
 
 
 def test_every_truncation_of_a_request_is_a_protocol_error():
     payload = _payload(
         encode_request(
-            METADATA,
+            ApiKey.METADATA,
             12,
             1,
             {"topics": [{"topic_id": Uuid.random(), "name": "orders"}], "allow_auto_topic_creation": False},
@@ -91,12 +89,12 @@ def test_unknown_api_key_and_version_say_what_was_asked_and_keep_the_correlation
         decode_request(struct.pack(">hhi", 9999, 0, 42) + b"\x00\x00")
     assert err.value.correlation_id == 42 and "9999" in str(err.value)
     with pytest.raises(UnsupportedRequest) as err:
-        decode_request(struct.pack(">hhi", METADATA, 99, 43) + b"\x00\x00")
+        decode_request(struct.pack(">hhi", ApiKey.METADATA, 99, 43) + b"\x00\x00")
     assert err.value.api_version == 99 and "version 99" in str(err.value)
 
 
 def test_trailing_bytes_are_refused():
-    payload = _payload(encode_request(METADATA, 1, 1, {"topics": None}))
+    payload = _payload(encode_request(ApiKey.METADATA, 1, 1, {"topics": None}))
     with pytest.raises(ProtocolError, match="trailing"):
         decode_request(payload + b"\x00")
 
@@ -134,10 +132,19 @@ def test_random_bytes_never_raise_anything_but_a_protocol_error(data):
             parse(data)
 
 
+SAMPLE_REQUESTS = [
+    (ApiKey.METADATA, 12),
+    (ApiKey.API_VERSIONS, 3),
+    (ApiKey.DISABLE_REMOTE_TOPIC, 0),
+    (ApiKey.CREATE_TOPICS, 7),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 1),
+]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(min_size=1, max_size=64), st.integers(min_value=0, max_value=80))
 def test_random_suffixes_after_a_valid_header_never_raise_anything_but_a_protocol_error(tail, key_choice):
-    for api_key, version in [(METADATA, 12), (API_VERSIONS, 3), (DISABLE_REMOTE_TOPIC_API_KEY, 0), (19, 7), (44, 1)]:
+    for api_key, version in SAMPLE_REQUESTS:
         head = struct.pack(">hhi", api_key, version, key_choice)
         with contextlib.suppress(ProtocolError):
             decode_request(head + tail)

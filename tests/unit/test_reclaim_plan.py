@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.durations import format_duration, parse_duration
-from orchestrator.errors import InvalidRequest
+from orchestrator.errors import InvalidArgument
 from orchestrator.ids import Uuid
-from policies.orphans import Metadata, ObjectVerdict, SegmentMeta, TopicMeta
+from policies.orphans import Metadata, ObjectVerdict
 from policies.reclaim import (
     DELETE_BATCH,
     Candidate,
@@ -22,6 +22,7 @@ from policies.reclaim import (
     plan_reclaim,
     reclaim_categories,
 )
+from remote_storage.export import SegmentMeta, TopicMeta
 from remote_storage.keys import SegmentKey, Suffix, build_key, parse_key, topic_prefix
 from remote_storage.scan import contract as c
 
@@ -227,14 +228,14 @@ def test_mostly_unknown_topic_ids_refuse_the_whole_run_unless_forced():
 
 
 def test_a_category_reclaim_may_not_delete_is_a_clear_error():
-    with pytest.raises(InvalidRequest) as err:
+    with pytest.raises(InvalidArgument) as err:
         reclaim_categories(["deleted_topic", "past_retention"])
     text = str(err.value)
     assert "'past_retention'" in text and "live segments" in text
     assert all(cat in text for cat in c.RECLAIM_CAN_DELETE)
-    with pytest.raises(InvalidRequest, match="'bogus'"):
+    with pytest.raises(InvalidArgument, match="'bogus'"):
         reclaim_categories(["bogus"])
-    with pytest.raises(InvalidRequest, match="'live'"):
+    with pytest.raises(InvalidArgument, match="'live'"):
         _plan([], categories=frozenset({c.LIVE}))
     assert reclaim_categories([]) == c.RECLAIM_CAN_DELETE
     assert reclaim_categories(["unknown_topic"]) == {"unknown_topic"}
@@ -259,7 +260,7 @@ def test_durations_parse(text, ms):
 
 @pytest.mark.parametrize("text", ["", "72", "h", "-1h", "1.5h", "3 days", "1w", "1h 30m", "h1"])
 def test_bad_durations_are_refused_with_examples(text):
-    with pytest.raises(InvalidRequest, match="72h"):
+    with pytest.raises(InvalidArgument, match="72h"):
         parse_duration(text)
 
 

@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrator.controller import tiering
-from orchestrator.controller.configs import AlterConfigOp, ConfigOp
 from orchestrator.errors import (
     InvalidConfig,
     InvalidRequest,
@@ -29,6 +28,7 @@ from orchestrator.errors import (
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, TopicImage, replay
 from orchestrator.metadata.records import DisablePolicy, MetadataRecord, TieredState, make_record
+from orchestrator.metadata.topic_configs import AlterConfigOp, ConfigOp
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """High-level cluster operations over the Kafka protocol, shared by the CLI, the demo and the process tests.
 
-Admin calls go to the active controller through :class:`~orchestrator.net.admin.ClusterClient` (it follows a
+Admin calls go to the active controller through :class:`~orchestrator.net.admin.AdminClient` (it follows a
 failover by itself); data-plane calls (TieredProduce, TieredFetch) go to each partition's leader, found from
 Metadata and refreshed on NOT_LEADER_OR_FOLLOWER. Errors in response bodies are raised as the typed Kafka error
 with the server's message, so callers (and the CLI's exit status) never have to read error codes.
@@ -16,12 +16,10 @@ from typing import Any
 from orchestrator.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition, for_code
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, TieredState
-from orchestrator.net.admin import ClusterClient
-from orchestrator.net.client import ConnectionPool
+from orchestrator.net.admin import AdminClient
+from orchestrator.net.connection import ConnectionPool
+from orchestrator.protocol.api_keys import ApiKey
 
-METADATA, CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 3, 19, 20, 37
-DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, UNREGISTER_BROKER = 32, 44, 64
-DESCRIBE_TIERED_STATE, TIERED_PRODUCE, TIERED_FETCH = 10951, 10952, 10953
 TOPIC_RESOURCE = 2
 OP_SET, OP_DELETE = 0, 1
 
@@ -89,16 +87,16 @@ class FetchedRecord:
     remote: bool
 
 
-class Cluster:
-    """A session with a cluster: ``async with Cluster("host:port") as c: await c.create_topic(...)``."""
+class TieredClient:
+    """A session with a cluster: ``async with TieredClient("host:port") as c: await c.create_topic(...)``."""
 
     def __init__(self, bootstrap: str, *, timeout_s: float = 30.0) -> None:
-        self.admin = ClusterClient(bootstrap, timeout_s=timeout_s)
+        self.admin = AdminClient(bootstrap, timeout_s=timeout_s)
         self.pool = ConnectionPool()
         self.timeout_s = timeout_s
         self._metadata: dict[str, Any] | None = None
 
-    async def __aenter__(self) -> Cluster:
+    async def __aenter__(self) -> TieredClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -113,7 +111,7 @@ class Cluster:
     async def metadata(self, topics: Sequence[str] | None = None) -> dict[str, Any]:
         requested = None if topics is None else [{"name": t} for t in topics]
         body = {"topics": requested, "allow_auto_topic_creation": False}
-        self._metadata = await self.admin.send_to_controller(METADATA, (1, 12), body)
+        self._metadata = await self.admin.send_to_controller(ApiKey.METADATA, (1, 12), body)
         return self._metadata
 
     async def topic(self, name: str) -> dict[str, Any]:
@@ -147,7 +145,7 @@ class Cluster:
             "configs": config_entries,
         }
         body = {"topics": [new_topic], "timeout_ms": int(self.timeout_s * 1000)}
-        resp = await self.admin.send_to_controller(CREATE_TOPICS, (2, 7), body)
+        resp = await self.admin.send_to_controller(ApiKey.CREATE_TOPICS, (2, 7), body)
         t = resp["topics"][0]
         check(t["error_code"], t.get("error_message"), f"creating topic '{name}'")
         tid: Uuid = t["topic_id"]
@@ -157,7 +155,7 @@ class Cluster:
 
     async def delete_topic(self, name: str) -> None:
         body = {"topics": [{"name": name}], "topic_names": [name], "timeout_ms": int(self.timeout_s * 1000)}
-        resp = await self.admin.send_to_controller(DELETE_TOPICS, (1, 6), body)
+        resp = await self.admin.send_to_controller(ApiKey.DELETE_TOPICS, (1, 6), body)
         r = resp["responses"][0]
         check(r["error_code"], r.get("error_message"), f"deleting topic '{name}'")
 
@@ -166,7 +164,7 @@ class Cluster:
             "topics": [{"name": name, "count": total, "assignments": None}],
             "timeout_ms": int(self.timeout_s * 1000),
         }
-        resp = await self.admin.send_to_controller(CREATE_PARTITIONS, (0, 3), body)
+        resp = await self.admin.send_to_controller(ApiKey.CREATE_PARTITIONS, (0, 3), body)
         r = resp["results"][0]
         check(r["error_code"], r.get("error_message"), f"adding partitions to '{name}'")
 
@@ -175,21 +173,21 @@ class Cluster:
         ops += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in delete]
         resource = {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}
         body = {"resources": [resource], "validate_only": False}
-        resp = await self.admin.send_to_controller(INCREMENTAL_ALTER_CONFIGS, (0, 1), body)
+        resp = await self.admin.send_to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), body)
         r = resp["responses"][0] if "responses" in resp else resp["results"][0]
         check(r["error_code"], r.get("error_message"), f"altering configs of '{name}'")
 
     async def describe_configs(self, name: str) -> dict[str, str | None]:
         resource = {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}
         body = {"resources": [resource], "include_synonyms": False, "include_documentation": False}
-        resp = await self.admin.send_to_controller(DESCRIBE_CONFIGS, (1, 4), body)
+        resp = await self.admin.send_to_controller(ApiKey.DESCRIBE_CONFIGS, (1, 4), body)
         r = resp["results"][0]
         check(r["error_code"], r.get("error_message"), f"describing configs of '{name}'")
         return {c["name"]: c["value"] for c in r["configs"]}
 
     async def tiering_status(self, names: Sequence[str] | None = None) -> list[TieringStatus]:
         resp = await self.admin.send_to_controller(
-            DESCRIBE_TIERED_STATE, (0, 0), {"topics": None if names is None else list(names)}
+            ApiKey.DESCRIBE_TIERED_STATE, (0, 0), {"topics": None if names is None else list(names)}
         )
         check(resp["error_code"], None, "describing tiered state")
         out = []
@@ -225,7 +223,7 @@ class Cluster:
         await self.alter_configs(name, {"remote.storage.enable": "true"}, delete=[])
 
     async def decommission_broker(self, broker_id: int) -> None:
-        resp = await self.admin.send_to_controller(UNREGISTER_BROKER, (0, 0), {"broker_id": broker_id})
+        resp = await self.admin.send_to_controller(ApiKey.UNREGISTER_BROKER, (0, 0), {"broker_id": broker_id})
         check(resp["error_code"], resp.get("error_message"), f"decommissioning broker {broker_id}")
 
     # -- data plane -------------------------------------------------------------------------------------------
@@ -259,13 +257,13 @@ class Cluster:
         self, name: str, values: Sequence[bytes], *, partition: int = 0, key: bytes | None = None
     ) -> tuple[int, int]:
         body = {"partition": partition, "records": [{"key": key, "value": v, "timestamp_ms": -1} for v in values]}
-        resp = await self._leader_call(name, partition, TIERED_PRODUCE, body)
+        resp = await self._leader_call(name, partition, ApiKey.TIERED_PRODUCE, body)
         check(resp["error_code"], resp.get("error_message"), f"producing to {name}-{partition}")
         return resp["base_offset"], resp["last_offset"]
 
     async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> dict[str, Any]:
         body = {"partition": partition, "fetch_offset": offset, "max_bytes": max_bytes}
-        return await self._leader_call(name, partition, TIERED_FETCH, body)
+        return await self._leader_call(name, partition, ApiKey.TIERED_FETCH, body)
 
     async def consume(
         self, name: str, partition: int = 0, *, from_beginning: bool = True, max_records: int | None = None

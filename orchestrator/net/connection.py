@@ -29,12 +29,17 @@ from typing import Any
 
 import structlog
 
-from orchestrator.errors import BrokerNotAvailable, ProtocolError, RequestTimedOut, UnsupportedVersion
-from orchestrator.net.server import format_address, served_versions
-from orchestrator.protocol.framing import (
-    API_VERSIONS_API_KEY,
-    DEFAULT_MAX_FRAME_BYTES,
+from orchestrator.errors import (
+    BrokerNotAvailable,
     ConnectionClosed,
+    ProtocolError,
+    RequestTimedOut,
+    UnsupportedVersion,
+)
+from orchestrator.net.server import format_address, served_versions
+from orchestrator.protocol.api_keys import ApiKey
+from orchestrator.protocol.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
     decode_response,
     encode_request,
     read_frame,
@@ -159,17 +164,17 @@ class KafkaConnection:
         """The server's api key -> (min, max) version ranges, negotiated once per connection."""
         if self._api_versions is not None:
             return dict(self._api_versions)
-        ours = served_versions(API_VERSIONS_API_KEY)
+        ours = served_versions(ApiKey.API_VERSIONS)
         version = ours[1]
         for _ in range(2):  # our highest, then (after UNSUPPORTED_VERSION) the highest we share
-            body = await self.request(API_VERSIONS_API_KEY, version, {}, timeout_s=timeout_s)
+            body = await self.request(ApiKey.API_VERSIONS, version, {}, timeout_s=timeout_s)
             theirs = {int(k["api_key"]): (int(k["min_version"]), int(k["max_version"])) for k in body["api_keys"]}
             if body["error_code"] == 0:
                 self._api_versions = theirs
                 return dict(theirs)
             if body["error_code"] != UnsupportedVersion.code:
                 break
-            version = highest_common_version(API_VERSIONS_API_KEY, ours, theirs)
+            version = highest_common_version(ApiKey.API_VERSIONS, ours, theirs)
         raise UnsupportedVersion(f"{self._label}: ApiVersions failed with error code {body['error_code']}")
 
     def pick_version(self, api_key: int, ours: tuple[int, int]) -> int:
@@ -240,7 +245,7 @@ class KafkaConnection:
         try:
             _, body = decode_response(payload, api_key, version)
         except ProtocolError as exc:
-            if api_key == API_VERSIONS_API_KEY and version > 0:
+            if api_key == ApiKey.API_VERSIONS and version > 0:
                 # A server that does not speak our ApiVersions version answers in v0 (Kafka's rule).
                 try:
                     _, body = decode_response(payload, api_key, 0)

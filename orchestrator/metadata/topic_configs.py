@@ -1,6 +1,8 @@
 """Topic configuration: the catalogue of known topic configs, and incremental alter operations on a config map.
 
-Pure. The catalogue lists Kafka's topic configs with Kafka's defaults and validators, plus KIP-950's
+Pure, and in the metadata layer because every reader of topic configs needs the catalogue's defaults: the
+controller validates against it, the brokers apply retention with it, the scan's export exports its values.
+The catalogue lists Kafka's topic configs with Kafka's defaults and validators, plus KIP-950's
 ``remote.log.disable.policy``; the controller refuses any other key (INVALID_CONFIG naming the key), so a typo
 never becomes a silently ignored setting.
 
@@ -410,6 +412,20 @@ def validate_config_map(values: Mapping[str, str | None]) -> dict[str, str]:
 def effective(configs: Mapping[str, str]) -> list[tuple[ConfigDef, str, bool]]:
     """Every catalogue key with its effective value and whether it is set on the topic (vs the default)."""
     return [(d, configs.get(name, d.default), name in configs) for name, d in sorted(TOPIC_CONFIGS.items())]
+
+
+def default_int(name: str) -> int:
+    """The catalogue's default of an integer config (``retention.ms`` -> 604800000)."""
+    return int(config_def(name).default)
+
+
+def int_value(configs: Mapping[str, str], name: str) -> int:
+    """An integer config's effective value: the topic's own, else the catalogue's default.
+
+    Raises ValueError for a stored value that is not an integer: the controller stores canonical values only, so
+    just a log written by another tool can hold one, and each caller says what it does then.
+    """
+    return int(configs.get(name, config_def(name).default))
 
 
 def flag(configs: Mapping[str, str], name: str) -> bool:

@@ -1,17 +1,13 @@
-"""Pure planners: what to delete and where the start offsets move, computed from state and time alone.
+"""Retention's planners: which remote segments expire now, and where local retention cuts the local log.
 
-Nothing here does I/O or reads a clock; every function takes ``now_ms`` and the state it needs and returns an
-immutable plan. The executors in :mod:`policies.executor` apply plans through ``remote_storage``.
+Pure: every function takes ``now_ms`` and the state it needs and returns a result; nothing reads a clock or does
+I/O. :mod:`policies.retention_executor` applies an expiry plan; the broker's RemoteLogManager applies the local cut.
 
-Invariants (DESIGN §4 items 4 and 5):
-* A plan for a topic id only ever names segments of that topic id; its deletions are confined to
-  :func:`remote_storage.keys.topic_prefix` of that id, which the executor passes to the storage layer.
-* delete: every segment of the topic id that is not DELETE_SEGMENT_FINISHED is planned for deletion (in-flight
-  copies included: the broker stopped its copy tasks first), and each partition's log start offset moves to its
-  local log start offset.
+Invariants (Kafka's RemoteLogManager rules):
 * retain: nothing is deleted except by retention expiry; expiry deletes a segment only when it lies wholly
   past ``retention.ms``, wholly below the log start offset, or is among the oldest that must go for the
-  partition to fit ``retention.bytes`` (Kafka's RemoteLogManager rules). -1 means unlimited.
+  partition to fit ``retention.bytes``. -1 means unlimited. Segments expire oldest first: the first survivor keeps
+  every later one.
 * Local retention, while tiering is on, drops only segments already copied (end offset <= highest copied).
 """
 
@@ -20,22 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState
 from remote_storage.rlmm import RemoteSegment
-
-SEGMENTS_PER_DELETE_BATCH = 333  # three objects a segment: at most 999 keys per DeleteObjects call
-
-
-@dataclass(frozen=True, slots=True)
-class DeletePlan:
-    topic_id: Uuid
-    batches: tuple[tuple[RemoteSegment, ...], ...]
-    log_start_offsets: Mapping[int, int]  # partition -> new log start offset
-
-    @property
-    def segment_count(self) -> int:
-        return sum(len(b) for b in self.batches)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,29 +25,6 @@ class ExpiryPlan:
     expired: tuple[RemoteSegment, ...]
     log_start_offset: int  # the partition's log start offset after expiry (never lower than before)
     reasons: Mapping[str, int]  # reason -> number of segments: "retention.ms", "retention.bytes", "log_start"
-
-
-def batched(
-    segments: Sequence[RemoteSegment], size: int = SEGMENTS_PER_DELETE_BATCH
-) -> tuple[tuple[RemoteSegment, ...], ...]:
-    return tuple(tuple(segments[i : i + size]) for i in range(0, len(segments), size))
-
-
-def plan_delete(
-    topic_id: Uuid,
-    segments: Sequence[RemoteSegment],
-    local_log_start_offsets: Mapping[int, int],
-    *,
-    batch_segments: int = SEGMENTS_PER_DELETE_BATCH,
-) -> DeletePlan:
-    """The delete policy for one topic id: every remote segment not yet deleted, and the new start offsets."""
-    todo = sorted(
-        (s for s in segments if s.topic_id == topic_id and s.state != SegmentState.DELETE_SEGMENT_FINISHED),
-        key=lambda s: (s.partition, s.start_offset),
-    )
-    if not 1 <= batch_segments <= SEGMENTS_PER_DELETE_BATCH:
-        raise ValueError(f"batch_segments must be 1..{SEGMENTS_PER_DELETE_BATCH}, got {batch_segments}")
-    return DeletePlan(topic_id, batched(todo, batch_segments), dict(local_log_start_offsets))
 
 
 def plan_remote_expiry(

@@ -1,4 +1,4 @@
-"""Thin executors: apply a plan from :mod:`policies.plans` through the RLMM and the S3 RemoteStorageManager.
+"""Journaled deletion of remote segments: the one way a segment's objects leave the bucket.
 
 Each batch is journaled in the RLMM around its S3 call: DELETE_SEGMENT_STARTED for the whole batch first (one
 atomic append), then DeleteObjects (keys confined to the topic id's prefix), then DELETE_SEGMENT_FINISHED for
@@ -6,6 +6,9 @@ the segments whose every object is gone. A crash at any point leaves segments ST
 the next plan includes again; deleting an already deleted object is a success, so a rerun finishes the job
 (DESIGN §4 invariants 4, 7, 8). Keys that fail for good are reported in the result and keep their segment
 unfinished; they are never counted as deleted.
+
+Used by the policies' executors (the delete policy, retention expiry) and by the broker's clean-up of a copy that
+failed or was fenced.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from dataclasses import dataclass, field
 import structlog
 
 from orchestrator.metadata.records import SegmentState
-from policies.plans import DeletePlan, ExpiryPlan
 from remote_storage.keys import segment_keys, topic_prefix
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 from remote_storage.s3 import S3RemoteStorage
@@ -75,38 +77,3 @@ def delete_segments(
             "policy.delete_batch", topic_id=str(first.topic_id), segments=len(finished), failed=len(outcome.failed)
         )
     return DeleteResult(done, objects, failed)
-
-
-def execute_delete_plan(
-    plan: DeletePlan,
-    *,
-    rsm: S3RemoteStorage,
-    rlmm: RemoteLogMetadataManager,
-    broker_id: int,
-    now_ms: Callable[[], int],
-    advance_log_start: Callable[[int, int], None],
-    on_progress: ProgressCallback | None = None,
-) -> DeleteResult:
-    """The delete policy: move each partition's log start offset first, then delete every planned segment."""
-    for partition, offset in sorted(plan.log_start_offsets.items()):
-        advance_log_start(partition, offset)
-    segments = [s for b in plan.batches for s in b]
-    return delete_segments(
-        segments, rsm=rsm, rlmm=rlmm, broker_id=broker_id, now_ms=now_ms, batches=plan.batches, on_progress=on_progress
-    )
-
-
-def execute_expiry_plan(
-    plan: ExpiryPlan,
-    *,
-    rsm: S3RemoteStorage,
-    rlmm: RemoteLogMetadataManager,
-    broker_id: int,
-    now_ms: Callable[[], int],
-    advance_log_start: Callable[[int], None],
-) -> DeleteResult:
-    """Retention expiry of one partition: the log start offset moves first, so nothing expired is still served."""
-    if not plan.expired:
-        return DeleteResult()
-    advance_log_start(plan.log_start_offset)
-    return delete_segments(list(plan.expired), rsm=rsm, rlmm=rlmm, broker_id=broker_id, now_ms=now_ms)

@@ -1,0 +1,32 @@
+"""Every api key this project speaks, in one place: Kafka's numbers for Kafka's APIs, ours outside Kafka's range.
+
+A member's name is its schema's name in UPPER_SNAKE (``INCREMENTAL_ALTER_CONFIGS`` is
+``IncrementalAlterConfigsRequest``/``Response``); a unit test checks every member against the schema files.
+``DisableRemoteTopic`` is 10950 (KIP-950 left it open), and the keys after it are ours too.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DESCRIBE_CONFIGS = 32
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    UNREGISTER_BROKER = 64
+    DISABLE_REMOTE_TOPIC = 10950
+    DESCRIBE_TIERED_STATE = 10951
+    TIERED_PRODUCE = 10952
+    TIERED_FETCH = 10953
+
+    @property
+    def schema_stem(self) -> str:
+        """``INCREMENTAL_ALTER_CONFIGS`` -> ``IncrementalAlterConfigs`` (the schemas add Request / Response)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))

@@ -1,0 +1,739 @@
+"""Typed message bodies. GENERATED from the schemas by ``orchestrator.protocol.typegen``: do not edit.
+
+Each class is the shape of a decoded body (every key present) and of a body being built (keys may be left out for
+their defaults); see :mod:`orchestrator.protocol.typegen` for the mapping.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from orchestrator.ids import Uuid
+
+
+class AlterConfigsResource(TypedDict, total=False):
+    """A struct of IncrementalAlterConfigsRequest."""
+
+    resource_type: int
+    resource_name: str
+    configs: list[AlterableConfig]
+
+
+class AlterConfigsResourceResponse(TypedDict, total=False):
+    """A struct of IncrementalAlterConfigsResponse."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+
+
+class AlterableConfig(TypedDict, total=False):
+    """A struct of IncrementalAlterConfigsRequest."""
+
+    name: str
+    config_operation: int
+    value: str | None
+
+
+class ApiVersion(TypedDict, total=False):
+    """A struct of ApiVersionsResponse."""
+
+    api_key: int
+    min_version: int
+    max_version: int
+
+
+class BrokerEndpoint(TypedDict, total=False):
+    """A struct of RegisterBrokerRecord."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+class BrokerFeature(TypedDict, total=False):
+    """A struct of RegisterBrokerRecord."""
+
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+
+
+class CreatableReplicaAssignment(TypedDict, total=False):
+    """A struct of CreateTopicsRequest."""
+
+    partition_index: int
+    broker_ids: list[int]
+
+
+class CreatableTopic(TypedDict, total=False):
+    """A struct of CreateTopicsRequest."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    assignments: list[CreatableReplicaAssignment]
+    configs: list[CreatableTopicConfig]
+
+
+class CreatableTopicConfig(TypedDict, total=False):
+    """A struct of CreateTopicsRequest."""
+
+    name: str
+    value: str | None
+
+
+class CreatableTopicConfigs(TypedDict, total=False):
+    """A struct of CreateTopicsResponse."""
+
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_sensitive: bool
+
+
+class CreatableTopicResult(TypedDict, total=False):
+    """A struct of CreateTopicsResponse."""
+
+    name: str
+    topic_id: Uuid
+    error_code: int
+    error_message: str | None
+    topic_config_error_code: int
+    num_partitions: int
+    replication_factor: int
+    configs: list[CreatableTopicConfigs] | None
+
+
+class CreatePartitionsAssignment(TypedDict, total=False):
+    """A struct of CreatePartitionsRequest."""
+
+    broker_ids: list[int]
+
+
+class CreatePartitionsTopic(TypedDict, total=False):
+    """A struct of CreatePartitionsRequest."""
+
+    name: str
+    count: int
+    assignments: list[CreatePartitionsAssignment] | None
+
+
+class CreatePartitionsTopicResult(TypedDict, total=False):
+    """A struct of CreatePartitionsResponse."""
+
+    name: str
+    error_code: int
+    error_message: str | None
+
+
+class DeletableTopicResult(TypedDict, total=False):
+    """A struct of DeleteTopicsResponse."""
+
+    name: str | None
+    topic_id: Uuid
+    error_code: int
+    error_message: str | None
+
+
+class DeleteTopicState(TypedDict, total=False):
+    """A struct of DeleteTopicsRequest."""
+
+    name: str | None
+    topic_id: Uuid
+
+
+class DescribeConfigsResource(TypedDict, total=False):
+    """A struct of DescribeConfigsRequest."""
+
+    resource_type: int
+    resource_name: str
+    configuration_keys: list[str] | None
+
+
+class DescribeConfigsResourceResult(TypedDict, total=False):
+    """A struct of DescribeConfigsResponse."""
+
+    name: str
+    value: str | None
+    read_only: bool
+    config_source: int
+    is_default: bool
+    is_sensitive: bool
+    synonyms: list[DescribeConfigsSynonym]
+    config_type: int
+    documentation: str | None
+
+
+class DescribeConfigsResult(TypedDict, total=False):
+    """A struct of DescribeConfigsResponse."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    configs: list[DescribeConfigsResourceResult]
+
+
+class DescribeConfigsSynonym(TypedDict, total=False):
+    """A struct of DescribeConfigsResponse."""
+
+    name: str
+    value: str | None
+    source: int
+
+
+class DescribedTopic(TypedDict, total=False):
+    """A struct of DescribeTieredStateResponse."""
+
+    name: str
+    topic_id: Uuid
+    error_code: int
+    error_message: str | None
+    tiered_state: int
+    tiered_epoch: int
+    policy: int
+    partition_count: int
+    pending_brokers: list[PendingBroker]
+    acknowledged_brokers: int
+    segments_deleted: int
+    segments_remaining: int
+
+
+class Feature(TypedDict, total=False):
+    """A struct of BrokerRegistrationRequest."""
+
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+
+
+class FetchedRecord(TypedDict, total=False):
+    """A struct of TieredFetchResponse."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes
+    remote: bool
+
+
+class FinalizedFeatureKey(TypedDict, total=False):
+    """A struct of ApiVersionsResponse."""
+
+    name: str
+    max_version_level: int
+    min_version_level: int
+
+
+class Listener(TypedDict, total=False):
+    """A struct of BrokerRegistrationRequest."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+class MetadataRequestTopic(TypedDict, total=False):
+    """A struct of MetadataRequest."""
+
+    topic_id: Uuid
+    name: str | None
+
+
+class MetadataResponseBroker(TypedDict, total=False):
+    """A struct of MetadataResponse."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class MetadataResponsePartition(TypedDict, total=False):
+    """A struct of MetadataResponse."""
+
+    error_code: int
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    replica_nodes: list[int]
+    isr_nodes: list[int]
+    offline_replicas: list[int]
+
+
+class MetadataResponseTopic(TypedDict, total=False):
+    """A struct of MetadataResponse."""
+
+    error_code: int
+    name: str | None
+    topic_id: Uuid
+    is_internal: bool
+    partitions: list[MetadataResponsePartition]
+    topic_authorized_operations: int
+
+
+class PendingBroker(TypedDict, total=False):
+    """A struct of DescribeTieredStateResponse."""
+
+    broker_id: int
+    attempts: int
+    last_error: str | None
+    last_attempt_ms: int
+    fenced: bool
+    stalled: bool
+
+
+class ProducedRecord(TypedDict, total=False):
+    """A struct of TieredProduceRequest."""
+
+    key: bytes | None
+    value: bytes
+    timestamp_ms: int
+
+
+class RemoteLogSegmentIdEntry(TypedDict, total=False):
+    """A struct of RemoteLogSegmentMetadataRecord."""
+
+    topic_id_partition: TopicIdPartitionEntry
+    id: Uuid
+
+
+class SegmentLeaderEpochEntry(TypedDict, total=False):
+    """A struct of RemoteLogSegmentMetadataRecord."""
+
+    leader_epoch: int
+    offset: int
+
+
+class SupportedFeatureKey(TypedDict, total=False):
+    """A struct of ApiVersionsResponse."""
+
+    name: str
+    min_version: int
+    max_version: int
+
+
+class TopicIdPartitionEntry(TypedDict, total=False):
+    """A struct of RemoteLogSegmentMetadataRecord."""
+
+    name: str
+    id: Uuid
+    partition: int
+
+
+class ApiVersionsRequest(TypedDict, total=False):
+    """ApiVersionsRequest (request, api key 18; versions 0-3)."""
+
+    client_software_name: str
+    client_software_version: str
+
+
+class ApiVersionsResponse(TypedDict, total=False):
+    """ApiVersionsResponse (response, api key 18; versions 0-3)."""
+
+    error_code: int
+    api_keys: list[ApiVersion]
+    throttle_time_ms: int
+    supported_features: list[SupportedFeatureKey]
+    finalized_features_epoch: int
+    finalized_features: list[FinalizedFeatureKey]
+    zk_migration_ready: bool
+
+
+class BrokerHeartbeatRequest(TypedDict, total=False):
+    """BrokerHeartbeatRequest (request, api key 63; versions 0-1)."""
+
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool
+    want_shut_down: bool
+    offline_log_dirs: list[Uuid]
+
+
+class BrokerHeartbeatResponse(TypedDict, total=False):
+    """BrokerHeartbeatResponse (response, api key 63; versions 0-1)."""
+
+    throttle_time_ms: int
+    error_code: int
+    is_caught_up: bool
+    is_fenced: bool
+    should_shut_down: bool
+
+
+class BrokerRegistrationChangeRecord(TypedDict, total=False):
+    """BrokerRegistrationChangeRecord (metadata, api key 17; versions 0-2)."""
+
+    broker_id: int
+    broker_epoch: int
+    fenced: int
+    in_controlled_shutdown: int
+    log_dirs: list[Uuid]
+
+
+class BrokerRegistrationRequest(TypedDict, total=False):
+    """BrokerRegistrationRequest (request, api key 62; versions 0-4)."""
+
+    broker_id: int
+    cluster_id: str
+    incarnation_id: Uuid
+    listeners: list[Listener]
+    features: list[Feature]
+    rack: str | None
+    is_migrating_zk_broker: bool
+    log_dirs: list[Uuid]
+    previous_broker_epoch: int
+
+
+class BrokerRegistrationResponse(TypedDict, total=False):
+    """BrokerRegistrationResponse (response, api key 62; versions 0-4)."""
+
+    throttle_time_ms: int
+    error_code: int
+    broker_epoch: int
+
+
+class ConfigRecord(TypedDict, total=False):
+    """ConfigRecord (metadata, api key 4; versions 0-0)."""
+
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+class CreatePartitionsRequest(TypedDict, total=False):
+    """CreatePartitionsRequest (request, api key 37; versions 0-3)."""
+
+    topics: list[CreatePartitionsTopic]
+    timeout_ms: int
+    validate_only: bool
+
+
+class CreatePartitionsResponse(TypedDict, total=False):
+    """CreatePartitionsResponse (response, api key 37; versions 0-3)."""
+
+    throttle_time_ms: int
+    results: list[CreatePartitionsTopicResult]
+
+
+class CreateTopicsRequest(TypedDict, total=False):
+    """CreateTopicsRequest (request, api key 19; versions 2-7)."""
+
+    topics: list[CreatableTopic]
+    timeout_ms: int
+    validate_only: bool
+
+
+class CreateTopicsResponse(TypedDict, total=False):
+    """CreateTopicsResponse (response, api key 19; versions 2-7)."""
+
+    throttle_time_ms: int
+    topics: list[CreatableTopicResult]
+
+
+class DeleteTopicsRequest(TypedDict, total=False):
+    """DeleteTopicsRequest (request, api key 20; versions 1-6)."""
+
+    topics: list[DeleteTopicState]
+    topic_names: list[str]
+    timeout_ms: int
+
+
+class DeleteTopicsResponse(TypedDict, total=False):
+    """DeleteTopicsResponse (response, api key 20; versions 1-6)."""
+
+    throttle_time_ms: int
+    responses: list[DeletableTopicResult]
+
+
+class DescribeConfigsRequest(TypedDict, total=False):
+    """DescribeConfigsRequest (request, api key 32; versions 1-4)."""
+
+    resources: list[DescribeConfigsResource]
+    include_synonyms: bool
+    include_documentation: bool
+
+
+class DescribeConfigsResponse(TypedDict, total=False):
+    """DescribeConfigsResponse (response, api key 32; versions 1-4)."""
+
+    throttle_time_ms: int
+    results: list[DescribeConfigsResult]
+
+
+class DescribeTieredStateRequest(TypedDict, total=False):
+    """DescribeTieredStateRequest (request, api key 10951; versions 0-0)."""
+
+    topics: list[str] | None
+
+
+class DescribeTieredStateResponse(TypedDict, total=False):
+    """DescribeTieredStateResponse (response, api key 10951; versions 0-0)."""
+
+    throttle_time_ms: int
+    error_code: int
+    topics: list[DescribedTopic]
+
+
+class DisableRemoteTopicRequest(TypedDict, total=False):
+    """DisableRemoteTopicRequest (request, api key 10950; versions 0-0)."""
+
+    partition_id: int
+    topic_id: Uuid
+    tiered_epoch: int
+    controller_epoch: int
+    broker_epoch: int
+    policy: int
+
+
+class DisableRemoteTopicResponse(TypedDict, total=False):
+    """DisableRemoteTopicResponse (response, api key 10950; versions 0-0)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    status: int
+    tiered_epoch: int
+    partitions_total: int
+    partitions_done: int
+    segments_deleted: int
+    segments_remaining: int
+
+
+class FenceBrokerRecord(TypedDict, total=False):
+    """FenceBrokerRecord (metadata, api key 7; versions 0-0)."""
+
+    id: int
+    epoch: int
+
+
+class IncrementalAlterConfigsRequest(TypedDict, total=False):
+    """IncrementalAlterConfigsRequest (request, api key 44; versions 0-1)."""
+
+    resources: list[AlterConfigsResource]
+    validate_only: bool
+
+
+class IncrementalAlterConfigsResponse(TypedDict, total=False):
+    """IncrementalAlterConfigsResponse (response, api key 44; versions 0-1)."""
+
+    throttle_time_ms: int
+    responses: list[AlterConfigsResourceResponse]
+
+
+class MetadataRequest(TypedDict, total=False):
+    """MetadataRequest (request, api key 3; versions 0-12)."""
+
+    topics: list[MetadataRequestTopic] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
+
+
+class MetadataResponse(TypedDict, total=False):
+    """MetadataResponse (response, api key 3; versions 0-12)."""
+
+    throttle_time_ms: int
+    brokers: list[MetadataResponseBroker]
+    cluster_id: str | None
+    controller_id: int
+    topics: list[MetadataResponseTopic]
+    cluster_authorized_operations: int
+
+
+class PartitionChangeRecord(TypedDict, total=False):
+    """PartitionChangeRecord (metadata, api key 5; versions 0-2)."""
+
+    partition_id: int
+    topic_id: Uuid
+    isr: list[int] | None
+    leader: int
+    replicas: list[int] | None
+    removing_replicas: list[int] | None
+    adding_replicas: list[int] | None
+    leader_recovery_state: int
+    directories: list[Uuid] | None
+    eligible_leader_replicas: list[int] | None
+    last_known_elr: list[int] | None
+
+
+class PartitionRecord(TypedDict, total=False):
+    """PartitionRecord (metadata, api key 3; versions 0-2)."""
+
+    partition_id: int
+    topic_id: Uuid
+    replicas: list[int]
+    isr: list[int]
+    removing_replicas: list[int]
+    adding_replicas: list[int]
+    leader: int
+    leader_recovery_state: int
+    leader_epoch: int
+    partition_epoch: int
+    directories: list[Uuid]
+    eligible_leader_replicas: list[int] | None
+    last_known_elr: list[int] | None
+
+
+class RegisterBrokerRecord(TypedDict, total=False):
+    """RegisterBrokerRecord (metadata, api key 0; versions 0-3)."""
+
+    broker_id: int
+    is_migrating_zk_broker: bool
+    incarnation_id: Uuid
+    broker_epoch: int
+    end_points: list[BrokerEndpoint]
+    features: list[BrokerFeature]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+    log_dirs: list[Uuid]
+
+
+class RemoteLogSegmentMetadataRecord(TypedDict, total=False):
+    """RemoteLogSegmentMetadataRecord (metadata, api key 0; versions 0-0)."""
+
+    remote_log_segment_id: RemoteLogSegmentIdEntry
+    start_offset: int
+    end_offset: int
+    broker_id: int
+    max_timestamp_ms: int
+    event_timestamp_ms: int
+    segment_leader_epochs: list[SegmentLeaderEpochEntry]
+    segment_size_in_bytes: int
+    custom_metadata: bytes | None
+    remote_log_segment_state: int
+    txn_index_empty: bool
+    tiered_epoch: int
+
+
+class RemoteLogSegmentMetadataUpdateRecord(TypedDict, total=False):
+    """RemoteLogSegmentMetadataUpdateRecord (metadata, api key 1; versions 0-0)."""
+
+    remote_log_segment_id: RemoteLogSegmentIdEntry
+    broker_id: int
+    event_timestamp_ms: int
+    custom_metadata: bytes | None
+    remote_log_segment_state: int
+    tiered_epoch: int
+
+
+class RemotePartitionDeleteMetadataRecord(TypedDict, total=False):
+    """RemotePartitionDeleteMetadataRecord (metadata, api key 2; versions 0-0)."""
+
+    topic_id_partition: TopicIdPartitionEntry
+    broker_id: int
+    event_timestamp_ms: int
+    remote_partition_delete_state: int
+    tiered_epoch: int
+
+
+class RemoveTopicRecord(TypedDict, total=False):
+    """RemoveTopicRecord (metadata, api key 9; versions 0-0)."""
+
+    topic_id: Uuid
+
+
+class RequestHeader(TypedDict, total=False):
+    """RequestHeader (header; versions 0-2)."""
+
+    request_api_key: int
+    request_api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+class ResponseHeader(TypedDict, total=False):
+    """ResponseHeader (header; versions 0-1)."""
+
+    correlation_id: int
+
+
+class TieredFetchRequest(TypedDict, total=False):
+    """TieredFetchRequest (request, api key 10953; versions 0-0)."""
+
+    topic_id: Uuid
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+
+
+class TieredFetchResponse(TypedDict, total=False):
+    """TieredFetchResponse (response, api key 10953; versions 0-0)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    log_start_offset: int
+    local_log_start_offset: int
+    log_end_offset: int
+    records: list[FetchedRecord]
+
+
+class TieredProduceRequest(TypedDict, total=False):
+    """TieredProduceRequest (request, api key 10952; versions 0-0)."""
+
+    topic_id: Uuid
+    partition: int
+    records: list[ProducedRecord]
+
+
+class TieredProduceResponse(TypedDict, total=False):
+    """TieredProduceResponse (response, api key 10952; versions 0-0)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    base_offset: int
+    last_offset: int
+    log_start_offset: int
+
+
+class TieredStateRecord(TypedDict, total=False):
+    """TieredStateRecord (metadata, api key 10950; versions 0-0)."""
+
+    topic_id: Uuid
+    tiered_epoch: int
+    tiered_state: int
+    policy: int
+
+
+class TopicRecord(TypedDict, total=False):
+    """TopicRecord (metadata, api key 2; versions 0-0)."""
+
+    name: str
+    topic_id: Uuid
+
+
+class UnfenceBrokerRecord(TypedDict, total=False):
+    """UnfenceBrokerRecord (metadata, api key 8; versions 0-0)."""
+
+    id: int
+    epoch: int
+
+
+class UnregisterBrokerRecord(TypedDict, total=False):
+    """UnregisterBrokerRecord (metadata, api key 1; versions 0-0)."""
+
+    broker_id: int
+    broker_epoch: int
+
+
+class UnregisterBrokerRequest(TypedDict, total=False):
+    """UnregisterBrokerRequest (request, api key 64; versions 0-0)."""
+
+    broker_id: int
+
+
+class UnregisterBrokerResponse(TypedDict, total=False):
+    """UnregisterBrokerResponse (response, api key 64; versions 0-0)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None

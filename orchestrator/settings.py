@@ -1,0 +1,180 @@
+"""Process settings: frozen dataclasses in groups, with commented defaults, read from TOML at entry points only.
+
+A settings file has one table for the process (``[broker]`` or ``[controller]``) and one table per group the
+process nests (``[s3]``, ``[tls]``; a controller also ``[membership]``, ``[topic_defaults]``, ``[disablement]``). A
+group is one dataclass, held by the process settings as a field of the same name, and handed whole to the part
+that uses it (the controller core gets ``membership``, ``topic_defaults`` and ``disablement``), never copied field
+by field.
+
+Unknown tables or keys, and values of the wrong type, are refused with :class:`SettingsError` naming the table
+and the key, so a typo never silently falls back to a default. Paths are resolved relative to the file's
+directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from orchestrator.errors import SettingsError
+
+DEFAULT_CLUSTER_ID = "tieredctl"
+_PATH_KEYS = frozenset({"data_dir", "metadata_store", "ready_file", "certfile", "keyfile", "cafile"})
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    endpoint_url: str | None = None  # None = AWS S3; set for MinIO, Ceph or moto's server
+    bucket: str = "tiered-storage"
+    prefix: str = "tiered/"  # every object key starts with this
+    region: str = "us-east-1"
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    certfile: str | None = None  # this process's certificate (PEM)
+    keyfile: str | None = None
+    cafile: str | None = None  # CA that signs the peers' certificates
+    require_client_cert: bool = False  # servers: refuse clients without a certificate signed by cafile
+
+    @property
+    def enabled(self) -> bool:
+        return self.certfile is not None or self.cafile is not None
+
+
+@dataclass(frozen=True)
+class BrokerMembership:
+    """How the controller treats brokers: who may register, when one is fenced, where leadership goes back."""
+
+    cluster_id: str = DEFAULT_CLUSTER_ID  # brokers formatted for another cluster are refused (INCONSISTENT_CLUSTER_ID)
+    session_timeout_ms: int = 6_000  # a broker with no heartbeat for this long is fenced
+    auto_leader_rebalance: bool = True  # an unfenced preferred replica takes its partitions' leadership back
+
+
+@dataclass(frozen=True)
+class TopicDefaults:
+    """What CreateTopics applies when a request leaves it open (Kafka's num.partitions and friends)."""
+
+    partitions: int = 1  # NumPartitions=-1
+    replication_factor: int = 1  # ReplicationFactor=-1
+    max_partitions: int = 10_000  # per topic: a larger count is INVALID_PARTITIONS, not a log flooded by mistake
+
+
+@dataclass(frozen=True)
+class DisablementSettings:
+    """The disablement queue's timings and the DisableRemoteTopic sender's limits."""
+
+    request_timeout_ms: int = 10_000  # an unanswered DisableRemoteTopic counts as timed out after this
+    repoll_ms: int = 200  # a broker that answered IN_PROGRESS is asked again after this long
+    stall_threshold_ms: int = 60_000  # a pending broker without progress for this long is reported stalled
+    max_in_flight_per_broker: int = 512  # DisableRemoteTopic requests in flight to one broker at most
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    broker_id: int
+    data_dir: str  # partition directories live here
+    metadata_store: str  # the shared SQLite file
+    controllers: str  # Kafka-style bootstrap list of the controllers, "host:port,host:port"
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 = pick a free port (written to ready_file)
+    ready_file: str | None = None  # JSON {"port": ..., "pid": ...} written once serving
+    rack: str | None = None
+    cluster_id: str = DEFAULT_CLUSTER_ID  # must be the controllers' membership.cluster_id
+    heartbeat_interval_ms: int = 500
+    metadata_poll_ms: int = 100  # how often the metadata log is tailed
+    tiering_interval_ms: int = 500  # how often copy, local retention and remote expiry run
+    segment_bytes: int = 64 * 1024  # segment.bytes default for partitions of this broker
+    segment_ms: int = 10_000  # segment.ms default
+    request_timeout_ms: int = 10_000
+    s3: S3Settings = field(default_factory=S3Settings)
+    tls: TlsSettings = field(default_factory=TlsSettings)
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    node_id: int  # distinct from every broker id
+    metadata_store: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    ready_file: str | None = None
+    lease_ttl_ms: int = 3_000  # a standby takes over this long after the active controller stops renewing
+    membership: BrokerMembership = field(default_factory=BrokerMembership)
+    topic_defaults: TopicDefaults = field(default_factory=TopicDefaults)
+    disablement: DisablementSettings = field(default_factory=DisablementSettings)
+    tls: TlsSettings = field(default_factory=TlsSettings)
+
+
+T = TypeVar("T")
+
+
+def _groups(cls: type[Any]) -> dict[str, type[Any]]:
+    """The nested settings groups of ``cls``: field name -> dataclass."""
+    out: dict[str, type[Any]] = {}
+    for f in dataclasses.fields(cls):
+        factory = f.default_factory
+        if isinstance(factory, type) and dataclasses.is_dataclass(factory):
+            out[f.name] = factory
+    return out
+
+
+def _check_type(where: str, name: str, hint: str, value: Any) -> None:
+    if hint.startswith("int") and (not isinstance(value, int) or isinstance(value, bool)):
+        raise SettingsError(f"[{where}] {name} must be an integer, got {value!r}")
+    if hint.startswith("bool") and not isinstance(value, bool):
+        raise SettingsError(f"[{where}] {name} must be true or false, got {value!r}")
+    if hint.startswith("str") and not isinstance(value, str):
+        raise SettingsError(f"[{where}] {name} must be a string, got {value!r}")
+
+
+def _build(cls: type[T], values: Any, where: str, base: Path, nested: dict[str, Any] | None = None) -> T:
+    if not isinstance(values, dict):
+        raise SettingsError(f"[{where}] must be a table, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    settable = set(fields) - set(nested or {})
+    unknown = sorted(set(values) - settable)
+    if unknown:
+        raise SettingsError(f"unknown key(s) {unknown} in [{where}]; known: {sorted(settable)}")
+    out: dict[str, Any] = dict(nested or {})
+    for name, value in values.items():
+        _check_type(where, name, str(fields[name].type), value)
+        out[name] = str((base / value).resolve()) if name in _PATH_KEYS and value else value
+    try:
+        return cls(**out)
+    except TypeError as exc:
+        raise SettingsError(f"[{where}]: {exc}") from exc
+
+
+def _read(path: str | Path) -> tuple[dict[str, Any], Path]:
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise SettingsError(f"settings file {p} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"settings file {p} is not valid TOML: {exc}") from exc
+    return doc, p.parent
+
+
+def load_settings(cls: type[T], table: str, path: str | Path) -> T:
+    """The ``cls`` settings in the file at ``path``: ``[table]`` plus one table per nested group."""
+    doc, base = _read(path)
+    groups = _groups(cls)
+    expected = [table, *groups]
+    extra = sorted(set(doc) - set(expected))
+    if extra or table not in doc:
+        tables = ", ".join(f"[{t}]" for t in expected)
+        raise SettingsError(f"{path}: expected the tables {tables} ([{table}] is required); got {sorted(doc)}")
+    nested = {name: _build(group, doc.get(name, {}), name, base) for name, group in groups.items()}
+    return _build(cls, doc[table], table, base, nested)
+
+
+def load_broker_settings(path: str | Path) -> BrokerSettings:
+    return load_settings(BrokerSettings, "broker", path)
+
+
+def load_controller_settings(path: str | Path) -> ControllerSettings:
+    return load_settings(ControllerSettings, "controller", path)
