@@ -24,7 +24,7 @@ from bench.report import Figure, print_figures
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
 from orchestrator.metadata.records import TieredState
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.connection import ConnectionPool
 
 BROKER = {"broker": {"heartbeat_interval_ms": 500, "metadata_poll_ms": 50, "tiering_interval_ms": 5_000}}

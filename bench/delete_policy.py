@@ -20,7 +20,7 @@ from bench.report import Figure, print_figures
 from bench.s3server import moto_server_process
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState, make_record
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from policies.disable import plan_delete
 from policies.disable_executor import execute_delete_plan
 from remote_storage.keys import segment_keys, topic_prefix

@@ -18,7 +18,7 @@ from bench.report import Figure, peak_rss_mib, print_figures
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import EMPTY_IMAGE, replay
 from orchestrator.metadata.records import MetadataRecord, encode_record, make_record
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 
 BATCH = 1000
 

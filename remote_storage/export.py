@@ -34,7 +34,7 @@ from orchestrator.errors import ScanInputError
 from orchestrator.ids import Uuid
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metadata.topic_configs import default_int, int_value
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment

@@ -41,7 +41,7 @@ from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.server import KafkaServer
 from orchestrator.net.tls import client_ssl_context, server_ssl_context

@@ -33,7 +33,7 @@ from typing import Any
 import botocore.exceptions as bce
 
 from orchestrator.errors import LocalClusterError, TieredError
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.admin import AdminClient
 from orchestrator.protocol.api_keys import ApiKey
 from remote_storage.s3 import make_s3_client

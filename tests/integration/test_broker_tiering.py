@@ -4,7 +4,7 @@ import pytest
 
 from orchestrator.errors import OffsetOutOfRange, StaleTieredEpoch
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.keys import parse_key, topic_prefix
 from remote_storage.rlmm import RemoteSegment
 from tests.support.broker_harness import BrokerUnderTest, ControllerWriter

@@ -12,7 +12,7 @@ import pytest
 
 from orchestrator.local import cluster as lc
 from orchestrator.metadata.records import SegmentState, TieredState
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.connection import KafkaConnection
 from tests.support.live_cluster import LiveCluster, run, wait_until
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from orchestrator.ids import Uuid
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.export import export_metadata
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import SegmentKey, segment_keys

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from tests.support.store_worker import StoreWorker
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,7 @@ from structlog.testing import capture_logs
 from orchestrator.cli import cli
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from policies.orphans import BucketObject, Metadata, classify
 from policies.reclaim_executor import (
     JOURNAL_FILE,

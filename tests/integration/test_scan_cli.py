@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.cli import cli
 from orchestrator.ids import Uuid
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.keys import SegmentKey, Suffix, build_key
 from remote_storage.scan import contract as c
 from remote_storage.scan.run import STAGING_DIR

@@ -19,7 +19,7 @@ import pytest
 
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage import export
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import segment_keys

@@ -15,9 +15,9 @@ import pytest
 
 from orchestrator.errors import StaleControllerEpoch
 from orchestrator.ids import Uuid
-from orchestrator.metadata import sqlite_store
 from orchestrator.metadata.records import MetadataRecord, TieredState, encode_record
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.metadata.sqlite import store as sqlite_store
 from orchestrator.metadata.store import Lease
 from tests.support.metadata_records import copy_started, tiered, topic
 from tests.support.store_worker import StoreWorker

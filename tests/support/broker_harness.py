@@ -16,7 +16,7 @@ from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.ids import Uuid
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState, make_record
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.rlmm import RemoteLogMetadataManager
 from remote_storage.s3 import S3RemoteStorage
 

@@ -11,7 +11,7 @@ import time
 
 from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from policies.disable import plan_delete
 from policies.disable_executor import execute_delete_plan
 from remote_storage.rlmm import RemoteLogMetadataManager

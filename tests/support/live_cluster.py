@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
 from orchestrator.metadata.records import SegmentState
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 
 T = TypeVar("T")
 

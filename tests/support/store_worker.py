@@ -31,7 +31,7 @@ from orchestrator.errors import KafkaError
 from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.records import make_record
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import Lease
 
 

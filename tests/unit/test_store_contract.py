@@ -24,7 +24,7 @@ from orchestrator.metadata.records import (
     SegmentState,
     TieredState,
 )
-from orchestrator.metadata.sqlite_store import SqliteMetadataStore
+from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import Lease, MetadataStore
 from tests.support.metadata_records import (
     copy_started,
