@@ -216,7 +216,7 @@ def test_the_wrapper_passes_settings_and_status_through_keeps_latest_and_prunes_
     with zipfile.ZipFile(tmp_path / "py-files.zip") as zipped:
         names = zipped.namelist()
     templates = "remote_storage/scan/templates/report.html.j2"  # package data travels too
-    for module in ("orchestrator/cli.py", "remote_storage/scan/contract.py", "policies/orphans.py", templates):
+    for module in ("orchestrator/cli/__init__.py", "remote_storage/scan/contract.py", "policies/orphans.py", templates):
         assert module in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     # Two runs kept (the new one and the newest old one), other directories untouched.

@@ -1,0 +1,49 @@
+"""``tieredctl broker``: run a broker agent (``start``), list the live brokers and controllers (``list``), and
+remove a dead broker for good (``decommission``)."""
+
+from __future__ import annotations
+
+import click
+
+from orchestrator.broker.agent import main as run_broker
+from orchestrator.cli import options
+from orchestrator.cli.context import Ctx
+from orchestrator.cli.output import BrokerRow
+
+
+@click.group()
+def broker() -> None:
+    """Broker agents."""
+
+
+@broker.command("start")
+@options.config_file
+def broker_start(config_path: str) -> None:
+    """Run a broker agent in the foreground."""
+    run_broker(config_path)
+
+
+@broker.command("list")
+@click.pass_obj
+def broker_list(obj: Ctx) -> None:
+    """Live (unfenced) brokers and the controllers, with the active controller marked."""
+    md = obj.run(lambda c: c.metadata([]))
+    rows: list[BrokerRow] = [
+        {
+            "node_id": b["node_id"],
+            "host": b["host"],
+            "port": b["port"],
+            "controller": b["node_id"] == md["controller_id"],
+        }
+        for b in md["brokers"]
+    ]
+    obj.output.brokers(rows)
+
+
+@broker.command("decommission")
+@click.argument("broker_id", type=int)
+@click.pass_obj
+def broker_decommission(obj: Ctx, broker_id: int) -> None:
+    """Remove a dead broker for good: it leaves every pending disablement (UnregisterBroker)."""
+    obj.run(lambda c: c.decommission_broker(broker_id))
+    obj.output.message({"broker_id": broker_id, "decommissioned": True}, f"decommissioned broker {broker_id}")

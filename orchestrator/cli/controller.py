@@ -1,0 +1,21 @@
+"""``tieredctl controller start``: a controller process in the foreground (how the local cluster, systemd and
+Kubernetes run one). It logs JSON lines on stderr and prints nothing on stdout."""
+
+from __future__ import annotations
+
+import click
+
+from orchestrator.cli import options
+from orchestrator.controller.service import main as run_controller
+
+
+@click.group()
+def controller() -> None:
+    """Controller processes."""
+
+
+@controller.command("start")
+@options.config_file
+def controller_start(config_path: str) -> None:
+    """Run a controller in the foreground (one is active; the others wait as standbys)."""
+    run_controller(config_path)

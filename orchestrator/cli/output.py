@@ -1,0 +1,345 @@
+"""How a command's result reaches the user: one :class:`Output`, rendered as text or as JSON (``--output``).
+
+Commands compute and call the output object; the renderer prints. Invariants, kept by both renderers:
+
+- stdout carries only the command's result: lines and tables for people, or with ``--output json`` one JSON
+  document (``json.dumps(data, indent=2, default=str)``, never through rich, never wrapped to the terminal width);
+- stderr carries everything else: progress lines and bars (text only), warnings and errors (both formats).
+
+Heavy modules appear here for their types only (``TYPE_CHECKING``): this module is loaded by every command, and
+importing the local cluster or the reclaim executor would load boto3 for ``tieredctl topic list`` too.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+
+import click
+from rich.console import Console, RenderableType
+from rich.table import Table
+
+from orchestrator.client import FetchedRecord, TieringStatus
+from orchestrator.durations import format_duration
+
+if TYPE_CHECKING:
+    from orchestrator.local.cluster import LocalClusterState, ProcessInfo
+    from policies.reclaim_executor import ReclaimResult
+
+STATE_STYLE = {"ENABLED": "green", "DISABLING": "yellow", "DISABLED": "cyan", "NOT_TIERED": "dim"}
+RECORDS_SHOWN = 20  # records that `topic consume` prints as it reads them (text only)
+
+
+class PartitionRow(TypedDict):
+    """One partition of ``topic describe``."""
+
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+
+
+class BrokerRow(TypedDict):
+    """One node of ``broker list``; ``controller`` marks the active controller."""
+
+    node_id: int
+    host: str
+    port: int
+    controller: bool
+
+
+ScanTextRenderer = Callable[[Mapping[str, Any]], RenderableType]
+
+
+class Output(ABC):
+    """What a command shows. One method per kind of result; each renderer decides how it looks."""
+
+    shows_progress: ClassVar[bool]
+    """Progress lines and bars (stderr) are for people: shown with text output only."""
+
+    # -- stderr, the same in both formats ------------------------------------------------------------------------
+
+    def warning(self, message: str) -> None:
+        click.echo(f"warning: {message}", err=True)
+
+    def error(self, message: str) -> None:
+        click.echo(f"error: {message}", err=True)
+
+    # -- results -------------------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def progress(self, message: str, *, level: int = 0) -> None:
+        """A step of a long command, on stderr; ``level`` 1 is a step within a step (indented)."""
+
+    @abstractmethod
+    def message(self, data: Any, text: str) -> None:
+        """A one-line result: ``data`` is the JSON document, ``text`` the line for people."""
+
+    @abstractmethod
+    def cluster_started(self, state: LocalClusterState) -> None:
+        """``cluster up``: where the new local cluster answers."""
+
+    @abstractmethod
+    def cluster_stopped(self, processes: Sequence[ProcessInfo]) -> None:
+        """``cluster down``: the processes that were stopped."""
+
+    @abstractmethod
+    def cluster_status(self, status: Mapping[str, Any]) -> None:
+        """``cluster status``: :func:`orchestrator.local.cluster.status`'s document."""
+
+    @abstractmethod
+    def topics(self, statuses: Sequence[TieringStatus]) -> None:
+        """``topic list``: every topic with its id, partitions and tiered state."""
+
+    @abstractmethod
+    def topic_description(
+        self, status: TieringStatus, *, partitions: Sequence[PartitionRow], configs: Mapping[str, str | None]
+    ) -> None:
+        """``topic describe``: tiered state, partitions (by index) and configs of one topic."""
+
+    @abstractmethod
+    def consumed_record(self, record: FetchedRecord, *, partition: int, index: int) -> None:
+        """``topic consume``: the ``index``-th record read (from 0), as it arrives."""
+
+    @abstractmethod
+    def topic_configs(self, configs: Mapping[str, str | None]) -> None:
+        """``configs describe``: every config of a topic."""
+
+    @abstractmethod
+    def brokers(self, rows: Sequence[BrokerRow]) -> None:
+        """``broker list``: live brokers and the controllers."""
+
+    @abstractmethod
+    def tiering_state(self, status: TieringStatus, *, policy: str | None = None) -> None:
+        """A topic's tiered state after a change (``policy``: the one a disable asked for)."""
+
+    @abstractmethod
+    def tiering_status(self, statuses: Sequence[TieringStatus]) -> None:
+        """``tiering status``: state, epoch, policy and pending brokers of each topic."""
+
+    @abstractmethod
+    def tiering_timed_out(self, status: TieringStatus) -> None:
+        """``tiering disable|enable --wait`` ran out of time: where the topic stands (the error follows)."""
+
+    @abstractmethod
+    def scan_summary(self, summary: Mapping[str, Any], *, report: Path | None, render_text: ScanTextRenderer) -> None:
+        """A scan's summary and the path of its HTML report. ``render_text`` is the scan's own per-topic table
+        (:func:`remote_storage.scan.report.render_text`), handed in so that this module does not load the scan."""
+
+    @abstractmethod
+    def scan_over_threshold(self, summary: Mapping[str, Any], *, threshold: int, exit_status: int) -> None:
+        """``scan run`` found more anomalies than ``--max-anomalies``: why the exit status is ``exit_status``."""
+
+    @abstractmethod
+    def reclaim_result(self, result: ReclaimResult) -> None:
+        """``reclaim``: what was planned, skipped and deleted (warnings and refusals are on stderr)."""
+
+
+def _dump(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+class JsonOutput(Output):
+    """``--output json``: one JSON document on stdout per command; nothing else on stdout, no progress."""
+
+    shows_progress = False
+
+    def progress(self, message: str, *, level: int = 0) -> None:
+        pass
+
+    def message(self, data: Any, text: str) -> None:
+        _dump(data)
+
+    def cluster_started(self, state: LocalClusterState) -> None:
+        _dump(
+            {
+                "bootstrap_server": state.bootstrap_server,
+                "s3_endpoint": state.s3_endpoint,
+                "bucket": state.bucket,
+                "dir": state.dir,
+            }
+        )
+
+    def cluster_stopped(self, processes: Sequence[ProcessInfo]) -> None:
+        _dump([{"role": p.role, "id": p.id, "pid": p.pid} for p in processes])
+
+    def cluster_status(self, status: Mapping[str, Any]) -> None:
+        _dump(status)
+
+    def topics(self, statuses: Sequence[TieringStatus]) -> None:
+        _dump([s.as_json() for s in statuses])
+
+    def topic_description(
+        self, status: TieringStatus, *, partitions: Sequence[PartitionRow], configs: Mapping[str, str | None]
+    ) -> None:
+        _dump({**status.as_json(), "partitions": partitions, "configs": configs})
+
+    def consumed_record(self, record: FetchedRecord, *, partition: int, index: int) -> None:
+        pass  # the totals come as one document at the end
+
+    def topic_configs(self, configs: Mapping[str, str | None]) -> None:
+        _dump(configs)
+
+    def brokers(self, rows: Sequence[BrokerRow]) -> None:
+        _dump(rows)
+
+    def tiering_state(self, status: TieringStatus, *, policy: str | None = None) -> None:
+        _dump(status.as_json())
+
+    def tiering_status(self, statuses: Sequence[TieringStatus]) -> None:
+        _dump([s.as_json() for s in statuses])
+
+    def tiering_timed_out(self, status: TieringStatus) -> None:
+        _dump(status.as_json())
+
+    def scan_summary(self, summary: Mapping[str, Any], *, report: Path | None, render_text: ScanTextRenderer) -> None:
+        _dump(summary)
+
+    def scan_over_threshold(self, summary: Mapping[str, Any], *, threshold: int, exit_status: int) -> None:
+        pass  # the exit status and summary["alert"] say it
+
+    def reclaim_result(self, result: ReclaimResult) -> None:
+        _dump(result.as_json())
+
+
+def _print(renderable: RenderableType) -> None:
+    Console().print(renderable)
+
+
+def _state(status: TieringStatus) -> str:
+    return f"[{STATE_STYLE[status.state.name]}]{status.state.name}[/]"
+
+
+def _tiering_table(statuses: Sequence[TieringStatus]) -> Table:
+    table = Table("topic", "state", "epoch", "policy", "pending brokers (attempts, last error)")
+    for s in statuses:
+        pending = "; ".join(
+            f"{p.broker_id}{' fenced' if p.fenced else ''}{' STALLED' if p.stalled else ''} ({p.attempts}"
+            f"{', ' + p.last_error if p.last_error else ''})"
+            for p in s.pending_brokers
+        )
+        policy = s.policy.name.lower() if s.policy.value else "-"
+        table.add_row(s.topic, _state(s), str(s.tiered_epoch), policy, pending or "-")
+    return table
+
+
+def _config_lines(configs: Mapping[str, str | None], *, indent: str = "") -> list[str]:
+    return [f"{indent}{k} = {v}" for k, v in sorted(configs.items())]
+
+
+class TextOutput(Output):
+    """``--output text``: lines (click) and tables (rich) for people on stdout; progress on stderr."""
+
+    shows_progress = True
+
+    def progress(self, message: str, *, level: int = 0) -> None:
+        click.echo(f"{'  ' * level}{message}", err=True)
+
+    def message(self, data: Any, text: str) -> None:
+        click.echo(text)
+
+    def cluster_started(self, state: LocalClusterState) -> None:
+        lines = [
+            f"bootstrap server: {state.bootstrap_server}",
+            f"S3 endpoint:      {state.s3_endpoint}",
+            f"bucket:           {state.bucket}",
+            f"export TIEREDCTL_BOOTSTRAP_SERVER={state.bootstrap_server}",
+        ]
+        click.echo("\n".join(lines))
+
+    def cluster_stopped(self, processes: Sequence[ProcessInfo]) -> None:
+        lines = [f"stopped {p.role} {p.id} (pid {p.pid})" for p in processes]
+        click.echo("\n".join(lines) or "nothing was running")
+
+    def cluster_status(self, status: Mapping[str, Any]) -> None:
+        header = f"bootstrap server {status['bootstrap_server']}  S3 {status['s3_endpoint']}  bucket {status['bucket']}"
+        lines = [header]
+        for p in status["processes"]:
+            extra = " (active)" if p.get("active") else ""
+            alive = "alive" if p["alive"] else "DEAD "
+            lines.append(f"{p['role']:<10} {p['id']:>5}  pid {p['pid']:>7}  {alive}{extra}")
+        click.echo("\n".join(lines))
+
+    def topics(self, statuses: Sequence[TieringStatus]) -> None:
+        table = Table("topic", "topic id", "partitions", "tiered state", "epoch")
+        for s in statuses:
+            table.add_row(s.topic, str(s.topic_id), str(s.partition_count), _state(s), str(s.tiered_epoch))
+        _print(table if statuses else "no topics")
+
+    def topic_description(
+        self, status: TieringStatus, *, partitions: Sequence[PartitionRow], configs: Mapping[str, str | None]
+    ) -> None:
+        s = status
+        lines = [f"topic {s.topic}  id {s.topic_id}  tiered {s.state.name} (epoch {s.tiered_epoch})"]
+        lines += [
+            f"  partition {p['partition']}: leader {p['leader']} replicas {p['replicas']} isr {p['isr']}"
+            for p in partitions
+        ]
+        lines += _config_lines(configs, indent="  ")
+        click.echo("\n".join(lines))
+
+    def consumed_record(self, record: FetchedRecord, *, partition: int, index: int) -> None:
+        if index < RECORDS_SHOWN:
+            tier = "remote" if record.remote else "local "
+            click.echo(f"{partition}:{record.offset} {tier} {record.value[:60]!r}")
+
+    def topic_configs(self, configs: Mapping[str, str | None]) -> None:
+        click.echo("\n".join(_config_lines(configs)))
+
+    def brokers(self, rows: Sequence[BrokerRow]) -> None:
+        lines = [
+            f"{r['node_id']:>5}  {r['host']}:{r['port']}" + ("  (active controller)" if r["controller"] else "")
+            for r in rows
+        ]
+        click.echo("\n".join(lines))
+
+    def tiering_state(self, status: TieringStatus, *, policy: str | None = None) -> None:
+        asked = f" (policy {policy})" if policy is not None else ""
+        click.echo(f"{status.topic}: {status.state.name} at tiered epoch {status.tiered_epoch}{asked}")
+
+    def tiering_status(self, statuses: Sequence[TieringStatus]) -> None:
+        _print(_tiering_table(statuses) if statuses else "no topics")
+
+    def tiering_timed_out(self, status: TieringStatus) -> None:
+        Console(stderr=True).print(_tiering_table([status]))
+
+    def scan_summary(self, summary: Mapping[str, Any], *, report: Path | None, render_text: ScanTextRenderer) -> None:
+        _print(render_text(summary))
+        click.echo(f"report: {report}")
+
+    def scan_over_threshold(self, summary: Mapping[str, Any], *, threshold: int, exit_status: int) -> None:
+        anomalies = summary["alert"]["anomalies_total"]
+        message = f"anomalies {anomalies} exceed the threshold {threshold}: exit status {exit_status}"
+        click.echo(message, err=True)
+
+    def reclaim_result(self, result: ReclaimResult) -> None:
+        out = Console()
+        verb = "planned" if result.executed else "would delete"
+        mode = "(executed)" if result.executed else "(dry run)"
+        older_than = format_duration(result.older_than_ms)
+        source = result.metadata_source
+        out.print(f"reclaim {mode}: bucket {result.bucket}, objects older than {older_than}, metadata: {source}")
+        if result.planned_by_category:
+            for what, totals in (("category", result.planned_by_category), ("topic", result.planned_by_topic)):
+                table = Table(f"{verb}: {what}", "objects", "bytes")
+                for name, t in totals.items():
+                    table.add_row(name, f"{t.objects:,}", f"{t.bytes:,}")
+                out.print(table)
+        if result.skipped:
+            table = Table("skipped: reason", "objects")
+            for reason, n in result.skipped.items():
+                table.add_row(reason, f"{n:,}")
+            out.print(table)
+        if result.executed:
+            failed = f", {len(result.failed_keys):,} failed" if result.failed_keys else ""
+            out.print(f"deleted {result.deleted_objects:,} objects ({result.deleted_bytes:,} bytes){failed}")
+        elif not result.run_refused:
+            planned = f"{result.planned_objects:,} objects ({result.planned_bytes:,} bytes)"
+            out.print(f"would delete {planned}; nothing was deleted (pass --execute to delete them)")
+
+
+OUTPUT_FORMATS: dict[str, type[Output]] = {"text": TextOutput, "json": JsonOutput}
+"""``--output`` choices, in the order ``--help`` lists them."""

@@ -1,0 +1,119 @@
+"""``tieredctl reclaim DIR``: delete what a scan found reclaimable, after re-checking every object now.
+
+A dry run unless ``--execute``. Re-check and delete progress is a transient bar on stderr (text only); warnings
+(e.g. no current metadata) come before the result and refusals and failures after it, on stderr. Exit status 1
+when an object could not be re-checked or deleted, or a guard refused the whole run.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
+
+from orchestrator.cli import options
+from orchestrator.cli.context import Ctx
+from orchestrator.cli.progress import progress_bar
+from orchestrator.errors import TieredError
+from policies import reclaim_executor as rx
+from policies.reclaim import reclaim_categories
+from remote_storage.s3 import S3RemoteStorage, make_s3_client
+
+PHASE_LABELS = {"recheck": "re-checking objects", "delete": "deleting"}
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@click.command("reclaim")
+@click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--execute", is_flag=True, help="delete; without it this is a dry run that deletes nothing")
+@click.option(
+    "--older-than",
+    callback=options.parse_duration_ms,
+    metavar="DURATION",
+    help="only objects last modified at least this long ago: 72h, 30m, 3d, 0s [default: the scan's grace]",
+)
+@click.option(
+    "--category",
+    "categories",
+    multiple=True,
+    metavar="C",
+    help="reclaim only this category, repeatable [default: every category reclaim may delete]",
+)
+@options.metadata_store(
+    help="the cluster's SQLite metadata store, to re-check against current metadata [default: the scan's "
+    "export, with a warning]"
+)
+@options.s3_endpoint(help="S3 endpoint URL [default: AWS]")
+@options.bucket(help="[default: the scan's source bucket]")
+@click.option(
+    "--max-orphan-ratio",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="refuse a live topic (or the whole run, for unknown topic ids) above this share of orphans",
+)
+@click.option("--force", is_flag=True, help="delete even when an orphan-ratio guard refuses")
+@click.pass_obj
+def reclaim(
+    obj: Ctx,
+    directory: str,
+    execute: bool,
+    older_than: int | None,
+    categories: tuple[str, ...],
+    metadata_store: Path | None,
+    s3_endpoint: str | None,
+    bucket: str | None,
+    max_orphan_ratio: float,
+    force: bool,
+) -> None:
+    """Delete what the scan in DIR found reclaimable, after re-checking each object now (a dry run unless --execute).
+
+    Each object is looked up again (HEAD) and re-classified against current metadata; objects that changed, became
+    live, are younger than --older-than or lie outside their topic's prefix are skipped with a reason. Deletes
+    are batched per topic prefix and journaled in DIR/reclaim-journal.jsonl; a second run deletes nothing more.
+    Exit status 1 when an object could not be re-checked or deleted, or a guard refused the whole run.
+    """
+    out = obj.output
+    try:
+        wanted = reclaim_categories(categories)
+    except TieredError as exc:
+        raise click.BadParameter(exc.message, param_hint="--category") from exc
+
+    scan_out = rx.ScanOutput.load(directory)
+    metadata = rx.load_current_metadata(
+        store_path=metadata_store, scan_export_dir=scan_out.export_dir, now_ms=_now_ms()
+    )
+    client = make_s3_client(endpoint_url=s3_endpoint)
+    rsm = S3RemoteStorage(client=client, bucket=bucket or scan_out.bucket, prefix=scan_out.prefix)
+    reclaim_options = rx.ReclaimOptions(
+        execute=execute, older_than_ms=older_than, categories=wanted, max_orphan_ratio=max_orphan_ratio, force=force
+    )
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with progress_bar(out, *columns, transient=True) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def progress(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(PHASE_LABELS.get(phase, phase), total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        result = rx.reclaim(
+            scan_out, rsm=rsm, metadata=metadata, options=reclaim_options, now_ms=_now_ms, on_progress=progress
+        )
+    for warning in result.warnings:
+        out.warning(warning)
+    out.reclaim_result(result)
+    for refusal in result.refusals:
+        out.error(refusal)
+    if result.failed_keys:
+        key, why = next(iter(result.failed_keys.items()))
+        failure = f"{len(result.failed_keys)} object(s) could not be re-checked or deleted, e.g. {key}: {why}"
+        out.error(f"{failure}; they were not deleted: run the same command again to retry them")
+    if not result.ok:
+        sys.exit(1)

@@ -1,0 +1,138 @@
+"""``tieredctl scan``: the Spark scan of a bucket's inventory against the metadata (``run``), and its report
+(``report``).
+
+Exit status 3 when ``scan run`` found more anomalies than ``--max-anomalies`` (so a scheduler alerts); its steps
+are reported on stderr (text only). Both print the scan's summary: the per-topic table and the report's path, or
+with ``--output json`` the summary document itself.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from orchestrator.cli import options
+from orchestrator.cli.bucket import BucketTarget, list_into_inventory
+from orchestrator.cli.context import Ctx
+from remote_storage.scan.job import ScanSettings
+from remote_storage.scan.report import render_text, write_html_report
+from remote_storage.scan.run import export_store
+from remote_storage.scan.run import scan as run_scan
+from remote_storage.scan.summary import load_summary
+
+SCAN_INVENTORY_ROWS_PER_FILE = 1_000_000
+
+
+@click.group()
+def scan() -> None:
+    """The Spark scan: reclaimable bytes and anomalies, per object and per topic."""
+
+
+@scan.command("run")
+@options.bucket_location
+@click.option(
+    "--inventory",
+    "inventory_uri",
+    default=None,
+    help="manifest.json (or its directory), local or s3://; default: build one by listing the bucket",
+)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--export",
+    "export_dir",
+    default=None,
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="a metadata export directory; default: export --metadata-store now",
+)
+@options.metadata_store(help="the SQLite metadata store (default: the local cluster's)")
+@click.option(
+    "--grace",
+    "grace_ms",
+    default="3d",
+    show_default=True,
+    callback=options.parse_duration_ms,
+    help="objects younger than this are never reclaimable (longer than an upload plus the inventory lag)",
+)
+@click.option(
+    "--max-anomalies",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, None),
+    help="exit 3 when the anomalies exceed this",
+)
+@click.option("--spark-master", default=None, help="default: local[2]")
+@click.option("--driver-memory", default=None, help="default: 4g (local mode)")
+@click.pass_obj
+def scan_run(
+    obj: Ctx,
+    bucket: str | None,
+    prefix: str | None,
+    s3_endpoint: str | None,
+    cluster_dir: str,
+    inventory_uri: str | None,
+    out_dir: Path,
+    export_dir: Path | None,
+    metadata_store: Path | None,
+    grace_ms: int,
+    max_anomalies: int,
+    spark_master: str | None,
+    driver_memory: str | None,
+) -> None:
+    """Classify every object of the bucket's inventory: reclaimable bytes and anomalies, per object and per topic.
+
+    Writes OUT/objects.parquet, OUT/anomalies.parquet, OUT/summary.json and OUT/report.html. Exit status 3 when the
+    anomalies exceed --max-anomalies (so a scheduler alerts).
+    """
+    out = obj.output
+
+    def step(message: str) -> None:
+        out.progress(message, level=1)
+
+    target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix)
+    if export_dir is None:
+        store = metadata_store or target.metadata_store
+        if store is None:
+            raise click.UsageError("pass --export DIR or --metadata-store PATH (no local cluster to take it from)")
+        step(f"exporting the metadata of {store}")
+        export_dir = export_store(store, out_dir)
+    if inventory_uri is None:
+        step(f"building an inventory of s3://{target.bucket}/{target.prefix}")
+        dest = str(out_dir / "inventory")
+        inventory_uri = list_into_inventory(
+            out, target, dest=dest, fmt="parquet", rows_per_file=SCAN_INVENTORY_ROWS_PER_FILE
+        )
+    client = target.client() if inventory_uri.startswith("s3://") else None
+    settings = ScanSettings(prefix=target.prefix, grace_ms=grace_ms, max_anomalies=max_anomalies)
+    outcome = run_scan(
+        inventory_uri=inventory_uri,
+        export_dir=export_dir,
+        out_dir=out_dir,
+        settings=settings,
+        s3_client=client,
+        spark_master=spark_master,
+        driver_memory=driver_memory,
+        progress=step,
+    )
+    out.scan_summary(outcome.summary, report=outcome.report, render_text=render_text)
+    if outcome.exit_status:
+        out.scan_over_threshold(outcome.summary, threshold=max_anomalies, exit_status=outcome.exit_status)
+    sys.exit(outcome.exit_status)
+
+
+@scan.command("report")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--max-anomaly-rows",
+    default=200,
+    show_default=True,
+    type=click.IntRange(0, None),
+    help="anomaly rows shown in the page (all are in anomalies.parquet)",
+)
+@click.pass_obj
+def scan_report(obj: Ctx, directory: Path, max_anomaly_rows: int) -> None:
+    """Re-render DIRECTORY/report.html from a scan's summary.json; print the per-topic totals."""
+    summary = load_summary(directory)
+    path = write_html_report(directory, max_anomaly_rows=max_anomaly_rows)
+    obj.output.scan_summary(summary, report=path, render_text=render_text)

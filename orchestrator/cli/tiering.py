@@ -1,0 +1,115 @@
+"""``tieredctl tiering``: disable and re-enable tiered storage per topic (KIP-950), and watch it happen.
+
+With ``--wait`` a command polls DescribeTieredState behind a progress bar (stderr, text only) until the topic
+reaches the state asked for; at the timeout it shows where the topic stands and fails with REQUEST_TIMED_OUT
+(exit status 1): the change keeps going in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+from orchestrator.cli.context import Ctx
+from orchestrator.cli.progress import progress_bar
+from orchestrator.client import TieredClient, TieringStatus
+from orchestrator.errors import RequestTimedOut
+
+POLL_INTERVAL_S = 0.25
+
+
+@click.group()
+def tiering() -> None:
+    """KIP-950: disable and re-enable tiered storage per topic, and watch it happen."""
+
+
+def _wait_for(obj: Ctx, name: str, target: str, timeout: float) -> TieringStatus:
+    """Poll DescribeTieredState with a live progress bar until NAME reaches ``target`` or the timeout."""
+
+    async def poll(c: TieredClient) -> TieringStatus:
+        deadline = time.monotonic() + timeout
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[extra]}"),
+            TimeElapsedColumn(),
+        )
+        with progress_bar(obj.output, *columns) as bar:
+            task = bar.add_task(f"{name}: brokers acknowledged", total=None, extra="")
+            while True:
+                st = (await c.tiering_status([name]))[0]
+                required = st.acknowledged_brokers + len(st.pending_brokers)
+                to_go = f", {st.segments_remaining} to go" if st.segments_remaining else ""
+                extra = f"segments deleted {st.segments_deleted}" + to_go
+                bar.update(task, completed=st.acknowledged_brokers, total=max(required, 1), extra=extra)
+                if st.state.name == target:
+                    bar.update(task, completed=max(required, 1))
+                    return st
+                if time.monotonic() > deadline:
+                    return st
+                await asyncio.sleep(POLL_INTERVAL_S)
+
+    return obj.run(poll, timeout_s=30)
+
+
+def _finish_wait(obj: Ctx, st: TieringStatus, target: str, timeout: float) -> None:
+    """Show the topic in ``target``, or show where it stands and fail with REQUEST_TIMED_OUT."""
+    if st.state.name == target:
+        obj.output.tiering_state(st)
+        return
+    obj.output.tiering_timed_out(st)
+    pending = ", ".join(f"broker {p.broker_id}: {p.last_error or 'no answer yet'}" for p in st.pending_brokers)
+    raise RequestTimedOut(
+        f"{st.topic} is still {st.state.name} after {timeout:g}s; pending {pending or 'none'}. It keeps going in the "
+        "background; follow it with 'tieredctl tiering status' (a dead broker can be removed with "
+        "'tieredctl broker decommission ID')"
+    )
+
+
+@tiering.command("disable")
+@click.argument("name")
+@click.option(
+    "--policy",
+    type=click.Choice(["retain", "delete"]),
+    default="retain",
+    show_default=True,
+    help="retain: remote data stays readable until retention; delete: remove it all now",
+)
+@click.option("--wait", is_flag=True, help="show progress and return when DISABLED (or at the timeout)")
+@click.option(
+    "--timeout", default=300.0, show_default=True, type=click.FloatRange(0.1, None), help="seconds, with --wait"
+)
+@click.pass_obj
+def tiering_disable(obj: Ctx, name: str, policy: str, wait: bool, timeout: float) -> None:
+    """Disable tiered storage on NAME (ENABLED -> DISABLING, epoch+1; DISABLED once every broker acknowledged)."""
+    obj.run(lambda c: c.disable_tiering(name, policy))
+    if wait:
+        _finish_wait(obj, _wait_for(obj, name, "DISABLED", timeout), "DISABLED", timeout)
+    else:
+        obj.output.tiering_state(obj.run(lambda c: c.tiering_status([name]))[0], policy=policy)
+
+
+@tiering.command("enable")
+@click.argument("name")
+@click.option("--wait", is_flag=True, help="return once the topic is ENABLED")
+@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(0.1, None))
+@click.pass_obj
+def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float) -> None:
+    """Re-enable tiered storage on NAME (DISABLED -> ENABLED, epoch+1)."""
+    obj.run(lambda c: c.enable_tiering(name))
+    if wait:
+        _finish_wait(obj, _wait_for(obj, name, "ENABLED", timeout), "ENABLED", timeout)
+    else:
+        obj.output.tiering_state(obj.run(lambda c: c.tiering_status([name]))[0])
+
+
+@tiering.command("status")
+@click.argument("name", required=False)
+@click.pass_obj
+def tiering_status(obj: Ctx, name: str | None) -> None:
+    """State, tiered epoch, policy and pending brokers (attempts, last error, fenced) of one or every topic."""
+    obj.output.tiering_status(obj.run(lambda c: c.tiering_status(None if name is None else [name])))

@@ -1,0 +1,163 @@
+"""``tieredctl topic``: create, inspect, grow and delete topics; produce and consume records.
+
+``produce`` draws a progress bar on stderr (text only); ``consume`` prints the first records as it reads them
+(text only) and ends with the totals, saying how many came from remote storage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+from orchestrator.cli.context import Ctx
+from orchestrator.cli.options import parse_key_values
+from orchestrator.cli.output import PartitionRow
+from orchestrator.cli.progress import progress_bar
+from orchestrator.client import TieredClient, TieringStatus
+from orchestrator.ids import Uuid
+
+
+@click.group()
+def topic() -> None:
+    """Create, inspect, delete topics; produce and consume records."""
+
+
+@topic.command("create")
+@click.argument("name")
+@click.option("--partitions", default=1, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--replication-factor", default=1, show_default=True, type=click.IntRange(1, 64))
+@click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="a topic config, repeatable")
+@click.pass_obj
+def topic_create(obj: Ctx, name: str, partitions: int, replication_factor: int, configs: tuple[str, ...]) -> None:
+    """Create topic NAME (tiering on with --config remote.storage.enable=true)."""
+    cfg = parse_key_values(configs, option="--config")
+
+    async def create(c: TieredClient) -> Uuid:
+        return await c.create_topic(name, partitions=partitions, replication_factor=replication_factor, configs=cfg)
+
+    tid = obj.run(create)
+    obj.output.message({"topic": name, "topic_id": str(tid), "partitions": partitions}, f"created topic {name} ({tid})")
+
+
+@topic.command("list")
+@click.pass_obj
+def topic_list(obj: Ctx) -> None:
+    """Every topic with its id, partitions and tiered state."""
+    obj.output.topics(obj.run(lambda c: c.tiering_status()))
+
+
+@topic.command("describe")
+@click.argument("name")
+@click.pass_obj
+def topic_describe(obj: Ctx, name: str) -> None:
+    """Partitions (leader, replicas, ISR), configs and tiered state of topic NAME."""
+
+    async def describe(c: TieredClient) -> tuple[dict[str, Any], dict[str, str | None], TieringStatus]:
+        return await c.topic(name), await c.describe_configs(name), (await c.tiering_status([name]))[0]
+
+    t, configs, status = obj.run(describe)
+    by_index = sorted(t["partitions"], key=lambda p: p["partition_index"])
+    partitions: list[PartitionRow] = [
+        {
+            "partition": p["partition_index"],
+            "leader": p["leader_id"],
+            "replicas": p["replica_nodes"],
+            "isr": p["isr_nodes"],
+        }
+        for p in by_index
+    ]
+    obj.output.topic_description(status, partitions=partitions, configs=configs)
+
+
+@topic.command("delete")
+@click.argument("name")
+@click.pass_obj
+def topic_delete(obj: Ctx, name: str) -> None:
+    """Delete topic NAME (its remote data becomes orphaned; 'tieredctl scan' finds it, 'reclaim' removes it)."""
+    obj.run(lambda c: c.delete_topic(name))
+    obj.output.message({"topic": name, "deleted": True}, f"deleted topic {name}")
+
+
+@topic.command("add-partitions")
+@click.argument("name")
+@click.option("--total", required=True, type=click.IntRange(1, 10_000), help="the new partition count")
+@click.pass_obj
+def topic_add_partitions(obj: Ctx, name: str, total: int) -> None:
+    """Grow topic NAME to --total partitions (new ones inherit its tiered state)."""
+    obj.run(lambda c: c.add_partitions(name, total))
+    obj.output.message({"topic": name, "partitions": total}, f"topic {name} now has {total} partitions")
+
+
+@topic.command("produce")
+@click.argument("name")
+@click.option("--records", required=True, type=click.IntRange(1, 10_000_000))
+@click.option("--record-size", default=100, show_default=True, type=click.IntRange(1, 1_000_000))
+@click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 10_000), help="records per request")
+@click.pass_obj
+def topic_produce(obj: Ctx, name: str, records: int, record_size: int, batch: int) -> None:
+    """Produce --records synthetic records to NAME, spread over its partitions."""
+
+    async def produce(c: TieredClient) -> dict[int, tuple[int, int]]:
+        parts = sorted(p["partition_index"] for p in (await c.topic(name))["partitions"])
+        ranges: dict[int, tuple[int, int]] = {}
+        sent = 0
+        columns = (TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with progress_bar(obj.output, *columns) as bar:
+            task = bar.add_task("produce", total=records)
+            i = 0
+            while sent < records:
+                n = min(batch, records - sent)
+                p = parts[i % len(parts)]
+                values = [f"{name}-{sent + k}:".encode().ljust(record_size, b".")[:record_size] for k in range(n)]
+                first, last = await c.produce(name, values, partition=p)
+                lo, _ = ranges.get(p, (first, last))
+                ranges[p] = (lo, last)
+                sent += n
+                i += 1
+                bar.update(task, completed=sent)
+        return ranges
+
+    ranges = obj.run(produce, timeout_s=60)
+    offset_ranges = {str(p): list(r) for p, r in ranges.items()}
+    data = {"topic": name, "records": records, "partitions": offset_ranges}
+    obj.output.message(data, f"produced {records} records to {name} ({len(ranges)} partitions)")
+
+
+@topic.command("consume")
+@click.argument("name")
+@click.option("--from-beginning", is_flag=True, help="start at the log start offset (reads across tiers)")
+@click.option("--max-records", default=None, type=click.IntRange(1, None))
+@click.option("--partition", "partitions", multiple=True, type=int, help="only these partitions (repeatable)")
+@click.pass_obj
+def topic_consume(
+    obj: Ctx, name: str, from_beginning: bool, max_records: int | None, partitions: tuple[int, ...]
+) -> None:
+    """Read NAME's records up to the current end; says how many came from remote storage."""
+
+    async def consume(c: TieredClient) -> dict[str, Any]:
+        parts = sorted(p["partition_index"] for p in (await c.topic(name))["partitions"])
+        wanted = [p for p in parts if not partitions or p in partitions]
+        total = remote = 0
+        per: dict[str, dict[str, int]] = {}
+        for p in wanted:
+            first = last = -1
+            n = r = 0
+            left = None if max_records is None else max_records - total
+            if left is not None and left <= 0:
+                break
+            async for rec in c.consume(name, p, from_beginning=from_beginning, max_records=left):
+                obj.output.consumed_record(rec, partition=p, index=total + n)
+                first = rec.offset if first < 0 else first
+                last = rec.offset
+                n += 1
+                r += rec.remote
+            per[str(p)] = {"records": n, "remote": r, "first_offset": first, "last_offset": last}
+            total += n
+            remote += r
+        return {"topic": name, "records": total, "remote_records": remote, "partitions": per}
+
+    data = obj.run(consume, timeout_s=60)
+    text = f"consumed {data['records']} records from {name} ({data['remote_records']} read from remote storage)"
+    obj.output.message(data, text)
