@@ -1,6 +1,12 @@
-"""The controller: topic configs, the tiering state machine, the disablement queue and the synchronous core.
+"""The controller: the tiering state machine, the disablement queue, the synchronous core and the process around it.
 
-``configs`` (the topic config catalogue), ``tiering`` (DESIGN §4's per-topic state machine) and ``queue`` (the
-disablement queue) are pure; ``core`` applies them to the metadata store. The asyncio driver that serves the
-Kafka protocol and sends DisableRemoteTopic lives outside this package and calls ``core``.
+Layers, top to bottom (declared as the ``controller-layers`` import-linter contract in ``pyproject.toml``):
+
+* ``service``: the process: the lease, the Kafka protocol server, the DisableRemoteTopic sender (asyncio);
+* ``core``: :class:`~orchestrator.controller.core.ControllerCore`, the facade the service calls;
+* ``admin`` | ``membership``: the admin API; broker registration, heartbeats and fencing;
+* ``disablement``: DisableRemoteTopic out and in, completing topics;
+* ``state``: the image, the queue and the one way to write (appends fenced by the controller epoch);
+* ``responses`` | ``partitions``: response shaping; partition records, placement and leadership (pure);
+* ``tiering`` | ``queue``: DESIGN §4's per-topic state machine and the disablement queue (pure).
 """

@@ -25,13 +25,15 @@ import os
 import random
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import structlog
 
 from orchestrator.controller.core import ControllerCore
+from orchestrator.controller.disablement import DisableRequestBody
+from orchestrator.controller.responses import Nodes, metadata_brokers, normalized
 from orchestrator.errors import BrokerNotAvailable, KafkaError, NotController, StaleControllerEpoch, TieredError
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
@@ -39,6 +41,7 @@ from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.connection import ConnectionPool
 from orchestrator.net.server import Handler, KafkaServer
 from orchestrator.net.tls import client_ssl_context, server_ssl_context
+from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.codec import compiled
 from orchestrator.protocol.framing import Request
@@ -66,29 +69,47 @@ def parse_holder(holder: str) -> tuple[int, str, int] | None:
         return None
 
 
-def _tick_and_collect(core: ControllerCore) -> list[tuple[int, dict[str, Any]]]:
+def _tick_and_collect(core: ControllerCore) -> list[tuple[int, DisableRequestBody]]:
     core.tick()
     return core.due_disable_requests()
 
 
 def not_controller_response(api_key: int, version: int, body: dict[str, Any], message: str) -> dict[str, Any]:
-    """The API's own response shape with NOT_CONTROLLER wherever it carries an error code."""
+    """The API's own response shape with NOT_CONTROLLER wherever it carries an error code.
+
+    ``body`` is the request as the codec decoded it (untyped), read here by the type of its api.
+    """
     code = NotController.code
-    out: dict[str, Any] = {"error_code": code, "error_message": message}
+    out: Mapping[str, object] = {"error_code": code, "error_message": message}  # the broker APIs, DescribeTieredState
     if api_key == ApiKey.CREATE_TOPICS:
-        out = {"topics": [{"name": t["name"], "error_code": code, "error_message": message} for t in body["topics"]]}
+        created = cast(m.CreateTopicsRequest, body)["topics"]
+        out = m.CreateTopicsResponse(
+            topics=[{"name": t["name"], "error_code": code, "error_message": message} for t in created]
+        )
     elif api_key == ApiKey.DELETE_TOPICS:
-        names = [t["name"] for t in body.get("topics") or []] or list(body.get("topic_names") or [])
-        out = {"responses": [{"name": n, "error_code": code, "error_message": message} for n in names]}
+        deleted = cast(m.DeleteTopicsRequest, body)
+        names = [t["name"] for t in deleted.get("topics") or []] or list(deleted.get("topic_names") or [])
+        out = m.DeleteTopicsResponse(
+            responses=[{"name": n, "error_code": code, "error_message": message} for n in names]
+        )
     elif api_key == ApiKey.CREATE_PARTITIONS:
-        out = {"results": [{"name": t["name"], "error_code": code, "error_message": message} for t in body["topics"]]}
+        grown = cast(m.CreatePartitionsRequest, body)["topics"]
+        out = m.CreatePartitionsResponse(
+            results=[{"name": t["name"], "error_code": code, "error_message": message} for t in grown]
+        )
     elif api_key in (ApiKey.DESCRIBE_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
-        error = {"error_code": code, "error_message": message}
-        per_resource = [
-            {"resource_type": r["resource_type"], "resource_name": r["resource_name"], **error}
-            for r in body["resources"]
-        ]
-        out = {"results" if api_key == ApiKey.DESCRIBE_CONFIGS else "responses": per_resource}
+        configs = cast(m.DescribeConfigsRequest | m.IncrementalAlterConfigsRequest, body)
+        resources = [(r["resource_type"], r["resource_name"]) for r in configs["resources"]]
+        if api_key == ApiKey.DESCRIBE_CONFIGS:
+            described = [m.DescribeConfigsResult(resource_type=t, resource_name=n) for t, n in resources]
+            out = m.DescribeConfigsResponse(
+                results=[{**d, "error_code": code, "error_message": message} for d in described]
+            )
+        else:
+            altered = [m.AlterConfigsResourceResponse(resource_type=t, resource_name=n) for t, n in resources]
+            out = m.IncrementalAlterConfigsResponse(
+                responses=[{**a, "error_code": code, "error_message": message} for a in altered]
+            )
     schema = response_schema(api_key)
     assert schema is not None
     return compiled(schema, version).normalize(out)
@@ -244,10 +265,10 @@ class ControllerService:
             # next to the replies, and re-polls (disable_repoll_ms) are coarser than this anyway.
             await asyncio.sleep(SENDER_INTERVAL_S)
 
-    async def _send_disable(self, core: ControllerCore, broker_id: int, body: dict[str, Any]) -> None:
+    async def _send_disable(self, core: ControllerCore, broker_id: int, body: DisableRequestBody) -> None:
         limit = self.settings.disablement.max_in_flight_per_broker
         slots = self._broker_slots.setdefault(broker_id, asyncio.Semaphore(limit))
-        response: dict[str, Any] | None = None
+        response: m.DisableRemoteTopicResponse | None = None
         error: TieredError | None = None
         async with slots:
             broker = core.image.brokers.get(broker_id)
@@ -257,9 +278,10 @@ class ControllerService:
                 ep = broker.endpoints[0]
                 assert self._pool is not None
                 timeout_s = self.settings.disablement.request_timeout_ms / 1000
-                response = await self._pool.request(
+                reply = await self._pool.request(
                     (ep.host, ep.port), ApiKey.DISABLE_REMOTE_TOPIC, 0, body, timeout_s=timeout_s
                 )
+                response = cast(m.DisableRemoteTopicResponse, reply)  # decoded by the codec: every field present
             except TieredError as exc:  # a Kafka error, or a reply that does not decode: retried the same way
                 error = exc
         if self.core is not core:
@@ -271,12 +293,12 @@ class ControllerService:
 
     # -- admin API --------------------------------------------------------------------------------------------
 
-    def _admin(self, api_key: int) -> Callable[[Request], Any]:
-        async def handle(request: Request) -> dict[str, Any]:
+    def _admin(self, api_key: int) -> Handler:
+        async def handle(request: Request) -> Mapping[str, object]:
             core = self.core
             body, version = request.body, request.header.api_version
             if api_key == ApiKey.METADATA:
-                return await self._metadata(core, body, version)
+                return await self._metadata(core, cast(m.MetadataRequest, body), version)
             if core is None:
                 return not_controller_response(api_key, version, body, self._who_is_active())
             try:
@@ -288,26 +310,31 @@ class ControllerService:
         return handle
 
     @staticmethod
-    def _dispatch(core: ControllerCore, api_key: int, body: dict[str, Any], version: int) -> dict[str, Any]:
+    def _dispatch(core: ControllerCore, api_key: int, body: dict[str, Any], version: int) -> Mapping[str, object]:
+        """Call the core's handler for ``api_key``. The codec decodes ``body`` by the api's schema, so it is cast
+        here, once, to that request's type; the typed response goes back to the codec as it is."""
+        response: Mapping[str, object]
         if api_key == ApiKey.CREATE_TOPICS:
-            return core.create_topics(body, version)
-        if api_key == ApiKey.DELETE_TOPICS:
-            return core.delete_topics(body, version)
-        if api_key == ApiKey.CREATE_PARTITIONS:
-            return core.create_partitions(body, version)
-        if api_key == ApiKey.DESCRIBE_CONFIGS:
-            return core.describe_configs(body, version)
-        if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
-            return core.incremental_alter_configs(body, version)
-        if api_key == ApiKey.DESCRIBE_TIERED_STATE:
-            return core.describe_tiered_state(body)
-        if api_key == ApiKey.BROKER_REGISTRATION:
-            return core.broker_registration(body)
-        if api_key == ApiKey.BROKER_HEARTBEAT:
-            return core.broker_heartbeat(body)
-        if api_key == ApiKey.UNREGISTER_BROKER:
-            return core.unregister_broker(body)
-        raise NotController(f"no handler for api key {api_key}")  # pragma: no cover
+            response = core.create_topics(cast(m.CreateTopicsRequest, body), version)
+        elif api_key == ApiKey.DELETE_TOPICS:
+            response = core.delete_topics(cast(m.DeleteTopicsRequest, body), version)
+        elif api_key == ApiKey.CREATE_PARTITIONS:
+            response = core.create_partitions(cast(m.CreatePartitionsRequest, body), version)
+        elif api_key == ApiKey.DESCRIBE_CONFIGS:
+            response = core.describe_configs(cast(m.DescribeConfigsRequest, body), version)
+        elif api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+            response = core.incremental_alter_configs(cast(m.IncrementalAlterConfigsRequest, body), version)
+        elif api_key == ApiKey.DESCRIBE_TIERED_STATE:
+            response = core.describe_tiered_state(cast(m.DescribeTieredStateRequest, body))
+        elif api_key == ApiKey.BROKER_REGISTRATION:
+            response = core.broker_registration(cast(m.BrokerRegistrationRequest, body))
+        elif api_key == ApiKey.BROKER_HEARTBEAT:
+            response = core.broker_heartbeat(cast(m.BrokerHeartbeatRequest, body))
+        elif api_key == ApiKey.UNREGISTER_BROKER:
+            response = core.unregister_broker(cast(m.UnregisterBrokerRequest, body))
+        else:  # pragma: no cover
+            raise NotController(f"no handler for api key {api_key}")
+        return response
 
     def _who_is_active(self) -> str:
         lease = self.store.current_lease()
@@ -315,7 +342,7 @@ class ControllerService:
             return "no controller is active right now; retry shortly"
         return f"the active controller is {lease.holder} (epoch {lease.controller_epoch})"
 
-    def _nodes(self) -> tuple[dict[int, tuple[str, int, str | None]], int]:
+    def _nodes(self) -> tuple[Nodes, int]:
         """Unfenced brokers from the image plus this controller and the active one, and the active controller's id."""
         image = self.core.image if self.core is not None else self.follower.image
         # As Kafka: live ones.
@@ -334,17 +361,13 @@ class ControllerService:
                 nodes[parsed[0]] = (parsed[1], parsed[2], None)
         return nodes, controller_id
 
-    async def _metadata(self, core: ControllerCore | None, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def _metadata(self, core: ControllerCore | None, body: m.MetadataRequest, version: int) -> m.MetadataResponse:
         nodes, controller_id = await self._on_core(self._nodes)
         if core is None:
             # A standby names the nodes and the active controller only; clients ask the active one for topics.
             await self._on_core(self.follower.refresh)
-            brokers = [{"node_id": n, "host": h, "port": p, "rack": r} for n, (h, p, r) in sorted(nodes.items())]
-            schema = response_schema(ApiKey.METADATA)
-            assert schema is not None
-            return compiled(schema, version).normalize(
-                {"brokers": brokers, "controller_id": controller_id, "topics": []}
-            )
+            standby = m.MetadataResponse(brokers=metadata_brokers(nodes), controller_id=controller_id, topics=[])
+            return normalized("MetadataResponse", version, standby)
         return await self._on_core(lambda: core.metadata(body, version, nodes=nodes, controller_id=controller_id))
 
 

@@ -1,0 +1,384 @@
+"""The admin API: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs, Metadata.
+
+Each handler takes a typed request body and its version and returns the typed response body, normalized to that
+version (``responses.py``). Config changes go through the tiering state machine (``tiering.py``), which turns them
+into the records of ONE append; partition records come from ``partitions.py``.
+
+Invariants:
+* A request that fails validation writes nothing for that topic (or resource): the error is in its entry of the
+  response. A deposed controller's :class:`StaleControllerEpoch` is never such an error: it propagates.
+* One request's change to one topic (or resource) is one append: all of it is written, or none.
+* A write that can finish a disablement (partitions added while DISABLING, a config change) is followed by
+  completing finished topics (``disablement.py``), as a broker's acknowledgement is.
+* Reads (Metadata, DescribeConfigs) never write, and topics are never auto-created by Metadata.
+* Replicas of a new topic start at a placement cursor that rotates per topic from a random start (``partitions.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from orchestrator.errors import (
+    InvalidPartitions,
+    InvalidReplicaAssignment,
+    InvalidRequest,
+    InvalidTopic,
+    KafkaError,
+    StaleControllerEpoch,
+    TopicAlreadyExists,
+)
+from orchestrator.ids import ZERO_UUID, Uuid, topic_names_collide, validate_topic_name
+from orchestrator.metadata.image import MetadataImage, TopicImage
+from orchestrator.metadata.records import ConfigResourceType, make_record
+from orchestrator.metadata.topic_configs import effective, parse_ops, validate_config_map
+from orchestrator.protocol import messages as m
+from orchestrator.settings import TopicDefaults
+
+from . import tiering
+from .disablement import DisablementDriver
+from .partitions import check_replicas, partition_record, place
+from .responses import (
+    Nodes,
+    broker_config_entry,
+    created_configs,
+    metadata_brokers,
+    metadata_topic,
+    normalized,
+    topic_config_entry,
+)
+from .state import ControllerState
+
+log = structlog.get_logger(__name__)
+
+
+class AdminApi:
+    def __init__(
+        self, state: ControllerState, driver: DisablementDriver, *, topic_defaults: TopicDefaults, cluster_id: str
+    ) -> None:
+        self._state = state
+        self._driver = driver
+        self._topic_defaults = topic_defaults
+        self._cluster_id = cluster_id
+        self._placement_cursor = state.rng.randrange(1 << 16)
+
+    # --- topics and partitions ----------------------------------------------------------------------------------
+
+    def create_topics(self, body: m.CreateTopicsRequest, version: int) -> m.CreateTopicsResponse:
+        req = normalized("CreateTopicsRequest", version, body)
+        image = self._state.refresh()
+        validate_only = bool(req["validate_only"])
+        names = [t["name"] for t in req["topics"]]
+        duplicates = {n for n in names if names.count(n) > 1}
+        accepted: list[str] = []
+        results: list[m.CreatableTopicResult] = []
+        for t in req["topics"]:
+            name = t["name"]
+            result: m.CreatableTopicResult
+            try:
+                if name in duplicates:
+                    raise InvalidRequest(f"topic '{name}' appears more than once in the request")
+                result = self._create_topic(t, image, accepted, validate_only=validate_only)
+                accepted.append(name)
+            except StaleControllerEpoch:
+                raise
+            except KafkaError as exc:
+                log.info("topic.create_refused", topic=name, error=exc.name, detail=exc.message)
+                result = {"name": name, "error_code": exc.code, "error_message": exc.message, "configs": []}
+            results.append(result)
+            image = self._state.image
+        return normalized("CreateTopicsResponse", version, m.CreateTopicsResponse(topics=results))
+
+    def _create_topic(
+        self, t: m.CreatableTopic, image: MetadataImage, accepted: Sequence[str], *, validate_only: bool
+    ) -> m.CreatableTopicResult:
+        name = validate_topic_name(t["name"])
+        if image.topic_by_name(name) is not None:
+            raise TopicAlreadyExists(f"topic '{name}' already exists")
+        for other in (*image.topics_by_name, *accepted):
+            if topic_names_collide(name, other):
+                raise InvalidTopic(f"topic '{name}' collides with '{other}': '.' and '_' collide in metric names")
+        raw_configs: dict[str, str | None] = {}
+        for c in t["configs"]:
+            if c["name"] in raw_configs:
+                raise InvalidRequest(f"config '{c['name']}' appears more than once for topic '{name}'")
+            raw_configs[c["name"]] = c["value"]
+        configs = validate_config_map(raw_configs)
+        if t["assignments"]:
+            if t["num_partitions"] != -1 or t["replication_factor"] != -1:
+                raise InvalidRequest("NumPartitions and ReplicationFactor must be -1 when Assignments are given")
+            by_index = {a["partition_index"]: list(a["broker_ids"]) for a in t["assignments"]}
+            if sorted(by_index) != list(range(len(t["assignments"]))):
+                raise InvalidReplicaAssignment(
+                    f"partition indexes {sorted(by_index)} are not the consecutive numbers from 0"
+                )
+            assignment = [by_index[i] for i in range(len(by_index))]
+            for i, replicas in enumerate(assignment):
+                check_replicas(replicas, image, where=f"partition {i}")
+            if len({len(r) for r in assignment}) > 1:
+                raise InvalidReplicaAssignment("every partition must have the same number of replicas")
+            self._check_partition_count(len(assignment))
+        else:
+            defaults = self._topic_defaults
+            count = defaults.partitions if t["num_partitions"] == -1 else t["num_partitions"]
+            factor = defaults.replication_factor if t["replication_factor"] == -1 else t["replication_factor"]
+            self._check_partition_count(count)
+            assignment = self._place(image, count, factor)
+        topic_id = self._new_topic_id(image)
+        plan = tiering.plan(TopicImage(topic_id=topic_id, name=name), {}, configs)
+        records = [
+            make_record("TopicRecord", name=name, topic_id=topic_id),
+            *(partition_record(topic_id, i, replicas, image) for i, replicas in enumerate(assignment)),
+            *plan.records,
+        ]
+        if not validate_only:
+            self._state.append(records)
+            log.info(
+                "topic.created",
+                topic=name,
+                topic_id=str(topic_id),
+                partitions=len(assignment),
+                replication_factor=len(assignment[0]),
+                tiered_state=plan.after.state.name,
+                tiered_epoch=plan.after.epoch,
+            )
+        return m.CreatableTopicResult(
+            name=name,
+            topic_id=ZERO_UUID if validate_only else topic_id,
+            error_code=0,
+            error_message=None,
+            num_partitions=len(assignment),
+            replication_factor=len(assignment[0]),
+            configs=created_configs(plan.configs),
+        )
+
+    def delete_topics(self, body: m.DeleteTopicsRequest, version: int) -> m.DeleteTopicsResponse:
+        req = normalized("DeleteTopicsRequest", version, body)
+        state = self._state
+        state.refresh()
+        if version >= 6:
+            wanted: list[tuple[str | None, Uuid]] = [(t["name"], t["topic_id"]) for t in req["topics"]]
+        else:
+            wanted = [(n, ZERO_UUID) for n in req["topic_names"]]
+        keys = [tid if not tid.is_zero else n for n, tid in wanted]
+        results: list[m.DeletableTopicResult] = []
+        for (name, topic_id), key in zip(wanted, keys, strict=True):
+            result = m.DeletableTopicResult(name=name if name is not None or version >= 6 else "", topic_id=topic_id)
+            try:
+                if name is not None and not topic_id.is_zero:
+                    raise InvalidRequest("give a topic name or a topic id, not both")
+                if name is None and topic_id.is_zero:
+                    raise InvalidRequest("neither a topic name nor a topic id was given")
+                if keys.count(key) > 1:
+                    raise InvalidRequest(f"topic {key} appears more than once in the request")
+                topic = tiering.topic_for(state.image, name=name, topic_id=topic_id)
+                state.append([make_record("RemoveTopicRecord", topic_id=topic.topic_id)])
+                result.update({"name": topic.name, "topic_id": topic.topic_id, "error_code": 0})
+                log.info(
+                    "topic.deleted",
+                    topic=topic.name,
+                    topic_id=str(topic.topic_id),
+                    tiered_state=topic.tiered_state.name,
+                    tiered_epoch=topic.tiered_epoch,
+                )
+            except StaleControllerEpoch:
+                raise
+            except KafkaError as exc:
+                result.update({"error_code": exc.code, "error_message": exc.message})
+            results.append(result)
+        return normalized("DeleteTopicsResponse", version, m.DeleteTopicsResponse(responses=results))
+
+    def create_partitions(self, body: m.CreatePartitionsRequest, version: int) -> m.CreatePartitionsResponse:
+        req = normalized("CreatePartitionsRequest", version, body)
+        self._state.refresh()
+        names = [t["name"] for t in req["topics"]]
+        results: list[m.CreatePartitionsTopicResult] = []
+        wrote = False
+        for t in req["topics"]:
+            name = t["name"]
+            try:
+                if names.count(name) > 1:
+                    raise InvalidRequest(f"topic '{name}' appears more than once in the request")
+                wrote |= self._create_partitions(t, validate_only=bool(req["validate_only"]))
+                results.append(m.CreatePartitionsTopicResult(name=name, error_code=0, error_message=None))
+            except StaleControllerEpoch:
+                raise
+            except KafkaError as exc:
+                results.append(m.CreatePartitionsTopicResult(name=name, error_code=exc.code, error_message=exc.message))
+        if wrote:
+            self._driver.complete_finished()
+        return normalized("CreatePartitionsResponse", version, m.CreatePartitionsResponse(results=results))
+
+    def _create_partitions(self, t: m.CreatePartitionsTopic, *, validate_only: bool) -> bool:
+        image = self._state.image
+        topic = tiering.topic_for(image, name=t["name"])
+        current, count = len(topic.partitions), t["count"]
+        if count < current:
+            raise InvalidPartitions(f"topic '{topic.name}' has {current} partitions, more than the requested {count}")
+        if count == current:
+            raise InvalidPartitions(f"topic '{topic.name}' already has {current} partitions")
+        self._check_partition_count(count)
+        factor = max((len(p.replicas) for p in topic.partitions.values()), default=1)
+        added = count - current
+        given = t["assignments"]
+        if given is not None:
+            assignment = [list(a["broker_ids"]) for a in given]
+            if len(assignment) != added:
+                raise InvalidReplicaAssignment(f"{len(assignment)} assignments given for {added} new partitions")
+            for i, replicas in enumerate(assignment, start=current):
+                check_replicas(replicas, image, where=f"partition {i}")
+                if len(replicas) != factor:
+                    raise InvalidReplicaAssignment(
+                        f"partition {i} has {len(replicas)} replicas; the topic's replication factor is {factor}"
+                    )
+        else:
+            assignment = self._place(image, added, factor)
+        first = max(topic.partitions, default=-1) + 1
+        records = [partition_record(topic.topic_id, first + i, r, image) for i, r in enumerate(assignment)]
+        if validate_only:
+            return False
+        self._state.append(records)
+        log.info(
+            "topic.partitions_created",
+            topic=topic.name,
+            topic_id=str(topic.topic_id),
+            partitions=count,
+            added=added,
+            tiered_state=topic.tiered_state.name,
+            tiered_epoch=topic.tiered_epoch,
+        )
+        return True
+
+    # --- configs ------------------------------------------------------------------------------------------------
+
+    def describe_configs(self, body: m.DescribeConfigsRequest, version: int) -> m.DescribeConfigsResponse:
+        req = normalized("DescribeConfigsRequest", version, body)
+        image = self._state.refresh()
+        results: list[m.DescribeConfigsResult] = []
+        for r in req["resources"]:
+            rtype, rname, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
+            result = m.DescribeConfigsResult(resource_type=rtype, resource_name=rname, configs=[])
+            try:
+                if rtype == ConfigResourceType.TOPIC:
+                    tiering.topic_for(image, name=rname)
+                    entries = [
+                        topic_config_entry(d, value, explicit, req)
+                        for d, value, explicit in effective(image.topic_configs(rname))
+                        if keys is None or d.name in keys
+                    ]
+                elif rtype == ConfigResourceType.BROKER:
+                    if rname and not rname.isdigit():
+                        raise InvalidRequest(f"'{rname}' is not a broker id")
+                    values = image.configs.get((int(ConfigResourceType.BROKER), rname), {})
+                    entries = [
+                        broker_config_entry(k, v, req) for k, v in sorted(values.items()) if keys is None or k in keys
+                    ]
+                else:
+                    raise InvalidRequest(f"resource type {rtype} is not supported: use 2 (topic) or 4 (broker)")
+                result.update({"error_code": 0, "error_message": None, "configs": entries})
+            except KafkaError as exc:
+                result.update({"error_code": exc.code, "error_message": exc.message})
+            results.append(result)
+        return normalized("DescribeConfigsResponse", version, m.DescribeConfigsResponse(results=results))
+
+    def incremental_alter_configs(
+        self, body: m.IncrementalAlterConfigsRequest, version: int
+    ) -> m.IncrementalAlterConfigsResponse:
+        req = normalized("IncrementalAlterConfigsRequest", version, body)
+        self._state.refresh()
+        validate_only = bool(req["validate_only"])
+        resources = [(r["resource_type"], r["resource_name"]) for r in req["resources"]]
+        results: list[m.AlterConfigsResourceResponse] = []
+        wrote = False
+        for r, key in zip(req["resources"], resources, strict=True):
+            result = m.AlterConfigsResourceResponse(resource_type=key[0], resource_name=key[1])
+            try:
+                if resources.count(key) > 1:
+                    raise InvalidRequest(f"resource {key[1]} (type {key[0]}) appears more than once in the request")
+                if key[0] != ConfigResourceType.TOPIC:
+                    raise InvalidRequest(f"only topic configs (resource type 2) can be altered, not type {key[0]}")
+                wrote |= self._alter_topic_configs(key[1], r["configs"], validate_only=validate_only)
+                result.update({"error_code": 0, "error_message": None})
+            except StaleControllerEpoch:
+                raise
+            except KafkaError as exc:
+                log.info("topic.configs_refused", topic=key[1], error=exc.name, detail=exc.message)
+                result.update({"error_code": exc.code, "error_message": exc.message})
+            results.append(result)
+        if wrote:
+            self._driver.complete_finished()
+        response = m.IncrementalAlterConfigsResponse(responses=results)
+        return normalized("IncrementalAlterConfigsResponse", version, response)
+
+    def _alter_topic_configs(self, name: str, ops: Sequence[m.AlterableConfig], *, validate_only: bool) -> bool:
+        state = self._state
+        image = state.image
+        topic = tiering.topic_for(image, name=name)
+        plan = tiering.plan(topic, image.topic_configs(name), parse_ops(ops))
+        if validate_only or not plan.records:
+            return False
+        state.append(plan.records)
+        log.info("topic.configs_altered", topic=name, topic_id=str(topic.topic_id), records=len(plan.records))
+        if plan.changes_state:
+            log.info(
+                "tiering.transition",
+                topic=name,
+                topic_id=str(topic.topic_id),
+                from_state=plan.before.state.name,
+                to_state=plan.after.state.name,
+                tiered_epoch=plan.after.epoch,
+                policy=plan.after.policy.name,
+                pending_brokers=sorted(state.queue.pending_brokers(topic.topic_id)),
+            )
+        return True
+
+    # --- metadata -----------------------------------------------------------------------------------------------
+
+    def metadata(
+        self, body: m.MetadataRequest, version: int, *, nodes: Nodes, controller_id: int
+    ) -> m.MetadataResponse:
+        req = normalized("MetadataRequest", version, body)
+        image = self._state.refresh()
+        asked = req["topics"]
+        topics: list[m.MetadataResponseTopic] = []
+        if asked is None or (version == 0 and not asked):
+            topics = [metadata_topic(t) for t in sorted(image.topics.values(), key=lambda t: t.name)]
+        else:
+            for entry in asked:
+                topic_id, name = entry["topic_id"], entry["name"]
+                try:
+                    if version >= 10 and not topic_id.is_zero:
+                        topic = tiering.topic_for(image, topic_id=topic_id)
+                    else:
+                        topic = tiering.topic_for(image, name=validate_topic_name(name or ""))
+                    topics.append(metadata_topic(topic))
+                except KafkaError as exc:
+                    unnamed = "" if version < 12 else None
+                    named = name if name is not None else unnamed
+                    topics.append(m.MetadataResponseTopic(error_code=exc.code, name=named, topic_id=topic_id))
+        response = m.MetadataResponse(
+            brokers=metadata_brokers(nodes),
+            cluster_id=self._cluster_id,
+            controller_id=controller_id,
+            topics=topics,
+        )
+        return normalized("MetadataResponse", version, response)
+
+    # --- internals ----------------------------------------------------------------------------------------------
+
+    def _new_topic_id(self, image: MetadataImage) -> Uuid:
+        while True:
+            topic_id = Uuid.random(self._state.rng.randbytes)
+            if topic_id not in image.topics:
+                return topic_id
+
+    def _check_partition_count(self, count: int) -> None:
+        if count <= 0:
+            raise InvalidPartitions(f"the number of partitions must be positive (or -1 for the default), got {count}")
+        if count > self._topic_defaults.max_partitions:
+            raise InvalidPartitions(f"{count} partitions exceed the limit of {self._topic_defaults.max_partitions}")
+
+    def _place(self, image: MetadataImage, count: int, factor: int) -> list[list[int]]:
+        assignment, self._placement_cursor = place(image, count, factor, cursor=self._placement_cursor)
+        return assignment

@@ -1,0 +1,270 @@
+"""The disablement driver: DisableRemoteTopic requests out, their outcomes in, DISABLED appended when a topic is done.
+
+The asyncio driver (``service.py``) sends the requests :meth:`DisablementDriver.due_requests` returns and feeds every
+outcome (reply, error, or timeout) to :meth:`DisablementDriver.on_response`; the controller's timer expires lost
+requests, completes finished topics and reports stalled ones. The queue itself (who owes what, backoff, late
+replies) is ``queue.py``, pure; this module applies it to the :class:`ControllerState`.
+
+Invariants:
+* DISABLED for (topic, epoch E) is appended only when the queue says every required broker acknowledged E for its
+  current duty, and only while the image says DISABLING at E, so it is appended at most once: after the append the
+  image says DISABLED and the topic leaves the queue (DESIGN §4 invariants 2 and 7).
+* A deposed controller hands out no request: :meth:`DisablementDriver.due_requests` checks the lease first. A broker
+  answering STALE_CONTROLLER_EPOCH raises :class:`StaleControllerEpoch` (after its reply is recorded), so the
+  driver steps down (invariant 6).
+* Progress (segments deleted / remaining per broker) and the stalled pairs already reported are in memory only: a
+  new controller learns them again from the requests it re-sends.
+* :meth:`DisablementDriver.describe_tiered_state` never writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import structlog
+
+from orchestrator.errors import (
+    RequestTimedOut,
+    StaleControllerEpoch,
+    StaleTieredEpoch,
+    TieredError,
+    UnknownTopicOrPartition,
+    as_wire_error,
+)
+from orchestrator.ids import ZERO_UUID, Uuid
+from orchestrator.protocol import messages as m
+from orchestrator.settings import DisablementSettings
+
+from . import queue as dq
+from . import tiering
+from .responses import normalized
+from .state import ControllerState
+
+log = structlog.get_logger(__name__)
+
+ALL_PARTITIONS = -1
+
+
+class DisableRequestBody(m.DisableRemoteTopicRequest):
+    """A DisableRemoteTopic request as the driver hands it out, to be given back with its outcome.
+
+    Besides the schema's fields it carries ``attempt``: not a wire field (the codec encodes schema fields only), it
+    numbers the request so that :meth:`DisablementDriver.on_response`, given the same body back, can tell a late
+    reply to an attempt already timed out from the reply to the attempt in flight.
+    """
+
+    attempt: int
+
+
+class DisablementDriver:
+    def __init__(self, state: ControllerState, settings: DisablementSettings) -> None:
+        self._state = state
+        self._settings = settings
+        self._stalled_reported: set[tuple[Uuid, int]] = set()
+        self._progress: dict[Uuid, dict[int, dict[int, tuple[int, int]]]] = {}  # topic -> epoch -> broker -> counts
+
+    def due_requests(self) -> list[tuple[int, DisableRequestBody]]:
+        """The DisableRemoteTopic requests to send now, as (broker id, request body); they are now in flight.
+
+        Raises :class:`StaleControllerEpoch` instead of handing out requests once the lease has moved on.
+        """
+        state = self._state
+        state.refresh()
+        now = state.now_ms()
+        expired = dq.expire(state.queue, now, timeout_ms=self._settings.request_timeout_ms, rng=state.rng)
+        queue, sends = dq.due(expired, now)
+        if sends:
+            state.check_lease()
+        state.queue = queue
+        out: list[tuple[int, DisableRequestBody]] = []
+        for s in sends:
+            log.debug(
+                "disable.send",
+                topic_id=str(s.topic_id),
+                broker_id=s.broker_id,
+                tiered_epoch=s.tiered_epoch,
+                attempt=s.attempt,
+            )
+            body = DisableRequestBody(
+                partition_id=ALL_PARTITIONS,
+                topic_id=s.topic_id,
+                tiered_epoch=s.tiered_epoch,
+                controller_epoch=state.controller_epoch,
+                broker_epoch=s.broker_epoch,
+                policy=int(s.policy),
+                attempt=s.attempt,
+            )
+            out.append((s.broker_id, body))
+        return out
+
+    def on_response(
+        self,
+        broker_id: int,
+        request_body: DisableRequestBody,
+        response_body: m.DisableRemoteTopicResponse | None,
+        error: TieredError | None,
+    ) -> None:
+        """Feed the outcome of one DisableRemoteTopic: a response body, a transport error, or neither (timeout).
+
+        Appends DISABLED for every topic this completes. Raises :class:`StaleControllerEpoch` if the broker says a
+        newer controller exists (after recording the reply; the driver steps down).
+        """
+        state = self._state
+        topic_id = request_body["topic_id"]
+        tiered_epoch = request_body["tiered_epoch"]
+        in_progress = False
+        message: str | None
+        if error is not None:
+            wire = as_wire_error(error)
+            code, message = wire.code, wire.message
+        elif response_body is None:
+            code, message = RequestTimedOut.code, "no reply (timed out)"
+        else:
+            code, message = int(response_body.get("error_code", 0)), response_body.get("error_message")
+            in_progress = code == 0 and int(response_body.get("status", 0)) == 1
+        if code == 0 and response_body is not None:
+            self._record_progress(topic_id, tiered_epoch, broker_id, response_body)
+        before = state.queue
+        state.queue = dq.on_response(
+            before,
+            topic_id,
+            broker_id,
+            tiered_epoch,
+            ok=code == 0,
+            in_progress=in_progress,
+            error_code=code,
+            error_message=message,
+            now_ms=state.now_ms(),
+            rng=state.rng,
+            repoll_ms=self._settings.repoll_ms,
+            attempt=request_body["attempt"],
+        )
+        fields = {"topic_id": str(topic_id), "broker_id": broker_id, "tiered_epoch": tiered_epoch}
+        if state.queue is before:
+            log.debug("disable.reply_ignored", **fields, error_code=code)
+        elif code != 0:
+            log.warning("disable.retry", **fields, error_code=code, detail=message)
+        elif in_progress:
+            assert response_body is not None
+            log.debug(
+                "disable.in_progress",
+                **fields,
+                partitions_done=response_body.get("partitions_done"),
+                partitions_total=response_body.get("partitions_total"),
+                segments_remaining=response_body.get("segments_remaining"),
+            )
+        else:
+            log.info("disable.ack", **fields, pending=sorted(state.queue.pending_brokers(topic_id)))
+        if code == StaleControllerEpoch.code:
+            state.log_deposed()
+            raise StaleControllerEpoch(
+                f"broker {broker_id} knows a newer controller than epoch {state.controller_epoch}"
+            )
+        if code == StaleTieredEpoch.code:
+            log.info("disable.stale_tiered_epoch", **fields)  # the refresh below catches the image up
+        self.complete_finished(only=[topic_id])
+
+    def expire_requests(self, now: int) -> None:
+        """Give up on requests in flight for longer than the request timeout (they are retried after a backoff)."""
+        state = self._state
+        state.queue = dq.expire(state.queue, now, timeout_ms=self._settings.request_timeout_ms, rng=state.rng)
+
+    def complete_finished(self, only: Iterable[Uuid] | None = None) -> None:
+        """Append DISABLED for every topic (of ``only``, if given) whose required brokers all acknowledged."""
+        state = self._state
+        image = state.refresh()
+        done = dq.completed(state.queue, image, only)
+        if not done:
+            return
+        state.append([tiering.complete(image.topics[t], state.queue.topics[t].tiered_epoch) for t in done])
+        for t in done:
+            topic = image.topics[t]
+            log.info(
+                "disable.completed",
+                topic=topic.name,
+                topic_id=str(t),
+                tiered_epoch=topic.tiered_epoch,
+                policy=topic.policy.name,
+            )
+
+    def report_stalled(self, now: int) -> None:
+        """Log each (topic, broker) pair once when it becomes stalled, with its last error; again if it recovers
+        and stalls anew."""
+        queue = self._state.queue
+        stalled = set(dq.stalled(queue, now, self._settings.stall_threshold_ms))
+        for topic_id, broker_id in sorted(stalled - self._stalled_reported, key=lambda p: (str(p[0]), p[1])):
+            entry = queue.topic(topic_id)
+            pb = entry.pending.get(broker_id) if entry is not None else None
+            log.warning(
+                "disable.stalled",
+                topic=entry.name if entry is not None else None,
+                topic_id=str(topic_id),
+                broker_id=broker_id,
+                attempts=pb.attempts if pb is not None else None,
+                last_error=pb.last_error if pb is not None else None,
+                fenced=pb.fenced if pb is not None else None,
+            )
+        self._stalled_reported = stalled
+
+    def describe_tiered_state(self, body: m.DescribeTieredStateRequest) -> m.DescribeTieredStateResponse:
+        req = normalized("DescribeTieredStateRequest", 0, body)
+        state = self._state
+        image = state.refresh()
+        stalled = set(dq.stalled(state.queue, state.now_ms(), self._settings.stall_threshold_ms))
+        names = req["topics"]
+        wanted = sorted(image.topics_by_name) if names is None else list(names)
+        out: list[m.DescribedTopic] = []
+        for name in wanted:
+            topic = image.topic_by_name(name)
+            if topic is None:
+                err = UnknownTopicOrPartition(f"topic '{name}' does not exist")
+                unknown = m.DescribedTopic(
+                    name=name, topic_id=ZERO_UUID, error_code=err.code, error_message=err.message
+                )
+                out.append(unknown)
+                continue
+            pending = [
+                m.PendingBroker(
+                    broker_id=b,
+                    attempts=pb.attempts,
+                    last_error=pb.last_error,
+                    last_attempt_ms=pb.last_attempt_ms,
+                    fenced=pb.fenced,
+                    stalled=(topic.topic_id, b) in stalled,
+                )
+                for b, pb in sorted(state.queue.pending_brokers(topic.topic_id).items())
+            ]
+            acknowledged, deleted, remaining = self._progress_of(topic.topic_id, topic.tiered_epoch)
+            described = m.DescribedTopic(
+                name=topic.name,
+                topic_id=topic.topic_id,
+                error_code=0,
+                tiered_state=int(topic.tiered_state),
+                tiered_epoch=topic.tiered_epoch,
+                policy=int(topic.policy),
+                partition_count=len(topic.partitions),
+                pending_brokers=pending,
+                acknowledged_brokers=acknowledged,
+                segments_deleted=deleted,
+                segments_remaining=remaining,
+            )
+            out.append(described)
+        return normalized("DescribeTieredStateResponse", 0, m.DescribeTieredStateResponse(error_code=0, topics=out))
+
+    # --- progress reporting (in memory; a new controller learns it again from the re-sent requests) -------------
+
+    def _record_progress(self, topic_id: Uuid, epoch: int, broker_id: int, body: m.DisableRemoteTopicResponse) -> None:
+        per_epoch = self._progress.setdefault(topic_id, {})
+        for old_epoch in [e for e in per_epoch if e != epoch]:
+            del per_epoch[old_epoch]
+        per_epoch.setdefault(epoch, {})[broker_id] = (
+            int(body.get("segments_deleted", 0)),
+            int(body.get("segments_remaining", 0)),
+        )
+
+    def _progress_of(self, topic_id: Uuid, epoch: int) -> tuple[int, int, int]:
+        """(brokers that acknowledged ``epoch``, segments deleted, segments remaining) of a topic."""
+        reports = self._progress.get(topic_id, {}).get(epoch, {})
+        entry = self._state.queue.topic(topic_id)
+        acknowledged = 0 if entry is None or entry.tiered_epoch != epoch else len(entry.acked)
+        return acknowledged, sum(d for d, _ in reports.values()), sum(r for _, r in reports.values())

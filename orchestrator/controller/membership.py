@@ -1,0 +1,175 @@
+"""Broker membership: registration, heartbeats, unregistration, and fencing of brokers whose session expired.
+
+Broker liveness (the last heartbeat of each broker) is held in memory only: a new controller gives every registered
+broker a full session from its start. Partition records for brokers leaving and rejoining come from
+``partitions.py``; every write goes through :meth:`ControllerState.append`.
+
+Design choices (KRaft's rules):
+* broker epoch = the offset of the broker's RegisterBrokerRecord; a registration is fenced until a heartbeat reports
+  a metadata offset at or past it. A registration with the same incarnation id is a retry and gets the same epoch;
+  another incarnation is refused with DUPLICATE_BROKER_REGISTRATION while the old one's session lives, and then
+  replaces it (the old incarnation leaves its partitions' ISRs and leaderships in the same append).
+* A broker is fenced (and leaves every ISR and leadership) when its session expires, when it asks (WantFence,
+  WantShutDown), and when it is unregistered; it is unfenced (and rejoins) by a heartbeat that is caught up.
+* Unregistering (decommissioning) a broker removes it from every pending set of the disablement queue, so topics
+  that only waited for it complete at once.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from orchestrator.errors import (
+    BrokerIdNotRegistered,
+    DuplicateBrokerRegistration,
+    InconsistentClusterId,
+    InvalidRequest,
+    KafkaError,
+    StaleBrokerEpoch,
+    StaleControllerEpoch,
+)
+from orchestrator.metadata.records import make_record
+from orchestrator.protocol import messages as m
+from orchestrator.settings import BrokerMembership
+
+from .disablement import DisablementDriver
+from .partitions import leave_records, rejoin_records
+from .responses import at_newest
+from .state import ControllerState
+
+log = structlog.get_logger(__name__)
+
+
+class BrokerLifecycle:
+    def __init__(self, state: ControllerState, driver: DisablementDriver, settings: BrokerMembership) -> None:
+        self._state = state
+        self._driver = driver
+        self._settings = settings
+        now = state.now_ms()
+        self._last_heartbeat: dict[int, int] = dict.fromkeys(state.image.brokers, now)
+
+    def broker_registration(self, body: m.BrokerRegistrationRequest) -> m.BrokerRegistrationResponse:
+        req = at_newest("BrokerRegistrationRequest", body)
+        state = self._state
+        image = state.refresh()
+        broker_id, incarnation = req["broker_id"], req["incarnation_id"]
+        now = state.now_ms()
+        try:
+            if req["cluster_id"] != self._settings.cluster_id:
+                ours = self._settings.cluster_id
+                raise InconsistentClusterId(
+                    f"broker {broker_id} belongs to cluster '{req['cluster_id']}', this is '{ours}'"
+                )
+            if broker_id < 0:
+                raise InvalidRequest(f"broker id {broker_id} is negative")
+            existing = image.brokers.get(broker_id)
+            if existing is not None and existing.incarnation_id == incarnation:
+                self._last_heartbeat[broker_id] = now  # a retried registration: same epoch
+                retried = m.BrokerRegistrationResponse(broker_epoch=existing.broker_epoch)
+                return at_newest("BrokerRegistrationResponse", retried)
+            if existing is not None and self._session_alive(broker_id, now):
+                raise DuplicateBrokerRegistration(
+                    f"broker {broker_id} is registered by another incarnation ({existing.incarnation_id}) whose "
+                    f"session has not expired; retry after {self._settings.session_timeout_ms} ms without heartbeats"
+                )
+            broker_epoch = state.next_offset()
+            records = [
+                make_record(
+                    "RegisterBrokerRecord",
+                    broker_id=broker_id,
+                    incarnation_id=incarnation,
+                    broker_epoch=broker_epoch,
+                    end_points=[dict(listener) for listener in req["listeners"]],
+                    features=[dict(f) for f in req["features"]],
+                    rack=req["rack"],
+                    fenced=True,
+                ),
+                *(leave_records(image, broker_id) if existing is not None else []),
+            ]
+            offset = state.append(records)
+            if offset - len(records) + 1 != broker_epoch:  # pragma: no cover - the lease makes this core the writer
+                log.error("broker.epoch_mismatch", broker_id=broker_id, expected=broker_epoch, offset=offset)
+            self._last_heartbeat[broker_id] = now
+            log.info(
+                "broker.registered",
+                broker_id=broker_id,
+                broker_epoch=broker_epoch,
+                incarnation_id=str(incarnation),
+                previous_epoch=None if existing is None else existing.broker_epoch,
+            )
+            registered = m.BrokerRegistrationResponse(broker_epoch=broker_epoch)
+            return at_newest("BrokerRegistrationResponse", registered)
+        except StaleControllerEpoch:
+            raise
+        except KafkaError as exc:
+            log.warning("broker.registration_refused", broker_id=broker_id, error=exc.name, detail=exc.message)
+            refused = m.BrokerRegistrationResponse(error_code=exc.code, broker_epoch=-1)
+            return at_newest("BrokerRegistrationResponse", refused)
+
+    def broker_heartbeat(self, body: m.BrokerHeartbeatRequest) -> m.BrokerHeartbeatResponse:
+        req = at_newest("BrokerHeartbeatRequest", body)
+        state = self._state
+        image = state.refresh()
+        broker_id, broker_epoch = req["broker_id"], req["broker_epoch"]
+        registration = image.brokers.get(broker_id)
+        if registration is None or registration.broker_epoch != broker_epoch:
+            log.info("broker.heartbeat_stale_epoch", broker_id=broker_id, broker_epoch=broker_epoch)
+            stale = m.BrokerHeartbeatResponse(error_code=StaleBrokerEpoch.code, is_caught_up=False, is_fenced=True)
+            return at_newest("BrokerHeartbeatResponse", stale)
+        self._last_heartbeat[broker_id] = state.now_ms()
+        caught_up = req["current_metadata_offset"] >= registration.broker_epoch
+        fenced = registration.fenced
+        leaving = bool(req["want_fence"] or req["want_shut_down"])
+        if leaving and not fenced:
+            fence = make_record("FenceBrokerRecord", id=broker_id, epoch=broker_epoch)
+            state.append([fence, *leave_records(image, broker_id)])
+            fenced = True
+            log.info("broker.fenced", broker_id=broker_id, broker_epoch=broker_epoch, reason="requested")
+        elif not leaving and fenced and caught_up:
+            unfence = make_record("UnfenceBrokerRecord", id=broker_id, epoch=broker_epoch)
+            state.append([unfence, *rejoin_records(image, broker_id, rebalance=self._settings.auto_leader_rebalance)])
+            fenced = False
+            log.info("broker.unfenced", broker_id=broker_id, broker_epoch=broker_epoch)
+        answer = m.BrokerHeartbeatResponse(
+            is_caught_up=caught_up, is_fenced=fenced, should_shut_down=bool(req["want_shut_down"])
+        )
+        return at_newest("BrokerHeartbeatResponse", answer)
+
+    def unregister_broker(self, body: m.UnregisterBrokerRequest) -> m.UnregisterBrokerResponse:
+        req = at_newest("UnregisterBrokerRequest", body)
+        state = self._state
+        image = state.refresh()
+        broker_id = req["broker_id"]
+        registration = image.brokers.get(broker_id)
+        if registration is None:
+            err = BrokerIdNotRegistered(f"broker {broker_id} is not registered")
+            unknown = m.UnregisterBrokerResponse(error_code=err.code, error_message=err.message)
+            return at_newest("UnregisterBrokerResponse", unknown)
+        owed = sorted(str(t) for t, entry in state.queue.topics.items() if broker_id in entry.pending)
+        record = make_record("UnregisterBrokerRecord", broker_id=broker_id, broker_epoch=registration.broker_epoch)
+        state.append([record, *leave_records(image, broker_id)])
+        self._last_heartbeat.pop(broker_id, None)
+        log.info("broker.unregistered", broker_id=broker_id, broker_epoch=registration.broker_epoch, released=owed)
+        self._driver.complete_finished()
+        return at_newest("UnregisterBrokerResponse", m.UnregisterBrokerResponse(error_message=None))
+
+    def fence_expired(self, now: int) -> None:
+        """Fence every unfenced broker that sent no heartbeat for a session timeout (it leaves ISRs and leaderships).
+
+        A broker this controller has not heard from yet gets a full session from ``now``.
+        """
+        state = self._state
+        for broker_id in sorted(state.image.brokers):
+            registration = state.image.brokers.get(broker_id)
+            if registration is None or registration.fenced:
+                continue
+            last = self._last_heartbeat.setdefault(broker_id, now)
+            if now - last < self._settings.session_timeout_ms:
+                continue
+            fence = make_record("FenceBrokerRecord", id=broker_id, epoch=registration.broker_epoch)
+            state.append([fence, *leave_records(state.image, broker_id)])
+            log.warning("broker.fenced", broker_id=broker_id, reason="session timeout", silent_ms=now - last)
+
+    def _session_alive(self, broker_id: int, now: int) -> bool:
+        last = self._last_heartbeat.get(broker_id)
+        return last is not None and now - last < self._settings.session_timeout_ms
