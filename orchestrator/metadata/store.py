@@ -108,7 +108,8 @@ class RecoveryReport:
 
     ``first_bad_offset`` is the first metadata-log offset found damaged (the log now ends just before it) and
     ``truncated_records`` how many records from there on were moved out of the log; likewise for the RLMM log.
-    ``wal_torn_bytes`` / ``wal_ignored_frames`` describe SQLite's write-ahead log (see :mod:`orchestrator.metadata.sqlite`).
+    ``wal_torn_bytes`` / ``wal_ignored_frames`` describe SQLite's write-ahead log (see
+    :mod:`orchestrator.metadata.sqlite.wal`).
     ``corrupt_copy`` is where a damaged database file was kept aside when its readable content was salvaged
     into a fresh file. ``problems`` says each finding in words, for the operator.
     """

@@ -17,7 +17,7 @@ from orchestrator.errors import StaleControllerEpoch
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord, TieredState, encode_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
-from orchestrator.metadata.sqlite import store as sqlite_store
+from orchestrator.metadata.sqlite import salvage as sqlite_salvage
 from orchestrator.metadata.store import Lease
 from tests.support.metadata_records import copy_started, tiered, topic
 from tests.support.store_worker import StoreWorker
@@ -217,10 +217,10 @@ def test_a_salvage_interrupted_before_the_switch_is_finished_on_the_next_open(
             raise OSError("simulated crash")
         real_replace(src, dst)
 
-    monkeypatch.setattr(sqlite_store.os, "replace", crash_before_the_switch)
+    monkeypatch.setattr(sqlite_salvage.os, "replace", crash_before_the_switch)
     with pytest.raises(OSError, match="simulated crash"):
         SqliteMetadataStore(path)
-    monkeypatch.setattr(sqlite_store.os, "replace", real_replace)
+    monkeypatch.setattr(sqlite_salvage.os, "replace", real_replace)
     assert not path.exists() and Path(f"{path}.salvage-tmp").exists()
 
     with SqliteMetadataStore(path) as store:

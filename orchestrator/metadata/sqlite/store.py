@@ -6,24 +6,19 @@ standbys and the brokers (separate OS processes) can share the file. A fencing c
 are in the same transaction: an append reads the lease and the tiered-state fence table and writes the log rows
 and the fence table atomically. A store opened by one thread may be used by others (one lock, one connection).
 
-Layout (format 1): ``log(offset, controller_epoch, data, crc)`` and ``rlmm(offset, topic_id, appended_at_ms,
-data, crc)`` hold each record's encoded bytes and the CRC-32 of those bytes; ``snapshots(offset, ...)`` one
-checksummed blob per snapshot (the newest ``retained_snapshots`` are kept); ``lease`` one row whose
-``controller_epoch`` outlives releases so it only grows; ``tiered_state`` the RLMM fence (derived from the log,
-rebuilt by recovery); ``quarantine`` the records recovery moved out of a log; ``meta`` the format version.
+The package: this module is the :class:`MetadataStore` contract (log, snapshots, lease, RLMM, fences), the
+connection and the order of recovery; :mod:`.schema` the file's layout (format 1) and the fence table derived
+from the log; :mod:`.wal` what the ``-wal`` file holds beyond what SQLite accepted; :mod:`.salvage` replacing a
+damaged file with a fresh one holding what it still yields.
 
 Recovery (on open, and ``recover()``), see also ``store`` invariant 6:
 
-* The ``-wal`` file is compared with what SQLite accepted from it. SQLite verifies WAL frame checksums and
-  silently ignores everything from the first bad frame on (the database stays consistent, but ends at the last
-  good commit); the store reports ignored frames of the current WAL generation and a partial frame at the end
-  (:class:`WalInspection`). Whole frames cut off exactly at a frame boundary leave no trace and cannot be told.
-* ``PRAGMA quick_check`` finds a damaged file (e.g. truncated pages). Then the readable content is *salvaged*:
-  the log in offset order up to its first unreadable or bad record, the RLMM log likewise, the snapshots that
-  verify and lie within the salvaged log, the controller epoch (raised to the highest epoch found anywhere, so
-  it still only grows) and the quarantine are copied into a fresh file; the damaged file (with its ``-wal``) is
-  kept aside as ``<name>.corrupt-<UTC timestamp>``. The switch is crash-safe: the fresh file is complete
-  (``meta.salvage_complete``) before anything is renamed, and a half-done switch is finished on the next open.
+* The ``-wal`` file is compared with what SQLite accepted from it (:mod:`.wal`): SQLite silently ignores
+  everything from the first bad frame on, so the store reports the frames it ignored and a partial frame at the
+  end, then empties the WAL (best effort) so the next process does not report them again.
+* ``PRAGMA quick_check`` finds a damaged file (e.g. truncated pages). Then the readable content is *salvaged*
+  into a fresh file and the damaged one is kept aside as ``<name>.corrupt-<UTC timestamp>`` (:mod:`.salvage`);
+  a switch a crash interrupted is finished when the store is next opened, before anything else.
 * In a readable file, every record's checksum is verified and offsets must be dense; the log is cut at the
   first bad record (later records go to ``quarantine``), snapshots beyond the new end are dropped, and the
   fence table is rebuilt from the log.
@@ -40,15 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sqlite3
-import struct
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -60,6 +52,15 @@ from orchestrator.errors import (
 )
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord, TieredState, decode_record
+from orchestrator.metadata.sqlite.salvage import Salvage, finish_salvage, replace_with_salvage
+from orchestrator.metadata.sqlite.schema import (
+    FORMAT_VERSION,
+    apply_fence_changes,
+    create_tables,
+    fence_lookup,
+    rebuild_fence,
+)
+from orchestrator.metadata.sqlite.wal import WalInspection, inspect_wal, sidecar
 from orchestrator.metadata.store import (
     CHECKSUM_ALGORITHM,
     Lease,
@@ -81,34 +82,7 @@ from orchestrator.metadata.store import (
 
 log = structlog.get_logger(__name__)
 
-FORMAT_VERSION = "1"
 _PAGE_ROWS = 512
-_WAL_MAGIC = (0x377F0682, 0x377F0683)
-_WAL_HEADER = 32
-_WAL_FRAME_HEADER = 24
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS log (
-    offset INTEGER PRIMARY KEY, controller_epoch INTEGER NOT NULL, data BLOB NOT NULL, crc INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS snapshots (
-    offset INTEGER PRIMARY KEY, controller_epoch INTEGER NOT NULL, record_count INTEGER NOT NULL,
-    data BLOB NOT NULL, crc INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS lease (
-    id INTEGER PRIMARY KEY CHECK (id = 1), holder TEXT, controller_epoch INTEGER NOT NULL,
-    expires_at_ms INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS rlmm (
-    offset INTEGER PRIMARY KEY, topic_id BLOB NOT NULL, appended_at_ms INTEGER, data BLOB NOT NULL,
-    crc INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS rlmm_by_topic ON rlmm (topic_id, offset);
-CREATE TABLE IF NOT EXISTS tiered_state (
-    topic_id BLOB PRIMARY KEY, tiered_epoch INTEGER NOT NULL, tiered_state INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS quarantine (
-    id INTEGER PRIMARY KEY, log TEXT NOT NULL, offset INTEGER NOT NULL, controller_epoch INTEGER,
-    topic_id BLOB, appended_at_ms INTEGER, data BLOB, crc INTEGER, reason TEXT NOT NULL,
-    quarantined_at_ms INTEGER NOT NULL);
-INSERT OR IGNORE INTO lease (id, holder, controller_epoch, expires_at_ms) VALUES (1, NULL, 0, 0);
-"""
 
 
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:
@@ -117,80 +91,6 @@ def _is_damage(exc: sqlite3.DatabaseError) -> bool:
     if name:
         return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
     return not isinstance(exc, sqlite3.OperationalError)
-
-
-def _sidecar(path: Path, suffix: str) -> Path:
-    return path.with_name(path.name + suffix)
-
-
-@dataclass(frozen=True, slots=True)
-class WalInspection:
-    """What the ``-wal`` file holds beyond what SQLite accepted.
-
-    SQLite checks each WAL frame's salts and cumulative checksum and silently ignores everything from the first
-    bad frame on, so damage there looks like transactions that never happened. ``ignored_frames`` counts whole
-    frames of the current WAL generation (same salts as the header) after the last commit SQLite accepted: a
-    transaction torn by a crash, or damaged frames that took later commits with them. ``torn_bytes`` is a
-    partial frame at the end (a cut-short write or a truncated file).
-    """
-
-    torn_bytes: int = 0
-    ignored_frames: int = 0
-    header_damaged: bool = False
-
-    @property
-    def clean(self) -> bool:
-        return not (self.torn_bytes or self.ignored_frames or self.header_damaged)
-
-    def problems(self, name: str) -> list[str]:
-        out = []
-        if self.header_damaged:
-            out.append(f"{name}-wal has a damaged header; SQLite ignored the whole WAL")
-        if self.ignored_frames:
-            out.append(
-                f"{name}-wal holds {self.ignored_frames} frame(s) after the last commit SQLite accepted (a torn "
-                "transaction or damaged frames); the database continues from that commit"
-            )
-        if self.torn_bytes:
-            out.append(f"{name}-wal ends with a partial frame ({self.torn_bytes} bytes), the mark of a torn write")
-        return out
-
-
-def _wal_checksum(data: bytes, big_endian: bool) -> tuple[int, int]:
-    words = struct.unpack(f"{'>' if big_endian else '<'}{len(data) // 4}I", data)
-    s0 = s1 = 0
-    for i in range(0, len(words), 2):
-        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
-        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
-    return s0, s1
-
-
-def inspect_wal(path: Path, *, accepted_frames: int) -> WalInspection:
-    """Inspect ``<path>-wal`` given how many frames SQLite accepted (``PRAGMA wal_checkpoint``'s log count)."""
-    wal = _sidecar(path, "-wal")
-    try:
-        with wal.open("rb") as f:
-            header = f.read(_WAL_HEADER)
-            size = wal.stat().st_size
-            if size == 0:
-                return WalInspection()
-            if len(header) < _WAL_HEADER:
-                return WalInspection(torn_bytes=size)
-            magic, _version, page_size = (int(v) for v in struct.unpack(">III", header[:12]))
-            stored = tuple(int(v) for v in struct.unpack(">II", header[24:32]))
-            if magic not in _WAL_MAGIC or page_size < 512 or _wal_checksum(header[:24], magic & 1 == 1) != stored:
-                return WalInspection(header_damaged=True)
-            frame_size = _WAL_FRAME_HEADER + page_size
-            whole, torn = divmod(size - _WAL_HEADER, frame_size)
-            salts = header[16:24]
-            ignored = 0
-            for i in range(max(accepted_frames, 0), whole):
-                f.seek(_WAL_HEADER + i * frame_size)
-                if f.read(_WAL_FRAME_HEADER)[8:16] == salts:
-                    ignored += 1
-            return WalInspection(torn_bytes=torn, ignored_frames=ignored)
-    except FileNotFoundError:
-        return WalInspection()
 
 
 @dataclass
@@ -209,23 +109,6 @@ class _Findings:
     @property
     def damaged(self) -> bool:
         return self.first_bad is not None or self.first_bad_rlmm is not None or bool(self.bad_snapshots)
-
-
-@dataclass
-class _Salvage:
-    """Rows read back from a damaged file."""
-
-    log: list[tuple[int, int, bytes, int]] = field(default_factory=list)
-    rlmm: list[tuple[int, bytes, int | None, bytes, int]] = field(default_factory=list)
-    snapshots: list[tuple[int, int, int, bytes, int]] = field(default_factory=list)
-    lease: tuple[str | None, int, int] | None = None
-    quarantine: list[tuple[Any, ...]] = field(default_factory=list)
-    first_bad: int | None = None
-    bad_count: int = 0
-    first_bad_rlmm: int | None = None
-    bad_rlmm_count: int = 0
-    dropped_snapshots: list[int] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
 
 
 class SqliteMetadataStore:
@@ -253,7 +136,7 @@ class SqliteMetadataStore:
         self._file_id: tuple[int, int] | None = None
         self._closed = False
         self.last_recovery: RecoveryReport | None = None
-        _finish_salvage(self.path)
+        finish_salvage(self.path)
         if recover_on_open:
             self.last_recovery = self.recover()
         else:
@@ -272,13 +155,13 @@ class SqliteMetadataStore:
         encoded = encode_all(records, rlmm=False)
         with self._write() as db:
             self._check_epoch(db, controller_epoch, what="append to the metadata log")
-            changes = plan_fence_changes(records, lambda tid: _fence_lookup(db, tid))
+            changes = plan_fence_changes(records, lambda tid: fence_lookup(db, tid))
             start = int(db.execute("SELECT COALESCE(MAX(offset) + 1, 0) FROM log").fetchone()[0])
             db.executemany(
                 "INSERT INTO log (offset, controller_epoch, data, crc) VALUES (?, ?, ?, ?)",
                 [(start + i, controller_epoch, data, checksum(data)) for i, data in enumerate(encoded)],
             )
-            _apply_fence_changes(db, changes)
+            apply_fence_changes(db, changes)
             return start + len(encoded) - 1
 
     def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]:
@@ -389,7 +272,7 @@ class SqliteMetadataStore:
     def append_remote_log_metadata(self, records: Sequence[MetadataRecord], *, now_ms: int | None = None) -> int:
         encoded = encode_all(records, rlmm=True)
         with self._write() as db:
-            topic_ids = check_rlmm_fence(records, lambda tid: _fence_lookup(db, tid))
+            topic_ids = check_rlmm_fence(records, lambda tid: fence_lookup(db, tid))
             start = int(db.execute("SELECT COALESCE(MAX(offset) + 1, 0) FROM rlmm").fetchone()[0])
             db.executemany(
                 "INSERT INTO rlmm (offset, topic_id, appended_at_ms, data, crc) VALUES (?, ?, ?, ?, ?)",
@@ -430,7 +313,7 @@ class SqliteMetadataStore:
 
     def tiered_state(self, topic_id: Uuid) -> tuple[int, TieredState] | None:
         with self._read() as db:
-            return _fence_lookup(db, topic_id)
+            return fence_lookup(db, topic_id)
 
     # --- lifecycle --------------------------------------------------------------------------------------------
 
@@ -447,7 +330,7 @@ class SqliteMetadataStore:
             integrity, wal = self._open_and_check()
             problems.extend(wal.problems(self.path.name))
             corrupt_copy: str | None = None
-            salvage: _Salvage | None = None
+            salvage: Salvage | None = None
             if integrity:
                 problems.append(f"{self.path.name} is damaged: {'; '.join(integrity[:5])}")
                 salvage, corrupt_copy = self._salvage(integrity)
@@ -523,9 +406,7 @@ class SqliteMetadataStore:
     def _create_schema(self, db: sqlite3.Connection) -> None:
         db.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
+            create_tables(db)
             db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('format_version', ?)", (FORMAT_VERSION,))
             db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('checksum', ?)", (CHECKSUM_ALGORITHM,))
             meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
@@ -600,7 +481,7 @@ class SqliteMetadataStore:
 
     def _inspect_wal(self, db: sqlite3.Connection) -> WalInspection:
         """Compare the WAL file with the frames SQLite accepted, holding the write lock so no writer is mid-way."""
-        if not _sidecar(self.path, "-wal").exists():
+        if not sidecar(self.path, "-wal").exists():
             return WalInspection()
         locker = sqlite3.connect(self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None)
         try:
@@ -669,31 +550,14 @@ class SqliteMetadataStore:
                 db.execute(f"DELETE FROM {table} WHERE offset >= ?", (first_bad,))
             db.executemany("DELETE FROM snapshots WHERE offset = ?", [(o,) for o in found.bad_snapshots])
             if found.first_bad is not None:
-                _rebuild_fence(db)
+                rebuild_fence(db)
                 _revoke_lease(db)
         return found
 
-    def _salvage(self, integrity: list[str]) -> tuple[_Salvage, str]:
+    def _salvage(self, integrity: list[str]) -> tuple[Salvage, str]:
         """Copy the readable content of the damaged file into a fresh one; keep the damaged one aside."""
         self._disconnect()
-        src, tmp = _sidecar(self.path, ".salvage-src"), _sidecar(self.path, ".salvage-tmp")
-        for p in (src, tmp):
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                _sidecar(p, suffix).unlink(missing_ok=True)
-        shutil.copyfile(self.path, src)
-        if _sidecar(self.path, "-wal").exists():
-            shutil.copyfile(_sidecar(self.path, "-wal"), _sidecar(src, "-wal"))
-        salvage = _read_salvage(src)
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(self._clock()))
-        corrupt = _sidecar(self.path, f".corrupt-{stamp}")
-        n = 1
-        while corrupt.exists():
-            n += 1
-            corrupt = _sidecar(self.path, f".corrupt-{stamp}-{n}")
-        _write_salvage(tmp, salvage, corrupt_name=corrupt.name, now_ms=int(self._clock() * 1000))
-        _finish_salvage(self.path)
-        for suffix in ("", "-wal", "-shm"):
-            _sidecar(src, suffix).unlink(missing_ok=True)
+        salvage, corrupt = replace_with_salvage(self.path, clock=self._clock)
         log.error(
             "metadata.salvaged",
             path=str(self.path),
@@ -747,32 +611,6 @@ def _revoke_lease(db: sqlite3.Connection) -> None:
         log.warning("metadata.lease.revoked", holder=holder, controller_epoch=epoch, reason="log truncated")
 
 
-def _fence_lookup(db: sqlite3.Connection, topic_id: Uuid) -> tuple[int, TieredState] | None:
-    row = db.execute(
-        "SELECT tiered_epoch, tiered_state FROM tiered_state WHERE topic_id = ?", (topic_id.raw,)
-    ).fetchone()
-    return None if row is None else (int(row[0]), TieredState(row[1]))
-
-
-def _apply_fence_changes(db: sqlite3.Connection, changes: dict[Uuid, tuple[int, TieredState] | None]) -> None:
-    for topic_id, state in changes.items():
-        if state is None:
-            db.execute("DELETE FROM tiered_state WHERE topic_id = ?", (topic_id.raw,))
-        else:
-            db.execute(
-                "INSERT OR REPLACE INTO tiered_state (topic_id, tiered_epoch, tiered_state) VALUES (?, ?, ?)",
-                (topic_id.raw, state[0], int(state[1])),
-            )
-
-
-def _rebuild_fence(db: sqlite3.Connection) -> None:
-    """Recompute the RLMM fence from the whole metadata log (after the log lost a tail)."""
-    records = (decode_record(row[0]) for row in db.execute("SELECT data FROM log ORDER BY offset").fetchall())
-    changes = plan_fence_changes(records, lambda _tid: None)
-    db.execute("DELETE FROM tiered_state")
-    _apply_fence_changes(db, {tid: s for tid, s in changes.items() if s is not None})
-
-
 def _scan_log(db: sqlite3.Connection, query: str) -> tuple[int | None, int]:
     """(first bad offset or None, end offset once cut there) for a log table: checksums and density."""
     expected = 0
@@ -783,187 +621,7 @@ def _scan_log(db: sqlite3.Connection, query: str) -> tuple[int | None, int]:
     return None, expected
 
 
-def _read_salvage(src: Path) -> _Salvage:
-    """Read, row by row, whatever a damaged database still yields (in offset order, up to the first bad row)."""
-    out = _Salvage()
-    db = sqlite3.connect(src, isolation_level=None, check_same_thread=False)
-    try:
-        # Lets SQLite open a file shorter than its header says (a truncated file): missing pages read as errors.
-        with contextlib.suppress(sqlite3.DatabaseError):
-            db.execute("PRAGMA writable_schema = ON")
-
-        def one(query: str, args: tuple[Any, ...] = ()) -> tuple[Any, ...] | sqlite3.DatabaseError | None:
-            try:
-                row: tuple[Any, ...] | None = db.execute(query, args).fetchone()
-                return row
-            except sqlite3.DatabaseError as exc:
-                return exc
-
-        def prefix(table: str, columns: str, what: str) -> tuple[list[tuple[Any, ...]], int | None, int]:
-            rows: list[tuple[Any, ...]] = []
-            while True:
-                offset = len(rows)
-                row = one(f"SELECT {columns} FROM {table} WHERE offset = ?", (offset,))
-                count = 0
-                if isinstance(row, sqlite3.DatabaseError):
-                    reason = f"unreadable ({row})"
-                elif row is None:
-                    # The end, unless the table holds rows the prefix did not reach: a page lost to truncation
-                    # reads as zeros, i.e. rows with NULL columns and out-of-order ids that no seek finds.
-                    total = one(f"SELECT COUNT(*) FROM {table}")
-                    if isinstance(total, tuple) and total[0] == len(rows):
-                        return rows, None, 0
-                    reason = "missing"
-                    count = total[0] - len(rows) if isinstance(total, tuple) else 0
-                elif not isinstance(row[-2], bytes) or checksum(row[-2]) != row[-1]:
-                    reason = "checksum mismatch"
-                else:
-                    rows.append(row)
-                    continue
-                if not count:
-                    after = one(f"SELECT COUNT(*) FROM {table} WHERE offset >= ?", (offset,))
-                    count = after[0] if isinstance(after, tuple) else 0
-                kept = f"salvaged offsets 0..{offset - 1}" if offset else "nothing salvaged"
-                out.problems.append(
-                    f"{what}: record at offset {offset} is {reason}; {kept}"
-                    + (f", lost {count} record(s) from there on" if count else "")
-                )
-                return rows, offset, count
-
-        log_rows, out.first_bad, out.bad_count = prefix("log", "offset, controller_epoch, data, crc", "metadata log")
-        out.log = [(int(r[0]), int(r[1]), bytes(r[2]), int(r[3])) for r in log_rows]
-        rlmm_rows, out.first_bad_rlmm, out.bad_rlmm_count = prefix(
-            "rlmm", "offset, topic_id, appended_at_ms, data, crc", "remote log metadata"
-        )
-        out.rlmm = [(int(r[0]), bytes(r[1]), r[2], bytes(r[3]), int(r[4])) for r in rlmm_rows]
-        try:
-            snapshot_offsets = [int(r[0]) for r in db.execute("SELECT offset FROM snapshots").fetchall()]
-        except sqlite3.DatabaseError:
-            snapshot_offsets = []
-            out.problems.append("snapshots: the snapshot table is unreadable; none salvaged")
-        for offset in sorted(snapshot_offsets):
-            row = one(
-                "SELECT offset, controller_epoch, record_count, data, crc FROM snapshots WHERE offset = ?",
-                (offset,),
-            )
-            if isinstance(row, tuple) and checksum(row[3]) == row[4] and offset < len(out.log):
-                out.snapshots.append((int(row[0]), int(row[1]), int(row[2]), bytes(row[3]), int(row[4])))
-            else:
-                out.dropped_snapshots.append(offset)
-                out.problems.append(f"snapshot at offset {offset} dropped (unreadable, damaged or beyond the log)")
-        lease = one("SELECT holder, controller_epoch, expires_at_ms FROM lease WHERE id = 1")
-        if isinstance(lease, tuple):
-            out.lease = (lease[0], int(lease[1]), int(lease[2]))
-        else:
-            out.problems.append("lease: unreadable; it is free now, at the highest controller epoch found")
-        try:
-            out.quarantine = db.execute(
-                "SELECT log, offset, controller_epoch, topic_id, appended_at_ms, data, crc, reason, quarantined_at_ms "
-                "FROM quarantine ORDER BY id"
-            ).fetchall()
-        except sqlite3.DatabaseError:
-            out.problems.append("quarantine: unreadable; earlier quarantined records are only in the kept-aside copy")
-    finally:
-        with contextlib.suppress(sqlite3.Error):
-            db.close()
-    return out
-
-
-def _write_salvage(tmp: Path, salvage: _Salvage, *, corrupt_name: str, now_ms: int) -> None:
-    db = sqlite3.connect(tmp, isolation_level=None)
-    try:
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = FULL")
-        db.execute("BEGIN IMMEDIATE")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                db.execute(statement)
-        db.executemany(
-            "INSERT INTO meta (key, value) VALUES (?, ?)",
-            [("format_version", FORMAT_VERSION), ("checksum", CHECKSUM_ALGORITHM)],
-        )
-        db.executemany("INSERT INTO log (offset, controller_epoch, data, crc) VALUES (?, ?, ?, ?)", salvage.log)
-        db.executemany(
-            "INSERT INTO rlmm (offset, topic_id, appended_at_ms, data, crc) VALUES (?, ?, ?, ?, ?)",
-            salvage.rlmm,
-        )
-        db.executemany(
-            "INSERT INTO snapshots (offset, controller_epoch, record_count, data, crc) VALUES (?, ?, ?, ?, ?)",
-            salvage.snapshots,
-        )
-        db.executemany(
-            "INSERT INTO quarantine (log, offset, controller_epoch, topic_id, appended_at_ms, data, crc, reason, "
-            "quarantined_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [tuple(q) for q in salvage.quarantine],
-        )
-        # The epoch only grows: never below any epoch the damaged file shows, even if its lease row is lost.
-        floor = max(
-            [salvage.lease[1] if salvage.lease else 0]
-            + [row[1] for row in salvage.log]
-            + [row[1] for row in salvage.snapshots]
-        )
-        # Free, whatever the damaged file said: the active controller's image may hold records that are gone, so
-        # it must re-acquire (at epoch + 1) and rebuild from the salvaged log (see the module docstring).
-        db.execute("UPDATE lease SET holder = NULL, controller_epoch = ?, expires_at_ms = 0 WHERE id = 1", (floor,))
-        _rebuild_fence(db)
-        db.executemany(
-            "INSERT INTO meta (key, value) VALUES (?, ?)",
-            [("salvaged_at_ms", str(now_ms)), ("corrupt_copy", corrupt_name), ("salvage_complete", "1")],
-        )
-        db.execute("COMMIT")
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        db.close()
-    _fsync(tmp)
-
-
-def _finish_salvage(path: Path) -> None:
-    """Put a complete salvaged file in place (idempotent; finishes a switch a crash interrupted)."""
-    tmp = _sidecar(path, ".salvage-tmp")
-    if not tmp.exists():
-        return
-    corrupt_name: str | None = None
-    try:
-        db = sqlite3.connect(tmp, isolation_level=None)
-        try:
-            meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            db.close()
-        if meta.get("salvage_complete") == "1":
-            corrupt_name = meta.get("corrupt_copy")
-    except sqlite3.DatabaseError:
-        corrupt_name = None
-    if corrupt_name is None:  # an incomplete salvage: the damaged file is still in place; start over later
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            _sidecar(tmp, suffix).unlink(missing_ok=True)
-        return
-    corrupt = path.with_name(corrupt_name)
-    # The WAL first: a damaged file's WAL must never be replayed onto the fresh file.
-    for suffix in ("-wal", ""):
-        if _sidecar(path, suffix).exists():
-            os.replace(_sidecar(path, suffix), _sidecar(corrupt, suffix))
-    _sidecar(path, "-shm").unlink(missing_ok=True)
-    for suffix in ("-wal", "-shm"):
-        _sidecar(tmp, suffix).unlink(missing_ok=True)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        _fsync(path)
-
-
-__all__ = ["SqliteMetadataStore", "WalInspection", "inspect_wal"]
+__all__ = ["SqliteMetadataStore"]
 
 
 def _conforms(store: SqliteMetadataStore) -> MetadataStore:
