@@ -11,17 +11,23 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from orchestrator.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition, for_code
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, TieredState
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.connection import ConnectionPool
+from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 
 TOPIC_RESOURCE = 2
 OP_SET, OP_DELETE = 0, 1
+
+_Response = TypeVar("_Response", bound=Mapping[str, object])
+# The data-plane APIs, served by partition leaders; _leader_call adds the topic id to the request.
+_LeaderRequest = TypeVar("_LeaderRequest", m.TieredProduceRequest, m.TieredFetchRequest)
+_LeaderResponse = TypeVar("_LeaderResponse", m.TieredProduceResponse, m.TieredFetchResponse)
 
 
 def check(code: int, message: str | None, what: str) -> None:
@@ -94,7 +100,7 @@ class TieredClient:
         self.admin = AdminClient(bootstrap, timeout_s=timeout_s)
         self.pool = ConnectionPool()
         self.timeout_s = timeout_s
-        self._metadata: dict[str, Any] | None = None
+        self._metadata: m.MetadataResponse | None = None
 
     async def __aenter__(self) -> TieredClient:
         return self
@@ -106,19 +112,28 @@ class TieredClient:
         await self.admin.close()
         await self.pool.close()
 
+    async def _call(
+        self, api_key: int, versions: tuple[int, int], body: Mapping[str, object], response: type[_Response]
+    ) -> _Response:
+        """Send an admin request to the controller and read its response body as ``response``, its API's type."""
+        return cast(_Response, await self.admin.send_to_controller(api_key, versions, body))
+
     # -- metadata ---------------------------------------------------------------------------------------------
 
-    async def metadata(self, topics: Sequence[str] | None = None) -> dict[str, Any]:
-        requested = None if topics is None else [{"name": t} for t in topics]
-        body = {"topics": requested, "allow_auto_topic_creation": False}
-        self._metadata = await self.admin.send_to_controller(ApiKey.METADATA, (1, 12), body)
+    async def metadata(self, topics: Sequence[str] | None = None) -> m.MetadataResponse:
+        requested: list[m.MetadataRequestTopic] | None = None if topics is None else [{"name": t} for t in topics]
+        body: m.MetadataRequest = {"topics": requested, "allow_auto_topic_creation": False}
+        self._metadata = await self._call(ApiKey.METADATA, (1, 12), body, m.MetadataResponse)
         return self._metadata
 
     async def topic(self, name: str) -> dict[str, Any]:
+        return dict(await self._topic(name))
+
+    async def _topic(self, name: str) -> m.MetadataResponseTopic:
         md = await self.metadata([name])
         t = md["topics"][0]
         check(t["error_code"], None, f"topic '{name}'")
-        return dict(t)
+        return t
 
     async def node_address(self, node_id: int) -> tuple[str, int]:
         md = self._metadata or await self.metadata()
@@ -136,59 +151,67 @@ class TieredClient:
     async def create_topic(
         self, name: str, *, partitions: int = 1, replication_factor: int = 1, configs: Mapping[str, str] | None = None
     ) -> Uuid:
-        config_entries = [{"name": k, "value": v} for k, v in (configs or {}).items()]
-        new_topic = {
+        config_entries: list[m.CreatableTopicConfig] = [{"name": k, "value": v} for k, v in (configs or {}).items()]
+        new_topic: m.CreatableTopic = {
             "name": name,
             "num_partitions": partitions,
             "replication_factor": replication_factor,
             "assignments": [],
             "configs": config_entries,
         }
-        body = {"topics": [new_topic], "timeout_ms": int(self.timeout_s * 1000)}
-        resp = await self.admin.send_to_controller(ApiKey.CREATE_TOPICS, (2, 7), body)
+        body: m.CreateTopicsRequest = {"topics": [new_topic], "timeout_ms": int(self.timeout_s * 1000)}
+        resp = await self._call(ApiKey.CREATE_TOPICS, (2, 7), body, m.CreateTopicsResponse)
         t = resp["topics"][0]
         check(t["error_code"], t.get("error_message"), f"creating topic '{name}'")
-        tid: Uuid = t["topic_id"]
+        tid = t["topic_id"]
         if tid.is_zero:  # CreateTopics below v7 does not return the id: ask Metadata
-            tid = (await self.topic(name))["topic_id"]
+            tid = (await self._topic(name))["topic_id"]
         return tid
 
     async def delete_topic(self, name: str) -> None:
-        body = {"topics": [{"name": name}], "topic_names": [name], "timeout_ms": int(self.timeout_s * 1000)}
-        resp = await self.admin.send_to_controller(ApiKey.DELETE_TOPICS, (1, 6), body)
+        timeout_ms = int(self.timeout_s * 1000)
+        body: m.DeleteTopicsRequest = {"topics": [{"name": name}], "topic_names": [name], "timeout_ms": timeout_ms}
+        resp = await self._call(ApiKey.DELETE_TOPICS, (1, 6), body, m.DeleteTopicsResponse)
         r = resp["responses"][0]
         check(r["error_code"], r.get("error_message"), f"deleting topic '{name}'")
 
     async def add_partitions(self, name: str, total: int) -> None:
-        body = {
+        body: m.CreatePartitionsRequest = {
             "topics": [{"name": name, "count": total, "assignments": None}],
             "timeout_ms": int(self.timeout_s * 1000),
         }
-        resp = await self.admin.send_to_controller(ApiKey.CREATE_PARTITIONS, (0, 3), body)
+        resp = await self._call(ApiKey.CREATE_PARTITIONS, (0, 3), body, m.CreatePartitionsResponse)
         r = resp["results"][0]
         check(r["error_code"], r.get("error_message"), f"adding partitions to '{name}'")
 
     async def alter_configs(self, name: str, set_: Mapping[str, str], delete: Sequence[str] = ()) -> None:
-        ops = [{"name": k, "config_operation": OP_SET, "value": v} for k, v in set_.items()]
+        ops: list[m.AlterableConfig] = [{"name": k, "config_operation": OP_SET, "value": v} for k, v in set_.items()]
         ops += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in delete]
-        resource = {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}
-        body = {"resources": [resource], "validate_only": False}
-        resp = await self.admin.send_to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), body)
-        r = resp["responses"][0] if "responses" in resp else resp["results"][0]
+        resource: m.AlterConfigsResource = {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}
+        body: m.IncrementalAlterConfigsRequest = {"resources": [resource], "validate_only": False}
+        resp = await self._call(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), body, m.IncrementalAlterConfigsResponse)
+        r = resp["responses"][0]
         check(r["error_code"], r.get("error_message"), f"altering configs of '{name}'")
 
     async def describe_configs(self, name: str) -> dict[str, str | None]:
-        resource = {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configuration_keys": None}
-        body = {"resources": [resource], "include_synonyms": False, "include_documentation": False}
-        resp = await self.admin.send_to_controller(ApiKey.DESCRIBE_CONFIGS, (1, 4), body)
+        resource: m.DescribeConfigsResource = {
+            "resource_type": TOPIC_RESOURCE,
+            "resource_name": name,
+            "configuration_keys": None,
+        }
+        body: m.DescribeConfigsRequest = {
+            "resources": [resource],
+            "include_synonyms": False,
+            "include_documentation": False,
+        }
+        resp = await self._call(ApiKey.DESCRIBE_CONFIGS, (1, 4), body, m.DescribeConfigsResponse)
         r = resp["results"][0]
         check(r["error_code"], r.get("error_message"), f"describing configs of '{name}'")
         return {c["name"]: c["value"] for c in r["configs"]}
 
     async def tiering_status(self, names: Sequence[str] | None = None) -> list[TieringStatus]:
-        resp = await self.admin.send_to_controller(
-            ApiKey.DESCRIBE_TIERED_STATE, (0, 0), {"topics": None if names is None else list(names)}
-        )
+        body: m.DescribeTieredStateRequest = {"topics": None if names is None else list(names)}
+        resp = await self._call(ApiKey.DESCRIBE_TIERED_STATE, (0, 0), body, m.DescribeTieredStateResponse)
         check(resp["error_code"], None, "describing tiered state")
         out = []
         for t in resp["topics"]:
@@ -223,14 +246,23 @@ class TieredClient:
         await self.alter_configs(name, {"remote.storage.enable": "true"}, delete=[])
 
     async def decommission_broker(self, broker_id: int) -> None:
-        resp = await self.admin.send_to_controller(ApiKey.UNREGISTER_BROKER, (0, 0), {"broker_id": broker_id})
+        body: m.UnregisterBrokerRequest = {"broker_id": broker_id}
+        resp = await self._call(ApiKey.UNREGISTER_BROKER, (0, 0), body, m.UnregisterBrokerResponse)
         check(resp["error_code"], resp.get("error_message"), f"decommissioning broker {broker_id}")
 
     # -- data plane -------------------------------------------------------------------------------------------
 
-    async def _leader_call(self, name: str, partition: int, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def _leader_call(
+        self,
+        name: str,
+        partition: int,
+        api_key: int,
+        body: _LeaderRequest,
+        response: type[_LeaderResponse],
+    ) -> _LeaderResponse:
+        """``body`` (without its topic id) sent to the partition's leader; the answer read as ``response``."""
         for attempt in range(10):
-            topic = await self.topic(name)
+            topic = await self._topic(name)
             parts = {p["partition_index"]: p for p in topic["partitions"]}
             if partition not in parts:
                 raise UnknownTopicOrPartition(f"topic '{name}' has no partition {partition}")
@@ -239,14 +271,16 @@ class TieredClient:
                 await asyncio.sleep(min(0.1 * 2**attempt, 2))
                 continue
             addr = await self.node_address(leader)
-            request = {**body, "topic_id": topic["topic_id"]}
+            request = body.copy()
+            request["topic_id"] = topic["topic_id"]
             try:
-                resp = await self.pool.request(addr, api_key, 0, request, timeout_s=self.timeout_s)
+                raw = await self.pool.request(addr, api_key, 0, request, timeout_s=self.timeout_s)
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
                 await asyncio.sleep(min(0.1 * 2**attempt, 2))
                 continue
+            resp = cast(_LeaderResponse, raw)
             if resp["error_code"] and for_code(resp["error_code"]).retriable:  # e.g. a leader not caught up yet
                 await asyncio.sleep(min(0.1 * 2**attempt, 2))
                 continue
@@ -256,14 +290,15 @@ class TieredClient:
     async def produce(
         self, name: str, values: Sequence[bytes], *, partition: int = 0, key: bytes | None = None
     ) -> tuple[int, int]:
-        body = {"partition": partition, "records": [{"key": key, "value": v, "timestamp_ms": -1} for v in values]}
-        resp = await self._leader_call(name, partition, ApiKey.TIERED_PRODUCE, body)
+        records: list[m.ProducedRecord] = [{"key": key, "value": v, "timestamp_ms": -1} for v in values]
+        body: m.TieredProduceRequest = {"partition": partition, "records": records}
+        resp = await self._leader_call(name, partition, ApiKey.TIERED_PRODUCE, body, m.TieredProduceResponse)
         check(resp["error_code"], resp.get("error_message"), f"producing to {name}-{partition}")
         return resp["base_offset"], resp["last_offset"]
 
-    async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> dict[str, Any]:
-        body = {"partition": partition, "fetch_offset": offset, "max_bytes": max_bytes}
-        return await self._leader_call(name, partition, ApiKey.TIERED_FETCH, body)
+    async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> m.TieredFetchResponse:
+        body: m.TieredFetchRequest = {"partition": partition, "fetch_offset": offset, "max_bytes": max_bytes}
+        return await self._leader_call(name, partition, ApiKey.TIERED_FETCH, body, m.TieredFetchResponse)
 
     async def consume(
         self, name: str, partition: int = 0, *, from_beginning: bool = True, max_records: int | None = None

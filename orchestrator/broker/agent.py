@@ -23,7 +23,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import TypeVar, cast
 
 import structlog
 
@@ -45,6 +45,7 @@ from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.server import KafkaServer
 from orchestrator.net.tls import client_ssl_context, server_ssl_context
+from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
 from orchestrator.settings import BrokerSettings, load_broker_settings
@@ -58,10 +59,14 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _error_body(exc: TieredError) -> dict[str, Any]:
+# The responses this broker serves; each carries error_code and error_message.
+_Response = TypeVar("_Response", m.DisableRemoteTopicResponse, m.TieredProduceResponse, m.TieredFetchResponse)
+
+
+def _error_body(exc: TieredError, response: type[_Response]) -> _Response:
     """What a request answers for ``exc``: its Kafka code (a storage failure is KAFKA_STORAGE_ERROR)."""
     wire = as_wire_error(exc)
-    return {"error_code": wire.code, "error_message": wire.message}
+    return response(error_code=wire.code, error_message=wire.message)
 
 
 class BrokerAgent:
@@ -173,22 +178,22 @@ class BrokerAgent:
     # -- loops ------------------------------------------------------------------------------------------------
 
     async def _register(self, controllers: AdminClient) -> None:
-        body = {
+        listener: m.Listener = {
+            "name": "PLAINTEXT",
+            "host": self.settings.host,
+            "port": self.port,
+            "security_protocol": 1 if self.settings.tls.enabled else 0,
+        }
+        body: m.BrokerRegistrationRequest = {
             "broker_id": self.settings.broker_id,
             "cluster_id": self.settings.cluster_id,
             "incarnation_id": self.incarnation_id,
-            "listeners": [
-                {
-                    "name": "PLAINTEXT",
-                    "host": self.settings.host,
-                    "port": self.port,
-                    "security_protocol": 1 if self.settings.tls.enabled else 0,
-                }
-            ],
+            "listeners": [listener],
             "features": [],
             "rack": self.settings.rack,
         }
-        resp = await controllers.send_to_controller(ApiKey.BROKER_REGISTRATION, (0, 4), body)
+        raw = await controllers.send_to_controller(ApiKey.BROKER_REGISTRATION, (0, 4), body)
+        resp = cast(m.BrokerRegistrationResponse, raw)
         if resp["error_code"] != 0:
             raise StaleBrokerEpoch(f"registration refused with error {resp['error_code']}")
         self.broker_epoch = resp["broker_epoch"]
@@ -200,14 +205,15 @@ class BrokerAgent:
             try:
                 if self.broker_epoch < 0:
                     await self._register(controllers)
-                heartbeat = {
+                heartbeat: m.BrokerHeartbeatRequest = {
                     "broker_id": self.settings.broker_id,
                     "broker_epoch": self.broker_epoch,
                     "current_metadata_offset": self.follower.image.offset,
                     "want_fence": False,
                     "want_shut_down": False,
                 }
-                resp = await controllers.send_to_controller(ApiKey.BROKER_HEARTBEAT, (0, 1), heartbeat)
+                raw = await controllers.send_to_controller(ApiKey.BROKER_HEARTBEAT, (0, 1), heartbeat)
+                resp = cast(m.BrokerHeartbeatResponse, raw)
                 if resp["error_code"] == StaleBrokerEpoch.code:
                     log.warning("broker.heartbeat_stale_epoch", broker_epoch=self.broker_epoch)
                     self.broker_epoch = -1
@@ -272,13 +278,13 @@ class BrokerAgent:
 
     # -- request handlers -------------------------------------------------------------------------------------
 
-    async def _on_disable(self, request: Request) -> dict[str, Any]:
-        body = request.body
+    async def _on_disable(self, request: Request) -> m.DisableRemoteTopicResponse:
+        body = cast(m.DisableRemoteTopicRequest, request.body)
         if body["broker_epoch"] >= 0 and body["broker_epoch"] != self.broker_epoch:
             stale = StaleBrokerEpoch(
                 f"request for broker epoch {body['broker_epoch']}; this incarnation has {self.broker_epoch}"
             )
-            return _error_body(stale)
+            return _error_body(stale, m.DisableRemoteTopicResponse)
         return await asyncio.to_thread(self.disable_handler.handle, body)
 
     def _leader_log(self, topic_id: Uuid, partition: int) -> PartitionLog:
@@ -297,8 +303,8 @@ class BrokerAgent:
             raise NotLeaderOrFollower(f"broker {self.settings.broker_id} does not lead {topic.name}-{partition}")
         return self._open_log(image, topic_id, partition)
 
-    async def _on_produce(self, request: Request) -> dict[str, Any]:
-        body = request.body
+    async def _on_produce(self, request: Request) -> m.TieredProduceResponse:
+        body = cast(m.TieredProduceRequest, request.body)
         try:
             async with self._log_lock:
                 plog = await asyncio.to_thread(self._leader_log, body["topic_id"], body["partition"])
@@ -314,11 +320,11 @@ class BrokerAgent:
                 "log_start_offset": plog.log_start_offset,
             }
         except TieredError as exc:
-            return _error_body(exc)
+            return _error_body(exc, m.TieredProduceResponse)
 
-    async def _on_fetch(self, request: Request) -> dict[str, Any]:
-        body = request.body
-        bounds: dict[str, int] = {}
+    async def _on_fetch(self, request: Request) -> m.TieredFetchResponse:
+        body = cast(m.TieredFetchRequest, request.body)
+        bounds: m.TieredFetchResponse = {}
         try:
             plog = await asyncio.to_thread(self._leader_log, body["topic_id"], body["partition"])
             bounds = {
@@ -345,8 +351,8 @@ class BrokerAgent:
                     for r in records
                 ],
             }
-        except TieredError as exc:
-            return {**_error_body(exc), **bounds}  # the bounds let a consumer reset an out-of-range offset
+        except TieredError as exc:  # the bounds let a consumer reset an out-of-range offset
+            return {**_error_body(exc, m.TieredFetchResponse), **bounds}
 
 
 def main(settings_path: str) -> None:

@@ -23,7 +23,6 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
 
 import structlog
 
@@ -42,6 +41,7 @@ from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.records import DisablePolicy, TieredState
 from orchestrator.metadata.store import MetadataStore
+from orchestrator.protocol import messages as m
 from policies.disable import plan_delete
 from policies.disable_executor import execute_delete_plan
 
@@ -103,7 +103,7 @@ class DisableRemoteTopicHandler:
         self._jobs: dict[tuple[Uuid, int], _Job] = {}
         self._highest_controller_epoch = -1
 
-    def handle(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def handle(self, body: m.DisableRemoteTopicRequest) -> m.DisableRemoteTopicResponse:
         try:
             return self._handle(body)
         except TieredError as exc:
@@ -111,10 +111,10 @@ class DisableRemoteTopicHandler:
             log.warning("disable.refused", error=wire.name, detail=wire.message)
             return {"error_code": wire.code, "error_message": wire.message}
 
-    def _handle(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        topic_id: Uuid = body["topic_id"]
-        controller_epoch: int = body["controller_epoch"]
-        tiered_epoch: int = body["tiered_epoch"]
+    def _handle(self, body: m.DisableRemoteTopicRequest) -> m.DisableRemoteTopicResponse:
+        topic_id = body["topic_id"]
+        controller_epoch = body["controller_epoch"]
+        tiered_epoch = body["tiered_epoch"]
         lease = self._store.current_lease()
         with self._lock:
             floor = max(self._highest_controller_epoch, lease.controller_epoch if lease else -1)
@@ -162,8 +162,8 @@ class DisableRemoteTopicHandler:
                     self._run(lambda: self._work(job, led, topic.name))
             return self._response(job)
 
-    def _response(self, job: _Job) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def _response(self, job: _Job) -> m.DisableRemoteTopicResponse:
+        out: m.DisableRemoteTopicResponse = {
             "error_code": 0,
             "status": int(DisableStatus.DONE if job.done else DisableStatus.IN_PROGRESS),
             "tiered_epoch": job.tiered_epoch,
@@ -173,7 +173,8 @@ class DisableRemoteTopicHandler:
             "segments_remaining": job.segments_remaining,
         }
         if job.error is not None:
-            out.update(error_code=job.error.code, error_message=job.error.message)
+            out["error_code"] = job.error.code
+            out["error_message"] = job.error.message
         return out
 
     def _work(self, job: _Job, partitions: list[int], topic_name: str) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import structlog
 from tenacity import (
@@ -45,6 +45,7 @@ from orchestrator.net.connection import (
     highest_common_version,
 )
 from orchestrator.net.server import format_address
+from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 
 log = structlog.get_logger(__name__)
@@ -140,17 +141,19 @@ class AdminClient:
         """Ask Metadata of the bootstrap addresses, then of known nodes, in order; the first answer wins."""
         candidates = list(self.bootstrap) + [a for a in self._brokers.values() if a not in self.bootstrap]
         failures: list[str] = []
+        request: m.MetadataRequest = {"topics": []}
         for address in candidates:
             try:
                 conn = await self._pool.connection(address)
                 version = await self._negotiate(conn, ApiKey.METADATA, METADATA_VERSIONS)
-                body = await conn.request(ApiKey.METADATA, version, {"topics": []}, timeout_s=self._timeout_s)
+                raw = await conn.request(ApiKey.METADATA, version, request, timeout_s=self._timeout_s)
             except (BrokerNotAvailable, RequestTimedOut) as exc:
                 failures.append(str(exc))
                 log.info("admin.metadata_unavailable", address=format_address(address), error=str(exc))
                 continue
-            self._brokers = {int(b["node_id"]): (str(b["host"]), int(b["port"])) for b in body["brokers"]}
-            self._controller_id = int(body["controller_id"])
+            body = cast(m.MetadataResponse, raw)
+            self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in body["brokers"]}
+            self._controller_id = body["controller_id"]
             log.debug(
                 "admin.metadata",
                 source=format_address(address),
@@ -164,14 +167,16 @@ class AdminClient:
         self,
         api_key: int,
         version_range: tuple[int, int],
-        body: dict[str, Any],
+        body: Mapping[str, object],
         *,
         timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """Send an admin request to the active controller, following NOT_CONTROLLER and lost connections.
 
-        ``version_range`` is the range this caller can build and read; the highest version the controller also
-        speaks is used. Returns the response body (other error codes in it are the caller's to interpret).
+        ``body`` is the request's typed body (``messages.CreateTopicsRequest``...). ``version_range`` is the range
+        this caller can build and read; the highest version the controller also speaks is used. Returns the decoded
+        response body, untyped because it depends on ``api_key``: the caller casts it to its API's response type
+        and interprets the error codes in it (other than NOT_CONTROLLER).
         """
         request_timeout_s = self._timeout_s if timeout_s is None else timeout_s
         retrying = AsyncRetrying(
@@ -200,7 +205,7 @@ class AdminClient:
     # --- internals
 
     async def _send_once(
-        self, api_key: int, version_range: tuple[int, int], body: dict[str, Any], timeout_s: float, refresh: bool
+        self, api_key: int, version_range: tuple[int, int], body: Mapping[str, object], timeout_s: float, refresh: bool
     ) -> dict[str, Any]:
         if refresh or self._controller_id is None:
             await self.refresh_metadata()
@@ -234,7 +239,7 @@ class AdminClient:
 __all__ = ["METADATA_VERSIONS", "AdminClient", "parse_bootstrap"]
 
 
-def carries_not_controller(response: dict[str, Any]) -> bool:
+def carries_not_controller(response: Mapping[str, object]) -> bool:
     """NOT_CONTROLLER at the top level, or on every entry of a per-resource result list (CreateTopics,
     DeleteTopics, CreatePartitions and the config APIs report errors per topic or resource, as in Kafka)."""
     if response.get("error_code") == NotController.code:

@@ -130,7 +130,7 @@ class KafkaConnection:
         return len(self._pending)
 
     async def request(
-        self, api_key: int, version: int, body: dict[str, Any], *, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+        self, api_key: int, version: int, body: Mapping[str, object], *, timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     ) -> dict[str, Any]:
         """Send one request and wait for its response body.
 
@@ -307,7 +307,7 @@ class ConnectionPool:
         address: Address,
         api_key: int,
         version: int,
-        body: dict[str, Any],
+        body: Mapping[str, object],
         *,
         timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
     ) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from orchestrator.protocol.schema import request_schema, response_schema
 
 log = structlog.get_logger(__name__)
 
-Handler = Callable[[Request], Awaitable[dict[str, Any]]]
+Handler = Callable[[Request], Awaitable[Mapping[str, object]]]
 """Serves one request: returns the response body (a dict keyed by snake_case field names)."""
 
 _CLOSE_TIMEOUT_S = 2.0  # bound on a graceful (TLS close_notify) shutdown before the transport is aborted

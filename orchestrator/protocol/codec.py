@@ -492,14 +492,14 @@ def compiled(schema: MessageSchema, version: int) -> StructCodec:
     return StructCodec(schema.fields, version, version in schema.flexible_versions, schema.name)
 
 
-def encode(schema: MessageSchema, version: int, value: dict[str, Any]) -> bytes:
+def encode(schema: MessageSchema, version: int, value: Mapping[str, object]) -> bytes:
     """Encode a message body. A value that does not fit its schema raises ValueError naming the field."""
     out = bytearray()
     encode_into(schema, version, value, out)
     return bytes(out)
 
 
-def encode_into(schema: MessageSchema, version: int, value: dict[str, Any], out: bytearray) -> None:
+def encode_into(schema: MessageSchema, version: int, value: Mapping[str, object], out: bytearray) -> None:
     compiled(schema, version).encode_into(value, out)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +73,7 @@ def encode_request(
     api_key: int,
     api_version: int,
     correlation_id: int,
-    body: dict[str, Any],
+    body: Mapping[str, object],
     *,
     client_id: str | None = "tieredctl",
 ) -> bytes:
@@ -114,7 +115,7 @@ def decode_request(payload: bytes | bytearray | memoryview) -> Request:
     return Request(header, body, req)
 
 
-def encode_response(header: RequestHeader, body: dict[str, Any]) -> bytes:
+def encode_response(header: RequestHeader, body: Mapping[str, object]) -> bytes:
     """A whole framed response to the request with ``header``."""
     resp = response_schema(header.api_key)
     if resp is None:
