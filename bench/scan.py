@@ -37,7 +37,7 @@ from typing import Any
 from bench.report import Figure, print_figures
 from orchestrator.metadata.topic_configs import default_int
 from policies import orphans as o
-from remote_storage import export
+from remote_storage import export, export_format
 from remote_storage import inventory as inv
 from remote_storage.inventory import parquet_schema
 from remote_storage.scan import contract as c
@@ -457,13 +457,14 @@ def generate(
     from_topic = ["topic_id", "name", "state", "tiered_epoch", "policy", "retention_ms", "retention_bytes"]
     local_retention = {"local_retention_ms": default_int("local.retention.ms")}
     topic_rows = [{**{k: t[k] for k in from_topic}, **local_retention, "deleted": t["deleted"]} for t in known]
-    topics_table = pa.Table.from_pylist(topic_rows, schema=export.topics_schema())
-    pq.write_table(topics_table, export_dir / export.TOPICS_FILE)
+    topics_table = pa.Table.from_pylist(topic_rows, schema=export_format.topics_schema())
+    pq.write_table(topics_table, export_dir / export_format.TOPICS_FILE)
     epochs = [{"topic_id": t["topic_id"], "tiered_epoch": e, "state": s} for t in known for e, s in t["epochs"]]
-    pq.write_table(pa.Table.from_pylist(epochs, schema=export.epochs_schema()), export_dir / export.EPOCHS_FILE)
-    seg_cols = ", ".join(export.segments_schema().names)
+    epochs_table = pa.Table.from_pylist(epochs, schema=export_format.epochs_schema())
+    pq.write_table(epochs_table, export_dir / export_format.EPOCHS_FILE)
+    seg_cols = ", ".join(export_format.segments_schema().names)
     segments = con.sql(f"SELECT {seg_cols} FROM seg WHERE g < {cut} AND exported ORDER BY g").to_arrow_table()
-    pq.write_table(segments.cast(export.segments_schema()), export_dir / export.SEGMENTS_FILE)
+    pq.write_table(segments.cast(export_format.segments_schema()), export_dir / export_format.SEGMENTS_FILE)
     con.close()
     return Dataset(root, inv_dir, export_dir, tuple(files), rows, segments.num_rows, time.perf_counter() - t_start)
 
@@ -672,9 +673,9 @@ def duckdb_scan(
     con.execute("SET VARIABLE grace_ms = ?::BIGINT", [grace_ms])
     script = DUCKDB_SCRIPT.format(
         files="[" + _sql_list(files) + "]",
-        topics=_sql_str(str(export_dir / export.TOPICS_FILE)),
-        segments=_sql_str(str(export_dir / export.SEGMENTS_FILE)),
-        epochs=_sql_str(str(export_dir / export.EPOCHS_FILE)),
+        topics=_sql_str(str(export_dir / export_format.TOPICS_FILE)),
+        segments=_sql_str(str(export_dir / export_format.SEGMENTS_FILE)),
+        epochs=_sql_str(str(export_dir / export_format.EPOCHS_FILE)),
         reclaimable=_sql_list(c.RECLAIMABLE),
         no_grace=_sql_list(c.NO_GRACE),
         objects_out=_sql_str(str(out_dir / c.OBJECTS_DIR)),

@@ -21,7 +21,7 @@ from itertools import pairwise
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState
 from policies.retention import plan_remote_expiry
-from remote_storage.export import SegmentMeta, TopicMeta
+from remote_storage.export_format import SegmentMeta, TopicMeta
 from remote_storage.keys import SEGMENT_SUFFIXES, KeyParseError, ObjectKey, parse_key
 from remote_storage.rlmm import RemoteSegment
 from remote_storage.scan import contract as c

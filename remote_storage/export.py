@@ -9,8 +9,7 @@ per (topic id, tiered epoch, state) the metadata log recorded, so the scan can t
 epoch at which its topic was ENABLED (DESIGN §7).
 
 Invariants:
-* Column names and types are fixed by :data:`TOPICS_SCHEMA` and :data:`SEGMENTS_SCHEMA` (an empty export has
-  the same schema); ids are their 22-character KIP-516 strings, states and policies their enum names.
+* The files, their columns and the rows read back are :mod:`remote_storage.export_format`'s.
 * Retention columns are the effective values the broker applies, defaults from the topic-config catalogue
   (:mod:`orchestrator.metadata.topic_configs`: ``retention.ms`` 7 days, ``retention.bytes`` -1 (unbounded),
   ``local.retention.ms`` -2 (inherit), as in Kafka); a config value that
@@ -37,13 +36,20 @@ from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, Tie
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metadata.topic_configs import default_int, int_value
+from remote_storage.export_format import (
+    EPOCHS_FILE,
+    SEGMENTS_FILE,
+    TOPICS_FILE,
+    SegmentMeta,
+    TopicMeta,
+    epochs_schema,
+    segments_schema,
+    topics_schema,
+)
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 
 log = structlog.get_logger(__name__)
 
-TOPICS_FILE = "topics.parquet"
-SEGMENTS_FILE = "segments.parquet"
-EPOCHS_FILE = "epochs.parquet"
 _BATCH = 50_000
 
 
@@ -51,90 +57,6 @@ class MetadataExportError(ScanInputError):
     """The metadata export could not be written or read; the message names the file."""
 
     name, retriable = "INVALID_METADATA_EXPORT", False
-
-
-def _pa() -> Any:
-    import pyarrow as pa  # type: ignore[import-untyped]
-
-    return pa
-
-
-def topics_schema() -> Any:
-    pa = _pa()
-    return pa.schema(
-        [
-            pa.field("topic_id", pa.string(), nullable=False),
-            pa.field("name", pa.string(), nullable=False),
-            pa.field("state", pa.string(), nullable=False),
-            pa.field("tiered_epoch", pa.int32(), nullable=False),
-            pa.field("policy", pa.string(), nullable=False),
-            pa.field("retention_ms", pa.int64(), nullable=False),
-            pa.field("retention_bytes", pa.int64(), nullable=False),
-            pa.field("local_retention_ms", pa.int64(), nullable=False),
-            pa.field("deleted", pa.bool_(), nullable=False),
-        ]
-    )
-
-
-def segments_schema() -> Any:
-    pa = _pa()
-    return pa.schema(
-        [
-            pa.field("topic_id", pa.string(), nullable=False),
-            pa.field("topic", pa.string(), nullable=False),
-            pa.field("partition", pa.int32(), nullable=False),
-            pa.field("segment_id", pa.string(), nullable=False),
-            pa.field("start_offset", pa.int64(), nullable=False),
-            pa.field("end_offset", pa.int64(), nullable=False),
-            pa.field("size_bytes", pa.int64(), nullable=False),
-            pa.field("tiered_epoch", pa.int32(), nullable=False),
-            pa.field("state", pa.string(), nullable=False),
-            pa.field("max_timestamp_ms", pa.int64(), nullable=False),
-            pa.field("event_timestamp_ms", pa.int64(), nullable=False),
-        ]
-    )
-
-
-def epochs_schema() -> Any:
-    pa = _pa()
-    return pa.schema(
-        [
-            pa.field("topic_id", pa.string(), nullable=False),
-            pa.field("tiered_epoch", pa.int32(), nullable=False),
-            pa.field("state", pa.string(), nullable=False),
-        ]
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class TopicMeta:
-    """One row of the export's ``topics.parquet``."""
-
-    topic_id: str
-    name: str
-    state: str  # TieredState name
-    tiered_epoch: int
-    policy: str  # DisablePolicy name
-    retention_ms: int
-    retention_bytes: int
-    deleted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentMeta:
-    """One row of the export's ``segments.parquet``."""
-
-    topic_id: str
-    topic: str
-    partition: int
-    segment_id: str
-    start_offset: int
-    end_offset: int
-    size_bytes: int
-    tiered_epoch: int
-    state: str  # SegmentState name
-    max_timestamp_ms: int
-    event_timestamp_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,9 +192,9 @@ def export_metadata(
     rlmm: RemoteLogMetadataManager | None = None,
 ) -> ExportResult:
     """Write ``topics.parquet`` and ``segments.parquet`` under ``dest_dir`` from ``store``'s current metadata."""
+    import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-    pa = _pa()
     dest = Path(dest_dir)
     try:
         dest.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,12 @@ Retention follows :func:`policies.retention.plan_remote_expiry` with no log star
 
 Invariants: category and anomaly names never change (they are columns, JSON keys and CLI arguments); every
 inventory row is counted exactly once (a category, or a malformed row); "now" is the inventory's creation time.
+
+One source of truth: this module names the rules and :mod:`policies.orphans` is their reference implementation
+in plain Python (reclaim re-checks objects with it). The Spark job (:mod:`remote_storage.scan.job`) and the
+DuckDB SQL that ``make bench`` times it against implement the same rules for speed; each is checked object by
+object against :mod:`policies.orphans` on generated buckets holding every category and anomaly type
+(``test_scan_agreement`` and ``test_scan_sql_reference``), so neither can drift from it.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 from orchestrator.errors import ScanInputError
-from remote_storage import export
+from remote_storage import export_format
 from remote_storage import inventory as inv
 from remote_storage.keys import ID_WIDTH, OFFSET_WIDTH
 from remote_storage.scan import contract as c
@@ -243,7 +243,7 @@ def _parse_keys(rows: Any, prefix: str) -> Any:
 
 
 def _read_export(spark: Any, export_dir: Path) -> tuple[Any, Any, Any]:
-    names = (export.TOPICS_FILE, export.SEGMENTS_FILE, export.EPOCHS_FILE)
+    names = (export_format.TOPICS_FILE, export_format.SEGMENTS_FILE, export_format.EPOCHS_FILE)
     paths = {name: export_dir / name for name in names}
     missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:

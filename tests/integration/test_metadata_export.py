@@ -12,7 +12,8 @@ import pytest
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
-from remote_storage.export import SEGMENTS_FILE, TOPICS_FILE, export_metadata, segments_schema, topics_schema
+from remote_storage.export import export_metadata
+from remote_storage.export_format import SEGMENTS_FILE, TOPICS_FILE, segments_schema, topics_schema
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 from tests.support.broker_harness import ControllerWriter
 

@@ -54,7 +54,7 @@ def test_spark_scan_and_python_classifier_agree(
 def test_an_export_listing_a_topic_id_twice_is_refused_naming_it(spark: Any, tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from remote_storage.export import TopicMeta
+    from remote_storage.export_format import TopicMeta
     from remote_storage.scan.job import ScanError
 
     topic = TopicMeta("AAAAAAAAAAAAAAAAAAAAAA", "orders", "ENABLED", 1, "NONE", -1, -1, False)

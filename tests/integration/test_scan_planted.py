@@ -20,7 +20,7 @@ import pytest
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
-from remote_storage import export
+from remote_storage import export, export_format
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import segment_keys
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
@@ -171,7 +171,7 @@ def plant(s3: Any, bucket: str, store: SqliteMetadataStore) -> tuple[Planted, di
 
 
 def add_stale_rows(export_dir: Path, rows: list[RemoteSegment]) -> None:
-    path = export_dir / export.SEGMENTS_FILE
+    path = export_dir / export_format.SEGMENTS_FILE
     table = pq.read_table(path)
     extra = {
         "topic_id": [str(s.topic_id) for s in rows],
@@ -186,7 +186,7 @@ def add_stale_rows(export_dir: Path, rows: list[RemoteSegment]) -> None:
         "max_timestamp_ms": [s.max_timestamp_ms for s in rows],
         "event_timestamp_ms": [s.event_timestamp_ms for s in rows],
     }
-    pq.write_table(pa.concat_tables([table, pa.Table.from_pydict(extra, schema=export.segments_schema())]), path)
+    pq.write_table(pa.concat_tables([table, pa.Table.from_pydict(extra, schema=export_format.segments_schema())]), path)
 
 
 def plant_and_inventory(s3: Any, bucket: str, tmp_path: Path, fmt: str) -> tuple[Planted, dict[str, Uuid], Path, str]:

@@ -1,6 +1,6 @@
 """Generated buckets for the scan: metadata (topics, segments, tiered-state history) and the objects a bucket holds.
 
-A :class:`World` can be written as a metadata export (the three Parquet files of :mod:`remote_storage.export`, in
+A :class:`World` can be written as a metadata export (the three Parquet files of :mod:`remote_storage.export_format`, in
 their exact schemas) and as an AWS inventory (by hand, :mod:`tests.support.aws_inventory`), and classified by the
 pure reference classifier (:mod:`policies.orphans`). The hypothesis strategy :func:`worlds` covers every category
 and anomaly of the contract: deleted and unknown topic ids, delete-policy topics, every segment state, retention
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from orchestrator.ids import Uuid
 from policies.orphans import BucketObject, Classification, Metadata, classify
-from remote_storage import export
-from remote_storage.export import SegmentMeta, TopicMeta
+from remote_storage import export_format
+from remote_storage.export_format import SegmentMeta, TopicMeta
 from remote_storage.keys import SEGMENT_SUFFIXES, SegmentKey, build_key
 from tests.support import aws_inventory
 
@@ -62,15 +62,21 @@ class World:
             "local_retention_ms": [-2 for _ in self.topics],
             "deleted": [t.deleted for t in self.topics],
         }
-        pq.write_table(pa.Table.from_pydict(topics, schema=export.topics_schema()), dest / export.TOPICS_FILE)
-        segs = {name: [getattr(s, name) for s in self.segments] for name in export.segments_schema().names}
-        pq.write_table(pa.Table.from_pydict(segs, schema=export.segments_schema()), dest / export.SEGMENTS_FILE)
+        pq.write_table(
+            pa.Table.from_pydict(topics, schema=export_format.topics_schema()), dest / export_format.TOPICS_FILE
+        )
+        segs = {name: [getattr(s, name) for s in self.segments] for name in export_format.segments_schema().names}
+        pq.write_table(
+            pa.Table.from_pydict(segs, schema=export_format.segments_schema()), dest / export_format.SEGMENTS_FILE
+        )
         epochs = {
             "topic_id": [e[0] for e in self.epochs],
             "tiered_epoch": [e[1] for e in self.epochs],
             "state": [e[2] for e in self.epochs],
         }
-        pq.write_table(pa.Table.from_pydict(epochs, schema=export.epochs_schema()), dest / export.EPOCHS_FILE)
+        pq.write_table(
+            pa.Table.from_pydict(epochs, schema=export_format.epochs_schema()), dest / export_format.EPOCHS_FILE
+        )
         return dest
 
     def write_inventory(self, root: Path, fmt: str, *, per_file: int = 1000) -> Path:

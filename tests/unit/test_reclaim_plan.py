@@ -22,7 +22,7 @@ from policies.reclaim import (
     plan_reclaim,
     reclaim_categories,
 )
-from remote_storage.export import SegmentMeta, TopicMeta
+from remote_storage.export_format import SegmentMeta, TopicMeta
 from remote_storage.keys import SegmentKey, Suffix, build_key, parse_key, topic_prefix
 from remote_storage.scan import contract as c
 
