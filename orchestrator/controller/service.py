@@ -262,7 +262,7 @@ class ControllerService:
                 self._in_flight.add(task)
                 task.add_done_callback(self._in_flight.discard)
             # tick() and due() scan the whole queue on the core thread; 10 rounds a second keeps that cost small
-            # next to the replies, and re-polls (disable_repoll_ms) are coarser than this anyway.
+            # next to the replies, and re-polls (disablement.repoll_ms) are coarser than this anyway.
             await asyncio.sleep(SENDER_INTERVAL_S)
 
     async def _send_disable(self, core: ControllerCore, broker_id: int, body: DisableRequestBody) -> None:

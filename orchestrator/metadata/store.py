@@ -8,7 +8,7 @@ The store is the single source of truth (DESIGN §2). It holds three things:
 * the **controller lease** and its controller epoch;
 * the **remote log metadata** (RLMM): a second log, with its own dense offsets, of per-segment records.
 
-Invariants every backend keeps (the contract suite in ``tests/unit/test_store_contract.py`` checks them):
+Invariants every backend keeps (the contract suite ``tests/orchestrator/metadata/test_store_contract.py`` checks them):
 
 1. Offsets are dense and start at 0; an ``append`` is all or nothing: every record of the call is written, or
    none (a record that does not encode, a stale epoch or a fence refusal writes nothing).

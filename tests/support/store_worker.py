@@ -33,6 +33,7 @@ from orchestrator.logging import configure_logging
 from orchestrator.metadata.records import make_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import Lease
+from tests.support import REPO_ROOT
 
 
 def _now_ms() -> int:
@@ -76,10 +77,9 @@ class StoreWorker:
         self.timeout_s = timeout_s
         self.stderr_path = log_dir / f"{holder}.stderr"
         self._stderr: IO[bytes] = self.stderr_path.open("wb")
-        repo_root = Path(__file__).resolve().parents[2]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.support.store_worker", str(path), holder],
-            cwd=repo_root,
+            cwd=REPO_ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

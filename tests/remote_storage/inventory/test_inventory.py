@@ -23,6 +23,7 @@ from remote_storage.inventory import (
 )
 from remote_storage.s3 import make_s3_client
 from tests.support.aws_inventory import CONFIG_DIR, CREATED_MS, CSV_SCHEMA, SOURCE, gz, write_aws_inventory
+from tests.support.faults import FaultInjector
 
 pytestmark = pytest.mark.integration
 
@@ -216,6 +217,34 @@ def test_build_inventory_to_s3_and_read_back(s3_client: Any, filled: tuple[str, 
     s3_client.delete_object(Bucket=dest_bucket, Key=doc["files"][0]["key"])
     with pytest.raises(InventoryError, match=doc["files"][0]["key"].replace(".", r"\.") + ".*missing"):
         read_inventory(f"s3://{dest_bucket}/inventory/{bucket}/", s3_client=s3_client)
+
+
+def test_build_inventory_retries_throttling_and_resets_through_the_one_retry_layer(
+    moto_endpoint: str, filled: tuple[str, dict[str, int]]
+) -> None:
+    bucket, filled_bucket = filled
+    client = make_s3_client(endpoint_url=moto_endpoint)
+    faults = FaultInjector(client)
+    faults.fail("ListObjectsV2", "slowdown", "reset")
+    faults.fail("PutObject", "slowdown", "internal", "reset")
+    dest_bucket = f"{bucket}-retried"
+    client.create_bucket(Bucket=dest_bucket)
+    waits: list[float] = []
+    dest = f"s3://{dest_bucket}/inv/"
+    manifest = build_inventory(
+        client, bucket=bucket, dest=dest, now_ms=CREATED_MS, rows_per_file=900, sleep=waits.append
+    )
+    assert {r.key: r.size for r in read_inventory(manifest, s3_client=client).rows()} == filled_bucket
+    assert faults.faults_served == {"ListObjectsV2": 2, "PutObject": 3}
+    assert len(waits) == 5  # each fault cost one attempt and one wait, nothing more
+
+
+def test_an_inventory_write_that_fails_for_good_names_the_destination(
+    s3_client: Any, filled: tuple[str, dict[str, int]]
+) -> None:
+    bucket, _ = filled
+    with pytest.raises(InventoryError, match=r"writing s3://no-such-bucket-[0-9a-f]+/inv/data/.* failed"):
+        build_inventory(s3_client, bucket=bucket, dest=f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/inv/", now_ms=1)
 
 
 def test_reading_s3_without_a_client_is_refused() -> None:

@@ -5,6 +5,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.keys import SegmentKey, Suffix, build_key
 from remote_storage.scan import contract as c
 from remote_storage.scan.run import STAGING_DIR
+from tests.support import REPO_ROOT
 from tests.support.broker_harness import ControllerWriter
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -84,3 +88,16 @@ def test_inventory_build_scan_run_and_report_through_the_cli(
 
     bad = tieredctl("scan", "run", "--out", str(tmp_path / "x"), "--grace", "soon", *common)
     assert bad.exit_code == 2 and "not a duration" in bad.output
+
+
+def test_no_credentials_for_the_bucket_is_said_as_such_with_what_to_do(moto_endpoint: str, tmp_path: Path) -> None:
+    """Without any AWS credentials a command that reads the bucket fails with MISSING_CREDENTIALS and its hint, not
+    with a storage error (the environment has no AWS_* variables, HOME has no ~/.aws, instance metadata is off)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(HOME=str(tmp_path), AWS_EC2_METADATA_DISABLED="true")
+    where = ["--s3-endpoint", moto_endpoint, "--bucket", "any", "--cluster-dir", str(tmp_path / "none")]
+    command = [sys.executable, "-m", "orchestrator.cli", "inventory", "build", *where, "--dest", str(tmp_path / "inv")]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "error: MISSING_CREDENTIALS: " in proc.stderr and "AWS_ACCESS_KEY_ID" in proc.stderr
+    assert not (tmp_path / "inv" / "manifest.json").exists()

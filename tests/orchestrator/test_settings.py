@@ -1,5 +1,3 @@
-from pathlib import Path
-
 import pytest
 
 from orchestrator.errors import SettingsError
@@ -9,9 +7,10 @@ from orchestrator.settings import (
     load_broker_settings,
     load_controller_settings,
 )
+from tests.support import REPO_ROOT
 
 pytestmark = pytest.mark.unit
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "config"
+DEPLOY = REPO_ROOT / "deploy" / "config"
 BROKER_BASICS = "[broker]\nbroker_id = 2\ndata_dir = 'data'\nmetadata_store = 'm.db'\ncontrollers = 'x:1'\n"
 
 

@@ -23,10 +23,11 @@ from remote_storage.export import export_metadata
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import SegmentKey, segment_keys
 from remote_storage.scan import contract as c
+from tests.support import REPO_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = REPO_ROOT
 DEPLOY = ROOT / "deploy"
 WRAPPER = DEPLOY / "spark" / "tieredctl-scan-submit"
 CRON = DEPLOY / "cron" / "tieredctl-scan.cron"

@@ -1,57 +1,24 @@
+"""Retention's planners (policies.retention): remote expiry by time, size and log start offset; local retention."""
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.ids import Uuid
-from orchestrator.metadata.records import SegmentState
-from policies.disable import SEGMENTS_PER_DELETE_BATCH, plan_delete
 from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry
-from remote_storage.rlmm import RemoteSegment
+from tests.support.segments import segment_chain
 
 pytestmark = pytest.mark.unit
 
-TID = Uuid.random()
-
-
-def _seg(start, end, *, ts=0, size=100, state=SegmentState.COPY_SEGMENT_FINISHED, tid=TID, partition=0, epoch=1):
-    return RemoteSegment("t", tid, partition, Uuid.random(), start, end, ts, size, epoch, state)
-
-
-def _chain(n, *, size=100, ts_step=1000, **kw):
-    return [_seg(i * 10, i * 10 + 9, ts=(i + 1) * ts_step, size=size, **kw) for i in range(n)]
-
-
-def test_delete_plans_every_not_yet_deleted_segment_of_the_topic_id_only():
-    other = Uuid.random()
-    segs = [
-        *_chain(3),
-        _seg(30, 39, state=SegmentState.COPY_SEGMENT_STARTED),
-        _seg(40, 49, state=SegmentState.DELETE_SEGMENT_STARTED),
-        _seg(50, 59, state=SegmentState.DELETE_SEGMENT_FINISHED),
-        _seg(0, 9, tid=other),
-    ]
-    plan = plan_delete(TID, segs, {0: 60})
-    planned = [s for b in plan.batches for s in b]
-    assert len(planned) == 5 and all(s.topic_id == TID for s in planned)
-    assert all(s.state != SegmentState.DELETE_SEGMENT_FINISHED for s in planned)
-    assert plan.log_start_offsets == {0: 60}
-
-
-def test_delete_batches_stay_within_1000_keys():
-    plan = plan_delete(TID, _chain(1000), {})
-    assert [len(b) for b in plan.batches] == [333, 333, 333, 1]
-    assert SEGMENTS_PER_DELETE_BATCH * 3 <= 1000
-
 
 def test_expiry_by_time_deletes_only_segments_wholly_past_retention():
-    segs = _chain(5, ts_step=1000)  # max timestamps 1000..5000
+    segs = segment_chain(5, ts_step=1000)  # max timestamps 1000..5000
     plan = plan_remote_expiry(segs, now_ms=4500, retention_ms=2000, retention_bytes=-1, log_start_offset=0)
     assert [s.start_offset for s in plan.expired] == [0, 10]  # 1000 and 2000 are below 2500; 3000 is not
     assert plan.log_start_offset == 20 and plan.reasons == {"retention.ms": 2}
 
 
 def test_expiry_by_size_counts_local_data_not_yet_tiered():
-    segs = _chain(5, size=100)
+    segs = segment_chain(5, size=100)
     plan = plan_remote_expiry(
         segs, now_ms=0, retention_ms=-1, retention_bytes=350, log_start_offset=0, local_bytes_not_copied=50
     )
@@ -59,7 +26,7 @@ def test_expiry_by_size_counts_local_data_not_yet_tiered():
 
 
 def test_expiry_below_the_log_start_offset_and_unlimited_retention():
-    segs = _chain(3)
+    segs = segment_chain(3)
     assert (
         plan_remote_expiry(segs, now_ms=10**12, retention_ms=-1, retention_bytes=-1, log_start_offset=0).expired == ()
     )
@@ -75,7 +42,7 @@ def test_expiry_below_the_log_start_offset_and_unlimited_retention():
     st.integers(0, 130),
 )
 def test_expiry_removes_a_prefix_and_never_moves_the_start_offset_back(n, now, rms, rbytes, lso):
-    segs = _chain(n)
+    segs = segment_chain(n)
     plan = plan_remote_expiry(segs, now_ms=now, retention_ms=rms, retention_bytes=rbytes, log_start_offset=lso)
     k = len(plan.expired)
     assert list(plan.expired) == segs[:k]  # oldest first, no holes

@@ -7,6 +7,7 @@ from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredSta
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.keys import parse_key, topic_prefix
 from remote_storage.rlmm import RemoteSegment
+from tests.support import REPO_ROOT
 from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
 from tests.support.faults import FaultInjector
 
@@ -221,8 +222,7 @@ def test_a_delete_killed_half_way_is_finished_by_a_rerun(env, tmp_path, moto_end
     total_objects = len(_objects(s3, bucket))
     worker = [sys.executable, "-m", "tests.support.delete_worker"]
     cmd = [*worker, str(tmp_path / "metadata.db"), moto_endpoint, bucket, "tiered/", str(tid)]
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    proc = subprocess.Popen([*cmd, "5"], stdout=subprocess.PIPE, text=True, cwd=root)
+    proc = subprocess.Popen([*cmd, "5"], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     try:
         line = proc.stdout.readline()  # the first batch is journaled and deleted; the worker now sleeps
         assert line.startswith("progress"), line
@@ -240,7 +240,7 @@ def test_a_delete_killed_half_way_is_finished_by_a_rerun(env, tmp_path, moto_end
     assert SegmentState.DELETE_SEGMENT_FINISHED in states and SegmentState.COPY_SEGMENT_FINISHED in states
 
     started = time.monotonic()
-    rerun = subprocess.run([*cmd, "0"], capture_output=True, text=True, cwd=root, timeout=120)
+    rerun = subprocess.run([*cmd, "0"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     assert rerun.stdout.strip().endswith("complete") and time.monotonic() > started
     assert _objects(s3, bucket) == []
