@@ -1,0 +1,40 @@
+"""The root group: every noun loads when asked for, and only its own module comes with it."""
+
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli import cli
+from orchestrator.cli.root import COMMANDS
+from tests.support import REPO_ROOT
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_noun_loads_as_a_click_command_and_shows_its_help(name):
+    with click.Context(cli) as ctx:
+        command = cli.get_command(ctx, name)
+    assert isinstance(command, click.Command) and command.name == name
+    result = CliRunner().invoke(cli, [name, "--help"])
+    assert result.exit_code == 0 and f"Usage: cli {name}" in result.output
+
+
+def test_the_root_help_lists_every_noun():
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    assert all(f"  {name} " in result.output for name in COMMANDS)
+
+
+def test_a_topic_command_does_not_load_the_object_store_client_or_the_scan():
+    probe = (
+        "import sys; from orchestrator.cli import cli; from click.testing import CliRunner; "
+        "CliRunner().invoke(cli, ['topic', 'list', '--help']); "
+        "print(sorted(m for m in ('boto3', 'remote_storage.scan.job', 'policies.reclaim') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
