@@ -29,6 +29,7 @@ from orchestrator.client import TieredClient
 from orchestrator.errors import LocalClusterError
 from orchestrator.ids import Uuid
 from orchestrator.local import cluster as lc
+from orchestrator.local.state import LocalClusterState
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.records import TieredState
 from remote_storage.inventory import build_inventory
@@ -48,7 +49,7 @@ def step(title: str, command: str) -> None:
     console.print(f"\n[bold]{title}[/]   [dim]$ tieredctl {command}[/]")
 
 
-def bucket_table(state: lc.LocalClusterState, title: str) -> Table:
+def bucket_table(state: LocalClusterState, title: str) -> Table:
     rsm = S3RemoteStorage(client=make_s3_client(endpoint_url=state.s3_endpoint), bucket=state.bucket)
     objects: Counter[tuple[str, str, str]] = Counter()
     size: Counter[tuple[str, str, str]] = Counter()
@@ -82,7 +83,7 @@ async def until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: floa
         await asyncio.sleep(0.25)
 
 
-async def story(state: lc.LocalClusterState) -> None:
+async def story(state: LocalClusterState) -> None:
     async with TieredClient(state.bootstrap_server, timeout_s=30) as c:
         for name in TOPICS:
             step(
@@ -159,7 +160,7 @@ async def story(state: lc.LocalClusterState) -> None:
     console.print(f"  and an upload that never finished: {build_key(state.prefix, lost, Suffix.LOG)}")
 
 
-def scan_story(state: lc.LocalClusterState) -> None:
+def scan_story(state: LocalClusterState) -> None:
     out = DEMO_DIR / "scan"
     inventory_command = f"inventory build --dest {DEMO_DIR}/inventory --format parquet"
     step("build an inventory of the bucket (AWS S3 Inventory format)", inventory_command)
@@ -173,7 +174,7 @@ def scan_story(state: lc.LocalClusterState) -> None:
     scan_title = "scan it with Spark against the metadata (grace 0s: the demo's objects are minutes old; default 3d)"
     scan_command = f"scan run --inventory {DEMO_DIR}/inventory --out {out} --grace 0s"
     step(scan_title, scan_command)
-    export_dir = export_store(Path(state.dir) / "metadata.db", out)
+    export_dir = export_store(state.metadata_store, out)
     settings = ScanSettings(prefix=state.prefix, grace_ms=0, max_anomalies=0)
 
     def say(message: str) -> None:
@@ -189,7 +190,7 @@ def main() -> None:
     configure_logging("cli", level=logging.WARNING)
     console.rule("[bold]tieredctl demo: KIP-950 tiered storage disablement on a local cluster")
     directory = DEMO_DIR.resolve()
-    if (directory / lc.STATE_FILE).exists():
+    if LocalClusterState.load_if_present(directory) is not None:
         lc.down(directory)
     shutil.rmtree(directory, ignore_errors=True)
     step("start a local cluster: embedded S3, 2 controllers, 3 brokers", f"cluster up --dir {DEMO_DIR}")

@@ -16,7 +16,7 @@ from rich.progress import TextColumn, TimeElapsedColumn
 
 from orchestrator.cli.output import Output
 from orchestrator.cli.progress import progress_bar
-from orchestrator.local.cluster import STATE_FILE, LocalClusterState
+from orchestrator.local.state import DEFAULT_PREFIX, LocalClusterState
 from remote_storage.inventory import build_inventory
 from remote_storage.s3 import make_s3_client
 
@@ -30,11 +30,11 @@ class BucketTarget:
     """Where the bucket is: explicit options, else the local cluster in --cluster-dir (when one was started)."""
 
     def __init__(self, cluster_dir: str, s3_endpoint: str | None, bucket: str | None, prefix: str | None) -> None:
-        state = LocalClusterState.load(Path(cluster_dir)) if (Path(cluster_dir) / STATE_FILE).exists() else None
+        state = LocalClusterState.load_if_present(Path(cluster_dir))
         self.cluster_dir = cluster_dir
         self.s3_endpoint = s3_endpoint or (state.s3_endpoint if state else None)
-        self.prefix = prefix if prefix is not None else (state.prefix if state else "tiered/")
-        self.metadata_store = Path(state.dir) / "metadata.db" if state else None
+        self.prefix = prefix if prefix is not None else (state.prefix if state else DEFAULT_PREFIX)
+        self.metadata_store = state.metadata_store if state else None
         self._bucket = bucket or (state.bucket if state else None)
 
     @property

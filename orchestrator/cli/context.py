@@ -8,7 +8,6 @@ talk to is a usage error (exit status 2); an error of ours raised by a request i
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import click
 
 from orchestrator.cli.output import Output
 from orchestrator.client import TieredClient
+from orchestrator.local.state import LocalClusterState
 
 T = TypeVar("T")
 
@@ -36,9 +36,9 @@ class Ctx:
         """--bootstrap-server, TIEREDCTL_BOOTSTRAP_SERVER, or the local cluster in the default directory."""
         if self.bootstrap_server:
             return self.bootstrap_server
-        state = DEFAULT_CLUSTER_DIR / "cluster.json"
-        if state.exists():
-            return str(json.loads(state.read_text())["bootstrap_server"])
+        local = LocalClusterState.load_if_present(DEFAULT_CLUSTER_DIR)
+        if local is not None:
+            return local.bootstrap_server
         raise click.UsageError(
             "no cluster to talk to: pass --bootstrap-server HOST:PORT, set TIEREDCTL_BOOTSTRAP_SERVER, "
             "or start a local cluster with 'tieredctl cluster up'"

@@ -10,6 +10,7 @@ import click
 from orchestrator.cli import options
 from orchestrator.cli.context import Ctx
 from orchestrator.local import cluster as local_cluster
+from orchestrator.local.state import DEFAULT_BUCKET
 
 cluster_dir_option = options.local_cluster_dir("--dir")
 
@@ -24,7 +25,7 @@ def cluster() -> None:
 @click.option("--controllers", default=2, show_default=True, type=click.IntRange(1, 9))
 @cluster_dir_option
 @options.s3_endpoint(help="use this S3 endpoint (MinIO, AWS) instead of the embedded one", envvar=None)
-@options.bucket(help=None, default=local_cluster.DEFAULT_BUCKET)
+@options.bucket(help=None, default=DEFAULT_BUCKET)
 @click.pass_obj
 def cluster_up(
     obj: Ctx, brokers: int, controllers: int, cluster_dir: str, s3_endpoint: str | None, bucket: str

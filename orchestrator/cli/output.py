@@ -6,8 +6,8 @@ Commands compute and call the output object; the renderer prints. Invariants, ke
   document (``json.dumps(data, indent=2, default=str)``, never through rich, never wrapped to the terminal width);
 - stderr carries everything else: progress lines and bars (text only), warnings and errors (both formats).
 
-Heavy modules appear here for their types only (``TYPE_CHECKING``): this module is loaded by every command, and
-importing the local cluster or the reclaim executor would load boto3 for ``tieredctl topic list`` too.
+The reclaim executor appears here for its type only (``TYPE_CHECKING``): this module is loaded by every command,
+and importing it would load boto3 for ``tieredctl topic list`` too.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from rich.table import Table
 
 from orchestrator.client import FetchedRecord, TieringStatus
 from orchestrator.durations import format_duration
+from orchestrator.local.state import LocalClusterState, ProcessInfo
 
-if TYPE_CHECKING:
-    from orchestrator.local.cluster import LocalClusterState, ProcessInfo
+if TYPE_CHECKING:  # loads boto3: for the type only
     from policies.reclaim_executor import ReclaimResult
 
 STATE_STYLE = {"ENABLED": "green", "DISABLING": "yellow", "DISABLED": "cyan", "NOT_TIERED": "dim"}

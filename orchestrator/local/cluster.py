@@ -26,66 +26,26 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import botocore.exceptions as bce
 
 from orchestrator.errors import LocalClusterError, TieredError
+from orchestrator.local.state import (
+    DEFAULT_BUCKET,
+    DEFAULT_PREFIX,
+    STATE_FILE,
+    STORE_FILE,
+    LocalClusterState,
+    ProcessInfo,
+)
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.admin import AdminClient
 from orchestrator.protocol.api_keys import ApiKey
 from remote_storage.s3 import make_s3_client
 
-STATE_FILE = "cluster.json"
-DEFAULT_BUCKET = "tiered-storage"
-DEFAULT_PREFIX = "tiered/"
 CONTROLLER_ID_BASE = 3000
-
-
-@dataclass
-class ProcessInfo:
-    role: str  # s3 | controller | broker
-    id: int
-    pid: int
-    port: int
-    config: str | None  # the config file the process was started with (identifies it in /proc)
-    log: str
-
-
-@dataclass
-class LocalClusterState:
-    dir: str
-    bootstrap_server: str
-    s3_endpoint: str
-    bucket: str
-    prefix: str
-    embedded_s3: bool
-    processes: list[ProcessInfo] = field(default_factory=list)
-
-    @classmethod
-    def load(cls, directory: Path) -> LocalClusterState:
-        path = directory / STATE_FILE
-        if not path.exists():
-            raise LocalClusterError(
-                f"no local cluster in {directory} (no {STATE_FILE}); start one with 'tieredctl cluster up'"
-            )
-        doc = json.loads(path.read_text())
-        procs = [ProcessInfo(**p) for p in doc.pop("processes")]
-        return cls(**doc, processes=procs)
-
-    def save(self) -> None:
-        path = Path(self.dir) / STATE_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(path)
-
-    def find(self, role: str, ident: int) -> ProcessInfo:
-        for p in self.processes:
-            if p.role == role and p.id == ident:
-                return p
-        raise LocalClusterError(f"no {role} {ident} in this cluster")
 
 
 def free_port() -> int:
@@ -232,7 +192,7 @@ def up(
         _ensure_bucket(state.s3_endpoint, bucket)
         ctrl_ports = [free_port() for _ in range(controllers)]
         state.bootstrap_server = ",".join(f"127.0.0.1:{p}" for p in ctrl_ports)
-        store = directory / "metadata.db"
+        store = directory / STORE_FILE
         for i, port in enumerate(ctrl_ports):
             node = CONTROLLER_ID_BASE + i
             cfg = directory / "config" / f"controller-{node}.toml"
@@ -370,7 +330,7 @@ def _remove_cluster_files(directory: Path, *, keep_store: bool) -> None:
         shutil.rmtree(directory / name, ignore_errors=True)
     if not keep_store:
         for suffix in ("", "-wal", "-shm"):
-            (directory / f"metadata.db{suffix}").unlink(missing_ok=True)
+            (directory / f"{STORE_FILE}{suffix}").unlink(missing_ok=True)
     (directory / STATE_FILE).unlink(missing_ok=True)
 
 
@@ -393,7 +353,7 @@ def status(directory: Path) -> dict[str, Any]:
     """The contract of ``cluster status --output json``."""
     state = LocalClusterState.load(directory.resolve())
     active = None
-    store = Path(state.dir) / "metadata.db"
+    store = state.metadata_store
     if store.exists():
         with SqliteMetadataStore(store, recover_on_open=False) as s:
             lease = s.current_lease()

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
+from orchestrator.local.state import LocalClusterState, ProcessInfo
 from orchestrator.metadata.records import SegmentState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 
@@ -69,16 +70,16 @@ class LiveCluster:
 
         return run(go())
 
-    def process(self, role: str, ident: int) -> lc.ProcessInfo:
-        return lc.LocalClusterState.load(self.dir).find(role, ident)
+    def process(self, role: str, ident: int) -> ProcessInfo:
+        return LocalClusterState.load(self.dir).find(role, ident)
 
-    def maybe_active_controller(self) -> lc.ProcessInfo | None:
+    def maybe_active_controller(self) -> ProcessInfo | None:
         """The active controller, or None during a handover (the lease expired and no one has taken it yet)."""
         st = lc.status(self.dir)
         ids = [p["id"] for p in st["processes"] if p["role"] == "controller" and p.get("active")]
         return self.process("controller", ids[0]) if ids else None
 
-    def active_controller(self) -> lc.ProcessInfo:
+    def active_controller(self) -> ProcessInfo:
         active = self.maybe_active_controller()
         assert active is not None, f"no active controller: {lc.status(self.dir)}"
         return active
@@ -118,7 +119,7 @@ class LiveCluster:
         wait_until("tiering to settle", settled, interval_s=1.0)
 
     def close(self) -> None:
-        for p in lc.LocalClusterState.load(self.dir).processes:  # a SIGSTOPped process cannot handle SIGTERM
+        for p in LocalClusterState.load(self.dir).processes:  # a SIGSTOPped process cannot handle SIGTERM
             if lc.is_ours(p):
                 os.kill(p.pid, signal.SIGCONT)
         lc.down(self.dir, timeout_s=10)

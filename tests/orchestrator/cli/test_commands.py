@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from orchestrator.ids import Uuid
-from orchestrator.local import cluster as lc
+from orchestrator.local.state import STATE_FILE
 from tests.support.live_cluster import LiveCluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -169,4 +169,4 @@ def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path
     for p in procs:
         assert not _running(p["pid"]), f"{p['role']} {p['id']} (pid {p['pid']}) is still running"
         assert _port_free(p["port"]), f"{p['role']} {p['id']} left port {p['port']} open"
-    assert not (tmp_path / "c" / lc.STATE_FILE).exists()
+    assert not (tmp_path / "c" / STATE_FILE).exists()

@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.cli import cli
 from orchestrator.ids import Uuid
+from orchestrator.local.state import LocalClusterState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.keys import SegmentKey, Suffix, build_key
 from remote_storage.scan import contract as c
@@ -73,8 +74,6 @@ def test_inventory_build_scan_run_and_report_through_the_cli(
     assert spark.range(3).count() == 3  # the session the scan reused is still running
 
     # A local cluster's defaults: its store, prefix and S3 endpoint, with nothing but --inventory given.
-    from orchestrator.local.cluster import LocalClusterState
-
     LocalClusterState(str(tmp_path), "127.0.0.1:1", moto_endpoint, bucket, "tiered/", embedded_s3=False).save()
     cluster_and_inventory = ["--cluster-dir", str(tmp_path), "--inventory", manifest]
     output_and_limits = ["--out", str(tmp_path / "scan2"), "--grace", "0s", "--max-anomalies", "1"]

@@ -11,6 +11,7 @@ import struct
 import pytest
 
 from orchestrator.local import cluster as lc
+from orchestrator.local.state import STATE_FILE, LocalClusterState
 from orchestrator.metadata.records import SegmentState, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.connection import KafkaConnection
@@ -26,7 +27,7 @@ def live(tmp_path):
         yield cluster
     finally:
         cluster.close()
-    for p in lc.LocalClusterState.load(cluster.dir).processes if (cluster.dir / lc.STATE_FILE).exists() else []:
+    for p in LocalClusterState.load(cluster.dir).processes if (cluster.dir / STATE_FILE).exists() else []:
         assert not lc.is_ours(p)
 
 
@@ -157,7 +158,7 @@ def test_every_port_survives_random_bytes_truncated_frames_and_oversized_lengths
         struct.pack(">i", 8) + struct.pack(">hhi", 31000, 0, 1),
     ]
     junk = random_bytes + malformed_frames
-    procs = [p for p in lc.LocalClusterState.load(live.dir).processes if p.role in ("controller", "broker")]
+    procs = [p for p in LocalClusterState.load(live.dir).processes if p.role in ("controller", "broker")]
     for p in procs:
         for blob in junk:
             _send_raw(p.port, blob)  # the server closes that connection; nothing else happens

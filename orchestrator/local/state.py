@@ -1,0 +1,75 @@
+"""The record of a local cluster: ``cluster.json`` under its directory, and where its files are.
+
+Light on purpose (json, dataclasses): the CLI reads it for every command that falls back to the local cluster,
+and must not load the object-store client to do so. Starting and stopping processes is :mod:`.cluster`.
+
+Invariants: ``cluster.json`` is replaced atomically (written to a temporary file, then renamed), so a reader sees
+the old record or the new one; it names every process the cluster started, with the settings file that
+identifies it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from orchestrator.errors import LocalClusterError
+
+STATE_FILE = "cluster.json"
+STORE_FILE = "metadata.db"  # the cluster's SQLite metadata store, beside cluster.json
+DEFAULT_BUCKET = "tiered-storage"
+DEFAULT_PREFIX = "tiered/"
+
+
+@dataclass
+class ProcessInfo:
+    role: str  # s3 | controller | broker
+    id: int
+    pid: int
+    port: int
+    config: str | None  # the config file the process was started with (identifies it in /proc)
+    log: str
+
+
+@dataclass
+class LocalClusterState:
+    dir: str
+    bootstrap_server: str
+    s3_endpoint: str
+    bucket: str
+    prefix: str
+    embedded_s3: bool
+    processes: list[ProcessInfo] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, directory: Path) -> LocalClusterState:
+        path = directory / STATE_FILE
+        if not path.exists():
+            raise LocalClusterError(
+                f"no local cluster in {directory} (no {STATE_FILE}); start one with 'tieredctl cluster up'"
+            )
+        doc = json.loads(path.read_text())
+        procs = [ProcessInfo(**p) for p in doc.pop("processes")]
+        return cls(**doc, processes=procs)
+
+    @classmethod
+    def load_if_present(cls, directory: Path) -> LocalClusterState | None:
+        """The cluster started in ``directory``, or None when none was."""
+        return cls.load(directory) if (directory / STATE_FILE).exists() else None
+
+    @property
+    def metadata_store(self) -> Path:
+        return Path(self.dir) / STORE_FILE
+
+    def save(self) -> None:
+        path = Path(self.dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+    def find(self, role: str, ident: int) -> ProcessInfo:
+        for p in self.processes:
+            if p.role == role and p.id == ident:
+                return p
+        raise LocalClusterError(f"no {role} {ident} in this cluster")
