@@ -26,6 +26,8 @@ from orchestrator.local import cluster as lc
 from orchestrator.metadata.records import TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.connection import ConnectionPool
+from orchestrator.protocol import messages as m
+from orchestrator.protocol.api_keys import ApiKey
 
 BROKER = {"broker": {"heartbeat_interval_ms": 500, "metadata_poll_ms": 50, "tiering_interval_ms": 5_000}}
 CONTROLLER = {
@@ -44,7 +46,7 @@ async def _create(c: TieredClient, topics: int, partitions: int) -> None:
             for n in names
         ]
         body = {"topics": new_topics, "timeout_ms": 60_000}
-        resp = await c.admin.send_to_controller(19, (2, 7), body)
+        resp = await c.admin.call(ApiKey.CREATE_TOPICS, (2, 7), body, m.CreateTopicsResponse)
         bad = [t for t in resp["topics"] if t["error_code"]]
         assert not bad, bad[:3]
 
@@ -56,7 +58,7 @@ async def _disable_all(c: TieredClient, topics: int) -> None:
         {"resource_type": 2, "resource_name": f"bench-{i:05d}", "configs": [tiering_off, retain]} for i in range(topics)
     ]
     body = {"resources": resources, "validate_only": False}
-    resp = await c.admin.send_to_controller(44, (0, 1), body)
+    resp = await c.admin.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), body, m.IncrementalAlterConfigsResponse)
     bad = [r for r in resp["responses"] if r["error_code"]]
     assert not bad, bad[:3]
 
@@ -71,10 +73,18 @@ async def _raw_rpcs(brokers: dict[int, tuple[str, int]], bodies: list[dict[str, 
         for addr in brokers.values():
             await pool.connection(addr)
         t0 = time.perf_counter()
-        await asyncio.gather(*(pool.request(a, 10950, 0, bodies[0], timeout_s=60) for a in brokers.values()))
+        await asyncio.gather(
+            *(pool.request(a, ApiKey.DISABLE_REMOTE_TOPIC, 0, bodies[0], timeout_s=60) for a in brokers.values())
+        )
         one = time.perf_counter() - t0
         t0 = time.perf_counter()
-        await asyncio.gather(*(pool.request(a, 10950, 0, b, timeout_s=120) for a in brokers.values() for b in bodies))
+        await asyncio.gather(
+            *(
+                pool.request(a, ApiKey.DISABLE_REMOTE_TOPIC, 0, b, timeout_s=120)
+                for a in brokers.values()
+                for b in bodies
+            )
+        )
         return one, time.perf_counter() - t0
 
 

@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar, cast
 
 from orchestrator.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition, for_code
 from orchestrator.ids import Uuid
-from orchestrator.metadata.records import DisablePolicy, TieredState
+from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState
+from orchestrator.metadata.topic_configs import AlterConfigOp
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.connection import ConnectionPool
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 
-TOPIC_RESOURCE = 2
-OP_SET, OP_DELETE = 0, 1
-
-_Response = TypeVar("_Response", bound=Mapping[str, object])
 # The data-plane APIs, served by partition leaders; _leader_call adds the topic id to the request.
 _LeaderRequest = TypeVar("_LeaderRequest", m.TieredProduceRequest, m.TieredFetchRequest)
 _LeaderResponse = TypeVar("_LeaderResponse", m.TieredProduceResponse, m.TieredFetchResponse)
@@ -59,17 +56,7 @@ class TieringStatus:
     segments_remaining: int = 0
 
     def as_json(self) -> dict[str, Any]:
-        pending_brokers = [
-            {
-                "broker_id": p.broker_id,
-                "attempts": p.attempts,
-                "last_error": p.last_error,
-                "last_attempt_ms": p.last_attempt_ms,
-                "fenced": p.fenced,
-                "stalled": p.stalled,
-            }
-            for p in self.pending_brokers
-        ]
+        pending_brokers = [asdict(p) for p in self.pending_brokers]
         return {
             "topic": self.topic,
             "topic_id": str(self.topic_id),
@@ -112,24 +99,15 @@ class TieredClient:
         await self.admin.close()
         await self.pool.close()
 
-    async def _call(
-        self, api_key: int, versions: tuple[int, int], body: Mapping[str, object], response: type[_Response]
-    ) -> _Response:
-        """Send an admin request to the controller and read its response body as ``response``, its API's type."""
-        return cast(_Response, await self.admin.send_to_controller(api_key, versions, body))
-
     # -- metadata ---------------------------------------------------------------------------------------------
 
     async def metadata(self, topics: Sequence[str] | None = None) -> m.MetadataResponse:
         requested: list[m.MetadataRequestTopic] | None = None if topics is None else [{"name": t} for t in topics]
         body: m.MetadataRequest = {"topics": requested, "allow_auto_topic_creation": False}
-        self._metadata = await self._call(ApiKey.METADATA, (1, 12), body, m.MetadataResponse)
+        self._metadata = await self.admin.call(ApiKey.METADATA, (1, 12), body, m.MetadataResponse)
         return self._metadata
 
-    async def topic(self, name: str) -> dict[str, Any]:
-        return dict(await self._topic(name))
-
-    async def _topic(self, name: str) -> m.MetadataResponseTopic:
+    async def topic(self, name: str) -> m.MetadataResponseTopic:
         md = await self.metadata([name])
         t = md["topics"][0]
         check(t["error_code"], None, f"topic '{name}'")
@@ -160,18 +138,18 @@ class TieredClient:
             "configs": config_entries,
         }
         body: m.CreateTopicsRequest = {"topics": [new_topic], "timeout_ms": int(self.timeout_s * 1000)}
-        resp = await self._call(ApiKey.CREATE_TOPICS, (2, 7), body, m.CreateTopicsResponse)
+        resp = await self.admin.call(ApiKey.CREATE_TOPICS, (2, 7), body, m.CreateTopicsResponse)
         t = resp["topics"][0]
         check(t["error_code"], t.get("error_message"), f"creating topic '{name}'")
         tid = t["topic_id"]
         if tid.is_zero:  # CreateTopics below v7 does not return the id: ask Metadata
-            tid = (await self._topic(name))["topic_id"]
+            tid = (await self.topic(name))["topic_id"]
         return tid
 
     async def delete_topic(self, name: str) -> None:
         timeout_ms = int(self.timeout_s * 1000)
         body: m.DeleteTopicsRequest = {"topics": [{"name": name}], "topic_names": [name], "timeout_ms": timeout_ms}
-        resp = await self._call(ApiKey.DELETE_TOPICS, (1, 6), body, m.DeleteTopicsResponse)
+        resp = await self.admin.call(ApiKey.DELETE_TOPICS, (1, 6), body, m.DeleteTopicsResponse)
         r = resp["responses"][0]
         check(r["error_code"], r.get("error_message"), f"deleting topic '{name}'")
 
@@ -180,22 +158,28 @@ class TieredClient:
             "topics": [{"name": name, "count": total, "assignments": None}],
             "timeout_ms": int(self.timeout_s * 1000),
         }
-        resp = await self._call(ApiKey.CREATE_PARTITIONS, (0, 3), body, m.CreatePartitionsResponse)
+        resp = await self.admin.call(ApiKey.CREATE_PARTITIONS, (0, 3), body, m.CreatePartitionsResponse)
         r = resp["results"][0]
         check(r["error_code"], r.get("error_message"), f"adding partitions to '{name}'")
 
     async def alter_configs(self, name: str, set_: Mapping[str, str], delete: Sequence[str] = ()) -> None:
-        ops: list[m.AlterableConfig] = [{"name": k, "config_operation": OP_SET, "value": v} for k, v in set_.items()]
-        ops += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in delete]
-        resource: m.AlterConfigsResource = {"resource_type": TOPIC_RESOURCE, "resource_name": name, "configs": ops}
+        ops: list[m.AlterableConfig] = [
+            {"name": k, "config_operation": AlterConfigOp.SET, "value": v} for k, v in set_.items()
+        ]
+        ops += [{"name": k, "config_operation": AlterConfigOp.DELETE, "value": None} for k in delete]
+        resource: m.AlterConfigsResource = {
+            "resource_type": ConfigResourceType.TOPIC,
+            "resource_name": name,
+            "configs": ops,
+        }
         body: m.IncrementalAlterConfigsRequest = {"resources": [resource], "validate_only": False}
-        resp = await self._call(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), body, m.IncrementalAlterConfigsResponse)
+        resp = await self.admin.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), body, m.IncrementalAlterConfigsResponse)
         r = resp["responses"][0]
         check(r["error_code"], r.get("error_message"), f"altering configs of '{name}'")
 
     async def describe_configs(self, name: str) -> dict[str, str | None]:
         resource: m.DescribeConfigsResource = {
-            "resource_type": TOPIC_RESOURCE,
+            "resource_type": ConfigResourceType.TOPIC,
             "resource_name": name,
             "configuration_keys": None,
         }
@@ -204,14 +188,14 @@ class TieredClient:
             "include_synonyms": False,
             "include_documentation": False,
         }
-        resp = await self._call(ApiKey.DESCRIBE_CONFIGS, (1, 4), body, m.DescribeConfigsResponse)
+        resp = await self.admin.call(ApiKey.DESCRIBE_CONFIGS, (1, 4), body, m.DescribeConfigsResponse)
         r = resp["results"][0]
         check(r["error_code"], r.get("error_message"), f"describing configs of '{name}'")
         return {c["name"]: c["value"] for c in r["configs"]}
 
     async def tiering_status(self, names: Sequence[str] | None = None) -> list[TieringStatus]:
         body: m.DescribeTieredStateRequest = {"topics": None if names is None else list(names)}
-        resp = await self._call(ApiKey.DESCRIBE_TIERED_STATE, (0, 0), body, m.DescribeTieredStateResponse)
+        resp = await self.admin.call(ApiKey.DESCRIBE_TIERED_STATE, (0, 0), body, m.DescribeTieredStateResponse)
         check(resp["error_code"], None, "describing tiered state")
         out = []
         for t in resp["topics"]:
@@ -247,7 +231,7 @@ class TieredClient:
 
     async def decommission_broker(self, broker_id: int) -> None:
         body: m.UnregisterBrokerRequest = {"broker_id": broker_id}
-        resp = await self._call(ApiKey.UNREGISTER_BROKER, (0, 0), body, m.UnregisterBrokerResponse)
+        resp = await self.admin.call(ApiKey.UNREGISTER_BROKER, (0, 0), body, m.UnregisterBrokerResponse)
         check(resp["error_code"], resp.get("error_message"), f"decommissioning broker {broker_id}")
 
     # -- data plane -------------------------------------------------------------------------------------------
@@ -262,7 +246,7 @@ class TieredClient:
     ) -> _LeaderResponse:
         """``body`` (without its topic id) sent to the partition's leader; the answer read as ``response``."""
         for attempt in range(10):
-            topic = await self._topic(name)
+            topic = await self.topic(name)
             parts = {p["partition_index"]: p for p in topic["partitions"]}
             if partition not in parts:
                 raise UnknownTopicOrPartition(f"topic '{name}' has no partition {partition}")

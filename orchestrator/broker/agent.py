@@ -192,8 +192,7 @@ class BrokerAgent:
             "features": [],
             "rack": self.settings.rack,
         }
-        raw = await controllers.send_to_controller(ApiKey.BROKER_REGISTRATION, (0, 4), body)
-        resp = cast(m.BrokerRegistrationResponse, raw)
+        resp = await controllers.call(ApiKey.BROKER_REGISTRATION, (0, 4), body, m.BrokerRegistrationResponse)
         if resp["error_code"] != 0:
             raise StaleBrokerEpoch(f"registration refused with error {resp['error_code']}")
         self.broker_epoch = resp["broker_epoch"]
@@ -212,8 +211,7 @@ class BrokerAgent:
                     "want_fence": False,
                     "want_shut_down": False,
                 }
-                raw = await controllers.send_to_controller(ApiKey.BROKER_HEARTBEAT, (0, 1), heartbeat)
-                resp = cast(m.BrokerHeartbeatResponse, raw)
+                resp = await controllers.call(ApiKey.BROKER_HEARTBEAT, (0, 1), heartbeat, m.BrokerHeartbeatResponse)
                 if resp["error_code"] == StaleBrokerEpoch.code:
                     log.warning("broker.heartbeat_stale_epoch", broker_epoch=self.broker_epoch)
                     self.broker_epoch = -1

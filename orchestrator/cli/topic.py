@@ -17,6 +17,7 @@ from orchestrator.cli.output import PartitionRow
 from orchestrator.cli.progress import progress_bar
 from orchestrator.client import TieredClient, TieringStatus
 from orchestrator.ids import Uuid
+from orchestrator.protocol import messages as m
 
 
 @click.group()
@@ -54,7 +55,7 @@ def topic_list(obj: Ctx) -> None:
 def topic_describe(obj: Ctx, name: str) -> None:
     """Partitions (leader, replicas, ISR), configs and tiered state of topic NAME."""
 
-    async def describe(c: TieredClient) -> tuple[dict[str, Any], dict[str, str | None], TieringStatus]:
+    async def describe(c: TieredClient) -> tuple[m.MetadataResponseTopic, dict[str, str | None], TieringStatus]:
         return await c.topic(name), await c.describe_configs(name), (await c.tiering_status([name]))[0]
 
     t, configs, status = obj.run(describe)

@@ -42,6 +42,7 @@ from orchestrator.local.state import (
 )
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.admin import AdminClient
+from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from remote_storage.s3 import make_s3_client
 
@@ -286,7 +287,7 @@ def _healthy(state: LocalClusterState, brokers: int) -> bool:
         client = AdminClient(state.bootstrap_server, timeout_s=2, max_attempts=1)
         try:
             await client.refresh_metadata()
-            body = await client.send_to_controller(ApiKey.METADATA, (1, 12), {"topics": []})
+            body = await client.call(ApiKey.METADATA, (1, 12), {"topics": []}, m.MetadataResponse)
             live = {b["node_id"] for b in body["brokers"] if b["node_id"] < CONTROLLER_ID_BASE}
             return client.controller_id is not None and len(live) >= brokers
         finally:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import structlog
 from tenacity import (
@@ -49,6 +49,8 @@ from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 
 log = structlog.get_logger(__name__)
+
+_Response = TypeVar("_Response", bound=Mapping[str, object])
 
 METADATA_VERSIONS = (1, 12)  # v0 has no controller_id (and reads an empty topic list as "all topics")
 RETRIABLE = (NotController, BrokerNotAvailable)
@@ -192,6 +194,19 @@ class AdminClient:
                 refresh = attempt.retry_state.attempt_number > 1
                 return await self._send_once(api_key, version_range, body, request_timeout_s, refresh)
         raise AssertionError("unreachable: tenacity either returns, raises or retries")
+
+    async def call(
+        self,
+        api_key: int,
+        version_range: tuple[int, int],
+        body: Mapping[str, object],
+        response: type[_Response],
+        *,
+        timeout_s: float | None = None,
+    ) -> _Response:
+        """:meth:`send_to_controller`, its answer read as ``response``, the response type of ``api_key``: the one
+        place an admin answer is typed."""
+        return cast(_Response, await self.send_to_controller(api_key, version_range, body, timeout_s=timeout_s))
 
     async def close(self) -> None:
         await self._pool.close()
