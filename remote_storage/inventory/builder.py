@@ -37,7 +37,7 @@ from urllib.parse import quote_plus
 import botocore.exceptions as bce
 import structlog
 
-from orchestrator.errors import MissingCredentialsError, RemoteStorageError
+from orchestrator.errors import RemoteStorageError
 from remote_storage.inventory.location import s3_failure, split_s3_uri
 from remote_storage.inventory.manifest import (
     CSV_SCHEMA,
@@ -65,10 +65,8 @@ def _list_bucket(client: S3Client, bucket: str, prefix: str, *, sleep: Callable[
     """Every object under ``prefix``, page by page through the storage layer's retried listing."""
     try:
         yield from S3RemoteStorage(client=client, bucket=bucket, sleep=sleep).list_objects(prefix)
-    except (RemoteStorageError, MissingCredentialsError) as exc:
-        # The storage layer gave up on an S3 failure: say it in the inventory's words, naming the listing.
-        failure = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
-        raise s3_failure(f"listing s3://{bucket}/{prefix} failed", failure) from failure
+    except RemoteStorageError as exc:  # missing credentials go through as they are, with their own hint
+        raise InventoryError(f"listing s3://{bucket}/{prefix} failed: {exc.message}") from exc
 
 
 def _iso(ms: int) -> str:

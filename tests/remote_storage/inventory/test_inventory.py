@@ -247,6 +247,13 @@ def test_an_inventory_write_that_fails_for_good_names_the_destination(
         build_inventory(s3_client, bucket=bucket, dest=f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/inv/", now_ms=1)
 
 
+def test_a_listing_that_fails_for_good_names_the_bucket_and_writes_no_manifest(s3_client: Any, tmp_path: Path) -> None:
+    missing = f"no-such-bucket-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(InventoryError, match=rf"listing s3://{missing}/tiered/ failed: .*NoSuchBucket"):
+        build_inventory(s3_client, bucket=missing, prefix="tiered/", dest=str(tmp_path / "inv"), now_ms=1)
+    assert not (tmp_path / "inv" / "manifest.json").exists()
+
+
 def test_reading_s3_without_a_client_is_refused() -> None:
     with pytest.raises(InventoryError, match="needs an S3 client"):
         read_inventory("s3://b/manifest.json")
