@@ -60,7 +60,6 @@ class _Struct:
     name: str
     owner: str  # the message it was first found in
     fields: tuple[FieldSpec, ...]
-    about: str
 
 
 def _signature(fields: tuple[FieldSpec, ...]) -> tuple[object, ...]:
@@ -87,7 +86,7 @@ def _collect(schemas: list[MessageSchema]) -> tuple[dict[tuple[str, str], str], 
             class_name = struct_name if len(shapes) == 1 else f"{message}{struct_name}"
             names[(message, struct_name)] = class_name
             if all(s.name != class_name for s in structs):
-                structs.append(_Struct(class_name, message, fields, ""))
+                structs.append(_Struct(class_name, message, fields))
     return names, structs
 
 
