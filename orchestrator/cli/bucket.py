@@ -1,8 +1,8 @@
 """Where the bucket of tiered storage is, and listing it into an inventory (``inventory build`` and ``scan run``).
 
 Explicit options win; otherwise the local cluster in ``--cluster-dir`` (when one was started there) supplies the S3
-endpoint, bucket, prefix and metadata store. No bucket from either is a usage error (exit status 2), raised only by
-what lists or reads the bucket itself.
+endpoint, bucket, prefix and metadata store, and for its embedded S3 the key pair that server takes. No bucket from
+either is a usage error (exit status 2), raised only by what lists or reads the bucket itself.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ class BucketTarget:
         self.prefix = prefix if prefix is not None else (state.prefix if state else DEFAULT_PREFIX)
         self.metadata_store = state.metadata_store if state else None
         self._bucket = bucket or (state.bucket if state else None)
+        # The local cluster's embedded S3 takes its own key pair, so it works with nothing set in the environment.
+        on_cluster_s3 = state is not None and self.s3_endpoint == state.s3_endpoint
+        self._credentials = state.s3_credentials if state is not None and on_cluster_s3 else None
 
     @property
     def bucket(self) -> str:
@@ -47,7 +50,10 @@ class BucketTarget:
         return self._bucket
 
     def client(self) -> S3Client:
-        return make_s3_client(endpoint_url=self.s3_endpoint)
+        access_key_id, secret_access_key = self._credentials or (None, None)
+        return make_s3_client(
+            endpoint_url=self.s3_endpoint, access_key_id=access_key_id, secret_access_key=secret_access_key
+        )
 
 
 def list_into_inventory(

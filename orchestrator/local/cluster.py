@@ -35,6 +35,7 @@ from orchestrator.errors import LocalClusterError, TieredError
 from orchestrator.local.state import (
     DEFAULT_BUCKET,
     DEFAULT_PREFIX,
+    EMBEDDED_S3_CREDENTIALS,
     STATE_FILE,
     STORE_FILE,
     LocalClusterState,
@@ -111,8 +112,9 @@ def _spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.P
 
 def process_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.setdefault("AWS_ACCESS_KEY_ID", "local")
-    env.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    access_key_id, secret_access_key = EMBEDDED_S3_CREDENTIALS
+    env.setdefault("AWS_ACCESS_KEY_ID", access_key_id)
+    env.setdefault("AWS_SECRET_ACCESS_KEY", secret_access_key)
     env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     return env
 

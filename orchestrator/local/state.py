@@ -20,6 +20,8 @@ STATE_FILE = "cluster.json"
 STORE_FILE = "metadata.db"  # the cluster's SQLite metadata store, beside cluster.json
 DEFAULT_BUCKET = "tiered-storage"
 DEFAULT_PREFIX = "tiered/"
+# The embedded S3 (moto's server) accepts any key pair; this one is for it alone and never leaves the machine.
+EMBEDDED_S3_CREDENTIALS = ("local", "local")
 
 
 @dataclass
@@ -61,6 +63,11 @@ class LocalClusterState:
     @property
     def metadata_store(self) -> Path:
         return Path(self.dir) / STORE_FILE
+
+    @property
+    def s3_credentials(self) -> tuple[str, str] | None:
+        """The key pair for this cluster's S3: the embedded server's own, or None (the usual AWS sources)."""
+        return EMBEDDED_S3_CREDENTIALS if self.embedded_s3 else None
 
     def save(self) -> None:
         path = Path(self.dir) / STATE_FILE

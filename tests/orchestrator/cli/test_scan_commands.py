@@ -100,3 +100,19 @@ def test_no_credentials_for_the_bucket_is_said_as_such_with_what_to_do(moto_endp
     assert proc.returncode == 1, proc.stderr
     assert "error: MISSING_CREDENTIALS: " in proc.stderr and "AWS_ACCESS_KEY_ID" in proc.stderr
     assert not (tmp_path / "inv" / "manifest.json").exists()
+
+
+def test_a_local_cluster_on_the_embedded_s3_needs_no_credentials_in_the_environment(
+    s3_client: Any, moto_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    """As the README's commands are run on a fresh machine: the local cluster's embedded S3 takes its own key pair."""
+    s3_client.put_object(Bucket=bucket, Key="tiered/any.log", Body=b"x")
+    local = LocalClusterState(str(tmp_path), "127.0.0.1:1", moto_endpoint, bucket, "tiered/", embedded_s3=True)
+    local.save()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(HOME=str(tmp_path), AWS_EC2_METADATA_DISABLED="true")
+    build = ["inventory", "build", "--cluster-dir", str(tmp_path), "--dest", str(tmp_path / "inv")]
+    command = [sys.executable, "-m", "orchestrator.cli", "--output", "json", *build]
+    proc = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["bucket"] == bucket and (tmp_path / "inv" / "manifest.json").exists()
