@@ -34,7 +34,7 @@ from orchestrator.logging import configure_logging
 from orchestrator.metadata.records import TieredState
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import KeyParseError, SegmentKey, Suffix, build_key, parse_key
-from remote_storage.s3 import S3RemoteStorage, make_s3_client
+from remote_storage.s3 import S3RemoteStorage
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.report import render_text
 from remote_storage.scan.run import export_store, scan
@@ -50,7 +50,7 @@ def step(title: str, command: str) -> None:
 
 
 def bucket_table(state: LocalClusterState, title: str) -> Table:
-    rsm = S3RemoteStorage(client=make_s3_client(endpoint_url=state.s3_endpoint), bucket=state.bucket)
+    rsm = S3RemoteStorage(client=lc.s3_client(state), bucket=state.bucket)
     objects: Counter[tuple[str, str, str]] = Counter()
     size: Counter[tuple[str, str, str]] = Counter()
     for o in rsm.list_objects(state.prefix):
@@ -142,7 +142,7 @@ async def story(state: LocalClusterState) -> None:
         console.print(
             f"  payments is {st.state.name} at tiered epoch {st.tiered_epoch}; new segments are tagged with it"
         )
-        rsm = S3RemoteStorage(client=make_s3_client(endpoint_url=state.s3_endpoint), bucket=state.bucket)
+        rsm = S3RemoteStorage(client=lc.s3_client(state), bucket=state.bucket)
 
         async def new_epoch_tiered() -> bool:
             tag = str(st.tiered_epoch)
@@ -164,7 +164,7 @@ def scan_story(state: LocalClusterState) -> None:
     out = DEMO_DIR / "scan"
     inventory_command = f"inventory build --dest {DEMO_DIR}/inventory --format parquet"
     step("build an inventory of the bucket (AWS S3 Inventory format)", inventory_command)
-    client = make_s3_client(endpoint_url=state.s3_endpoint)
+    client = lc.s3_client(state)
     inventory_dest = str(DEMO_DIR / "inventory")
     now_ms = int(time.time() * 1000)
     manifest = build_inventory(

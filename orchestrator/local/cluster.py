@@ -27,7 +27,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions as bce
 
@@ -35,7 +35,6 @@ from orchestrator.errors import LocalClusterError, TieredError
 from orchestrator.local.state import (
     DEFAULT_BUCKET,
     DEFAULT_PREFIX,
-    EMBEDDED_S3_CREDENTIALS,
     STATE_FILE,
     STORE_FILE,
     LocalClusterState,
@@ -46,6 +45,9 @@ from orchestrator.net.admin import AdminClient
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from remote_storage.s3 import make_s3_client
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 CONTROLLER_ID_BASE = 3000
 
@@ -110,13 +112,24 @@ def _spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.P
     return proc
 
 
-def process_env() -> dict[str, str]:
+def process_env(state: LocalClusterState | None = None) -> dict[str, str]:
+    """The environment a process of the cluster starts with: this one's, plus, on the embedded S3, the key pair
+    that server takes (unless the environment names one). Another endpoint gets credentials the usual AWS way."""
     env = dict(os.environ)
-    access_key_id, secret_access_key = EMBEDDED_S3_CREDENTIALS
-    env.setdefault("AWS_ACCESS_KEY_ID", access_key_id)
-    env.setdefault("AWS_SECRET_ACCESS_KEY", secret_access_key)
+    credentials = state.s3_credentials if state is not None else None
+    if credentials is not None:
+        env.setdefault("AWS_ACCESS_KEY_ID", credentials[0])
+        env.setdefault("AWS_SECRET_ACCESS_KEY", credentials[1])
     env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     return env
+
+
+def s3_client(state: LocalClusterState) -> S3Client:
+    """A client of the cluster's S3 (with the embedded server's key pair when it is the embedded one)."""
+    access_key_id, secret_access_key = state.s3_credentials or (None, None)
+    return make_s3_client(
+        endpoint_url=state.s3_endpoint, access_key_id=access_key_id, secret_access_key=secret_access_key
+    )
 
 
 def controller_command(config: Path) -> list[str]:
@@ -183,8 +196,8 @@ def up(
             )
         _remove_cluster_files(directory, keep_store=not state.embedded_s3)
     (directory / "run").mkdir(parents=True, exist_ok=True)
-    env = process_env()
     state = LocalClusterState(str(directory), "", s3_endpoint or "", bucket, prefix, embedded_s3=s3_endpoint is None)
+    env = process_env(state)
     started: list[ProcessInfo] = []
     try:
         if s3_endpoint is None:
@@ -192,7 +205,7 @@ def up(
             started.append(s3)
             state.s3_endpoint = f"http://127.0.0.1:{s3.port}"
             progress(f"embedded S3 (moto's server) started at {state.s3_endpoint}")
-        _ensure_bucket(state.s3_endpoint, bucket)
+        _ensure_bucket(state)
         ctrl_ports = [free_port() for _ in range(controllers)]
         state.bootstrap_server = ",".join(f"127.0.0.1:{p}" for p in ctrl_ports)
         store = directory / STORE_FILE
@@ -273,15 +286,14 @@ def _http_up(endpoint: str) -> bool:
         return False
 
 
-def _ensure_bucket(endpoint: str, bucket: str) -> None:
-    os.environ.update({k: v for k, v in process_env().items() if k.startswith("AWS_")})
-    client = make_s3_client(endpoint_url=endpoint)
+def _ensure_bucket(state: LocalClusterState) -> None:
+    client = s3_client(state)
     try:
-        client.head_bucket(Bucket=bucket)
+        client.head_bucket(Bucket=state.bucket)
     except bce.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
-            raise LocalClusterError(f"cannot use bucket {bucket!r} at {endpoint}: {exc}") from exc
-        client.create_bucket(Bucket=bucket)
+            raise LocalClusterError(f"cannot use bucket {state.bucket!r} at {state.s3_endpoint}: {exc}") from exc
+        client.create_bucket(Bucket=state.bucket)
 
 
 def _healthy(state: LocalClusterState, brokers: int) -> bool:
@@ -390,7 +402,7 @@ def restart(directory: Path, role: str, ident: int, *, timeout_s: float = 30.0) 
     ready = Path(state.dir) / "run" / f"{role}-{ident}.ready"
     ready.unlink(missing_ok=True)
     cmd = controller_command(Path(p.config)) if role == "controller" else broker_command(Path(p.config))
-    proc = _spawn(cmd, Path(p.log), process_env())
+    proc = _spawn(cmd, Path(p.log), process_env(state))
     p.pid = proc.pid
     state.save()
     _wait(f"{role} {ident} to restart", ready.exists, timeout_s, Path(p.log), proc)
