@@ -162,7 +162,7 @@ def run(topics: int = 2000, partitions: int = 12, brokers: int = 6) -> list[Figu
             )
             figures.append(failover_figure)
         finally:
-            lc.down(Path(tmp))
+            lc.down(Path(tmp), purge=True)
     print_figures("Controller (real processes)", figures)
     return figures
 

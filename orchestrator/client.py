@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar, cast
 
-from orchestrator.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition, for_code
+from orchestrator.errors import KafkaError, NotLeaderOrFollower, RecordsMissing, UnknownTopicOrPartition, for_code
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState
 from orchestrator.metadata.topic_configs import AlterConfigOp
@@ -296,7 +296,10 @@ class TieredClient:
             resp = await self.fetch(name, partition, offset)
             check(resp["error_code"], resp.get("error_message"), f"fetching {name}-{partition} at {offset}")
             if not resp["records"]:
-                break
+                raise RecordsMissing(
+                    f"{name}-{partition}: read {seen} record(s), then the leader returned none at offset {offset} "
+                    f"though its log ends at {end} (log start {first['log_start_offset']})"
+                )
             for r in resp["records"]:
                 yield FetchedRecord(r["offset"], r["timestamp_ms"], r["key"], r["value"], r["remote"])
                 seen += 1

@@ -191,7 +191,7 @@ def main() -> None:
     console.rule("[bold]tieredctl demo: KIP-950 tiered storage disablement on a local cluster")
     directory = DEMO_DIR.resolve()
     if LocalClusterState.load_if_present(directory) is not None:
-        lc.down(directory)
+        lc.down(directory, purge=True)
     shutil.rmtree(directory, ignore_errors=True)
     step("start a local cluster: embedded S3, 2 controllers, 3 brokers", f"cluster up --dir {DEMO_DIR}")
     broker_overrides = {"broker": {"tiering_interval_ms": 250, "metadata_poll_ms": 50}}
@@ -206,8 +206,10 @@ def main() -> None:
         scan_story(state)
     finally:
         step("stop the cluster", f"cluster down --dir {DEMO_DIR}")
-        for p in lc.down(directory):
+        stopped = lc.down(directory)
+        for p in stopped.processes:
             console.print(f"  stopped {p.role} {p.id} (pid {p.pid})")
+        console.print(f"  its data is kept: 'tieredctl cluster up --dir {DEMO_DIR}' resumes it")
     console.rule("[bold green]demo complete")
 
 

@@ -117,6 +117,13 @@ class LocalClusterError(TieredError):
     name, retriable = "LOCAL_CLUSTER_ERROR", False
 
 
+class RecordsMissing(TieredError):
+    """A read ended before the end of the log its broker reported: records it should hold could not be read."""
+
+    name, retriable = "RECORDS_MISSING", False
+    hint = "The broker's log or its remote segments lack these records; see the broker's log, and do not trust a copy"
+
+
 # -- Kafka errors: a wire code ------------------------------------------------------------------------------------
 
 

@@ -21,16 +21,26 @@ def cluster() -> None:
 
 
 @cluster.command("up")
-@click.option("--brokers", default=3, show_default=True, type=click.IntRange(1, 64))
-@click.option("--controllers", default=2, show_default=True, type=click.IntRange(1, 9))
+@click.option("--brokers", default=None, type=click.IntRange(1, 64), help="brokers of a new cluster  [default: 3]")
+@click.option(
+    "--controllers", default=None, type=click.IntRange(1, 9), help="controllers of a new cluster  [default: 2]"
+)
 @cluster_dir_option
 @options.s3_endpoint(help="use this S3 endpoint (MinIO, AWS) instead of the embedded one", envvar=None)
-@options.bucket(help=None, default=DEFAULT_BUCKET)
+@options.bucket(help=f"bucket of a new cluster  [default: {DEFAULT_BUCKET}]", default=None)
 @click.pass_obj
 def cluster_up(
-    obj: Ctx, brokers: int, controllers: int, cluster_dir: str, s3_endpoint: str | None, bucket: str
+    obj: Ctx,
+    brokers: int | None,
+    controllers: int | None,
+    cluster_dir: str,
+    s3_endpoint: str | None,
+    bucket: str | None,
 ) -> None:
-    """Start a local cluster in the background and wait until it is healthy."""
+    """Start a local cluster in the background and wait until it is healthy.
+
+    On a directory that holds a stopped cluster, resume it: same topics, every record readable, tiered data
+    served from S3."""
     state = local_cluster.up(
         Path(cluster_dir),
         brokers=brokers,
@@ -44,10 +54,18 @@ def cluster_up(
 
 @cluster.command("down")
 @cluster_dir_option
+@click.option(
+    "--purge",
+    is_flag=True,
+    help="also delete every file of the cluster: its records, its store and the embedded S3's objects",
+)
 @click.pass_obj
-def cluster_down(obj: Ctx, cluster_dir: str) -> None:
-    """Stop exactly the processes of the local cluster in DIR."""
-    obj.output.cluster_stopped(local_cluster.down(Path(cluster_dir)))
+def cluster_down(obj: Ctx, cluster_dir: str, purge: bool) -> None:
+    """Stop exactly the processes of the local cluster in DIR; its data stays, and 'cluster up' resumes it.
+
+    With --purge, delete the cluster as well: cluster.json, config/, run/, data/ (every broker's records), logs/,
+    the metadata store and s3/ (the embedded S3's objects). Objects in an external bucket are not deleted."""
+    obj.output.cluster_stopped(local_cluster.down(Path(cluster_dir), purge=purge))
 
 
 @cluster.command("status")

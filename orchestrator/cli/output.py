@@ -24,7 +24,7 @@ from rich.table import Table
 
 from orchestrator.client import FetchedRecord, TieringStatus
 from orchestrator.durations import format_duration
-from orchestrator.local.state import LocalClusterState, ProcessInfo
+from orchestrator.local.state import LocalClusterState, Stopped
 
 if TYPE_CHECKING:  # loads boto3: for the type only
     from policies.reclaim_executor import ReclaimResult
@@ -83,8 +83,8 @@ class Output(ABC):
         """``cluster up``: where the new local cluster answers."""
 
     @abstractmethod
-    def cluster_stopped(self, processes: Sequence[ProcessInfo]) -> None:
-        """``cluster down``: the processes that were stopped."""
+    def cluster_stopped(self, stopped: Stopped) -> None:
+        """``cluster down``: the processes that were stopped, and what was kept or deleted."""
 
     @abstractmethod
     def cluster_status(self, status: Mapping[str, Any]) -> None:
@@ -163,8 +163,18 @@ class JsonOutput(Output):
             }
         )
 
-    def cluster_stopped(self, processes: Sequence[ProcessInfo]) -> None:
-        _dump([{"role": p.role, "id": p.id, "pid": p.pid} for p in processes])
+    def cluster_stopped(self, stopped: Stopped) -> None:
+        _dump(
+            {
+                "dir": stopped.directory,
+                "stopped": [{"role": p.role, "id": p.id, "pid": p.pid} for p in stopped.processes],
+                "purged": stopped.purged,
+                "deleted": stopped.deleted,
+                "s3_objects_kept": stopped.s3_objects,
+                "resumable": stopped.resumable,
+                "warnings": stopped.warnings,
+            }
+        )
 
     def cluster_status(self, status: Mapping[str, Any]) -> None:
         _dump(status)
@@ -250,9 +260,19 @@ class TextOutput(Output):
         ]
         click.echo("\n".join(lines))
 
-    def cluster_stopped(self, processes: Sequence[ProcessInfo]) -> None:
-        lines = [f"stopped {p.role} {p.id} (pid {p.pid})" for p in processes]
-        click.echo("\n".join(lines) or "nothing was running")
+    def cluster_stopped(self, stopped: Stopped) -> None:
+        lines = [f"stopped {p.role} {p.id} (pid {p.pid})" for p in stopped.processes] or ["nothing was running"]
+        if stopped.purged:
+            lines += [f"deleted {path}" for path in stopped.deleted] or [f"nothing to delete in {stopped.directory}"]
+        else:
+            kept = f"data kept in {stopped.directory}"
+            if stopped.s3_objects is not None:
+                kept += f" (with the embedded S3's {stopped.s3_objects} object(s))"
+            if stopped.resumable:
+                kept += f"; 'tieredctl cluster up --dir {stopped.directory}' resumes the cluster"
+            lines.append(kept)
+        lines += [f"warning: {w}" for w in stopped.warnings]
+        click.echo("\n".join(lines))
 
     def cluster_status(self, status: Mapping[str, Any]) -> None:
         header = f"bootstrap server {status['bootstrap_server']}  S3 {status['s3_endpoint']}  bucket {status['bucket']}"

@@ -1,30 +1,37 @@
-"""Start, inspect and stop a local cluster: embedded S3 (moto's server) unless an endpoint is given, the SQLite
-store, N controllers (one active, the rest standby) and M brokers, each a separate OS process.
+"""Start, inspect, stop and resume a local cluster: embedded S3 (moto's server) unless an endpoint is given, the
+SQLite store, N controllers (one active, the rest standby) and M brokers, each a separate OS process.
 
-Everything lives under ``--dir``: ``cluster.json`` (the processes with role, id, pid, port and the command line
-that identifies them), ``logs/<role>-<id>.log``, ``config/<role>-<id>.toml``, ``metadata.db``, broker data dirs.
+Everything lives under ``--dir``: ``cluster.json`` (the processes with role, id, pid, port and the file on their
+command line that identifies them), ``logs/<role>-<id>.log``, ``config/<role>-<id>.toml``, ``run/`` (ready files),
+``metadata.db``, ``data/broker-<id>/`` and, on the embedded S3, ``s3/`` (its objects, see :mod:`.s3_snapshot`).
 
 Invariants:
-* ``down`` stops exactly the processes recorded in ``cluster.json`` and nothing else: a pid is only signalled
-  while ``/proc/<pid>/cmdline`` still names that process's own config file (so a recycled pid is never hit).
-* Processes bind 127.0.0.1 only. Ports are chosen free at ``up`` and kept in the configs, so a process restarted
-  from its config (after a crash, or by a test) comes back on the same address.
-* On the embedded S3 the cluster is ephemeral (moto keeps objects in memory): ``down`` removes the store with it,
-  so metadata and objects never disagree. With ``s3_endpoint`` the store is kept.
+* Nothing is deleted unless asked in so many words: ``down`` stops exactly the processes recorded in
+  ``cluster.json`` and keeps every file; ``up`` on that directory resumes the cluster (same node ids, data
+  directories, store, bucket; the embedded S3 restores the objects it wrote as it stopped). Only
+  ``down(purge=True)`` deletes, and exactly the files listed in ``_CLUSTER_FILES`` (objects in an external bucket
+  are never deleted). A cluster that never became healthy is removed by the ``up`` that failed to start it.
+* A cluster whose embedded S3 did not stop cleanly (killed: its objects died with it) is not resumed: ``up``
+  refuses and says how to purge it, instead of serving topics whose tiered data is silently gone.
+* A pid is only signalled while ``/proc/<pid>/cmdline`` still names that process's own file (so a recycled pid
+  is never hit).
+* Processes bind 127.0.0.1 only, on port 0: each binds a port itself and publishes it in its ready file, so no
+  port chosen in advance can be taken before it is bound. ``up`` then writes the port into the process's settings
+  file, so a process restarted from it (after a crash, or by a test) comes back on the same address.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
+import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 import botocore.exceptions as bce
 
 from orchestrator.errors import LocalClusterError, TieredError
+from orchestrator.local import s3_snapshot
+from orchestrator.local.s3_snapshot import SNAPSHOT_DIR
 from orchestrator.local.state import (
     DEFAULT_BUCKET,
     DEFAULT_PREFIX,
@@ -39,6 +48,7 @@ from orchestrator.local.state import (
     STORE_FILE,
     LocalClusterState,
     ProcessInfo,
+    Stopped,
 )
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.admin import AdminClient
@@ -50,12 +60,6 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 CONTROLLER_ID_BASE = 3000
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cmdline(pid: int) -> str:
@@ -168,131 +172,291 @@ def _write_toml(path: Path, tables: Tables) -> None:
     path.write_text("\n".join(lines))
 
 
+S3_STOP_TIMEOUT_S = 300.0  # the embedded S3 writes its snapshot on SIGTERM before it exits
+
+
 def up(
     directory: Path,
     *,
-    brokers: int = 3,
-    controllers: int = 2,
+    brokers: int | None = None,
+    controllers: int | None = None,
     s3_endpoint: str | None = None,
-    bucket: str = DEFAULT_BUCKET,
-    prefix: str = DEFAULT_PREFIX,
+    bucket: str | None = None,
+    prefix: str | None = None,
     broker_overrides: Tables | None = None,
     controller_overrides: Tables | None = None,
     timeout_s: float = 60.0,
     progress: Callable[[str], None] = lambda _m: None,
 ) -> LocalClusterState:
-    """Start a cluster and wait until it is healthy: a controller is active and every broker is registered.
+    """Start a new cluster in ``directory``, or resume the one ``cluster down`` left there, and wait until it is
+    healthy: a controller is active and every broker is registered.
 
-    ``broker_overrides`` and ``controller_overrides`` add to the settings files the processes are started with, table
-    by table (``{"controller": {"lease_ttl_ms": 1500}, "membership": {"session_timeout_ms": 2500}}``)."""
-    if brokers < 1 or controllers < 1:
-        raise LocalClusterError("a cluster needs at least one broker and one controller")
+    A new cluster has ``brokers`` (3) brokers and ``controllers`` (2) controllers. A resumed one keeps its node ids,
+    data directories, store, bucket and (on the embedded S3) its objects; the arguments, when given, must match
+    it. ``broker_overrides`` and ``controller_overrides`` add to the settings files the processes are started with,
+    table by table (``{"controller": {"lease_ttl_ms": 1500}, "membership": {"session_timeout_ms": 2500}}``)."""
     directory = directory.resolve()
-    if (directory / STATE_FILE).exists():
-        state = LocalClusterState.load(directory)
-        if any(is_ours(p) for p in state.processes):
-            raise LocalClusterError(
-                f"a cluster is already running in {directory}; 'tieredctl cluster down --dir {directory}'"
-            )
-        _remove_cluster_files(directory, keep_store=not state.embedded_s3)
+    previous = LocalClusterState.load_if_present(directory)
+    if previous is None:
+        _refuse_leftovers(directory)
+        n_brokers, n_controllers = brokers or 3, controllers or 2
+        if n_brokers < 1 or n_controllers < 1:
+            raise LocalClusterError("a cluster needs at least one broker and one controller")
+        state = LocalClusterState(
+            str(directory),
+            "",
+            s3_endpoint or "",
+            bucket or DEFAULT_BUCKET,
+            prefix or DEFAULT_PREFIX,
+            embedded_s3=s3_endpoint is None,
+        )
+        controller_ids = [CONTROLLER_ID_BASE + i for i in range(n_controllers)]
+        broker_ids = list(range(1, n_brokers + 1))
+    else:
+        state = previous
+        controller_ids = [p.id for p in state.processes if p.role == "controller"]
+        broker_ids = [p.id for p in state.processes if p.role == "broker"]
+        _check_resumable(state, brokers=brokers, controllers=controllers, s3_endpoint=s3_endpoint, bucket=bucket)
+        _check_prefix(state, prefix)
+        sizes = f"{len(broker_ids)} broker(s), {len(controller_ids)} controller(s)"
+        progress(f"resuming the cluster in {directory}: {sizes}, its data and objects as 'cluster down' left them")
     (directory / "run").mkdir(parents=True, exist_ok=True)
-    state = LocalClusterState(str(directory), "", s3_endpoint or "", bucket, prefix, embedded_s3=s3_endpoint is None)
-    env = process_env(state)
+    recorded = list(state.processes)
     started: list[ProcessInfo] = []
     try:
-        if s3_endpoint is None:
-            s3 = start_embedded_s3(directory / "logs" / "s3-0.log", timeout_s=timeout_s)
-            started.append(s3)
-            state.s3_endpoint = f"http://127.0.0.1:{s3.port}"
-            progress(f"embedded S3 (moto's server) started at {state.s3_endpoint}")
-        _ensure_bucket(state)
-        ctrl_ports = [free_port() for _ in range(controllers)]
-        state.bootstrap_server = ",".join(f"127.0.0.1:{p}" for p in ctrl_ports)
-        store = directory / STORE_FILE
-        for i, port in enumerate(ctrl_ports):
-            node = CONTROLLER_ID_BASE + i
-            cfg = directory / "config" / f"controller-{node}.toml"
-            ready = directory / "run" / f"controller-{node}.ready"
-            ready.unlink(missing_ok=True)
-            controller_settings = {
-                "node_id": node,
-                "metadata_store": str(store),
-                "port": port,
-                "ready_file": str(ready),
-            }
-            _write_toml(cfg, _with_overrides({"controller": controller_settings}, controller_overrides))
-            log = directory / "logs" / f"controller-{node}.log"
-            proc = _spawn(controller_command(cfg), log, env)
-            started.append(ProcessInfo("controller", node, proc.pid, port, str(cfg), str(log)))
-            progress(f"controller {node} starting on 127.0.0.1:{port}")
-            _wait(f"controller {node}", ready.exists, timeout_s, log, proc)
-        procs: dict[int, subprocess.Popen[bytes]] = {}
-        for b in range(1, brokers + 1):
-            port = free_port()
-            cfg = directory / "config" / f"broker-{b}.toml"
-            ready = directory / "run" / f"broker-{b}.ready"
-            ready.unlink(missing_ok=True)
-            broker_settings = {
-                "broker_id": b,
-                "data_dir": str(directory / "data" / f"broker-{b}"),
-                "metadata_store": str(store),
-                "controllers": state.bootstrap_server,
-                "port": port,
-                "ready_file": str(ready),
-            }
-            s3_settings = {"endpoint_url": state.s3_endpoint, "bucket": bucket, "prefix": prefix}
-            _write_toml(cfg, _with_overrides({"broker": broker_settings, "s3": s3_settings}, broker_overrides))
-            log = directory / "logs" / f"broker-{b}.log"
-            proc = _spawn(broker_command(cfg), log, env)
-            procs[b] = proc
-            started.append(ProcessInfo("broker", b, proc.pid, port, str(cfg), str(log)))
-            progress(f"broker {b} starting on 127.0.0.1:{port}")
-        state.processes = started
-        state.save()
-        for p in started:
-            if p.role == "broker":
-                ready = directory / "run" / f"broker-{p.id}.ready"
-                _wait(f"broker {p.id}", ready.exists, timeout_s, Path(p.log), procs[p.id])
-        controller_log = directory / "logs" / f"controller-{CONTROLLER_ID_BASE}.log"
-        _wait("every broker to register and be unfenced", lambda: _healthy(state, brokers), timeout_s, controller_log)
+        _start_processes(
+            state,
+            controller_ids,
+            broker_ids,
+            started,
+            fresh=previous is None,
+            broker_overrides=broker_overrides,
+            controller_overrides=controller_overrides,
+            timeout_s=timeout_s,
+            progress=progress,
+        )
         progress("cluster is healthy")
         return state
     except BaseException:
         for p in reversed(started):
-            stop_process(p, timeout_s=5)
-        (directory / STATE_FILE).unlink(missing_ok=True)
+            stop_process(p, timeout_s=S3_STOP_TIMEOUT_S if p.role == "s3" and previous else 5)
+        if previous is None:
+            _purge(directory)  # a cluster that never started holds nothing of the user's
+        else:
+            state.processes = recorded  # keep the cluster's record (its node ids) for the next attempt
+            state.save()
         raise
 
 
-def start_embedded_s3(log: Path, *, timeout_s: float = 30.0) -> ProcessInfo:
-    """moto's S3 server as its own process on a free loopback port; returns once it answers HTTP.
-    Stop it with :func:`stop_process`."""
-    port = free_port()
-    proc = _spawn([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], log, process_env())
-    info = ProcessInfo("s3", 0, proc.pid, port, None, str(log))
+def _start_processes(
+    state: LocalClusterState,
+    controller_ids: list[int],
+    broker_ids: list[int],
+    started: list[ProcessInfo],
+    *,
+    fresh: bool,
+    broker_overrides: Tables | None,
+    controller_overrides: Tables | None,
+    timeout_s: float,
+    progress: Callable[[str], None],
+) -> None:
+    directory = Path(state.dir)
+    env = process_env(state)
+    if state.embedded_s3:
+        s3 = start_embedded_s3(
+            directory / "logs" / "s3-0.log",
+            snapshot_dir=directory / SNAPSHOT_DIR,
+            ready_file=directory / "run" / "s3-0.ready",
+            timeout_s=timeout_s,
+        )
+        started.append(s3)
+        state.s3_endpoint = f"http://127.0.0.1:{s3.port}"
+        progress(f"embedded S3 (moto's server) started at {state.s3_endpoint}")
+    _ensure_bucket(state, create=fresh)
+    store = directory / STORE_FILE
+    controller_ports = []
+    for node in controller_ids:
+        base = {"controller": {"node_id": node, "metadata_store": str(store)}}
+        info = _start_node(directory, "controller", node, base, controller_overrides, fresh=fresh, env=env)
+        started.append(info.process)
+        progress(f"controller {node} starting")
+        controller_ports.append(info.wait(timeout_s))
+        progress(f"controller {node} serves on 127.0.0.1:{info.process.port}")
+    state.bootstrap_server = ",".join(f"127.0.0.1:{p}" for p in controller_ports)
+    pending = []
+    for b in broker_ids:
+        base = {
+            "broker": {
+                "broker_id": b,
+                "data_dir": str(directory / "data" / f"broker-{b}"),
+                "metadata_store": str(store),
+                "controllers": state.bootstrap_server,
+            },
+            "s3": {"endpoint_url": state.s3_endpoint, "bucket": state.bucket, "prefix": state.prefix},
+        }
+        info = _start_node(directory, "broker", b, base, broker_overrides, fresh=fresh, env=env)
+        started.append(info.process)
+        pending.append(info)
+        progress(f"broker {b} starting")
+    state.processes = started
+    state.save()  # from here on 'cluster down' finds every process, even if this start is interrupted
+    for info in pending:
+        info.wait(timeout_s)
+    state.save()  # with the ports the brokers bound
+    controller_log = directory / "logs" / f"controller-{controller_ids[0]}.log"
+    _wait(
+        "every broker to register and be unfenced",
+        lambda: _healthy(state, len(broker_ids)),
+        timeout_s,
+        controller_log,
+    )
+
+
+class _Starting:
+    """A controller or broker process started on port 0: :meth:`wait` learns the port it bound from its ready file
+    and writes it into its settings file, so a restart from that file comes back on the same address."""
+
+    def __init__(self, process: ProcessInfo, proc: subprocess.Popen[bytes], ready: Path, tables: Tables) -> None:
+        self.process, self._proc, self._ready, self._tables = process, proc, ready, tables
+
+    def wait(self, timeout_s: float) -> int:
+        p = self.process
+        _wait(f"{p.role} {p.id}", self._ready.exists, timeout_s, Path(p.log), self._proc)
+        p.port = int(json.loads(self._ready.read_text())["port"])
+        assert p.config is not None
+        _write_toml(Path(p.config), _with_overrides(self._tables, {p.role: {"port": p.port}}))
+        return p.port
+
+
+def _start_node(
+    directory: Path,
+    role: str,
+    node: int,
+    base: Tables,
+    overrides: Tables | None,
+    *,
+    fresh: bool,
+    env: dict[str, str],
+) -> _Starting:
+    """Write the settings file of one process (on a resume: over the one it had, keeping its other settings) with
+    port 0, and start it."""
+    cfg = directory / "config" / f"{role}-{node}.toml"
+    ready = directory / "run" / f"{role}-{node}.ready"
+    ready.unlink(missing_ok=True)
+    existing: Tables = {} if fresh or not cfg.exists() else _read_toml(cfg)
+    tables = _with_overrides(_with_overrides(existing, base), overrides)
+    tables = _with_overrides(tables, {role: {"ready_file": str(ready)}})
+    _write_toml(cfg, _with_overrides(tables, {role: {"port": 0}}))
+    log = directory / "logs" / f"{role}-{node}.log"
+    command = controller_command(cfg) if role == "controller" else broker_command(cfg)
+    proc = _spawn(command, log, env)
+    return _Starting(ProcessInfo(role, node, proc.pid, 0, str(cfg), str(log)), proc, ready, tables)
+
+
+def _read_toml(path: Path) -> Tables:
+    with path.open("rb") as f:
+        return tomllib.load(f)
+
+
+def _refuse_leftovers(directory: Path) -> None:
+    leftovers = [name for name in _CLUSTER_FILES if (directory / name).exists()]
+    if leftovers:
+        raise LocalClusterError(
+            f"{directory} holds files of a local cluster ({', '.join(leftovers)}) but no {STATE_FILE} to resume it "
+            f"from; 'tieredctl cluster down --purge --dir {directory}' deletes them"
+        )
+
+
+def _check_resumable(
+    state: LocalClusterState,
+    *,
+    brokers: int | None,
+    controllers: int | None,
+    s3_endpoint: str | None,
+    bucket: str | None,
+) -> None:
+    directory = Path(state.dir)
+    running = [p for p in state.processes if is_ours(p)]
+    if running:
+        raise LocalClusterError(
+            f"a cluster is already running in {directory} ({len(running)} process(es)); "
+            f"'tieredctl cluster down --dir {directory}' stops it"
+        )
+    start_over = f"'tieredctl cluster down --purge --dir {directory}' deletes it, then 'cluster up' starts a new one"
+    counts = {
+        "broker": (brokers, sum(p.role == "broker" for p in state.processes)),
+        "controller": (controllers, sum(p.role == "controller" for p in state.processes)),
+    }
+    for role, (asked, has) in counts.items():
+        if asked is not None and asked != has:
+            raise LocalClusterError(f"the cluster in {directory} has {has} {role}(s), not {asked}; {start_over}")
+    if s3_endpoint is not None and (state.embedded_s3 or s3_endpoint != state.s3_endpoint):
+        was = "the embedded S3" if state.embedded_s3 else state.s3_endpoint
+        raise LocalClusterError(
+            f"the cluster in {directory} keeps its objects in {was}, not {s3_endpoint}; {start_over}"
+        )
+    if bucket is not None and bucket != state.bucket:
+        raise LocalClusterError(
+            f"the cluster in {directory} uses bucket {state.bucket!r}, not {bucket!r}; {start_over}"
+        )
+    if state.embedded_s3:
+        found = s3_snapshot.status(directory / SNAPSHOT_DIR)
+        if found.status is not s3_snapshot.SnapshotStatus.STOPPED:
+            raise LocalClusterError(
+                f"the embedded S3 of the cluster in {directory} did not stop cleanly (it keeps objects in memory and "
+                f"writes them to {directory / SNAPSHOT_DIR} only when 'cluster down' stops it), so the objects of its "
+                f"tiered topics are gone and resuming would serve topics whose data is missing; {start_over}"
+            )
+
+
+def _check_prefix(state: LocalClusterState, prefix: str | None) -> None:
+    if prefix is not None and prefix != state.prefix:
+        raise LocalClusterError(f"the cluster in {state.dir} uses prefix {state.prefix!r}, not {prefix!r}")
+
+
+def start_embedded_s3(
+    log: Path,
+    *,
+    snapshot_dir: Path | None = None,
+    ready_file: Path | None = None,
+    port: int = 0,
+    timeout_s: float = 30.0,
+) -> ProcessInfo:
+    """The embedded S3 (:mod:`.embedded_s3`) as its own process on loopback, bound to ``port`` (0: a free one of
+    its choosing); returns once it serves, with the port it bound. With ``snapshot_dir`` its objects survive a
+    stop and start (SIGTERM writes them there). Stop it with :func:`stop_process`."""
+    ready = ready_file or log.with_suffix(".ready")
+    ready.parent.mkdir(parents=True, exist_ok=True)
+    ready.unlink(missing_ok=True)
+    proc = _spawn(embedded_s3_command(ready, port=port, snapshot_dir=snapshot_dir), log, process_env())
+    info = ProcessInfo("s3", 0, proc.pid, port, str(ready), str(log))
     try:
-        _wait("the embedded S3 endpoint", lambda: _http_up(f"http://127.0.0.1:{port}"), timeout_s, log, proc)
+        _wait("the embedded S3 endpoint", ready.exists, timeout_s, log, proc)
+        info.port = int(json.loads(ready.read_text())["port"])
     except BaseException:
         stop_process(info, timeout_s=5)
         raise
     return info
 
 
-def _http_up(endpoint: str) -> bool:
-    try:
-        urllib.request.urlopen(endpoint, timeout=1).close()
-        return True
-    except OSError:
-        return False
+def embedded_s3_command(ready: Path, *, port: int = 0, snapshot_dir: Path | None = None) -> list[str]:
+    command = [sys.executable, "-m", "orchestrator.local.embedded_s3", "--port", str(port), "--ready-file", str(ready)]
+    return command + (["--snapshot-dir", str(snapshot_dir)] if snapshot_dir is not None else [])
 
 
-def _ensure_bucket(state: LocalClusterState) -> None:
+def _ensure_bucket(state: LocalClusterState, *, create: bool) -> None:
+    """The cluster's bucket exists; a new cluster creates it, a resumed one needs it (it holds the tiered data)."""
     client = s3_client(state)
     try:
         client.head_bucket(Bucket=state.bucket)
     except bce.ClientError as exc:
         if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
             raise LocalClusterError(f"cannot use bucket {state.bucket!r} at {state.s3_endpoint}: {exc}") from exc
+        if not create:
+            raise LocalClusterError(
+                f"bucket {state.bucket!r} no longer exists at {state.s3_endpoint}: the cluster in {state.dir} kept its "
+                f"tiered data there; 'tieredctl cluster down --purge --dir {state.dir}' deletes the cluster"
+            ) from exc
         client.create_bucket(Bucket=state.bucket)
 
 
@@ -340,28 +504,90 @@ def stop_process(p: ProcessInfo, *, timeout_s: float) -> None:
             time.sleep(0.05)
 
 
-def _remove_cluster_files(directory: Path, *, keep_store: bool) -> None:
-    for name in ("run", "data", "config"):
-        shutil.rmtree(directory / name, ignore_errors=True)
-    if not keep_store:
-        for suffix in ("", "-wal", "-shm"):
-            (directory / f"{STORE_FILE}{suffix}").unlink(missing_ok=True)
-    (directory / STATE_FILE).unlink(missing_ok=True)
+# Everything a local cluster writes under its directory ('down --purge' deletes exactly these).
+_CLUSTER_FILES = (
+    STATE_FILE,
+    STORE_FILE,
+    f"{STORE_FILE}-wal",
+    f"{STORE_FILE}-shm",
+    "config",
+    "run",
+    "data",
+    "logs",
+    SNAPSHOT_DIR,
+)
 
 
-def down(directory: Path, *, timeout_s: float = 20.0) -> list[ProcessInfo]:
-    """Stop every process of the cluster (brokers, then controllers, then S3); returns those stopped."""
+def _purge(directory: Path) -> list[str]:
+    deleted = []
+    for name in _CLUSTER_FILES:
+        path = directory / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        else:
+            continue
+        deleted.append(str(path))
+    return deleted
+
+
+def down(directory: Path, *, purge: bool = False, timeout_s: float = 20.0) -> Stopped:
+    """Stop every process of the cluster (brokers, then controllers, then S3). Nothing is deleted unless ``purge``:
+    the data directories, the store and, on the embedded S3, its objects (written to disk as it stops) stay, and
+    ``up`` on the same directory resumes the cluster. With ``purge`` every file of the cluster is deleted too
+    (objects in an external bucket are not)."""
     directory = directory.resolve()
-    state = LocalClusterState.load(directory)
+    state = LocalClusterState.load_if_present(directory)
+    if state is None:
+        if purge:
+            return Stopped([], str(directory), purged=True, deleted=_purge(directory), resumable=False)
+        LocalClusterState.load(directory)  # raises: no cluster here
+        raise AssertionError("unreachable")
     order = {"broker": 0, "controller": 1, "s3": 2}
     stopped = []
     for p in sorted(state.processes, key=lambda p: order[p.role]):
         was = is_ours(p)
-        stop_process(p, timeout_s=timeout_s)
+        if p.role == "s3" and purge:
+            kill_process(p)  # its objects are about to be deleted: no snapshot
+        else:
+            stop_process(p, timeout_s=S3_STOP_TIMEOUT_S if p.role == "s3" else timeout_s)
         if was:
             stopped.append(p)
-    _remove_cluster_files(directory, keep_store=not state.embedded_s3)
-    return stopped
+    warnings = []
+    if not state.embedded_s3:
+        where = f"s3://{state.bucket}/{state.prefix} at {state.s3_endpoint}"
+        warnings.append(f"objects in {where} are not deleted" if purge else f"objects stay in {where}")
+    if purge:
+        deleted = _purge(directory)
+        return Stopped(stopped, str(directory), purged=True, deleted=deleted, resumable=False, warnings=warnings)
+    state.save()
+    s3_objects = None
+    if state.embedded_s3:
+        found = s3_snapshot.status(directory / SNAPSHOT_DIR)
+        if found.status is s3_snapshot.SnapshotStatus.STOPPED:
+            s3_objects = found.objects
+        else:
+            warnings.append(
+                "the embedded S3 did not write its objects to disk (it was not running, or failed: see "
+                f"{directory / 'logs' / 's3-0.log'}); its objects are gone and 'cluster up' will not resume this "
+                f"cluster; 'tieredctl cluster down --purge --dir {directory}' deletes it"
+            )
+    resumable = not state.embedded_s3 or s3_objects is not None
+    return Stopped(stopped, str(directory), s3_objects=s3_objects, resumable=resumable, warnings=warnings)
+
+
+def kill_process(p: ProcessInfo) -> None:
+    """SIGKILL, only while the pid is still the process we started; reaps our own child."""
+    child = _CHILDREN.pop(p.pid, None)
+    if is_ours(p):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGKILL)
+    if child is not None:
+        child.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while is_ours(p) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def status(directory: Path) -> dict[str, Any]:
@@ -392,16 +618,23 @@ def status(directory: Path) -> dict[str, Any]:
 
 
 def restart(directory: Path, role: str, ident: int, *, timeout_s: float = 30.0) -> ProcessInfo:
-    """Start a stopped (or killed) controller or broker again from its own config; updates cluster.json."""
+    """Start a stopped (or killed) process of a running cluster again, on the address it had; updates cluster.json.
+
+    The embedded S3 comes back with the objects of its last clean stop, and refuses to start (so this raises) if it
+    was killed: its objects died with it."""
     state = LocalClusterState.load(directory.resolve())
     p = state.find(role, ident)
     if is_ours(p):
         raise LocalClusterError(f"{role} {ident} is still running (pid {p.pid})")
     if p.config is None:
         raise LocalClusterError(f"{role} {ident} cannot be restarted")
-    ready = Path(state.dir) / "run" / f"{role}-{ident}.ready"
+    if role == "s3":
+        ready = Path(p.config)
+        cmd = embedded_s3_command(ready, port=p.port, snapshot_dir=Path(state.dir) / SNAPSHOT_DIR)
+    else:
+        ready = Path(state.dir) / "run" / f"{role}-{ident}.ready"
+        cmd = controller_command(Path(p.config)) if role == "controller" else broker_command(Path(p.config))
     ready.unlink(missing_ok=True)
-    cmd = controller_command(Path(p.config)) if role == "controller" else broker_command(Path(p.config))
     proc = _spawn(cmd, Path(p.log), process_env(state))
     p.pid = proc.pid
     state.save()

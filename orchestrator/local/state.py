@@ -30,7 +30,8 @@ class ProcessInfo:
     id: int
     pid: int
     port: int
-    config: str | None  # the config file the process was started with (identifies it in /proc)
+    config: str | None  # a file its command line names, which identifies it in /proc: its settings file (the
+    # embedded S3: its ready file)
     log: str
 
 
@@ -80,3 +81,16 @@ class LocalClusterState:
             if p.role == role and p.id == ident:
                 return p
         raise LocalClusterError(f"no {role} {ident} in this cluster")
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """What ``cluster down`` did."""
+
+    processes: list[ProcessInfo]  # the processes that were running and were stopped
+    directory: str
+    purged: bool = False  # the cluster's files were deleted too
+    deleted: list[str] = field(default_factory=list)  # with purge: every path deleted
+    s3_objects: int | None = None  # without purge, on the embedded S3: objects kept in its snapshot
+    resumable: bool = True  # 'cluster up' on the directory resumes the cluster (not after a purge or a lost S3)
+    warnings: list[str] = field(default_factory=list)

@@ -54,10 +54,20 @@ def wait_until(what: str, check: Callable[[], Any], timeout_s: float = 30.0, int
 
 
 class LiveCluster:
-    def __init__(self, directory: Path, *, brokers: int = 3, controllers: int = 2) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        brokers: int = 3,
+        controllers: int = 2,
+        s3_endpoint: str | None = None,
+        bucket: str | None = None,
+    ) -> None:
+        """A new cluster in ``directory``; on the embedded S3 unless ``s3_endpoint`` (and ``bucket``) name another."""
         self.dir = directory
         fast_timings = {"broker_overrides": FAST_BROKER, "controller_overrides": FAST_CONTROLLER}
-        self.state = lc.up(directory, brokers=brokers, controllers=controllers, **fast_timings)
+        where = {"s3_endpoint": s3_endpoint, "bucket": bucket}
+        self.state = lc.up(directory, brokers=brokers, controllers=controllers, **where, **fast_timings)
         self.bootstrap = self.state.bootstrap_server
 
     def client(self) -> TieredClient:
@@ -122,4 +132,4 @@ class LiveCluster:
         for p in LocalClusterState.load(self.dir).processes:  # a SIGSTOPped process cannot handle SIGTERM
             if lc.is_ours(p):
                 os.kill(p.pid, signal.SIGCONT)
-        lc.down(self.dir, timeout_s=10)
+        lc.down(self.dir, purge=True, timeout_s=10)

@@ -165,8 +165,12 @@ def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path
     assert sum(1 for p in procs if p["role"] == "controller" and p["active"]) == 1
     again = tieredctl("cluster", "up", "--dir", d, check=1)
     assert "already running" in again.stderr
-    tieredctl("cluster", "down", "--dir", d, check=0)
+    down = tieredctl("cluster", "down", "--dir", d, check=0)
+    assert "data kept in" in down.stdout and "resumes the cluster" in down.stdout
     for p in procs:
         assert not _running(p["pid"]), f"{p['role']} {p['id']} (pid {p['pid']}) is still running"
         assert _port_free(p["port"]), f"{p['role']} {p['id']} left port {p['port']} open"
-    assert not (tmp_path / "c" / STATE_FILE).exists()
+    assert (tmp_path / "c" / STATE_FILE).exists()  # kept: 'cluster up' resumes it
+    purged = json.loads(tieredctl("--output", "json", "cluster", "down", "--dir", d, "--purge", check=0).stdout)
+    assert purged["purged"] and purged["stopped"] == [] and str(tmp_path / "c" / STATE_FILE) in purged["deleted"]
+    assert sorted(x.name for x in (tmp_path / "c").iterdir()) == []

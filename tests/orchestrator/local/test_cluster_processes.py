@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from orchestrator.local import cluster as lc
-from orchestrator.local.state import STATE_FILE, LocalClusterState
+from orchestrator.local.state import LocalClusterState
 from orchestrator.metadata.records import SegmentState, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.connection import KafkaConnection
@@ -26,8 +26,9 @@ def live(tmp_path):
     try:
         yield cluster
     finally:
+        processes = LocalClusterState.load(cluster.dir).processes
         cluster.close()
-    for p in LocalClusterState.load(cluster.dir).processes if (cluster.dir / STATE_FILE).exists() else []:
+    for p in processes:
         assert not lc.is_ours(p)
 
 

@@ -1,0 +1,105 @@
+"""The embedded S3 of a local cluster as its own process: moto's server, with its objects kept across restarts.
+
+``python -m orchestrator.local.embedded_s3 --port 0 --ready-file F [--snapshot-dir D]``
+
+It binds the port itself (0: any free one) and writes ``{"port": ..., "pid": ...}`` to the ready file once it
+serves, so nothing can take the port between choosing and binding it. With ``--snapshot-dir`` (see
+:mod:`.s3_snapshot`) it first puts back the objects of its last clean stop, and on SIGTERM or SIGINT writes them
+all there before it exits.
+
+Invariants:
+* It refuses to start (exit status 3, the reason logged as ``s3.objects_lost``) when the snapshot directory says
+  the previous run did not stop cleanly: serving an empty bucket under metadata that names its objects would
+  lose data silently.
+* The ready file appears only after the restore finished: a cluster never sees a half-restored bucket.
+* A snapshot that fails to be written is logged (``s3.snapshot_failed``) and the process exits with status 1,
+  leaving the directory marked as not cleanly stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import structlog
+from moto.server import ThreadedMotoServer
+
+from orchestrator.local import s3_snapshot
+from orchestrator.local.state import EMBEDDED_S3_CREDENTIALS
+from orchestrator.logging import configure_logging
+from remote_storage.s3 import make_s3_client
+
+log = structlog.get_logger(__name__)
+
+EXIT_OBJECTS_LOST = 3
+
+
+def _publish(ready_file: Path, port: int) -> None:
+    tmp = ready_file.with_name(ready_file.name + ".tmp")
+    tmp.write_text(json.dumps({"port": port, "pid": os.getpid()}))
+    tmp.replace(ready_file)
+
+
+def serve(*, host: str, port: int, ready_file: Path, snapshot_dir: Path | None) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit status."""
+    if snapshot_dir is not None:
+        found = s3_snapshot.status(snapshot_dir)
+        if found.status is s3_snapshot.SnapshotStatus.LOST:
+            log.error(
+                "s3.objects_lost",
+                snapshot_dir=str(snapshot_dir),
+                detail="the previous run of this embedded S3 did not stop cleanly; its objects are gone",
+            )
+            return EXIT_OBJECTS_LOST
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+    server.start()
+    bound_host, bound_port = server.get_host_and_port()
+    access_key_id, secret_access_key = EMBEDDED_S3_CREDENTIALS
+    client = make_s3_client(
+        endpoint_url=f"http://{bound_host}:{bound_port}",
+        access_key_id=access_key_id,
+        secret_access_key=secret_access_key,
+    )
+    status = 0
+    try:
+        if snapshot_dir is not None:
+            restored = s3_snapshot.restore(snapshot_dir, client)
+            s3_snapshot.mark_running(snapshot_dir)
+            log.info("s3.restored", objects=restored, snapshot_dir=str(snapshot_dir))
+        _publish(ready_file, bound_port)
+        log.info("s3.started", host=bound_host, port=bound_port)
+        stop.wait()
+        if snapshot_dir is not None:
+            try:
+                written = s3_snapshot.write(snapshot_dir, client)
+                log.info("s3.snapshot_written", objects=written, snapshot_dir=str(snapshot_dir))
+            except Exception:
+                log.exception("s3.snapshot_failed", snapshot_dir=str(snapshot_dir))
+                status = 1
+    finally:
+        server.stop()
+    log.info("s3.stopped", exit_status=status)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.local.embedded_s3", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--ready-file", required=True, type=Path)
+    parser.add_argument("--snapshot-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    configure_logging("service")
+    return serve(host=args.host, port=args.port, ready_file=args.ready_file, snapshot_dir=args.snapshot_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""``cluster down`` then ``cluster up`` on the same directory resumes the cluster: same topics, every record readable,
+tiered data served from S3 — on an external S3 endpoint and on the embedded one. Nothing is deleted unless asked
+(``down --purge``), and a cluster whose embedded S3 died with its objects is not brought back half empty."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from orchestrator.client import TieredClient
+from orchestrator.errors import LocalClusterError
+from orchestrator.local import cluster as lc
+from orchestrator.local.s3_snapshot import SNAPSHOT_DIR
+from orchestrator.local.state import STATE_FILE, STORE_FILE, LocalClusterState
+from tests.support.live_cluster import FAST_BROKER, FAST_CONTROLLER, run, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+TIERED = {"remote.storage.enable": "true", "local.retention.ms": "0", "segment.bytes": "4096"}
+
+
+def _up(directory, **kwargs):
+    return lc.up(
+        directory,
+        brokers=2,
+        controllers=2,
+        broker_overrides=FAST_BROKER,
+        controller_overrides=FAST_CONTROLLER,
+        **kwargs,
+    )
+
+
+def _call(state: LocalClusterState, fn):
+    async def go():
+        async with TieredClient(state.bootstrap_server, timeout_s=10) as c:
+            return await fn(c)
+
+    return run(go())
+
+
+def _produce(state, name, partitions, per_partition):
+    async def go(c):
+        for p in range(partitions):
+            for start in range(0, per_partition, 500):
+                n = min(500, per_partition - start)
+                await c.produce(
+                    name, [f"{name}-{p}-{start + i}".encode().ljust(100, b".") for i in range(n)], partition=p
+                )
+
+    _call(state, go)
+
+
+def _read_all(state, name):
+    """Every record of every partition from the log start: (values, how many came from remote storage)."""
+
+    async def go(c):
+        values, remote = [], 0
+        for p in range(len((await c.topic(name))["partitions"])):
+            async for rec in c.consume(name, p, from_beginning=True):
+                values.append(rec.value)
+                remote += rec.remote
+        return values, remote
+
+    return _call(state, go)
+
+
+def _remote_segments(state, name) -> int:
+    s3 = lc.s3_client(state)
+    keys = [
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=state.bucket)
+        for o in page.get("Contents", [])
+    ]
+    return sum(1 for k in keys if f"/{name}-" in f"/{k.removeprefix(state.prefix)}" and k.endswith(".log"))
+
+
+def _two_topics(state):
+    _call(state, lambda c: c.create_topic("plain", partitions=2))
+    _call(state, lambda c: c.create_topic("tiered", partitions=2, configs=TIERED))
+    _produce(state, "plain", 2, 1000)
+    _produce(state, "tiered", 2, 2000)
+    # every closed segment copied and the local copies trimmed: most of the tiered topic is only in S3
+    wait_until("segments of 'tiered' in S3", lambda: _remote_segments(state, "tiered") >= 20, 60)
+
+
+def _check_everything_readable(state):
+    topics = _call(state, lambda c: c.metadata())
+    assert sorted(t["name"] for t in topics["topics"]) == ["plain", "tiered"]
+    plain, plain_remote = _read_all(state, "plain")
+    assert len(plain) == 2000 and len(set(plain)) == 2000 and plain_remote == 0
+    tiered, tiered_remote = _read_all(state, "tiered")
+    assert len(tiered) == 4000 and len(set(tiered)) == 4000
+    assert tiered_remote > 0, "the tiered topic's early records are served from S3"
+
+
+@pytest.fixture
+def cleanup():
+    dirs = []
+    yield dirs
+    for d in dirs:
+        if (d / STATE_FILE).exists():
+            lc.down(d, purge=True, timeout_s=10)
+
+
+def test_down_then_up_on_an_external_s3_resumes_every_topic_with_every_record(
+    tmp_path, moto_endpoint, s3_client, cleanup
+):
+    bucket = "restart-external"
+    s3_client.create_bucket(Bucket=bucket)
+    d = tmp_path / "c"
+    cleanup.append(d)
+    state = _up(d, s3_endpoint=moto_endpoint, bucket=bucket)
+    _two_topics(state)
+    objects_before = _remote_segments(state, "tiered")
+
+    stopped = lc.down(d)
+    assert not stopped.purged and stopped.resumable and {p.role for p in stopped.processes} == {"broker", "controller"}
+    assert any("objects stay in" in w for w in stopped.warnings)
+    assert (d / STORE_FILE).exists() and (d / "data" / "broker-1").is_dir()
+
+    resumed = _up(d)  # no endpoint given: the cluster's own
+    assert resumed.s3_endpoint == moto_endpoint and resumed.bucket == bucket
+    _check_everything_readable(resumed)
+    assert _remote_segments(resumed, "tiered") >= objects_before
+
+
+def test_down_then_up_on_the_embedded_s3_keeps_its_objects_and_resumes_the_cluster(tmp_path, cleanup):
+    d = tmp_path / "c"
+    cleanup.append(d)
+    state = _up(d)
+    _two_topics(state)
+    s3 = lc.s3_client(state)
+    keys_before = {o["Key"] for o in s3.list_objects_v2(Bucket=state.bucket)["Contents"]}
+    some_log = next(k for k in sorted(keys_before) if k.endswith(".log"))
+    tags_before = s3.get_object_tagging(Bucket=state.bucket, Key=some_log)["TagSet"]
+
+    stopped = lc.down(d)
+    assert stopped.resumable and stopped.s3_objects is not None and stopped.s3_objects >= len(keys_before)
+    snapshot_state = json.loads((d / SNAPSHOT_DIR / "state.json").read_text())
+    assert snapshot_state["status"] == "stopped"
+
+    resumed = _up(d)
+    assert resumed.s3_endpoint != state.s3_endpoint  # a new server process, on a port it bound itself
+    s3 = lc.s3_client(resumed)
+    keys_after = {
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=resumed.bucket)
+        for o in page.get("Contents", [])
+    }
+    assert keys_before <= keys_after
+    assert s3.get_object_tagging(Bucket=resumed.bucket, Key=some_log)["TagSet"] == tags_before
+    _check_everything_readable(resumed)
+    # and the resumed cluster keeps working: new records, new segments tiered
+    _produce(resumed, "tiered", 1, 500)
+    tiered, _ = _read_all(resumed, "tiered")
+    assert len(tiered) == 4500
+
+
+def test_a_cluster_whose_embedded_s3_died_is_not_resumed_and_purge_deletes_it(tmp_path, cleanup):
+    d = tmp_path / "c"
+    cleanup.append(d)
+    state = _up(d)
+    _two_topics(state)
+    s3 = next(p for p in state.processes if p.role == "s3")
+    os.kill(s3.pid, signal.SIGKILL)  # its objects were in memory only
+    wait_until("the embedded S3 to die", lambda: not lc.is_ours(s3), 10)
+
+    stopped = lc.down(d)
+    assert not stopped.resumable and stopped.s3_objects is None
+    assert any("objects are gone" in w for w in stopped.warnings)
+    with pytest.raises(LocalClusterError, match=r"did not stop cleanly.*--purge"):
+        _up(d)
+    assert (d / "data" / "broker-1").is_dir(), "a refused resume deletes nothing"
+    assert all(not lc.is_ours(p) for p in LocalClusterState.load(d).processes), "and leaves no process behind"
+
+    purged = lc.down(d, purge=True)
+    assert purged.purged and str(d / "data") in purged.deleted and str(d / STORE_FILE) in purged.deleted
+    assert list(d.iterdir()) == []
+    fresh = _up(d)
+    assert _call(fresh, lambda c: c.metadata())["topics"] == []
+
+
+def test_resuming_refuses_another_shape_or_endpoint_and_leftovers_without_a_record(tmp_path, moto_endpoint, cleanup):
+    d = tmp_path / "c"
+    cleanup.append(d)
+    _up(d)
+    lc.down(d)
+    with pytest.raises(LocalClusterError, match="has 2 broker"):
+        lc.up(d, brokers=3)
+    with pytest.raises(LocalClusterError, match="keeps its objects in the embedded S3"):
+        lc.up(d, s3_endpoint=moto_endpoint)
+    (d / STATE_FILE).unlink()
+    with pytest.raises(LocalClusterError, match=r"no cluster\.json.*--purge"):
+        _up(d)
+    assert (d / STORE_FILE).exists()
+    lc.down(d, purge=True)
+    assert list(d.iterdir()) == []

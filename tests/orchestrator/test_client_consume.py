@@ -1,0 +1,61 @@
+"""``TieredClient.consume`` reads a partition up to the end its leader reports, and a read that ends short of it is
+an error (RECORDS_MISSING), never a quiet success with fewer records."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from orchestrator.client import TieredClient
+from orchestrator.errors import RecordsMissing
+from orchestrator.protocol import messages as m
+
+pytestmark = pytest.mark.unit
+
+
+class ScriptedLeader(TieredClient):
+    """A client whose fetches are answered from a log held in memory (offsets ``start`` to ``end - 1``) that has
+    lost the records in ``missing_from`` and after."""
+
+    def __init__(self, *, start: int, end: int, missing_from: int | None = None) -> None:
+        super().__init__("127.0.0.1:9")
+        self.start, self.end, self.missing_from = start, end, missing_from
+
+    async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> m.TieredFetchResponse:
+        stop = self.end if self.missing_from is None else min(self.end, self.missing_from)
+        last = min(stop, offset + 10)
+        records: list[m.FetchedRecord] = [
+            {"offset": o, "timestamp_ms": 0, "key": None, "value": b"v", "remote": False} for o in range(offset, last)
+        ]
+        return {
+            "error_code": 0,
+            "log_start_offset": self.start,
+            "local_log_start_offset": self.start,
+            "log_end_offset": self.end,
+            "records": records,
+        }
+
+
+def _read(client: TieredClient, **kwargs: object) -> list[int]:
+    async def go() -> list[int]:
+        return [r.offset async for r in client.consume("t", 0, **kwargs)]  # type: ignore[arg-type]
+
+    return asyncio.run(go())
+
+
+def test_a_whole_log_is_read_from_its_start_to_its_end():
+    assert _read(ScriptedLeader(start=5, end=42)) == list(range(5, 42))
+
+
+def test_max_records_stops_early_without_an_error():
+    assert _read(ScriptedLeader(start=0, end=100), max_records=15) == list(range(15))
+
+
+def test_a_leader_that_returns_nothing_before_its_end_is_records_missing():
+    with pytest.raises(RecordsMissing, match=r"read 30 record\(s\).*offset 30 though its log ends at 100"):
+        _read(ScriptedLeader(start=0, end=100, missing_from=30))
+
+
+def test_an_empty_log_reads_nothing_without_an_error():
+    assert _read(ScriptedLeader(start=7, end=7)) == []
