@@ -1,41 +1,66 @@
 """The Kafka admin-client path: bootstrap, learn the nodes and the controller, send admin requests to it.
 
-A :class:`AdminClient` is given a Kafka-style bootstrap list (``host:port,host:port``). It sends Metadata (v1 or
-later, so that ``controller_id`` is present) to the first bootstrap address that answers — then to the nodes it has
-learned, so losing the bootstrap node does not strand it — and sends each admin request to the node Metadata names
-as the controller, at the highest version both sides speak (from ApiVersions, negotiated once per connection).
+A :class:`AdminClient` is given a Kafka-style bootstrap list (``host:port,host:port``). It asks Metadata (v1 or
+later, so that ``controller_id`` is present) of the bootstrap addresses and of the nodes it has learned (so losing
+the bootstrap node does not strand it), and sends each admin request to the node Metadata names as the controller,
+at the highest version both sides speak (from ApiVersions, negotiated once per connection).
 
 Invariants:
 
-* **It follows a failover by itself.** A response whose top-level ``error_code`` is NOT_CONTROLLER (41), a
-  controller id that names no known node, or a connection that cannot be made or dies: refresh Metadata and try
-  again, at most ``max_attempts`` times with exponential backoff and jitter (tenacity; ``sleep`` is injected so
-  tests check the schedule without waiting). When attempts run out the last error is raised as is.
+* **One unresponsive node costs a stagger, not a timeout.** A stopped process (SIGSTOP, a VM paused) still has its
+  listening socket: the kernel accepts the connection and the request, and nothing ever answers. So Metadata is
+  asked of one candidate at a time, but the next one is asked as well, without cancelling the first, as soon as
+  the first fails or has not answered within ``probe_stagger_s`` ("happy eyeballs"). The first answer that names an
+  active controller (a node of its own broker list) wins and the other probes are cancelled. An answer naming none
+  (an election in progress) is kept and used when no better one comes within a stagger. Which candidate comes first
+  is the pure :func:`probe_order`: bootstrap order, then learned nodes, and any address that failed, timed out or
+  was overtaken at its last probe behind every other until it answers again.
+* **A controller that does not answer is forgotten.** When a request to the controller times out or its connection
+  fails, the controller id is dropped and its address goes to the back of the probe order, so the next call
+  re-discovers the controller instead of waiting on the same silent node again.
+* **It follows a failover by itself.** A response whose top-level ``error_code`` is NOT_CONTROLLER (41) (or on every
+  entry of a per-resource list), a controller id that names no known node, or a connection that cannot be made or
+  dies: refresh Metadata and try again, at most ``max_attempts`` times with exponential backoff and jitter
+  (tenacity; ``sleep`` is injected so tests check the schedule without waiting). When attempts run out the last
+  error is raised as is. A controller that does not answer ApiVersions on a new connection is unavailable
+  (BrokerNotAvailable): the admin request itself was not sent.
+* **A timeout is retried only when the caller says the request is idempotent.** A RequestTimedOut of a request that
+  was sent may mean it was applied, so by default it is raised (after the controller was forgotten). A caller whose
+  request may be applied twice (a heartbeat, a registration with the same incarnation id, Metadata, a describe)
+  passes ``idempotent=True`` and the request is re-sent, to whichever controller Metadata then names, under the
+  same attempt limit; the decision is the pure :func:`should_retry`.
 * **Nothing else is retried here.** Any other response is returned as it is, whatever its error codes: callers know
-  what the codes of their API mean. A timeout (RequestTimedOut) is not retried either, since the request may have
-  been applied; UnsupportedVersion is a permanent mismatch.
+  what the codes of their API mean. UnsupportedVersion is a permanent mismatch.
 * **Bad bootstrap input is refused up front** with :class:`~orchestrator.errors.InvalidArgument` naming the entry.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import structlog
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
-    retry_if_exception_type,
+    retry_if_exception,
     stop_after_attempt,
     wait_exponential,
     wait_random,
 )
 from tenacity.wait import wait_base
 
-from orchestrator.errors import BrokerNotAvailable, InvalidArgument, NotController, RequestTimedOut
+from orchestrator.errors import (
+    BrokerNotAvailable,
+    InvalidArgument,
+    NotController,
+    ProtocolError,
+    RequestTimedOut,
+    UnsupportedVersion,
+)
 from orchestrator.net.connection import (
     DEFAULT_CLIENT_ID,
     DEFAULT_REQUEST_TIMEOUT_S,
@@ -53,7 +78,34 @@ log = structlog.get_logger(__name__)
 _Response = TypeVar("_Response", bound=Mapping[str, object])
 
 METADATA_VERSIONS = (1, 12)  # v0 has no controller_id (and reads an empty topic list as "all topics")
-RETRIABLE = (NotController, BrokerNotAvailable)
+RETRIABLE = (NotController, BrokerNotAvailable)  # retried for every request: nothing was applied, or Kafka says so
+# Asked of a candidate that has not answered Metadata yet before the next one is asked too; a loopback or LAN
+# Metadata round trip takes milliseconds, a busy controller's (its core thread) can take longer: then two answer.
+DEFAULT_PROBE_STAGGER_S = 0.25
+# What makes a Metadata probe give way to the next candidate (anything else is a bug and propagates).
+_PROBE_FAILURES = (BrokerNotAvailable, RequestTimedOut, UnsupportedVersion, ProtocolError)
+
+
+def probe_order(
+    bootstrap: Sequence[Address], known: Iterable[Address], unresponsive: Collection[Address]
+) -> list[Address]:
+    """The order Metadata candidates are asked in: the bootstrap list, then the other nodes learned from Metadata,
+    each in its order, with every address in ``unresponsive`` moved behind all the others (keeping its order)."""
+    candidates = list(dict.fromkeys([*bootstrap, *known]))
+    return [a for a in candidates if a not in unresponsive] + [a for a in candidates if a in unresponsive]
+
+
+def names_active_controller(body: m.MetadataResponse) -> bool:
+    """The answer names an active controller it also gives the address of (-1, "nobody right now", does not)."""
+    return any(b["node_id"] == body["controller_id"] for b in body["brokers"])
+
+
+def should_retry(exc: BaseException, *, idempotent: bool) -> bool:
+    """Whether :meth:`AdminClient.send_to_controller` tries again after ``exc``: NOT_CONTROLLER and an unavailable
+    node always; a timeout only for an idempotent request (a timed-out request may have been applied)."""
+    if isinstance(exc, RETRIABLE):
+        return True
+    return idempotent and isinstance(exc, RequestTimedOut)
 
 
 def parse_bootstrap(bootstrap: str | Sequence[tuple[str, int]]) -> list[Address]:
@@ -113,10 +165,13 @@ class AdminClient:
         max_attempts: int = 10,
         backoff_initial_s: float = 0.05,
         backoff_max_s: float = 1.0,
+        probe_stagger_s: float = DEFAULT_PROBE_STAGGER_S,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+        if probe_stagger_s < 0:
+            raise ValueError(f"probe_stagger_s must be >= 0, got {probe_stagger_s}")
         self.bootstrap = parse_bootstrap(bootstrap)
         self._pool = ConnectionPool(ssl_context=ssl_context, client_id=client_id, connect_timeout_s=connect_timeout_s)
         self._timeout_s = timeout_s
@@ -126,8 +181,12 @@ class AdminClient:
         exponential = wait_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
         self._backoff: wait_base = exponential + wait_random(0, backoff_initial_s)
         self._sleep = sleep
+        # A deadline on waiting for a probe's answer, not a sleep: the event loop's own timer, like request timeouts.
+        self._probe_stagger_s = probe_stagger_s
         self._brokers: dict[int, Address] = {}
         self._controller_id: int | None = None
+        self._last_controller_id: int | None = None  # the last one Metadata named, kept when it is forgotten
+        self._unresponsive: set[Address] = set()
 
     @property
     def brokers(self) -> Mapping[int, Address]:
@@ -136,34 +195,66 @@ class AdminClient:
 
     @property
     def controller_id(self) -> int | None:
-        """The active controller's node id as of the last Metadata response (-1: none known; None: never asked)."""
+        """The active controller's node id as of the last Metadata response (-1: none known; None: never asked, or
+        forgotten because it did not answer)."""
         return self._controller_id
 
+    @property
+    def unresponsive(self) -> frozenset[Address]:
+        """Addresses asked last after failing, timing out or being overtaken at their last probe or request."""
+        return frozenset(self._unresponsive)
+
     async def refresh_metadata(self) -> None:
-        """Ask Metadata of the bootstrap addresses, then of known nodes, in order; the first answer wins."""
-        candidates = list(self.bootstrap) + [a for a in self._brokers.values() if a not in self.bootstrap]
+        """Ask Metadata of the candidates in :func:`probe_order`, staggered; the first answer naming an active
+        controller wins (see the module's invariants). BrokerNotAvailable when no candidate answers."""
+        candidates = probe_order(self.bootstrap, self._brokers.values(), self._unresponsive)
+        probes: dict[asyncio.Task[m.MetadataResponse], Address] = {}
         failures: list[str] = []
-        request: m.MetadataRequest = {"topics": []}
-        for address in candidates:
-            try:
-                conn = await self._pool.connection(address)
-                version = await self._negotiate(conn, ApiKey.METADATA, METADATA_VERSIONS)
-                raw = await conn.request(ApiKey.METADATA, version, request, timeout_s=self._timeout_s)
-            except (BrokerNotAvailable, RequestTimedOut) as exc:
-                failures.append(str(exc))
-                log.info("admin.metadata_unavailable", address=format_address(address), error=str(exc))
-                continue
-            body = cast(m.MetadataResponse, raw)
-            self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in body["brokers"]}
-            self._controller_id = body["controller_id"]
-            log.debug(
-                "admin.metadata",
-                source=format_address(address),
-                controller_id=self._controller_id,
-                nodes=sorted(self._brokers),
-            )
+        unsupported = 0
+        fallback: tuple[Address, m.MetadataResponse] | None = None
+        started = 0
+        try:
+            while True:
+                if started < len(candidates):  # the first, or the next: the last one failed or is slow
+                    address = candidates[started]
+                    probes[asyncio.create_task(self._probe_metadata(address))] = address
+                    started += 1
+                if not probes:
+                    break
+                wait_s = self._probe_stagger_s if started < len(candidates) or fallback is not None else None
+                done, _ = await asyncio.wait(probes, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED)
+                if not done and started == len(candidates):  # only silent probes left, and an answer in hand
+                    break
+                for task in done:
+                    address = probes.pop(task)
+                    try:
+                        body = task.result()
+                    except _PROBE_FAILURES as exc:
+                        self._unresponsive.add(address)
+                        unsupported += isinstance(exc, UnsupportedVersion)
+                        failures.append(str(exc))
+                        log.info("admin.metadata_unavailable", address=format_address(address), error=str(exc))
+                        continue
+                    self._unresponsive.discard(address)
+                    if names_active_controller(body):
+                        self._apply_metadata(address, body)
+                        return
+                    fallback = (address, body)
+        finally:
+            overtaken = [a for t, a in probes.items() if not t.done()]
+            if overtaken:
+                self._unresponsive.update(overtaken)
+                log.debug("admin.metadata_overtaken", addresses=[format_address(a) for a in overtaken])
+            for task in probes:
+                task.cancel()
+            await asyncio.gather(*probes, return_exceptions=True)
+        if fallback is not None:
+            self._apply_metadata(*fallback)
             return
-        raise BrokerNotAvailable(f"no bootstrap server answered Metadata: {'; '.join(failures)}")
+        reasons = "; ".join(failures)
+        if failures and unsupported == len(failures):
+            raise UnsupportedVersion(f"no bootstrap server serves Metadata v{METADATA_VERSIONS[0]}+: {reasons}")
+        raise BrokerNotAvailable(f"no bootstrap server answered Metadata: {reasons}")
 
     async def send_to_controller(
         self,
@@ -172,19 +263,21 @@ class AdminClient:
         body: Mapping[str, object],
         *,
         timeout_s: float | None = None,
+        idempotent: bool = False,
     ) -> dict[str, Any]:
         """Send an admin request to the active controller, following NOT_CONTROLLER and lost connections.
 
         ``body`` is the request's typed body (``messages.CreateTopicsRequest``...). ``version_range`` is the range
         this caller can build and read; the highest version the controller also speaks is used. Returns the decoded
         response body, untyped because it depends on ``api_key``: the caller casts it to its API's response type
-        and interprets the error codes in it (other than NOT_CONTROLLER).
+        and interprets the error codes in it (other than NOT_CONTROLLER). ``idempotent=True`` says applying the
+        request twice does no harm, so a timed-out one is sent again (to the controller Metadata then names).
         """
         request_timeout_s = self._timeout_s if timeout_s is None else timeout_s
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._max_attempts),
             wait=self._backoff,
-            retry=retry_if_exception_type(RETRIABLE),
+            retry=retry_if_exception(functools.partial(should_retry, idempotent=idempotent)),
             sleep=self._sleep,
             before_sleep=self._log_retry,
             reraise=True,
@@ -192,7 +285,7 @@ class AdminClient:
         async for attempt in retrying:
             with attempt:
                 refresh = attempt.retry_state.attempt_number > 1
-                return await self._send_once(api_key, version_range, body, request_timeout_s, refresh)
+                return await self._send_once(api_key, version_range, body, request_timeout_s, refresh=refresh)
         raise AssertionError("unreachable: tenacity either returns, raises or retries")
 
     async def call(
@@ -203,10 +296,12 @@ class AdminClient:
         response: type[_Response],
         *,
         timeout_s: float | None = None,
+        idempotent: bool = False,
     ) -> _Response:
         """:meth:`send_to_controller`, its answer read as ``response``, the response type of ``api_key``: the one
         place an admin answer is typed."""
-        return cast(_Response, await self.send_to_controller(api_key, version_range, body, timeout_s=timeout_s))
+        raw = await self.send_to_controller(api_key, version_range, body, timeout_s=timeout_s, idempotent=idempotent)
+        return cast(_Response, raw)
 
     async def close(self) -> None:
         await self._pool.close()
@@ -220,21 +315,67 @@ class AdminClient:
     # --- internals
 
     async def _send_once(
-        self, api_key: int, version_range: tuple[int, int], body: Mapping[str, object], timeout_s: float, refresh: bool
+        self,
+        api_key: int,
+        version_range: tuple[int, int],
+        body: Mapping[str, object],
+        timeout_s: float,
+        *,
+        refresh: bool,
     ) -> dict[str, Any]:
         if refresh or self._controller_id is None:
             await self.refresh_metadata()
         controller_id = self._controller_id
         address = self._brokers.get(controller_id) if controller_id is not None else None
-        if address is None:
+        if controller_id is None or address is None:
             raise NotController(f"Metadata names no known active controller (controller_id={controller_id})")
-        conn = await self._pool.connection(address)
-        version = await self._negotiate(conn, api_key, version_range)
-        response = await conn.request(api_key, version, body, timeout_s=timeout_s)
+        try:
+            conn = await self._pool.connection(address)
+            try:
+                version = await self._negotiate(conn, api_key, version_range)
+            except RequestTimedOut as exc:
+                raise BrokerNotAvailable(f"{exc.message}; the admin request was not sent") from exc
+            response = await conn.request(api_key, version, body, timeout_s=timeout_s)
+        except (BrokerNotAvailable, RequestTimedOut) as exc:
+            self._forget_controller(controller_id, address, api_key, exc)
+            raise
         if carries_not_controller(response):
             log.info("admin.not_controller", node_id=controller_id, address=format_address(address), api_key=api_key)
             raise NotController(f"node {controller_id} at {format_address(address)} is not the active controller")
         return response
+
+    async def _probe_metadata(self, address: Address) -> m.MetadataResponse:
+        request: m.MetadataRequest = {"topics": []}
+        conn = await self._pool.connection(address)
+        version = await self._negotiate(conn, ApiKey.METADATA, METADATA_VERSIONS)
+        raw = await conn.request(ApiKey.METADATA, version, request, timeout_s=self._timeout_s)
+        return cast(m.MetadataResponse, raw)
+
+    def _apply_metadata(self, source: Address, body: m.MetadataResponse) -> None:
+        self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in body["brokers"]}
+        self._controller_id = body["controller_id"]
+        previous, self._last_controller_id = self._last_controller_id, self._controller_id
+        if previous is not None and previous != self._controller_id:
+            log.info("admin.controller_changed", previous=previous, controller_id=self._controller_id)
+        log.debug(
+            "admin.metadata",
+            source=format_address(source),
+            controller_id=self._controller_id,
+            nodes=sorted(self._brokers),
+        )
+
+    def _forget_controller(self, controller_id: int, address: Address, api_key: int, exc: Exception) -> None:
+        """The controller did not answer: ask Metadata again next time, and ask its address last."""
+        self._unresponsive.add(address)
+        if self._controller_id == controller_id:
+            self._controller_id = None
+        log.info(
+            "admin.controller_unreachable",
+            node_id=controller_id,
+            address=format_address(address),
+            api_key=api_key,
+            error=str(exc),
+        )
 
     async def _negotiate(self, conn: KafkaConnection, api_key: int, ours: tuple[int, int]) -> int:
         theirs = await conn.api_versions(timeout_s=self._timeout_s)
@@ -251,7 +392,16 @@ class AdminClient:
         )
 
 
-__all__ = ["METADATA_VERSIONS", "AdminClient", "parse_bootstrap"]
+__all__ = [
+    "DEFAULT_PROBE_STAGGER_S",
+    "METADATA_VERSIONS",
+    "AdminClient",
+    "carries_not_controller",
+    "names_active_controller",
+    "parse_bootstrap",
+    "probe_order",
+    "should_retry",
+]
 
 
 def carries_not_controller(response: Mapping[str, object]) -> bool:

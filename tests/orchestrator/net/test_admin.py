@@ -3,19 +3,33 @@
 Two KafkaServers play nodes 1 (A) and 2 (B) of one cluster. Both answer Metadata with the same node list and the
 current controller id; the admin API (DescribeTieredState here) answers NOT_CONTROLLER (41) on the node that is not
 the controller. Retries sleep through an injected function, so no test waits on a real backoff.
+
+A node can be *frozen* (``FakeNodes.freeze``): it still accepts connections and reads requests, as the kernel does
+for a SIGSTOPped process, but its Metadata and admin handlers never answer. A :class:`SilentListener` is the same
+seen from the kernel only: a listening socket nobody accepts on, so not even ApiVersions is answered. Tests with a
+frozen node use request timeouts far above the test's own bound (``run``), so a client that waited a full timeout
+for the frozen node fails the test instead of passing slowly; only tests of the timeout itself use short ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Coroutine
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.errors import BrokerNotAvailable, InvalidArgument, NotController, UnsupportedVersion
+from orchestrator.errors import (
+    BrokerNotAvailable,
+    InvalidArgument,
+    NotController,
+    RequestTimedOut,
+    UnsupportedVersion,
+)
 from orchestrator.net import AdminClient, KafkaServer, parse_bootstrap
+from orchestrator.net.admin import names_active_controller, probe_order, should_retry
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
 
@@ -38,11 +52,28 @@ class FakeNodes:
         self.controller_id = 2
         self.addresses: dict[int, tuple[str, int]] = {}
         self.admin_requests: dict[int, int] = {1: 0, 2: 0}
+        self.metadata_requests: dict[int, int] = {1: 0, 2: 0}
         self.admin_error: dict[int, int] = {}  # node -> an error code its admin API answers regardless
+        self.frozen: set[int] = set()  # nodes whose handlers do not answer until thaw() (SIGSTOP ... SIGCONT)
+        self._thawed = asyncio.Event()
         self.servers = {node: self._server(node) for node in (1, 2)}
+
+    def freeze(self, node_id: int) -> None:
+        self.frozen.add(node_id)
+        self._thawed.clear()
+
+    def thaw(self) -> None:
+        self.frozen.clear()
+        self._thawed.set()
+
+    async def _hang_if_frozen(self, node_id: int) -> None:
+        if node_id in self.frozen:
+            await self._thawed.wait()  # or cancelled by KafkaServer.stop()
 
     def _server(self, node_id: int) -> KafkaServer:
         async def metadata(_request: Request) -> dict[str, Any]:
+            self.metadata_requests[node_id] += 1
+            await self._hang_if_frozen(node_id)
             return {
                 "brokers": [{"node_id": n, "host": h, "port": p} for n, (h, p) in sorted(self.addresses.items())],
                 "cluster_id": "test-cluster",
@@ -52,6 +83,7 @@ class FakeNodes:
 
         async def describe(request: Request) -> dict[str, Any]:
             self.admin_requests[node_id] += 1
+            await self._hang_if_frozen(node_id)
             if node_id in self.admin_error:
                 return {"error_code": self.admin_error[node_id], "topics": []}
             if node_id != self.controller_id:
@@ -77,6 +109,24 @@ class FakeNodes:
 
     def bootstrap(self, *nodes: int) -> str:
         return ",".join(f"{self.addresses[n][0]}:{self.addresses[n][1]}" for n in nodes)
+
+
+class SilentListener:
+    """A listening socket on loopback that never accepts: the kernel completes connections into its backlog and
+    takes the bytes sent, and nothing ever answers (a SIGSTOPped process)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.address: tuple[str, int] = self.sock.getsockname()
+
+    @property
+    def entry(self) -> str:
+        return f"{self.address[0]}:{self.address[1]}"
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 class RecordingSleep:
@@ -203,6 +253,210 @@ def test_other_error_codes_are_returned_to_the_caller_as_they_are():
             assert cluster.admin_requests == {1: 0, 2: 1}
 
     run(main())
+
+
+# --- a node that stops answering (a SIGSTOPped controller)
+
+NEVER = 60.0  # a request timeout no test waits for: run() gives up after 20 s
+
+
+def test_a_silent_first_bootstrap_entry_costs_a_probe_stagger_not_a_request_timeout():
+    async def main() -> None:
+        silent = SilentListener()
+        try:
+            async with FakeNodes() as cluster:
+                bootstrap = f"{silent.entry},{cluster.bootstrap(1)}"
+                async with AdminClient(bootstrap, timeout_s=NEVER, connect_timeout_s=NEVER) as client:
+                    await client.refresh_metadata()  # bounded by run(): far less than one request timeout
+                    assert client.controller_id == 2
+                    assert client.unresponsive == {silent.address}
+                    body = await describe_on_controller(client, "t")
+                    assert body["topics"][0]["tiered_epoch"] == 2
+        finally:
+            silent.close()
+
+    run(main())
+
+
+def test_a_frozen_node_is_asked_last_until_it_answers_again():
+    async def main() -> None:
+        async with FakeNodes() as cluster:
+            cluster.freeze(1)
+            # A stagger far above a loopback round trip: node 2, asked first once 1 is known to be silent, answers
+            # before anyone else is asked.
+            async with AdminClient(cluster.bootstrap(1, 2), timeout_s=NEVER, probe_stagger_s=2.0) as client:
+                await client.refresh_metadata()
+                assert client.controller_id == 2
+                assert cluster.metadata_requests == {1: 1, 2: 1}
+                assert client.unresponsive == {cluster.addresses[1]}  # overtaken by node 2
+                for _ in range(3):
+                    await client.refresh_metadata()
+                assert cluster.metadata_requests == {1: 1, 2: 4}  # the frozen node was not asked again
+
+                await cluster.servers[2].stop()  # now only node 1 can answer: it thawed meanwhile
+                cluster.thaw()
+                await client.refresh_metadata()
+                assert client.unresponsive == {cluster.addresses[2]}
+                assert cluster.metadata_requests[1] >= 2
+
+    run(main())
+
+
+def test_an_answer_naming_no_controller_does_not_wait_for_a_silent_node():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        silent = SilentListener()
+        try:
+            async with FakeNodes() as cluster:
+                cluster.controller_id = -1  # the lease expired and the standby has not taken it yet
+
+                async def standby_takes_over(seconds: float) -> None:
+                    await sleep(seconds)
+                    cluster.controller_id = 1
+
+                bootstrap = f"{silent.entry},{cluster.bootstrap(1)}"
+                async with AdminClient(bootstrap, timeout_s=NEVER, sleep=standby_takes_over) as client:
+                    await client.refresh_metadata()
+                    assert client.controller_id == -1
+                    body = await describe_on_controller(client, "t")
+                    assert body["topics"][0]["tiered_epoch"] == 1
+            assert len(sleep.calls) == 1
+        finally:
+            silent.close()
+
+    run(main())
+
+
+def test_a_controller_that_stops_answering_is_forgotten_and_the_next_call_finds_the_new_one():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        async with FakeNodes() as cluster, AdminClient(cluster.bootstrap(2, 1), timeout_s=0.5, sleep=sleep) as client:
+            assert (await describe_on_controller(client, "t"))["topics"][0]["tiered_epoch"] == 2
+            cluster.freeze(2)  # SIGSTOP: the connection stays up, nothing answers
+            with capture_logs() as logs, pytest.raises(RequestTimedOut):
+                await describe_on_controller(client, "t")  # not idempotent: not sent again
+            assert cluster.admin_requests == {1: 0, 2: 2}
+            assert sleep.calls == []
+            assert client.controller_id is None
+            assert client.unresponsive == {cluster.addresses[2]}
+            assert "admin.controller_unreachable" in [e["event"] for e in logs]
+
+            cluster.controller_id = 1  # the standby took the lease
+            body = await describe_on_controller(client, "t")
+            assert body["topics"][0]["tiered_epoch"] == 1
+            assert cluster.admin_requests == {1: 1, 2: 2}
+            assert cluster.metadata_requests[2] == 1  # asked once, at the start; never while frozen
+            assert sleep.calls == []
+
+    run(main())
+
+
+def test_an_idempotent_request_that_times_out_is_sent_again_to_the_controller_metadata_then_names():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        async with FakeNodes() as cluster:
+
+            async def standby_takes_over(seconds: float) -> None:
+                await sleep(seconds)
+                cluster.controller_id = 1
+
+            async with AdminClient(cluster.bootstrap(2, 1), timeout_s=0.5, sleep=standby_takes_over) as client:
+                assert (await describe_on_controller(client, "t"))["topics"][0]["tiered_epoch"] == 2
+                cluster.freeze(2)
+                with capture_logs() as logs:
+                    body = await client.send_to_controller(DESCRIBE, (0, 0), {"topics": ["t"]}, idempotent=True)
+                assert body["topics"][0]["tiered_epoch"] == 1
+                assert cluster.admin_requests == {1: 1, 2: 2}
+                assert client.controller_id == 1
+                assert len(sleep.calls) == 1 and 0 < sleep.calls[0] <= 0.05 + 0.05
+                events = [e["event"] for e in logs]
+                assert events.index("admin.controller_unreachable") < events.index("admin.retry")
+                assert "admin.controller_changed" in events
+
+    run(main())
+
+
+def test_idempotent_retries_after_timeouts_are_bounded_and_follow_the_backoff_schedule():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        async with FakeNodes() as cluster:
+            cluster.freeze(2)  # Metadata from node 1 keeps naming the frozen node 2
+            async with AdminClient(
+                cluster.bootstrap(1), timeout_s=0.3, sleep=sleep, max_attempts=3, backoff_max_s=0.08
+            ) as client:
+                with capture_logs() as logs, pytest.raises(RequestTimedOut, match="no response within"):
+                    await client.send_to_controller(DESCRIBE, (0, 0), {"topics": ["t"]}, idempotent=True)
+            sent = [e for e in logs if e["event"] == "admin.controller_unreachable"]
+            assert len(sent) == 3 and {e["node_id"] for e in sent} == {2}
+            # Node 2 read only the first: a Kafka server reads a connection's next request after answering.
+            assert cluster.admin_requests == {1: 0, 2: 1}
+            assert len(sleep.calls) == 2
+            assert 0.05 <= sleep.calls[0] <= 0.05 + 0.05 and 0.08 <= sleep.calls[1] <= 0.08 + 0.05  # capped, jitter
+
+    run(main())
+
+
+def test_a_controller_that_does_not_answer_api_versions_never_got_the_request_so_it_is_retried():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        silent = SilentListener()
+        try:
+            async with FakeNodes() as cluster:
+                cluster.addresses[3] = silent.address  # Metadata names node 3, a silent listener, as controller
+                cluster.controller_id = 3
+
+                async def standby_takes_over(seconds: float) -> None:
+                    await sleep(seconds)
+                    cluster.controller_id = 1
+
+                async with AdminClient(cluster.bootstrap(1), timeout_s=0.3, sleep=standby_takes_over) as client:
+                    body = await describe_on_controller(client, "t")  # not idempotent, yet safe to send again
+                    assert body["topics"][0]["tiered_epoch"] == 1
+            assert len(sleep.calls) == 1
+        finally:
+            silent.close()
+
+    run(main())
+
+
+def test_a_node_that_does_not_serve_metadata_is_skipped_and_if_none_does_the_mismatch_is_reported():
+    async def main() -> None:
+        broker = KafkaServer(name="broker", host="127.0.0.1", port=0, handlers={})  # a data-plane node
+        host, port = await broker.start()
+        try:
+            async with FakeNodes() as cluster, AdminClient(f"{host}:{port},{cluster.bootstrap(1)}") as client:
+                await client.refresh_metadata()
+                assert client.controller_id == 2 and (host, port) in client.unresponsive
+            async with AdminClient(f"{host}:{port}", max_attempts=1) as client:
+                with pytest.raises(UnsupportedVersion, match="no bootstrap server serves Metadata"):
+                    await client.refresh_metadata()
+        finally:
+            await broker.stop()
+
+    run(main())
+
+
+def test_probe_order_keeps_the_bootstrap_order_and_puts_unresponsive_addresses_last():
+    a, b, c, d = ("a", 1), ("b", 1), ("c", 1), ("d", 1)
+    assert probe_order([a, b], [c, a, d], set()) == [a, b, c, d]
+    assert probe_order([a, b], [c, a, d], {a}) == [b, c, d, a]
+    assert probe_order([a, b], [c, a, d], {c, a}) == [b, d, a, c]
+    assert probe_order([a], [], {a}) == [a]
+
+
+def test_only_an_idempotent_request_is_retried_after_a_timeout():
+    assert should_retry(NotController("x"), idempotent=False)
+    assert should_retry(BrokerNotAvailable("x"), idempotent=False)
+    assert not should_retry(RequestTimedOut("x"), idempotent=False)
+    assert should_retry(RequestTimedOut("x"), idempotent=True)
+    assert not should_retry(UnsupportedVersion("x"), idempotent=True)
+
+
+def test_an_answer_names_an_active_controller_only_if_it_lists_that_node():
+    node = {"node_id": 7, "host": "h", "port": 1}
+    assert names_active_controller({"brokers": [node], "controller_id": 7, "topics": []})
+    assert not names_active_controller({"brokers": [node], "controller_id": -1, "topics": []})
+    assert not names_active_controller({"brokers": [node], "controller_id": 8, "topics": []})
 
 
 # --- bootstrap parsing
