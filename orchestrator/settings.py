@@ -68,7 +68,8 @@ class DisablementSettings:
     """The disablement queue's timings and the DisableRemoteTopic sender's limits."""
 
     request_timeout_ms: int = 10_000  # an unanswered DisableRemoteTopic counts as timed out after this
-    repoll_ms: int = 200  # a broker that answered IN_PROGRESS is asked again after this long
+    repoll_ms: int = 200  # a broker whose IN_PROGRESS showed progress is asked again after this long; one whose
+    # counts did not move, after the retry backoff (at least this long, growing up to 30 s)
     stall_threshold_ms: int = 60_000  # a pending broker without progress for this long is reported stalled
     max_in_flight_per_broker: int = 512  # DisableRemoteTopic requests in flight to one broker at most
 
@@ -89,7 +90,10 @@ class BrokerSettings:
     tiering_interval_ms: int = 500  # how often copy, local retention and remote expiry run
     segment_bytes: int = 64 * 1024  # segment.bytes default for partitions of this broker
     segment_ms: int = 10_000  # segment.ms default
-    request_timeout_ms: int = 10_000
+    # Registration and heartbeats: one the controller does not answer this soon goes to the next controller of
+    # ``controllers``. Keep lease_ttl_ms + this below the controllers' session_timeout_ms, so a frozen controller's
+    # brokers reach its successor before it fences them (defaults: 3 s + 2 s < 6 s).
+    request_timeout_ms: int = 2_000
     s3: S3Settings = field(default_factory=S3Settings)
     tls: TlsSettings = field(default_factory=TlsSettings)
 

@@ -12,18 +12,42 @@ to another topic id, is stale: it is moved to ``data_dir/stale/`` (kept for the 
 Requests are fenced: DisableRemoteTopic with a broker epoch other than this process's current one was meant for
 another incarnation and is refused with STALE_BROKER_EPOCH; the handler itself fences controller and tiered
 epochs. Blocking work (S3, SQLite, segment files) runs in worker threads, never on the event loop.
+
+Background work never dies quietly:
+
+* Each loop (heartbeat, metadata, tiering) runs under :func:`orchestrator.supervision.supervise`: a round that
+  raises anything (an ``Exception``, not only our typed errors) is logged as ``broker.loop_failed`` with the loop,
+  the error, its message and cause (and the traceback when the error is not one of ours), and the round is run
+  again after a backoff; the first success after failures logs ``broker.loop_recovered`` and resets the backoff.
+* Work per partition (opening a hosted partition's log, a tiering pass) fails alone: the partition is logged the
+  same way with its topic id and partition, retried after its own backoff (:class:`RetryBackoff`), and the other
+  partitions go on. So after a disk comes back, new partitions get their directory and copying to remote storage
+  resumes, with no restart.
+* Every backoff follows ONE declared policy, :data:`orchestrator.supervision.LOOP_RETRY_WAIT` (exponential with
+  full jitter, capped);
+  sleep and clock are injected.
+* A loop task that ends anyway is a bug that would leave the broker half alive (registered and unfenced, doing
+  nothing): it is logged as ``broker.loop_crashed`` with its exception and the broker stops; :func:`main` then
+  exits with a nonzero status, and the controller fences the silent broker.
+
+Disk errors: the local log turns an ``OSError`` into KAFKA_STORAGE_ERROR naming the partition's directory
+(:mod:`orchestrator.broker.local_log`); TieredProduce and TieredFetch answer it as such (and log
+``broker.storage_error``); the server keeps serving.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import shutil
 import signal
+import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import structlog
 
@@ -31,6 +55,7 @@ from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.local_log import LogConfig, PartitionLog, read_partition_metadata
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.errors import (
+    KafkaStorageError,
     NotLeaderOrFollower,
     StaleBrokerEpoch,
     TieredError,
@@ -49,6 +74,7 @@ from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
 from orchestrator.settings import BrokerSettings, load_broker_settings
+from orchestrator.supervision import RetryBackoff, Sleep, log_loop_failure, log_loop_recovered, supervise
 from remote_storage.rlmm import RemoteLogMetadataManager
 from remote_storage.s3 import S3RemoteStorage, make_s3_client
 
@@ -69,9 +95,20 @@ def _error_body(exc: TieredError, response: type[_Response]) -> _Response:
     return response(error_code=wire.code, error_message=wire.message)
 
 
+PartitionKey = tuple[Uuid, int]
+
+
 class BrokerAgent:
-    def __init__(self, settings: BrokerSettings) -> None:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.settings = settings
+        self._sleep = sleep
+        self._clock = clock  # seconds, for the backoff of partitions whose work failed
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1
         self.store = SqliteMetadataStore(settings.metadata_store)
@@ -96,11 +133,16 @@ class BrokerAgent:
             logs=self.logs,
             refresh_image=self.follower.refresh,
             now_ms=now_ms,
+            data_dir=self.data_dir,
         )
         self.server: KafkaServer | None = None
         self.port = settings.port
         self._stopping = asyncio.Event()
         self._log_lock = asyncio.Lock()
+        self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
+        self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff()
+        self._tiering_retry: RetryBackoff[PartitionKey] = RetryBackoff()
+        self.crashed_loop: str | None = None  # set when a loop ended while the broker ran: main() exits nonzero
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -129,10 +171,11 @@ class BrokerAgent:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
+        heartbeats = functools.partial(self._heartbeat_loop, controllers)  # a loop of its own: restarted if it fails
         tasks = [
-            asyncio.create_task(self._heartbeat_loop(controllers), name="heartbeat"),
-            asyncio.create_task(self._metadata_loop(), name="metadata"),
-            asyncio.create_task(self._tiering_loop(), name="tiering"),
+            self._start_loop("heartbeat", heartbeats, self.settings.heartbeat_interval_ms),
+            self._start_loop("metadata", self._metadata_round, self.settings.metadata_poll_ms),
+            self._start_loop("tiering", self._tiering_round, self.settings.tiering_interval_ms),
         ]
         try:
             await self._stopping.wait()
@@ -145,9 +188,30 @@ class BrokerAgent:
             for plog in self.logs.values():
                 plog.close()
             self.store.close()
-            log.info("broker.stopped")
+            log.info("broker.stopped", crashed_loop=self.crashed_loop)
 
     def stop(self) -> None:
+        self._stopping.set()
+
+    def _start_loop(self, name: str, one_round: Callable[[], Awaitable[object]], interval_ms: int) -> asyncio.Task[Any]:
+        loop = supervise(name, one_round, component="broker", interval_s=interval_ms / 1000, sleep=self._sleep)
+        task: asyncio.Task[Any] = asyncio.create_task(loop, name=name)
+        task.add_done_callback(self._loop_ended)
+        return task
+
+    def _loop_ended(self, task: asyncio.Task[Any]) -> None:
+        """A loop only ends when the broker stops it; one that ends otherwise is a bug. The broker must not go on
+        half alive (registered, unfenced, doing nothing), so it logs ``broker.loop_crashed`` and stops."""
+        if task.cancelled():
+            if self._stopping.is_set():
+                return
+            exc: BaseException | None = None
+        else:
+            exc = task.exception()
+        if self.crashed_loop is None:
+            self.crashed_loop = task.get_name()
+        error = "cancelled" if exc is None else type(exc).__name__
+        log.critical("broker.loop_crashed", loop=task.get_name(), error=error, detail=str(exc or ""), exc_info=exc)
         self._stopping.set()
 
     def _write_ready_file(self) -> None:
@@ -192,13 +256,24 @@ class BrokerAgent:
             "features": [],
             "rack": self.settings.rack,
         }
-        resp = await controllers.call(ApiKey.BROKER_REGISTRATION, (0, 4), body, m.BrokerRegistrationResponse)
+        # Idempotent: the controller gives a retried registration of the same incarnation the same epoch, so one that
+        # timed out (a frozen controller) is sent again to whichever controller Metadata then names.
+        resp = await controllers.call(
+            ApiKey.BROKER_REGISTRATION, (0, 4), body, m.BrokerRegistrationResponse, idempotent=True
+        )
         if resp["error_code"] != 0:
             raise StaleBrokerEpoch(f"registration refused with error {resp['error_code']}")
         self.broker_epoch = resp["broker_epoch"]
         log.info("broker.registered", broker_epoch=self.broker_epoch)
 
     async def _heartbeat_loop(self, controllers: AdminClient) -> None:
+        """Heart-beat the active controller every interval, registering first when this incarnation has no epoch.
+
+        A heartbeat is idempotent, so one the controller does not answer within ``request_timeout_ms`` is sent
+        again (the AdminClient forgets a silent controller and asks the other controllers of the bootstrap list who
+        is active): a frozen active controller costs this broker about one request timeout, after which it beats
+        the controller that took the lease. That one gives every broker a full session from its start, so when the
+        request timeout is shorter than lease TTL + session timeout the broker is not even fenced."""
         interval = self.settings.heartbeat_interval_ms / 1000
         while True:
             try:
@@ -211,7 +286,9 @@ class BrokerAgent:
                     "want_fence": False,
                     "want_shut_down": False,
                 }
-                resp = await controllers.call(ApiKey.BROKER_HEARTBEAT, (0, 1), heartbeat, m.BrokerHeartbeatResponse)
+                resp = await controllers.call(
+                    ApiKey.BROKER_HEARTBEAT, (0, 1), heartbeat, m.BrokerHeartbeatResponse, idempotent=True
+                )
                 if resp["error_code"] == StaleBrokerEpoch.code:
                     log.warning("broker.heartbeat_stale_epoch", broker_epoch=self.broker_epoch)
                     self.broker_epoch = -1
@@ -222,57 +299,81 @@ class BrokerAgent:
                 log.warning("broker.heartbeat_failed", error=type(exc).__name__, detail=str(exc))
             await asyncio.sleep(interval)
 
-    async def _metadata_loop(self) -> None:
-        while True:
-            try:
-                image = await asyncio.to_thread(self.follower.refresh)
-                await self._open_hosted_logs(image)
-            except TieredError as exc:
-                log.warning("broker.metadata_refresh_failed", error=exc.name, detail=exc.message)
-            await asyncio.sleep(self.settings.metadata_poll_ms / 1000)
+    async def _metadata_round(self) -> None:
+        """Catch the image up with the metadata log, then open the log of every hosted partition not open yet."""
+        image = await asyncio.to_thread(self.follower.refresh)
+        await self._open_hosted_logs(image)
 
     async def _open_hosted_logs(self, image: MetadataImage) -> None:
-        for topic in image.topics.values():
-            for p in topic.partitions.values():
-                if self.settings.broker_id in p.replicas and (topic.topic_id, p.partition_id) not in self.logs:
-                    await asyncio.to_thread(self._open_log, image, topic.topic_id, p.partition_id)
+        not_open = [
+            (topic.topic_id, p.partition_id)
+            for topic in image.topics.values()
+            for p in topic.partitions.values()
+            if self.settings.broker_id in p.replicas and (topic.topic_id, p.partition_id) not in self.logs
+        ]
+        self._open_retry.forget_all_but(not_open)  # e.g. a log that a produce opened meanwhile
+        for key in not_open:
+            open_log = functools.partial(asyncio.to_thread, self._open_log, image, *key)
+            await self._partition_work("metadata", self._open_retry, key, open_log)
 
     def _open_log(self, image: MetadataImage, topic_id: Uuid, partition: int) -> PartitionLog:
         key = (topic_id, partition)
-        plog = self.logs.get(key)
-        if plog is None:
-            topic = image.topics[topic_id]
-            configs = image.topic_configs(topic.name)
-            log_config = LogConfig(
-                segment_bytes=int(configs.get("segment.bytes", self.settings.segment_bytes)),
-                segment_ms=int(configs.get("segment.ms", self.settings.segment_ms)),
-            )
-            directory = self.data_dir / f"{topic.name}-{partition}"
-            plog = PartitionLog(directory, topic_id=topic_id, config=log_config, clock=now_ms)
-            self.logs[key] = plog
+        with self._open_lock:  # two PartitionLogs of one directory would hand out the same offsets twice
+            plog = self.logs.get(key)
+            if plog is None:
+                topic = image.topics[topic_id]
+                configs = image.topic_configs(topic.name)
+                log_config = LogConfig(
+                    segment_bytes=int(configs.get("segment.bytes", self.settings.segment_bytes)),
+                    segment_ms=int(configs.get("segment.ms", self.settings.segment_ms)),
+                )
+                directory = self.data_dir / f"{topic.name}-{partition}"
+                plog = PartitionLog(directory, topic_id=topic_id, config=log_config, clock=now_ms)
+                self.logs[key] = plog
         return plog
 
-    async def _tiering_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.tiering_interval_ms / 1000)
-            image = self.follower.image
-            led = [
-                key
-                for key in list(self.logs)
-                if (topic := image.topics.get(key[0])) is not None
-                and (p := topic.partitions.get(key[1])) is not None
-                and p.leader == self.settings.broker_id
-            ]
-            if not led:
-                continue
-            await asyncio.to_thread(self.rlm.rlmm.refresh)  # once per round, not once per partition
-            for topic_id, partition in led:
-                try:
-                    async with self._log_lock:
-                        await asyncio.to_thread(self.rlm.tiering_pass, topic_id, partition)
-                except TieredError as exc:
-                    where = {"topic_id": str(topic_id), "partition": partition}
-                    log.warning("broker.tiering_failed", **where, error=exc.name, detail=exc.message)
+    async def _tiering_round(self) -> None:
+        """Roll, copy, local retention and remote expiry for every partition this broker leads (each one apart)."""
+        image = self.follower.image
+        led = [
+            key
+            for key in list(self.logs)
+            if (topic := image.topics.get(key[0])) is not None
+            and (p := topic.partitions.get(key[1])) is not None
+            and p.leader == self.settings.broker_id
+        ]
+        self._tiering_retry.forget_all_but(led)
+        if not led:
+            return
+        await asyncio.to_thread(self.rlm.rlmm.refresh)  # once per round, not once per partition
+        for key in led:
+            await self._partition_work("tiering", self._tiering_retry, key, functools.partial(self._tiering_pass, *key))
+
+    async def _tiering_pass(self, topic_id: Uuid, partition: int) -> None:
+        async with self._log_lock:
+            await asyncio.to_thread(self.rlm.tiering_pass, topic_id, partition)
+
+    async def _partition_work(
+        self,
+        loop: str,
+        retry: RetryBackoff[PartitionKey],
+        key: PartitionKey,
+        work: Callable[[], Awaitable[object]],
+    ) -> None:
+        """Run one partition's share of a loop's round if it is due; a failure is logged and backed off for this
+        partition alone, so the round goes on with the others."""
+        if not retry.due(key, now=self._clock()):
+            return
+        where = {"topic_id": str(key[0]), "partition": key[1]}
+        try:
+            await work()
+        except Exception as exc:
+            attempt, delay = retry.failed(key, now=self._clock())
+            log_loop_failure("broker", loop, exc, attempt=attempt, retry_in_s=delay, **where)
+            return
+        failed_attempts = retry.succeeded(key)
+        if failed_attempts:
+            log_loop_recovered("broker", loop, **where, failed_attempts=failed_attempts)
 
     # -- request handlers -------------------------------------------------------------------------------------
 
@@ -318,6 +419,7 @@ class BrokerAgent:
                 "log_start_offset": plog.log_start_offset,
             }
         except TieredError as exc:
+            _log_storage_error("TieredProduce", body["topic_id"], body["partition"], exc)
             return _error_body(exc, m.TieredProduceResponse)
 
     async def _on_fetch(self, request: Request) -> m.TieredFetchResponse:
@@ -350,7 +452,15 @@ class BrokerAgent:
                 ],
             }
         except TieredError as exc:  # the bounds let a consumer reset an out-of-range offset
+            _log_storage_error("TieredFetch", body["topic_id"], body["partition"], exc)
             return {**_error_body(exc, m.TieredFetchResponse), **bounds}
+
+
+def _log_storage_error(api: str, topic_id: Uuid, partition: int, exc: TieredError) -> None:
+    """A request that failed on this broker's storage is the operator's business, not only the client's."""
+    wire = as_wire_error(exc)
+    if isinstance(wire, KafkaStorageError):
+        log.warning("broker.storage_error", api=api, topic_id=str(topic_id), partition=partition, detail=wire.message)
 
 
 def main(settings_path: str) -> None:
@@ -358,3 +468,7 @@ def main(settings_path: str) -> None:
     configure_logging("service")
     agent = BrokerAgent(load_broker_settings(settings_path))
     asyncio.run(agent.run())
+    if agent.crashed_loop is not None:  # exit status 1: a supervisor or an operator sees it, the controller fences it
+        raise SystemExit(
+            f"broker {agent.settings.broker_id}: its {agent.crashed_loop} loop crashed (broker.loop_crashed)"
+        )

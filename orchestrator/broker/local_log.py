@@ -17,11 +17,25 @@ Invariants:
 * A directory whose ``partition.metadata`` names another topic id is stale (the topic was deleted and re-created,
   KIP-516) and is refused with :class:`InconsistentTopicId`; it is never served.
 * Closed segments are immutable; only the active (last) segment is appended to.
+
+Disk errors (KIP-112's failed log directory):
+* Every ``OSError`` of a partition's files leaves :class:`PartitionLog` as :class:`KafkaStorageError`
+  (KAFKA_STORAGE_ERROR, 56) naming the partition's directory, the OS error and the file
+  (``log directory /data/broker-2/t-0: [Errno 30] Read-only file system``), with the ``OSError`` as its cause.
+  The translation happens in one place, :func:`_on_log_directory`, which wraps every public method that touches
+  the disk (opening included); callers (request handlers, the broker's loops, the RemoteLogManager) never see a
+  bare ``OSError`` from here.
+* A failed operation leaves the log as the disk has it and may simply be retried once the disk is back: a write
+  that failed half way is cut off when the segment is next opened for appending (nothing unaccounted stays in
+  the file); a segment leaves the log only once its files are deleted; start offsets that moved in memory but
+  could not be checkpointed are checkpointed by the next retention or start-offset call. A batch that fails
+  part way through keeps the records written before the failure (the produce answers the error).
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import os
 import struct
@@ -29,7 +43,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Concatenate, ParamSpec, TypeVar
 
 import structlog
 
@@ -42,6 +56,47 @@ _HEAD = struct.Struct(">iI")  # size, crc
 _BODY_HEAD = struct.Struct(">qqi")  # offset, timestamp, key length
 _INDEX = struct.Struct(">II")
 MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def log_directory_error(directory: Path, exc: OSError) -> KafkaStorageError:
+    """KAFKA_STORAGE_ERROR for an OS error in a partition's log directory: the directory, the OS error, and the
+    file when it is not the directory itself (as a Kafka broker reports a failed log directory)."""
+    reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno is not None and exc.strerror else repr(exc)
+    files = []
+    for name in (exc.filename, exc.filename2):
+        if name is None:
+            continue
+        path = Path(os.fsdecode(name))
+        if path != directory:
+            files.append(path.name if path.parent == directory else str(path))
+    where = f" ({', '.join(files)})" if files else ""
+    return KafkaStorageError(f"log directory {directory}: {reason}{where}")
+
+
+def _on_log_directory(
+    method: Callable[Concatenate[PartitionLog, _P], _R],
+) -> Callable[Concatenate[PartitionLog, _P], _R]:
+    """The one boundary between the disk and the rest of the broker: an ``OSError`` inside ``method`` leaves it
+    as :func:`log_directory_error` of the partition's directory. Every public method that touches files has it."""
+
+    @functools.wraps(method)
+    def translated(self: PartitionLog, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            raise log_directory_error(self.directory, exc) from exc
+
+    return translated
+
+
+def _write_all(f: BinaryIO, data: bytes) -> None:
+    """Write every byte: an unbuffered file may write less than asked (a disk filling up) without raising."""
+    view = memoryview(data)
+    while view:
+        view = view[f.write(view) :]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,16 +183,23 @@ class _Segment:
         self._index_file: BinaryIO | None = None
 
     def write(self, entry: bytes, offset: int, timestamp: int, index_interval: int) -> None:
-        """Append one entry; unbuffered, so it is in the OS before this returns (safe against SIGKILL)."""
-        if self._log_file is None:
-            self._log_file = self.log_path.open("ab", buffering=0)
-            self._index_file = self.index_path.open("ab", buffering=0)
-        assert self._index_file is not None
-        if self._bytes_since_index >= index_interval or not self.index:
+        """Append one entry; unbuffered, so it is in the OS before this returns (safe against SIGKILL).
+
+        A write that fails changes nothing in memory and closes the files, so the next write reopens them and
+        cuts off whatever part of this one reached the disk."""
+        if self._log_file is None or self._index_file is None:
+            self._log_file, self._index_file = self._open_for_append()
+        indexed = self._bytes_since_index >= index_interval or not self.index
+        try:
+            if indexed:
+                _write_all(self._index_file, _INDEX.pack(offset - self.base_offset, self.size))
+            _write_all(self._log_file, entry)
+        except BaseException:
+            self.close()
+            raise
+        if indexed:
             self.index.append((offset, self.size))
-            self._index_file.write(_INDEX.pack(offset - self.base_offset, self.size))
             self._bytes_since_index = 0
-        self._log_file.write(entry)
         self._bytes_since_index += len(entry)
         self.size += len(entry)
         self.next_offset = offset + 1
@@ -145,11 +207,26 @@ class _Segment:
         if self.first_timestamp_ms < 0:
             self.first_timestamp_ms = timestamp
 
+    def _open_for_append(self) -> tuple[BinaryIO, BinaryIO]:
+        """The log and index files opened for appending, cut back to the bytes this segment accounts for."""
+        files: list[BinaryIO] = []
+        try:
+            for path, size in ((self.log_path, self.size), (self.index_path, len(self.index) * _INDEX.size)):
+                opened: BinaryIO = path.open("ab", buffering=0)
+                files.append(opened)
+                if os.fstat(opened.fileno()).st_size > size:  # the torn end of a write that failed
+                    opened.truncate(size)
+        except BaseException:
+            for f in files:
+                f.close()
+            raise
+        return files[0], files[1]
+
     def close(self) -> None:
-        for f in (self._log_file, self._index_file):
+        files, (self._log_file, self._index_file) = (self._log_file, self._index_file), (None, None)
+        for f in files:
             if f is not None:
                 f.close()
-        self._log_file = self._index_file = None
 
     def info(self) -> SegmentInfo:
         return SegmentInfo(
@@ -200,8 +277,12 @@ class _Segment:
 
 
 class PartitionLog:
-    """One partition's local log. Not thread-safe: one owner (the broker's partition task) drives it."""
+    """One partition's local log. Not thread-safe: one owner (the broker's partition task) drives it.
 
+    Every public method that touches the disk raises :class:`KafkaStorageError` for an OS error (see the module
+    docstring)."""
+
+    @_on_log_directory
     def __init__(
         self,
         directory: Path,
@@ -220,6 +301,8 @@ class PartitionLog:
         self.log_start_offset = 0
         self.local_log_start_offset = 0
         self._load()
+        # the start offsets as a reopen would find them; offsets that differ are due a checkpoint
+        self._checkpointed = (self.log_start_offset, self.local_log_start_offset)
 
     # -- opening ----------------------------------------------------------------------------------------------
 
@@ -248,6 +331,13 @@ class PartitionLog:
         seg.index_path.touch()
         return seg
 
+    def _sync_checkpoint(self) -> None:
+        """Checkpoint the start offsets if they moved since the last checkpoint (or since one that failed)."""
+        offsets = (self.log_start_offset, self.local_log_start_offset)
+        if offsets != self._checkpointed:
+            self._checkpoint()
+            self._checkpointed = offsets
+
     def _checkpoint(self) -> None:
         tmp = self.directory / "offsets.checkpoint.tmp"
         tmp.write_text(
@@ -271,6 +361,7 @@ class PartitionLog:
 
     # -- writing ----------------------------------------------------------------------------------------------
 
+    @_on_log_directory
     def append(self, records: Sequence[tuple[bytes | None, bytes, int | None]]) -> tuple[int, int]:
         """Append (key, value, timestamp or None for now) records; return (first offset, last offset)."""
         if not records:
@@ -295,6 +386,7 @@ class PartitionLog:
         if too_big or too_old:
             self.roll()
 
+    @_on_log_directory
     def roll(self) -> None:
         """Close the active segment (if it holds anything) and start a new one at the log end offset."""
         if self.active.size == 0:
@@ -304,6 +396,7 @@ class PartitionLog:
         self._segments.append(self._new_segment(self.log_end_offset))
         log.debug("log.rolled", directory=str(self.directory), base_offset=self.log_end_offset)
 
+    @_on_log_directory
     def maybe_roll_by_time(self) -> bool:
         """Roll the active segment if ``segment.ms`` has passed since its first record; True if it rolled."""
         seg = self.active
@@ -318,6 +411,7 @@ class PartitionLog:
 
     # -- reading ----------------------------------------------------------------------------------------------
 
+    @_on_log_directory
     def read(self, offset: int, *, max_bytes: int = 1024 * 1024) -> list[Record]:
         """Records from ``offset`` in the local log, at least one if any exists there, up to ``max_bytes``."""
         if offset < self.local_log_start_offset or offset > self.log_end_offset:
@@ -340,6 +434,7 @@ class PartitionLog:
                 break
         return out
 
+    @_on_log_directory
     def close(self) -> None:
         for seg in self._segments:
             seg.close()
@@ -359,35 +454,43 @@ class PartitionLog:
 
     # -- retention and start offsets --------------------------------------------------------------------------
 
+    @_on_log_directory
     def delete_local_segments_before(self, offset: int) -> list[SegmentInfo]:
-        """Drop closed local segments that end below ``offset``; return what was dropped."""
+        """Drop closed local segments that end below ``offset``; return what was dropped.
+
+        A segment leaves the log once its log file is deleted (its index goes first: the log is what is served),
+        so a disk error part way leaves the log as the disk has it, and a second call finishes the work."""
         dropped = []
-        while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
-            seg = self._segments.pop(0)
-            seg.close()
-            dropped.append(seg.info())
-            seg.log_path.unlink(missing_ok=True)
-            seg.index_path.unlink(missing_ok=True)
-        if dropped:
-            self.local_log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-            self._checkpoint()
-            log.info(
-                "log.local_segments_deleted",
-                directory=str(self.directory),
-                count=len(dropped),
-                local_log_start_offset=self.local_log_start_offset,
-            )
+        try:
+            while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
+                seg = self._segments[0]
+                seg.close()
+                seg.index_path.unlink(missing_ok=True)
+                seg.log_path.unlink(missing_ok=True)
+                self._segments.pop(0)
+                dropped.append(seg.info())
+        finally:
+            if dropped:
+                self.local_log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+                log.info(
+                    "log.local_segments_deleted",
+                    directory=str(self.directory),
+                    count=len(dropped),
+                    local_log_start_offset=self.local_log_start_offset,
+                )
+        self._sync_checkpoint()
         return dropped
 
+    @_on_log_directory
     def advance_log_start_offset(self, offset: int) -> None:
         """Move the log start offset forward (never back), e.g. to the local log start offset (delete policy)."""
         if offset > self.log_end_offset:
             raise OffsetOutOfRange(f"log start offset {offset} beyond log end {self.log_end_offset}")
         if offset > self.log_start_offset:
             self.log_start_offset = offset
-            self.delete_local_segments_before(offset)
             self.local_log_start_offset = max(self.local_log_start_offset, offset)
-            self._checkpoint()
+        # also when the offset did not move: this finishes a call that a disk error stopped half way
+        self.delete_local_segments_before(self.log_start_offset)
 
 
 def check_partition_metadata(directory: Path, topic_id: Uuid) -> None:

@@ -14,12 +14,21 @@ deposed controller is refused by the store anyway (DESIGN §4 invariant 6).
 All calls into the (synchronous) ControllerCore run on ONE worker thread, so the core is never used
 concurrently and the event loop never blocks on SQLite. DisableRemoteTopic requests go out concurrently over one
 connection per broker (ConnectionPool), at most ``max_in_flight_per_broker`` at a time each.
+
+No loop ends quietly (:mod:`orchestrator.supervision`): a lease round or a sender round that raises anything is
+logged as ``controller.loop_failed`` with its cause and retried after a backoff. A lease round that fails while
+active steps down first (a renewal that did not happen cannot be trusted to hold the lease); a sender that fails
+``SENDER_FAILURES_BEFORE_STEP_DOWN`` rounds in a row steps down too, so the lease expires and a controller with a
+fresh core (maybe this one) takes over. A DisableRemoteTopic exchange that dies of an unexpected error is logged as
+``controller.send_failed`` (its request is retried once it times out). If the lease loop ends anyway, that is a
+bug: ``controller.loop_crashed`` is logged, the controller stops and :func:`main` exits with status 1.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import os
 import random
@@ -47,12 +56,14 @@ from orchestrator.protocol.codec import compiled
 from orchestrator.protocol.framing import Request
 from orchestrator.protocol.schema import response_schema
 from orchestrator.settings import ControllerSettings, load_controller_settings
+from orchestrator.supervision import log_loop_failure, log_loop_recovered, loop_backoff_s
 
 log = structlog.get_logger(__name__)
 
 
 T = TypeVar("T")
 SENDER_INTERVAL_S = 0.1
+SENDER_FAILURES_BEFORE_STEP_DOWN = 5  # a sender failing this many rounds in a row steps down (see the docstring)
 
 
 def wall_ms() -> int:
@@ -67,6 +78,22 @@ def parse_holder(holder: str) -> tuple[int, str, int] | None:
         return int(node), host, int(port)
     except ValueError:
         return None
+
+
+def _log_send_failure(broker_id: int, body: DisableRequestBody, task: asyncio.Task[None]) -> None:
+    """A DisableRemoteTopic exchange that died of an unexpected error (its request times out and is retried)."""
+    if task.cancelled() or task.exception() is None:
+        return
+    exc = task.exception()
+    log.error(
+        "controller.send_failed",
+        broker_id=broker_id,
+        topic_id=str(body["topic_id"]),
+        tiered_epoch=body["tiered_epoch"],
+        error=type(exc).__name__,
+        detail=str(exc),
+        exc_info=exc,
+    )
 
 
 def _tick_and_collect(core: ControllerCore) -> list[tuple[int, DisableRequestBody]]:
@@ -134,6 +161,7 @@ class ControllerService:
         self._active_tasks: list[asyncio.Task[None]] = []
         self._broker_slots: dict[int, asyncio.Semaphore] = {}
         self._in_flight: set[asyncio.Task[None]] = set()
+        self.crashed_loop: str | None = None  # set when the lease loop ended while running: main() exits nonzero
 
     async def _on_core(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
@@ -177,6 +205,7 @@ class ControllerService:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
         lease_task = asyncio.create_task(self._lease_loop(), name="lease")
+        lease_task.add_done_callback(self._loop_ended)
         try:
             await self._stopping.wait()
         finally:
@@ -189,29 +218,55 @@ class ControllerService:
             self._lease_executor.shutdown(wait=True)
             self.store.close()
             self.lease_store.close()
-            log.info("controller.stopped")
+            log.info("controller.stopped", crashed_loop=self.crashed_loop)
 
     def stop(self) -> None:
         self._stopping.set()
 
+    def _loop_ended(self, task: asyncio.Task[None]) -> None:
+        """The lease loop only ends when the controller stops it; one that ends otherwise would leave the
+        controller serving but never active (or active and never renewing): log it and stop."""
+        if self._stopping.is_set():
+            return
+        exc = None if task.cancelled() else task.exception()
+        self.crashed_loop = task.get_name()
+        error = "cancelled" if exc is None else type(exc).__name__
+        log.critical("controller.loop_crashed", loop=task.get_name(), error=error, detail=str(exc or ""), exc_info=exc)
+        self._stopping.set()
+
     async def _lease_loop(self) -> None:
-        ttl = self.settings.lease_ttl_ms
+        failures = 0
         while True:
-            if self.core is None:
-                lease = await self._on_lease(
-                    lambda: self.lease_store.acquire_lease(holder=self.holder, now_ms=wall_ms(), ttl_ms=ttl)
-                )
-                if lease is not None:
-                    await self._become_active(lease.controller_epoch)
-                else:
-                    await self._on_core(self.follower.refresh)
-                await asyncio.sleep(ttl / 4000)
-                continue
             try:
-                await self._on_lease(self._renew_lease_factory(self.core.controller_epoch, ttl))
-            except KafkaError as exc:
-                await self._step_down(f"lease renewal failed: {exc.name}")
-            await asyncio.sleep(ttl / 3000)
+                pause_s = await self._lease_round()
+            except Exception as exc:
+                failures += 1
+                pause_s = min(loop_backoff_s(failures), self.settings.lease_ttl_ms / 1000)
+                log_loop_failure("controller", "lease", exc, attempt=failures, retry_in_s=pause_s)
+                await self._step_down(f"lease loop failed: {type(exc).__name__}")
+            else:
+                if failures:
+                    log_loop_recovered("controller", "lease", failed_attempts=failures)
+                    failures = 0
+            await asyncio.sleep(pause_s)
+
+    async def _lease_round(self) -> float:
+        """Take the lease (standby) or renew it (active); returns the pause before the next round, in seconds."""
+        ttl = self.settings.lease_ttl_ms
+        if self.core is None:
+            lease = await self._on_lease(
+                lambda: self.lease_store.acquire_lease(holder=self.holder, now_ms=wall_ms(), ttl_ms=ttl)
+            )
+            if lease is not None:
+                await self._become_active(lease.controller_epoch)
+            else:
+                await self._on_core(self.follower.refresh)
+            return ttl / 4000
+        try:
+            await self._on_lease(self._renew_lease_factory(self.core.controller_epoch, ttl))
+        except KafkaError as exc:
+            await self._step_down(f"lease renewal failed: {exc.name}")
+        return ttl / 3000
 
     def _renew_lease_factory(self, epoch: int, ttl: int) -> Callable[[], object]:
         return lambda: self.lease_store.renew_lease(
@@ -251,16 +306,30 @@ class ControllerService:
     # -- the disablement sender -------------------------------------------------------------------------------
 
     async def _sender_loop(self, core: ControllerCore) -> None:
+        failures = 0
         while self.core is core:
             try:
                 due = await self._on_core(lambda: _tick_and_collect(core))
             except StaleControllerEpoch as exc:
                 await asyncio.shield(self._step_down(f"fenced: {exc.message}"))
                 return
+            except Exception as exc:
+                failures += 1
+                pause_s = loop_backoff_s(failures)
+                log_loop_failure("controller", "sender", exc, attempt=failures, retry_in_s=pause_s)
+                if failures >= SENDER_FAILURES_BEFORE_STEP_DOWN:
+                    await asyncio.shield(self._step_down(f"the sender failed {failures} rounds in a row"))
+                    return
+                await asyncio.sleep(pause_s)
+                continue
+            if failures:
+                log_loop_recovered("controller", "sender", failed_attempts=failures)
+                failures = 0
             for broker_id, body in due:
                 task = asyncio.create_task(self._send_disable(core, broker_id, body))
                 self._in_flight.add(task)
                 task.add_done_callback(self._in_flight.discard)
+                task.add_done_callback(functools.partial(_log_send_failure, broker_id, body))
             # tick() and due() scan the whole queue on the core thread; 10 rounds a second keeps that cost small
             # next to the replies, and re-polls (disablement.repoll_ms) are coarser than this anyway.
             await asyncio.sleep(SENDER_INTERVAL_S)
@@ -374,4 +443,9 @@ class ControllerService:
 def main(settings_path: str) -> None:
     """Entry point of ``tieredctl controller start --config FILE``."""
     configure_logging("service")
-    asyncio.run(ControllerService(load_controller_settings(settings_path)).run())
+    service = ControllerService(load_controller_settings(settings_path))
+    asyncio.run(service.run())
+    if service.crashed_loop is not None:  # exit status 1: a supervisor or an operator sees it
+        raise SystemExit(
+            f"controller {service.settings.node_id}: its {service.crashed_loop} loop crashed (controller.loop_crashed)"
+        )

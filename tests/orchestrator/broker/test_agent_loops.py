@@ -1,0 +1,307 @@
+"""The broker agent's background loops never die quietly: every error is logged with its cause and retried with
+the declared backoff; a partition fails alone; a failed log directory is answered as KAFKA_STORAGE_ERROR; a loop
+that ends anyway stops the broker with ``broker.loop_crashed``.
+
+The loop driver and the backoff are tested with fakes (a recording sleep, a fake clock, a fake RemoteLogManager);
+the agent's rounds run on a real SQLite store, with a regular file where the broker's data directory should be as
+the failed disk (a real OS error, which works as root too). Nothing here talks to S3.
+"""
+
+import asyncio
+import errno
+
+import pytest
+import tenacity
+from structlog.testing import capture_logs
+
+from orchestrator.broker import agent as agent_module
+from orchestrator.broker.agent import BrokerAgent
+from orchestrator.errors import KafkaStorageError
+from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.protocol.api_keys import ApiKey
+from orchestrator.protocol.framing import Request, RequestHeader
+from orchestrator.protocol.schema import request_schema
+from orchestrator.settings import BrokerSettings
+from orchestrator.supervision import LOOP_RETRY_WAIT, RetryBackoff, loop_backoff_s, supervise
+from tests.support.broker_harness import ControllerWriter
+
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
+
+
+class StopLoop(BaseException):
+    """Raised by the fake sleep to end a supervised loop after a bounded number of rounds."""
+
+
+class RecordingSleep:
+    def __init__(self, rounds: int) -> None:
+        self.waits: list[float] = []
+        self.rounds = rounds
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        if len(self.waits) >= self.rounds:
+            raise StopLoop
+
+
+class FakeClock:
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _events(logs, name, **fields):
+    return [e for e in logs if e["event"] == name and all(e.get(k) == v for k, v in fields.items())]
+
+
+# -- the loop driver and the declared backoff ----------------------------------------------------------------------
+
+
+def test_a_round_that_raises_anything_is_logged_with_its_cause_and_retried_after_a_backoff_reset_by_a_success():
+    def storage_error() -> KafkaStorageError:
+        try:
+            raise OSError(errno.EROFS, "Read-only file system", "/data/broker-2/orders-0")
+        except OSError as exc:
+            raise KafkaStorageError("log directory /data/broker-2/orders-0: [Errno 30] Read-only file system") from exc
+
+    outcomes = [
+        OSError(errno.EIO, "Input/output error"),
+        RuntimeError("a bug"),
+        "storage",
+        None,  # success
+        ValueError("again"),
+        None,
+    ]
+
+    async def one_round() -> None:
+        outcome = outcomes.pop(0)
+        if outcome == "storage":
+            storage_error()
+        elif outcome is not None:
+            raise outcome
+
+    sleep = RecordingSleep(rounds=6)
+    deterministic = tenacity.wait_exponential(multiplier=1, max=3)  # 1, 2, 3 (capped), ...
+    with capture_logs() as logs, pytest.raises(StopLoop):
+        asyncio.run(
+            supervise("tiering", one_round, component="broker", interval_s=0.5, sleep=sleep, wait=deterministic)
+        )
+
+    assert sleep.waits == [1, 2, 3, 0.5, 1, 0.5]  # the backoff grows, is capped, and starts over after a success
+    failed = _events(logs, "broker.loop_failed", loop="tiering")
+    assert [(e["error"], e["attempt"], e["retry_in_s"]) for e in failed] == [
+        ("OSError", 1, 1),
+        ("RuntimeError", 2, 2),
+        ("KAFKA_STORAGE_ERROR", 3, 3),
+        ("ValueError", 1, 1),
+    ]
+    assert failed[0]["detail"] == "[Errno 5] Input/output error" and failed[0]["exc_info"] is not None
+    assert failed[1]["detail"] == "a bug" and failed[1]["log_level"] == "error"
+    storage = failed[2]
+    assert storage["log_level"] == "warning" and "Read-only file system" in storage["detail"]
+    assert storage["cause"] == "OSError: [Errno 30] Read-only file system: '/data/broker-2/orders-0'"
+    recovered = _events(logs, "broker.loop_recovered", loop="tiering")
+    assert [e["failed_attempts"] for e in recovered] == [3, 1]
+
+
+def test_cancelling_a_supervised_loop_ends_it():
+    async def go() -> None:
+        async def idle() -> None:
+            return None
+
+        task = asyncio.create_task(supervise("metadata", idle, component="broker", interval_s=10))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+
+
+def test_the_declared_loop_backoff_is_exponential_with_full_jitter_capped_and_never_zero():
+    windows = [min(10.0, 0.2 * 2 ** (n - 1)) for n in range(1, 16)]
+    for n, upper in enumerate(windows, start=1):
+        draws = [loop_backoff_s(n) for _ in range(50)]
+        assert all(0.1 <= d <= upper for d in draws), (n, upper, draws)
+    assert max(loop_backoff_s(30) for _ in range(200)) > 5  # the window at the cap is 0.1-10 s, not a fixed value
+    assert loop_backoff_s(0, LOOP_RETRY_WAIT) <= 0.2  # zero failures counts as the first
+
+
+def test_each_partition_backs_off_alone_and_a_success_resets_it():
+    retry: RetryBackoff[str] = RetryBackoff(tenacity.wait_exponential(multiplier=1, max=4))
+    assert retry.due("p0", now=0) and retry.due("p1", now=0)
+    assert retry.failed("p0", now=0) == (1, 1)
+    assert not retry.due("p0", now=0.5) and retry.due("p1", now=0.5)
+    assert retry.due("p0", now=1)
+    assert retry.failed("p0", now=1) == (2, 2)
+    assert retry.failed("p0", now=3) == (3, 4)
+    assert retry.failed("p0", now=7) == (4, 4)  # capped
+    assert retry.succeeded("p0") == 4 and retry.due("p0", now=7)
+    assert retry.failed("p0", now=8) == (1, 1)  # starts over
+    retry.failed("gone", now=8)
+    retry.forget_all_but(["p0"])
+    assert retry.due("gone", now=8) and not retry.due("p0", now=8)
+
+
+# -- the agent's rounds on a failed log directory ------------------------------------------------------------------
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A broker agent (not started) on a real store, with topic 'orders' (2 partitions) led by it; its data
+    directory is a regular file, as a disk the broker cannot write: remove ``broker.blocked`` to repair it."""
+    store_path = tmp_path / "metadata.db"
+    writer_store = SqliteMetadataStore(store_path)
+    writer = ControllerWriter(writer_store)
+    topic_id = writer.create_topic("orders", partitions=2, leader=1, tiered=False)
+    data_dir = tmp_path / "broker-1"
+    data_dir.write_text("not a directory")
+    settings = BrokerSettings(
+        broker_id=1,
+        data_dir=str(data_dir),
+        metadata_store=str(store_path),
+        controllers="127.0.0.1:1",
+        heartbeat_interval_ms=50,
+        metadata_poll_ms=20,
+        tiering_interval_ms=20,
+    )
+    clock = FakeClock()
+    agent = BrokerAgent(settings, clock=clock)
+    agent.blocked = data_dir
+    agent.topic_id = topic_id
+    agent.fake_clock = clock
+    try:
+        yield agent
+    finally:
+        for plog in agent.logs.values():
+            plog.close()
+        agent.store.close()
+        writer_store.close()
+
+
+def test_a_partition_whose_directory_cannot_be_created_is_retried_by_the_metadata_loop_until_the_disk_is_back(broker):
+    with capture_logs() as logs:
+        asyncio.run(broker._metadata_round())
+    failed = _events(logs, "broker.loop_failed", loop="metadata")
+    assert sorted(e["partition"] for e in failed) == [0, 1]
+    assert all(e["error"] == "KAFKA_STORAGE_ERROR" and e["topic_id"] == str(broker.topic_id) for e in failed)
+    directory = broker.blocked / "orders-0"
+    detail = next(e["detail"] for e in failed if e["partition"] == 0)
+    assert detail == f"log directory {directory}: [Errno {errno.ENOTDIR}] Not a directory"
+    assert next(e["cause"] for e in failed if e["partition"] == 0).startswith("NotADirectoryError")
+    assert broker.logs == {}
+
+    with capture_logs() as logs:
+        asyncio.run(broker._metadata_round())  # not due yet: nothing is tried, nothing logged
+    assert _events(logs, "broker.loop_failed") == []
+
+    broker.blocked.unlink()  # the disk is back
+    broker.fake_clock.now += 10  # past the cap of the backoff
+    with capture_logs() as logs:
+        asyncio.run(broker._metadata_round())
+    assert sorted(p for _, p in broker.logs) == [0, 1]
+    assert directory.is_dir() and (broker.blocked / "orders-1").is_dir()
+    assert sorted(e["partition"] for e in _events(logs, "broker.loop_recovered", loop="metadata")) == [0, 1]
+
+
+def _produce_request(topic_id, partition: int) -> Request:
+    body = {"topic_id": topic_id, "partition": partition, "records": [{"key": None, "value": b"v", "timestamp_ms": -1}]}
+    header = RequestHeader(ApiKey.TIERED_PRODUCE, 0, 1, "test")
+    return Request(header=header, body=body, schema=request_schema(ApiKey.TIERED_PRODUCE))
+
+
+def test_a_produce_on_a_failed_log_directory_answers_kafka_storage_error_naming_the_path(broker):
+    with capture_logs() as logs:
+        resp = asyncio.run(broker._on_produce(_produce_request(broker.topic_id, 1)))
+    directory = broker.blocked / "orders-1"
+    assert resp["error_code"] == 56
+    assert resp["error_message"] == f"log directory {directory}: [Errno {errno.ENOTDIR}] Not a directory"
+    assert _events(logs, "broker.storage_error", api="TieredProduce", partition=1)
+
+    broker.blocked.unlink()
+    resp = asyncio.run(broker._on_produce(_produce_request(broker.topic_id, 1)))
+    assert (resp["error_code"], resp["base_offset"]) == (0, 0)
+
+
+class FakeRemoteLogManager:
+    """Tiering passes that fail for some partitions, recording every call."""
+
+    def __init__(self, failing: dict[int, BaseException]) -> None:
+        self.failing = failing
+        self.passes: list[int] = []
+        self.rlmm = self
+
+    def refresh(self) -> None:
+        return None
+
+    def tiering_pass(self, topic_id, partition: int) -> None:
+        self.passes.append(partition)
+        if partition in self.failing:
+            raise self.failing[partition]
+
+
+def test_a_partition_whose_tiering_pass_fails_is_backed_off_alone_while_the_others_go_on(broker):
+    broker.blocked.unlink()
+    asyncio.run(broker._metadata_round())
+    broker.rlm = FakeRemoteLogManager({0: RuntimeError("a bug in one partition's pass")})
+
+    with capture_logs() as logs:
+        asyncio.run(broker._tiering_round())
+        asyncio.run(broker._tiering_round())  # partition 0 is not due yet
+    assert broker.rlm.passes == [0, 1, 1]
+    (failed,) = _events(logs, "broker.loop_failed", loop="tiering")
+    assert (failed["partition"], failed["error"]) == (0, "RuntimeError")
+    assert failed["detail"] == "a bug in one partition's pass"
+    assert failed["exc_info"] is not None
+
+    broker.rlm.failing.clear()
+    broker.fake_clock.now += 10
+    with capture_logs() as logs:
+        asyncio.run(broker._tiering_round())
+    assert broker.rlm.passes[-2:] == [0, 1]
+    assert _events(logs, "broker.loop_recovered", loop="tiering", partition=0, failed_attempts=1)
+
+
+# -- a loop that ends anyway ---------------------------------------------------------------------------------------
+
+
+class LoopBug(BaseException):
+    """What escapes supervise() only through a bug: stands for any way a loop task can end."""
+
+
+def test_a_loop_that_ends_stops_the_broker_with_loop_crashed_instead_of_leaving_it_half_alive(broker, monkeypatch):
+    broker.blocked.unlink()
+
+    async def crashing_round() -> None:
+        raise LoopBug("the tiering loop is gone")
+
+    monkeypatch.setattr(broker, "_tiering_round", crashing_round)
+    with capture_logs() as logs:
+        asyncio.run(asyncio.wait_for(broker.run(), timeout=20))
+    assert broker.crashed_loop == "tiering"
+    (crashed,) = _events(logs, "broker.loop_crashed")
+    assert (crashed["loop"], crashed["error"], crashed["detail"]) == ("tiering", "LoopBug", "the tiering loop is gone")
+    assert isinstance(crashed["exc_info"], LoopBug)
+    assert _events(logs, "broker.stopped", crashed_loop="tiering")
+
+
+def test_main_exits_nonzero_when_a_loop_crashed(broker, monkeypatch, tmp_path):
+    class CrashedAgent:
+        def __init__(self, settings) -> None:
+            self.settings = settings
+            self.crashed_loop = None
+
+        async def run(self) -> None:
+            self.crashed_loop = "metadata"
+
+    settings_file = tmp_path / "broker.toml"
+    settings_file.write_text(
+        f'[broker]\nbroker_id = 1\ndata_dir = "{tmp_path}/d"\nmetadata_store = "{tmp_path}/m.db"\n'
+        'controllers = "127.0.0.1:1"\n'
+    )
+    monkeypatch.setattr(agent_module, "BrokerAgent", CrashedAgent)
+    monkeypatch.setattr(agent_module, "configure_logging", lambda mode: None)
+    with pytest.raises(SystemExit) as exited:
+        agent_module.main(str(settings_file))
+    assert exited.value.code == "broker 1: its metadata loop crashed (broker.loop_crashed)"  # printed, status 1
