@@ -34,12 +34,16 @@ def check(code: int, message: str | None, what: str) -> None:
 
 @dataclass(frozen=True)
 class PendingBroker:
+    """A broker that still owes the acknowledgement of a disablement, as the controller's queue sees it."""
+
     broker_id: int
-    attempts: int
-    last_error: str | None
-    last_attempt_ms: int
+    attempts: int  # requests sent for this epoch
+    last_error: str | None  # the last error it answered (or the request's failure) with its cause, until progress
+    last_attempt_ms: int  # ms since the epoch, -1 never
     fenced: bool
     stalled: bool
+    next_attempt_ms: int = -1  # when it is asked next (ms since the epoch); -1 while in flight or fenced
+    attempts_without_progress: int = 0  # consecutive attempts that made no progress: the backoff's attempt number
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,11 @@ class TieringStatus:
     acknowledged_brokers: int = 0
     segments_deleted: int = 0
     segments_remaining: int = 0
+
+    @property
+    def required_brokers(self) -> int:
+        """The brokers that owe an acknowledgement of this epoch: those that gave it and those still pending."""
+        return self.acknowledged_brokers + len(self.pending_brokers)
 
     def as_json(self) -> dict[str, Any]:
         pending_brokers = [asdict(p) for p in self.pending_brokers]
@@ -104,7 +113,7 @@ class TieredClient:
     async def metadata(self, topics: Sequence[str] | None = None) -> m.MetadataResponse:
         requested: list[m.MetadataRequestTopic] | None = None if topics is None else [{"name": t} for t in topics]
         body: m.MetadataRequest = {"topics": requested, "allow_auto_topic_creation": False}
-        self._metadata = await self.admin.call(ApiKey.METADATA, (1, 12), body, m.MetadataResponse)
+        self._metadata = await self.admin.call(ApiKey.METADATA, (1, 12), body, m.MetadataResponse, idempotent=True)
         return self._metadata
 
     async def topic(self, name: str) -> m.MetadataResponseTopic:
@@ -188,14 +197,16 @@ class TieredClient:
             "include_synonyms": False,
             "include_documentation": False,
         }
-        resp = await self.admin.call(ApiKey.DESCRIBE_CONFIGS, (1, 4), body, m.DescribeConfigsResponse)
+        resp = await self.admin.call(ApiKey.DESCRIBE_CONFIGS, (1, 4), body, m.DescribeConfigsResponse, idempotent=True)
         r = resp["results"][0]
         check(r["error_code"], r.get("error_message"), f"describing configs of '{name}'")
         return {c["name"]: c["value"] for c in r["configs"]}
 
     async def tiering_status(self, names: Sequence[str] | None = None) -> list[TieringStatus]:
         body: m.DescribeTieredStateRequest = {"topics": None if names is None else list(names)}
-        resp = await self.admin.call(ApiKey.DESCRIBE_TIERED_STATE, (0, 0), body, m.DescribeTieredStateResponse)
+        resp = await self.admin.call(
+            ApiKey.DESCRIBE_TIERED_STATE, (0, 0), body, m.DescribeTieredStateResponse, idempotent=True
+        )
         check(resp["error_code"], None, "describing tiered state")
         out = []
         for t in resp["topics"]:
@@ -204,7 +215,14 @@ class TieredClient:
             policy = DisablePolicy(t["policy"])
             pending = tuple(
                 PendingBroker(
-                    p["broker_id"], p["attempts"], p["last_error"], p["last_attempt_ms"], p["fenced"], p["stalled"]
+                    broker_id=p["broker_id"],
+                    attempts=p["attempts"],
+                    last_error=p["last_error"],
+                    last_attempt_ms=p["last_attempt_ms"],
+                    fenced=p["fenced"],
+                    stalled=p["stalled"],
+                    next_attempt_ms=p["next_attempt_ms"],
+                    attempts_without_progress=p["attempts_without_progress"],
                 )
                 for p in t["pending_brokers"]
             )
@@ -244,15 +262,24 @@ class TieredClient:
         body: _LeaderRequest,
         response: type[_LeaderResponse],
     ) -> _LeaderResponse:
-        """``body`` (without its topic id) sent to the partition's leader; the answer read as ``response``."""
-        for attempt in range(10):
+        """``body`` (without its topic id) sent to the partition's leader; the answer read as ``response``.
+
+        A retriable error (no leader yet, a connection that failed, a retriable code in the answer such as a leader
+        not caught up, or KAFKA_STORAGE_ERROR) is retried, up to 10 attempts with a growing pause. When they run
+        out, the last error actually met is raised, with the leader's message (a storage error names the broker's
+        failed log directory); NOT_LEADER_OR_FOLLOWER "no reachable leader" only when no leader was ever named.
+        """
+        attempts = 10
+        last_error: KafkaError | None = None
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(min(0.1 * 2 ** (attempt - 1), 2))
             topic = await self.topic(name)
             parts = {p["partition_index"]: p for p in topic["partitions"]}
             if partition not in parts:
                 raise UnknownTopicOrPartition(f"topic '{name}' has no partition {partition}")
             leader = parts[partition]["leader_id"]
             if leader < 0:
-                await asyncio.sleep(min(0.1 * 2**attempt, 2))
                 continue
             addr = await self.node_address(leader)
             request = body.copy()
@@ -262,14 +289,18 @@ class TieredClient:
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
-                await asyncio.sleep(min(0.1 * 2**attempt, 2))
+                last_error = exc
                 continue
             resp = cast(_LeaderResponse, raw)
-            if resp["error_code"] and for_code(resp["error_code"]).retriable:  # e.g. a leader not caught up yet
-                await asyncio.sleep(min(0.1 * 2**attempt, 2))
+            code = resp["error_code"]
+            if code and for_code(code).retriable:  # e.g. a leader not caught up yet
+                message = resp.get("error_message") or for_code(code).name
+                last_error = for_code(code)(f"{name}-{partition} on broker {leader}: {message}")
                 continue
             return resp
-        raise NotLeaderOrFollower(f"no reachable leader for {name}-{partition}")
+        if last_error is not None:
+            raise last_error
+        raise NotLeaderOrFollower(f"no reachable leader for {name}-{partition} after {attempts} attempts")
 
     async def produce(
         self, name: str, values: Sequence[bytes], *, partition: int = 0, key: bytes | None = None

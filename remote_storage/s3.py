@@ -86,7 +86,7 @@ class UploadedSegment:
 @dataclass(frozen=True, slots=True)
 class DeleteOutcome:
     deleted: tuple[str, ...] = ()
-    failed: Mapping[str, str] = field(default_factory=dict)  # key -> S3 error code
+    failed: Mapping[str, str] = field(default_factory=dict)  # key -> S3 error code, or the failed call's error
 
     @property
     def ok(self) -> bool:
@@ -304,10 +304,10 @@ class S3RemoteStorage:
             s3_retrying(sleep=self._sleep)(attempt)
         except _RetriableKeyErrors:
             permanent.update({k: "RetriesExhausted" for k in remaining})
-        except bce.ClientError as exc:
-            permanent.update({k: error_code(exc) or "ClientError" for k in remaining})
+        except bce.ClientError as exc:  # the whole call failed: keep its code and its text, the operator's clue
+            permanent.update({k: f"{error_code(exc) or 'ClientError'}: {exc}" for k in remaining})
         except (bce.BotoCoreError, ConnectionError) as exc:
             if is_missing_credentials(exc):  # not a per-key failure: nothing can be deleted at all
                 raise self._error("delete", None, exc) from exc
-            permanent.update({k: type(exc).__name__ for k in remaining})
+            permanent.update({k: f"{type(exc).__name__}: {exc}" for k in remaining})
         return deleted, permanent

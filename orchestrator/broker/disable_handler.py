@@ -12,17 +12,30 @@ Work: one job per (topic id, tiered epoch), run in the background so the control
 on each partition this broker leads: the log start offset moves to the local log start offset and every remote
 segment of the topic id is deleted (journaled, resumable). The response says DONE or IN_PROGRESS with progress
 counts. A re-delivered request (a retry, or a new controller after failover) finds the job and reports it, so
-nothing is done twice (DESIGN §4 invariant 7); a job that failed is dropped and restarts on the next request,
-resuming where the RLMM journal says it stopped.
+nothing is done twice (DESIGN §4 invariant 7).
+
+Failures are answered, never swallowed: the request that finds its job failed gets that failure (its Kafka code,
+KAFKA_STORAGE_ERROR for a storage failure, and a message with the cause: the S3 error's class and text, the
+partition and the bucket) and restarts the job, which resumes where the RLMM journal says it stopped. So the
+controller sees the error, shows it, and backs off (``controller/queue.py``); the restarted job keeps counting
+``segments_deleted`` from where the failed one stopped, so the counts only show progress when there is some.
+
+Never acknowledged without the policy applied: a partition this broker leads but whose local log is not open (its
+directory could not be created or opened, e.g. a read-only disk) makes the request fail with KAFKA_STORAGE_ERROR
+naming the partition and its directory, for either policy: the delete policy moves the log start offset of that
+log, and under retain the leader is the one that keeps serving and expiring the remote data. Nothing is started
+until every led partition's log is open.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from pathlib import Path
 
 import structlog
 
@@ -38,7 +51,7 @@ from orchestrator.errors import (
     as_wire_error,
 )
 from orchestrator.ids import Uuid
-from orchestrator.metadata.image import MetadataImage
+from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import DisablePolicy, TieredState
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.protocol import messages as m
@@ -60,6 +73,7 @@ class _Job:
     """Progress of one disablement on this broker; written by its worker thread, read under the lock."""
 
     topic_id: Uuid
+    topic_name: str
     tiered_epoch: int
     policy: DisablePolicy
     partitions_total: int
@@ -91,7 +105,10 @@ class DisableRemoteTopicHandler:
         refresh_image: Callable[[], MetadataImage],
         now_ms: Callable[[], int],
         run_in_background: Callable[[Callable[[], None]], None] = _start_job,
+        data_dir: Path | None = None,
     ) -> None:
+        """``data_dir`` is where the broker keeps its partition directories (``<topic>-<partition>``, Kafka's
+        layout); when given, a log that is not open is reported with its directory and what is wrong with it."""
         self.broker_id = broker_id
         self._store = store
         self._rlm = rlm
@@ -99,6 +116,7 @@ class DisableRemoteTopicHandler:
         self._refresh_image = refresh_image
         self._now_ms = now_ms
         self._run = run_in_background
+        self._data_dir = data_dir
         self._lock = threading.Lock()
         self._jobs: dict[tuple[Uuid, int], _Job] = {}
         self._highest_controller_epoch = -1
@@ -145,22 +163,58 @@ class DisableRemoteTopicHandler:
             # A new job when there is none, the last one failed, or this broker now leads partitions the finished
             # job did not cover (a leadership change while DISABLING): the policy must be applied to them too.
             # Re-applying it to covered partitions is harmless: a plan only holds segments not yet deleted.
-            if job is None or job.error is not None or (job.done and not set(led) <= job.covered):
-                job = _Job(topic_id, tiered_epoch, topic.policy, partitions_total=len(led), covered=frozenset(led))
-                self._jobs[key] = job
-                where = {"topic_id": str(topic_id), "tiered_epoch": tiered_epoch}
-                log.info("disable.started", **where, policy=topic.policy.name, partitions=len(led))
-                # Retain only has to fence the copies. If none is in flight the fence is complete at once (it is set
-                # under the lock copies start under), so answer DONE now instead of IN_PROGRESS and a re-poll.
-                if topic.policy != DisablePolicy.DELETE and self._rlm.stop_partitions(
-                    topic_id, tiered_epoch=tiered_epoch, timeout_s=0
-                ):
-                    job.partitions_done = len(led)
-                    job.done = True
-                    log.info("disable.done", topic_id=str(topic_id), tiered_epoch=tiered_epoch, segments_deleted=0)
-                else:
-                    self._run(lambda: self._work(job, led, topic.name))
-            return self._response(job)
+            if job is not None and job.error is None and (not job.done or set(led) <= job.covered):
+                return self._response(job)
+            self._check_logs_open(topic, led)
+            failed = self._response(job) if job is not None and job.error is not None else None
+            job = _Job(
+                topic_id,
+                topic.name,
+                tiered_epoch,
+                topic.policy,
+                partitions_total=len(led),
+                segments_deleted=job.segments_deleted if job is not None else 0,
+                covered=frozenset(led),
+            )
+            self._jobs[key] = job
+            where = {"topic_id": str(topic_id), "tiered_epoch": tiered_epoch}
+            restarted = {"restarted_after": failed.get("error_message")} if failed is not None else {}
+            log.info("disable.started", **where, policy=topic.policy.name, partitions=len(led), **restarted)
+            # Retain only has to fence the copies. If none is in flight the fence is complete at once (it is set
+            # under the lock copies start under), so answer DONE now instead of IN_PROGRESS and a re-poll.
+            if topic.policy != DisablePolicy.DELETE and self._rlm.stop_partitions(
+                topic_id, tiered_epoch=tiered_epoch, timeout_s=0
+            ):
+                job.partitions_done = len(led)
+                job.done = True
+                log.info("disable.done", **where, segments_deleted=0)
+            else:
+                self._run(lambda: self._work(job, led))
+            # The failure the last job ended with is this request's answer: the controller records it and backs
+            # off; the job it just restarted is reported to the next request.
+            return failed if failed is not None else self._response(job)
+
+    def _check_logs_open(self, topic: TopicImage, led: list[int]) -> None:
+        """Raise KAFKA_STORAGE_ERROR naming every led partition whose local log is not open."""
+        unopened = [p for p in led if (topic.topic_id, p) not in self._logs]
+        if unopened:
+            what = "; ".join(self._unopened_log(topic.name, p) for p in unopened)
+            raise KafkaStorageError(
+                f"{what}: the {topic.policy.name.lower()} policy cannot be applied to "
+                f"{'it' if len(unopened) == 1 else 'them'} until the log is open"
+            )
+
+    def _unopened_log(self, topic_name: str, partition: int) -> str:
+        """Which partition's log is not open, and, with ``data_dir``, its directory and what is wrong with it."""
+        what = f"partition {topic_name}-{partition} is led by broker {self.broker_id} but its local log is not open"
+        if self._data_dir is None:
+            return what
+        directory = self._data_dir / f"{topic_name}-{partition}"
+        if directory.is_dir():
+            return f"{what} (log directory {directory} exists but could not be opened)"
+        if not os.access(self._data_dir, os.W_OK):
+            return f"{what} (log directory {directory} does not exist and {self._data_dir} is not writable)"
+        return f"{what} (log directory {directory} does not exist: not created yet, or creating it failed)"
 
     def _response(self, job: _Job) -> m.DisableRemoteTopicResponse:
         out: m.DisableRemoteTopicResponse = {
@@ -177,10 +231,10 @@ class DisableRemoteTopicHandler:
             out["error_message"] = job.error.message
         return out
 
-    def _work(self, job: _Job, partitions: list[int], topic_name: str) -> None:
+    def _work(self, job: _Job, partitions: list[int]) -> None:
         try:
             if not self._rlm.stop_partitions(job.topic_id, tiered_epoch=job.tiered_epoch):
-                raise KafkaStorageError(f"copies of {topic_name} still in flight; will retry")
+                raise KafkaStorageError(f"copies of {job.topic_name} still in flight; will retry")
             if job.policy == DisablePolicy.DELETE:
                 self._apply_delete(job, partitions)
             else:
@@ -192,7 +246,8 @@ class DisableRemoteTopicHandler:
             log.info("disable.done", **where, segments_deleted=job.segments_deleted)
         except TieredError as exc:  # a storage failure is answered as KAFKA_STORAGE_ERROR: retried, then resumed
             wire = as_wire_error(exc)
-            log.warning("disable.failed", topic_id=str(job.topic_id), error=exc.name, detail=exc.message)
+            where = {"topic_id": str(job.topic_id), "tiered_epoch": job.tiered_epoch}
+            log.warning("disable.failed", **where, error=exc.name, detail=exc.message)
             with self._lock:
                 job.error = wire
         except Exception as exc:  # a bug or an unexpected library error: report it, keep the broker serving
@@ -205,8 +260,13 @@ class DisableRemoteTopicHandler:
         rlmm.refresh()
         for partition in partitions:
             plog = self._logs.get((job.topic_id, partition))
-            starts = {partition: plog.local_log_start_offset} if plog is not None else {}
-            plan = plan_delete(job.topic_id, rlmm.segments(job.topic_id, partition), starts)
+            if plog is None:  # checked before the job started; a log is never closed under it, but never skip one
+                raise KafkaStorageError(
+                    f"{self._unopened_log(job.topic_name, partition)}: the delete policy cannot be applied"
+                )
+            plan = plan_delete(
+                job.topic_id, rlmm.segments(job.topic_id, partition), {partition: plog.local_log_start_offset}
+            )
             with self._lock:
                 job.segments_remaining += plan.segment_count
                 deleted_base, remaining_base = job.segments_deleted, job.segments_remaining
@@ -218,9 +278,8 @@ class DisableRemoteTopicHandler:
                     job.segments_deleted = deleted_base + done
                     job.segments_remaining = remaining_base - done
 
-            def advance(_partition: int, offset: int, plog: PartitionLog | None = plog) -> None:
-                if plog is not None:
-                    plog.advance_log_start_offset(offset)
+            def advance(_partition: int, offset: int, plog: PartitionLog = plog) -> None:
+                plog.advance_log_start_offset(offset)
 
             result = execute_delete_plan(
                 plan,
@@ -232,9 +291,12 @@ class DisableRemoteTopicHandler:
                 on_progress=progress,
             )
             if not result.complete:
+                key, cause = next(iter(result.failed_keys.items()))
+                causes = len(set(result.failed_keys.values()))
+                others = f" (and {causes - 1} other cause(s))" if causes > 1 else ""
                 raise KafkaStorageError(
-                    f"{len(result.failed_keys)} object(s) of partition {partition} could not be deleted, e.g. "
-                    f"{next(iter(result.failed_keys.items()))}; will resume"
+                    f"{len(result.failed_keys)} object(s) of {job.topic_name}-{partition} could not be deleted from "
+                    f"bucket {self._rlm.rsm.bucket}: {cause}{others}; e.g. {key}; resumes on the next request"
                 )
             with self._lock:
                 job.partitions_done += 1

@@ -13,6 +13,7 @@ and importing it would load boto3 for ``tieredctl topic list`` too.
 from __future__ import annotations
 
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -215,6 +216,11 @@ class JsonOutput(Output):
         _dump(result.as_json())
 
 
+def _wall_ms() -> int:
+    """Now, to say how far off a pending broker's next attempt is (the controller's times are wall-clock ms)."""
+    return int(time.time() * 1000)
+
+
 def _print(renderable: RenderableType) -> None:
     Console().print(renderable)
 
@@ -224,16 +230,35 @@ def _state(status: TieringStatus) -> str:
 
 
 def _tiering_table(statuses: Sequence[TieringStatus]) -> Table:
-    table = Table("topic", "state", "epoch", "policy", "pending brokers (attempts, last error)")
+    table = Table("topic", "state", "epoch", "policy", "brokers acknowledged", "pending brokers")
     for s in statuses:
-        pending = "; ".join(
-            f"{p.broker_id}{' fenced' if p.fenced else ''}{' STALLED' if p.stalled else ''} ({p.attempts}"
-            f"{', ' + p.last_error if p.last_error else ''})"
-            for p in s.pending_brokers
+        pending = ", ".join(
+            f"{p.broker_id}{' fenced' if p.fenced else ''}{' STALLED' if p.stalled else ''}" for p in s.pending_brokers
         )
         policy = s.policy.name.lower() if s.policy.value else "-"
-        table.add_row(s.topic, _state(s), str(s.tiered_epoch), policy, pending or "-")
+        acknowledged = f"{s.acknowledged_brokers}/{s.required_brokers}" if s.required_brokers else "-"
+        table.add_row(s.topic, _state(s), str(s.tiered_epoch), policy, acknowledged, pending or "-")
     return table
+
+
+def _pending_lines(statuses: Sequence[TieringStatus], *, now_ms: int) -> list[str]:
+    """One line per pending broker: attempts, when it is asked next, and its last error in full (never wrapped)."""
+    lines = []
+    for s in statuses:
+        for p in s.pending_brokers:
+            tried = f"{p.attempts} attempt{'s' if p.attempts != 1 else ''}"
+            if p.attempts_without_progress:
+                tried += f" ({p.attempts_without_progress} in a row without progress)"
+            if p.fenced:
+                when = "fenced: asked again once unfenced"
+            elif p.next_attempt_ms < 0:
+                when = "a request is in flight"
+            else:
+                wait_s = max(0, p.next_attempt_ms - now_ms) / 1000
+                when = f"next attempt in {wait_s:.1f}s" if wait_s else "next attempt due now"
+            error = f"; last error: {p.last_error}" if p.last_error else ""
+            lines.append(f"{s.topic}: broker {p.broker_id} pending: {tried}, {when}{error}")
+    return lines
 
 
 def _config_lines(configs: Mapping[str, str | None], *, indent: str = "") -> list[str]:
@@ -322,9 +347,13 @@ class TextOutput(Output):
 
     def tiering_status(self, statuses: Sequence[TieringStatus]) -> None:
         _print(_tiering_table(statuses) if statuses else "no topics")
+        for line in _pending_lines(statuses, now_ms=_wall_ms()):
+            click.echo(line)
 
     def tiering_timed_out(self, status: TieringStatus) -> None:
         Console(stderr=True).print(_tiering_table([status]))
+        for line in _pending_lines([status], now_ms=_wall_ms()):
+            click.echo(line, err=True)
 
     def scan_summary(self, summary: Mapping[str, Any], *, report: Path | None, render_text: ScanTextRenderer) -> None:
         _print(render_text(summary))

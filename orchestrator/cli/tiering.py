@@ -42,12 +42,10 @@ def _wait_for(obj: Ctx, name: str, target: str, timeout: float) -> TieringStatus
             task = bar.add_task(f"{name}: brokers acknowledged", total=None, extra="")
             while True:
                 st = (await c.tiering_status([name]))[0]
-                required = st.acknowledged_brokers + len(st.pending_brokers)
-                to_go = f", {st.segments_remaining} to go" if st.segments_remaining else ""
-                extra = f"segments deleted {st.segments_deleted}" + to_go
-                bar.update(task, completed=st.acknowledged_brokers, total=max(required, 1), extra=extra)
+                # Out of every broker that owes an acknowledgement (an enable owes none: the bar has no total).
+                total = st.required_brokers or None
+                bar.update(task, completed=st.acknowledged_brokers, total=total, extra=_progress_extra(st))
                 if st.state.name == target:
-                    bar.update(task, completed=max(required, 1))
                     return st
                 if time.monotonic() > deadline:
                     return st
@@ -56,13 +54,26 @@ def _wait_for(obj: Ctx, name: str, target: str, timeout: float) -> TieringStatus
     return obj.run(poll, timeout_s=30)
 
 
+def _progress_extra(st: TieringStatus) -> str:
+    """The bar's tail: segments deleted and to go, and the first pending broker's last error, by name."""
+    to_go = f", {st.segments_remaining} to go" if st.segments_remaining else ""
+    extra = f"segments deleted {st.segments_deleted}" + to_go
+    for p in st.pending_brokers:
+        if p.last_error:
+            extra += f"; broker {p.broker_id} retrying: {p.last_error.split(':', 1)[0]}"
+            break
+    return extra
+
+
 def _finish_wait(obj: Ctx, st: TieringStatus, target: str, timeout: float) -> None:
     """Show the topic in ``target``, or show where it stands and fail with REQUEST_TIMED_OUT."""
     if st.state.name == target:
         obj.output.tiering_state(st)
         return
     obj.output.tiering_timed_out(st)
-    pending = ", ".join(f"broker {p.broker_id}: {p.last_error or 'no answer yet'}" for p in st.pending_brokers)
+    pending = ", ".join(
+        f"broker {p.broker_id} ({p.attempts} attempts): {p.last_error or 'no answer yet'}" for p in st.pending_brokers
+    )
     raise RequestTimedOut(
         f"{st.topic} is still {st.state.name} after {timeout:g}s; pending {pending or 'none'}. It keeps going in the "
         "background; follow it with 'tieredctl tiering status' (a dead broker can be removed with "
@@ -111,5 +122,6 @@ def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float) -> None:
 @click.argument("name", required=False)
 @click.pass_obj
 def tiering_status(obj: Ctx, name: str | None) -> None:
-    """State, tiered epoch, policy and pending brokers (attempts, last error, fenced) of one or every topic."""
+    """State, tiered epoch, policy, acknowledged brokers, and each pending broker's attempts, next attempt and last
+    error (with its cause) of one or every topic."""
     obj.output.tiering_status(obj.run(lambda c: c.tiering_status(None if name is None else [name])))

@@ -1,11 +1,13 @@
 """``tieredctl topic``: create, inspect, grow and delete topics; produce and consume records.
 
-``produce`` draws a progress bar on stderr (text only); ``consume`` prints the first records as it reads them
+``produce`` draws a progress bar on stderr (text only) and, if it fails part way, still says which records were
+acknowledged (count and offsets per partition) before the error; ``consume`` prints the first records as it reads them
 (text only) and ends with the totals, saying how many came from remote storage.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import click
@@ -16,6 +18,7 @@ from orchestrator.cli.options import parse_key_values
 from orchestrator.cli.output import PartitionRow
 from orchestrator.cli.progress import progress_bar
 from orchestrator.client import TieredClient, TieringStatus
+from orchestrator.errors import TieredError
 from orchestrator.ids import Uuid
 from orchestrator.protocol import messages as m
 
@@ -98,11 +101,17 @@ def topic_add_partitions(obj: Ctx, name: str, total: int) -> None:
 @click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 10_000), help="records per request")
 @click.pass_obj
 def topic_produce(obj: Ctx, name: str, records: int, record_size: int, batch: int) -> None:
-    """Produce --records synthetic records to NAME, spread over its partitions."""
+    """Produce --records synthetic records to NAME, spread over its partitions.
 
-    async def produce(c: TieredClient) -> dict[int, tuple[int, int]]:
+    A produce that fails part way still says what was written: how many records the leaders acknowledged and,
+    per partition, their offsets (the JSON result too, with "complete": false), so a retry does not write them
+    again; the error follows on stderr (exit status 1).
+    """
+    acked: dict[int, tuple[int, int, int]] = {}  # partition -> (first offset, last offset, records) acknowledged
+    in_flight: list[tuple[int, int]] = []  # (partition, records) of the request not yet answered
+
+    async def produce(c: TieredClient) -> None:
         parts = sorted(p["partition_index"] for p in (await c.topic(name))["partitions"])
-        ranges: dict[int, tuple[int, int]] = {}
         sent = 0
         columns = (TextColumn("producing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with progress_bar(obj.output, *columns) as bar:
@@ -112,18 +121,48 @@ def topic_produce(obj: Ctx, name: str, records: int, record_size: int, batch: in
                 n = min(batch, records - sent)
                 p = parts[i % len(parts)]
                 values = [f"{name}-{sent + k}:".encode().ljust(record_size, b".")[:record_size] for k in range(n)]
+                in_flight[:] = [(p, n)]
                 first, last = await c.produce(name, values, partition=p)
-                lo, _ = ranges.get(p, (first, last))
-                ranges[p] = (lo, last)
+                in_flight.clear()
+                lo, _, before = acked.get(p, (first, last, 0))
+                acked[p] = (lo, last, before + n)
                 sent += n
                 i += 1
                 bar.update(task, completed=sent)
-        return ranges
 
-    ranges = obj.run(produce, timeout_s=60)
-    offset_ranges = {str(p): list(r) for p, r in ranges.items()}
-    data = {"topic": name, "records": records, "partitions": offset_ranges}
-    obj.output.message(data, f"produced {records} records to {name} ({len(ranges)} partitions)")
+    failure: TieredError | None = None
+    try:
+        obj.run(produce, timeout_s=60)
+    except TieredError as exc:
+        failure = exc
+    done = sum(r for _, _, r in acked.values())
+    ranges = {p: f"offsets {first}-{last} ({n} records)" for p, (first, last, n) in sorted(acked.items())}
+    data = {
+        "topic": name,
+        "records": done,
+        "requested": records,
+        "complete": failure is None,
+        "partitions": {str(p): [first, last] for p, (first, last, _) in sorted(acked.items())},
+        "records_per_partition": {str(p): n for p, (_, _, n) in sorted(acked.items())},
+    }
+    if failure is None:
+        obj.output.message(data, f"produced {records} records to {name} ({len(acked)} partitions)")
+        return
+    written = "; ".join(f"partition {p} {r}" for p, r in ranges.items()) or "nothing"
+    detail = f"{done} of {records} records were acknowledged before this failure ({written})"
+    if in_flight:
+        p, n = in_flight[0]
+        detail += (
+            f"; the request in flight ({n} records to partition {p}) was not acknowledged, though it may have been "
+            "written if the connection failed after sending it"
+        )
+    detail += f"; produce only the remaining {records - done} to finish"
+    data["error"] = str(failure)
+    obj.output.message(data, f"produced {done} of {records} records to {name} before failing: {written}")
+    partial = copy.copy(failure)  # the same error (name, code, exit status), its message saying what was written
+    partial.message = f"{failure.message}; {detail}"
+    partial.args = (partial.message,)
+    raise partial from failure
 
 
 @topic.command("consume")

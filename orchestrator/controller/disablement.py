@@ -14,6 +14,10 @@ Invariants:
   driver steps down (invariant 6).
 * Progress (segments deleted / remaining per broker) and the stalled pairs already reported are in memory only: a
   new controller learns them again from the requests it re-sends.
+* Every reply that speaks of the broker's job at the request's epoch (IN_PROGRESS, DONE, or the job's failure) hands
+  its counts to the queue, which decides from them whether the broker made progress (and so how soon it is asked
+  again); a refusal (stale epoch, unknown topic) carries none. DescribeTieredState shows, per pending broker, the
+  queue's last error, attempts without progress and next attempt (-1 while a request is in flight or it is fenced).
 * :meth:`DisablementDriver.describe_tiered_state` never writes.
 """
 
@@ -32,6 +36,8 @@ from orchestrator.errors import (
     as_wire_error,
 )
 from orchestrator.ids import ZERO_UUID, Uuid
+from orchestrator.metadata.image import MetadataImage, TopicImage
+from orchestrator.metadata.records import TieredState
 from orchestrator.protocol import messages as m
 from orchestrator.settings import DisablementSettings
 
@@ -113,6 +119,7 @@ class DisablementDriver:
         topic_id = request_body["topic_id"]
         tiered_epoch = request_body["tiered_epoch"]
         in_progress = False
+        progress: dq.Progress | None = None
         message: str | None
         if error is not None:
             wire = as_wire_error(error)
@@ -122,6 +129,12 @@ class DisablementDriver:
         else:
             code, message = int(response_body.get("error_code", 0)), response_body.get("error_message")
             in_progress = code == 0 and int(response_body.get("status", 0)) == 1
+            if response_body.get("tiered_epoch", -1) == tiered_epoch:  # about the job: a reply, or its failure
+                progress = dq.Progress(
+                    int(response_body.get("partitions_done", 0)),
+                    int(response_body.get("segments_deleted", 0)),
+                    int(response_body.get("segments_remaining", 0)),
+                )
         if code == 0 and response_body is not None:
             self._record_progress(topic_id, tiered_epoch, broker_id, response_body)
         before = state.queue
@@ -138,20 +151,27 @@ class DisablementDriver:
             rng=state.rng,
             repoll_ms=self._settings.repoll_ms,
             attempt=request_body["attempt"],
+            progress=progress,
         )
         fields = {"topic_id": str(topic_id), "broker_id": broker_id, "tiered_epoch": tiered_epoch}
+        pending = state.queue.pending_brokers(topic_id).get(broker_id)
         if state.queue is before:
             log.debug("disable.reply_ignored", **fields, error_code=code)
         elif code != 0:
-            log.warning("disable.retry", **fields, error_code=code, detail=message)
+            assert pending is not None
+            retry = {"attempts_without_progress": pending.failures, "next_attempt_ms": pending.next_attempt_ms}
+            log.warning("disable.retry", **fields, error_code=code, detail=message, **retry)
         elif in_progress:
-            assert response_body is not None
+            assert response_body is not None and pending is not None
             log.debug(
                 "disable.in_progress",
                 **fields,
                 partitions_done=response_body.get("partitions_done"),
                 partitions_total=response_body.get("partitions_total"),
+                segments_deleted=response_body.get("segments_deleted"),
                 segments_remaining=response_body.get("segments_remaining"),
+                attempts_without_progress=pending.failures,
+                next_attempt_ms=pending.next_attempt_ms,
             )
         else:
             log.info("disable.ack", **fields, pending=sorted(state.queue.pending_brokers(topic_id)))
@@ -231,10 +251,12 @@ class DisablementDriver:
                     last_attempt_ms=pb.last_attempt_ms,
                     fenced=pb.fenced,
                     stalled=(topic.topic_id, b) in stalled,
+                    next_attempt_ms=-1 if pb.in_flight or pb.fenced else pb.next_attempt_ms,
+                    attempts_without_progress=pb.failures,
                 )
                 for b, pb in sorted(state.queue.pending_brokers(topic.topic_id).items())
             ]
-            acknowledged, deleted, remaining = self._progress_of(topic.topic_id, topic.tiered_epoch)
+            acknowledged, deleted, remaining = self._progress_of(topic, image)
             described = m.DescribedTopic(
                 name=topic.name,
                 topic_id=topic.topic_id,
@@ -262,9 +284,16 @@ class DisablementDriver:
             int(body.get("segments_remaining", 0)),
         )
 
-    def _progress_of(self, topic_id: Uuid, epoch: int) -> tuple[int, int, int]:
-        """(brokers that acknowledged ``epoch``, segments deleted, segments remaining) of a topic."""
-        reports = self._progress.get(topic_id, {}).get(epoch, {})
-        entry = self._state.queue.topic(topic_id)
-        acknowledged = 0 if entry is None or entry.tiered_epoch != epoch else len(entry.acked)
+    def _progress_of(self, topic: TopicImage, image: MetadataImage) -> tuple[int, int, int]:
+        """(brokers that acknowledged the topic's epoch, segments deleted, segments remaining) of a topic.
+
+        A DISABLED topic has left the queue, and every broker that had to acknowledged its epoch (that is when it
+        became DISABLED): they are counted from the image, so a new controller says the same."""
+        epoch = topic.tiered_epoch
+        reports = self._progress.get(topic.topic_id, {}).get(epoch, {})
+        entry = self._state.queue.topic(topic.topic_id)
+        if topic.tiered_state == TieredState.DISABLED:
+            acknowledged = len(dq.required(topic, image))
+        else:
+            acknowledged = 0 if entry is None or entry.tiered_epoch != epoch else len(entry.acked)
         return acknowledged, sum(d for d, _ in reports.values()), sum(r for _, r in reports.values())

@@ -16,7 +16,8 @@ not credited and it is asked again at once; this relies on the queue seeing ever
 by reconciling after each of its appends (it is the only writer).
 
 Brokers' lives: a fenced broker stays required (its replicas still exist) but is not sent to; when it registers
-again (a new broker epoch) or is unfenced, its backoff is reset and it is asked at once. An acknowledgement
+again (a new broker epoch) or is unfenced, its backoff is reset and it is asked at once (a new incarnation also
+loses its progress mark: a new process counts from zero). An acknowledgement
 survives a re-registration (the work is done and journaled; DisableRemoteTopic is idempotent), but not an
 unregistration: an unregistered (decommissioned) broker leaves every pending and acknowledged set, and owes a
 fresh acknowledgement if it ever comes back. A topic that is deleted, or leaves DISABLING, leaves the queue; a
@@ -25,14 +26,24 @@ new tiered epoch starts the topic over.
 Replies: at most one request per (topic, broker) is in flight, numbered by ``attempt``. A reply for another
 epoch than the queued one, for another attempt than the one in flight (a late reply to a request that
 :func:`expire` gave up on and that was sent again), or for a (topic, broker) with nothing in flight (a
-duplicate) changes nothing (DESIGN §4 invariant 7). Done removes the broker from the pending set; in progress re-polls
-after ``repoll_ms``; any error or a timeout retries after a backoff. KIP-950 retries "until it receives a
-successful response", so every error is retried; :func:`stalled` reports brokers that make no progress.
+duplicate) changes nothing (DESIGN §4 invariant 7). Done removes the broker from the pending set. KIP-950 retries
+"until it receives a successful response", so every error is retried; :func:`stalled` reports brokers that make no
+progress.
+
+Progress and backoff: a broker's replies carry its job's counts (:class:`Progress`). The queue keeps the most work
+each pending broker has reported (``progress``: partitions done, segments deleted) and calls a reply *progress*
+when it shows more than that, or when it is the first one. Only progress resets ``failures`` and the stall clock
+and clears ``last_error``; it re-polls after ``repoll_ms``. Everything else is one more attempt without progress
+(``failures`` + 1, the backoff's attempt number): an error, a timeout, and also an IN_PROGRESS reply whose counts
+did not move (a job stuck on a failing S3 answers IN_PROGRESS between its failures), which keeps the last error
+and waits at least ``repoll_ms``. So a broker that cannot make progress is asked ever more rarely, up to the cap,
+and ``last_error`` keeps saying why. Segments *remaining* are reported but not compared: the count grows as a job
+plans partition after partition, and a restarted job plans afresh.
 
 Backoff: ONE declared tenacity policy for the whole DisableRemoteTopic call family, :data:`DISABLE_RPC_WAIT`
-(full jitter: a uniform draw in a window that doubles per consecutive failure, capped). tenacity's
-``wait_random_exponential`` draws from the global ``random`` module, so :func:`backoff_ms` takes the window's
-upper bound from the same policy object (its deterministic ``wait_exponential`` part, evaluated on a
+(full jitter: a uniform draw in a window that doubles per consecutive attempt without progress, capped).
+tenacity's ``wait_random_exponential`` draws from the global ``random`` module, so :func:`backoff_ms` takes the
+window's upper bound from the same policy object (its deterministic ``wait_exponential`` part, evaluated on a
 ``RetryCallState`` carrying the attempt number) and draws the point in it from the injected ``rng``: the
 schedule is the declared policy's, and a seeded ``rng`` reproduces it exactly.
 """
@@ -53,7 +64,7 @@ from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import DisablePolicy, TieredState
 
 DISABLE_RPC_WAIT = tenacity.wait_random_exponential(multiplier=0.2, max=30)  # seconds: 0.2, 0.4, 0.8 ... 30
-DEFAULT_REPOLL_MS = 200  # an IN_PROGRESS broker is asked again this soon
+DEFAULT_REPOLL_MS = 200  # an IN_PROGRESS broker that made progress is asked again this soon
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 _RETRY_STATE_OWNER = tenacity.Retrying(wait=DISABLE_RPC_WAIT)
@@ -86,6 +97,31 @@ NO_DUTY = Duty()
 
 
 @dataclass(frozen=True, slots=True)
+class Progress:
+    """The counts a DisableRemoteTopic reply carries about the broker's job for the epoch."""
+
+    partitions_done: int = 0
+    segments_deleted: int = 0
+    segments_remaining: int = 0
+
+    def beyond(self, mark: Progress | None) -> bool:
+        """Whether these counts show more work done than ``mark`` (the most seen so far; None: nothing seen)."""
+        if mark is None:
+            return True
+        return self.partitions_done > mark.partitions_done or self.segments_deleted > mark.segments_deleted
+
+    def merged(self, mark: Progress | None) -> Progress:
+        """The new mark: the most work done of both, and the latest remaining count."""
+        if mark is None:
+            return self
+        return Progress(
+            max(self.partitions_done, mark.partitions_done),
+            max(self.segments_deleted, mark.segments_deleted),
+            self.segments_remaining,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PendingBroker:
     """A broker that owes an acknowledgement of the queued epoch."""
 
@@ -93,8 +129,9 @@ class PendingBroker:
     duty: Duty  # its duty in the latest image
     fenced: bool = False  # fenced brokers are not sent to
     attempts: int = 0  # requests sent for this epoch
-    failures: int = 0  # consecutive failed attempts: the backoff's attempt number
-    last_error: str | None = None
+    failures: int = 0  # consecutive attempts without progress (errors, timeouts, stuck polls): the backoff's number
+    last_error: str | None = None  # the last error, kept until a reply shows progress
+    progress: Progress | None = None  # the most work this incarnation reported for the epoch (None: no count yet)
     last_attempt_ms: int = -1
     next_attempt_ms: int = 0  # not sent before this
     in_flight: bool = False
@@ -232,6 +269,8 @@ def _reconcile(entry: PendingTopic, topic: TopicImage, image: MetadataImage, now
                 duty_moved=False,
                 next_attempt_ms=now_ms,
             )
+            if reincarnated:
+                updated = replace(updated, progress=None)
         pending[broker_id] = updated
     if pending == dict(entry.pending) and acked == dict(entry.acked):
         return entry
@@ -245,7 +284,7 @@ def expire(queue: DisablementQueue, now_ms: int, *, timeout_ms: int, rng: random
         for broker_id, pb in t.pending.items():
             if pb.in_flight and now_ms - pb.last_attempt_ms >= timeout_ms:
                 text = f"{RequestTimedOut.name}: no reply in {timeout_ms} ms"
-                out = _fail(out, t.topic_id, broker_id, text, now_ms, rng)
+                out = _fail(out, out.topics[t.topic_id], broker_id, pb, text, now_ms, rng)
     return out
 
 
@@ -284,10 +323,13 @@ def on_response(
     rng: random.Random,
     repoll_ms: int = DEFAULT_REPOLL_MS,
     attempt: int | None = None,
+    progress: Progress | None = None,
 ) -> DisablementQueue:
     """Feed one reply (or timeout: ``ok=False`` with REQUEST_TIMED_OUT) for the request to ``broker_id``.
 
     ``attempt`` is the :attr:`SendDisable.attempt` the reply answers; None matches the request in flight.
+    ``progress`` is the counts the reply carries (None: it carries none, e.g. a timeout); an IN_PROGRESS reply
+    without counts shows no progress.
     """
     t = queue.topics.get(topic_id)
     if t is None or t.tiered_epoch != tiered_epoch:
@@ -295,27 +337,39 @@ def on_response(
     pb = t.pending.get(broker_id)
     if pb is None or not pb.in_flight or (attempt is not None and attempt != pb.attempts):
         return queue  # a duplicate, or a late reply to an attempt already given up on
+    progressed = progress is not None and progress.beyond(pb.progress)
+    if progress is not None:
+        pb = replace(pb, progress=progress.merged(pb.progress))
     if not ok:
         text = f"{error_name(error_code)}: {error_message}" if error_message else error_name(error_code)
-        return _fail(queue, topic_id, broker_id, text, now_ms, rng)
-    if in_progress or pb.duty_moved:
-        # Progress, but not (or not provably) the whole duty: ask again, soon (at once if the duty moved).
-        again = now_ms if pb.duty_moved else now_ms + repoll_ms
-        progressed = replace(
-            pb, in_flight=False, failures=0, duty_moved=False, next_attempt_ms=again, waiting_since_ms=now_ms
-        )
-        return _with_pending(queue, t, broker_id, progressed)
-    pending = {b: p for b, p in t.pending.items() if b != broker_id}
-    acked = {**t.acked, broker_id: Ack(pb.sent_duty, now_ms)}
-    topic = replace(t, pending=MappingProxyType(pending), acked=MappingProxyType(acked))
-    return DisablementQueue(MappingProxyType({**queue.topics, topic_id: topic}))
+        return _fail(queue, t, broker_id, pb, text, now_ms, rng)
+    if not in_progress and not pb.duty_moved:
+        pending = {b: p for b, p in t.pending.items() if b != broker_id}
+        acked = {**t.acked, broker_id: Ack(pb.sent_duty, now_ms)}
+        topic = replace(t, pending=MappingProxyType(pending), acked=MappingProxyType(acked))
+        return DisablementQueue(MappingProxyType({**queue.topics, topic_id: topic}))
+    # Not (or not provably) the whole duty: ask again, at once if the duty moved, soon if the job moved on, and
+    # after a growing backoff if it did not (its last error stays: it is still why nothing moves).
+    if not in_progress or progressed:  # a "done" the duty moved under is progress too
+        polled = replace(pb, failures=0, last_error=None, next_attempt_ms=now_ms + repoll_ms, waiting_since_ms=now_ms)
+    else:
+        failures = pb.failures + 1
+        wait = max(repoll_ms, backoff_ms(failures, rng))
+        polled = replace(pb, failures=failures, next_attempt_ms=now_ms + wait)
+    if pb.duty_moved:
+        polled = replace(polled, next_attempt_ms=now_ms)
+    return _with_pending(queue, t, broker_id, replace(polled, in_flight=False, duty_moved=False))
 
 
 def _fail(
-    queue: DisablementQueue, topic_id: Uuid, broker_id: int, text: str, now_ms: int, rng: random.Random
+    queue: DisablementQueue,
+    t: PendingTopic,
+    broker_id: int,
+    pb: PendingBroker,
+    text: str,
+    now_ms: int,
+    rng: random.Random,
 ) -> DisablementQueue:
-    t = queue.topics[topic_id]
-    pb = t.pending[broker_id]
     failures = pb.failures + 1
     failed = replace(
         pb,

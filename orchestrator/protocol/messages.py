@@ -286,6 +286,8 @@ class PendingBroker(TypedDict, total=False):
     last_attempt_ms: int
     fenced: bool
     stalled: bool
+    next_attempt_ms: int
+    attempts_without_progress: int
 
 
 class ProducedRecord(TypedDict, total=False):

@@ -527,3 +527,41 @@ def test_a_stalled_pair_is_logged_once_with_its_last_error() -> None:
     stalled = [e for e in logs if e["event"] == "disable.stalled"]
     assert sorted(e["broker_id"] for e in stalled) == [1, 2, 3]  # once each, not once per tick
     assert all(e["last_error"] == "KAFKA_STORAGE_ERROR: S3 said 503" and e["topic"] == "t" for e in stalled)
+
+
+def test_describe_tiered_state_shows_a_failing_brokers_error_with_its_cause_and_its_next_attempt() -> None:
+    """The S3 outage as the controller sees it: broker 1's job answers IN_PROGRESS, fails, restarts. Its error
+    (with the cause the broker sent) stays in the status between the failures, and the next attempt moves out."""
+    c = CoreHarness()
+    c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
+    c.alter("t", {"remote.storage.enable": "false", "remote.log.disable.policy": "delete"})
+    cause = "3 object(s) of t-0 could not be deleted from bucket b: EndpointConnectionError: Could not connect"
+    started = {"error_code": 0, "status": 1, "tiered_epoch": 2, "partitions_total": 1, "segments_remaining": 3}
+    failed = {**started, "error_code": 56, "error_message": cause, "status": 0}
+    replies = [started, failed, started, started, failed, started]
+    seen = []
+    for reply in replies:
+        due = [(b, body) for b, body in c.core.due_disable_requests() if b == 1]
+        assert due, "broker 1 is asked again once its next attempt is due"
+        c.core.on_disable_response(1, due[0][1], reply, None)
+        status = c.core.describe_tiered_state({"topics": ["t"]})["topics"][0]
+        pending = {p["broker_id"]: p for p in status["pending_brokers"]}[1]
+        seen.append(pending)
+        assert pending["last_attempt_ms"] == c.clock and pending["next_attempt_ms"] > c.clock
+        c.clock = pending["next_attempt_ms"]
+    assert [p["attempts_without_progress"] for p in seen] == [0, 1, 2, 3, 4, 5]
+    assert [p["last_error"] for p in seen] == [None] + [f"KAFKA_STORAGE_ERROR: {cause}"] * 5
+    gaps = [p["next_attempt_ms"] - p["last_attempt_ms"] for p in seen]
+    assert gaps[0] == DISABLEMENT.repoll_ms and all(g >= DISABLEMENT.repoll_ms for g in gaps[2:4])
+    codec.encode(schema("DescribeTieredStateResponse"), 0, c.core.describe_tiered_state({"topics": ["t"]}))
+
+
+def test_a_disabled_topic_counts_every_broker_that_acknowledged_it_also_after_a_failover() -> None:
+    c = CoreHarness()
+    c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
+    c.alter("t", {"remote.storage.enable": "false"})
+    c.answer_all()
+    assert c.topic("t").tiered_state == TieredState.DISABLED
+    for core in (c.core, c.new_controller()):
+        status = core.describe_tiered_state({"topics": ["t"]})["topics"][0]
+        assert (status["acknowledged_brokers"], status["pending_brokers"]) == (3, [])

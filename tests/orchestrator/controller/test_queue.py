@@ -299,9 +299,9 @@ def test_a_new_tiered_epoch_starts_the_topic_over() -> None:
     assert _ack(q, 1, epoch=2) is q, "a late reply for epoch 2 counts nothing towards epoch 3"
 
 
-def test_in_progress_is_polled_again_after_the_repoll_interval() -> None:
+def test_in_progress_with_progress_is_polled_again_after_the_repoll_interval() -> None:
     q, _ = _send_all(dq.rebuild(_cluster(), NOW))
-    q = _ack(q, 1, in_progress=True, repoll_ms=250)
+    q = _ack(q, 1, in_progress=True, repoll_ms=250, progress=dq.Progress(0, 0, 5))
     pb = q.topics[T].pending[1]
     assert (pb.in_flight, pb.next_attempt_ms, pb.waiting_since_ms) == (False, NOW + 250, NOW)
     assert _send_all(q, NOW + 249)[1] == {}
@@ -333,12 +333,113 @@ def test_consecutive_failures_back_off_on_the_declared_schedule_reproducibly_wit
     assert DISABLE_RPC_WAIT.max == 30
 
 
-def test_a_success_resets_the_failure_count() -> None:
+def test_a_reply_showing_progress_resets_the_failure_count_and_clears_the_last_error() -> None:
     q, _ = _send_all(dq.rebuild(_cluster(), NOW))
     q = _fail(q, 1, random.Random(0))
     q, _ = _send_all(q, NOW + 10**6)
-    q = _ack(q, 1, in_progress=True, now=NOW + 10**6)
+    q = _ack(q, 1, in_progress=True, now=NOW + 10**6, progress=dq.Progress(0, 3, 9))
+    pb = q.topics[T].pending[1]
+    assert (pb.failures, pb.last_error, pb.waiting_since_ms) == (0, None, NOW + 10**6)
+
+
+def _poll(
+    q: dq.DisablementQueue, now: int, rng: random.Random, *, progress: dq.Progress | None, error: str | None = None
+) -> dq.DisablementQueue:
+    """Send what is due to broker 1 at ``now`` and answer it: IN_PROGRESS with ``progress``, or ``error``."""
+    q, sends = _send_all(q, now)
+    assert 1 in sends
+    return dq.on_response(
+        q,
+        T,
+        1,
+        2,
+        ok=error is None,
+        in_progress=error is None,
+        error_code=0 if error is None else KafkaStorageError.code,
+        error_message=error,
+        now_ms=now,
+        rng=rng,
+        repoll_ms=100,
+        progress=progress,
+    )
+
+
+def test_in_progress_without_progress_backs_off_and_keeps_the_failure_count_and_the_last_error() -> None:
+    """The S3 outage seen from the queue: the broker's job fails, is restarted by the next request, and answers
+    IN_PROGRESS with counts that do not move between its failures. Only the first answer (the job started) is
+    progress; every later one waits longer, the error stays, and the stall clock keeps running."""
+    seed = 7
+    rng, expected_rng = random.Random(seed), random.Random(seed)
+    stuck = dq.Progress(partitions_done=0, segments_deleted=4, segments_remaining=12)
+    q = dq.rebuild(_cluster(), NOW)
+    q = _poll(q, NOW, rng, progress=dq.Progress(0, 4, 0))  # first answer: the broker took the job
+    pb = q.topics[T].pending[1]
+    assert (pb.failures, pb.next_attempt_ms) == (0, NOW + 100)
+    now = pb.next_attempt_ms
+    error = "12 object(s) of orders-0 could not be deleted: EndpointConnectionError: ..."
+    for n in range(1, 9):
+        is_error = n % 3 == 2
+        q = _poll(q, now, rng, progress=stuck, error=error if is_error else None)
+        pb = q.topics[T].pending[1]
+        assert pb.failures == n, "no progress: neither reply kind resets the count"
+        assert pb.last_error == (f"KAFKA_STORAGE_ERROR: {error}" if n >= 2 else None), "the error stays"
+        assert pb.waiting_since_ms == NOW, "nor the stall clock"
+        window = backoff_ms(n, expected_rng)
+        assert pb.next_attempt_ms - now == (window if is_error else max(100, window))
+        now = pb.next_attempt_ms
+    assert dq.stalled(q, NOW + 60_000, 60_000) == [(T, 1), (T, 2)]
+    q = _poll(q, now, rng, progress=dq.Progress(0, 5, 11))  # S3 is back: one more segment deleted
+    pb = q.topics[T].pending[1]
+    assert (pb.failures, pb.last_error, pb.next_attempt_ms, pb.waiting_since_ms) == (0, None, now + 100, now)
+
+
+def test_a_broker_that_never_progresses_is_asked_ever_more_rarely_up_to_the_cap() -> None:
+    """Five minutes of a job stuck on S3: with a fixed 100 ms re-poll that is 3,000 requests; with the backoff a
+    few dozen, every wait within the declared cap, so it is still asked regularly."""
+    rng = random.Random(42)
+    stuck = dq.Progress(0, 0, 12)
+    q = _poll(dq.rebuild(_cluster(), NOW), NOW, rng, progress=dq.Progress())
+    now = q.topics[T].pending[1].next_attempt_ms
+    while now < NOW + 300_000:
+        q = _poll(q, now, rng, progress=stuck, error="KAFKA_STORAGE_ERROR: S3 down" if rng.random() < 0.3 else None)
+        pb = q.topics[T].pending[1]
+        assert 0 < pb.next_attempt_ms - now <= 30_000
+        now = pb.next_attempt_ms
+    attempts = q.topics[T].pending[1].attempts
+    assert 12 <= attempts <= 60, attempts
+
+
+def test_progress_is_counted_against_the_most_work_reported_not_the_last_reply() -> None:
+    """A job restarted after a failure reports again from where it starts: only counts beyond the most seen are
+    progress. The remaining count alone is not (it grows as partitions are planned)."""
+    rng = random.Random(0)
+    q = _poll(dq.rebuild(_cluster(), NOW), NOW, rng, progress=dq.Progress(1, 10, 5))
+    now = NOW + 100
+    q = _poll(q, now, rng, progress=dq.Progress(0, 10, 3), error="KAFKA_STORAGE_ERROR: S3 down")
+    assert q.topics[T].pending[1].progress == dq.Progress(1, 10, 3)
+    for counts in (dq.Progress(0, 10, 0), dq.Progress(1, 10, 2), dq.Progress(1, 9, 1)):
+        now = q.topics[T].pending[1].next_attempt_ms
+        before = q.topics[T].pending[1].failures
+        q = _poll(q, now, rng, progress=counts)
+        assert q.topics[T].pending[1].failures == before + 1, counts
+    now = q.topics[T].pending[1].next_attempt_ms
+    q = _poll(q, now, rng, progress=dq.Progress(1, 11, 0))
     assert q.topics[T].pending[1].failures == 0
+    now = q.topics[T].pending[1].next_attempt_ms
+    q = _poll(q, now, rng, progress=dq.Progress(2, 11, 0))
+    assert q.topics[T].pending[1].failures == 0, "a partition done is progress too"
+    q, _ = _send_all(q, q.topics[T].pending[1].next_attempt_ms)
+    assert _ack(q, 1, in_progress=True).topics[T].pending[1].failures == 1, "a reply without counts shows none"
+
+
+def test_a_new_incarnation_forgets_the_progress_mark() -> None:
+    image = _cluster()
+    q = _poll(dq.rebuild(image, NOW), NOW, random.Random(0), progress=dq.Progress(1, 10, 0))
+    assert q.topics[T].pending[1].progress == dq.Progress(1, 10, 0)
+    q = dq.on_image(q, _apply(image, _register(1, 11)), NOW + 1)
+    assert q.topics[T].pending[1].progress is None
+    q = _poll(q, NOW + 1, random.Random(0), progress=dq.Progress(0, 0, 4))
+    assert q.topics[T].pending[1].failures == 0, "a new process counts from zero: its first answer is progress"
 
 
 def test_a_request_with_no_reply_times_out_into_a_backoff() -> None:
@@ -354,7 +455,7 @@ def test_stalled_reports_brokers_without_progress_for_the_threshold() -> None:
     q, _ = _send_all(dq.rebuild(_cluster(), NOW))
     assert dq.stalled(q, NOW + 59_999, 60_000) == []
     assert sorted(dq.stalled(q, NOW + 60_000, 60_000)) == [(T, 1), (T, 2)]
-    q = _ack(q, 1, in_progress=True, now=NOW + 30_000)
+    q = _ack(q, 1, in_progress=True, now=NOW + 30_000, progress=dq.Progress(0, 1, 4))
     assert dq.stalled(q, NOW + 60_000, 60_000) == [(T, 2)]
     q = _fail(q, 2, random.Random(0), NOW + 60_000)
     assert dq.stalled(q, NOW + 60_000, 60_000) == [(T, 2)], "failures are not progress"

@@ -1,0 +1,144 @@
+"""The broker's DisableRemoteTopic handler: failures are answered with their cause, and never acknowledged.
+
+A real SQLite store, real segment files and moto's S3 server (through the broker harness); the handler's jobs are
+collected instead of run on its pool, so each test runs them when it chooses and reads every answer in between.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import botocore.exceptions as bce
+import pytest
+
+from orchestrator.broker.disable_handler import DisableRemoteTopicHandler, DisableStatus
+from orchestrator.errors import KafkaStorageError
+from orchestrator.ids import Uuid
+from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
+from orchestrator.metadata.sqlite import SqliteMetadataStore
+from remote_storage.keys import topic_prefix
+from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
+
+pytestmark = pytest.mark.integration
+
+
+class Env:
+    def __init__(self, writer: ControllerWriter, broker: BrokerUnderTest, s3: Any, bucket: str) -> None:
+        self.writer, self.broker, self.s3, self.bucket = writer, broker, s3, bucket
+        self.jobs: list[Callable[[], None]] = []
+        self.handler = DisableRemoteTopicHandler(
+            broker_id=broker.broker_id,
+            store=broker.store,
+            rlm=broker.rlm,
+            logs=broker.logs,
+            refresh_image=broker.follower.refresh,
+            now_ms=broker.now_ms,
+            run_in_background=self.jobs.append,
+            data_dir=broker.data_dir,
+        )
+
+    def ask(self, tid: Uuid) -> dict[str, Any]:
+        """One DisableRemoteTopic for the topic's current epoch, as the controller sends it."""
+        epoch = self.broker.follower.refresh().topics[tid].tiered_epoch
+        body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": epoch, "controller_epoch": self.writer.epoch}
+        return dict(self.handler.handle(body))  # type: ignore[arg-type]
+
+    def run_jobs(self) -> None:
+        while self.jobs:
+            self.jobs.pop(0)()
+
+    def objects(self, tid: Uuid, name: str = "orders") -> list[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=topic_prefix("tiered/", name, tid)
+        )
+        return [o["Key"] for p in pages for o in p.get("Contents", [])]
+
+
+@pytest.fixture
+def env(tmp_path, s3_client, bucket) -> Iterator[Env]:  # type: ignore[no-untyped-def]
+    store_path = tmp_path / "metadata.db"
+    writer_store = SqliteMetadataStore(store_path)
+    broker = BrokerUnderTest(
+        broker_id=1, data_dir=tmp_path / "broker-1", store_path=store_path, s3_client=s3_client, bucket=bucket
+    )
+    try:
+        yield Env(ControllerWriter(writer_store), broker, s3_client, bucket)
+    finally:
+        broker.close()
+        writer_store.close()
+
+
+def _tiered(env: Env, name: str, partitions: int, *, produced_to: range | None = None) -> Uuid:
+    tid = env.writer.create_topic(name, partitions=partitions)
+    for p in produced_to if produced_to is not None else range(partitions):
+        env.broker.produce(tid, 60, partition=p)
+        assert env.broker.tier(tid, p) > 0
+        env.broker.trim_local(tid, p)
+    return tid
+
+
+def test_a_failed_job_is_answered_with_its_storage_error_and_cause_then_restarted_where_it_stopped(env: Env) -> None:
+    tid = _tiered(env, "orders", 2)
+    env.broker.rlmm.refresh()
+    per_partition = {p: len(env.broker.rlmm.segments(tid, p)) for p in (0, 1)}
+    s3_down_for_partition_1 = [True]
+
+    def outage(request: Any, **_: Any) -> None:  # S3 refuses connections for partition 1's DeleteObjects
+        if s3_down_for_partition_1[0] and f"-{tid}/1/".encode() in request.body:
+            raise bce.EndpointConnectionError(endpoint_url=request.url)
+
+    env.s3.meta.events.register("before-send.s3.DeleteObjects", outage)
+    env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+
+    started = env.ask(tid)
+    assert (started["error_code"], started["status"]) == (0, DisableStatus.IN_PROGRESS)
+    env.run_jobs()  # partition 0 is deleted, partition 1 fails after the S3 retries
+
+    failed = env.ask(tid)
+    assert failed["error_code"] == KafkaStorageError.code, failed
+    message = failed["error_message"]
+    assert "orders-1" in message and env.bucket in message, message
+    assert "EndpointConnectionError: Could not connect to the endpoint URL" in message, "the cause, class and text"
+    assert failed["segments_deleted"] == per_partition[0] and failed["tiered_epoch"] == 2
+    assert len(env.jobs) == 1, "the request that found the failure restarted the job"
+
+    restarted = env.ask(tid)
+    assert (restarted["error_code"], restarted["status"]) == (0, DisableStatus.IN_PROGRESS)
+    assert restarted["segments_deleted"] == per_partition[0], "the restarted job counts on from the failed one"
+    assert env.ask(tid) == restarted, "a job in progress is reported, not started again"
+    assert len(env.jobs) == 1
+
+    s3_down_for_partition_1[0] = False
+    env.run_jobs()
+    done = env.ask(tid)
+    assert (done["error_code"], done["status"]) == (0, DisableStatus.DONE)
+    assert done["segments_deleted"] == sum(per_partition.values()) and done["partitions_done"] == 2
+    assert env.objects(tid) == []
+    env.broker.rlmm.refresh()
+    assert {s.state for s in env.broker.rlmm.segments(tid)} == {SegmentState.DELETE_SEGMENT_FINISHED}
+    assert env.jobs == [] and env.ask(tid) == done
+
+
+@pytest.mark.parametrize("policy", [DisablePolicy.DELETE, DisablePolicy.RETAIN])
+def test_a_led_partition_whose_log_is_not_open_is_never_acknowledged(env: Env, policy: DisablePolicy) -> None:
+    tid = _tiered(env, "orders", 2, produced_to=range(1))  # partition 1's log was never opened on this broker
+    before = env.objects(tid)
+    env.writer.set_state(tid, TieredState.DISABLING, policy)
+
+    refused = env.ask(tid)
+    assert refused["error_code"] == KafkaStorageError.code, refused
+    message = refused["error_message"]
+    assert "orders-1" in message and str(env.broker.data_dir / "orders-1") in message and "does not exist" in message
+    assert f"the {policy.name.lower()} policy cannot be applied" in message
+    assert env.jobs == [] and env.objects(tid) == before, "nothing was started: no partition is half done"
+
+    (env.broker.data_dir / "orders-1").mkdir(parents=True)
+    assert "exists but could not be opened" in env.ask(tid)["error_message"]
+
+    env.broker.log(tid, 1)  # the log opens (the disk is back)
+    env.ask(tid)
+    env.run_jobs()
+    done = env.ask(tid)
+    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, DisableStatus.DONE, 2)
+    assert (env.objects(tid) == []) == (policy == DisablePolicy.DELETE)
