@@ -538,7 +538,12 @@ def down(directory: Path, *, purge: bool = False, timeout_s: float = 20.0) -> St
     ``up`` on the same directory resumes the cluster. With ``purge`` every file of the cluster is deleted too
     (objects in an external bucket are not)."""
     directory = directory.resolve()
-    state = LocalClusterState.load_if_present(directory)
+    try:
+        state = LocalClusterState.load_if_present(directory)
+    except LocalClusterError:
+        if not purge:
+            raise
+        state = None  # an unreadable record names no process to stop: purge deletes the files
     if state is None:
         if purge:
             return Stopped([], str(directory), purged=True, deleted=_purge(directory), resumable=False)

@@ -19,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import signal
@@ -27,6 +28,8 @@ import threading
 from pathlib import Path
 
 import structlog
+from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.s3.models import s3_backends
 from moto.server import ThreadedMotoServer
 
 from orchestrator.local import s3_snapshot
@@ -43,6 +46,13 @@ def _publish(ready_file: Path, port: int) -> None:
     tmp = ready_file.with_name(ready_file.name + ".tmp")
     tmp.write_text(json.dumps({"port": port, "pid": os.getpid()}))
     tmp.replace(ready_file)
+
+
+def _set_last_modified(bucket: str, key: str, when: datetime.datetime) -> None:
+    """Give a restored object its recorded time. S3 has no call for it, so this reaches into the moto server
+    running in this process (its S3 backend keeps naive UTC datetimes)."""
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+    backend.buckets[bucket].keys[key].last_modified = when.astimezone(datetime.UTC).replace(tzinfo=None)
 
 
 def serve(*, host: str, port: int, ready_file: Path, snapshot_dir: Path | None) -> int:
@@ -71,7 +81,7 @@ def serve(*, host: str, port: int, ready_file: Path, snapshot_dir: Path | None) 
     status = 0
     try:
         if snapshot_dir is not None:
-            restored = s3_snapshot.restore(snapshot_dir, client)
+            restored = s3_snapshot.restore(snapshot_dir, client, set_last_modified=_set_last_modified)
             s3_snapshot.mark_running(snapshot_dir)
             log.info("s3.restored", objects=restored, snapshot_dir=str(snapshot_dir))
         _publish(ready_file, bound_port)

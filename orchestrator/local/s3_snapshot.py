@@ -14,12 +14,15 @@ Invariants:
   restores an older snapshot in its place (that would serve a bucket that silently lacks objects).
 * A snapshot is complete before ``state.json`` names it (written to its own directory first, then the state file
   is replaced atomically); older snapshots are removed only after that.
+* An object comes back with its bytes, tags, content type, user metadata and last-modified time (the server
+  process sets the time: S3 has no call for it), so what a scan recorded still matches after a restart.
 * Only objects and buckets are kept: bucket configuration (versioning, lifecycle, inventory configurations) and
   in-progress multipart uploads are not.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -78,8 +81,15 @@ def mark_running(directory: Path) -> None:
     _write_state(directory, running=True, snapshot=current.snapshot, objects=current.objects)
 
 
-def restore(directory: Path, client: S3Client, *, on_object: Callable[[int], None] = lambda _n: None) -> int:
-    """Put every bucket and object of the last clean snapshot into the (empty) server ``client`` talks to."""
+def restore(
+    directory: Path,
+    client: S3Client,
+    *,
+    set_last_modified: Callable[[str, str, datetime.datetime], None] | None = None,
+    on_object: Callable[[int], None] = lambda _n: None,
+) -> int:
+    """Put every bucket and object of the last clean snapshot into the (empty) server ``client`` talks to;
+    ``set_last_modified(bucket, key, when)`` gives each object back its recorded time (UTC)."""
     state = status(directory)
     if state.status is not SnapshotStatus.STOPPED or state.snapshot is None:
         return 0
@@ -95,6 +105,9 @@ def restore(directory: Path, client: S3Client, *, on_object: Callable[[int], Non
             extra["Tagging"] = urllib.parse.urlencode(sorted(entry["tags"].items()))
         with (snap / "objects" / entry["file"]).open("rb") as body:
             client.put_object(Bucket=entry["bucket"], Key=entry["key"], Body=body, **extra)
+        if set_last_modified is not None and entry.get("last_modified_ms") is not None:
+            when = datetime.datetime.fromtimestamp(entry["last_modified_ms"] / 1000, tz=datetime.UTC)
+            set_last_modified(entry["bucket"], entry["key"], when)
         on_object(n)
     return len(manifest["objects"])
 
@@ -131,6 +144,7 @@ def write(directory: Path, client: S3Client) -> int:
                         "content_type": resp.get("ContentType"),
                         "metadata": resp.get("Metadata", {}),
                         "tags": {t["Key"]: t["Value"] for t in tags},
+                        "last_modified_ms": round(item["LastModified"].timestamp() * 1000),
                     }
                 )
     with (snap / "manifest.json").open("w") as out:

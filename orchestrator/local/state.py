@@ -52,9 +52,15 @@ class LocalClusterState:
             raise LocalClusterError(
                 f"no local cluster in {directory} (no {STATE_FILE}); start one with 'tieredctl cluster up'"
             )
-        doc = json.loads(path.read_text())
-        procs = [ProcessInfo(**p) for p in doc.pop("processes")]
-        return cls(**doc, processes=procs)
+        try:
+            doc = json.loads(path.read_text())
+            procs = [ProcessInfo(**p) for p in doc.pop("processes")]
+            return cls(**doc, processes=procs)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise LocalClusterError(
+                f"{path} cannot be read as a local cluster's record ({type(exc).__name__}: {exc}); stop its processes "
+                f"by hand if any run, then 'tieredctl cluster down --purge --dir {directory}' deletes the cluster"
+            ) from exc
 
     @classmethod
     def load_if_present(cls, directory: Path) -> LocalClusterState | None:
