@@ -1,13 +1,15 @@
-"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, delete, controller, scan."""
+"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, snapshots, delete, controller,
+scan."""
 
 from __future__ import annotations
 
 import sys
 
-from bench import controller, delete_policy, metadata_log, scan
+from bench import controller, delete_policy, metadata_log, scan, snapshots
 
 SECTIONS = {
     "metadata": metadata_log.run,
+    "snapshots": snapshots.run,
     "delete": delete_policy.run,
     "controller": controller.run,
     "scan": scan.run,

@@ -47,6 +47,21 @@ class PendingBroker:
 
 
 @dataclass(frozen=True)
+class OwedPartition:
+    """A partition of a delete-policy topic whose remote segments are not all deleted in the RLMM yet."""
+
+    partition: int
+    leader: int  # -1: no live leader
+    assigned_broker: int  # who deletes them: the leader, or the live broker a leaderless partition was given; -1 none
+    segments_remaining: int
+    bytes_remaining: int
+
+    @property
+    def leaderless(self) -> bool:
+        return self.leader < 0 or self.leader != self.assigned_broker
+
+
+@dataclass(frozen=True)
 class TieringStatus:
     topic: str
     topic_id: Uuid
@@ -58,6 +73,7 @@ class TieringStatus:
     acknowledged_brokers: int = 0
     segments_deleted: int = 0
     segments_remaining: int = 0
+    owed_partitions: tuple[OwedPartition, ...] = ()  # delete policy: partitions whose remote data is still owed
 
     @property
     def required_brokers(self) -> int:
@@ -77,6 +93,50 @@ class TieringStatus:
             "segments_deleted": self.segments_deleted,
             "segments_remaining": self.segments_remaining,
             "pending_brokers": pending_brokers,
+            "owed_partitions": [{**asdict(o), "leaderless": o.leaderless} for o in self.owed_partitions],
+        }
+
+
+@dataclass(frozen=True)
+class DeletingBroker:
+    """A broker deleting partitions of a deleted topic's remote data."""
+
+    broker_id: int
+    partitions: tuple[int, ...]
+    attempts: int
+    last_error: str | None
+    next_attempt_ms: int  # -1 while a request to it is in flight
+
+
+@dataclass(frozen=True)
+class RemoteDeletionStatus:
+    """A deleted topic whose remote data is still being deleted (KIP-405 partition deletion)."""
+
+    topic: str
+    topic_id: Uuid
+    partitions_remaining: tuple[int, ...]
+    segments_remaining: int
+    bytes_remaining: int
+    brokers: tuple[DeletingBroker, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        """An entry of ``tiering status --output json`` beside the topics': state DELETED, its brokers as pending."""
+        return {
+            "topic": self.topic,
+            "topic_id": str(self.topic_id),
+            "state": "DELETED",
+            "tiered_epoch": None,
+            "policy": None,
+            "pending_brokers": [
+                {"broker_id": b.broker_id, "attempts": b.attempts, "last_error": b.last_error, "fenced": False}
+                for b in self.brokers
+            ],
+            "remote_deletion": {
+                "partitions_remaining": list(self.partitions_remaining),
+                "segments_remaining": self.segments_remaining,
+                "bytes_remaining": self.bytes_remaining,
+                "brokers": [asdict(b) for b in self.brokers],
+            },
         }
 
 
@@ -237,9 +297,43 @@ class TieredClient:
                 acknowledged_brokers=t["acknowledged_brokers"],
                 segments_deleted=t["segments_deleted"],
                 segments_remaining=t["segments_remaining"],
+                owed_partitions=tuple(
+                    OwedPartition(
+                        partition=o["partition_id"],
+                        leader=o["leader"],
+                        assigned_broker=o["assigned_broker"],
+                        segments_remaining=o["segments_remaining"],
+                        bytes_remaining=o["bytes_remaining"],
+                    )
+                    for o in t.get("owed_partitions") or ()
+                ),
             )
             out.append(status)
         return out
+
+    async def remote_deletions(self, names: Sequence[str] | None = None) -> list[RemoteDeletionStatus]:
+        """Deleted topics (named ``names``, if given) whose remote data is still being deleted."""
+        body: m.DescribeTieredStateRequest = {"topics": None if names is None else list(names)}
+        resp = await self.admin.call(
+            ApiKey.DESCRIBE_TIERED_STATE, (0, 0), body, m.DescribeTieredStateResponse, idempotent=True
+        )
+        check(resp["error_code"], None, "describing tiered state")
+        return [
+            RemoteDeletionStatus(
+                topic=d["name"],
+                topic_id=d["topic_id"],
+                partitions_remaining=tuple(d["partitions_remaining"]),
+                segments_remaining=d["segments_remaining"],
+                bytes_remaining=d["bytes_remaining"],
+                brokers=tuple(
+                    DeletingBroker(
+                        b["broker_id"], tuple(b["partitions"]), b["attempts"], b["last_error"], b["next_attempt_ms"]
+                    )
+                    for b in d["brokers"]
+                ),
+            )
+            for d in resp.get("deleting_topics") or ()
+        ]
 
     async def disable_tiering(self, name: str, policy: str = "retain") -> None:
         await self.alter_configs(name, {"remote.storage.enable": "false", "remote.log.disable.policy": policy})

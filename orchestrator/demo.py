@@ -5,10 +5,12 @@ process) under ``./var/demo``; every step prints the ``tieredctl`` command that 
 
 cluster up -> create ``orders``, ``payments`` and ``clicks`` with tiering on -> produce -> wait until segments are
 tiered -> disable ``orders`` with delete and ``payments`` with retain -> status and what the bucket holds -> consume
-``payments`` from the beginning (read back from S3) -> re-enable ``payments`` and show its epochs -> leave orphans the
-way real clusters do (delete the tiered topic ``clicks``, whose remote segments no broker deletes; an upload whose
-metadata was never recorded) -> build an inventory of the bucket -> run the Spark scan and print reclaimable bytes
-and anomalies per topic, with the HTML report's path -> cluster down. The cluster is always stopped at the end, also
+``payments`` from the beginning (read back from S3) -> re-enable ``payments`` and show its epochs -> delete the
+tiered topic ``clicks`` and wait until its remote data is deleted too (KIP-405) -> leave orphans the way real
+clusters do, written by hand (an upload whose metadata was never recorded; a zombie upload that landed under
+``clicks``' id after its deletion, from a broker that died before cleaning it up; objects of a topic id no metadata
+knows) -> build an inventory of the bucket -> run the Spark scan and print reclaimable bytes and anomalies per
+topic, with the HTML report's path -> cluster down. The cluster is always stopped at the end, also
 on failure or Ctrl-C.
 """
 
@@ -23,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.rule import Rule
 from rich.table import Table
 
 from orchestrator.client import TieredClient
@@ -39,10 +42,26 @@ from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.report import render_text
 from remote_storage.scan.run import export_store, scan
 
-console = Console()
-DEMO_DIR = Path("var/demo")
+UNWRAPPED_WIDTH = 100_000  # off a terminal: wider than any table; text is not wrapped at all (soft_wrap)
+RULE_WIDTH = 100  # the demo's title and last line off a terminal
+
+
+def _console() -> Console:
+    """rich's own console on a terminal; elsewhere (``make demo | tee``, a test) one that wraps nothing, where rich
+    would assume 80 columns and break a printed command or path mid-word."""
+    on_terminal = Console()
+    return on_terminal if on_terminal.is_terminal else Console(width=UNWRAPPED_WIDTH, soft_wrap=True)
+
+
+console = _console()
+DEMO_DIR = Path("var/demo")  # relative to the working directory (under `make demo`, the repository)
 TOPICS = ("orders", "payments", "clicks")
 TOPIC_CONFIGS = {"remote.storage.enable": "true", "local.retention.ms": "0", "segment.bytes": "16384"}
+
+
+def rule(title: str) -> None:
+    """A titled horizontal line across the terminal, or of RULE_WIDTH columns elsewhere."""
+    console.print(Rule(title), width=console.width if console.is_terminal else RULE_WIDTH)
 
 
 def step(title: str, command: str) -> None:
@@ -84,6 +103,7 @@ async def until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: floa
 
 
 async def story(state: LocalClusterState) -> None:
+    topic_ids: dict[str, Uuid] = {}
     async with TieredClient(state.bootstrap_server, timeout_s=30) as c:
         for name in TOPICS:
             step(
@@ -91,6 +111,7 @@ async def story(state: LocalClusterState) -> None:
                 f"topic create {name} --partitions 2 --config remote.storage.enable=true",
             )
             tid = await c.create_topic(name, partitions=2, configs=TOPIC_CONFIGS)
+            topic_ids[name] = tid
             console.print(f"  topic id {tid}")
         step("produce 2,000 records to each", "topic produce orders --records 2000 --record-size 200")
         for name in TOPICS:
@@ -151,13 +172,30 @@ async def story(state: LocalClusterState) -> None:
         await until(f"segments tagged with tiered epoch {st.tiered_epoch}", new_epoch_tiered, 30)
         console.print(bucket_table(state, "objects by tiered epoch: old segments keep epoch 1, new ones carry the new"))
 
-        step("delete the tiered topic clicks: its remote segments stay in the bucket", "topic delete clicks")
+        step("delete the tiered topic clicks: its remote data is deleted too (KIP-405)", "topic delete clicks")
         await c.delete_topic("clicks")
+        clicks_prefix = f"{state.prefix}clicks-{topic_ids['clicks']}/"
+
+        async def clicks_remote_data_gone() -> bool:
+            deleting = await c.remote_deletions(["clicks"])
+            return not deleting and not any(True for _ in rsm.list_objects(clicks_prefix))
+
+        await until("the deleted topic's remote data to be deleted", clicks_remote_data_gone, 120)
+        console.print("  every partition of clicks is DELETE_PARTITION_FINISHED and none of its objects is left")
         payments_id = (await c.topic("payments"))["topic_id"]
-    # An upload whose metadata was never recorded (a broker that died between the PUT and the RLMM write).
-    lost = SegmentKey("payments", payments_id, 1, 99_000, Uuid.random())
-    rsm.client.put_object(Bucket=state.bucket, Key=build_key(state.prefix, lost, Suffix.LOG), Body=b"\0" * 4096)
-    console.print(f"  and an upload that never finished: {build_key(state.prefix, lost, Suffix.LOG)}")
+    console.print("\n[bold]leave orphans the way real clusters do[/] (written by hand here)")
+    orphans = {
+        # An upload whose metadata was never recorded (a broker that died between the PUT and the RLMM write).
+        "an upload that never finished": SegmentKey("payments", payments_id, 1, 99_000, Uuid.random()),
+        # A zombie upload that landed after clicks' deletion, from a broker that died before removing it.
+        "a zombie upload under the deleted clicks": SegmentKey("clicks", topic_ids["clicks"], 0, 0, Uuid.random()),
+        # Objects of a topic id no metadata knows (another cluster's, or a restore gone wrong).
+        "objects of a topic id nobody knows": SegmentKey("strays", Uuid.random(), 0, 0, Uuid.random()),
+    }
+    for what, lost in orphans.items():
+        key = build_key(state.prefix, lost, Suffix.LOG)
+        rsm.client.put_object(Bucket=state.bucket, Key=key, Body=b"\0" * 4096)
+        console.print(f"  {what}: {key}")
 
 
 def scan_story(state: LocalClusterState) -> None:
@@ -183,12 +221,14 @@ def scan_story(state: LocalClusterState) -> None:
     outcome = scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out, settings=settings, progress=say)
     console.print(render_text(outcome.summary))
     console.print(f"  HTML report with the chart: [bold]{outcome.report}[/]")
-    console.print(f"  reclaim it (dry run first): [dim]$ tieredctl reclaim {out} --older-than 0s[/]")
+    console.print("  reclaim it after the demo (dry run first): start the cluster again, then reclaim")
+    console.print(f"  [dim]$ tieredctl cluster up --dir {DEMO_DIR}[/]")
+    console.print(f"  [dim]$ tieredctl reclaim {out} --cluster-dir {DEMO_DIR} --older-than 0s[/]")
 
 
 def main() -> None:
     configure_logging("cli", level=logging.WARNING)
-    console.rule("[bold]tieredctl demo: KIP-950 tiered storage disablement on a local cluster")
+    rule("[bold]tieredctl demo: KIP-950 tiered storage disablement on a local cluster")
     directory = DEMO_DIR.resolve()
     if LocalClusterState.load_if_present(directory) is not None:
         lc.down(directory, purge=True)
@@ -210,7 +250,7 @@ def main() -> None:
         for p in stopped.processes:
             console.print(f"  stopped {p.role} {p.id} (pid {p.pid})")
         console.print(f"  its data is kept: 'tieredctl cluster up --dir {DEMO_DIR}' resumes it")
-    console.rule("[bold green]demo complete")
+    rule("[bold green]demo complete")
 
 
 if __name__ == "__main__":

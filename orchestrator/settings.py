@@ -1,7 +1,8 @@
 """Process settings: frozen dataclasses in groups, with commented defaults, read from TOML at entry points only.
 
 A settings file has one table for the process (``[broker]`` or ``[controller]``) and one table per group the
-process nests (``[s3]``, ``[tls]``; a controller also ``[membership]``, ``[topic_defaults]``, ``[disablement]``). A
+process nests (``[s3]``, ``[tls]``; a controller also ``[membership]``, ``[topic_defaults]``, ``[disablement]``,
+``[snapshots]``). A
 group is one dataclass, held by the process settings as a field of the same name, and handed whole to the part
 that uses it (the controller core gets ``membership``, ``topic_defaults`` and ``disablement``), never copied field
 by field.
@@ -75,6 +76,23 @@ class DisablementSettings:
 
 
 @dataclass(frozen=True)
+class SnapshotSettings:
+    """When the active controller snapshots its metadata image, and how much of the log the store keeps.
+
+    Every process starts from the latest snapshot and replays only the log after it; saving a snapshot deletes
+    the log's records below the oldest snapshot kept, so the store stays bounded.
+    """
+
+    every_records: int = 20_000  # a snapshot once this many records were appended since the last one (0 = never)
+    every_ms: int = 3_600_000  # ... and one at least this often while records keep arriving (0 = never by time)
+    retained: int = 2  # snapshots kept (>= 1); 2 or more leaves an older one if the newest is ever damaged
+
+    def __post_init__(self) -> None:
+        if self.every_records < 0 or self.every_ms < 0 or self.retained < 1:
+            raise SettingsError(f"[snapshots] every_records and every_ms must be >= 0 and retained >= 1, got {self}")
+
+
+@dataclass(frozen=True)
 class BrokerSettings:
     broker_id: int
     data_dir: str  # partition directories live here
@@ -90,6 +108,9 @@ class BrokerSettings:
     tiering_interval_ms: int = 500  # how often copy, local retention and remote expiry run
     segment_bytes: int = 64 * 1024  # segment.bytes default for partitions of this broker
     segment_ms: int = 10_000  # segment.ms default
+    # A partition directory the image no longer has (its topic deleted, or deleted and re-created under the same
+    # name) is moved to data_dir/stale/ at once and deleted this long after; -1 keeps them until the operator does.
+    stale_dir_retention_ms: int = 24 * 3600 * 1000
     # Registration and heartbeats: one the controller does not answer this soon goes to the next controller of
     # ``controllers``. Keep lease_ttl_ms + this below the controllers' session_timeout_ms, so a frozen controller's
     # brokers reach its successor before it fences them (defaults: 3 s + 2 s < 6 s).
@@ -109,6 +130,7 @@ class ControllerSettings:
     membership: BrokerMembership = field(default_factory=BrokerMembership)
     topic_defaults: TopicDefaults = field(default_factory=TopicDefaults)
     disablement: DisablementSettings = field(default_factory=DisablementSettings)
+    snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
 
 

@@ -14,8 +14,9 @@ Invariants:
   (:mod:`orchestrator.metadata.topic_configs`: ``retention.ms`` 7 days, ``retention.bytes`` -1 (unbounded),
   ``local.retention.ms`` -2 (inherit), as in Kafka); a config value that
   is not an integer is exported as the default and logged (``metadata_export.bad_config``), never dropped silently.
-* The deleted topics are read from the same log prefix as the image (up to the image's offset), so the two sets
-  are disjoint and consistent with each other. Segments are written in batches: memory is flat in their number.
+* The deleted topics and the tiered-state history come from the same image as the live topics (which keeps them
+  even once the log's old records were deleted behind a snapshot), so the sets are disjoint and consistent.
+  Segments are written in batches: memory is flat in their number.
 * Files are written to a temporary name and renamed, so a present file is a complete one.
 """
 
@@ -32,7 +33,8 @@ import structlog
 from orchestrator.errors import ScanInputError
 from orchestrator.ids import Uuid
 from orchestrator.metadata.follower import MetadataFollower
-from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState
+from orchestrator.metadata.image import MetadataImage
+from orchestrator.metadata.records import DisablePolicy, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metadata.topic_configs import default_int, int_value
@@ -84,39 +86,22 @@ class ExportResult:
 @dataclass(frozen=True, slots=True)
 class LogHistory:
     deleted: list[ExportedTopic]  # removed topic ids, as they were when removed
-    epochs: list[tuple[Uuid, int, TieredState]]  # every (topic id, tiered epoch, state) recorded, in log order
+    epochs: list[tuple[Uuid, int, TieredState]]  # every (topic id, tiered epoch, state) recorded, per topic in order
 
 
-def log_history(store: MetadataStore, *, up_to_offset: int) -> LogHistory:
-    """One pass over the metadata log up to ``up_to_offset``: deleted topic ids and the tiered-state history."""
-    names: dict[Uuid, str] = {}
-    tiered: dict[Uuid, tuple[int, TieredState, DisablePolicy]] = {}
-    configs: dict[str, dict[str, str]] = {}
-    history = LogHistory([], [])
-    if up_to_offset < 0:
-        return history
-    for entry in store.read(from_offset=0, limit=up_to_offset + 1):
-        rec = entry.record
-        f = rec.fields
-        if rec.name == "TopicRecord":
-            names[f["topic_id"]] = f["name"]
-            configs.pop(f["name"], None)
-        elif rec.name == "TieredStateRecord":
-            state = TieredState(f["tiered_state"])
-            tiered[f["topic_id"]] = (f["tiered_epoch"], state, DisablePolicy(f["policy"]))
-            history.epochs.append((f["topic_id"], f["tiered_epoch"], state))
-        elif rec.name == "ConfigRecord" and f["resource_type"] == ConfigResourceType.TOPIC:
-            kv = configs.setdefault(f["resource_name"], {})
-            if f["value"] is None:
-                kv.pop(f["name"], None)
-            else:
-                kv[f["name"]] = f["value"]
-        elif rec.name == "RemoveTopicRecord":
-            tid = f["topic_id"]
-            name = names.pop(tid, "")
-            epoch, state, policy = tiered.pop(tid, (0, TieredState.NOT_TIERED, DisablePolicy.NONE))
-            history.deleted.append(ExportedTopic(tid, name, state, epoch, policy, configs.pop(name, {}), deleted=True))
-    return history
+def log_history(image: MetadataImage) -> LogHistory:
+    """The deleted topic ids and the tiered-state history the image keeps (it outlives the log's records, which are
+    deleted behind snapshots: see :mod:`orchestrator.metadata.image`)."""
+    deleted = [
+        ExportedTopic(r.topic_id, r.name, r.tiered_state, r.tiered_epoch, r.policy, r.configs, deleted=True)
+        for r in image.removed_topics.values()
+    ]
+    epochs = [
+        (tid, change.tiered_epoch, change.tiered_state)
+        for tid, changes in image.tiered_history.items()
+        for change in changes
+    ]
+    return LogHistory(deleted, epochs)
 
 
 def _config_int(topic: ExportedTopic, key: str) -> int:
@@ -205,7 +190,7 @@ def export_metadata(
         ExportedTopic(t.topic_id, t.name, t.tiered_state, t.tiered_epoch, t.policy, image.topic_configs(t.name), False)
         for t in image.topics.values()
     ]
-    history = log_history(store, up_to_offset=image.offset)
+    history = log_history(image)
     gone = history.deleted
     topics = sorted(live + gone, key=lambda t: (t.name, str(t.topic_id)))
     manager = rlmm or RemoteLogMetadataManager(store)

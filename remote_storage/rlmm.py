@@ -11,6 +11,13 @@ This manager tails the store from the last offset it folded, so every process (s
 controller, the scan's export) sees the same states without re-reading the whole RLMM. States only move forward:
 STARTED -> FINISHED -> DELETE_STARTED -> DELETE_FINISHED; an update that would move a segment backwards is
 refused before it is written.
+
+Partition deletion (KIP-405, a deleted topic's remote data): RemotePartitionDeleteMetadataRecord moves a
+partition DELETE_PARTITION_MARKED -> STARTED -> FINISHED, never back. Once a partition is marked, this manager
+refuses every copy record of it (COPY_SEGMENT_STARTED or FINISHED: StaleTieredEpoch, nothing written), in addition
+to the store's fence, which refuses copy records of a topic id the metadata log no longer has (the controller
+removes the topic before it marks the partitions). So a copy in flight when its topic is deleted cannot land; the
+copier deletes what it uploaded (``orchestrator/broker/remote_log_manager.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from orchestrator.errors import InvalidRequest
+from orchestrator.errors import InvalidRequest, StaleTieredEpoch
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord, PartitionDeleteState, SegmentState, make_record
 from orchestrator.metadata.store import MetadataStore
@@ -54,9 +61,34 @@ class RemoteSegment:
         return SegmentKey(self.topic, self.topic_id, self.partition, self.start_offset, self.segment_id)
 
     @property
+    def deleted(self) -> bool:
+        return self.state == SegmentState.DELETE_SEGMENT_FINISHED
+
+    @property
     def live(self) -> bool:
         """Copied and not being deleted: readable, counted against retention."""
         return self.state == SegmentState.COPY_SEGMENT_FINISHED
+
+
+@dataclass(frozen=True, slots=True)
+class RemotePartition:
+    """What the RLMM knows of one partition's remote data: its partition-delete state (None: never marked) and its
+    segments not DELETE_SEGMENT_FINISHED."""
+
+    topic: str
+    topic_id: Uuid
+    partition: int
+    delete_state: PartitionDeleteState | None
+    segments_left: int
+    bytes_left: int
+
+
+_COPY_STATES = frozenset({SegmentState.COPY_SEGMENT_STARTED, SegmentState.COPY_SEGMENT_FINISHED})
+_PARTITION_ORDER = {
+    PartitionDeleteState.DELETE_PARTITION_MARKED: 0,
+    PartitionDeleteState.DELETE_PARTITION_STARTED: 1,
+    PartitionDeleteState.DELETE_PARTITION_FINISHED: 2,
+}
 
 
 def _segment_id_fields(seg: RemoteSegment) -> dict[str, object]:
@@ -101,6 +133,8 @@ class RemoteLogMetadataManager:
         self._segments: dict[Uuid, RemoteSegment] = {}
         self._by_partition: dict[tuple[Uuid, int], dict[Uuid, RemoteSegment]] = {}
         self._partition_deletes: dict[tuple[Uuid, int], PartitionDeleteState] = {}
+        self._partitions_of: dict[Uuid, set[int]] = {}  # topic id -> partitions with segments or a delete state
+        self._topic_names: dict[Uuid, str] = {}
 
     # -- folding ----------------------------------------------------------------------------------------------
 
@@ -113,6 +147,8 @@ class RemoteLogMetadataManager:
 
     def _put(self, seg: RemoteSegment) -> None:
         self._segments[seg.segment_id] = seg
+        self._partitions_of.setdefault(seg.topic_id, set()).add(seg.partition)
+        self._topic_names.setdefault(seg.topic_id, seg.topic)
         self._by_partition.setdefault((seg.topic_id, seg.partition), {})[seg.segment_id] = seg
 
     def _fold(self, record: MetadataRecord) -> None:
@@ -149,9 +185,13 @@ class RemoteLogMetadataManager:
                 )
         elif record.name == "RemotePartitionDeleteMetadataRecord":
             tp = f["topic_id_partition"]
-            self._partition_deletes[(tp["id"], tp["partition"])] = PartitionDeleteState(
-                f["remote_partition_delete_state"]
-            )
+            key = (tp["id"], tp["partition"])
+            state = PartitionDeleteState(f["remote_partition_delete_state"])
+            current = self._partition_deletes.get(key)
+            if current is None or _PARTITION_ORDER[state] > _PARTITION_ORDER[current]:  # never back (replays too)
+                self._partition_deletes[key] = state
+            self._partitions_of.setdefault(tp["id"], set()).add(tp["partition"])
+            self._topic_names.setdefault(tp["id"], tp["name"])
 
     # -- writing ----------------------------------------------------------------------------------------------
 
@@ -161,7 +201,10 @@ class RemoteLogMetadataManager:
         self.refresh()
 
     def copy_started(self, seg: RemoteSegment, *, now_ms: int) -> RemoteSegment:
-        """Record a copy about to start; refused (StaleTieredEpoch) unless the topic is ENABLED at its epoch."""
+        """Record a copy about to start; refused (StaleTieredEpoch) unless the topic is ENABLED at its epoch and the
+        partition is not marked for deletion."""
+        self.refresh()
+        self._check_not_deleting(seg, SegmentState.COPY_SEGMENT_STARTED)
         self._append([copy_started_record(seg, now_ms=now_ms)], now_ms=now_ms)
         return self._segments[seg.segment_id]
 
@@ -175,6 +218,8 @@ class RemoteLogMetadataManager:
             current = self._segments.get(seg.segment_id)
             if current is None:
                 raise InvalidRequest(f"unknown remote segment {seg.segment_id}")
+            if state in _COPY_STATES:
+                self._check_not_deleting(current, state)
             if _ORDER[current.state] > _ORDER[state]:
                 raise InvalidRequest(
                     f"segment {seg.segment_id} is {current.state.name}; cannot go back to {state.name}"
@@ -183,17 +228,51 @@ class RemoteLogMetadataManager:
                 records.append(update_record(current, state, broker_id=broker_id, now_ms=now_ms))
         self._append(records, now_ms=now_ms)
 
+    def _check_not_deleting(self, seg: RemoteSegment, state: SegmentState) -> None:
+        """The zombie-upload fence: no copy record for a partition whose remote data is marked for deletion."""
+        with self._lock:
+            deleting = self._partition_deletes.get((seg.topic_id, seg.partition))
+        if deleting is not None:
+            raise StaleTieredEpoch(
+                f"{state.name} for segment {seg.segment_id} of {seg.topic}-{seg.partition} (topic {seg.topic_id}) "
+                f"refused: the partition's remote data is {deleting.name} (its topic was deleted)"
+            )
+
     def mark_partition_delete(
         self, topic: str, topic_id: Uuid, partition: int, state: PartitionDeleteState, *, broker_id: int, now_ms: int
     ) -> None:
-        rec = make_record(
-            "RemotePartitionDeleteMetadataRecord",
-            topic_id_partition={"name": topic, "id": topic_id, "partition": partition},
-            broker_id=broker_id,
-            event_timestamp_ms=now_ms,
-            remote_partition_delete_state=int(state),
-        )
-        self._append([rec], now_ms=now_ms)
+        """One partition's deletion state; a partition already there (or further) is skipped."""
+        self.mark_partitions_delete(topic, topic_id, [partition], state, broker_id=broker_id, now_ms=now_ms)
+
+    def mark_partitions_delete(
+        self,
+        topic: str,
+        topic_id: Uuid,
+        partitions: Iterable[int],
+        state: PartitionDeleteState,
+        *,
+        broker_id: int,
+        now_ms: int,
+    ) -> None:
+        """Move these partitions to ``state`` in one atomic append; partitions already there or further are
+        skipped (a partition's deletion state never goes back)."""
+        self.refresh()
+        records = []
+        for partition in sorted(set(partitions)):
+            with self._lock:
+                current = self._partition_deletes.get((topic_id, partition))
+            if current is not None and _PARTITION_ORDER[current] >= _PARTITION_ORDER[state]:
+                continue
+            records.append(
+                make_record(
+                    "RemotePartitionDeleteMetadataRecord",
+                    topic_id_partition={"name": topic, "id": topic_id, "partition": partition},
+                    broker_id=broker_id,
+                    event_timestamp_ms=now_ms,
+                    remote_partition_delete_state=int(state),
+                )
+            )
+        self._append(records, now_ms=now_ms)
 
     # -- reading ----------------------------------------------------------------------------------------------
 
@@ -226,3 +305,39 @@ class RemoteLogMetadataManager:
     def partition_delete_state(self, topic_id: Uuid, partition: int) -> PartitionDeleteState | None:
         with self._lock:
             return self._partition_deletes.get((topic_id, partition))
+
+    def topic_ids(self) -> set[Uuid]:
+        """Every topic id the RLMM has a segment or a partition-delete state of."""
+        with self._lock:
+            return set(self._partitions_of)
+
+    def topic_name(self, topic_id: Uuid) -> str | None:
+        with self._lock:
+            return self._topic_names.get(topic_id)
+
+    def deletion_finished(self, topic_id: Uuid) -> bool:
+        """Whether every partition of ``topic_id`` the RLMM knows is DELETE_PARTITION_FINISHED (cheap: no segment is
+        read). False for a topic id the RLMM does not know."""
+        finished = PartitionDeleteState.DELETE_PARTITION_FINISHED
+        with self._lock:
+            partitions = self._partitions_of.get(topic_id) or set()
+            return bool(partitions) and all(self._partition_deletes.get((topic_id, p)) == finished for p in partitions)
+
+    def remote_partitions(self, topic_id: Uuid) -> list[RemotePartition]:
+        """Each partition of ``topic_id`` the RLMM knows (a segment or a delete state), by id."""
+        with self._lock:
+            name = self._topic_names.get(topic_id, "")
+            out = []
+            for p in sorted(self._partitions_of.get(topic_id) or ()):
+                left = [s for s in self._by_partition.get((topic_id, p), {}).values() if not s.deleted]
+                out.append(
+                    RemotePartition(
+                        name,
+                        topic_id,
+                        p,
+                        self._partition_deletes.get((topic_id, p)),
+                        len(left),
+                        sum(s.size_bytes for s in left),
+                    )
+                )
+            return out

@@ -3,11 +3,22 @@
 It registers with the active controller (broker id, a fresh incarnation id per process start) and heart-beats;
 tails the metadata log from the shared store into its image; hosts its partitions' local logs; runs the
 RemoteLogManager's copy, local retention and remote expiry for the partitions it leads; and serves, over the
-Kafka protocol, DisableRemoteTopic (10950) plus our data-plane TieredProduce (10952) and TieredFetch (10953).
+Kafka protocol, DisableRemoteTopic (10950), DeleteRemotePartitions (10954: a deleted topic's remote data) plus our
+data-plane TieredProduce (10952) and TieredFetch (10953).
 
-Startup reconciliation (KIP-516/KIP-631): before serving, every partition directory under ``data_dir`` is
-checked against the replayed metadata; a directory whose topic id no longer exists, or whose name now belongs
-to another topic id, is stale: it is moved to ``data_dir/stale/`` (kept for the operator, never served).
+Partition directories follow the image (KIP-516/KIP-631; :mod:`orchestrator.broker.partition_dirs`): a
+directory whose topic id no longer exists, or whose name now belongs to another topic id, is stale: its log is
+closed and it is moved to ``data_dir/stale/`` (never served), and removed ``stale_dir_retention_ms`` later (24 h
+by default; the metadata loop looks at most once a minute). This happens before serving (start-up) and while
+running, as soon as the image says so: the metadata round reconciles whenever the image's set of topic ids
+changed, and a request that finds its partition's directory held by a deleted topic id of the same name
+(deleted and re-created since the last round) reconciles at once instead of refusing with INCONSISTENT_TOPIC_ID.
+
+Open logs: ``self.logs`` is shared with the RemoteLogManager and the DisableRemoteTopic handler. Every append,
+read and tiering pass runs under ``_log_lock``, and every open under ``_open_lock``; a log is closed and dropped
+only under both, so closing never races an append, a fetch or a tiering pass. A log is opened only for a topic id
+the newest image still has, so a request or loop holding an older image cannot re-create a retired topic's
+directory: a request for a deleted topic id gets UNKNOWN_TOPIC_ID.
 
 Requests are fenced: DisableRemoteTopic with a broker epoch other than this process's current one was meant for
 another incarnation and is refused with STALE_BROKER_EPOCH; the handler itself fences controller and tiered
@@ -40,8 +51,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 import os
-import shutil
 import signal
 import threading
 import time
@@ -52,9 +63,17 @@ from typing import Any, TypeVar, cast
 import structlog
 
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
-from orchestrator.broker.local_log import LogConfig, PartitionLog, read_partition_metadata
+from orchestrator.broker.local_log import LogConfig, PartitionLog
+from orchestrator.broker.partition_dirs import (
+    PartitionKey,
+    partition_dir_name,
+    remove_expired_stale_dirs,
+    retire_stale_partitions,
+)
 from orchestrator.broker.remote_log_manager import RemoteLogManager
+from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.errors import (
+    InconsistentTopicId,
     KafkaStorageError,
     NotLeaderOrFollower,
     StaleBrokerEpoch,
@@ -85,17 +104,24 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# How often the metadata loop looks for moved-aside directories past their retention (a listing of data_dir/stale/).
+STALE_DIR_CHECK_INTERVAL_S = 60.0
+
+
 # The responses this broker serves; each carries error_code and error_message.
-_Response = TypeVar("_Response", m.DisableRemoteTopicResponse, m.TieredProduceResponse, m.TieredFetchResponse)
+_Response = TypeVar(
+    "_Response",
+    m.DisableRemoteTopicResponse,
+    m.DeleteRemotePartitionsResponse,
+    m.TieredProduceResponse,
+    m.TieredFetchResponse,
+)
 
 
 def _error_body(exc: TieredError, response: type[_Response]) -> _Response:
     """What a request answers for ``exc``: its Kafka code (a storage failure is KAFKA_STORAGE_ERROR)."""
     wire = as_wire_error(exc)
     return response(error_code=wire.code, error_message=wire.message)
-
-
-PartitionKey = tuple[Uuid, int]
 
 
 class BrokerAgent:
@@ -105,10 +131,12 @@ class BrokerAgent:
         *,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock_ms: Callable[[], int] = now_ms,
     ) -> None:
         self.settings = settings
         self._sleep = sleep
-        self._clock = clock  # seconds, for the backoff of partitions whose work failed
+        self._clock = clock  # seconds: the backoff of partitions whose work failed, when to look at stale/ again
+        self._wall_clock_ms = wall_clock_ms  # when a directory was moved aside, and how long ago (across restarts)
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1
         self.store = SqliteMetadataStore(settings.metadata_store)
@@ -135,6 +163,13 @@ class BrokerAgent:
             now_ms=now_ms,
             data_dir=self.data_dir,
         )
+        self.remote_delete_handler = DeleteRemotePartitionsHandler(
+            broker_id=settings.broker_id,
+            store=self.store,
+            rlm=self.rlm,
+            refresh_image=self.follower.refresh,
+            now_ms=now_ms,
+        )
         self.server: KafkaServer | None = None
         self.port = settings.port
         self._stopping = asyncio.Event()
@@ -142,6 +177,8 @@ class BrokerAgent:
         self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
         self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff()
         self._tiering_retry: RetryBackoff[PartitionKey] = RetryBackoff()
+        self._reconciled_topic_ids: frozenset[Uuid] | None = None  # the image's topic ids at the last reconciliation
+        self._next_stale_dir_check = -math.inf  # self._clock() time; the first metadata round looks
         self.crashed_loop: str | None = None  # set when a loop ended while the broker ran: main() exits nonzero
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -157,6 +194,7 @@ class BrokerAgent:
             port=self.settings.port,
             handlers={
                 ApiKey.DISABLE_REMOTE_TOPIC: self._on_disable,
+                ApiKey.DELETE_REMOTE_PARTITIONS: self._on_delete_remote_partitions,
                 ApiKey.TIERED_PRODUCE: self._on_produce,
                 ApiKey.TIERED_FETCH: self._on_fetch,
             },
@@ -220,24 +258,35 @@ class BrokerAgent:
             tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "broker_id": self.settings.broker_id}))
             tmp.replace(self.settings.ready_file)
 
-    # -- startup reconciliation -------------------------------------------------------------------------------
+    # -- partition directories that follow the image ----------------------------------------------------------
 
     def reconcile_partition_dirs(self, image: MetadataImage) -> list[Path]:
-        """Move stale partition directories aside; return them."""
-        stale: list[Path] = []
-        for d in sorted(p for p in self.data_dir.iterdir() if p.is_dir() and p.name != "stale"):
-            meta = d / "partition.metadata"
-            topic_id = read_partition_metadata(meta) if meta.exists() else None
-            topic = image.topics.get(topic_id) if topic_id is not None else None
-            name, _, part = d.name.rpartition("-")
-            if topic is not None and topic.name == name and part.isdigit() and int(part) in topic.partitions:
-                continue
-            target = self.data_dir / "stale" / f"{d.name}.{topic_id or 'unknown'}.{now_ms()}"
-            target.parent.mkdir(exist_ok=True)
-            shutil.move(str(d), target)
-            stale.append(target)
-            log.warning("broker.stale_partition_dir", directory=d.name, topic_id=str(topic_id), moved_to=str(target))
-        return stale
+        """Close the logs and move aside the directories of partitions the image no longer has; return where the
+        directories went. The caller holds ``_log_lock`` (or nothing runs yet: start-up)."""
+        with self._open_lock:  # no log is opened meanwhile, so every log open now was opened with an older image
+            newest = self.follower.image
+            if newest.offset > image.offset:
+                image = newest  # an older image would condemn a partition created since, whose log may be open
+            moved = retire_stale_partitions(self.data_dir, image, self.logs, now_ms=self._wall_clock_ms())
+            self._reconciled_topic_ids = frozenset(image.topics)
+        return moved
+
+    async def _reconcile_if_topics_changed(self, image: MetadataImage) -> None:
+        """Reconcile when a topic was created or deleted since the last time (a cheap check every round)."""
+        if frozenset(image.topics) == self._reconciled_topic_ids:
+            return
+        async with self._log_lock:
+            await asyncio.to_thread(self.reconcile_partition_dirs, image)
+
+    async def _remove_expired_stale_dirs(self) -> None:
+        """Delete directories moved aside ``stale_dir_retention_ms`` ago or more; look at most once a minute."""
+        retention_ms = self.settings.stale_dir_retention_ms
+        now = self._clock()
+        if retention_ms < 0 or now < self._next_stale_dir_check:
+            return
+        self._next_stale_dir_check = now + STALE_DIR_CHECK_INTERVAL_S
+        remove = functools.partial(remove_expired_stale_dirs, self.data_dir, retention_ms=retention_ms)
+        await asyncio.to_thread(remove, now_ms=self._wall_clock_ms())
 
     # -- loops ------------------------------------------------------------------------------------------------
 
@@ -300,9 +349,16 @@ class BrokerAgent:
             await asyncio.sleep(interval)
 
     async def _metadata_round(self) -> None:
-        """Catch the image up with the metadata log, then open the log of every hosted partition not open yet."""
+        """Catch the image up with the metadata log; retire the partitions it no longer has (closing their logs,
+        moving their directories aside); open the log of every hosted partition not open yet; remove moved-aside
+        directories past their retention. A directory that cannot be moved fails the round (logged and retried by
+        the supervisor) but not the opening of the other partitions' logs."""
         image = await asyncio.to_thread(self.follower.refresh)
-        await self._open_hosted_logs(image)
+        try:
+            await self._reconcile_if_topics_changed(image)
+        finally:
+            await self._open_hosted_logs(image)
+        await self._remove_expired_stale_dirs()
 
     async def _open_hosted_logs(self, image: MetadataImage) -> None:
         not_open = [
@@ -313,21 +369,29 @@ class BrokerAgent:
         ]
         self._open_retry.forget_all_but(not_open)  # e.g. a log that a produce opened meanwhile
         for key in not_open:
-            open_log = functools.partial(asyncio.to_thread, self._open_log, image, *key)
+            open_log = functools.partial(asyncio.to_thread, self._open_hosted_log, image, *key)
             await self._partition_work("metadata", self._open_retry, key, open_log)
+
+    def _open_hosted_log(self, image: MetadataImage, topic_id: Uuid, partition: int) -> None:
+        try:
+            self._open_log(image, topic_id, partition)
+        except UnknownTopicId:
+            return  # deleted since this round's image was read: nothing to open, nothing failed
 
     def _open_log(self, image: MetadataImage, topic_id: Uuid, partition: int) -> PartitionLog:
         key = (topic_id, partition)
         with self._open_lock:  # two PartitionLogs of one directory would hand out the same offsets twice
             plog = self.logs.get(key)
             if plog is None:
+                if topic_id not in self.follower.image.topics:  # retired while the caller held an older image
+                    raise UnknownTopicId(f"topic id {topic_id} was deleted")
                 topic = image.topics[topic_id]
                 configs = image.topic_configs(topic.name)
                 log_config = LogConfig(
                     segment_bytes=int(configs.get("segment.bytes", self.settings.segment_bytes)),
                     segment_ms=int(configs.get("segment.ms", self.settings.segment_ms)),
                 )
-                directory = self.data_dir / f"{topic.name}-{partition}"
+                directory = self.data_dir / partition_dir_name(topic.name, partition)
                 plog = PartitionLog(directory, topic_id=topic_id, config=log_config, clock=now_ms)
                 self.logs[key] = plog
         return plog
@@ -351,6 +415,8 @@ class BrokerAgent:
 
     async def _tiering_pass(self, topic_id: Uuid, partition: int) -> None:
         async with self._log_lock:
+            if (topic_id, partition) not in self.logs:
+                return  # closed since the round began: its topic was deleted
             await asyncio.to_thread(self.rlm.tiering_pass, topic_id, partition)
 
     async def _partition_work(
@@ -386,7 +452,17 @@ class BrokerAgent:
             return _error_body(stale, m.DisableRemoteTopicResponse)
         return await asyncio.to_thread(self.disable_handler.handle, body)
 
+    async def _on_delete_remote_partitions(self, request: Request) -> m.DeleteRemotePartitionsResponse:
+        body = cast(m.DeleteRemotePartitionsRequest, request.body)
+        if body["broker_epoch"] >= 0 and body["broker_epoch"] != self.broker_epoch:
+            stale = StaleBrokerEpoch(
+                f"request for broker epoch {body['broker_epoch']}; this incarnation has {self.broker_epoch}"
+            )
+            return _error_body(stale, m.DeleteRemotePartitionsResponse)
+        return await asyncio.to_thread(self.remote_delete_handler.handle, body)
+
     def _leader_log(self, topic_id: Uuid, partition: int) -> PartitionLog:
+        """The open log of a partition this broker leads. The caller holds ``_log_lock``."""
         image = self.follower.image
         topic = image.topics.get(topic_id)
         if (
@@ -400,7 +476,13 @@ class BrokerAgent:
             raise UnknownTopicId(f"no partition {partition} of topic id {topic_id}")
         if topic.partitions[partition].leader != self.settings.broker_id:
             raise NotLeaderOrFollower(f"broker {self.settings.broker_id} does not lead {topic.name}-{partition}")
-        return self._open_log(image, topic_id, partition)
+        try:
+            return self._open_log(image, topic_id, partition)
+        except InconsistentTopicId:
+            # The directory still holds a deleted topic id of the same name (deleted and re-created since the
+            # metadata round last reconciled): move it aside now rather than refuse until the round does.
+            self.reconcile_partition_dirs(image)
+            return self._open_log(image, topic_id, partition)
 
     async def _on_produce(self, request: Request) -> m.TieredProduceResponse:
         body = cast(m.TieredProduceRequest, request.body)
@@ -426,13 +508,13 @@ class BrokerAgent:
         body = cast(m.TieredFetchRequest, request.body)
         bounds: m.TieredFetchResponse = {}
         try:
-            plog = await asyncio.to_thread(self._leader_log, body["topic_id"], body["partition"])
-            bounds = {
-                "log_start_offset": plog.log_start_offset,
-                "local_log_start_offset": plog.local_log_start_offset,
-                "log_end_offset": plog.log_end_offset,
-            }
-            async with self._log_lock:
+            async with self._log_lock:  # the log cannot be closed (its topic deleted) between finding and reading it
+                plog = await asyncio.to_thread(self._leader_log, body["topic_id"], body["partition"])
+                bounds = {
+                    "log_start_offset": plog.log_start_offset,
+                    "local_log_start_offset": plog.local_log_start_offset,
+                    "log_end_offset": plog.log_end_offset,
+                }
                 topic_id, partition, offset = body["topic_id"], body["partition"], body["fetch_offset"]
                 max_bytes = max(1, body["max_bytes"])
                 records = await asyncio.to_thread(self.rlm.fetch, topic_id, partition, offset, max_bytes=max_bytes)

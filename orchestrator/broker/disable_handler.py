@@ -10,9 +10,15 @@ Fencing, checked in this order, each refusal changing nothing:
 Work: one job per (topic id, tiered epoch), run in the background so the controller's request never waits on S3:
 ``stop_partitions`` (no copy below the epoch, in-flight copies finished or cleaned), then, for the delete policy,
 on each partition this broker leads: the log start offset moves to the local log start offset and every remote
-segment of the topic id is deleted (journaled, resumable). The response says DONE or IN_PROGRESS with progress
-counts. A re-delivered request (a retry, or a new controller after failover) finds the job and reports it, so
-nothing is done twice (DESIGN §4 invariant 7).
+segment of the partition is deleted (journaled, resumable); and on each partition the request assigns it
+(``assigned_partitions``: the controller gives every partition with no live leader to a live broker, see
+``controller/queue.py``): every remote segment of the partition is deleted from what the RLMM knows alone, with no
+local log and no log start offset to move, fenced by the tiered epoch exactly as led partitions are (the checks
+above). Assignments are ignored under retain. The response says DONE or IN_PROGRESS with progress counts. A
+re-delivered request (a retry, or a new controller after failover) finds the job and reports it, so nothing is done
+twice (DESIGN §4 invariant 7); a finished delete job is started again if the request names a partition it did not
+cover, or if the RLMM still holds a segment of a partition it covered that is not deleted (the controller's
+backstop asks again when it sees one: the answer "done" must mean the remote data is gone).
 
 Failures are answered, never swallowed: the request that finds its job failed gets that failure (its Kafka code,
 KAFKA_STORAGE_ERROR for a storage failure, and a message with the cause: the S3 error's class and text, the
@@ -29,7 +35,6 @@ until every led partition's log is open.
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -39,6 +44,7 @@ from pathlib import Path
 
 import structlog
 
+from orchestrator.broker.jobs import start_job
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.errors import (
@@ -52,7 +58,7 @@ from orchestrator.errors import (
 )
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
-from orchestrator.metadata.records import DisablePolicy, TieredState
+from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.protocol import messages as m
 from policies.disable import plan_delete
@@ -82,16 +88,7 @@ class _Job:
     segments_remaining: int = 0
     done: bool = False
     error: KafkaError | None = None
-    covered: frozenset[int] = frozenset()  # the partitions this job applies the policy to
-
-
-# Jobs run on a small shared pool: a bulk disable of thousands of topics queues its jobs here, never one thread
-# per request. Four workers keep S3 deletes of several topics overlapping without flooding the bucket.
-_JOBS = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="disable-remote-topic")
-
-
-def _start_job(fn: Callable[[], None]) -> None:
-    _JOBS.submit(fn)
+    covered: frozenset[int] = frozenset()  # the partitions this job applies the policy to (led and assigned)
 
 
 class DisableRemoteTopicHandler:
@@ -104,7 +101,7 @@ class DisableRemoteTopicHandler:
         logs: Mapping[tuple[Uuid, int], PartitionLog],
         refresh_image: Callable[[], MetadataImage],
         now_ms: Callable[[], int],
-        run_in_background: Callable[[Callable[[], None]], None] = _start_job,
+        run_in_background: Callable[[Callable[[], None]], None] = start_job,
         data_dir: Path | None = None,
     ) -> None:
         """``data_dir`` is where the broker keeps its partition directories (``<topic>-<partition>``, Kafka's
@@ -152,18 +149,29 @@ class DisableRemoteTopicHandler:
                 f"at epoch {topic.tiered_epoch}"
             )
         key = (topic_id, tiered_epoch)
-        with self._lock:
-            led = sorted(
-                p.partition_id
-                for p in topic.partitions.values()
-                if p.leader == self.broker_id
-                and body.get("partition_id", ALL_PARTITIONS) in (ALL_PARTITIONS, p.partition_id)
+        wanted = body.get("partition_id", ALL_PARTITIONS)
+        led = sorted(
+            p.partition_id
+            for p in topic.partitions.values()
+            if p.leader == self.broker_id and wanted in (ALL_PARTITIONS, p.partition_id)
+        )
+        assigned: list[int] = []
+        if topic.policy == DisablePolicy.DELETE:
+            named = set(body.get("assigned_partitions") or ())
+            assigned = sorted(
+                p for p in named if p in topic.partitions and p not in led and wanted in (ALL_PARTITIONS, p)
             )
+        with self._lock:
+            finished = self._jobs.get(key)
+        left = self._remote_left(finished) if finished is not None and finished.done and not finished.error else False
+        with self._lock:
             job = self._jobs.get(key)
-            # A new job when there is none, the last one failed, or this broker now leads partitions the finished
-            # job did not cover (a leadership change while DISABLING): the policy must be applied to them too.
-            # Re-applying it to covered partitions is harmless: a plan only holds segments not yet deleted.
-            if job is not None and job.error is None and (not job.done or set(led) <= job.covered):
+            # A new job when there is none, the last one failed, this broker now leads (or is assigned) partitions
+            # the finished job did not cover (a leadership change while DISABLING), or the RLMM still holds remote
+            # data of a covered partition: the policy must be applied to them (again). Re-applying it to covered
+            # partitions is harmless: a plan only holds segments not yet deleted.
+            covered = set(led) | set(assigned)
+            if job is not None and job.error is None and (not job.done or (covered <= job.covered and not left)):
                 return self._response(job)
             self._check_logs_open(topic, led)
             failed = self._response(job) if job is not None and job.error is not None else None
@@ -172,14 +180,21 @@ class DisableRemoteTopicHandler:
                 topic.name,
                 tiered_epoch,
                 topic.policy,
-                partitions_total=len(led),
+                partitions_total=len(led) + len(assigned),
                 segments_deleted=job.segments_deleted if job is not None else 0,
-                covered=frozenset(led),
+                covered=frozenset(covered),
             )
             self._jobs[key] = job
             where = {"topic_id": str(topic_id), "tiered_epoch": tiered_epoch}
             restarted = {"restarted_after": failed.get("error_message")} if failed is not None else {}
-            log.info("disable.started", **where, policy=topic.policy.name, partitions=len(led), **restarted)
+            log.info(
+                "disable.started",
+                **where,
+                policy=topic.policy.name,
+                partitions=len(led),
+                assigned_partitions=assigned,
+                **restarted,
+            )
             # Retain only has to fence the copies. If none is in flight the fence is complete at once (it is set
             # under the lock copies start under), so answer DONE now instead of IN_PROGRESS and a re-poll.
             if topic.policy != DisablePolicy.DELETE and self._rlm.stop_partitions(
@@ -189,7 +204,7 @@ class DisableRemoteTopicHandler:
                 job.done = True
                 log.info("disable.done", **where, segments_deleted=0)
             else:
-                self._run(lambda: self._work(job, led))
+                self._run(lambda: self._work(job, led, assigned))
             # The failure the last job ended with is this request's answer: the controller records it and backs
             # off; the job it just restarted is reported to the next request.
             return failed if failed is not None else self._response(job)
@@ -231,12 +246,24 @@ class DisableRemoteTopicHandler:
             out["error_message"] = job.error.message
         return out
 
-    def _work(self, job: _Job, partitions: list[int]) -> None:
+    def _remote_left(self, job: _Job) -> bool:
+        """Whether the RLMM holds a segment not yet deleted of a partition this delete job covered."""
+        if job.policy != DisablePolicy.DELETE:
+            return False
+        rlmm = self._rlm.rlmm
+        rlmm.refresh()
+        return any(
+            s.state != SegmentState.DELETE_SEGMENT_FINISHED
+            for p in sorted(job.covered)
+            for s in rlmm.segments(job.topic_id, p)
+        )
+
+    def _work(self, job: _Job, partitions: list[int], assigned: list[int]) -> None:
         try:
             if not self._rlm.stop_partitions(job.topic_id, tiered_epoch=job.tiered_epoch):
                 raise KafkaStorageError(f"copies of {job.topic_name} still in flight; will retry")
             if job.policy == DisablePolicy.DELETE:
-                self._apply_delete(job, partitions)
+                self._apply_delete(job, partitions, assigned)
             else:
                 with self._lock:
                     job.partitions_done = len(partitions)
@@ -255,48 +282,58 @@ class DisableRemoteTopicHandler:
             with self._lock:
                 job.error = KafkaStorageError(f"{type(exc).__name__}: {exc}")
 
-    def _apply_delete(self, job: _Job, partitions: list[int]) -> None:
-        rlmm = self._rlm.rlmm
-        rlmm.refresh()
+    def _apply_delete(self, job: _Job, partitions: list[int], assigned: list[int]) -> None:
+        """The delete policy on the led ``partitions`` (log start offset, then remote segments), then on the
+        ``assigned`` leaderless ones (remote segments only)."""
+        self._rlm.rlmm.refresh()
         for partition in partitions:
             plog = self._logs.get((job.topic_id, partition))
             if plog is None:  # checked before the job started; a log is never closed under it, but never skip one
                 raise KafkaStorageError(
                     f"{self._unopened_log(job.topic_name, partition)}: the delete policy cannot be applied"
                 )
-            plan = plan_delete(
-                job.topic_id, rlmm.segments(job.topic_id, partition), {partition: plog.local_log_start_offset}
-            )
+            self._delete_partition(job, partition, plog)
+        for partition in assigned:
+            self._delete_partition(job, partition, None)
+
+    def _delete_partition(self, job: _Job, partition: int, plog: PartitionLog | None) -> None:
+        """Delete every remote segment of ``partition`` not yet deleted; with ``plog`` (a led partition) move its log
+        start offset to the local log start offset first. Without it (an assigned leaderless partition), the RLMM
+        alone says what to delete."""
+        rlmm = self._rlm.rlmm
+        local_starts = {} if plog is None else {partition: plog.local_log_start_offset}
+        plan = plan_delete(job.topic_id, rlmm.segments(job.topic_id, partition), local_starts)
+        with self._lock:
+            job.segments_remaining += plan.segment_count
+            deleted_base, remaining_base = job.segments_deleted, job.segments_remaining
+
+        def progress(
+            done: int, _total: int, deleted_base: int = deleted_base, remaining_base: int = remaining_base
+        ) -> None:
             with self._lock:
-                job.segments_remaining += plan.segment_count
-                deleted_base, remaining_base = job.segments_deleted, job.segments_remaining
+                job.segments_deleted = deleted_base + done
+                job.segments_remaining = remaining_base - done
 
-            def progress(
-                done: int, _total: int, deleted_base: int = deleted_base, remaining_base: int = remaining_base
-            ) -> None:
-                with self._lock:
-                    job.segments_deleted = deleted_base + done
-                    job.segments_remaining = remaining_base - done
+        def advance(_partition: int, offset: int, plog: PartitionLog | None = plog) -> None:
+            assert plog is not None  # a plan moves only the offsets it was given: led partitions' only
+            plog.advance_log_start_offset(offset)
 
-            def advance(_partition: int, offset: int, plog: PartitionLog = plog) -> None:
-                plog.advance_log_start_offset(offset)
-
-            result = execute_delete_plan(
-                plan,
-                rsm=self._rlm.rsm,
-                rlmm=rlmm,
-                broker_id=self.broker_id,
-                now_ms=self._now_ms,
-                advance_log_start=advance,
-                on_progress=progress,
+        result = execute_delete_plan(
+            plan,
+            rsm=self._rlm.rsm,
+            rlmm=rlmm,
+            broker_id=self.broker_id,
+            now_ms=self._now_ms,
+            advance_log_start=advance,
+            on_progress=progress,
+        )
+        if not result.complete:
+            key, cause = next(iter(result.failed_keys.items()))
+            causes = len(set(result.failed_keys.values()))
+            others = f" (and {causes - 1} other cause(s))" if causes > 1 else ""
+            raise KafkaStorageError(
+                f"{len(result.failed_keys)} object(s) of {job.topic_name}-{partition} could not be deleted from "
+                f"bucket {self._rlm.rsm.bucket}: {cause}{others}; e.g. {key}; resumes on the next request"
             )
-            if not result.complete:
-                key, cause = next(iter(result.failed_keys.items()))
-                causes = len(set(result.failed_keys.values()))
-                others = f" (and {causes - 1} other cause(s))" if causes > 1 else ""
-                raise KafkaStorageError(
-                    f"{len(result.failed_keys)} object(s) of {job.topic_name}-{partition} could not be deleted from "
-                    f"bucket {self._rlm.rsm.bucket}: {cause}{others}; e.g. {key}; resumes on the next request"
-                )
-            with self._lock:
-                job.partitions_done += 1
+        with self._lock:
+            job.partitions_done += 1

@@ -5,7 +5,10 @@ RLMM COPY_SEGMENT_STARTED at the topic's current tiered epoch (the store's fence
 upload ``.log``, ``.indexes``, ``.rsm-manifest``, then RLMM COPY_SEGMENT_FINISHED (fenced again). A copy
 refused at start uploads nothing. A copy that fails, or whose finish is refused because the topic was disabled
 meanwhile (a zombie upload), has its objects deleted and its RLMM entry moved to DELETE_SEGMENT_FINISHED, so
-nothing of it stays behind or is ever served (DESIGN §4 invariant 3).
+nothing of it stays behind or is ever served (DESIGN §4 invariant 3). The same holds when the copy's topic is
+deleted meanwhile: its finish is refused (the store's fence: the topic id is gone; the RLMM's: the partition is
+marked for deletion), and if the partition's deletion already deleted the segment (its objects may have been
+uploaded after that), the copier deletes the objects it uploaded itself, with no journal entry left to write.
 
 ``stop_partitions(topic_id, tiered_epoch)`` (KIP-950's RemoteLogManager#stopPartitions): from then on no copy of
 that topic starts below that epoch's successor, and the call returns only when every copy in flight for the
@@ -27,6 +30,7 @@ import structlog
 
 from orchestrator.broker.local_log import PartitionLog, Record, SegmentInfo, collect_records
 from orchestrator.errors import (
+    InvalidRequest,
     KafkaStorageError,
     MissingCredentialsError,
     OffsetOutOfRange,
@@ -40,7 +44,7 @@ from orchestrator.metadata.topic_configs import default_int, int_value
 from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry
 from policies.retention_executor import execute_expiry_plan
 from remote_storage.deletion import DeleteResult, delete_segments
-from remote_storage.keys import Suffix, build_key
+from remote_storage.keys import Suffix, build_key, segment_keys, topic_prefix
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 from remote_storage.s3 import S3RemoteStorage
 
@@ -162,7 +166,14 @@ class RemoteLogManager:
             )
             finished = SegmentState.COPY_SEGMENT_FINISHED
             self.rlmm.transition([remote], finished, broker_id=self.broker_id, now_ms=self._now_ms())
-        except (StaleTieredEpoch, KafkaStorageError, RemoteStorageError, MissingCredentialsError, OSError) as exc:
+        except (
+            StaleTieredEpoch,
+            InvalidRequest,  # the segment was deleted under the copy (it cannot go back to COPY_SEGMENT_FINISHED)
+            KafkaStorageError,
+            RemoteStorageError,
+            MissingCredentialsError,
+            OSError,
+        ) as exc:
             where = {"topic_id": str(topic.topic_id), "partition": partition, "segment_id": str(remote.segment_id)}
             log.warning("rlm.copy_aborted", **where, reason=str(exc))
             self._clean_up(remote)
@@ -173,6 +184,24 @@ class RemoteLogManager:
         return True
 
     def _clean_up(self, remote: RemoteSegment) -> None:
+        self.rlmm.refresh()
+        current = next(
+            (s for s in self.rlmm.segments(remote.topic_id, remote.partition) if s.segment_id == remote.segment_id),
+            None,
+        )
+        if current is not None and current.deleted:
+            # Deleted in the RLMM already (its topic's deletion got there first): only the objects this copy may
+            # have uploaded since are left, and there is no journal entry to write for them.
+            keys = list(segment_keys(self.rsm.prefix, remote.key).values())
+            within = topic_prefix(self.rsm.prefix, remote.topic, remote.topic_id)
+            try:
+                outcome = self.rsm.delete_keys(keys, within_prefix=within)
+            except (RemoteStorageError, MissingCredentialsError) as exc:
+                log.error("rlm.cleanup_incomplete", segment_id=str(remote.segment_id), failed={"*": str(exc)})
+                return
+            if outcome.failed:
+                log.error("rlm.cleanup_incomplete", segment_id=str(remote.segment_id), failed=dict(outcome.failed))
+            return
         result = delete_segments([remote], rsm=self.rsm, rlmm=self.rlmm, broker_id=self.broker_id, now_ms=self._now_ms)
         if not result.complete:
             # The segment stays DELETE_SEGMENT_STARTED in the RLMM; the delete policy or the scan finds it.

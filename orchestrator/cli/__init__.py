@@ -2,6 +2,8 @@
 
 - ``root``: the ``tieredctl`` group (``--output``, ``--bootstrap-server``), the table of nouns loaded lazily, error
   translation and :func:`main`, the console script;
+- ``command``: the click classes of the nouns and their commands, which take the global options after the command
+  as well;
 - ``context``: what every command receives: the output and the way to the cluster;
 - ``output``: one :class:`~orchestrator.cli.output.Output`, rendered as text or as JSON;
 - ``options``: options several commands share, declared once; ``progress``: progress bars; ``bucket``: where the

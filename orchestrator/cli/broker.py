@@ -7,11 +7,12 @@ import click
 
 from orchestrator.broker.agent import main as run_broker
 from orchestrator.cli import options
+from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.output import BrokerRow
 
 
-@click.group()
+@click.group(cls=NounGroup)
 def broker() -> None:
     """Broker agents."""
 

@@ -1,8 +1,13 @@
-"""Where the bucket of tiered storage is, and listing it into an inventory (``inventory build`` and ``scan run``).
+"""Where the bucket of tiered storage is, and listing it into an inventory (``inventory build``, ``scan run`` and
+``reclaim``, all three through :class:`BucketTarget`).
 
-Explicit options win; otherwise the local cluster in ``--cluster-dir`` (when one was started there) supplies the S3
-endpoint, bucket, prefix and metadata store, and for its embedded S3 the key pair that server takes. No bucket from
-either is a usage error (exit status 2), raised only by what lists or reads the bucket itself.
+Explicit options win; ``reclaim`` then takes the bucket and prefix its scan was of; otherwise the local cluster in
+``--cluster-dir`` (when one was started there) supplies the S3 endpoint, bucket and prefix. For its embedded S3 it
+also supplies the key pair that server takes, so these commands need nothing in the environment; any other endpoint
+gets credentials the usual AWS way (environment, profile, instance role), and none at all is MISSING_CREDENTIALS.
+The cluster's metadata store is the default store only for the cluster's own bucket and prefix on its own endpoint:
+re-checking another bucket's objects against it would call that bucket's live segments orphans. No bucket from
+anywhere is a usage error (exit status 2), raised only by what lists or reads the bucket itself.
 """
 
 from __future__ import annotations
@@ -27,18 +32,38 @@ InventoryFormat = Literal["csv", "parquet"]
 
 
 class BucketTarget:
-    """Where the bucket is: explicit options, else the local cluster in --cluster-dir (when one was started)."""
+    """Where the bucket is: explicit options, else the scan's (``scanned``), else the local cluster in --cluster-dir
+    (when one was started there)."""
 
-    def __init__(self, cluster_dir: str, s3_endpoint: str | None, bucket: str | None, prefix: str | None) -> None:
+    def __init__(
+        self,
+        cluster_dir: str,
+        s3_endpoint: str | None,
+        bucket: str | None,
+        prefix: str | None,
+        *,
+        scanned: tuple[str, str] | None = None,
+    ) -> None:
+        """``scanned``: the (bucket, prefix) a scan's output is of, for a command acting on it (``reclaim``)."""
         state = LocalClusterState.load_if_present(Path(cluster_dir))
+        if scanned is not None:
+            bucket = bucket or scanned[0]
+            prefix = prefix if prefix is not None else scanned[1]
         self.cluster_dir = cluster_dir
         self.s3_endpoint = s3_endpoint or (state.s3_endpoint if state else None)
         self.prefix = prefix if prefix is not None else (state.prefix if state else DEFAULT_PREFIX)
-        self.metadata_store = state.metadata_store if state else None
         self._bucket = bucket or (state.bucket if state else None)
-        # The local cluster's embedded S3 takes its own key pair, so it works with nothing set in the environment.
-        on_cluster_s3 = state is not None and self.s3_endpoint == state.s3_endpoint
-        self._credentials = state.s3_credentials if state is not None and on_cluster_s3 else None
+        # The local cluster counts only on its own S3 endpoint: there its embedded S3 takes the cluster's key pair
+        # (nothing needed in the environment), and for its own bucket and prefix its store holds the metadata.
+        local = state if state is not None and self.s3_endpoint == state.s3_endpoint else None
+        self._credentials = local.s3_credentials if local is not None else None
+        own_bucket = local is not None and (local.bucket, local.prefix) == self.location
+        self.metadata_store: Path | None = local.metadata_store if local is not None and own_bucket else None
+
+    @property
+    def location(self) -> tuple[str | None, str]:
+        """(bucket or None, prefix), without raising."""
+        return self._bucket, self.prefix
 
     @property
     def bucket(self) -> str:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import click
 
+from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.options import parse_key_values
 
 
-@click.group()
+@click.group(cls=NounGroup)
 def configs() -> None:
     """Topic configs (IncrementalAlterConfigs / DescribeConfigs)."""
 

@@ -2,12 +2,19 @@
 
 A command sends its requests with ``obj.run(lambda c: c.tiering_status())``: one :class:`TieredClient` session to
 ``--bootstrap-server`` (or ``TIEREDCTL_BOOTSTRAP_SERVER``, or the local cluster in ``./var/cluster``). No cluster to
-talk to is a usage error (exit status 2); an error of ours raised by a request is exit status 1 (see ``root``).
+talk to is a usage error (exit status 2); an error of ours raised by a request is exit status 1 (see ``root``). A
+local cluster whose record is there but whose controllers accept no connection (stopped with ``cluster down``) is a
+LOCAL_CLUSTER_ERROR that says how to start it again, not the client's retries ending in BROKER_NOT_AVAILABLE.
+
+The global options may be given before the command (the root group makes the context from them) and after it
+(each leaf command replaces the values given there: :meth:`Ctx.with_global_options`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,14 +22,28 @@ from typing import Any, TypeVar
 
 import click
 
-from orchestrator.cli.output import Output
+from orchestrator.cli.output import OUTPUT_FORMATS, Output
 from orchestrator.client import TieredClient
+from orchestrator.errors import LocalClusterError
 from orchestrator.local.state import LocalClusterState
+from orchestrator.net.admin import parse_bootstrap
 
 T = TypeVar("T")
 
 DEFAULT_CLUSTER_DIR = Path("./var/cluster")
 """Where ``tieredctl cluster up`` puts a local cluster, and where commands look for one when told nothing."""
+LOCAL_PROBE_TIMEOUT_S = 1.0  # a stopped local cluster refuses at once; a loaded one accepts well within this
+
+
+def _accepts_connections(bootstrap: str) -> bool:
+    """Whether any of the addresses accepts a TCP connection (a frozen process still does: the kernel accepts)."""
+    for host, port in parse_bootstrap(bootstrap):
+        try:
+            with socket.create_connection((host, port), timeout=LOCAL_PROBE_TIMEOUT_S):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 @dataclass(frozen=True)
@@ -32,23 +53,44 @@ class Ctx:
     output: Output
     bootstrap_server: str | None  # --bootstrap-server or TIEREDCTL_BOOTSTRAP_SERVER
 
+    @classmethod
+    def from_global_options(cls, *, output: str = "text", bootstrap_server: str | None = None) -> Ctx:
+        """``output``: a key of :data:`OUTPUT_FORMATS`."""
+        return cls(output=OUTPUT_FORMATS[output](), bootstrap_server=bootstrap_server)
+
+    def with_global_options(self, *, output: str | None = None, bootstrap_server: str | None = None) -> Ctx:
+        """This context with the global options given after the command (None: not given there) replacing these."""
+        changes: dict[str, Any] = {}
+        if output is not None:
+            changes["output"] = OUTPUT_FORMATS[output]()
+        if bootstrap_server is not None:
+            changes["bootstrap_server"] = bootstrap_server
+        return dataclasses.replace(self, **changes)
+
     def bootstrap(self) -> str:
         """--bootstrap-server, TIEREDCTL_BOOTSTRAP_SERVER, or the local cluster in the default directory."""
         if self.bootstrap_server:
             return self.bootstrap_server
         local = LocalClusterState.load_if_present(DEFAULT_CLUSTER_DIR)
         if local is not None:
+            if not _accepts_connections(local.bootstrap_server):
+                raise LocalClusterError(
+                    f"the local cluster in {DEFAULT_CLUSTER_DIR} is not running (nothing answers at "
+                    f"{local.bootstrap_server}): 'tieredctl cluster up' starts it again, 'tieredctl cluster status' "
+                    "shows its processes"
+                )
             return local.bootstrap_server
         raise click.UsageError(
-            "no cluster to talk to: pass --bootstrap-server HOST:PORT, set TIEREDCTL_BOOTSTRAP_SERVER, "
-            "or start a local cluster with 'tieredctl cluster up'"
+            f"no cluster to talk to: no local cluster in {DEFAULT_CLUSTER_DIR} (start one with 'tieredctl cluster "
+            "up'); or pass --bootstrap-server HOST:PORT or set TIEREDCTL_BOOTSTRAP_SERVER"
         )
 
     def run(self, request: Callable[[TieredClient], Coroutine[Any, Any, T]], *, timeout_s: float = 30.0) -> T:
         """Run ``request`` in one client session and return its result."""
+        bootstrap = self.bootstrap()
 
         async def session() -> T:
-            async with TieredClient(self.bootstrap(), timeout_s=timeout_s) as client:
+            async with TieredClient(bootstrap, timeout_s=timeout_s) as client:
                 return await request(client)
 
         return asyncio.run(session())

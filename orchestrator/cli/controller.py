@@ -6,10 +6,11 @@ from __future__ import annotations
 import click
 
 from orchestrator.cli import options
+from orchestrator.cli.command import NounGroup
 from orchestrator.controller.service import main as run_controller
 
 
-@click.group()
+@click.group(cls=NounGroup)
 def controller() -> None:
     """Controller processes."""
 

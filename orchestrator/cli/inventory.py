@@ -7,10 +7,11 @@ import click
 
 from orchestrator.cli import options
 from orchestrator.cli.bucket import BucketTarget, InventoryFormat, list_into_inventory
+from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 
 
-@click.group()
+@click.group(cls=NounGroup)
 def inventory() -> None:
     """Bucket inventories in the AWS S3 Inventory format."""
 

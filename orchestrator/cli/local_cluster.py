@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from orchestrator.cli import options
+from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.local import cluster as local_cluster
 from orchestrator.local.state import DEFAULT_BUCKET
@@ -15,7 +16,7 @@ from orchestrator.local.state import DEFAULT_BUCKET
 cluster_dir_option = options.local_cluster_dir("--dir")
 
 
-@click.group()
+@click.group(cls=NounGroup)
 def cluster() -> None:
     """A local cluster: embedded S3, the SQLite store, controllers and brokers as separate processes."""
 

@@ -1,5 +1,9 @@
 """Options that more than one command takes, each declared once, and the parsers of option values.
 
+The global options (``--output/-o``, ``--bootstrap-server``) are accepted before the command, by the root group,
+and after it, by every leaf command (:class:`orchestrator.cli.command.LeafCommand`), as kubectl and the AWS CLI do:
+one declaration, :func:`global_options`, for both places. A value given after the command wins.
+
 Where two commands differ in a default, a help text or an environment variable, that difference is a parameter of
 the one declaration (e.g. ``cluster up --s3-endpoint`` names another endpoint for a new cluster and reads no
 environment variable; ``scan run --s3-endpoint`` reads ``TIEREDCTL_S3_ENDPOINT``). A bad value is a usage error
@@ -14,13 +18,53 @@ from typing import Any, TypeVar
 
 import click
 
-from orchestrator.cli.context import DEFAULT_CLUSTER_DIR
+from orchestrator.cli.context import DEFAULT_CLUSTER_DIR, Ctx
+from orchestrator.cli.output import OUTPUT_FORMATS
 from orchestrator.durations import parse_duration
 from orchestrator.errors import TieredError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 S3_ENDPOINT_ENV = "TIEREDCTL_S3_ENDPOINT"
+BOOTSTRAP_SERVER_ENV = "TIEREDCTL_BOOTSTRAP_SERVER"
+
+
+def _given_after_the_command(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """A global option given after the command replaces, for this command, the value given before it (or its
+    default): the root group made ``ctx.obj`` from those."""
+    if value is None:
+        return
+    before = ctx.obj if isinstance(ctx.obj, Ctx) else Ctx.from_global_options()
+    ctx.obj = before.with_global_options(**{str(param.name): value})
+
+
+def global_options(*, after_command: bool) -> list[click.Option]:
+    """``--output/-o`` and ``--bootstrap-server``. Before the command (the root group) they carry the defaults
+    (``text``; ``TIEREDCTL_BOOTSTRAP_SERVER``) and reach the root's callback; after it (every leaf command) they
+    have no default, no environment variable and no parameter of the command's own: a value given there replaces
+    the one in the command's context object, so the order of precedence is after > before > environment > default."""
+    output_help = "text for people, or one JSON document on stdout"
+    bootstrap_help = "host:port[,host:port] of the controllers"
+    if not after_command:
+        return [
+            click.Option(
+                ["--output", "-o"],
+                type=click.Choice(list(OUTPUT_FORMATS)),
+                default="text",
+                show_default=True,
+                help=output_help,
+            ),
+            click.Option(["--bootstrap-server"], envvar=BOOTSTRAP_SERVER_ENV, help=bootstrap_help),
+        ]
+
+    def after(flags: list[str], **attrs: Any) -> click.Option:
+        return click.Option(flags, default=None, expose_value=False, callback=_given_after_the_command, **attrs)
+
+    return [
+        after(["--output", "-o"], type=click.Choice(list(OUTPUT_FORMATS)), help=output_help),
+        after(["--bootstrap-server"], help=bootstrap_help),
+    ]
+
 
 config_file = click.option("--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False))
 """``--config FILE``: the TOML settings of a controller or broker process."""
@@ -48,18 +92,28 @@ def metadata_store(*, help: str) -> Callable[[F], F]:
     return click.option("--metadata-store", default=None, type=store, help=help)
 
 
-def bucket_location(fn: F) -> F:
-    """``--bucket``, ``--prefix``, ``--s3-endpoint`` and ``--cluster-dir``: where the bucket of tiered storage is
-    (see :class:`orchestrator.cli.bucket.BucketTarget`), in this order in ``--help``."""
+def _bucket_location(fn: F, *, defaults_from: str) -> F:
     options = [
-        bucket(help="default: the local cluster's bucket"),
-        click.option("--prefix", default=None, help="key prefix of tiered storage (default: the cluster's)"),
+        bucket(help=f"default: {defaults_from} bucket"),
+        click.option("--prefix", default=None, help=f"key prefix of tiered storage (default: {defaults_from})"),
         s3_endpoint(help="MinIO/Ceph/moto URL (default: the local cluster's, else AWS)"),
         local_cluster_dir("--cluster-dir", help="a local cluster to take the defaults from"),
     ]
     for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def bucket_location(fn: F) -> F:
+    """``--bucket``, ``--prefix``, ``--s3-endpoint`` and ``--cluster-dir``: where the bucket of tiered storage is
+    (see :class:`orchestrator.cli.bucket.BucketTarget`), in this order in ``--help``."""
+    return _bucket_location(fn, defaults_from="the local cluster's")
+
+
+def scanned_bucket_location(fn: F) -> F:
+    """:func:`bucket_location` for a command that acts on a scan's output (``reclaim``): the bucket and prefix
+    default to those the scan was of, and the local cluster supplies the rest."""
+    return _bucket_location(fn, defaults_from="the scan's")
 
 
 def parse_duration_ms(_ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:

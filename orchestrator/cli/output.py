@@ -4,7 +4,10 @@ Commands compute and call the output object; the renderer prints. Invariants, ke
 
 - stdout carries only the command's result: lines and tables for people, or with ``--output json`` one JSON
   document (``json.dumps(data, indent=2, default=str)``, never through rich, never wrapped to the terminal width);
-- stderr carries everything else: progress lines and bars (text only), warnings and errors (both formats).
+- stderr carries everything else: progress lines and bars (text only), warnings and errors (both formats);
+- rich wraps text to the terminal's width only on a terminal: on a pipe or a file (where rich would assume 80
+  columns) nothing is wrapped and tables take their natural width (:func:`console`), so that a command line, a path
+  or an id printed for people stays one line that a script or a copy and paste can use.
 
 The reclaim executor appears here for its type only (``TYPE_CHECKING``): this module is loaded by every command,
 and importing it would load boto3 for ``tieredctl topic list`` too.
@@ -23,13 +26,15 @@ import click
 from rich.console import Console, RenderableType
 from rich.table import Table
 
-from orchestrator.client import FetchedRecord, TieringStatus
+from orchestrator.client import FetchedRecord, RemoteDeletionStatus, TieringStatus
 from orchestrator.durations import format_duration
 from orchestrator.local.state import LocalClusterState, Stopped
 
 if TYPE_CHECKING:  # loads boto3: for the type only
     from policies.reclaim_executor import ReclaimResult
 
+UNWRAPPED_WIDTH = 100_000
+"""The width given to rich off a terminal: wider than any table; text is not wrapped at all (``soft_wrap``)."""
 STATE_STYLE = {"ENABLED": "green", "DISABLING": "yellow", "DISABLED": "cyan", "NOT_TIERED": "dim"}
 RECORDS_SHOWN = 20  # records that `topic consume` prints as it reads them (text only)
 
@@ -118,8 +123,11 @@ class Output(ABC):
         """A topic's tiered state after a change (``policy``: the one a disable asked for)."""
 
     @abstractmethod
-    def tiering_status(self, statuses: Sequence[TieringStatus]) -> None:
-        """``tiering status``: state, epoch, policy and pending brokers of each topic."""
+    def tiering_status(
+        self, statuses: Sequence[TieringStatus], *, deletions: Sequence[RemoteDeletionStatus] = ()
+    ) -> None:
+        """``tiering status``: state, epoch, policy and pending brokers of each topic, then the deleted topics whose
+        remote data is still being deleted."""
 
     @abstractmethod
     def tiering_timed_out(self, status: TieringStatus) -> None:
@@ -200,8 +208,10 @@ class JsonOutput(Output):
     def tiering_state(self, status: TieringStatus, *, policy: str | None = None) -> None:
         _dump(status.as_json())
 
-    def tiering_status(self, statuses: Sequence[TieringStatus]) -> None:
-        _dump([s.as_json() for s in statuses])
+    def tiering_status(
+        self, statuses: Sequence[TieringStatus], *, deletions: Sequence[RemoteDeletionStatus] = ()
+    ) -> None:
+        _dump([s.as_json() for s in statuses] + [d.as_json() for d in deletions])
 
     def tiering_timed_out(self, status: TieringStatus) -> None:
         _dump(status.as_json())
@@ -221,8 +231,16 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
+def console(*, stderr: bool = False) -> Console:
+    """A rich console on stdout (or stderr): rich's own on a terminal; elsewhere one that wraps nothing."""
+    on_terminal = Console(stderr=stderr)
+    if on_terminal.is_terminal:
+        return on_terminal
+    return Console(stderr=stderr, width=UNWRAPPED_WIDTH, soft_wrap=True)
+
+
 def _print(renderable: RenderableType) -> None:
-    Console().print(renderable)
+    console().print(renderable)
 
 
 def _state(status: TieringStatus) -> str:
@@ -258,6 +276,45 @@ def _pending_lines(statuses: Sequence[TieringStatus], *, now_ms: int) -> list[st
                 when = f"next attempt in {wait_s:.1f}s" if wait_s else "next attempt due now"
             error = f"; last error: {p.last_error}" if p.last_error else ""
             lines.append(f"{s.topic}: broker {p.broker_id} pending: {tried}, {when}{error}")
+    return lines
+
+
+def _owed_lines(statuses: Sequence[TieringStatus]) -> list[str]:
+    """One line per partition whose remote data is still owed (delete policy): what is left and who deletes it."""
+    lines = []
+    for s in statuses:
+        for o in s.owed_partitions:
+            left = f"{o.segments_remaining} remote segment{'s' if o.segments_remaining != 1 else ''}"
+            left += f" ({o.bytes_remaining} bytes) not deleted"
+            if o.assigned_broker < 0:
+                who = "no live broker to delete them"
+            elif o.leaderless:
+                who = f"no live leader, assigned to broker {o.assigned_broker}"
+            else:
+                who = f"deleted by its leader, broker {o.assigned_broker}"
+            lines.append(f"{s.topic}: partition {o.partition} owes {left}: {who}")
+    return lines
+
+
+def _deletion_lines(deletions: Sequence[RemoteDeletionStatus]) -> list[str]:
+    """One line per deleted topic whose remote data is still being deleted, then one per broker deleting it."""
+    lines = []
+    for d in deletions:
+        partitions = ", ".join(str(p) for p in d.partitions_remaining)
+        left = f"{d.segments_remaining} remote segment{'s' if d.segments_remaining != 1 else ''}"
+        lines.append(
+            f"{d.topic} ({d.topic_id}): DELETED, remote data still being deleted: {left} ({d.bytes_remaining} bytes) "
+            f"of partition(s) {partitions}"
+        )
+        if not d.brokers:
+            lines.append(f"{d.topic} ({d.topic_id}): no live broker to delete it")
+        for b in d.brokers:
+            error = f"; last error: {b.last_error}" if b.last_error else ""
+            assigned = ", ".join(str(p) for p in b.partitions)
+            tried = f"{b.attempts} attempt{'s' if b.attempts != 1 else ''}"
+            lines.append(
+                f"{d.topic} ({d.topic_id}): broker {b.broker_id} deletes partition(s) {assigned}: {tried}{error}"
+            )
     return lines
 
 
@@ -345,14 +402,17 @@ class TextOutput(Output):
         asked = f" (policy {policy})" if policy is not None else ""
         click.echo(f"{status.topic}: {status.state.name} at tiered epoch {status.tiered_epoch}{asked}")
 
-    def tiering_status(self, statuses: Sequence[TieringStatus]) -> None:
-        _print(_tiering_table(statuses) if statuses else "no topics")
-        for line in _pending_lines(statuses, now_ms=_wall_ms()):
+    def tiering_status(
+        self, statuses: Sequence[TieringStatus], *, deletions: Sequence[RemoteDeletionStatus] = ()
+    ) -> None:
+        _print(_tiering_table(statuses) if statuses or not deletions else "no topics")
+        lines = [*_pending_lines(statuses, now_ms=_wall_ms()), *_owed_lines(statuses), *_deletion_lines(deletions)]
+        for line in lines:
             click.echo(line)
 
     def tiering_timed_out(self, status: TieringStatus) -> None:
-        Console(stderr=True).print(_tiering_table([status]))
-        for line in _pending_lines([status], now_ms=_wall_ms()):
+        console(stderr=True).print(_tiering_table([status]))
+        for line in [*_pending_lines([status], now_ms=_wall_ms()), *_owed_lines([status])]:
             click.echo(line, err=True)
 
     def scan_summary(self, summary: Mapping[str, Any], *, report: Path | None, render_text: ScanTextRenderer) -> None:
@@ -365,7 +425,7 @@ class TextOutput(Output):
         click.echo(message, err=True)
 
     def reclaim_result(self, result: ReclaimResult) -> None:
-        out = Console()
+        out = console()
         verb = "planned" if result.executed else "would delete"
         mode = "(executed)" if result.executed else "(dry run)"
         older_than = format_duration(result.older_than_ms)

@@ -5,12 +5,11 @@ A bar is drawn with text output and is disabled (draws nothing) with ``--output 
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.progress import Progress, ProgressColumn
 
-from orchestrator.cli.output import Output
+from orchestrator.cli.output import Output, console
 
 
 def progress_bar(output: Output, *columns: str | ProgressColumn, transient: bool = False) -> Progress:
     """A live bar on stderr with ``columns``; ``transient`` ones are erased when done."""
-    return Progress(*columns, disable=not output.shows_progress, console=Console(stderr=True), transient=transient)
+    return Progress(*columns, disable=not output.shows_progress, console=console(stderr=True), transient=transient)

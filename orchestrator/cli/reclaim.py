@@ -1,8 +1,12 @@
 """``tieredctl reclaim DIR``: delete what a scan found reclaimable, after re-checking every object now.
 
-A dry run unless ``--execute``. Re-check and delete progress is a transient bar on stderr (text only); warnings
-(e.g. no current metadata) come before the result and refusals and failures after it, on stderr. Exit status 1
-when an object could not be re-checked or deleted, or a guard refused the whole run.
+A dry run unless ``--execute``. The bucket and prefix are the scan's; the S3 endpoint, its credentials and the
+metadata store to re-check against come from the local cluster in ``--cluster-dir`` as for ``inventory`` and
+``scan`` (:class:`~orchestrator.cli.bucket.BucketTarget`), explicit options overriding.
+
+Re-check and delete progress is a transient bar on stderr (text only); warnings (e.g. no current metadata) come
+before the result and refusals and failures after it, on stderr. Exit status 1 when an object could not be
+re-checked or deleted, or a guard refused the whole run.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from orchestrator.cli import options
+from orchestrator.cli.bucket import BucketTarget
+from orchestrator.cli.command import LeafCommand
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.progress import progress_bar
 from orchestrator.errors import TieredError
 from policies import reclaim_executor as rx
 from policies.reclaim import reclaim_categories
-from remote_storage.s3 import S3RemoteStorage, make_s3_client
+from remote_storage.s3 import S3RemoteStorage
 
 PHASE_LABELS = {"recheck": "re-checking objects", "delete": "deleting"}
 
@@ -29,7 +35,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-@click.command("reclaim")
+@click.command("reclaim", cls=LeafCommand)
 @click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
 @click.option("--execute", is_flag=True, help="delete; without it this is a dry run that deletes nothing")
 @click.option(
@@ -45,12 +51,11 @@ def _now_ms() -> int:
     metavar="C",
     help="reclaim only this category, repeatable [default: every category reclaim may delete]",
 )
+@options.scanned_bucket_location
 @options.metadata_store(
-    help="the cluster's SQLite metadata store, to re-check against current metadata [default: the scan's "
-    "export, with a warning]"
+    help="the cluster's SQLite metadata store, to re-check against current metadata [default: the local "
+    "cluster's, for its own bucket; else the scan's export, with a warning]"
 )
-@options.s3_endpoint(help="S3 endpoint URL [default: AWS]")
-@options.bucket(help="[default: the scan's source bucket]")
 @click.option(
     "--max-orphan-ratio",
     default=0.5,
@@ -66,9 +71,11 @@ def reclaim(
     execute: bool,
     older_than: int | None,
     categories: tuple[str, ...],
-    metadata_store: Path | None,
-    s3_endpoint: str | None,
     bucket: str | None,
+    prefix: str | None,
+    s3_endpoint: str | None,
+    cluster_dir: str,
+    metadata_store: Path | None,
     max_orphan_ratio: float,
     force: bool,
 ) -> None:
@@ -86,11 +93,11 @@ def reclaim(
         raise click.BadParameter(exc.message, param_hint="--category") from exc
 
     scan_out = rx.ScanOutput.load(directory)
-    metadata = rx.load_current_metadata(
-        store_path=metadata_store, scan_export_dir=scan_out.export_dir, now_ms=_now_ms()
-    )
-    client = make_s3_client(endpoint_url=s3_endpoint)
-    rsm = S3RemoteStorage(client=client, bucket=bucket or scan_out.bucket, prefix=scan_out.prefix)
+    scanned = (scan_out.bucket, scan_out.prefix)
+    target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix, scanned=scanned)
+    store = metadata_store or target.metadata_store
+    metadata = rx.load_current_metadata(store_path=store, scan_export_dir=scan_out.export_dir, now_ms=_now_ms())
+    rsm = S3RemoteStorage(client=target.client(), bucket=target.bucket, prefix=target.prefix)
     reclaim_options = rx.ReclaimOptions(
         execute=execute, older_than_ms=older_than, categories=wanted, max_orphan_ratio=max_orphan_ratio, force=force
     )

@@ -4,6 +4,9 @@ Each noun's commands live in their own module, imported only when that noun runs
 subcommands" pattern, :class:`LazyGroup`): ``tieredctl topic list`` loads neither boto3 nor the scan, and each
 command module imports what it needs at its top. ``tieredctl --help`` loads them all, to list them.
 
+The global options ``--output/-o`` and ``--bootstrap-server`` are accepted here, before the command, and after it
+(see :mod:`orchestrator.cli.command`); a value given after the command wins.
+
 Exit statuses: 0 success; 1 a request failed: any :class:`~orchestrator.errors.TieredError` a command raises
 becomes :class:`RequestFailed`, printed on stderr as ``error: NAME (CODE): message. hint``; 2 a usage error
 (click's own, printed with the usage line); 3 ``scan run`` found anomalies over its threshold.
@@ -21,7 +24,7 @@ import click
 
 from orchestrator import __version__
 from orchestrator.cli.context import Ctx
-from orchestrator.cli.output import OUTPUT_FORMATS
+from orchestrator.cli.options import global_options
 from orchestrator.errors import TieredError
 from orchestrator.logging import configure_logging
 
@@ -85,16 +88,19 @@ class TieredGroup(LazyGroup):
             raise RequestFailed(exc) from exc
 
 
-@click.group(cls=TieredGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="tieredctl")
-@click.option("--output", type=click.Choice(list(OUTPUT_FORMATS)), default="text", show_default=True)
-@click.option(
-    "--bootstrap-server", envvar="TIEREDCTL_BOOTSTRAP_SERVER", help="host:port[,host:port] of the controllers"
+@click.group(
+    cls=TieredGroup,
+    lazy_commands=COMMANDS,
+    params=global_options(after_command=False),
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+@click.version_option(__version__, prog_name="tieredctl")
 @click.pass_context
 def cli(ctx: click.Context, output: str, bootstrap_server: str | None) -> None:
-    """Disable Kafka tiered storage per topic, safely (KIP-950), and reclaim what the bucket still holds."""
-    ctx.obj = Ctx(output=OUTPUT_FORMATS[output](), bootstrap_server=bootstrap_server)
+    """Disable Kafka tiered storage per topic, safely (KIP-950), and reclaim what the bucket still holds.
+
+    --output/-o and --bootstrap-server may also follow the command (a value given there wins)."""
+    ctx.obj = Ctx.from_global_options(output=output, bootstrap_server=bootstrap_server)
 
 
 def main() -> None:

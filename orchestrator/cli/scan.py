@@ -15,6 +15,7 @@ import click
 
 from orchestrator.cli import options
 from orchestrator.cli.bucket import BucketTarget, list_into_inventory
+from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.report import render_text, write_html_report
@@ -25,7 +26,7 @@ from remote_storage.scan.summary import load_summary
 SCAN_INVENTORY_ROWS_PER_FILE = 1_000_000
 
 
-@click.group()
+@click.group(cls=NounGroup)
 def scan() -> None:
     """The Spark scan: reclaimable bytes and anomalies, per object and per topic."""
 
@@ -94,7 +95,10 @@ def scan_run(
     if export_dir is None:
         store = metadata_store or target.metadata_store
         if store is None:
-            raise click.UsageError("pass --export DIR or --metadata-store PATH (no local cluster to take it from)")
+            raise click.UsageError(
+                f"pass --export DIR or --metadata-store PATH (no local cluster in {target.cluster_dir} holds the "
+                "metadata of this bucket)"
+            )
         step(f"exporting the metadata of {store}")
         export_dir = export_store(store, out_dir)
     if inventory_uri is None:

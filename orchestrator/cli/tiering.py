@@ -13,15 +13,16 @@ import time
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
+from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.progress import progress_bar
-from orchestrator.client import TieredClient, TieringStatus
+from orchestrator.client import RemoteDeletionStatus, TieredClient, TieringStatus
 from orchestrator.errors import RequestTimedOut
 
 POLL_INTERVAL_S = 0.25
 
 
-@click.group()
+@click.group(cls=NounGroup)
 def tiering() -> None:
     """KIP-950: disable and re-enable tiered storage per topic, and watch it happen."""
 
@@ -58,6 +59,8 @@ def _progress_extra(st: TieringStatus) -> str:
     """The bar's tail: segments deleted and to go, and the first pending broker's last error, by name."""
     to_go = f", {st.segments_remaining} to go" if st.segments_remaining else ""
     extra = f"segments deleted {st.segments_deleted}" + to_go
+    if st.owed_partitions:
+        extra += f"; remote data owed by {len(st.owed_partitions)} partition(s)"
     for p in st.pending_brokers:
         if p.last_error:
             extra += f"; broker {p.broker_id} retrying: {p.last_error.split(':', 1)[0]}"
@@ -123,5 +126,13 @@ def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float) -> None:
 @click.pass_obj
 def tiering_status(obj: Ctx, name: str | None) -> None:
     """State, tiered epoch, policy, acknowledged brokers, and each pending broker's attempts, next attempt and last
-    error (with its cause) of one or every topic."""
-    obj.output.tiering_status(obj.run(lambda c: c.tiering_status(None if name is None else [name])))
+    error (with its cause) of one or every topic; under the delete policy, each partition whose remote data is still
+    owed, with who deletes it (its leader, or the live broker a leaderless partition is assigned to); and each deleted
+    topic whose remote data is still being deleted (state DELETED), with what is left and which brokers delete it."""
+    names = None if name is None else [name]
+
+    async def both(c: TieredClient) -> tuple[list[TieringStatus], list[RemoteDeletionStatus]]:
+        return await c.tiering_status(names), await c.remote_deletions(names)
+
+    statuses, deletions = obj.run(both)
+    obj.output.tiering_status(statuses, deletions=deletions)

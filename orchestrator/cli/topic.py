@@ -13,6 +13,7 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
+from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.options import parse_key_values
 from orchestrator.cli.output import PartitionRow
@@ -23,7 +24,7 @@ from orchestrator.ids import Uuid
 from orchestrator.protocol import messages as m
 
 
-@click.group()
+@click.group(cls=NounGroup)
 def topic() -> None:
     """Create, inspect, delete topics; produce and consume records."""
 

@@ -27,6 +27,7 @@ from orchestrator.errors import (
     InvalidTopic,
     KafkaError,
     StaleControllerEpoch,
+    TieredError,
     TopicAlreadyExists,
 )
 from orchestrator.ids import ZERO_UUID, Uuid, topic_names_collide, validate_topic_name
@@ -49,16 +50,26 @@ from .responses import (
     topic_config_entry,
 )
 from .state import ControllerState
+from .topic_deletion import RemoteDeletionDriver
 
 log = structlog.get_logger(__name__)
 
 
 class AdminApi:
     def __init__(
-        self, state: ControllerState, driver: DisablementDriver, *, topic_defaults: TopicDefaults, cluster_id: str
+        self,
+        state: ControllerState,
+        driver: DisablementDriver,
+        *,
+        topic_defaults: TopicDefaults,
+        cluster_id: str,
+        remote_deletion: RemoteDeletionDriver | None = None,
     ) -> None:
+        """``remote_deletion`` marks a deleted topic's remote data for deletion (none: nothing is marked here; a
+        controller's sync still marks it)."""
         self._state = state
         self._driver = driver
+        self._remote_deletion = remote_deletion
         self._topic_defaults = topic_defaults
         self._cluster_id = cluster_id
         self._placement_cursor = state.rng.randrange(1 << 16)
@@ -174,6 +185,7 @@ class AdminApi:
                     raise InvalidRequest(f"topic {key} appears more than once in the request")
                 topic = tiering.topic_for(state.image, name=name, topic_id=topic_id)
                 state.append([make_record("RemoveTopicRecord", topic_id=topic.topic_id)])
+                self._mark_remote_data_deleted(topic)
                 result.update({"name": topic.name, "topic_id": topic.topic_id, "error_code": 0})
                 log.info(
                     "topic.deleted",
@@ -188,6 +200,18 @@ class AdminApi:
                 result.update({"error_code": exc.code, "error_message": exc.message})
             results.append(result)
         return normalized("DeleteTopicsResponse", version, m.DeleteTopicsResponse(responses=results))
+
+    def _mark_remote_data_deleted(self, topic: TopicImage) -> None:
+        """KIP-405: the removed topic's remote partitions are marked for deletion. The removal is already appended:
+        a failure here is logged and made good by the deletion driver's next sync (it marks what is unmarked)."""
+        if self._remote_deletion is None:
+            return
+        try:
+            self._remote_deletion.mark_deleted(topic)
+        except StaleControllerEpoch:
+            raise
+        except TieredError as exc:
+            log.warning("topic_deletion.mark_failed", topic_id=str(topic.topic_id), error=exc.name, detail=str(exc))
 
     def create_partitions(self, body: m.CreatePartitionsRequest, version: int) -> m.CreatePartitionsResponse:
         req = normalized("CreatePartitionsRequest", version, body)

@@ -12,10 +12,15 @@ This module is a facade: it builds the state and the three parts that act on it,
 * ``state.py``: the image, the disablement queue, who this controller is; the one way to write (fenced appends).
 * ``admin.py``: the admin API (topics, partitions, configs, metadata).
 * ``membership.py``: broker registration, heartbeats, unregistration, fencing of expired sessions.
-* ``disablement.py``: DisableRemoteTopic out and in, completing finished topics, stalled reporting, progress.
+* ``disablement.py``: DisableRemoteTopic out and in, completing finished topics (delete: only once the RLMM, read
+  through the core's own :class:`RemoteLogMetadataManager` over the store, shows the remote data gone), stalled
+  reporting, progress.
+* ``topic_deletion.py``: a deleted topic's remote data (KIP-405 partition deletion): marking, DeleteRemotePartitions
+  out and in, rebuilt from the RLMM at every start.
 
 Below them, pure: ``partitions.py`` (partition records, placement, leadership), ``responses.py`` (response
-shaping), ``tiering.py`` (DESIGN §4's state machine) and ``queue.py`` (the disablement queue).
+shaping), ``tiering.py`` (DESIGN §4's state machine), ``queue.py`` (the disablement queue) and ``deletion_queue.py``
+(the remote deletion queue).
 """
 
 from __future__ import annotations
@@ -30,13 +35,16 @@ from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.protocol import messages as m
 from orchestrator.settings import BrokerMembership, DisablementSettings, TopicDefaults
+from remote_storage.rlmm import RemoteLogMetadataManager
 
+from . import deletion_queue as rq
 from . import queue as dq
 from .admin import AdminApi
 from .disablement import DisablementDriver, DisableRequestBody
 from .membership import BrokerLifecycle
 from .responses import Nodes
 from .state import ControllerState
+from .topic_deletion import DeleteRemotePartitionsBody, RemoteDeletionDriver
 
 log = structlog.get_logger(__name__)
 
@@ -58,10 +66,17 @@ class ControllerCore:
         self.topic_defaults = topic_defaults
         self.disablement = disablement
         self._state = ControllerState(store, holder=holder, controller_epoch=controller_epoch, now_ms=now_ms, rng=rng)
-        self._driver = DisablementDriver(self._state, disablement)
+        remote_log = RemoteLogMetadataManager(store)
+        self._driver = DisablementDriver(self._state, disablement, remote_log=remote_log)
+        self._deletion = RemoteDeletionDriver(self._state, disablement, remote_log=remote_log)
+        self._deletion.sync()  # a start or a failover: every partition MARKED or STARTED and not FINISHED
         self._brokers = BrokerLifecycle(self._state, self._driver, membership)
         self._admin = AdminApi(
-            self._state, self._driver, topic_defaults=topic_defaults, cluster_id=membership.cluster_id
+            self._state,
+            self._driver,
+            topic_defaults=topic_defaults,
+            cluster_id=membership.cluster_id,
+            remote_deletion=self._deletion,
         )
         log.info(
             "controller.started",
@@ -70,6 +85,7 @@ class ControllerCore:
             log_end_offset=self.image.offset + 1,
             disabling_topics=len(self.queue.topics),
             pending_acks=dq.pending_count(self.queue),
+            deleting_topics=len(self._deletion.queue.topics),
         )
 
     # --- state, read-only ---------------------------------------------------------------------------------------
@@ -114,8 +130,21 @@ class ControllerCore:
     ) -> m.MetadataResponse:
         return self._admin.metadata(body, version, nodes=nodes, controller_id=controller_id)
 
+    @property
+    def deletion_queue(self) -> rq.RemoteDeletionQueue:
+        return self._deletion.queue
+
     def describe_tiered_state(self, body: m.DescribeTieredStateRequest) -> m.DescribeTieredStateResponse:
-        return self._driver.describe_tiered_state(body)
+        """Every topic's tiered state, and the deleted topics whose remote data is still being deleted; a name asked
+        for that only such a deleted topic has is listed there, not answered as unknown."""
+        names = body.get("topics")
+        deleting = self._deletion.describe(None if names is None else list(names))
+        response = self._driver.describe_tiered_state(body)
+        being_deleted = {d["name"] for d in deleting}
+        topics = response["topics"]
+        response["topics"] = [t for t in topics if not (t["error_code"] and t["name"] in being_deleted)]
+        response["deleting_topics"] = deleting
+        return response
 
     # --- broker lifecycle ---------------------------------------------------------------------------------------
 
@@ -129,14 +158,15 @@ class ControllerCore:
         return self._brokers.unregister_broker(body)
 
     def tick(self) -> None:
-        """Fence brokers whose session expired, time out lost DisableRemoteTopic requests, complete topics, and
-        report the (topic, broker) pairs that newly stalled."""
+        """Fence brokers whose session expired, time out lost DisableRemoteTopic requests, complete topics, report
+        the (topic, broker) pairs that newly stalled, and reconcile the remote deletions with the RLMM."""
         self._state.refresh()
         now = self._state.now_ms()
         self._brokers.fence_expired(now)
         self._driver.expire_requests(now)
         self._driver.complete_finished()
         self._driver.report_stalled(now)
+        self._deletion.sync()
 
     # --- DisableRemoteTopic -------------------------------------------------------------------------------------
 
@@ -158,3 +188,20 @@ class ControllerCore:
         """Feed the outcome (reply, error, or neither: a timeout) of a request :meth:`due_disable_requests` gave out;
         see :meth:`DisablementDriver.on_response`."""
         self._driver.on_response(broker_id, request_body, response_body, error)
+
+    # --- DeleteRemotePartitions (a deleted topic's remote data) ----------------------------------------------
+
+    def due_remote_delete_requests(self) -> list[tuple[int, DeleteRemotePartitionsBody]]:
+        """The DeleteRemotePartitions requests to send now; give each body back to :meth:`on_remote_delete_response`
+        as it is. Raises :class:`StaleControllerEpoch` once the lease has moved on."""
+        return self._deletion.due_requests()
+
+    def on_remote_delete_response(
+        self,
+        broker_id: int,
+        request_body: DeleteRemotePartitionsBody,
+        response_body: m.DeleteRemotePartitionsResponse | None,
+        error: TieredError | None,
+    ) -> None:
+        """Feed the outcome of a request :meth:`due_remote_delete_requests` gave out."""
+        self._deletion.on_response(broker_id, request_body, response_body, error)

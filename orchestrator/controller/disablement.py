@@ -9,6 +9,12 @@ Invariants:
 * DISABLED for (topic, epoch E) is appended only when the queue says every required broker acknowledged E for its
   current duty, and only while the image says DISABLING at E, so it is appended at most once: after the append the
   image says DISABLED and the topic leaves the queue (DESIGN §4 invariants 2 and 7).
+* DISABLED(delete) means the remote data is gone, whoever led it (DESIGN §4 invariant 4): leaderless partitions are
+  assigned to live brokers by the queue and named in their requests (``assigned_partitions``), and before the
+  append the controller's RLMM (the shared store, folded here) must hold no segment of the topic id that is not
+  DELETE_SEGMENT_FINISHED. Otherwise the topic stays DISABLING, the brokers answerable for the partitions left are
+  asked again (:func:`queue.reopen`), and ``disable.remote_data_owed`` is logged (once per topic, epoch and set of
+  partitions). DescribeTieredState lists those partitions (``owed_partitions``: who deletes them, what is left).
 * A deposed controller hands out no request: :meth:`DisablementDriver.due_requests` checks the lease first. A broker
   answering STALE_CONTROLLER_EPOCH raises :class:`StaleControllerEpoch` (after its reply is recorded), so the
   driver steps down (invariant 6).
@@ -24,6 +30,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import structlog
 
@@ -37,9 +44,10 @@ from orchestrator.errors import (
 )
 from orchestrator.ids import ZERO_UUID, Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
-from orchestrator.metadata.records import TieredState
+from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.protocol import messages as m
 from orchestrator.settings import DisablementSettings
+from remote_storage.rlmm import RemoteLogMetadataManager
 
 from . import queue as dq
 from . import tiering
@@ -62,10 +70,24 @@ class DisableRequestBody(m.DisableRemoteTopicRequest):
     attempt: int
 
 
+@dataclass(frozen=True, slots=True)
+class OwedRemoteData:
+    """What the RLMM still holds of one partition of a delete-policy topic: segments not DELETE_SEGMENT_FINISHED."""
+
+    partition: int
+    segments: int
+    size_bytes: int
+
+
 class DisablementDriver:
-    def __init__(self, state: ControllerState, settings: DisablementSettings) -> None:
+    def __init__(
+        self, state: ControllerState, settings: DisablementSettings, *, remote_log: RemoteLogMetadataManager
+    ) -> None:
+        """``remote_log`` is the RLMM over the same store: the backstop and DescribeTieredState read it."""
         self._state = state
         self._settings = settings
+        self._rlmm = remote_log
+        self._owed_reported: dict[tuple[Uuid, int], frozenset[int]] = {}
         self._stalled_reported: set[tuple[Uuid, int]] = set()
         self._progress: dict[Uuid, dict[int, dict[int, tuple[int, int]]]] = {}  # topic -> epoch -> broker -> counts
 
@@ -90,6 +112,7 @@ class DisablementDriver:
                 broker_id=s.broker_id,
                 tiered_epoch=s.tiered_epoch,
                 attempt=s.attempt,
+                assigned_partitions=sorted(s.assigned),
             )
             body = DisableRequestBody(
                 partition_id=ALL_PARTITIONS,
@@ -98,6 +121,7 @@ class DisablementDriver:
                 controller_epoch=state.controller_epoch,
                 broker_epoch=s.broker_epoch,
                 policy=int(s.policy),
+                assigned_partitions=sorted(s.assigned),
                 attempt=s.attempt,
             )
             out.append((s.broker_id, body))
@@ -190,10 +214,11 @@ class DisablementDriver:
         state.queue = dq.expire(state.queue, now, timeout_ms=self._settings.request_timeout_ms, rng=state.rng)
 
     def complete_finished(self, only: Iterable[Uuid] | None = None) -> None:
-        """Append DISABLED for every topic (of ``only``, if given) whose required brokers all acknowledged."""
+        """Append DISABLED for every topic (of ``only``, if given) whose required brokers all acknowledged and, under
+        the delete policy, whose remote segments the RLMM shows all deleted (else ask again: the module docstring)."""
         state = self._state
         image = state.refresh()
-        done = dq.completed(state.queue, image, only)
+        done = [t for t in dq.completed(state.queue, image, only) if self._remote_data_gone(image.topics[t])]
         if not done:
             return
         state.append([tiering.complete(image.topics[t], state.queue.topics[t].tiered_epoch) for t in done])
@@ -206,6 +231,54 @@ class DisablementDriver:
                 tiered_epoch=topic.tiered_epoch,
                 policy=topic.policy.name,
             )
+
+    def _remote_data_gone(self, topic: TopicImage) -> bool:
+        """The backstop before DISABLED: True unless ``topic`` is delete-policy and the RLMM still holds some of its
+        remote segments; then the brokers answerable for them are asked again (:func:`queue.reopen`)."""
+        if topic.policy != DisablePolicy.DELETE:
+            return True
+        owed = self.owed_remote_data(topic)
+        if not owed:
+            self._owed_reported.pop((topic.topic_id, topic.tiered_epoch), None)
+            return True
+        state = self._state
+        partitions = frozenset(o.partition for o in owed)
+        segments = sum(o.segments for o in owed)
+        reason = (
+            f"remote data still owed after every broker acknowledged: {segments} segment(s) of partition(s) "
+            f"{sorted(partitions)} not DELETE_SEGMENT_FINISHED in the RLMM"
+        )
+        before = state.queue
+        state.queue = dq.reopen(
+            before, state.image, topic.topic_id, partitions, reason=reason, now_ms=state.now_ms(), rng=state.rng
+        )
+        key = (topic.topic_id, topic.tiered_epoch)
+        if state.queue is not before or self._owed_reported.get(key) != partitions:
+            self._owed_reported[key] = partitions
+            deleting = dq.deleting_brokers(topic, state.image)
+            log.warning(
+                "disable.remote_data_owed",
+                topic=topic.name,
+                topic_id=str(topic.topic_id),
+                tiered_epoch=topic.tiered_epoch,
+                partitions=sorted(partitions),
+                segments=segments,
+                asked_again=sorted(
+                    set(before.pending_brokers(topic.topic_id)) ^ set(state.queue.pending_brokers(topic.topic_id))
+                ),
+                deleting_brokers={p: deleting.get(p, -1) for p in sorted(partitions)},
+            )
+        return False
+
+    def owed_remote_data(self, topic: TopicImage) -> list[OwedRemoteData]:
+        """Per partition of ``topic`` (by id), its remote segments the RLMM holds that are not deleted yet."""
+        self._rlmm.refresh()
+        counts: dict[int, tuple[int, int]] = {}
+        for seg in self._rlmm.segments(topic.topic_id):
+            if seg.state != SegmentState.DELETE_SEGMENT_FINISHED:
+                n, size = counts.get(seg.partition, (0, 0))
+                counts[seg.partition] = (n + 1, size + seg.size_bytes)
+        return [OwedRemoteData(p, n, size) for p, (n, size) in sorted(counts.items())]
 
     def report_stalled(self, now: int) -> None:
         """Log each (topic, broker) pair once when it becomes stalled, with its last error; again if it recovers
@@ -257,6 +330,19 @@ class DisablementDriver:
                 for b, pb in sorted(state.queue.pending_brokers(topic.topic_id).items())
             ]
             acknowledged, deleted, remaining = self._progress_of(topic, image)
+            owed: list[m.OwedPartition] = []
+            if topic.policy == DisablePolicy.DELETE and topic.tiered_state != TieredState.ENABLED:
+                deleting = dq.deleting_brokers(topic, image)
+                owed = [
+                    m.OwedPartition(
+                        partition_id=o.partition,
+                        leader=topic.partitions[o.partition].leader if o.partition in topic.partitions else -1,
+                        assigned_broker=deleting.get(o.partition, -1),
+                        segments_remaining=o.segments,
+                        bytes_remaining=o.size_bytes,
+                    )
+                    for o in self.owed_remote_data(topic)
+                ]
             described = m.DescribedTopic(
                 name=topic.name,
                 topic_id=topic.topic_id,
@@ -269,6 +355,7 @@ class DisablementDriver:
                 acknowledged_brokers=acknowledged,
                 segments_deleted=deleted,
                 segments_remaining=remaining,
+                owed_partitions=owed,
             )
             out.append(described)
         return normalized("DescribeTieredStateResponse", 0, m.DescribeTieredStateResponse(error_code=0, topics=out))

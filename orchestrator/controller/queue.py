@@ -5,8 +5,9 @@ Every function takes the queue (and ``now_ms``, and an ``rng`` where randomness 
 queue; nothing here reads a clock, sleeps, or does I/O. The controller core feeds it images and replies and
 executes the :class:`SendDisable` commands it returns.
 
-Who must acknowledge (DESIGN §4): every *registered* broker that hosts a replica of the topic. A broker's duty is
-the set of partitions it hosts plus the set it leads. An acknowledgement covers the duty the broker had *when the
+Who must acknowledge (DESIGN §4): every *registered* broker that hosts a replica of the topic, and every broker
+assigned a leaderless partition (below). A broker's duty is the set of partitions it hosts, the set it leads and
+the set it is assigned. An acknowledgement covers the duty the broker had *when the
 request was sent* (the broker handles a request with an image at least that new), and a broker whose duty grows
 after it acknowledged (KIP-253 partitions added, a leadership change making it leader, a reassignment) owes a new
 acknowledgement. So "partitions added" and "leadership change" are one rule, and an in-flight request can never
@@ -14,6 +15,23 @@ be credited with a duty that appeared after it was sent. If the duty changes at 
 (a leadership that moves away and back, say), the broker may have handled it under either duty, so its "done" is
 not credited and it is asked again at once; this relies on the queue seeing every image, which the core ensures
 by reconciling after each of its appends (it is the only writer).
+
+Leaderless partitions under the delete policy: remote deletion must not depend on a live leader (with replication
+factor 1, a dead broker's partitions have none, for ever once it is decommissioned), and the RLMM knows every
+segment of every partition. So :func:`leaderless_assignment` gives each partition of a DISABLING(delete) topic whose
+leader is not a registered, unfenced broker to one that is, spread by partition id over them (sorted by id:
+deterministic, so every controller computes the same), and that partition is in the broker's ``assigned`` duty: its
+request names it (DisableRemoteTopic's tagged AssignedPartitions) and the broker deletes its remote segments from
+the RLMM alone. The assignment is a function of the image, so a partition that regains a leader, or is given to
+another broker when the live set changes, is the "duty grew" rule again: whoever now owes it is asked, and an
+acknowledgement given as the partition's leader also covers it as an assignment (the leader deleted its remote
+data too). Retain assigns nothing: leaderless partitions copy nothing, and their remote data stays.
+
+The RLMM backstop (``disablement.py``): before DISABLED(delete) is appended, the controller checks that the RLMM
+holds no segment of the topic id that is not DELETE_SEGMENT_FINISHED. If some remain, :func:`reopen` takes the
+acknowledgement back from each broker answerable for those partitions (leader or assignee) and asks it again, after
+the backoff of the topic's ``remote_checks_failed`` (so a broker that keeps answering done without deleting is asked
+ever more rarely), and the topic stays DISABLING.
 
 Brokers' lives: a fenced broker stays required (its replicas still exist) but is not sent to; when it registers
 again (a new broker epoch) or is unfenced, its backoff is reset and it is asked at once (a new incarnation also
@@ -84,13 +102,21 @@ def backoff_ms(failures: int, rng: random.Random) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Duty:
-    """What a broker is answerable for in one topic: the partitions it hosts and those it leads."""
+    """What a broker is answerable for in one topic: the partitions it hosts, those it leads, and the leaderless
+    ones whose remote data it was assigned to delete (delete policy)."""
 
     hosted: frozenset[int] = frozenset()
     leading: frozenset[int] = frozenset()
+    assigned: frozenset[int] = frozenset()
 
     def covers(self, other: Duty) -> bool:
-        return other.hosted <= self.hosted and other.leading <= self.leading
+        """Whether an acknowledgement of this duty also answers for ``other``. Leading a partition under the delete
+        policy includes deleting its remote data, so a led partition covers the same partition assigned."""
+        return (
+            other.hosted <= self.hosted
+            and other.leading <= self.leading
+            and other.assigned <= self.assigned | self.leading
+        )
 
 
 NO_DUTY = Duty()
@@ -157,6 +183,7 @@ class PendingTopic:
     since_ms: int  # when this epoch's disablement entered the queue
     pending: Mapping[int, PendingBroker] = field(default_factory=lambda: _EMPTY)
     acked: Mapping[int, Ack] = field(default_factory=lambda: _EMPTY)
+    remote_checks_failed: int = 0  # RLMM backstops that found remote data left after every broker acknowledged
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,23 +211,63 @@ class SendDisable:
     tiered_epoch: int
     policy: DisablePolicy
     attempt: int
+    assigned: frozenset[int] = frozenset()  # leaderless partitions whose remote data the broker is to delete
 
 
-def duties(topic: TopicImage) -> dict[int, Duty]:
-    """Every broker named as a replica of ``topic``, with its duty (registered or not)."""
+def live_brokers(image: MetadataImage) -> list[int]:
+    """Registered, unfenced brokers, by id."""
+    return sorted(b.broker_id for b in image.brokers.values() if not b.fenced)
+
+
+def leaderless_assignment(topic: TopicImage, image: MetadataImage) -> dict[int, int]:
+    """partition -> broker: who deletes the remote data of each partition of a DISABLING(delete) topic that has no
+    live leader (leader -1, or a broker that is not registered and unfenced): the live broker at index
+    ``partition_id % len(live)`` of :func:`live_brokers`. Empty for other topics, or when no broker is live."""
+    if topic.tiered_state != TieredState.DISABLING or topic.policy != DisablePolicy.DELETE:
+        return {}
+    live = live_brokers(image)
+    if not live:
+        return {}
+    alive = set(live)
+    return {
+        p.partition_id: live[p.partition_id % len(live)] for p in topic.partitions.values() if p.leader not in alive
+    }
+
+
+def deleting_brokers(topic: TopicImage, image: MetadataImage) -> dict[int, int]:
+    """partition -> the broker answerable for its remote data under the delete policy: its live leader, or its
+    assignee (:func:`leaderless_assignment`); -1 if there is none (retain, or no live broker)."""
+    assignment = leaderless_assignment(topic, image)
+    alive = set(live_brokers(image))
+    return {
+        p.partition_id: p.leader if p.leader in alive else assignment.get(p.partition_id, -1)
+        for p in topic.partitions.values()
+    }
+
+
+def duties(topic: TopicImage, image: MetadataImage) -> dict[int, Duty]:
+    """Every broker named as a replica of ``topic`` (registered or not), or assigned one of its leaderless
+    partitions, with its duty."""
     hosted: dict[int, set[int]] = {}
     leading: dict[int, set[int]] = {}
+    assigned: dict[int, set[int]] = {}
     for p in topic.partitions.values():
         for b in p.replicas:
             hosted.setdefault(b, set()).add(p.partition_id)
         if p.leader >= 0:
             leading.setdefault(p.leader, set()).add(p.partition_id)
-    return {b: Duty(frozenset(hosted.get(b, ())), frozenset(leading.get(b, ()))) for b in set(hosted) | set(leading)}
+    for partition, b in leaderless_assignment(topic, image).items():
+        assigned.setdefault(b, set()).add(partition)
+    return {
+        b: Duty(frozenset(hosted.get(b, ())), frozenset(leading.get(b, ())), frozenset(assigned.get(b, ())))
+        for b in set(hosted) | set(leading) | set(assigned)
+    }
 
 
 def required(topic: TopicImage, image: MetadataImage) -> dict[int, Duty]:
-    """The brokers that must acknowledge: registered brokers hosting a replica of the topic, with their duty."""
-    return {b: d for b, d in duties(topic).items() if b in image.brokers and d.hosted}
+    """The brokers that must acknowledge: registered brokers hosting a replica of the topic or assigned one of its
+    leaderless partitions, with their duty."""
+    return {b: d for b, d in duties(topic, image).items() if b in image.brokers and (d.hosted or d.assigned)}
 
 
 def rebuild(image: MetadataImage, now_ms: int) -> DisablementQueue:
@@ -301,7 +368,10 @@ def due(queue: DisablementQueue, now_ms: int) -> tuple[DisablementQueue, list[Se
             pending[broker_id] = replace(
                 pb, attempts=attempt, in_flight=True, last_attempt_ms=now_ms, sent_duty=pb.duty, duty_moved=False
             )
-            sends.append(SendDisable(topic_id, broker_id, pb.broker_epoch, t.tiered_epoch, t.policy, attempt))
+            send = SendDisable(
+                topic_id, broker_id, pb.broker_epoch, t.tiered_epoch, t.policy, attempt, assigned=pb.duty.assigned
+            )
+            sends.append(send)
         if pending != dict(t.pending):
             topics[topic_id] = replace(t, pending=MappingProxyType(pending))
     if not sends:
@@ -404,6 +474,50 @@ def completed(queue: DisablementQueue, image: MetadataImage, only: Iterable[Uuid
         if all(b in t.acked and t.acked[b].duty.covers(d) for b, d in need.items()):
             out.append(topic_id)
     return out
+
+
+def reopen(
+    queue: DisablementQueue,
+    image: MetadataImage,
+    topic_id: Uuid,
+    owed_partitions: Iterable[int],
+    *,
+    reason: str,
+    now_ms: int,
+    rng: random.Random,
+) -> DisablementQueue:
+    """The RLMM backstop found remote data of ``owed_partitions`` left: take back the acknowledgement of every
+    broker answerable for one of them (:func:`deleting_brokers`) and ask it again after the backoff of the topic's
+    ``remote_checks_failed`` (counted up), with ``reason`` as its last error. A partition nobody can answer for
+    (no live broker) or whose broker is still pending changes nothing: the topic simply does not complete."""
+    t = queue.topics.get(topic_id)
+    topic = image.topics.get(topic_id)
+    if t is None or topic is None or topic.tiered_epoch != t.tiered_epoch:
+        return queue
+    need = required(topic, image)
+    deleting = deleting_brokers(topic, image)
+    answerable = {deleting.get(p, -1) for p in owed_partitions}
+    again = sorted(b for b in answerable if b in t.acked and b in need)
+    if not again:
+        return queue
+    checks = t.remote_checks_failed + 1
+    pending = dict(t.pending)
+    acked = {b: a for b, a in t.acked.items() if b not in again}
+    for b in again:
+        registration = image.brokers[b]
+        pending[b] = PendingBroker(
+            broker_epoch=registration.broker_epoch,
+            duty=need[b],
+            fenced=registration.fenced,
+            failures=checks,
+            last_error=reason,
+            next_attempt_ms=now_ms + backoff_ms(checks, rng),
+            waiting_since_ms=now_ms,
+        )
+    topic_entry = replace(
+        t, pending=MappingProxyType(pending), acked=MappingProxyType(acked), remote_checks_failed=checks
+    )
+    return DisablementQueue(MappingProxyType({**queue.topics, topic_id: topic_entry}))
 
 
 def stalled(queue: DisablementQueue, now_ms: int, threshold_ms: int) -> list[tuple[Uuid, int]]:

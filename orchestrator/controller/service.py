@@ -12,8 +12,16 @@ the lease would expire makes it step down at once: it stops sending and drops it
 deposed controller is refused by the store anyway (DESIGN §4 invariant 6).
 
 All calls into the (synchronous) ControllerCore run on ONE worker thread, so the core is never used
-concurrently and the event loop never blocks on SQLite. DisableRemoteTopic requests go out concurrently over one
-connection per broker (ConnectionPool), at most ``max_in_flight_per_broker`` at a time each.
+concurrently and the event loop never blocks on SQLite.
+
+The active controller snapshots its image (:mod:`orchestrator.controller.snapshots`, ``[snapshots]`` settings):
+a snapshot task checks every ``SNAPSHOT_CHECK_S`` whether one is due and writes it on a third worker thread with
+its own store connection, from the core's current (immutable) image, fenced by its controller epoch; a fenced
+write steps the controller down like a fenced append. Saving a snapshot deletes the log below the oldest one kept.
+
+DisableRemoteTopic requests go out concurrently over one connection per broker (ConnectionPool), at most
+``max_in_flight_per_broker`` at a time each; DeleteRemotePartitions (a deleted topic's remote data) go out the same
+way, from the same sender rounds.
 
 No loop ends quietly (:mod:`orchestrator.supervision`): a lease round or a sender round that raises anything is
 logged as ``controller.loop_failed`` with its cause and retried after a backoff. A lease round that fails while
@@ -43,6 +51,8 @@ import structlog
 from orchestrator.controller.core import ControllerCore
 from orchestrator.controller.disablement import DisableRequestBody
 from orchestrator.controller.responses import Nodes, metadata_brokers, normalized
+from orchestrator.controller.snapshots import SnapshotWriter
+from orchestrator.controller.topic_deletion import DeleteRemotePartitionsBody
 from orchestrator.errors import BrokerNotAvailable, KafkaError, NotController, StaleControllerEpoch, TieredError
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
@@ -64,6 +74,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 SENDER_INTERVAL_S = 0.1
 SENDER_FAILURES_BEFORE_STEP_DOWN = 5  # a sender failing this many rounds in a row steps down (see the docstring)
+SNAPSHOT_CHECK_S = 0.5  # how often the active controller checks whether a snapshot is due
 
 
 def wall_ms() -> int:
@@ -96,9 +107,11 @@ def _log_send_failure(broker_id: int, body: DisableRequestBody, task: asyncio.Ta
     )
 
 
-def _tick_and_collect(core: ControllerCore) -> list[tuple[int, DisableRequestBody]]:
+def _tick_and_collect(
+    core: ControllerCore,
+) -> tuple[list[tuple[int, DisableRequestBody]], list[tuple[int, DeleteRemotePartitionsBody]]]:
     core.tick()
-    return core.due_disable_requests()
+    return core.due_disable_requests(), core.due_remote_delete_requests()
 
 
 def not_controller_response(api_key: int, version: int, body: dict[str, Any], message: str) -> dict[str, Any]:
@@ -155,6 +168,9 @@ class ControllerService:
         # or a busy controller would lose its lease to a standby for nothing.
         self.lease_store = SqliteMetadataStore(settings.metadata_store, recover_on_open=False)
         self._lease_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lease")
+        # Snapshots too: serializing a large image must delay neither the core's requests nor a lease renewal.
+        self.snapshot_store = SqliteMetadataStore(settings.metadata_store, recover_on_open=False)
+        self._snapshot_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
         self._pool: ConnectionPool | None = None
         self._stopping = asyncio.Event()
         self._rng = random.Random()
@@ -168,6 +184,9 @@ class ControllerService:
 
     async def _on_lease(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._lease_executor, fn)
+
+    async def _on_snapshot(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._snapshot_executor, fn)
 
     # -- lifecycle --------------------------------------------------------------------------------------------
 
@@ -216,8 +235,10 @@ class ControllerService:
             await self._pool.close()
             self._executor.shutdown(wait=True)
             self._lease_executor.shutdown(wait=True)
+            self._snapshot_executor.shutdown(wait=True)
             self.store.close()
             self.lease_store.close()
+            self.snapshot_store.close()
             log.info("controller.stopped", crashed_loop=self.crashed_loop)
 
     def stop(self) -> None:
@@ -290,7 +311,10 @@ class ControllerService:
 
         self.core = await self._on_core(new_core)
         log.info("controller.active", controller_epoch=epoch)
-        self._active_tasks = [asyncio.create_task(self._sender_loop(self.core), name="sender")]
+        self._active_tasks = [
+            asyncio.create_task(self._sender_loop(self.core), name="sender"),
+            asyncio.create_task(self._snapshot_loop(self.core), name="snapshots"),
+        ]
 
     async def _step_down(self, reason: str) -> None:
         if self.core is None:
@@ -303,13 +327,40 @@ class ControllerService:
         self._active_tasks = []
         self._in_flight.clear()
 
+    # -- snapshots --------------------------------------------------------------------------------------------
+
+    async def _snapshot_loop(self, core: ControllerCore) -> None:
+        """Write a snapshot of the core's image whenever one is due, while ``core`` is the active one."""
+        settings, store = self.settings.snapshots, self.snapshot_store
+        failures = 0
+        writer: SnapshotWriter | None = None
+        while self.core is core:
+            await asyncio.sleep(SNAPSHOT_CHECK_S if not failures else loop_backoff_s(failures))
+            try:
+                if writer is None:
+                    writer = await self._on_snapshot(lambda: SnapshotWriter.resume(store, settings, now_ms=wall_ms))
+                image = core.image  # immutable: read here, serialized on the snapshot thread
+                if self.core is not core or not writer.due(image):
+                    continue
+                await self._on_snapshot(functools.partial(writer.write, image, controller_epoch=core.controller_epoch))
+            except StaleControllerEpoch as exc:
+                await asyncio.shield(self._step_down(f"fenced: {exc.message}"))
+                return
+            except Exception as exc:
+                failures += 1
+                log_loop_failure("controller", "snapshots", exc, attempt=failures, retry_in_s=loop_backoff_s(failures))
+                continue
+            if failures:
+                log_loop_recovered("controller", "snapshots", failed_attempts=failures)
+                failures = 0
+
     # -- the disablement sender -------------------------------------------------------------------------------
 
     async def _sender_loop(self, core: ControllerCore) -> None:
         failures = 0
         while self.core is core:
             try:
-                due = await self._on_core(lambda: _tick_and_collect(core))
+                due, remote_deletes = await self._on_core(lambda: _tick_and_collect(core))
             except StaleControllerEpoch as exc:
                 await asyncio.shield(self._step_down(f"fenced: {exc.message}"))
                 return
@@ -330,6 +381,10 @@ class ControllerService:
                 self._in_flight.add(task)
                 task.add_done_callback(self._in_flight.discard)
                 task.add_done_callback(functools.partial(_log_send_failure, broker_id, body))
+            for broker_id, delete_body in remote_deletes:
+                delete_task = asyncio.create_task(self._send_remote_delete(core, broker_id, delete_body))
+                self._in_flight.add(delete_task)
+                delete_task.add_done_callback(self._in_flight.discard)
             # tick() and due() scan the whole queue on the core thread; 10 rounds a second keeps that cost small
             # next to the replies, and re-polls (disablement.repoll_ms) are coarser than this anyway.
             await asyncio.sleep(SENDER_INTERVAL_S)
@@ -357,6 +412,33 @@ class ControllerService:
             return
         try:
             await self._on_core(lambda: core.on_disable_response(broker_id, body, response, error))
+        except StaleControllerEpoch as exc:
+            await self._step_down(f"fenced: {exc.message}")
+
+    async def _send_remote_delete(self, core: ControllerCore, broker_id: int, body: DeleteRemotePartitionsBody) -> None:
+        """One DeleteRemotePartitions exchange (a deleted topic's remote data), as :meth:`_send_disable`."""
+        limit = self.settings.disablement.max_in_flight_per_broker
+        slots = self._broker_slots.setdefault(broker_id, asyncio.Semaphore(limit))
+        response: m.DeleteRemotePartitionsResponse | None = None
+        error: TieredError | None = None
+        async with slots:
+            broker = core.image.brokers.get(broker_id)
+            try:
+                if broker is None or not broker.endpoints:
+                    raise BrokerNotAvailable(f"broker {broker_id} has no endpoint")
+                ep = broker.endpoints[0]
+                assert self._pool is not None
+                timeout_s = self.settings.disablement.request_timeout_ms / 1000
+                reply = await self._pool.request(
+                    (ep.host, ep.port), ApiKey.DELETE_REMOTE_PARTITIONS, 0, body, timeout_s=timeout_s
+                )
+                response = cast(m.DeleteRemotePartitionsResponse, reply)
+            except TieredError as exc:
+                error = exc
+        if self.core is not core:
+            return
+        try:
+            await self._on_core(lambda: core.on_remote_delete_response(broker_id, body, response, error))
         except StaleControllerEpoch as exc:
             await self._step_down(f"fenced: {exc.message}")
 

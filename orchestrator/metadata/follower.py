@@ -1,8 +1,14 @@
 """Follow the metadata log: keep an image up to date by replaying what the store appended since last time.
 
-Every process (controller, standby, broker agents) owns one follower. The first refresh starts from the latest
-snapshot when there is one, then replays the log after it; later refreshes read only new records. Each refresh
-publishes a new immutable image, so readers holding the previous one are never disturbed.
+Every process (controller, standby, broker agents, the CLI's readers) owns one follower. The first refresh starts
+from the latest snapshot when there is one (``metadata.snapshot_loaded``, with its offset), then replays only
+the log after it; later refreshes read only new records. Each refresh publishes a new immutable image, so
+readers holding the previous one are never disturbed.
+
+The log's records below the oldest kept snapshot are deleted by the active controller (``store`` invariant 7).
+A follower that fell behind that point (a paused broker, a slow reader) gets :class:`LogTruncated` from the
+store and reloads from the latest snapshot instead of failing (``metadata.follower.reload``), then reads on;
+the same happens if records are deleted while a refresh is reading them.
 
 If the store's log now ends before the image's offset (recovery cut a corrupt tail the image had already
 applied), the follower drops its image and rebuilds from the snapshot and the log: an image never describes
@@ -16,9 +22,13 @@ import threading
 import structlog
 
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, from_snapshot, replay
-from orchestrator.metadata.store import MetadataStore
+from orchestrator.metadata.store import LogTruncated, MetadataStore
 
 log = structlog.get_logger(__name__)
+
+# Each reload starts from the newest snapshot; failing again means the controller saved ``retain`` newer
+# snapshots (and deleted the records after ours) while we read: rare enough that a few tries always suffice.
+MAX_RELOADS = 5
 
 
 class MetadataFollower:
@@ -35,16 +45,41 @@ class MetadataFollower:
 
     def refresh(self) -> MetadataImage:
         with self._lock:
-            image = self._image
-            if self._started and self._store.end_offset() <= image.offset:
-                log.warning("metadata.follower.rebuild", image_offset=image.offset, log_end=self._store.end_offset())
-                image, self._started = EMPTY_IMAGE, False
-            if not self._started:
-                snap = self._store.latest_snapshot()
-                if snap is not None:
-                    image = from_snapshot(snap.offset, snap.records)
-                self._started = True
-            entries = self._store.read(from_offset=image.offset + 1)
-            image = replay(image, ((e.offset, e.record) for e in entries))
-            self._image = image
-            return image
+            for attempt in range(1, MAX_RELOADS + 1):
+                try:
+                    image = self._catch_up()
+                except LogTruncated as exc:
+                    if attempt == MAX_RELOADS:
+                        raise
+                    log.info("metadata.follower.reload", image_offset=self._image.offset, reason=exc.message)
+                    self._started = False
+                    continue
+                self._image = image
+                return image
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _catch_up(self) -> MetadataImage:
+        image = self._image
+        if self._started and self._store.end_offset() <= image.offset:
+            log.warning("metadata.follower.rebuild", image_offset=image.offset, log_end=self._store.end_offset())
+            image, self._started = EMPTY_IMAGE, False
+        if not self._started:
+            image = self._load_start()
+            self._started = True
+        entries = self._store.read(from_offset=image.offset + 1)
+        return replay(image, ((e.offset, e.record) for e in entries))
+
+    def _load_start(self) -> MetadataImage:
+        """The image to replay the log onto: the latest snapshot's, or the empty image if there is none."""
+        snap = self._store.latest_snapshot()
+        if snap is None:
+            return EMPTY_IMAGE
+        image = from_snapshot(snap.offset, snap.records)
+        log.info(
+            "metadata.snapshot_loaded",
+            snapshot_offset=snap.offset,
+            snapshot_records=len(snap.records),
+            log_start_offset=self._store.start_offset(),
+            log_end_offset=self._store.end_offset(),
+        )
+        return image

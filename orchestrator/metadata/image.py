@@ -11,6 +11,13 @@ Invariants kept by replay:
 * ``tiered_epoch`` of a topic only grows: a TieredStateRecord with a lower epoch than the image's is refused
   (:class:`StaleTieredEpoch`), so a replayed log that violates DESIGN §4 invariant 1 is caught, not hidden.
 * Records are applied in offset order; ``offset`` is the last applied offset (-1 for the empty image).
+* The image keeps the history the log would otherwise be needed for, so that deleting old records behind a
+  snapshot loses nothing a reader needs: ``tiered_history`` holds every tiered-state change of every topic id
+  (live or removed) in order, and ``removed_topics`` every removed topic id as it was when removed (name, tiered
+  state, configs), in removal order. The metadata export reads both (deleted topics, the scan's epoch check).
+* ``to_records()`` is a snapshot: replaying it gives an image equal to this one, history included. It writes
+  the removed topics first (each as TopicRecord, its tiered-state changes, its configs, RemoveTopicRecord), then
+  the brokers, then the live topics with every tiered-state change they went through.
 """
 
 from __future__ import annotations
@@ -79,12 +86,35 @@ class TopicImage:
 
 
 @dataclass(frozen=True, slots=True)
+class TieredChange:
+    """One TieredStateRecord: the state a topic went to, at which epoch, with which policy."""
+
+    tiered_epoch: int
+    tiered_state: TieredState
+    policy: DisablePolicy
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedTopic:
+    """A topic id a RemoveTopicRecord ended (KIP-516: for good), as it was when removed."""
+
+    topic_id: Uuid
+    name: str
+    tiered_epoch: int
+    tiered_state: TieredState
+    policy: DisablePolicy
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     offset: int = -1
     brokers: Mapping[int, BrokerImage] = field(default_factory=lambda: _EMPTY)
     topics: Mapping[Uuid, TopicImage] = field(default_factory=lambda: _EMPTY)
     topics_by_name: Mapping[str, Uuid] = field(default_factory=lambda: _EMPTY)
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
+    tiered_history: Mapping[Uuid, tuple[TieredChange, ...]] = field(default_factory=lambda: _EMPTY)
+    removed_topics: Mapping[Uuid, RemovedTopic] = field(default_factory=lambda: _EMPTY)
 
     def topic_by_name(self, name: str) -> TopicImage | None:
         tid = self.topics_by_name.get(name)
@@ -94,8 +124,14 @@ class MetadataImage:
         return self.configs.get((ConfigResourceType.TOPIC, name), _EMPTY)
 
     def to_records(self) -> list[MetadataRecord]:
-        """The image as a minimal list of records: a snapshot that replays to an equal image."""
+        """The image as a minimal list of records: a snapshot that replays to an equal image (history included)."""
         out: list[MetadataRecord] = []
+        for r in self.removed_topics.values():
+            out.append(make_record("TopicRecord", name=r.name, topic_id=r.topic_id))
+            out += self._tiered_records(r.topic_id, r.tiered_epoch, r.tiered_state, r.policy)
+            for k, v in sorted(r.configs.items()):
+                out.append(_config_record(ConfigResourceType.TOPIC, r.name, k, v))
+            out.append(make_record("RemoveTopicRecord", topic_id=r.topic_id))
         for b in sorted(self.brokers.values(), key=lambda b: b.broker_id):
             out.append(
                 make_record(
@@ -126,20 +162,35 @@ class MetadataImage:
                         partition_epoch=p.partition_epoch,
                     )
                 )
-            if t.tiered_state != TieredState.NOT_TIERED or t.tiered_epoch:
-                out.append(
-                    make_record(
-                        "TieredStateRecord",
-                        topic_id=t.topic_id,
-                        tiered_epoch=t.tiered_epoch,
-                        tiered_state=int(t.tiered_state),
-                        policy=int(t.policy),
-                    )
-                )
+            out += self._tiered_records(t.topic_id, t.tiered_epoch, t.tiered_state, t.policy)
         for (rtype, rname), kv in self.configs.items():
             for k, v in sorted(kv.items()):
-                out.append(make_record("ConfigRecord", resource_type=rtype, resource_name=rname, name=k, value=v))
+                out.append(_config_record(rtype, rname, k, v))
         return out
+
+    def _tiered_records(
+        self, topic_id: Uuid, epoch: int, state: TieredState, policy: DisablePolicy
+    ) -> list[MetadataRecord]:
+        """Every tiered-state change of ``topic_id`` in order (just the current state if no history is known)."""
+        changes = self.tiered_history.get(topic_id)
+        if not changes:
+            if state == TieredState.NOT_TIERED and not epoch:
+                return []
+            changes = (TieredChange(epoch, state, policy),)
+        return [
+            make_record(
+                "TieredStateRecord",
+                topic_id=topic_id,
+                tiered_epoch=c.tiered_epoch,
+                tiered_state=int(c.tiered_state),
+                policy=int(c.policy),
+            )
+            for c in changes
+        ]
+
+
+def _config_record(rtype: int, rname: str, name: str, value: str) -> MetadataRecord:
+    return make_record("ConfigRecord", resource_type=rtype, resource_name=rname, name=name, value=value)
 
 
 EMPTY_IMAGE = MetadataImage()
@@ -155,6 +206,8 @@ class _Builder:
         self._topics: dict[Uuid, TopicImage] | None = None
         self._by_name: dict[str, Uuid] | None = None
         self._configs: dict[tuple[int, str], Mapping[str, str]] | None = None
+        self._history: dict[Uuid, tuple[TieredChange, ...]] | None = None
+        self._removed: dict[Uuid, RemovedTopic] | None = None
         self._partitions: dict[Uuid, dict[int, PartitionImage]] = {}
 
     @property
@@ -180,6 +233,18 @@ class _Builder:
         if self._configs is None:
             self._configs = dict(self.image.configs)
         return self._configs
+
+    @property
+    def history(self) -> dict[Uuid, tuple[TieredChange, ...]]:
+        if self._history is None:
+            self._history = dict(self.image.tiered_history)
+        return self._history
+
+    @property
+    def removed(self) -> dict[Uuid, RemovedTopic]:
+        if self._removed is None:
+            self._removed = dict(self.image.removed_topics)
+        return self._removed
 
     def topic(self, topic_id: Uuid) -> TopicImage:
         t = (self._topics if self._topics is not None else self.image.topics).get(topic_id)
@@ -207,6 +272,8 @@ class _Builder:
             topics=self.image.topics if topics is None else MappingProxyType(topics),
             topics_by_name=self.image.topics_by_name if self._by_name is None else MappingProxyType(self._by_name),
             configs=self.image.configs if self._configs is None else MappingProxyType(self._configs),
+            tiered_history=self.image.tiered_history if self._history is None else MappingProxyType(self._history),
+            removed_topics=self.image.removed_topics if self._removed is None else MappingProxyType(self._removed),
         )
 
 
@@ -299,7 +366,8 @@ def _remove_topic(b: _Builder, f: Mapping[str, Any]) -> None:
     if b.by_name.get(t.name) == t.topic_id:
         del b.by_name[t.name]
     b._partitions.pop(t.topic_id, None)
-    b.configs.pop((ConfigResourceType.TOPIC, t.name), None)
+    configs = b.configs.pop((ConfigResourceType.TOPIC, t.name), _EMPTY)
+    b.removed[t.topic_id] = RemovedTopic(t.topic_id, t.name, t.tiered_epoch, t.tiered_state, t.policy, configs)
 
 
 def _tiered_state(b: _Builder, f: Mapping[str, Any]) -> None:
@@ -309,12 +377,11 @@ def _tiered_state(b: _Builder, f: Mapping[str, Any]) -> None:
             f"TieredStateRecord for {t.name} ({t.topic_id}) at epoch {f['tiered_epoch']} below the image's "
             f"{t.tiered_epoch}"
         )
+    change = TieredChange(f["tiered_epoch"], TieredState(f["tiered_state"]), DisablePolicy(f["policy"]))
     b.topics[t.topic_id] = replace(
-        t,
-        tiered_epoch=f["tiered_epoch"],
-        tiered_state=TieredState(f["tiered_state"]),
-        policy=DisablePolicy(f["policy"]),
+        t, tiered_epoch=change.tiered_epoch, tiered_state=change.tiered_state, policy=change.policy
     )
+    b.history[t.topic_id] = (*b.history.get(t.topic_id, ()), change)
 
 
 _APPLY = {

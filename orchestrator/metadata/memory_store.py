@@ -20,6 +20,7 @@ from orchestrator.errors import MetadataLogCorrupt, StaleControllerEpoch
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord, TieredState, decode_record
 from orchestrator.metadata.store import (
+    DEFAULT_RETAINED_SNAPSHOTS,
     Lease,
     LogEntry,
     MetadataStore,
@@ -34,12 +35,12 @@ from orchestrator.metadata.store import (
     encode_snapshot,
     log_recovery,
     plan_fence_changes,
+    snapshot_base,
     split_snapshot,
+    truncated,
 )
 
 log = structlog.get_logger(__name__)
-
-_RETAINED_SNAPSHOTS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,8 @@ class InMemoryMetadataStore:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._log: list[_Row] = []
+        self._log: list[_Row] = []  # the record at offset o is self._log[o - self._log_start]
+        self._log_start = 0
         self._rlmm: list[_Row] = []
         self._snapshots: dict[int, _Row] = {}
         self._fence: dict[Uuid, tuple[int, TieredState]] = {}
@@ -79,12 +81,15 @@ class InMemoryMetadataStore:
                     self._fence.pop(topic_id, None)
                 else:
                     self._fence[topic_id] = state
-            return len(self._log) - 1
+            return self._end() - 1
 
     def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]:
         check_read_range(from_offset, limit)
         with self._lock:
-            rows = self._log[from_offset : None if limit is None else from_offset + limit]
+            if from_offset < self._log_start and from_offset < self._end() and limit != 0:
+                raise truncated(from_offset, self._log_start)
+            first = max(from_offset - self._log_start, 0)
+            rows = self._log[first : None if limit is None else first + limit]
         return (
             LogEntry(i, _decode(row, i, rlmm=False), controller_epoch=row.controller_epoch)
             for i, row in enumerate(rows, start=from_offset)
@@ -92,18 +97,45 @@ class InMemoryMetadataStore:
 
     def end_offset(self) -> int:
         with self._lock:
-            return len(self._log)
+            return self._end()
+
+    def start_offset(self) -> int:
+        with self._lock:
+            return self._log_start
+
+    def _end(self) -> int:
+        return self._log_start + len(self._log)
 
     # --- snapshots --------------------------------------------------------------------------------------------
 
-    def save_snapshot(self, *, offset: int, records: Sequence[MetadataRecord], controller_epoch: int) -> None:
+    def save_snapshot(
+        self,
+        *,
+        offset: int,
+        records: Sequence[MetadataRecord],
+        controller_epoch: int,
+        retain: int = DEFAULT_RETAINED_SNAPSHOTS,
+    ) -> int:
         blob = encode_snapshot(encode_all(records, rlmm=False))
         with self._lock:
             self._check_epoch(controller_epoch, what="save a snapshot")
-            check_snapshot_offset(offset, len(self._log))
+            check_snapshot_offset(offset, self._log_start, self._end(), retain)
             self._snapshots[offset] = _Row(blob, checksum(blob), controller_epoch=controller_epoch)
-            for old in sorted(self._snapshots)[:-_RETAINED_SNAPSHOTS]:
+            for old in sorted(self._snapshots)[:-retain]:
                 del self._snapshots[old]
+            oldest = min(self._snapshots)
+            deleted = max(oldest - self._log_start, 0)
+            del self._log[:deleted]
+            self._log_start += deleted
+            log.info(
+                "metadata.snapshot.saved",
+                offset=offset,
+                records=len(records),
+                controller_epoch=controller_epoch,
+                deleted_records=deleted,
+                log_start_offset=self._log_start,
+            )
+            return self._log_start
 
     def latest_snapshot(self) -> Snapshot | None:
         with self._lock:
@@ -187,23 +219,18 @@ class InMemoryMetadataStore:
         """Verify every checksum; cut the logs at their first bad record and rebuild the fence state."""
         with self._lock:
             problems: list[str] = []
-            bad_log = _first_bad(self._log)
-            truncated = self._cut("log", self._log, bad_log, problems)
-            bad_rlmm = _first_bad(self._rlmm)
-            truncated_rlmm = self._cut("rlmm", self._rlmm, bad_rlmm, problems)
+            bad_log = _first_bad(self._log, self._log_start)
+            cut = self._cut("log", self._log, bad_log, self._log_start, problems)
+            bad_rlmm = _first_bad(self._rlmm, 0)
+            cut_rlmm = self._cut("rlmm", self._rlmm, bad_rlmm, 0, problems)
             dropped = []
             for offset, row in sorted(self._snapshots.items()):
-                if checksum(row.data) != row.crc or offset >= len(self._log):
+                if checksum(row.data) != row.crc or offset >= self._end():
                     dropped.append(offset)
                     del self._snapshots[offset]
                     problems.append(f"snapshot at offset {offset} dropped (damaged or beyond the log end)")
-            if truncated:
-                self._fence = {}
-                for tid, state in plan_fence_changes(
-                    (decode_record(r.data) for r in self._log), lambda _t: None
-                ).items():
-                    if state is not None:
-                        self._fence[tid] = state
+            if cut:
+                self._rebuild_fence()
                 if self._lease_holder is not None:  # the controller's image may hold the lost records
                     log.warning(
                         "metadata.lease.revoked",
@@ -213,12 +240,12 @@ class InMemoryMetadataStore:
                     )
                     self._lease_holder, self._lease_expires_at_ms = None, 0
             report = RecoveryReport(
-                log_end_offset=len(self._log),
+                log_end_offset=self._end(),
                 rlmm_end_offset=len(self._rlmm),
                 first_bad_offset=bad_log,
-                truncated_records=truncated,
+                truncated_records=cut,
                 first_bad_rlmm_offset=bad_rlmm,
-                truncated_rlmm_records=truncated_rlmm,
+                truncated_rlmm_records=cut_rlmm,
                 dropped_snapshots=tuple(dropped),
                 problems=tuple(problems),
             )
@@ -232,8 +259,9 @@ class InMemoryMetadataStore:
         """Fault injection for tests: replace the stored bytes at ``offset`` and keep the old checksum."""
         with self._lock:
             rows = self._rlmm if rlmm else self._log
-            old = rows[offset]
-            rows[offset] = _Row(data, old.crc, old.controller_epoch, old.topic_id, old.appended_at_ms)
+            index = offset if rlmm else offset - self._log_start
+            old = rows[index]
+            rows[index] = _Row(data, old.crc, old.controller_epoch, old.topic_id, old.appended_at_ms)
 
     # --- internals --------------------------------------------------------------------------------------------
 
@@ -247,20 +275,36 @@ class InMemoryMetadataStore:
             return f"no controller holds the lease (last controller epoch {self._lease_epoch})"
         return f"the lease is held by {self._lease_holder} at controller epoch {self._lease_epoch}"
 
-    def _cut(self, kind: str, rows: list[_Row], first_bad: int | None, problems: list[str]) -> int:
+    def _rebuild_fence(self) -> None:
+        """The fence from the log (store invariant 7): from offset 0, or the newest snapshot the log continues."""
+        base: list[bytes] = []
+        after = -1
+        if self._log_start > 0:
+            rows = ((o, r.data, r.crc) for o, r in self._snapshots.items())
+            found = snapshot_base(rows, start_offset=self._log_start, end_offset=self._end())
+            if found is None:
+                raise MetadataLogCorrupt(
+                    f"the metadata log starts at offset {self._log_start} and no snapshot it continues verifies"
+                )
+            after, base = found
+        tail = [r.data for r in self._log[after + 1 - self._log_start :]]
+        changes = plan_fence_changes((decode_record(d) for d in base + tail), lambda _t: None)
+        self._fence = {tid: state for tid, state in changes.items() if state is not None}
+
+    def _cut(self, kind: str, rows: list[_Row], first_bad: int | None, start: int, problems: list[str]) -> int:
         if first_bad is None:
             return 0
-        tail = rows[first_bad:]
+        tail = rows[first_bad - start :]
         self._quarantine.extend((kind, first_bad + i, row) for i, row in enumerate(tail))
-        del rows[first_bad:]
+        del rows[first_bad - start :]
         problems.append(
             f"{kind}: checksum mismatch at offset {first_bad}; {len(tail)} record(s) from there on quarantined"
         )
         return len(tail)
 
 
-def _first_bad(rows: list[_Row]) -> int | None:
-    return next((i for i, row in enumerate(rows) if checksum(row.data) != row.crc), None)
+def _first_bad(rows: list[_Row], start: int) -> int | None:
+    return next((start + i for i, row in enumerate(rows) if checksum(row.data) != row.crc), None)
 
 
 def _decode(row: _Row, offset: int, *, rlmm: bool) -> MetadataRecord:

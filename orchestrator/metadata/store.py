@@ -4,7 +4,8 @@ The store is the single source of truth (DESIGN §2). It holds three things:
 
 * the **cluster metadata log**: records with dense offsets starting at 0, each stored as its encoded bytes plus
   a CRC-32 of those bytes, and **snapshots** (the image as records at an offset; replay = the latest snapshot
-  plus the log after it). The log is never compacted, so a snapshot is an accelerator, not the only copy;
+  plus the log after it). Saving a snapshot keeps the newest ``retain`` snapshots and deletes the log's records
+  below the oldest one kept (see invariant 7), so the log is bounded and start-up replays only a tail;
 * the **controller lease** and its controller epoch;
 * the **remote log metadata** (RLMM): a second log, with its own dense offsets, of per-segment records.
 
@@ -34,6 +35,15 @@ Invariants every backend keeps (the contract suite ``tests/orchestrator/metadata
    mismatch. ``recover()`` finds damage and makes the log usable again without losing anything before it:
    the log continues from the last good record (records after the first bad one are a torn tail and are
    moved to a quarantine table, not silently dropped), and the findings are logged and returned.
+7. Snapshots and truncation. ``save_snapshot(offset=S, ...)`` (fenced like ``append``; ``start_offset() <= S <
+   end_offset()``) stores the snapshot, drops all but the newest ``retain`` snapshots and deletes, in the same
+   transaction, every log record below the oldest snapshot kept. The record at that snapshot's own offset stays,
+   so a written log is never empty and ``end_offset()`` never moves back; ``start_offset()`` is the first offset
+   still held. Keeping two or more snapshots means a damaged newest one still leaves an older one that the
+   remaining log continues. Reading below ``start_offset()`` raises :class:`LogTruncated` (a reader that fell
+   behind reloads from the latest snapshot), never :class:`MetadataLogCorrupt`. Whoever rebuilds something from
+   "the whole log" (the RLMM fence after recovery, salvage) starts from the newest snapshot the remaining log
+   continues, or from offset 0 while the log still starts there.
 
 The checksum is zlib's CRC-32 (IEEE). It never leaves the store, so Kafka's CRC-32C buys no compatibility,
 and zlib's is always available at C speed; the algorithm is recorded in the store so it can change later.
@@ -49,7 +59,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from orchestrator.errors import InvalidRequest, MetadataLogCorrupt, StaleTieredEpoch
+from orchestrator.errors import InvalidRequest, MetadataLogCorrupt, StaleTieredEpoch, TieredError
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import (
     MetadataRecord,
@@ -71,6 +81,18 @@ SEGMENT_UPDATE_RECORD = "RemoteLogSegmentMetadataUpdateRecord"
 PARTITION_DELETE_RECORD = "RemotePartitionDeleteMetadataRecord"
 
 _COPY_STATES = frozenset({SegmentState.COPY_SEGMENT_STARTED, SegmentState.COPY_SEGMENT_FINISHED})
+
+DEFAULT_RETAINED_SNAPSHOTS = 2  # a damaged newest snapshot still leaves one the log continues
+
+
+class LogTruncated(TieredError):
+    """A read asked for metadata-log records that were deleted behind a snapshot (store invariant 7).
+
+    Not damage: the reader is behind the log's start and must reload from the latest snapshot, then read on.
+    """
+
+    name, retriable = "METADATA_LOG_TRUNCATED", True
+    hint = "Load the latest snapshot and read the log from just after its offset."
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +157,9 @@ class RecoveryReport:
 class MetadataStore(Protocol):
     """The store interface (DESIGN §2). Backends: :class:`SqliteMetadataStore`, :class:`InMemoryMetadataStore`.
 
-    Offsets returned are the last offset written; ``end_offset()`` is the next offset to be written.
+    Offsets returned are the last offset written; ``end_offset()`` is the next offset to be written and
+    ``start_offset()`` the first one still held (0 until a snapshot let older records go). ``save_snapshot``
+    returns the log's start offset after it (store invariant 7).
     """
 
     # cluster metadata log
@@ -145,8 +169,17 @@ class MetadataStore(Protocol):
 
     def end_offset(self) -> int: ...
 
+    def start_offset(self) -> int: ...
+
     # snapshots
-    def save_snapshot(self, *, offset: int, records: Sequence[MetadataRecord], controller_epoch: int) -> None: ...
+    def save_snapshot(
+        self,
+        *,
+        offset: int,
+        records: Sequence[MetadataRecord],
+        controller_epoch: int,
+        retain: int = DEFAULT_RETAINED_SNAPSHOTS,
+    ) -> int: ...
 
     def latest_snapshot(self) -> Snapshot | None: ...
 
@@ -327,9 +360,33 @@ def check_lease_args(holder: str, ttl_ms: int) -> None:
         raise InvalidRequest(f"lease ttl_ms must be positive, got {ttl_ms}")
 
 
-def check_snapshot_offset(offset: int, end_offset: int) -> None:
-    if not 0 <= offset < end_offset:
-        raise InvalidRequest(f"snapshot offset {offset} is not in the log: offsets run from 0 to {end_offset - 1}")
+def check_snapshot_offset(offset: int, start_offset: int, end_offset: int, retain: int) -> None:
+    if retain < 1:
+        raise InvalidRequest(f"a store keeps at least one snapshot, got retain={retain}")
+    if not start_offset <= offset < end_offset:
+        raise InvalidRequest(
+            f"snapshot offset {offset} is not in the log: offsets run from {start_offset} to {end_offset - 1}"
+        )
+
+
+def truncated(from_offset: int, start_offset: int) -> LogTruncated:
+    return LogTruncated(
+        f"metadata log offset {from_offset} was deleted behind a snapshot; the log starts at {start_offset}"
+    )
+
+
+def snapshot_base(
+    snapshots: Iterable[tuple[int, bytes, int]], *, start_offset: int, end_offset: int
+) -> tuple[int, list[bytes]] | None:
+    """The newest snapshot, among ``(offset, blob, crc)`` rows, that verifies and that the log continues
+    (``start_offset - 1 <= offset < end_offset``): ``(offset, encoded records)``, or None."""
+    for offset, blob, crc in sorted(snapshots, key=lambda row: row[0], reverse=True):
+        if start_offset - 1 <= offset < end_offset and checksum(blob) == crc:
+            try:
+                return offset, split_snapshot(blob, offset=offset)
+            except MetadataLogCorrupt:
+                continue
+    return None
 
 
 def log_recovery(report: RecoveryReport, *, store: str) -> None:

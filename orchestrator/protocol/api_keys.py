@@ -2,7 +2,8 @@
 
 A member's name is its schema's name in UPPER_SNAKE (``INCREMENTAL_ALTER_CONFIGS`` is
 ``IncrementalAlterConfigsRequest``/``Response``); a unit test checks every member against the schema files.
-``DisableRemoteTopic`` is 10950 (KIP-950 left it open), and the keys after it are ours too.
+``DisableRemoteTopic`` is 10950 (KIP-950 left it open), and the keys after it are ours too
+(``DeleteRemotePartitions``, 10954: a deleted topic's remote data, KIP-405 partition deletion).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class ApiKey(IntEnum):
     DESCRIBE_TIERED_STATE = 10951
     TIERED_PRODUCE = 10952
     TIERED_FETCH = 10953
+    DELETE_REMOTE_PARTITIONS = 10954
 
     @property
     def schema_stem(self) -> str:

@@ -146,6 +146,27 @@ class DeleteTopicState(TypedDict, total=False):
     topic_id: Uuid
 
 
+class DeletingBroker(TypedDict, total=False):
+    """A struct of DescribeTieredStateResponse."""
+
+    broker_id: int
+    partitions: list[int]
+    attempts: int
+    last_error: str | None
+    next_attempt_ms: int
+
+
+class DeletingTopic(TypedDict, total=False):
+    """A struct of DescribeTieredStateResponse."""
+
+    name: str
+    topic_id: Uuid
+    partitions_remaining: list[int]
+    segments_remaining: int
+    bytes_remaining: int
+    brokers: list[DeletingBroker]
+
+
 class DescribeConfigsResource(TypedDict, total=False):
     """A struct of DescribeConfigsRequest."""
 
@@ -201,6 +222,7 @@ class DescribedTopic(TypedDict, total=False):
     acknowledged_brokers: int
     segments_deleted: int
     segments_remaining: int
+    owed_partitions: list[OwedPartition]
 
 
 class Feature(TypedDict, total=False):
@@ -275,6 +297,16 @@ class MetadataResponseTopic(TypedDict, total=False):
     is_internal: bool
     partitions: list[MetadataResponsePartition]
     topic_authorized_operations: int
+
+
+class OwedPartition(TypedDict, total=False):
+    """A struct of DescribeTieredStateResponse."""
+
+    partition_id: int
+    leader: int
+    assigned_broker: int
+    segments_remaining: int
+    bytes_remaining: int
 
 
 class PendingBroker(TypedDict, total=False):
@@ -439,6 +471,29 @@ class CreateTopicsResponse(TypedDict, total=False):
     topics: list[CreatableTopicResult]
 
 
+class DeleteRemotePartitionsRequest(TypedDict, total=False):
+    """DeleteRemotePartitionsRequest (request, api key 10954; versions 0-0)."""
+
+    topic_id: Uuid
+    topic_name: str
+    partitions: list[int]
+    controller_epoch: int
+    broker_epoch: int
+
+
+class DeleteRemotePartitionsResponse(TypedDict, total=False):
+    """DeleteRemotePartitionsResponse (response, api key 10954; versions 0-0)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    status: int
+    partitions_total: int
+    partitions_done: int
+    segments_deleted: int
+    segments_remaining: int
+
+
 class DeleteTopicsRequest(TypedDict, total=False):
     """DeleteTopicsRequest (request, api key 20; versions 1-6)."""
 
@@ -481,6 +536,7 @@ class DescribeTieredStateResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
     topics: list[DescribedTopic]
+    deleting_topics: list[DeletingTopic]
 
 
 class DisableRemoteTopicRequest(TypedDict, total=False):
@@ -492,6 +548,7 @@ class DisableRemoteTopicRequest(TypedDict, total=False):
     controller_epoch: int
     broker_epoch: int
     policy: int
+    assigned_partitions: list[int]
 
 
 class DisableRemoteTopicResponse(TypedDict, total=False):

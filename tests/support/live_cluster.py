@@ -62,10 +62,13 @@ class LiveCluster:
         controllers: int = 2,
         s3_endpoint: str | None = None,
         bucket: str | None = None,
+        controller_overrides: dict[str, dict[str, Any]] | None = None,
     ) -> None:
-        """A new cluster in ``directory``; on the embedded S3 unless ``s3_endpoint`` (and ``bucket``) name another."""
+        """A new cluster in ``directory``; on the embedded S3 unless ``s3_endpoint`` (and ``bucket``) name another.
+        ``controller_overrides`` adds tables to the fast controller settings (``{"snapshots": {...}}``)."""
         self.dir = directory
-        fast_timings = {"broker_overrides": FAST_BROKER, "controller_overrides": FAST_CONTROLLER}
+        controller = {**FAST_CONTROLLER, **(controller_overrides or {})}
+        fast_timings = {"broker_overrides": FAST_BROKER, "controller_overrides": controller}
         where = {"s3_endpoint": s3_endpoint, "bucket": bucket}
         self.state = lc.up(directory, brokers=brokers, controllers=controllers, **where, **fast_timings)
         self.bootstrap = self.state.bootstrap_server
@@ -108,6 +111,8 @@ class LiveCluster:
             states: dict[Any, list[SegmentState]] = {}
             for e in store.read_remote_log_metadata(topic_id=topic_id):
                 f = e.record.fields
+                if "remote_log_segment_id" not in f:  # a RemotePartitionDeleteMetadataRecord (a deleted topic)
+                    continue
                 states.setdefault(f["remote_log_segment_id"]["id"], []).append(
                     SegmentState(f["remote_log_segment_state"])
                 )

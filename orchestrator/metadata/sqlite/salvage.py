@@ -9,7 +9,8 @@ damaged file is kept aside as ``<name>.corrupt-<UTC timestamp>`` (``-2``, ``-3``
 Invariants:
 
 * Nothing before the first bad record is lost, and nothing after it is kept in the fresh file (only in the
-  kept-aside copy): the salvaged logs are dense from offset 0.
+  kept-aside copy): the salvaged logs are dense from their first offset (0, or for the metadata log the offset
+  it starts at once records were deleted behind a snapshot; ``store`` invariant 7).
 * The controller epoch only grows: the fresh file's lease is at the highest epoch found anywhere (lease row, log
   rows, snapshots), even if the lease row itself is lost. The lease is free: the active controller's image may
   include records that are gone, so it must re-acquire the lease (at epoch + 1) and rebuild from the log.
@@ -101,8 +102,10 @@ def _read_salvage(src: Path) -> Salvage:
 
         def prefix(table: str, columns: str, what: str) -> tuple[list[tuple[Any, ...]], int | None, int]:
             rows: list[tuple[Any, ...]] = []
+            first = one(f"SELECT COALESCE(MIN(offset), 0) FROM {table}")
+            start = int(first[0]) if isinstance(first, tuple) else 0
             while True:
-                offset = len(rows)
+                offset = start + len(rows)
                 row = one(f"SELECT {columns} FROM {table} WHERE offset = ?", (offset,))
                 count = 0
                 if isinstance(row, sqlite3.DatabaseError):
@@ -123,7 +126,7 @@ def _read_salvage(src: Path) -> Salvage:
                 if not count:
                     after = one(f"SELECT COUNT(*) FROM {table} WHERE offset >= ?", (offset,))
                     count = after[0] if isinstance(after, tuple) else 0
-                kept = f"salvaged offsets 0..{offset - 1}" if offset else "nothing salvaged"
+                kept = f"salvaged offsets {start}..{offset - 1}" if offset > start else "nothing salvaged"
                 out.problems.append(
                     f"{what}: record at offset {offset} is {reason}; {kept}"
                     + (f", lost {count} record(s) from there on" if count else "")
@@ -146,7 +149,8 @@ def _read_salvage(src: Path) -> Salvage:
                 "SELECT offset, controller_epoch, record_count, data, crc FROM snapshots WHERE offset = ?",
                 (offset,),
             )
-            if isinstance(row, tuple) and checksum(row[3]) == row[4] and offset < len(out.log):
+            log_end = out.log[-1][0] + 1 if out.log else 0
+            if isinstance(row, tuple) and checksum(row[3]) == row[4] and offset < log_end:
                 out.snapshots.append((int(row[0]), int(row[1]), int(row[2]), bytes(row[3]), int(row[4])))
             else:
                 out.dropped_snapshots.append(offset)

@@ -2,9 +2,10 @@
 
 Layout (format 1): ``log(offset, controller_epoch, data, crc)`` and ``rlmm(offset, topic_id, appended_at_ms,
 data, crc)`` hold each record's encoded bytes and the CRC-32 of those bytes; ``snapshots(offset, ...)`` one
-checksummed blob per snapshot (the newest ``retained_snapshots`` are kept); ``lease`` one row whose
-``controller_epoch`` outlives releases so it only grows; ``tiered_state`` the RLMM fence (derived from the log,
-rebuilt by recovery); ``quarantine`` the records recovery moved out of a log; ``meta`` the format version.
+checksummed blob per snapshot (the newest ``retain`` are kept; log rows below the oldest are deleted);
+``lease`` one row whose ``controller_epoch`` outlives releases so it only grows; ``tiered_state`` the RLMM
+fence (derived from the log, rebuilt by recovery); ``quarantine`` the records recovery moved out of a log;
+``meta`` the format version.
 
 Invariants:
 
@@ -13,16 +14,18 @@ Invariants:
 * Creating the tables is idempotent (``IF NOT EXISTS``; the single lease row is inserted only if missing).
 * ``tiered_state`` holds nothing the log does not say: an append changes it in the same transaction as the log
   rows (:func:`apply_fence_changes`), and whoever cuts or rewrites the log recomputes it from the whole log
-  (:func:`rebuild_fence`).
+  (:func:`rebuild_fence`): from offset 0 while the log starts there, else from the newest snapshot the
+  remaining log continues plus the records after it (``store`` invariant 7).
 """
 
 from __future__ import annotations
 
 import sqlite3
 
+from orchestrator.errors import MetadataLogCorrupt
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import TieredState, decode_record
-from orchestrator.metadata.store import plan_fence_changes
+from orchestrator.metadata.store import plan_fence_changes, snapshot_base
 
 FORMAT_VERSION = "1"
 
@@ -79,8 +82,23 @@ def apply_fence_changes(db: sqlite3.Connection, changes: dict[Uuid, tuple[int, T
 
 
 def rebuild_fence(db: sqlite3.Connection) -> None:
-    """Recompute the RLMM fence from the whole metadata log (after the log lost a tail)."""
-    records = (decode_record(row[0]) for row in db.execute("SELECT data FROM log ORDER BY offset").fetchall())
+    """Recompute the RLMM fence from the metadata log (after the log lost a tail): the whole log while it starts at
+    offset 0, else the newest snapshot it continues plus the records after that snapshot."""
+    bounds = db.execute("SELECT COALESCE(MIN(offset), 0), COALESCE(MAX(offset) + 1, 0) FROM log").fetchone()
+    start, end = int(bounds[0]), int(bounds[1])
+    base: list[bytes] = []
+    after = -1
+    if start > 0:
+        snapshots = db.execute("SELECT offset, data, crc FROM snapshots").fetchall()
+        found = snapshot_base(snapshots, start_offset=start, end_offset=end)
+        if found is None:
+            raise MetadataLogCorrupt(
+                f"the metadata log starts at offset {start} and no snapshot it continues verifies: "
+                "the fence cannot be rebuilt"
+            )
+        after, base = found
+    rows = db.execute("SELECT data FROM log WHERE offset > ? ORDER BY offset", (after,)).fetchall()
+    records = [decode_record(data) for data in base] + [decode_record(row[0]) for row in rows]
     changes = plan_fence_changes(records, lambda _tid: None)
     db.execute("DELETE FROM tiered_state")
     apply_fence_changes(db, {tid: s for tid, s in changes.items() if s is not None})

@@ -63,6 +63,7 @@ from orchestrator.metadata.sqlite.schema import (
 from orchestrator.metadata.sqlite.wal import WalInspection, inspect_wal, sidecar
 from orchestrator.metadata.store import (
     CHECKSUM_ALGORITHM,
+    DEFAULT_RETAINED_SNAPSHOTS,
     Lease,
     LogEntry,
     MetadataStore,
@@ -78,6 +79,7 @@ from orchestrator.metadata.store import (
     log_recovery,
     plan_fence_changes,
     split_snapshot,
+    truncated,
 )
 
 log = structlog.get_logger(__name__)
@@ -123,13 +125,11 @@ class SqliteMetadataStore:
         path: str | os.PathLike[str],
         *,
         busy_timeout_ms: int = 10_000,
-        retained_snapshots: int = 2,
         recover_on_open: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.path = Path(path)
         self._busy_timeout_ms = busy_timeout_ms
-        self._retained_snapshots = max(1, retained_snapshots)
         self._clock = clock
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
@@ -179,6 +179,9 @@ class SqliteMetadataStore:
                 ).fetchall()
             for offset, epoch, data, crc in rows:
                 if offset != expected:
+                    start = self.start_offset()
+                    if expected < start:
+                        raise truncated(expected, start)
                     log.error("metadata.log.corrupt", offset=expected, reason="missing")
                     raise MetadataLogCorrupt(f"metadata log offset {expected} is missing (next stored: {offset})")
                 yield LogEntry(offset, _verified(data, crc, offset, rlmm=False), controller_epoch=epoch)
@@ -192,14 +195,25 @@ class SqliteMetadataStore:
         with self._read() as db:
             return int(db.execute("SELECT COALESCE(MAX(offset) + 1, 0) FROM log").fetchone()[0])
 
+    def start_offset(self) -> int:
+        with self._read() as db:
+            return _log_start(db)
+
     # --- snapshots --------------------------------------------------------------------------------------------
 
-    def save_snapshot(self, *, offset: int, records: Sequence[MetadataRecord], controller_epoch: int) -> None:
+    def save_snapshot(
+        self,
+        *,
+        offset: int,
+        records: Sequence[MetadataRecord],
+        controller_epoch: int,
+        retain: int = DEFAULT_RETAINED_SNAPSHOTS,
+    ) -> int:
         blob = encode_snapshot(encode_all(records, rlmm=False))
         with self._write() as db:
             self._check_epoch(db, controller_epoch, what="save a snapshot")
             end = int(db.execute("SELECT COALESCE(MAX(offset) + 1, 0) FROM log").fetchone()[0])
-            check_snapshot_offset(offset, end)
+            check_snapshot_offset(offset, _log_start(db), end, retain)
             db.execute(
                 "INSERT OR REPLACE INTO snapshots (offset, controller_epoch, record_count, data, crc) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -207,9 +221,20 @@ class SqliteMetadataStore:
             )
             db.execute(
                 "DELETE FROM snapshots WHERE offset NOT IN (SELECT offset FROM snapshots ORDER BY offset DESC LIMIT ?)",
-                (self._retained_snapshots,),
+                (retain,),
             )
-        log.info("metadata.snapshot.saved", offset=offset, records=len(records), controller_epoch=controller_epoch)
+            oldest = int(db.execute("SELECT MIN(offset) FROM snapshots").fetchone()[0])
+            deleted = db.execute("DELETE FROM log WHERE offset < ?", (oldest,)).rowcount
+            start = _log_start(db)
+        log.info(
+            "metadata.snapshot.saved",
+            offset=offset,
+            records=len(records),
+            controller_epoch=controller_epoch,
+            deleted_records=deleted,
+            log_start_offset=start,
+        )
+        return start
 
     def latest_snapshot(self) -> Snapshot | None:
         with self._read() as db:
@@ -611,14 +636,21 @@ def _revoke_lease(db: sqlite3.Connection) -> None:
         log.warning("metadata.lease.revoked", holder=holder, controller_epoch=epoch, reason="log truncated")
 
 
+def _log_start(db: sqlite3.Connection) -> int:
+    return int(db.execute("SELECT COALESCE(MIN(offset), 0) FROM log").fetchone()[0])
+
+
 def _scan_log(db: sqlite3.Connection, query: str) -> tuple[int | None, int]:
-    """(first bad offset or None, end offset once cut there) for a log table: checksums and density."""
-    expected = 0
+    """(first bad offset or None, end offset once cut there) for a log table: checksums and density from its
+    first row (the metadata log may start above 0, behind a snapshot)."""
+    expected: int | None = None
     for offset, data, crc in db.execute(query):
+        if expected is None:
+            expected = offset
         if offset != expected or checksum(data) != crc:
             return expected, expected
         expected += 1
-    return None, expected
+    return None, expected or 0
 
 
 __all__ = ["SqliteMetadataStore"]

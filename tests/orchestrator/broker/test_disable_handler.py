@@ -13,9 +13,9 @@ import botocore.exceptions as bce
 import pytest
 
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler, DisableStatus
-from orchestrator.errors import KafkaStorageError
+from orchestrator.errors import KafkaStorageError, StaleTieredEpoch
 from orchestrator.ids import Uuid
-from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
+from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState, make_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.keys import topic_prefix
 from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
@@ -142,3 +142,78 @@ def test_a_led_partition_whose_log_is_not_open_is_never_acknowledged(env: Env, p
     done = env.ask(tid)
     assert (done["error_code"], done["status"], done["partitions_done"]) == (0, DisableStatus.DONE, 2)
     assert (env.objects(tid) == []) == (policy == DisablePolicy.DELETE)
+
+
+def test_a_leaderless_partition_assigned_to_a_broker_has_its_remote_segments_deleted_from_the_rlmm_alone(
+    env: Env, tmp_path: Any, s3_client: Any, bucket: str
+) -> None:
+    """Replication factor 1: broker 1 tiered both partitions and died; partition 1 is leaderless (leader -1).
+    Broker 2 hosts nothing of the topic and is assigned partition 1: it deletes that partition's remote segments
+    from what the RLMM knows, with no local log, fenced by the tiered epoch; partition 0 (still led by 1) is not
+    its to touch."""
+    tid = _tiered(env, "orders", 2)
+    partition_1 = [k for k in env.objects(tid) if f"-{tid}/1/" in k]
+    assert partition_1 and len(partition_1) < len(env.objects(tid))
+    change = {"topic_id": tid, "partition_id": 1, "leader": -1, "isr": [1]}
+    env.writer.store.append([make_record("PartitionChangeRecord", **change)], controller_epoch=env.writer.epoch)
+    env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+    broker_2 = BrokerUnderTest(
+        broker_id=2,
+        data_dir=tmp_path / "broker-2",
+        store_path=tmp_path / "metadata.db",
+        s3_client=s3_client,
+        bucket=bucket,
+    )
+    jobs: list[Callable[[], None]] = []
+    handler = DisableRemoteTopicHandler(
+        broker_id=2,
+        store=broker_2.store,
+        rlm=broker_2.rlm,
+        logs=broker_2.logs,
+        refresh_image=broker_2.follower.refresh,
+        now_ms=broker_2.now_ms,
+        run_in_background=jobs.append,
+    )
+
+    def ask(epoch: int, assigned: list[int]) -> dict[str, Any]:
+        body = {
+            "topic_id": tid,
+            "partition_id": -1,
+            "tiered_epoch": epoch,
+            "controller_epoch": env.writer.epoch,
+            "assigned_partitions": assigned,
+        }
+        return dict(handler.handle(body))  # type: ignore[arg-type]
+
+    try:
+        stale = ask(1, [1])
+        assert stale["error_code"] == StaleTieredEpoch.code and jobs == [], "fenced by the tiered epoch"
+        nothing = ask(2, [])
+        assert (nothing["error_code"], nothing["partitions_total"]) == (0, 0), "leads nothing, assigned nothing"
+        jobs.pop(0)()
+        started = ask(2, [1])
+        assert (started["error_code"], started["status"], started["partitions_total"]) == (0, 1, 1), started
+        assert len(jobs) == 1, "an assignment the finished job did not cover starts a new job"
+        jobs.pop(0)()
+        done = ask(2, [1])
+        assert (done["error_code"], done["status"], done["partitions_done"]) == (0, DisableStatus.DONE, 1), done
+        assert done["segments_deleted"] == len(partition_1) // 3
+        assert not [k for k in env.objects(tid) if f"-{tid}/1/" in k], "partition 1's objects are gone"
+        assert [k for k in env.objects(tid) if f"-{tid}/0/" in k], "partition 0 is its leader's (broker 1's) to delete"
+        broker_2.rlmm.refresh()
+        assert {s.state for s in broker_2.rlmm.segments(tid, 1)} == {SegmentState.DELETE_SEGMENT_FINISHED}
+        assert SegmentState.DELETE_SEGMENT_FINISHED not in {s.state for s in broker_2.rlmm.segments(tid, 0)}
+        assert ask(2, [1]) == done and jobs == [], "re-delivered: nothing is done twice"
+    finally:
+        broker_2.close()
+
+
+def test_a_retain_request_ignores_assigned_partitions(env: Env) -> None:
+    tid = _tiered(env, "orders", 1)
+    before = env.objects(tid)
+    env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.RETAIN)
+    body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": 2, "controller_epoch": env.writer.epoch}
+    answer = env.handler.handle({**body, "assigned_partitions": [0]})  # type: ignore[arg-type]
+    env.run_jobs()
+    assert answer["error_code"] == 0 and answer["partitions_total"] == 1  # its led partition only
+    assert env.objects(tid) == before

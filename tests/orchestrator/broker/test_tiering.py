@@ -2,7 +2,9 @@
 
 import pytest
 
-from orchestrator.errors import OffsetOutOfRange, StaleTieredEpoch
+from orchestrator.broker.local_log import PartitionLog
+from orchestrator.broker.partition_dirs import STALE_DIR, retire_stale_partitions
+from orchestrator.errors import InconsistentTopicId, OffsetOutOfRange, StaleTieredEpoch
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.keys import parse_key, topic_prefix
@@ -131,6 +133,9 @@ def test_reenable_tiers_new_segments_at_the_new_epoch_and_old_ones_are_still_ser
 
 
 def test_same_name_different_ids_are_never_confused(env):
+    """One data directory throughout, as on a running broker: the old id's partition directory is retired (log
+    closed, directory moved to stale/) as the agent's metadata round does once the image has the new id. The
+    same on a whole running cluster: test_recreated_topic.py."""
     writer, broker, s3, bucket = env
     old = writer.create_topic("orders")
     broker.produce(old, 40)
@@ -138,9 +143,13 @@ def test_same_name_different_ids_are_never_confused(env):
     old_objects = _objects(s3, bucket, topic_prefix("tiered/", "orders", old))
     writer.delete_topic(old)
     new = writer.create_topic("orders")
-    broker.data_dir = broker.data_dir.parent / "broker-1-new"  # a fresh log dir for the new topic id
+    with pytest.raises(InconsistentTopicId):  # the directory of the old id is in the way until it is retired
+        PartitionLog(broker.data_dir / "orders-0", topic_id=new, clock=lambda: 0)
+    retire_stale_partitions(broker.data_dir, broker.follower.refresh(), broker.logs, now_ms=1_000)
+    assert [p.name for p in (broker.data_dir / STALE_DIR).iterdir()] == [f"orders-0.{old}.1000"]
     broker.produce(new, 40)
     broker.tier(new)
+    assert broker.read_all(new) == list(range(40))  # the new id's own records, none of the old id's
     writer.set_state(new, TieredState.DISABLING, DisablePolicy.DELETE)
     broker.disable(new, controller_epoch=writer.epoch)
     assert _objects(s3, bucket, topic_prefix("tiered/", "orders", new)) == []

@@ -11,10 +11,11 @@ from orchestrator.controller.core import ControllerCore
 from orchestrator.errors import StaleControllerEpoch
 from orchestrator.ids import ZERO_UUID, Uuid
 from orchestrator.metadata.memory_store import InMemoryMetadataStore
-from orchestrator.metadata.records import DisablePolicy, TieredState
+from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.protocol import codec
 from orchestrator.protocol.schema import schema
 from orchestrator.settings import BrokerMembership, DisablementSettings, TopicDefaults
+from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 
 pytestmark = pytest.mark.unit
 
@@ -565,3 +566,80 @@ def test_a_disabled_topic_counts_every_broker_that_acknowledged_it_also_after_a_
     for core in (c.core, c.new_controller()):
         status = core.describe_tiered_state({"topics": ["t"]})["topics"][0]
         assert (status["acknowledged_brokers"], status["pending_brokers"]) == (3, [])
+
+
+def _segment(topic: Any, partition: int) -> RemoteSegment:
+    return RemoteSegment(
+        topic=topic.name,
+        topic_id=topic.topic_id,
+        partition=partition,
+        segment_id=Uuid.random(random.Random(partition + 100).randbytes),
+        start_offset=0,
+        end_offset=9,
+        max_timestamp_ms=0,
+        size_bytes=1_000,
+        tiered_epoch=topic.tiered_epoch,
+    )
+
+
+def test_disabled_delete_waits_until_the_rlmm_shows_every_partitions_remote_data_deleted_whoever_leads() -> None:
+    """Replication factor 1 over three brokers, broker 3 decommissioned: its partition is leaderless. The controller
+    assigns it to a live broker (named in that broker's request); brokers that answer "done" without the RLMM showing
+    the segments deleted do not make the topic DISABLED: they are asked again, and DescribeTieredState shows the
+    partitions still owed with who deletes them."""
+    c = CoreHarness()
+    c.create("t", num_partitions=3, replication_factor=1, configs=[{"name": "remote.storage.enable", "value": "true"}])
+    topic = c.topic("t")
+    rlmm = RemoteLogMetadataManager(c.store)
+    segments = {p: _segment(topic, p) for p in range(3)}
+    for seg in segments.values():
+        rlmm.copy_started(seg, now_ms=c.clock)
+    rlmm.transition(segments.values(), SegmentState.COPY_SEGMENT_FINISHED, broker_id=1, now_ms=c.clock)
+    orphaned = next(p.partition_id for p in topic.partitions.values() if p.replicas == (3,))
+    assert c.core.unregister_broker({"broker_id": 3})["error_code"] == 0
+    assert c.topic("t").partitions[orphaned].leader == -1
+    assert c.alter("t", {"remote.storage.enable": "false", "remote.log.disable.policy": "delete"})["error_code"] == 0
+
+    sent = dict(c.answer_all())  # every broker says done, and deletes nothing
+    assignee = [1, 2][orphaned % 2]
+    assert sent[assignee]["assigned_partitions"] == [orphaned]
+    assert sent[3 - assignee]["assigned_partitions"] == []
+    assert c.topic("t").tiered_state == TieredState.DISABLING, "the RLMM still holds every partition's segments"
+    described = c.core.describe_tiered_state({"topics": ["t"]})
+    _encodes("DescribeTieredStateResponse", 0, dict(described))
+    status = described["topics"][0]
+    owed = {o["partition_id"]: o for o in status["owed_partitions"]}
+    assert sorted(owed) == [0, 1, 2]
+    assert (owed[orphaned]["leader"], owed[orphaned]["assigned_broker"]) == (-1, assignee)
+    assert owed[orphaned]["segments_remaining"] == 1 and owed[orphaned]["bytes_remaining"] == 1_000
+    pending = {p["broker_id"]: p for p in status["pending_brokers"]}
+    assert sorted(pending) == [1, 2], "asked again: the brokers answerable for the owed partitions"
+    assert "not DELETE_SEGMENT_FINISHED in the RLMM" in pending[assignee]["last_error"]
+
+    # The brokers delete the remote data for real this time (the orphaned partition by its assignee).
+    for p, seg in segments.items():
+        by = assignee if p == orphaned else c.topic("t").partitions[p].leader
+        rlmm.transition([seg], SegmentState.DELETE_SEGMENT_STARTED, broker_id=by, now_ms=c.clock)
+        rlmm.transition([seg], SegmentState.DELETE_SEGMENT_FINISHED, broker_id=by, now_ms=c.clock)
+    c.clock += 60_000
+    again = dict(c.answer_all())
+    assert again[assignee]["assigned_partitions"] == [orphaned]
+    assert c.topic("t").tiered_state == TieredState.DISABLED
+    assert c.core.describe_tiered_state({"topics": ["t"]})["topics"][0]["owed_partitions"] == []
+
+
+def test_a_topic_whose_only_brokers_are_gone_is_not_disabled_while_the_rlmm_holds_its_remote_data() -> None:
+    c = CoreHarness(brokers=1)
+    c.create("t", num_partitions=1, replication_factor=1, configs=[{"name": "remote.storage.enable", "value": "true"}])
+    rlmm = RemoteLogMetadataManager(c.store)
+    rlmm.copy_started(_segment(c.topic("t"), 0), now_ms=c.clock)
+    assert c.core.unregister_broker({"broker_id": 1})["error_code"] == 0
+    c.alter("t", {"remote.storage.enable": "false", "remote.log.disable.policy": "delete"})
+    c.core.tick()
+    assert c.answer_all() == [] and c.topic("t").tiered_state == TieredState.DISABLING
+    owed = c.core.describe_tiered_state({"topics": ["t"]})["topics"][0]["owed_partitions"]
+    assert [(o["partition_id"], o["assigned_broker"]) for o in owed] == [(0, -1)]
+    c.register(2)
+    c.heartbeat(2)  # a live broker again: it is assigned the leaderless partition
+    sent = dict(c.answer_all())
+    assert sent[2]["assigned_partitions"] == [0]

@@ -7,9 +7,10 @@ the controller and start a new one on the same store, let time pass.
 
 After every step the test replays the new part of the log itself and checks DESIGN §4's invariants:
 1. a topic's tiered epoch only grows, and every request-driven state change bumps it by exactly one;
-2. DISABLED at epoch E is appended only when every required broker (registered, hosting a replica) has handled a
-   DisableRemoteTopic of epoch E while holding (at least) its current duty: its hosted and led partitions. Acks
-   are recorded by the fake brokers themselves, not taken from the controller;
+2. DISABLED at epoch E is appended only when every required broker (registered, hosting a replica or assigned a
+   leaderless partition) has handled a DisableRemoteTopic of epoch E while holding (at least) its current duty: its
+   hosted and led partitions, and the leaderless partitions the request assigned it (delete policy: the controller
+   gives them to live brokers). Acks are recorded by the fake brokers themselves, not taken from the controller;
 6. a deposed core's writes are refused (the log's controller epochs never go down) and its DisableRemoteTopic is
    refused by the brokers, so it is never counted;
 7. a re-delivered reply changes nothing: no second DISABLED, not even a queue change.
@@ -114,7 +115,13 @@ class FakeBroker:
         if key in self.slow:
             self.slow.discard(key)
             return {"error_code": 0, "status": 1, "tiered_epoch": key[1]}
-        acks[key][self.broker_id].append(dq.duties(topic).get(self.broker_id, dq.NO_DUTY))
+        # What the broker did: its hosted and led partitions as its own image says, and the leaderless partitions
+        # the request assigned it (the real handler deletes those from the RLMM alone).
+        mine = dq.duties(topic, image).get(self.broker_id, dq.NO_DUTY)
+        assigned = frozenset(body.get("assigned_partitions") or ())
+        if topic.policy != DisablePolicy.DELETE:
+            assigned = frozenset()
+        acks[key][self.broker_id].append(dq.Duty(mine.hosted, mine.leading, assigned & set(topic.partitions)))
         return {"error_code": 0, "status": 0, "tiered_epoch": key[1]}
 
 

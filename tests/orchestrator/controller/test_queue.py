@@ -262,7 +262,7 @@ def test_an_acknowledgement_survives_a_re_registration_but_not_an_unregistration
 
 
 def test_decommissioning_a_dead_broker_removes_it_from_every_pending_set_and_lets_the_topic_complete() -> None:
-    image = _cluster()
+    image = _cluster(policy=DisablePolicy.RETAIN)  # retain: a leaderless partition owes no remote deletion
     q, _ = _send_all(dq.rebuild(image, NOW))
     q = _ack(q, 2)
     dead = _apply(image, make_record("FenceBrokerRecord", id=1, epoch=10))
@@ -472,3 +472,131 @@ def test_a_topic_with_no_registered_replica_brokers_completes_at_once() -> None:
     q = dq.rebuild(image, NOW)
     assert q.topics[T].pending == {}
     assert dq.completed(q, image) == [T]
+
+
+# --- leaderless partitions under the delete policy ---------------------------------------------------------------
+
+
+def _leaderless_cluster(policy: DisablePolicy = DisablePolicy.DELETE) -> MetadataImage:
+    """Replication factor 1 over brokers 1-3, topic T DISABLING at epoch 2: p0-p3 on broker 4, which was
+    decommissioned (leader -1), p4 on broker 1 (its leader)."""
+    return _apply(
+        EMPTY_IMAGE,
+        *(_register(b, 10 * b) for b in (1, 2, 3)),
+        make_record("TopicRecord", name="orders", topic_id=T),
+        *(_partition(T, p, [4], -1) for p in range(4)),
+        _partition(T, 4, [1], 1),
+        _tiered(T, 1, TieredState.ENABLED, DisablePolicy.NONE),
+        _tiered(T, 2, TieredState.DISABLING, policy),
+    )
+
+
+def test_leaderless_partitions_of_a_delete_topic_are_spread_over_the_live_brokers_and_named_in_their_requests() -> None:
+    image = _leaderless_cluster()
+    topic = image.topics[T]
+    assert dq.leaderless_assignment(topic, image) == {0: 1, 1: 2, 2: 3, 3: 1}
+    assert dq.deleting_brokers(topic, image) == {0: 1, 1: 2, 2: 3, 3: 1, 4: 1}
+    q, sends = _send_all(dq.rebuild(image, NOW))
+    assert sorted(sends) == [1, 2, 3], "brokers 2 and 3 host nothing of it but owe the remote data they are assigned"
+    assert sends[1].assigned == frozenset({0, 3}) and sends[2].assigned == frozenset({1})
+    assert q.topics[T].pending[1].duty == Duty(frozenset({4}), frozenset({4}), frozenset({0, 3}))
+    for b in (1, 2):
+        q = _ack(q, b)
+    assert dq.completed(q, image) == [], "DISABLED waits for the broker assigned p2"
+    q = _ack(q, 3)
+    assert dq.completed(q, image) == [T]
+
+
+def test_retain_assigns_no_leaderless_partition() -> None:
+    image = _leaderless_cluster(DisablePolicy.RETAIN)
+    assert dq.leaderless_assignment(image.topics[T], image) == {}
+    assert sorted(dq.rebuild(image, NOW).topics[T].pending) == [1]
+
+
+def test_a_partition_whose_leader_is_fenced_is_assigned_and_no_live_broker_means_no_assignment() -> None:
+    image = _apply(_leaderless_cluster(), make_record("FenceBrokerRecord", id=1, epoch=10))
+    assert dq.leaderless_assignment(image.topics[T], image) == {0: 2, 1: 3, 2: 2, 3: 3, 4: 2}
+    nobody = _apply(image, *(make_record("FenceBrokerRecord", id=b, epoch=10 * b) for b in (2, 3)))
+    assert dq.leaderless_assignment(nobody.topics[T], nobody) == {}
+    assert dq.deleting_brokers(nobody.topics[T], nobody) == dict.fromkeys(range(5), -1)
+
+
+def test_a_partition_regaining_a_leader_goes_back_to_the_normal_path_and_the_new_leader_owes_it() -> None:
+    image = _leaderless_cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    for b in (1, 2, 3):
+        q = _ack(q, b)
+    # Broker 4 comes back (a new registration) and leads p0-p3 again: it owes them (its duty is new); broker 1's
+    # acknowledgement still covers its smaller duty, and 2 and 3 (assigned nothing, hosting nothing) owe nothing.
+    back = _apply(image, _register(4, 40), *(_leader(T, p, 4) for p in range(4)))
+    assert dq.leaderless_assignment(back.topics[T], back) == {}
+    q = dq.on_image(q, back, NOW + 1)
+    assert sorted(q.topics[T].pending) == [4] and sorted(q.topics[T].acked) == [1]
+    assert dq.completed(q, back) == []
+    q, _ = _send_all(q, NOW + 2)
+    q = _ack(q, 4, now=NOW + 2)
+    assert dq.completed(q, back) == [T]
+
+
+def test_an_assignment_that_moves_to_another_broker_makes_that_broker_owe_it() -> None:
+    image = _leaderless_cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    for b in (1, 2, 3):
+        q = _ack(q, b)
+    # Broker 3 is fenced: p2 (its assignment) goes to broker 2, whose acknowledgement did not cover it.
+    fenced = _apply(image, make_record("FenceBrokerRecord", id=3, epoch=30))
+    q = dq.on_image(q, fenced, NOW + 1)
+    assert dq.leaderless_assignment(fenced.topics[T], fenced) == {0: 1, 1: 2, 2: 1, 3: 2}
+    assert sorted(q.topics[T].pending) == [1, 2], "both gained an assigned partition"
+    assert 3 not in q.topics[T].acked, "broker 3 hosts nothing and is assigned nothing any more: not required"
+    assert dq.completed(q, fenced) == []
+
+
+def test_an_assignment_that_changes_while_the_request_is_in_flight_is_not_credited() -> None:
+    image = _leaderless_cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    fenced = _apply(image, make_record("FenceBrokerRecord", id=3, epoch=30))
+    q = dq.on_image(q, fenced, NOW + 1)
+    q = _ack(q, 2, now=NOW + 2)  # answers a request that named {1}; it now owes {1, 3}
+    assert 2 in q.topics[T].pending and 2 not in q.topics[T].acked
+    q, sends = _send_all(q, NOW + 2)
+    assert sends[2].assigned == frozenset({1, 3})
+
+
+def test_an_acknowledgement_as_leader_covers_the_same_partition_assigned() -> None:
+    led = Duty(frozenset({0}), frozenset({0}))
+    assert led.covers(Duty(frozenset({0}), frozenset(), frozenset({0})))
+    assert not Duty(frozenset({0})).covers(Duty(frozenset({0}), frozenset(), frozenset({0})))
+    assert not Duty(assigned=frozenset({0})).covers(Duty(leading=frozenset({0})))
+
+
+def test_reopen_takes_back_the_acknowledgement_of_the_broker_answerable_for_owed_remote_data_with_backoff() -> None:
+    image = _leaderless_cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    for b in (1, 2, 3):
+        q = _ack(q, b)
+    assert dq.completed(q, image) == [T]
+    rng = random.Random(7)
+    q = dq.reopen(q, image, T, [1, 4], reason="still owed", now_ms=NOW + 5, rng=rng)
+    entry = q.topics[T]
+    assert sorted(entry.pending) == [1, 2] and sorted(entry.acked) == [3]  # p1: assignee 2; p4: leader 1
+    assert entry.remote_checks_failed == 1
+    pb = entry.pending[2]
+    assert (pb.failures, pb.last_error, pb.in_flight) == (1, "still owed", False)
+    assert NOW + 5 + DISABLE_RPC_WAIT.min * 1000 <= pb.next_attempt_ms <= NOW + 5 + 200
+    assert dq.completed(q, image) == []
+    q, sends = _send_all(q, NOW + 1_000)
+    assert sends[2].assigned == frozenset({1})
+    for b in (1, 2):
+        q = _ack(q, b, now=NOW + 1_001)
+    q = dq.reopen(q, image, T, [1], reason="still owed", now_ms=NOW + 2_000, rng=rng)
+    assert q.topics[T].remote_checks_failed == 2 and q.topics[T].pending[2].failures == 2
+
+
+def test_reopen_changes_nothing_when_nobody_acknowledged_can_answer_for_the_owed_partitions() -> None:
+    image = _leaderless_cluster()
+    q, _ = _send_all(dq.rebuild(image, NOW))
+    q = _ack(q, 1)
+    assert dq.reopen(q, image, T, [1], reason="x", now_ms=NOW, rng=random.Random(0)) is q  # 2 is still pending
+    assert dq.reopen(q, image, T, [99], reason="x", now_ms=NOW, rng=random.Random(0)) is q  # no such partition
+    assert dq.reopen(q, image, OTHER, [0], reason="x", now_ms=NOW, rng=random.Random(0)) is q

@@ -72,7 +72,7 @@ def test_a_sender_that_keeps_failing_steps_down_and_the_controller_comes_back_wi
         if failures["left"] > 0:
             failures["left"] -= 1
             raise ValueError("a bug in a tick")
-        return []
+        return [], []  # no DisableRemoteTopic, no DeleteRemotePartitions
 
     monkeypatch.setattr(service_module, "_tick_and_collect", failing_tick)
     cores: list[object] = []

@@ -44,7 +44,8 @@ def _fill(path: Path, batches: int = 30, per_batch: int = 10) -> tuple[list[Meta
         written += [topic("orders", tid), tiered(tid, 1, TieredState.ENABLED)]
         store.append(written, controller_epoch=lease.controller_epoch)
         store.append_remote_log_metadata([copy_started(tid, 1, start_offset=100 * i) for i in range(20)])
-        store.save_snapshot(offset=1, records=written, controller_epoch=lease.controller_epoch)
+        # At offset 0, the log's first record: saving it deletes nothing (store invariant 7), so the whole log stays.
+        store.save_snapshot(offset=0, records=written[:1], controller_epoch=lease.controller_epoch)
         for b in range(batches):
             batch = [topic(f"topic-{b}-{i}", Uuid.random()) for i in range(per_batch)]
             store.append(batch, controller_epoch=lease.controller_epoch)
@@ -97,7 +98,7 @@ def test_a_truncated_database_file_is_salvaged_up_to_the_first_unreadable_record
         assert report.log_end_offset == survivors
         assert len(list(store.read_remote_log_metadata())) == 20  # written before the log: on early pages
         snap = store.latest_snapshot()
-        assert snap is not None and snap.offset == 1
+        assert snap is not None and snap.offset == 0
         assert store.tiered_state(written[0]["topic_id"]) == (1, TieredState.ENABLED)
         _continues_densely(store, lease)
 

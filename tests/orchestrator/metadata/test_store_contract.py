@@ -25,7 +25,7 @@ from orchestrator.metadata.records import (
     TieredState,
 )
 from orchestrator.metadata.sqlite import SqliteMetadataStore
-from orchestrator.metadata.store import Lease, MetadataStore
+from orchestrator.metadata.store import Lease, LogTruncated, MetadataStore
 from tests.support.metadata_records import (
     copy_started,
     partition_delete,
@@ -71,7 +71,11 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         memory_store = InMemoryMetadataStore()
 
         def damage_memory(offset: int, rlmm: bool = False) -> None:
-            entries = memory_store.read_remote_log_metadata() if rlmm else memory_store.read()
+            entries = (
+                memory_store.read_remote_log_metadata()
+                if rlmm
+                else memory_store.read(from_offset=memory_store.start_offset())
+            )
             from orchestrator.metadata.records import encode_record
 
             record = next(e.record for e in entries if e.offset == offset)
@@ -336,6 +340,87 @@ def test_a_snapshot_must_be_at_an_offset_in_the_log(store: MetadataStore) -> Non
     assert snap is not None and snap.offset == 0 and snap.records == ()
 
 
+def _numbered_topics(store: MetadataStore, epoch: int, n: int) -> None:
+    store.append([topic(f"t{i}", Uuid.random()) for i in range(n)], controller_epoch=epoch)
+
+
+def test_saving_a_snapshot_deletes_the_log_below_the_oldest_snapshot_kept(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    _numbered_topics(store, epoch, 10)
+    assert store.start_offset() == 0
+
+    assert store.save_snapshot(offset=3, records=[], controller_epoch=epoch) == 3
+    assert store.save_snapshot(offset=6, records=[], controller_epoch=epoch) == 3  # two kept: 3 and 6
+    assert store.save_snapshot(offset=9, records=[], controller_epoch=epoch) == 6  # 3 dropped, records 3..5 too
+
+    assert (store.start_offset(), store.end_offset()) == (6, 10)
+    assert [e.offset for e in store.read(from_offset=6)] == [6, 7, 8, 9]
+    assert [e.offset for e in store.read(from_offset=8, limit=1)] == [8]
+    snap = store.latest_snapshot()
+    assert snap is not None and snap.offset == 9
+    # Appends continue densely after the deletion.
+    assert store.append([topic("after", Uuid.random())], controller_epoch=epoch) == 10
+
+
+def test_reading_below_the_log_start_is_log_truncated_not_corruption(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    _numbered_topics(store, epoch, 5)
+    store.save_snapshot(offset=3, records=[], controller_epoch=epoch, retain=1)
+    for from_offset in (0, 2):
+        with pytest.raises(LogTruncated, match="starts at 3"):
+            list(store.read(from_offset=from_offset))
+    assert [e.offset for e in store.read(from_offset=3)] == [3, 4]
+
+
+def test_the_number_of_snapshots_kept_is_the_callers(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    _numbered_topics(store, epoch, 10)
+    for offset in (2, 4, 6):
+        store.save_snapshot(offset=offset, records=[], controller_epoch=epoch, retain=3)
+    assert store.start_offset() == 2
+    assert store.save_snapshot(offset=8, records=[], controller_epoch=epoch, retain=1) == 8
+    with pytest.raises(InvalidRequest, match="at least one"):
+        store.save_snapshot(offset=9, records=[], controller_epoch=epoch, retain=0)
+
+
+def test_a_snapshot_below_the_log_start_is_refused(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    _numbered_topics(store, epoch, 5)
+    store.save_snapshot(offset=3, records=[], controller_epoch=epoch, retain=1)
+    with pytest.raises(InvalidRequest, match="offsets run from 3 to 4"):
+        store.save_snapshot(offset=2, records=[], controller_epoch=epoch)
+    assert store.start_offset() == 3
+
+
+def test_a_deposed_controller_deletes_nothing(store: MetadataStore) -> None:
+    old = _lease(store)
+    _numbered_topics(store, old.controller_epoch, 5)
+    store.release_lease(holder=old.holder, controller_epoch=old.controller_epoch)
+    _lease(store, holder="controller-2")
+    with pytest.raises(StaleControllerEpoch):
+        store.save_snapshot(offset=4, records=[], controller_epoch=old.controller_epoch, retain=1)
+    assert store.start_offset() == 0 and store.latest_snapshot() is None
+
+
+def test_recovery_after_deletion_rebuilds_the_fence_from_the_snapshot_and_the_tail(backend: Backend) -> None:
+    store = backend.store
+    epoch = _lease(store).controller_epoch
+    tid = Uuid.random()
+    enabled = [topic("a", tid), tiered(tid, 1, TieredState.ENABLED)]
+    store.append([*enabled, topic("b", Uuid.random())], controller_epoch=epoch)
+    store.save_snapshot(offset=2, records=[*enabled, topic("b", Uuid.random())], controller_epoch=epoch, retain=1)
+    store.append([tiered(tid, 2, TieredState.DISABLING, DisablePolicy.DELETE)], controller_epoch=epoch)
+    assert store.tiered_state(tid) == (2, TieredState.DISABLING)
+    backend.damage(3)
+
+    report = store.recover()
+
+    assert (report.first_bad_offset, report.log_end_offset) == (3, 3)
+    assert store.start_offset() == 2
+    assert store.tiered_state(tid) == (1, TieredState.ENABLED)  # from the snapshot: records 0..1 are gone
+    assert store.recover().clean
+
+
 def test_a_snapshot_needs_the_current_controller_epoch(store: MetadataStore) -> None:
     epoch = _lease(store).controller_epoch
     store.append([topic("a", Uuid.random())], controller_epoch=epoch)
@@ -510,7 +595,8 @@ def test_recovery_cuts_the_log_at_the_first_bad_record_and_appends_continue_dens
     lease = _lease(store)
     tid = Uuid.random()
     store.append([topic("a", tid), tiered(tid, 1, TieredState.ENABLED)], controller_epoch=lease.controller_epoch)
-    store.save_snapshot(offset=1, records=[topic("a", tid)], controller_epoch=lease.controller_epoch)
+    # At offset 0: the oldest snapshot kept is at the log's start, so saving deletes no record (invariant 7).
+    store.save_snapshot(offset=0, records=[topic("a", tid)], controller_epoch=lease.controller_epoch)
     store.append(
         [tiered(tid, 2, TieredState.DISABLING), topic("b", Uuid.random())], controller_epoch=lease.controller_epoch
     )
@@ -525,7 +611,7 @@ def test_recovery_cuts_the_log_at_the_first_bad_record_and_appends_continue_dens
     assert report.dropped_snapshots == (3,)
     assert [e.offset for e in store.read()] == [0, 1]
     snap = store.latest_snapshot()
-    assert snap is not None and snap.offset == 1
+    assert snap is not None and snap.offset == 0
     assert store.tiered_state(tid) == (1, TieredState.ENABLED)  # the fence is rebuilt from what remains
     # The log lost records the controller had written: its lease is revoked, so it must rebuild at epoch + 1.
     assert store.current_lease() is None

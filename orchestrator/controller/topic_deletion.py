@@ -1,0 +1,215 @@
+"""The remote deletion driver: a deleted topic's remote data goes, partition by partition (KIP-405).
+
+DeleteTopics appends RemoveTopicRecord; for a topic with remote data (a tiered history, or any segment in the RLMM)
+:meth:`RemoteDeletionDriver.mark_deleted` then marks each of its partitions DELETE_PARTITION_MARKED in the RLMM. The
+two appends are in different tables, so not atomic: the removal comes first (from then on the store refuses every
+copy record of the topic id, so nothing new lands), and :meth:`RemoteDeletionDriver.sync` makes the marking
+recoverable: every topic id the RLMM knows and the image does not have is a deleted topic, and any of its RLMM
+partitions without a delete state is marked. Sync reads the RLMM *before* it refreshes the image: a segment read
+there was admitted by the store's fence while its topic existed, so the image read after it has that topic unless it
+was removed since (a topic created meanwhile is never taken for a deleted one).
+
+The queue (``deletion_queue.py``, pure) is rebuilt from the RLMM on every sync, so after a controller start or
+failover it holds every partition MARKED or STARTED and not FINISHED; requests go to live brokers
+(DeleteRemotePartitions, fenced there by controller epoch, broker epoch and the partition's RLMM delete state), with
+the disablement's timeouts and backoff (:class:`~orchestrator.settings.DisablementSettings`). A topic leaves the
+queue when the RLMM shows all its partitions FINISHED (``topic_deletion.completed`` is logged). A deposed controller
+hands out no request (the lease is checked first), and a broker answering STALE_CONTROLLER_EPOCH makes it step down.
+DescribeTieredState lists the topics still being deleted (:meth:`RemoteDeletionDriver.describe`).
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from orchestrator.errors import RequestTimedOut, StaleControllerEpoch, TieredError, as_wire_error
+from orchestrator.ids import Uuid
+from orchestrator.metadata.image import TopicImage
+from orchestrator.metadata.records import PartitionDeleteState
+from orchestrator.protocol import messages as m
+from orchestrator.settings import DisablementSettings
+from remote_storage.rlmm import RemoteLogMetadataManager
+
+from . import deletion_queue as rq
+from .queue import Progress
+from .state import ControllerState
+
+log = structlog.get_logger(__name__)
+
+CONTROLLER_WRITER = -1  # the broker id RLMM records written by the controller carry
+
+
+class DeleteRemotePartitionsBody(m.DeleteRemotePartitionsRequest):
+    """A DeleteRemotePartitions request as the driver hands it out; ``attempt`` is not a wire field (the codec
+    encodes schema fields only): given back with the outcome, it tells a late reply from the current one."""
+
+    attempt: int
+
+
+class RemoteDeletionDriver:
+    def __init__(
+        self, state: ControllerState, settings: DisablementSettings, *, remote_log: RemoteLogMetadataManager
+    ) -> None:
+        self._state = state
+        self._settings = settings
+        self._rlmm = remote_log
+        self.queue = rq.EMPTY_DELETION_QUEUE
+        self._done_topics: set[Uuid] = set()  # finished deletions already seen: not looked at again
+
+    def mark_deleted(self, topic: TopicImage) -> None:
+        """After ``topic``'s RemoveTopicRecord: mark every partition of a topic with remote data for deletion."""
+        self._rlmm.refresh()
+        if topic.tiered_epoch == 0 and not self._rlmm.segments(topic.topic_id):
+            return  # never tiered, nothing remote
+        partitions = set(topic.partitions) | {p.partition for p in self._rlmm.remote_partitions(topic.topic_id)}
+        self._rlmm.mark_partitions_delete(
+            topic.name,
+            topic.topic_id,
+            partitions,
+            PartitionDeleteState.DELETE_PARTITION_MARKED,
+            broker_id=CONTROLLER_WRITER,
+            now_ms=self._state.now_ms(),
+        )
+        log.info("topic_deletion.marked", topic=topic.name, topic_id=str(topic.topic_id), partitions=len(partitions))
+        self.sync()
+
+    def sync(self, *, mark: bool = True) -> None:
+        """Read what is owed from the RLMM (marking what a crash left unmarked, unless ``mark`` is False) and
+        reconcile the queue with it."""
+        rlmm, state = self._rlmm, self._state
+        rlmm.refresh()  # before the image: see the module docstring
+        image = state.refresh()
+        targets: list[rq.DeletionTarget] = []
+        for topic_id in rlmm.topic_ids() - self._done_topics:
+            if topic_id in image.topics:
+                continue
+            if rlmm.deletion_finished(topic_id):
+                self._done_topics.add(topic_id)
+                continue
+            partitions = rlmm.remote_partitions(topic_id)
+            unmarked = [p.partition for p in partitions if p.delete_state is None]
+            name = partitions[0].topic
+            if unmarked and mark:
+                state.check_lease()
+                marked = PartitionDeleteState.DELETE_PARTITION_MARKED
+                rlmm.mark_partitions_delete(
+                    name, topic_id, unmarked, marked, broker_id=CONTROLLER_WRITER, now_ms=state.now_ms()
+                )
+                log.info("topic_deletion.marked", topic=name, topic_id=str(topic_id), partitions=len(unmarked))
+            finished = PartitionDeleteState.DELETE_PARTITION_FINISHED
+            remaining = frozenset(p.partition for p in partitions if p.delete_state != finished)
+            targets.append(rq.DeletionTarget(topic_id, name, remaining))
+        before = self.queue
+        self.queue = rq.reconcile(before, targets, image, state.now_ms())
+        for topic_id in set(before.topics) - set(self.queue.topics):
+            log.info("topic_deletion.completed", topic=before.topics[topic_id].name, topic_id=str(topic_id))
+
+    def due_requests(self) -> list[tuple[int, DeleteRemotePartitionsBody]]:
+        """The DeleteRemotePartitions requests to send now, as (broker id, body); they are now in flight.
+        Raises :class:`StaleControllerEpoch` instead once the lease has moved on."""
+        state = self._state
+        now = state.now_ms()
+        expired = rq.expire(self.queue, now, timeout_ms=self._settings.request_timeout_ms, rng=state.rng)
+        queue, sends = rq.due(expired, now)
+        if sends:
+            state.check_lease()
+        self.queue = queue
+        out = []
+        for s in sends:
+            log.debug(
+                "topic_deletion.send", topic_id=str(s.topic_id), broker_id=s.broker_id, partitions=sorted(s.partitions)
+            )
+            body = DeleteRemotePartitionsBody(
+                topic_id=s.topic_id,
+                topic_name=s.name,
+                partitions=sorted(s.partitions),
+                controller_epoch=state.controller_epoch,
+                broker_epoch=s.broker_epoch,
+                attempt=s.attempt,
+            )
+            out.append((s.broker_id, body))
+        return out
+
+    def on_response(
+        self,
+        broker_id: int,
+        request_body: DeleteRemotePartitionsBody,
+        response_body: m.DeleteRemotePartitionsResponse | None,
+        error: TieredError | None,
+    ) -> None:
+        """Feed the outcome of one DeleteRemotePartitions (a reply, a transport error, or neither: a timeout)."""
+        state = self._state
+        topic_id = request_body["topic_id"]
+        in_progress = False
+        progress: Progress | None = None
+        message: str | None
+        if error is not None:
+            wire = as_wire_error(error)
+            code, message = wire.code, wire.message
+        elif response_body is None:
+            code, message = RequestTimedOut.code, "no reply (timed out)"
+        else:
+            code, message = int(response_body.get("error_code", 0)), response_body.get("error_message")
+            in_progress = code == 0 and int(response_body.get("status", 0)) == 1
+            progress = Progress(
+                int(response_body.get("partitions_done", 0)),
+                int(response_body.get("segments_deleted", 0)),
+                int(response_body.get("segments_remaining", 0)),
+            )
+        self.queue = rq.on_response(
+            self.queue,
+            topic_id,
+            broker_id,
+            attempt=request_body["attempt"],
+            ok=code == 0,
+            in_progress=in_progress,
+            error_code=code,
+            error_message=message,
+            now_ms=state.now_ms(),
+            rng=state.rng,
+            repoll_ms=self._settings.repoll_ms,
+            progress=progress,
+        )
+        fields = {"topic_id": str(topic_id), "broker_id": broker_id, "error_code": code}
+        if code != 0:
+            log.warning("topic_deletion.retry", **fields, detail=message)
+        else:
+            log.debug("topic_deletion.reply", **fields, in_progress=in_progress)
+        if code == StaleControllerEpoch.code:
+            state.log_deposed()
+            raise StaleControllerEpoch(
+                f"broker {broker_id} knows a newer controller than epoch {state.controller_epoch}"
+            )
+        self.sync()
+
+    def describe(self, names: list[str] | None) -> list[m.DeletingTopic]:
+        """The deleted topics (of ``names``, if given) whose remote data is still owed, with who deletes it. Never
+        writes (an unmarked partition is listed; the next tick marks it)."""
+        self.sync(mark=False)
+        now = self._state.now_ms()
+        out: list[m.DeletingTopic] = []
+        for topic_id, t in sorted(self.queue.topics.items(), key=lambda kv: (kv[1].name, str(kv[0]))):
+            if names is not None and t.name not in names:
+                continue
+            left = [p for p in self._rlmm.remote_partitions(topic_id) if p.partition in t.remaining]
+            brokers = [
+                m.DeletingBroker(
+                    broker_id=b,
+                    partitions=sorted(d.partitions),
+                    attempts=d.attempts,
+                    last_error=d.last_error,
+                    next_attempt_ms=-1 if d.in_flight else max(d.next_attempt_ms, now),
+                )
+                for b, d in sorted(t.brokers.items())
+            ]
+            out.append(
+                m.DeletingTopic(
+                    name=t.name,
+                    topic_id=topic_id,
+                    partitions_remaining=sorted(t.remaining),
+                    segments_remaining=sum(p.segments_left for p in left),
+                    bytes_remaining=sum(p.bytes_left for p in left),
+                    brokers=brokers,
+                )
+            )
+        return out

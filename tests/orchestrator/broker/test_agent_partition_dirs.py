@@ -1,0 +1,298 @@
+"""A running broker agent follows its image with its partition directories: a deleted topic's log is closed and
+its directory moved to stale/ as soon as the image says so (the metadata round, or a request that meets the old
+directory first), never under an append or a tiering pass; a re-created topic of the same name is served at once;
+moved-aside directories are removed after the retention.
+
+The agent is not started: its rounds and handlers are called directly on a real SQLite store and real partition
+directories, with a fake monotonic clock and a fake wall clock. Nothing here talks to S3.
+"""
+
+import asyncio
+import dataclasses
+
+import pytest
+from structlog.testing import capture_logs
+
+from orchestrator.broker.agent import STALE_DIR_CHECK_INTERVAL_S, BrokerAgent
+from orchestrator.broker.local_log import read_partition_metadata
+from orchestrator.broker.partition_dirs import STALE_DIR, stale_dir_name
+from orchestrator.errors import KafkaStorageError, UnknownTopicId
+from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.protocol.api_keys import ApiKey
+from orchestrator.protocol.framing import Request, RequestHeader
+from orchestrator.protocol.schema import request_schema
+from orchestrator.settings import BrokerSettings, load_broker_settings
+from tests.support.broker_harness import ControllerWriter
+
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
+
+UNKNOWN_TOPIC_ID = 100
+HOUR_MS = 3_600_000
+
+
+class FakeClock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeWallClock:
+    def __init__(self, now_ms: int) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+def _events(logs, name, **fields):
+    return [e for e in logs if e["event"] == name and all(e.get(k) == v for k, v in fields.items())]
+
+
+def _request(api_key: ApiKey, body: dict) -> Request:
+    return Request(header=RequestHeader(api_key, 0, 1, "test"), body=body, schema=request_schema(api_key))
+
+
+def _produce(broker: BrokerAgent, topic_id, value: bytes = b"v", partition: int = 0) -> dict:
+    record = {"key": None, "value": value, "timestamp_ms": -1}
+    body = {"topic_id": topic_id, "partition": partition, "records": [record]}
+    return asyncio.run(broker._on_produce(_request(ApiKey.TIERED_PRODUCE, body)))
+
+
+def _fetch(broker: BrokerAgent, topic_id, offset: int = 0) -> dict:
+    body = {"topic_id": topic_id, "partition": 0, "fetch_offset": offset, "max_bytes": 1 << 20}
+    return asyncio.run(broker._on_fetch(_request(ApiKey.TIERED_FETCH, body)))
+
+
+class Env:
+    def __init__(self, broker: BrokerAgent, writer: ControllerWriter) -> None:
+        self.broker = broker
+        self.writer = writer
+        self.data_dir = broker.data_dir
+        self.stale = broker.data_dir / STALE_DIR
+
+    def stale_names(self) -> list[str]:
+        return sorted(p.name for p in self.stale.iterdir()) if self.stale.is_dir() else []
+
+
+@pytest.fixture
+def env(tmp_path):
+    """A broker agent (not started) with topic ``again`` (one partition, led by it) open and produced to."""
+    store_path = tmp_path / "metadata.db"
+    writer_store = SqliteMetadataStore(store_path)
+    writer = ControllerWriter(writer_store)
+    settings = BrokerSettings(
+        broker_id=1,
+        data_dir=str(tmp_path / "broker-1"),
+        metadata_store=str(store_path),
+        controllers="127.0.0.1:1",
+        stale_dir_retention_ms=HOUR_MS,
+    )
+    broker = BrokerAgent(settings, clock=FakeClock(1_000.0), wall_clock_ms=FakeWallClock(1_700_000_000_000))
+    try:
+        yield Env(broker, writer)
+    finally:
+        for plog in broker.logs.values():
+            plog.close()
+        broker.store.close()
+        writer_store.close()
+
+
+def _start_with_again(env: Env):
+    """Start-up as run() does it, then topic ``again`` with three records; returns its topic id."""
+    broker = env.broker
+    broker.data_dir.mkdir(parents=True)
+    broker.reconcile_partition_dirs(broker.follower.refresh())
+    old = env.writer.create_topic("again", tiered=False)
+    asyncio.run(broker._metadata_round())
+    for value in (b"old-0", b"old-1", b"old-2"):
+        assert _produce(broker, old, value)["error_code"] == 0
+    return old
+
+
+def _recreate(env: Env, old):
+    env.writer.delete_topic(old)
+    return env.writer.create_topic("again", tiered=False)
+
+
+def test_the_metadata_round_retires_a_deleted_topic_and_the_recreated_name_is_served_at_once(env):
+    broker = env.broker
+    old = _start_with_again(env)
+    old_log = broker.logs[(old, 0)]
+    new = _recreate(env, old)
+
+    with capture_logs() as logs:
+        asyncio.run(broker._metadata_round())
+
+    moved_to = env.stale / stale_dir_name("again-0", old, 1_700_000_000_000)
+    assert env.stale_names() == [moved_to.name]
+    assert read_partition_metadata(moved_to / "partition.metadata") == old
+    assert old_log.active._log_file is None  # closed: no file of the old log is left open
+    assert (old, 0) not in broker.logs and (new, 0) in broker.logs  # the round opened the new topic's log
+    assert read_partition_metadata(env.data_dir / "again-0" / "partition.metadata") == new
+    (moved,) = _events(logs, "broker.stale_partition_dir")
+    assert (moved["directory"], moved["topic_id"], moved["moved_to"]) == ("again-0", str(old), str(moved_to))
+    assert moved["reason"] == f"topic id deleted; the name again now belongs to topic id {new}"
+    assert _events(logs, "broker.loop_failed") == []
+
+    assert (_produce(broker, new, b"new-0")["error_code"], _produce(broker, new, b"new-1")["base_offset"]) == (0, 1)
+    fetched = _fetch(broker, new)
+    assert fetched["error_code"] == 0 and [r["value"] for r in fetched["records"]] == [b"new-0", b"new-1"]
+    assert _produce(broker, old)["error_code"] == UNKNOWN_TOPIC_ID
+    assert _fetch(broker, old)["error_code"] == UNKNOWN_TOPIC_ID
+
+    with capture_logs() as logs:  # nothing changed: nothing is looked at again
+        asyncio.run(broker._metadata_round())
+    assert logs == [] and env.stale_names() == [moved_to.name]
+
+
+def test_a_produce_that_meets_the_old_directory_before_the_metadata_round_moves_it_aside_itself(env):
+    broker = env.broker
+    old = _start_with_again(env)
+    new = _recreate(env, old)
+
+    with capture_logs() as logs:
+        resp = _produce(broker, new, b"new-0")  # the metadata round has not run since the delete
+
+    assert (resp["error_code"], resp["base_offset"]) == (0, 0)
+    assert _events(logs, "broker.stale_partition_dir", directory="again-0", topic_id=str(old))
+    assert env.stale_names() == [stale_dir_name("again-0", old, 1_700_000_000_000)]
+    assert sorted(broker.logs) == [(new, 0)]
+    with capture_logs() as logs:
+        asyncio.run(broker._metadata_round())  # already reconciled with an image at least this new
+    assert _events(logs, "broker.stale_partition_dir") == [] and _events(logs, "broker.loop_failed") == []
+
+
+def test_a_fetch_that_meets_the_old_directory_first_moves_it_aside_too(env):
+    broker = env.broker
+    old = _start_with_again(env)
+    new = _recreate(env, old)
+    fetched = _fetch(broker, new)
+    assert (fetched["error_code"], fetched["log_end_offset"], fetched["records"]) == (0, 0, [])
+    assert env.stale_names() == [stale_dir_name("again-0", old, 1_700_000_000_000)]
+
+
+def test_closing_a_deleted_topics_log_waits_for_the_append_or_tiering_pass_that_holds_the_log_lock(env):
+    broker = env.broker
+    old = _start_with_again(env)
+    new = _recreate(env, old)
+
+    async def scenario() -> None:
+        async with broker._log_lock:  # an append or a tiering pass of the old log in progress
+            round_task = asyncio.create_task(broker._metadata_round())
+            for _ in range(20):
+                await asyncio.sleep(0.01)
+            assert not round_task.done()
+            assert (old, 0) in broker.logs and read_partition_metadata(
+                env.data_dir / "again-0/partition.metadata"
+            ) == old
+            broker.logs[(old, 0)].append([(None, b"old-3", None)])  # still safe: nothing closed it under us
+        await asyncio.wait_for(round_task, timeout=10)
+
+    asyncio.run(scenario())
+    assert sorted(broker.logs) == [(new, 0)]
+    (moved,) = env.stale_names()
+    assert (env.stale / moved / f"{0:020d}.log").read_bytes().endswith(b"old-3")
+
+
+def test_a_tiering_pass_of_a_log_closed_since_its_round_began_does_nothing(env):
+    broker = env.broker
+    old = _start_with_again(env)
+
+    class RecordingRemoteLogManager:
+        def __init__(self) -> None:
+            self.passes: list[tuple] = []
+
+        def tiering_pass(self, topic_id, partition: int) -> None:
+            self.passes.append((topic_id, partition))
+
+    broker.rlm = RecordingRemoteLogManager()
+    _recreate(env, old)
+    asyncio.run(broker._metadata_round())
+    asyncio.run(broker._tiering_pass(old, 0))
+    assert broker.rlm.passes == []
+
+
+def test_a_caller_holding_an_image_from_before_the_delete_cannot_reopen_the_retired_topic(env):
+    broker = env.broker
+    old = _start_with_again(env)
+    before_delete = broker.follower.image
+    new = _recreate(env, old)
+    asyncio.run(broker._metadata_round())
+
+    with pytest.raises(UnknownTopicId):
+        broker._open_log(before_delete, old, 0)
+    with capture_logs() as logs:
+        asyncio.run(broker._open_hosted_logs(before_delete))  # a metadata round that read its image just before
+    assert _events(logs, "broker.loop_failed") == []
+    assert read_partition_metadata(env.data_dir / "again-0" / "partition.metadata") == new
+    assert len(env.stale_names()) == 1
+
+
+def test_a_directory_that_cannot_be_moved_fails_the_round_without_blocking_other_topics_and_moves_later(env):
+    broker = env.broker
+    old = _start_with_again(env)
+    env.stale.write_text("in the way")  # data_dir/stale cannot be created: the move fails as on a failed disk
+    new = _recreate(env, old)
+    other = env.writer.create_topic("other", tiered=False)
+
+    with capture_logs() as logs, pytest.raises(KafkaStorageError, match=str(env.data_dir / "again-0")):
+        asyncio.run(broker._metadata_round())
+    assert (other, 0) in broker.logs  # the round still opened the logs it could
+    assert (old, 0) not in broker.logs  # its topic is gone: closed and dropped all the same
+    (refused,) = _events(logs, "broker.loop_failed", loop="metadata")
+    assert (refused["topic_id"], refused["error"]) == (str(new), "INCONSISTENT_TOPIC_ID")
+
+    env.stale.unlink()
+    broker._clock.now += 60  # past the new partition's backoff
+    with capture_logs() as logs:
+        asyncio.run(broker._metadata_round())  # the topic set is not marked reconciled: the round tries again
+    assert _events(logs, "broker.stale_partition_dir", directory="again-0")
+    assert _events(logs, "broker.loop_recovered", loop="metadata", topic_id=str(new))
+    assert (new, 0) in broker.logs and _produce(broker, new)["base_offset"] == 0
+
+
+def test_moved_aside_directories_are_removed_after_the_retention_looking_at_most_once_a_minute(env):
+    broker = env.broker
+    wall, clock = broker._wall_clock_ms, broker._clock
+    old = _start_with_again(env)  # the first round looked at stale/ (nothing there)
+    planted_by_operator = env.stale / "notes"
+    planted_by_operator.mkdir(parents=True)
+    _recreate(env, old)
+    clock.now += STALE_DIR_CHECK_INTERVAL_S
+    asyncio.run(broker._metadata_round())  # moves again-0 aside at the wall clock's time and looks at stale/
+    moved = stale_dir_name("again-0", old, wall.now_ms)
+    assert env.stale_names() == [moved, "notes"]
+
+    wall.now_ms += HOUR_MS  # old enough now, but the last look was less than a minute ago
+    clock.now += STALE_DIR_CHECK_INTERVAL_S - 1
+    asyncio.run(broker._metadata_round())
+    assert env.stale_names() == [moved, "notes"]
+
+    clock.now += 1
+    with capture_logs() as logs:
+        asyncio.run(broker._metadata_round())
+    assert env.stale_names() == ["notes"]
+    (removed,) = _events(logs, "broker.stale_partition_dir_removed")
+    assert (removed["directory"], removed["age_ms"]) == (moved, HOUR_MS)
+
+
+def test_the_retention_of_moved_aside_directories_is_a_broker_setting_of_a_day_unless_set(tmp_path):
+    required = 'broker_id = 1\ndata_dir = "d"\nmetadata_store = "m.db"\ncontrollers = "127.0.0.1:1"\n'
+    (tmp_path / "default.toml").write_text(f"[broker]\n{required}")
+    (tmp_path / "forever.toml").write_text(f"[broker]\n{required}stale_dir_retention_ms = -1\n")
+    assert load_broker_settings(tmp_path / "default.toml").stale_dir_retention_ms == 24 * HOUR_MS
+    assert load_broker_settings(tmp_path / "forever.toml").stale_dir_retention_ms == -1
+
+
+def test_with_a_negative_retention_nothing_under_stale_is_ever_removed(env):
+    broker = env.broker
+    broker.settings = dataclasses.replace(broker.settings, stale_dir_retention_ms=-1)
+    old = _start_with_again(env)
+    _recreate(env, old)
+    asyncio.run(broker._metadata_round())
+    broker._wall_clock_ms.now_ms += 1000 * 24 * HOUR_MS
+    broker._clock.now += 1000 * STALE_DIR_CHECK_INTERVAL_S
+    asyncio.run(broker._metadata_round())
+    assert env.stale_names() == [stale_dir_name("again-0", old, 1_700_000_000_000)]

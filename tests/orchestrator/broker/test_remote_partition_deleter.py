@@ -1,0 +1,206 @@
+"""The broker's DeleteRemotePartitions handler and the zombie-upload fence of a deleted topic (KIP-405).
+
+A real SQLite store, real segment files and moto's S3 server (through the broker harness); the handler's jobs are
+collected and run when each test chooses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import botocore.exceptions as bce
+import pytest
+
+from orchestrator.broker.disable_handler import DisableStatus
+from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
+from orchestrator.errors import InvalidRequest, KafkaStorageError, StaleControllerEpoch, StaleTieredEpoch
+from orchestrator.ids import Uuid
+from orchestrator.metadata.records import PartitionDeleteState, SegmentState
+from orchestrator.metadata.sqlite import SqliteMetadataStore
+from remote_storage.keys import Suffix, build_key, topic_prefix
+from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
+from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
+
+pytestmark = pytest.mark.integration
+
+MARKED = PartitionDeleteState.DELETE_PARTITION_MARKED
+FINISHED = PartitionDeleteState.DELETE_PARTITION_FINISHED
+
+
+class Env:
+    def __init__(self, writer: ControllerWriter, broker: BrokerUnderTest, s3: Any, bucket: str) -> None:
+        self.writer, self.broker, self.s3, self.bucket = writer, broker, s3, bucket
+        self.controller_rlmm = RemoteLogMetadataManager(writer.store)
+        self.jobs: list[Callable[[], None]] = []
+        self.handler = DeleteRemotePartitionsHandler(
+            broker_id=broker.broker_id,
+            store=broker.store,
+            rlm=broker.rlm,
+            refresh_image=broker.follower.refresh,
+            now_ms=broker.now_ms,
+            run_in_background=self.jobs.append,
+        )
+
+    def delete_topic(self, tid: Uuid, name: str, partitions: range) -> None:
+        """What the controller does: RemoveTopicRecord, then every partition DELETE_PARTITION_MARKED."""
+        self.writer.delete_topic(tid)
+        self.controller_rlmm.mark_partitions_delete(name, tid, partitions, MARKED, broker_id=-1, now_ms=1)
+
+    def ask(self, tid: Uuid, partitions: list[int], *, controller_epoch: int | None = None) -> dict[str, Any]:
+        epoch = self.writer.epoch if controller_epoch is None else controller_epoch
+        body = {"topic_id": tid, "topic_name": "clicks", "partitions": partitions, "controller_epoch": epoch}
+        return dict(self.handler.handle(body))  # type: ignore[arg-type]
+
+    def run_jobs(self) -> None:
+        while self.jobs:
+            self.jobs.pop(0)()
+
+    def objects(self, tid: Uuid, name: str = "clicks") -> list[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=topic_prefix("tiered/", name, tid)
+        )
+        return [o["Key"] for p in pages for o in p.get("Contents", [])]
+
+    def partition_states(self, tid: Uuid, partitions: range) -> list[PartitionDeleteState | None]:
+        self.controller_rlmm.refresh()
+        return [self.controller_rlmm.partition_delete_state(tid, p) for p in partitions]
+
+
+@pytest.fixture
+def env(tmp_path, s3_client, bucket) -> Iterator[Env]:  # type: ignore[no-untyped-def]
+    store_path = tmp_path / "metadata.db"
+    writer_store = SqliteMetadataStore(store_path)
+    broker = BrokerUnderTest(
+        broker_id=1, data_dir=tmp_path / "broker-1", store_path=store_path, s3_client=s3_client, bucket=bucket
+    )
+    try:
+        yield Env(ControllerWriter(writer_store), broker, s3_client, bucket)
+    finally:
+        broker.close()
+        writer_store.close()
+
+
+def _tiered(env: Env, partitions: int) -> Uuid:
+    tid = env.writer.create_topic("clicks", partitions=partitions)
+    for p in range(partitions):
+        env.broker.produce(tid, 60, partition=p)
+        assert env.broker.tier(tid, p) > 0
+    return tid
+
+
+def _started_copy(env: Env, tid: Uuid, partition: int) -> RemoteSegment:
+    """A copy whose COPY_SEGMENT_STARTED is recorded and whose log object is uploaded, but never finished."""
+    seg = RemoteSegment("clicks", tid, partition, Uuid.random(), 10_000, 10_050, 0, 100, tiered_epoch=1, broker_id=1)
+    env.broker.rlmm.copy_started(seg, now_ms=1)
+    env.s3.put_object(Bucket=env.bucket, Key=build_key("tiered/", seg.key, Suffix.LOG), Body=b"x" * 100)
+    return seg
+
+
+def test_a_deleted_topics_partitions_are_deleted_every_object_goes_and_each_partition_is_finished(env: Env) -> None:
+    tid = _tiered(env, 2)
+    _started_copy(env, tid, 1)  # started, never finished: its objects may exist and go too
+    env.broker.rlmm.refresh()
+    segments = len(env.broker.rlmm.segments(tid))
+    env.delete_topic(tid, "clicks", range(2))
+
+    started = env.ask(tid, [0, 1])
+    assert (started["error_code"], started["status"], started["partitions_total"]) == (0, DisableStatus.IN_PROGRESS, 2)
+    env.run_jobs()
+    done = env.ask(tid, [0, 1])
+    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, DisableStatus.DONE, 2)
+    assert done["segments_deleted"] == segments and done["segments_remaining"] == 0
+    assert env.objects(tid) == []
+    assert env.partition_states(tid, range(2)) == [FINISHED, FINISHED]
+    env.controller_rlmm.refresh()
+    assert {s.state for s in env.controller_rlmm.segments(tid)} == {SegmentState.DELETE_SEGMENT_FINISHED}
+    assert env.ask(tid, [0, 1]) == done and env.jobs == [], "re-delivery is answered, nothing started again"
+
+
+def test_requests_for_a_live_topic_an_unmarked_partition_or_from_a_deposed_controller_are_refused(env: Env) -> None:
+    tid = _tiered(env, 2)
+    alive = env.ask(tid, [0])
+    assert alive["error_code"] == InvalidRequest.code and "exists" in alive["error_message"]
+    env.writer.delete_topic(tid)
+    env.controller_rlmm.mark_partitions_delete("clicks", tid, [0], MARKED, broker_id=-1, now_ms=1)
+    unmarked = env.ask(tid, [0, 1])
+    assert unmarked["error_code"] == InvalidRequest.code and "[1]" in unmarked["error_message"]
+    stale = env.ask(tid, [0], controller_epoch=env.writer.epoch - 1)
+    assert stale["error_code"] == StaleControllerEpoch.code
+    assert env.jobs == [] and len(env.objects(tid)) > 0, "a refusal changes nothing"
+
+
+def test_an_s3_failure_is_answered_with_its_cause_and_the_restarted_job_resumes_from_the_journal(env: Env) -> None:
+    tid = _tiered(env, 2)
+    env.delete_topic(tid, "clicks", range(2))
+    down = [True]
+
+    def outage(request: Any, **_: Any) -> None:
+        if down[0] and f"-{tid}/1/".encode() in request.body:
+            raise bce.EndpointConnectionError(endpoint_url=request.url)
+
+    env.s3.meta.events.register("before-send.s3.DeleteObjects", outage)
+    env.ask(tid, [0, 1])
+    env.run_jobs()
+    failed = env.ask(tid, [0, 1])
+    assert failed["error_code"] == KafkaStorageError.code
+    assert "clicks-1" in failed["error_message"] and "EndpointConnectionError" in failed["error_message"]
+    assert env.partition_states(tid, range(2)) == [FINISHED, PartitionDeleteState.DELETE_PARTITION_STARTED]
+    assert len(env.jobs) == 1, "the request that found the failure restarted the job"
+    down[0] = False
+    env.run_jobs()
+    assert env.ask(tid, [0, 1])["status"] == DisableStatus.DONE
+    assert env.objects(tid) == [] and env.partition_states(tid, range(2)) == [FINISHED, FINISHED]
+
+
+def test_the_rlmm_refuses_copies_of_a_partition_marked_for_deletion(env: Env) -> None:
+    tid = _tiered(env, 1)
+    env.controller_rlmm.mark_partitions_delete("clicks", tid, [0], MARKED, broker_id=-1, now_ms=1)
+    seg = RemoteSegment("clicks", tid, 0, Uuid.random(), 50_000, 50_010, 0, 10, tiered_epoch=1, broker_id=1)
+    with pytest.raises(StaleTieredEpoch, match="DELETE_PARTITION_MARKED"):
+        env.broker.rlmm.copy_started(seg, now_ms=1)
+    env.broker.rlmm.refresh()
+    assert seg.segment_id not in {s.segment_id for s in env.broker.rlmm.segments(tid)}
+
+
+def test_a_copy_in_flight_when_its_topic_is_deleted_does_not_land_its_objects_are_removed(
+    env: Env, tmp_path, s3_client, bucket
+) -> None:  # type: ignore[no-untyped-def]
+    """The zombie upload: COPY_SEGMENT_STARTED is accepted, then the topic is deleted and another broker deletes the
+    partition's remote data (the started segment included) before the upload lands. The finish is refused and the
+    copier removes what it uploaded, so the bucket holds nothing of the topic id. (On the copying broker itself the
+    deletion first waits for its copies in flight.)"""
+    other = BrokerUnderTest(
+        broker_id=2,
+        data_dir=tmp_path / "broker-2",
+        store_path=tmp_path / "metadata.db",
+        s3_client=s3_client,
+        bucket=bucket,
+    )
+    env.handler = DeleteRemotePartitionsHandler(
+        broker_id=2,
+        store=other.store,
+        rlm=other.rlm,
+        refresh_image=other.follower.refresh,
+        now_ms=other.now_ms,
+        run_in_background=env.jobs.append,
+    )
+    tid = env.writer.create_topic("clicks", partitions=1)
+    env.broker.produce(tid, 60)
+    env.broker.log(tid).roll()
+    upload = env.broker.rsm.copy_segment
+
+    def delete_then_upload(*args: Any, **kwargs: Any) -> None:
+        env.delete_topic(tid, "clicks", range(1))
+        assert env.ask(tid, [0])["error_code"] == 0
+        env.run_jobs()  # the deletion runs to FINISHED while the copy is "uploading"
+        assert env.partition_states(tid, range(1)) == [FINISHED]
+        upload(*args, **kwargs)  # the zombie's objects land after the deletion
+
+    env.broker.rsm.copy_segment = delete_then_upload  # type: ignore[method-assign]
+    result = env.broker.rlm.copy_partition(tid, 0)
+    assert (result.copied, result.aborted) == (0, 1)
+    assert env.objects(tid) == [], "the zombie upload removed its own objects"
+    env.broker.rlmm.refresh()
+    assert {s.state for s in env.broker.rlmm.segments(tid)} == {SegmentState.DELETE_SEGMENT_FINISHED}
+    other.close()

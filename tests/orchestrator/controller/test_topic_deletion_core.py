@@ -1,0 +1,76 @@
+"""The controller core's side of a deleted topic's remote data: marking, requests, failover rebuild, status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.metadata.records import PartitionDeleteState, SegmentState, make_record
+from remote_storage.rlmm import RemoteLogMetadataManager
+from tests.orchestrator.controller.test_core import CoreHarness, _segment
+
+pytestmark = pytest.mark.unit
+
+TIERED = [{"name": "remote.storage.enable", "value": "true"}]
+
+
+def _tiered_with_segments(c: CoreHarness) -> tuple[Any, RemoteLogMetadataManager]:
+    c.create("clicks", num_partitions=3, replication_factor=1, configs=TIERED)
+    topic = c.topic("clicks")
+    rlmm = RemoteLogMetadataManager(c.store)
+    for p in range(3):
+        rlmm.copy_started(_segment(topic, p), now_ms=c.clock)
+    return topic, rlmm
+
+
+def test_deleting_a_tiered_topic_marks_every_partition_and_sends_them_to_live_brokers_spread_by_id() -> None:
+    c = CoreHarness()
+    topic, rlmm = _tiered_with_segments(c)
+    response = c.core.delete_topics({"topic_names": ["clicks"]}, 5)["responses"][0]
+    assert response["error_code"] == 0
+    rlmm.refresh()
+    marked = PartitionDeleteState.DELETE_PARTITION_MARKED
+    assert [rlmm.partition_delete_state(topic.topic_id, p) for p in range(3)] == [marked] * 3
+    sent = c.core.due_remote_delete_requests()
+    assert {b: body["partitions"] for b, body in sent} == {1: [0], 2: [1], 3: [2]}
+    assert all(
+        body["topic_name"] == "clicks" and body["controller_epoch"] == c.core.controller_epoch for _, body in sent
+    )
+    status = c.core.describe_tiered_state({"topics": ["clicks"]})
+    assert status["topics"] == [], "a name only a topic being deleted has is not answered as unknown"
+    [deleting] = status["deleting_topics"]
+    assert deleting["partitions_remaining"] == [0, 1, 2] and deleting["segments_remaining"] == 3
+
+
+def test_a_new_controller_rebuilds_the_deletions_from_the_rlmm_and_marks_what_a_crash_left_unmarked() -> None:
+    c = CoreHarness()
+    topic, rlmm = _tiered_with_segments(c)
+    # The topic is removed and the controller dies before marking anything (what DeleteTopics' two appends allow).
+    c.store.append(
+        [make_record("RemoveTopicRecord", topic_id=topic.topic_id)], controller_epoch=c.core.controller_epoch
+    )
+    rlmm.refresh()
+    assert rlmm.partition_delete_state(topic.topic_id, 0) is None
+    successor = c.new_controller()
+    rlmm.refresh()
+    assert rlmm.partition_delete_state(topic.topic_id, 0) == PartitionDeleteState.DELETE_PARTITION_MARKED
+    sent = successor.due_remote_delete_requests()
+    assert sorted(p for _, body in sent for p in body["partitions"]) == [0, 1, 2]
+    # the brokers finish: segments deleted, partitions FINISHED; the topic leaves the queue
+    segments = rlmm.segments(topic.topic_id)
+    rlmm.transition(segments, SegmentState.DELETE_SEGMENT_STARTED, broker_id=1, now_ms=c.clock)
+    rlmm.transition(segments, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=1, now_ms=c.clock)
+    finished = PartitionDeleteState.DELETE_PARTITION_FINISHED
+    rlmm.mark_partitions_delete("clicks", topic.topic_id, range(3), finished, broker_id=1, now_ms=c.clock)
+    for b, body in sent:
+        successor.on_remote_delete_response(b, body, {"error_code": 0, "status": 0, "partitions_done": 1}, None)
+    assert successor.deletion_queue.topics == {}
+    assert successor.describe_tiered_state({"topics": None})["deleting_topics"] == []
+
+
+def test_a_topic_that_was_never_tiered_is_deleted_without_any_remote_deletion() -> None:
+    c = CoreHarness()
+    c.create("plain", num_partitions=2, replication_factor=1)
+    assert c.core.delete_topics({"topic_names": ["plain"]}, 5)["responses"][0]["error_code"] == 0
+    assert c.core.due_remote_delete_requests() == [] and c.core.deletion_queue.topics == {}
