@@ -63,6 +63,7 @@ from typing import Any, TypeVar, cast
 import structlog
 
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
+from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.local_log import LogConfig, PartitionLog
 from orchestrator.broker.partition_dirs import (
     PartitionKey,
@@ -154,6 +155,7 @@ class BrokerAgent:
             image=lambda: self.follower.image,
             now_ms=now_ms,
         )
+        fence = ControllerEpochFence(self.store)  # one for every API a controller calls
         self.disable_handler = DisableRemoteTopicHandler(
             broker_id=settings.broker_id,
             store=self.store,
@@ -162,6 +164,7 @@ class BrokerAgent:
             refresh_image=self.follower.refresh,
             now_ms=now_ms,
             data_dir=self.data_dir,
+            fence=fence,
         )
         self.remote_delete_handler = DeleteRemotePartitionsHandler(
             broker_id=settings.broker_id,
@@ -169,6 +172,7 @@ class BrokerAgent:
             rlm=self.rlm,
             refresh_image=self.follower.refresh,
             now_ms=now_ms,
+            fence=fence,
         )
         self.server: KafkaServer | None = None
         self.port = settings.port

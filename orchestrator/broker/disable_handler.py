@@ -2,7 +2,8 @@
 
 Fencing, checked in this order, each refusal changing nothing:
 1. controller epoch: a request whose ControllerEpoch is below the highest this broker has seen, or below the
-   store's current lease epoch, comes from a deposed controller: STALE_CONTROLLER_EPOCH (DESIGN §4 inv. 6);
+   store's current lease epoch, comes from a deposed controller: STALE_CONTROLLER_EPOCH (DESIGN §4 inv. 6; the
+   broker's one :class:`~orchestrator.broker.fencing.ControllerEpochFence`, shared with DeleteRemotePartitions);
 2. topic: unknown topic id: UNKNOWN_TOPIC_ID;
 3. tiered epoch: the request must name the topic's current tiered epoch (the broker first catches its image up
    with the store), and the topic must be DISABLING or DISABLED at it: STALE_TIERED_EPOCH otherwise.
@@ -44,13 +45,13 @@ from pathlib import Path
 
 import structlog
 
+from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.jobs import start_job
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.errors import (
     KafkaError,
     KafkaStorageError,
-    StaleControllerEpoch,
     StaleTieredEpoch,
     TieredError,
     UnknownTopicId,
@@ -102,6 +103,7 @@ class DisableRemoteTopicHandler:
         refresh_image: Callable[[], MetadataImage],
         now_ms: Callable[[], int],
         run_in_background: Callable[[Callable[[], None]], None] = start_job,
+        fence: ControllerEpochFence | None = None,
         data_dir: Path | None = None,
     ) -> None:
         """``data_dir`` is where the broker keeps its partition directories (``<topic>-<partition>``, Kafka's
@@ -116,7 +118,7 @@ class DisableRemoteTopicHandler:
         self._data_dir = data_dir
         self._lock = threading.Lock()
         self._jobs: dict[tuple[Uuid, int], _Job] = {}
-        self._highest_controller_epoch = -1
+        self._fence = fence if fence is not None else ControllerEpochFence(store)
 
     def handle(self, body: m.DisableRemoteTopicRequest) -> m.DisableRemoteTopicResponse:
         try:
@@ -130,12 +132,7 @@ class DisableRemoteTopicHandler:
         topic_id = body["topic_id"]
         controller_epoch = body["controller_epoch"]
         tiered_epoch = body["tiered_epoch"]
-        lease = self._store.current_lease()
-        with self._lock:
-            floor = max(self._highest_controller_epoch, lease.controller_epoch if lease else -1)
-            if controller_epoch < floor:
-                raise StaleControllerEpoch(f"request from controller epoch {controller_epoch}; current is {floor}")
-            self._highest_controller_epoch = max(self._highest_controller_epoch, controller_epoch)
+        self._fence.admit(controller_epoch)
         image = self._refresh_image()
         topic = image.topics.get(topic_id)
         if topic is None:

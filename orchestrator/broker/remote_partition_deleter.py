@@ -32,13 +32,13 @@ from dataclasses import dataclass
 import structlog
 
 from orchestrator.broker.disable_handler import DisableStatus
+from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.jobs import start_job
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.errors import (
     InvalidRequest,
     KafkaError,
     KafkaStorageError,
-    StaleControllerEpoch,
     TieredError,
     as_wire_error,
 )
@@ -80,6 +80,7 @@ class DeleteRemotePartitionsHandler:
         refresh_image: Callable[[], MetadataImage],
         now_ms: Callable[[], int],
         run_in_background: Callable[[Callable[[], None]], None] = start_job,
+        fence: ControllerEpochFence | None = None,
     ) -> None:
         self.broker_id = broker_id
         self._store = store
@@ -89,7 +90,7 @@ class DeleteRemotePartitionsHandler:
         self._run = run_in_background
         self._lock = threading.Lock()
         self._jobs: dict[Uuid, _Job] = {}
-        self._highest_controller_epoch = -1
+        self._fence = fence if fence is not None else ControllerEpochFence(store)
 
     def handle(self, body: m.DeleteRemotePartitionsRequest) -> m.DeleteRemotePartitionsResponse:
         try:
@@ -102,12 +103,7 @@ class DeleteRemotePartitionsHandler:
     def _handle(self, body: m.DeleteRemotePartitionsRequest) -> m.DeleteRemotePartitionsResponse:
         topic_id = body["topic_id"]
         controller_epoch = body.get("controller_epoch", -1)
-        lease = self._store.current_lease()
-        with self._lock:
-            floor = max(self._highest_controller_epoch, lease.controller_epoch if lease else -1)
-            if controller_epoch < floor:
-                raise StaleControllerEpoch(f"request from controller epoch {controller_epoch}; current is {floor}")
-            self._highest_controller_epoch = max(self._highest_controller_epoch, controller_epoch)
+        self._fence.admit(controller_epoch)
         image = self._refresh_image()
         if topic_id in image.topics:
             raise InvalidRequest(
