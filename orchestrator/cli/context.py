@@ -3,8 +3,9 @@
 A command sends its requests with ``obj.run(lambda c: c.tiering_status())``: one :class:`TieredClient` session to
 ``--bootstrap-server`` (or ``TIEREDCTL_BOOTSTRAP_SERVER``, or the local cluster in ``./var/cluster``). No cluster to
 talk to is a usage error (exit status 2); an error of ours raised by a request is exit status 1 (see ``root``). A
-local cluster whose record is there but whose controllers accept no connection (stopped with ``cluster down``) is a
-LOCAL_CLUSTER_ERROR that says how to start it again, not the client's retries ending in BROKER_NOT_AVAILABLE.
+local cluster whose record is there but none of whose controllers runs (stopped with ``cluster down``; checked in
+/proc by :func:`orchestrator.local.state.is_ours`, with no connection) is a LOCAL_CLUSTER_ERROR that says how to start
+it again, not the client's retries ending in BROKER_NOT_AVAILABLE.
 
 The global options may be given before the command (the root group makes the context from them) and after it
 (each leaf command replaces the values given there: :meth:`Ctx.with_global_options`).
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,25 +25,12 @@ import click
 from orchestrator.cli.output import OUTPUT_FORMATS, Output
 from orchestrator.client import TieredClient
 from orchestrator.errors import LocalClusterError
-from orchestrator.local.state import LocalClusterState
-from orchestrator.net.admin import parse_bootstrap
+from orchestrator.local.state import LocalClusterState, is_ours
 
 T = TypeVar("T")
 
 DEFAULT_CLUSTER_DIR = Path("./var/cluster")
 """Where ``tieredctl cluster up`` puts a local cluster, and where commands look for one when told nothing."""
-LOCAL_PROBE_TIMEOUT_S = 1.0  # a stopped local cluster refuses at once; a loaded one accepts well within this
-
-
-def _accepts_connections(bootstrap: str) -> bool:
-    """Whether any of the addresses accepts a TCP connection (a frozen process still does: the kernel accepts)."""
-    for host, port in parse_bootstrap(bootstrap):
-        try:
-            with socket.create_connection((host, port), timeout=LOCAL_PROBE_TIMEOUT_S):
-                return True
-        except OSError:
-            continue
-    return False
 
 
 @dataclass(frozen=True)
@@ -73,11 +60,11 @@ class Ctx:
             return self.bootstrap_server
         local = LocalClusterState.load_if_present(DEFAULT_CLUSTER_DIR)
         if local is not None:
-            if not _accepts_connections(local.bootstrap_server):
+            if not any(is_ours(p) for p in local.processes if p.role == "controller"):
                 raise LocalClusterError(
-                    f"the local cluster in {DEFAULT_CLUSTER_DIR} is not running (nothing answers at "
-                    f"{local.bootstrap_server}): 'tieredctl cluster up' starts it again, 'tieredctl cluster status' "
-                    "shows its processes"
+                    f"the local cluster in {DEFAULT_CLUSTER_DIR} is not running (none of its controllers, at "
+                    f"{local.bootstrap_server}, is): 'tieredctl cluster up' starts it again, 'tieredctl cluster "
+                    "status' shows its processes"
                 )
             return local.bootstrap_server
         raise click.UsageError(

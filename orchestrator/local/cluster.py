@@ -49,6 +49,7 @@ from orchestrator.local.state import (
     LocalClusterState,
     ProcessInfo,
     Stopped,
+    is_ours,
 )
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.admin import AdminClient
@@ -60,27 +61,6 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 CONTROLLER_ID_BASE = 3000
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def is_ours(p: ProcessInfo) -> bool:
-    """The pid is alive and still the process we started (its command line names its own marker)."""
-    marker = p.config or f"-p {p.port}"
-    line = _cmdline(p.pid)
-    return bool(line) and marker in line and not _is_zombie(p.pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
-    except (OSError, IndexError):
-        return True
 
 
 def _wait(
@@ -216,8 +196,9 @@ def up(
         state = previous
         controller_ids = [p.id for p in state.processes if p.role == "controller"]
         broker_ids = [p.id for p in state.processes if p.role == "broker"]
-        _check_resumable(state, brokers=brokers, controllers=controllers, s3_endpoint=s3_endpoint, bucket=bucket)
-        _check_prefix(state, prefix)
+        _check_resumable(
+            state, brokers=brokers, controllers=controllers, s3_endpoint=s3_endpoint, bucket=bucket, prefix=prefix
+        )
         sizes = f"{len(broker_ids)} broker(s), {len(controller_ids)} controller(s)"
         progress(f"resuming the cluster in {directory}: {sizes}, its data and objects as 'cluster down' left them")
     (directory / "run").mkdir(parents=True, exist_ok=True)
@@ -374,6 +355,7 @@ def _check_resumable(
     controllers: int | None,
     s3_endpoint: str | None,
     bucket: str | None,
+    prefix: str | None,
 ) -> None:
     directory = Path(state.dir)
     running = [p for p in state.processes if is_ours(p)]
@@ -399,6 +381,10 @@ def _check_resumable(
         raise LocalClusterError(
             f"the cluster in {directory} uses bucket {state.bucket!r}, not {bucket!r}; {start_over}"
         )
+    if prefix is not None and prefix != state.prefix:
+        raise LocalClusterError(
+            f"the cluster in {directory} uses prefix {state.prefix!r}, not {prefix!r}; {start_over}"
+        )
     if state.embedded_s3:
         found = s3_snapshot.status(directory / SNAPSHOT_DIR)
         if found.status is not s3_snapshot.SnapshotStatus.STOPPED:
@@ -407,11 +393,6 @@ def _check_resumable(
                 f"writes them to {directory / SNAPSHOT_DIR} only when 'cluster down' stops it), so the objects of its "
                 f"tiered topics are gone and resuming would serve topics whose data is missing; {start_over}"
             )
-
-
-def _check_prefix(state: LocalClusterState, prefix: str | None) -> None:
-    if prefix is not None and prefix != state.prefix:
-        raise LocalClusterError(f"the cluster in {state.dir} uses prefix {state.prefix!r}, not {prefix!r}")
 
 
 def start_embedded_s3(

@@ -100,3 +100,26 @@ class Stopped:
     s3_objects: int | None = None  # without purge, on the embedded S3: objects kept in its snapshot
     resumable: bool = True  # 'cluster up' on the directory resumes the cluster (not after a purge or a lost S3)
     warnings: list[str] = field(default_factory=list)
+
+
+def is_ours(p: ProcessInfo) -> bool:
+    """Whether ``p`` still runs: its pid is alive, not a zombie, and its command line still names the file that
+    identifies it (so a recycled pid is never taken for it). Reads /proc only: no network, no object-store client."""
+    if p.config is None:
+        return False
+    line = _cmdline(p.pid)
+    return bool(line) and p.config in line and not _is_zombie(p.pid)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True

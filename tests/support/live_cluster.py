@@ -138,3 +138,9 @@ class LiveCluster:
             if lc.is_ours(p):
                 os.kill(p.pid, signal.SIGCONT)
         lc.down(self.dir, purge=True, timeout_s=10)
+
+
+def bucket_keys(s3_client: Any, bucket: str, prefix: str = "") -> list[str]:
+    """Every key under ``prefix`` in ``bucket``, all pages."""
+    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [o["Key"] for p in pages for o in p.get("Contents", [])]

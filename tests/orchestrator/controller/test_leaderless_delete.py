@@ -16,43 +16,16 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 
 from orchestrator.metadata.records import SegmentState, TieredState
 from remote_storage.keys import topic_prefix
-from tests.support.live_cluster import LiveCluster, wait_until
+from tests.support.live_cluster import LiveCluster, bucket_keys, wait_until
 from tests.support.tcp_gate import TcpGate
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def gate(moto_endpoint: str) -> Iterator[TcpGate]:
-    target = urlparse(moto_endpoint)
-    assert target.hostname is not None and target.port is not None
-    g = TcpGate(target.hostname, target.port)
-    try:
-        yield g
-    finally:
-        g.close()
-
-
-@pytest.fixture
-def live(tmp_path, gate: TcpGate, bucket: str) -> Iterator[LiveCluster]:  # type: ignore[no-untyped-def]
-    cluster = LiveCluster(tmp_path / "cluster", brokers=3, controllers=1, s3_endpoint=gate.url, bucket=bucket)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
-
-
-def _objects(s3_client: Any, bucket: str, prefix: str) -> list[str]:
-    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return [o["Key"] for p in pages for o in p.get("Contents", [])]
 
 
 def _tieredctl(live: LiveCluster, *args: str) -> str:
@@ -79,7 +52,7 @@ def test_a_dead_brokers_partitions_are_deleted_by_an_assigned_broker_before_the_
     def partition_of(key: str) -> int:
         return int(key[len(prefix) :].split("/", 1)[0])
 
-    assert {partition_of(k) for k in _objects(s3_client, bucket, prefix)} == {0, 1, 2}, "every partition tiered"
+    assert {partition_of(k) for k in bucket_keys(s3_client, bucket, prefix)} == {0, 1, 2}, "every partition tiered"
     leaders = {p["partition_index"]: p["leader_id"] for p in live.call(lambda c: c.topic("orders"))["partitions"]}
     assert sorted(leaders.values()) == [1, 2, 3], "replication factor 1: one partition per broker"
     victim = 3
@@ -131,6 +104,6 @@ def test_a_dead_brokers_partitions_are_deleted_by_an_assigned_broker_before_the_
 
     final = wait_until("DISABLED", disabled, 120, 0.2)
     assert final.pending_brokers == () and final.acknowledged_brokers == len(live_brokers)
-    assert _objects(s3_client, bucket, prefix) == [], "the objects are really gone, the dead broker's included"
+    assert bucket_keys(s3_client, bucket, prefix) == [], "the objects are really gone, the dead broker's included"
     segments = live.segments(tid)
     assert segments and all(states[-1] == SegmentState.DELETE_SEGMENT_FINISHED for states in segments.values())

@@ -13,8 +13,6 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
-from urllib.parse import urlparse
 
 import pytest
 
@@ -22,7 +20,7 @@ from orchestrator.client import PendingBroker
 from orchestrator.errors import KafkaStorageError
 from orchestrator.metadata.records import SegmentState, TieredState
 from remote_storage.keys import topic_prefix
-from tests.support.live_cluster import FAST_CONTROLLER, LiveCluster, wait_until
+from tests.support.live_cluster import FAST_CONTROLLER, LiveCluster, bucket_keys, wait_until
 from tests.support.tcp_gate import TcpGate
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -30,31 +28,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 REPOLL_MS = FAST_CONTROLLER["disablement"]["repoll_ms"]
 CAP_MS = 30_000  # DISABLE_RPC_WAIT's cap
 CAUSE = re.compile(r"could not be deleted from bucket \S+: (ConnectionClosedError|EndpointConnectionError): \S")
-
-
-@pytest.fixture
-def gate(moto_endpoint: str) -> Iterator[TcpGate]:
-    target = urlparse(moto_endpoint)
-    assert target.hostname is not None and target.port is not None
-    g = TcpGate(target.hostname, target.port)
-    try:
-        yield g
-    finally:
-        g.close()
-
-
-@pytest.fixture
-def live(tmp_path, gate: TcpGate, bucket: str) -> Iterator[LiveCluster]:  # type: ignore[no-untyped-def]
-    cluster = LiveCluster(tmp_path / "cluster", brokers=3, controllers=1, s3_endpoint=gate.url, bucket=bucket)
-    try:
-        yield cluster
-    finally:
-        cluster.close()
-
-
-def _objects(s3_client, bucket: str, prefix: str) -> list[str]:  # type: ignore[no-untyped-def]
-    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return [o["Key"] for p in pages for o in p.get("Contents", [])]
 
 
 def _tieredctl(live: LiveCluster, *args: str) -> subprocess.CompletedProcess[str]:
@@ -77,7 +50,7 @@ def test_an_s3_outage_shows_each_brokers_error_and_next_attempt_backs_off_and_th
     live.call(produce)
     live.wait_tiering_settled(tid, 3)
     prefix = topic_prefix(live.state.prefix, "orders", tid)
-    assert _objects(s3_client, bucket, prefix), "segments were tiered"
+    assert bucket_keys(s3_client, bucket, prefix), "segments were tiered"
     leaders = {p["leader_id"] for p in live.call(lambda c: c.topic("orders"))["partitions"]}
 
     gate.shut()
@@ -135,7 +108,7 @@ def test_an_s3_outage_shows_each_brokers_error_and_next_attempt_backs_off_and_th
         "DISABLED once S3 is back", lambda: (s := live.status("orders")).state == TieredState.DISABLED and s, 120
     )
     assert final.pending_brokers == () and final.acknowledged_brokers == len(leaders)
-    assert _objects(s3_client, bucket, prefix) == [], "the objects are really gone, not just forgotten"
+    assert bucket_keys(s3_client, bucket, prefix) == [], "the objects are really gone, not just forgotten"
     segments = live.segments(tid)
     assert segments and all(states[-1] == SegmentState.DELETE_SEGMENT_FINISHED for states in segments.values())
     assert final.segments_deleted == len(segments)

@@ -12,16 +12,14 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 
 from orchestrator.metadata.records import PartitionDeleteState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.keys import topic_prefix
-from tests.support.live_cluster import LiveCluster, wait_until
+from tests.support.live_cluster import LiveCluster, bucket_keys, wait_until
 from tests.support.tcp_gate import TcpGate
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -29,24 +27,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 CONFIGS = {"remote.storage.enable": "true", "local.retention.ms": "0"}
 
 
-@pytest.fixture
-def gate(moto_endpoint: str) -> Iterator[TcpGate]:
-    target = urlparse(moto_endpoint)
-    assert target.hostname is not None and target.port is not None
-    g = TcpGate(target.hostname, target.port)
-    try:
-        yield g
-    finally:
-        g.close()
-
-
 def _cluster(tmp_path, gate: TcpGate, bucket: str, controllers: int) -> LiveCluster:  # type: ignore[no-untyped-def]
     return LiveCluster(tmp_path / "cluster", brokers=2, controllers=controllers, s3_endpoint=gate.url, bucket=bucket)
-
-
-def _objects(s3_client: Any, bucket: str, prefix: str) -> list[str]:
-    pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return [o["Key"] for p in pages for o in p.get("Contents", [])]
 
 
 def _partition_states(live: LiveCluster, topic_id: Any) -> dict[int, PartitionDeleteState]:
@@ -70,7 +52,7 @@ def _tiered_topic(live: LiveCluster, s3_client: Any, bucket: str) -> tuple[Any, 
     live.call(produce)
     live.wait_tiering_settled(tid, 3)
     prefix = topic_prefix(live.state.prefix, "clicks", tid)
-    assert _objects(s3_client, bucket, prefix), "segments are in S3"
+    assert bucket_keys(s3_client, bucket, prefix), "segments are in S3"
     return tid, prefix
 
 
@@ -92,7 +74,7 @@ def test_deleting_a_tiered_topic_deletes_every_object_and_finishes_every_partiti
         def gone() -> bool:
             states = _partition_states(live, tid)
             finished = states == {p: PartitionDeleteState.DELETE_PARTITION_FINISHED for p in range(3)}
-            return finished and not _objects(s3_client, bucket, prefix)
+            return finished and not bucket_keys(s3_client, bucket, prefix)
 
         wait_until("every object of the deleted topic id to go", gone, 120, 0.3)
         segments = live.segments(tid)
@@ -108,7 +90,7 @@ def test_a_deletion_cut_off_by_an_s3_outage_and_a_controller_kill_finishes_after
     live = _cluster(tmp_path, gate, bucket, controllers=2)
     try:
         tid, prefix = _tiered_topic(live, s3_client, bucket)
-        before = _objects(s3_client, bucket, prefix)
+        before = bucket_keys(s3_client, bucket, prefix)
         gate.shut()  # nothing can be deleted: the deletion is stuck half way for as long as the gate is shut
         live.call(lambda c: c.delete_topic("clicks"))
 
@@ -130,7 +112,7 @@ def test_a_deletion_cut_off_by_an_s3_outage_and_a_controller_kill_finishes_after
             PartitionDeleteState.DELETE_PARTITION_MARKED,
             PartitionDeleteState.DELETE_PARTITION_STARTED,
         }
-        assert _objects(s3_client, bucket, prefix) == before, "nothing could be deleted while S3 was shut"
+        assert bucket_keys(s3_client, bucket, prefix) == before, "nothing could be deleted while S3 was shut"
 
         first = live.active_controller()
         live.signal("controller", first.id, signal.SIGKILL)
@@ -145,7 +127,7 @@ def test_a_deletion_cut_off_by_an_s3_outage_and_a_controller_kill_finishes_after
         def gone() -> bool:
             states = _partition_states(live, tid)
             finished = states == {p: PartitionDeleteState.DELETE_PARTITION_FINISHED for p in range(3)}
-            return finished and not _objects(s3_client, bucket, prefix)
+            return finished and not bucket_keys(s3_client, bucket, prefix)
 
         wait_until("the new controller to finish the deletion", gone, 180, 0.3)
         wait_until("the deletion to leave the status", lambda: live.call(lambda c: c.remote_deletions()) == [], 30)
