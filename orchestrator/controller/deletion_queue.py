@@ -29,11 +29,11 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from orchestrator.errors import RequestTimedOut, error_name
+from orchestrator.errors import RequestTimedOut
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage
 
-from .queue import DEFAULT_REPOLL_MS, Progress, backoff_ms, live_brokers
+from .queue import DEFAULT_REPOLL_MS, Progress, after_failure, after_poll, live_brokers, reply_error
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
@@ -204,14 +204,9 @@ def on_response(
     if progress is not None:
         b = replace(b, progress=progress.merged(b.progress))
     if not ok:
-        text = f"{error_name(error_code)}: {error_message}" if error_message else error_name(error_code)
-        return _fail(queue, topic_id, broker_id, b, text, now_ms, rng)
-    if in_progress and progressed:
-        b = replace(b, failures=0, last_error=None, next_attempt_ms=now_ms + repoll_ms)
-    else:
-        failures = b.failures + 1
-        b = replace(b, failures=failures, next_attempt_ms=now_ms + max(repoll_ms, backoff_ms(failures, rng)))
-    return _with_broker(queue, topic_id, broker_id, replace(b, in_flight=False))
+        return _fail(queue, topic_id, broker_id, b, reply_error(error_code, error_message), now_ms, rng)
+    polled = after_poll(b, progressed=in_progress and progressed, now_ms=now_ms, rng=rng, repoll_ms=repoll_ms)
+    return _with_broker(queue, topic_id, broker_id, polled)
 
 
 def _fail(
@@ -223,11 +218,7 @@ def _fail(
     now_ms: int,
     rng: random.Random,
 ) -> RemoteDeletionQueue:
-    failures = b.failures + 1
-    failed = replace(
-        b, in_flight=False, failures=failures, last_error=text, next_attempt_ms=now_ms + backoff_ms(failures, rng)
-    )
-    return _with_broker(queue, topic_id, broker_id, failed)
+    return _with_broker(queue, topic_id, broker_id, after_failure(b, text, now_ms, rng))
 
 
 def _with_broker(queue: RemoteDeletionQueue, topic_id: Uuid, broker_id: int, b: DeletingBroker) -> RemoteDeletionQueue:

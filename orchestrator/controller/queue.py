@@ -72,7 +72,7 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import tenacity
 
@@ -98,6 +98,44 @@ def backoff_ms(failures: int, rng: random.Random) -> int:
     state.attempt_number = max(1, failures)
     upper = tenacity.wait_exponential.__call__(DISABLE_RPC_WAIT, state)
     return round(rng.uniform(DISABLE_RPC_WAIT.min, upper) * 1000)
+
+
+class RetriedEntry(Protocol):
+    """What both controller queues (disablement, remote deletion) keep per broker about their requests to it: a
+    frozen dataclass with these fields (and ``in_flight``, ``last_error``, ``next_attempt_ms``)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def failures(self) -> int: ...
+
+
+_Entry = TypeVar("_Entry", bound=RetriedEntry)
+
+
+def reply_error(error_code: int, error_message: str | None) -> str:
+    """How a failed reply is shown as ``last_error``: the error's name, and its message when there is one."""
+    return f"{error_name(error_code)}: {error_message}" if error_message else error_name(error_code)
+
+
+def after_failure(entry: _Entry, text: str, now_ms: int, rng: random.Random) -> _Entry:
+    """``entry`` after a failed attempt (an error or a timeout): one more failure, ``text`` kept as its last error,
+    asked again after the backoff."""
+    failures = entry.failures + 1
+    return replace(
+        entry, in_flight=False, failures=failures, last_error=text, next_attempt_ms=now_ms + backoff_ms(failures, rng)
+    )
+
+
+def after_poll(entry: _Entry, *, progressed: bool, now_ms: int, rng: random.Random, repoll_ms: int) -> _Entry:
+    """``entry`` after a reply that is not (or not provably) the end: asked again soon if it made progress (its last
+    error is cleared), else after the backoff of one more attempt without progress (its last error stays: it is
+    still why nothing moves), and never sooner than ``repoll_ms``."""
+    if progressed:
+        return replace(entry, in_flight=False, failures=0, last_error=None, next_attempt_ms=now_ms + repoll_ms)
+    failures = entry.failures + 1
+    wait = max(repoll_ms, backoff_ms(failures, rng))
+    return replace(entry, in_flight=False, failures=failures, next_attempt_ms=now_ms + wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,8 +449,7 @@ def on_response(
     if progress is not None:
         pb = replace(pb, progress=progress.merged(pb.progress))
     if not ok:
-        text = f"{error_name(error_code)}: {error_message}" if error_message else error_name(error_code)
-        return _fail(queue, t, broker_id, pb, text, now_ms, rng)
+        return _fail(queue, t, broker_id, pb, reply_error(error_code, error_message), now_ms, rng)
     if not in_progress and not pb.duty_moved:
         pending = {b: p for b, p in t.pending.items() if b != broker_id}
         acked = {**t.acked, broker_id: Ack(pb.sent_duty, now_ms)}
@@ -420,15 +457,13 @@ def on_response(
         return DisablementQueue(MappingProxyType({**queue.topics, topic_id: topic}))
     # Not (or not provably) the whole duty: ask again, at once if the duty moved, soon if the job moved on, and
     # after a growing backoff if it did not (its last error stays: it is still why nothing moves).
-    if not in_progress or progressed:  # a "done" the duty moved under is progress too
-        polled = replace(pb, failures=0, last_error=None, next_attempt_ms=now_ms + repoll_ms, waiting_since_ms=now_ms)
-    else:
-        failures = pb.failures + 1
-        wait = max(repoll_ms, backoff_ms(failures, rng))
-        polled = replace(pb, failures=failures, next_attempt_ms=now_ms + wait)
+    moved_on = not in_progress or progressed  # a "done" the duty moved under is progress too
+    polled = after_poll(pb, progressed=moved_on, now_ms=now_ms, rng=rng, repoll_ms=repoll_ms)
+    if moved_on:
+        polled = replace(polled, waiting_since_ms=now_ms)
     if pb.duty_moved:
         polled = replace(polled, next_attempt_ms=now_ms)
-    return _with_pending(queue, t, broker_id, replace(polled, in_flight=False, duty_moved=False))
+    return _with_pending(queue, t, broker_id, replace(polled, duty_moved=False))
 
 
 def _fail(
@@ -440,16 +475,7 @@ def _fail(
     now_ms: int,
     rng: random.Random,
 ) -> DisablementQueue:
-    failures = pb.failures + 1
-    failed = replace(
-        pb,
-        in_flight=False,
-        duty_moved=False,
-        failures=failures,
-        last_error=text,
-        next_attempt_ms=now_ms + backoff_ms(failures, rng),
-    )
-    return _with_pending(queue, t, broker_id, failed)
+    return _with_pending(queue, t, broker_id, replace(after_failure(pb, text, now_ms, rng), duty_moved=False))
 
 
 def _with_pending(queue: DisablementQueue, t: PendingTopic, broker_id: int, pb: PendingBroker) -> DisablementQueue:
