@@ -35,12 +35,10 @@ from dataclasses import dataclass
 import structlog
 
 from orchestrator.errors import (
-    RequestTimedOut,
     StaleControllerEpoch,
     StaleTieredEpoch,
     TieredError,
     UnknownTopicOrPartition,
-    as_wire_error,
 )
 from orchestrator.ids import ZERO_UUID, Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
@@ -142,23 +140,9 @@ class DisablementDriver:
         state = self._state
         topic_id = request_body["topic_id"]
         tiered_epoch = request_body["tiered_epoch"]
-        in_progress = False
-        progress: dq.Progress | None = None
-        message: str | None
-        if error is not None:
-            wire = as_wire_error(error)
-            code, message = wire.code, wire.message
-        elif response_body is None:
-            code, message = RequestTimedOut.code, "no reply (timed out)"
-        else:
-            code, message = int(response_body.get("error_code", 0)), response_body.get("error_message")
-            in_progress = code == 0 and int(response_body.get("status", 0)) == 1
-            if response_body.get("tiered_epoch", -1) == tiered_epoch:  # about the job: a reply, or its failure
-                progress = dq.Progress(
-                    int(response_body.get("partitions_done", 0)),
-                    int(response_body.get("segments_deleted", 0)),
-                    int(response_body.get("segments_remaining", 0)),
-                )
+        about_the_job = response_body is not None and response_body.get("tiered_epoch", -1) == tiered_epoch
+        outcome = dq.read_outcome(response_body, error, about_the_job=about_the_job)
+        code, message, in_progress = outcome.error_code, outcome.error_message, outcome.in_progress
         if code == 0 and response_body is not None:
             self._record_progress(topic_id, tiered_epoch, broker_id, response_body)
         before = state.queue
@@ -175,7 +159,7 @@ class DisablementDriver:
             rng=state.rng,
             repoll_ms=self._settings.repoll_ms,
             attempt=request_body["attempt"],
-            progress=progress,
+            progress=outcome.progress,
         )
         fields = {"topic_id": str(topic_id), "broker_id": broker_id, "tiered_epoch": tiered_epoch}
         pending = state.queue.pending_brokers(topic_id).get(broker_id)

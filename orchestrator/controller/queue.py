@@ -76,7 +76,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import tenacity
 
-from orchestrator.errors import RequestTimedOut, error_name
+from orchestrator.errors import RequestTimedOut, TieredError, as_wire_error, error_name
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import DisablePolicy, TieredState
@@ -183,6 +183,41 @@ class Progress:
             max(self.segments_deleted, mark.segments_deleted),
             self.segments_remaining,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One request's outcome as the queues read it: a reply, a transport error, or neither (a timeout)."""
+
+    error_code: int
+    error_message: str | None
+    in_progress: bool = False
+    progress: Progress | None = None  # the job's counts; None when the reply carries none about the job
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == 0
+
+
+def read_outcome(reply: Mapping[str, Any] | None, error: TieredError | None, *, about_the_job: bool = True) -> Outcome:
+    """Read a request's outcome; ``reply`` is a DisableRemoteTopic or DeleteRemotePartitions response (their job
+    fields: status, partitions_done, segments_deleted, segments_remaining). ``about_the_job`` says whether the
+    reply's counts describe the job asked about (a DisableRemoteTopic reply for another tiered epoch does not)."""
+    if error is not None:
+        wire = as_wire_error(error)
+        return Outcome(wire.code, wire.message)
+    if reply is None:
+        return Outcome(RequestTimedOut.code, "no reply (timed out)")
+    code = int(reply.get("error_code", 0))
+    progress = None
+    if about_the_job:
+        progress = Progress(
+            int(reply.get("partitions_done", 0)),
+            int(reply.get("segments_deleted", 0)),
+            int(reply.get("segments_remaining", 0)),
+        )
+    in_progress = code == 0 and int(reply.get("status", 0)) == 1
+    return Outcome(code, reply.get("error_message"), in_progress, progress)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import structlog
 
-from orchestrator.errors import RequestTimedOut, StaleControllerEpoch, TieredError, as_wire_error
+from orchestrator.errors import StaleControllerEpoch, TieredError
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import TopicImage
 from orchestrator.metadata.records import PartitionDeleteState
@@ -31,7 +31,7 @@ from orchestrator.settings import DisablementSettings
 from remote_storage.rlmm import RemoteLogMetadataManager
 
 from . import deletion_queue as rq
-from .queue import Progress
+from .queue import read_outcome
 from .state import ControllerState
 
 log = structlog.get_logger(__name__)
@@ -140,22 +140,8 @@ class RemoteDeletionDriver:
         """Feed the outcome of one DeleteRemotePartitions (a reply, a transport error, or neither: a timeout)."""
         state = self._state
         topic_id = request_body["topic_id"]
-        in_progress = False
-        progress: Progress | None = None
-        message: str | None
-        if error is not None:
-            wire = as_wire_error(error)
-            code, message = wire.code, wire.message
-        elif response_body is None:
-            code, message = RequestTimedOut.code, "no reply (timed out)"
-        else:
-            code, message = int(response_body.get("error_code", 0)), response_body.get("error_message")
-            in_progress = code == 0 and int(response_body.get("status", 0)) == 1
-            progress = Progress(
-                int(response_body.get("partitions_done", 0)),
-                int(response_body.get("segments_deleted", 0)),
-                int(response_body.get("segments_remaining", 0)),
-            )
+        outcome = read_outcome(response_body, error)
+        code, message, in_progress = outcome.error_code, outcome.error_message, outcome.in_progress
         self.queue = rq.on_response(
             self.queue,
             topic_id,
@@ -168,7 +154,7 @@ class RemoteDeletionDriver:
             now_ms=state.now_ms(),
             rng=state.rng,
             repoll_ms=self._settings.repoll_ms,
-            progress=progress,
+            progress=outcome.progress,
         )
         fields = {"topic_id": str(topic_id), "broker_id": broker_id, "error_code": code}
         if code != 0:
