@@ -405,7 +405,10 @@ class TextOutput(Output):
     def tiering_status(
         self, statuses: Sequence[TieringStatus], *, deletions: Sequence[RemoteDeletionStatus] = ()
     ) -> None:
-        _print(_tiering_table(statuses) if statuses or not deletions else "no topics")
+        if statuses:
+            _print(_tiering_table(statuses))
+        elif not deletions:
+            _print("no topics")
         lines = [*_pending_lines(statuses, now_ms=_wall_ms()), *_owed_lines(statuses), *_deletion_lines(deletions)]
         for line in lines:
             click.echo(line)
