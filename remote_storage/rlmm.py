@@ -138,6 +138,12 @@ class RemoteLogMetadataManager:
 
     # -- folding ----------------------------------------------------------------------------------------------
 
+    @property
+    def applied_offset(self) -> int:
+        """The offset after the last RLMM record folded (0: none yet): it moves exactly when the RLMM changed."""
+        with self._lock:
+            return self._next_offset
+
     def refresh(self) -> None:
         """Fold every RLMM record appended since the last refresh (by any process)."""
         with self._lock:

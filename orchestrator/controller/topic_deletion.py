@@ -55,6 +55,7 @@ class RemoteDeletionDriver:
         self._rlmm = remote_log
         self.queue = rq.EMPTY_DELETION_QUEUE
         self._done_topics: set[Uuid] = set()  # finished deletions already seen: not looked at again
+        self._synced: tuple[int, int, bool] | None = None  # (RLMM offset, image offset, mark) of the last sync
 
     def mark_deleted(self, topic: TopicImage) -> None:
         """After ``topic``'s RemoveTopicRecord: mark every partition of a topic with remote data for deletion."""
@@ -79,6 +80,11 @@ class RemoteDeletionDriver:
         rlmm, state = self._rlmm, self._state
         rlmm.refresh()  # before the image: see the module docstring
         image = state.refresh()
+        # Runs on every tick of the core: with neither the RLMM nor the image moved there is nothing new to mark or
+        # reconcile, so the walk over every topic id the RLMM knows is skipped.
+        seen = (rlmm.applied_offset, image.offset, mark)
+        if seen == self._synced:
+            return
         targets: list[rq.DeletionTarget] = []
         for topic_id in rlmm.topic_ids() - self._done_topics:
             if topic_id in image.topics:
@@ -103,6 +109,7 @@ class RemoteDeletionDriver:
         self.queue = rq.reconcile(before, targets, image, state.now_ms())
         for topic_id in set(before.topics) - set(self.queue.topics):
             log.info("topic_deletion.completed", topic=before.topics[topic_id].name, topic_id=str(topic_id))
+        self._synced = seen  # only once the whole sync is done: one that raised is done again
 
     def due_requests(self) -> list[tuple[int, DeleteRemotePartitionsBody]]:
         """The DeleteRemotePartitions requests to send now, as (broker id, body); they are now in flight.

@@ -74,3 +74,22 @@ def test_a_topic_that_was_never_tiered_is_deleted_without_any_remote_deletion() 
     c.create("plain", num_partitions=2, replication_factor=1)
     assert c.core.delete_topics({"topic_names": ["plain"]}, 5)["responses"][0]["error_code"] == 0
     assert c.core.due_remote_delete_requests() == [] and c.core.deletion_queue.topics == {}
+
+
+def test_a_tick_with_nothing_new_in_the_rlmm_or_the_image_does_not_walk_the_deleted_topics_again(monkeypatch) -> None:
+    c = CoreHarness()
+    topic, rlmm = _tiered_with_segments(c)
+    c.core.delete_topics({"topic_names": ["clicks"]}, 5)
+    c.core.tick()  # catches up with what the deletion wrote
+    walks = []
+    driver_rlmm = c.core._deletion._rlmm
+    real_topic_ids = driver_rlmm.topic_ids
+    monkeypatch.setattr(driver_rlmm, "topic_ids", lambda: walks.append(1) or real_topic_ids())
+    for _ in range(20):
+        c.core.tick()
+    assert walks == [], "nothing moved: nothing to walk"
+    rlmm.mark_partitions_delete(
+        "clicks", topic.topic_id, [0], PartitionDeleteState.DELETE_PARTITION_STARTED, broker_id=1, now_ms=c.clock
+    )
+    c.core.tick()
+    assert walks == [1], "the RLMM moved: walked once"
