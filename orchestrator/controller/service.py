@@ -333,26 +333,30 @@ class ControllerService:
         """Write a snapshot of the core's image whenever one is due, while ``core`` is the active one."""
         settings, store = self.settings.snapshots, self.snapshot_store
         failures = 0
+        pause_s = SNAPSHOT_CHECK_S
         writer: SnapshotWriter | None = None
         while self.core is core:
-            await asyncio.sleep(SNAPSHOT_CHECK_S if not failures else loop_backoff_s(failures))
+            await asyncio.sleep(pause_s)
             try:
                 if writer is None:
                     writer = await self._on_snapshot(lambda: SnapshotWriter.resume(store, settings, now_ms=wall_ms))
                 image = core.image  # immutable: read here, serialized on the snapshot thread
-                if self.core is not core or not writer.due(image):
-                    continue
-                await self._on_snapshot(functools.partial(writer.write, image, controller_epoch=core.controller_epoch))
+                if self.core is core and writer.due(image):
+                    await self._on_snapshot(
+                        functools.partial(writer.write, image, controller_epoch=core.controller_epoch)
+                    )
             except StaleControllerEpoch as exc:
                 await asyncio.shield(self._step_down(f"fenced: {exc.message}"))
                 return
             except Exception as exc:
                 failures += 1
-                log_loop_failure("controller", "snapshots", exc, attempt=failures, retry_in_s=loop_backoff_s(failures))
+                pause_s = loop_backoff_s(failures)  # the wait logged is the wait slept
+                log_loop_failure("controller", "snapshots", exc, attempt=failures, retry_in_s=pause_s)
                 continue
             if failures:
                 log_loop_recovered("controller", "snapshots", failed_attempts=failures)
                 failures = 0
+            pause_s = SNAPSHOT_CHECK_S
 
     # -- the disablement sender -------------------------------------------------------------------------------
 
