@@ -232,11 +232,11 @@ class TieredClient:
         check(r["error_code"], r.get("error_message"), f"adding partitions to '{name}'")
 
     async def alter_configs(self, name: str, set_: Mapping[str, str], delete: Sequence[str] = ()) -> None:
-        ops: list[m.AlterableConfig] = [
+        ops: list[m.IncrementalAlterConfigsRequestAlterableConfig] = [
             {"name": k, "config_operation": AlterConfigOp.SET, "value": v} for k, v in set_.items()
         ]
         ops += [{"name": k, "config_operation": AlterConfigOp.DELETE, "value": None} for k in delete]
-        resource: m.AlterConfigsResource = {
+        resource: m.IncrementalAlterConfigsRequestAlterConfigsResource = {
             "resource_type": ConfigResourceType.TOPIC,
             "resource_name": name,
             "configs": ops,

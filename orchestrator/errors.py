@@ -291,6 +291,13 @@ class InconsistentClusterId(KafkaError):
 
 
 @_register
+class UnsupportedEndpointType(KafkaError):
+    """DescribeCluster asked for an endpoint type other than brokers (1) or controllers (2) (KIP-919)."""
+
+    code, name, retriable = 115, "UNSUPPORTED_ENDPOINT_TYPE", False
+
+
+@_register
 class TieredStorageDisablementInProgress(KafkaError):
     code, name, retriable = 10950, "TIERED_STORAGE_DISABLEMENT_IN_PROGRESS", False
     hint = "Wait for the topic to reach DISABLED ('tieredctl tiering status NAME') and retry."

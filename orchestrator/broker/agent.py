@@ -6,6 +6,11 @@ RemoteLogManager's copy, local retention and remote expiry for the partitions it
 Kafka protocol, DisableRemoteTopic (10950), DeleteRemotePartitions (10954: a deleted topic's remote data) plus our
 data-plane TieredProduce (10952) and TieredFetch (10953).
 
+Kafka clients learn of the brokers from Metadata and send admin requests to any of them, so a broker serves the
+admin API too (:mod:`orchestrator.admin_api`): Metadata, DescribeConfigs and DescribeCluster from its own image,
+refreshed from the store before each answer, and the admin writes (CreateTopics, DeleteTopics, CreatePartitions,
+AlterConfigs, IncrementalAlterConfigs) forwarded to the active controller, as Kafka's brokers do since KIP-590.
+
 Partition directories follow the image (KIP-516/KIP-631; :mod:`orchestrator.broker.partition_dirs`): a
 directory whose topic id no longer exists, or whose name now belongs to another topic id, is stale: its log is
 closed and it is moved to ``data_dir/stale/`` (never served), and removed ``stale_dir_retention_ms`` later (24 h
@@ -56,12 +61,14 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import structlog
 
+from orchestrator.admin_api import reads
+from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.local_log import LogConfig, PartitionLog
@@ -104,6 +111,9 @@ log = structlog.get_logger(__name__)
 def now_ms() -> int:
     return int(time.time() * 1000)
 
+
+# The admin reads a broker answers from its own image (a Kafka client sends them to any node it knows of).
+BROKER_READS = (ApiKey.METADATA, ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_CLUSTER)
 
 # How often the metadata loop looks for moved-aside directories past their retention (a listing of data_dir/stale/).
 STALE_DIR_CHECK_INTERVAL_S = 60.0
@@ -192,6 +202,10 @@ class BrokerAgent:
         image = await asyncio.to_thread(self.follower.refresh)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self.reconcile_partition_dirs, image)
+        client_ssl = client_ssl_context(self.settings.tls)
+        request_timeout_s = self.settings.request_timeout_ms / 1000
+        forwarder = Forwarder(AdminClient(self.settings.controllers, ssl_context=client_ssl))
+        admin_handlers = {key: self._on_read for key in BROKER_READS} | {key: forwarder.forward for key in FORWARDED}
         self.server = KafkaServer(
             name=f"broker-{self.settings.broker_id}",
             host=self.settings.host,
@@ -201,14 +215,13 @@ class BrokerAgent:
                 ApiKey.DELETE_REMOTE_PARTITIONS: self._on_delete_remote_partitions,
                 ApiKey.TIERED_PRODUCE: self._on_produce,
                 ApiKey.TIERED_FETCH: self._on_fetch,
+                **admin_handlers,
             },
             ssl_context=server_ssl_context(self.settings.tls),
         )
         _, self.port = await self.server.start()
         self._write_ready_file()
         log.info("broker.started", port=self.port, incarnation_id=str(self.incarnation_id))
-        client_ssl = client_ssl_context(self.settings.tls)
-        request_timeout_s = self.settings.request_timeout_ms / 1000
         controllers = AdminClient(self.settings.controllers, ssl_context=client_ssl, timeout_s=request_timeout_s)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -227,6 +240,7 @@ class BrokerAgent:
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.server.stop()
             await controllers.close()
+            await forwarder.close()
             for plog in self.logs.values():
                 plog.close()
             self.store.close()
@@ -446,6 +460,24 @@ class BrokerAgent:
             log_loop_recovered("broker", loop, **where, failed_attempts=failed_attempts)
 
     # -- request handlers -------------------------------------------------------------------------------------
+
+    async def _on_read(self, request: Request) -> Mapping[str, object]:
+        """Metadata, DescribeConfigs, DescribeCluster from this broker's image, caught up with the store first (a
+        write the controller acknowledged is in the answer); :mod:`orchestrator.admin_api.reads`."""
+        return await asyncio.to_thread(self._read, request)
+
+    def _read(self, request: Request) -> Mapping[str, object]:
+        image = self.follower.refresh()
+        body, version = request.body, request.header.api_version
+        view = reads.cluster_view(
+            image, self.store.current_lease(), cluster_id=self.settings.cluster_id, now_ms=self._wall_clock_ms()
+        )
+        api_key = request.header.api_key
+        if api_key == ApiKey.METADATA:
+            return reads.metadata(image, cast(m.MetadataRequest, body), version, view)
+        if api_key == ApiKey.DESCRIBE_CONFIGS:
+            return reads.describe_configs(image, cast(m.DescribeConfigsRequest, body), version)
+        return reads.describe_cluster(cast(m.DescribeClusterRequest, body), version, view)
 
     async def _on_disable(self, request: Request) -> m.DisableRemoteTopicResponse:
         body = cast(m.DisableRemoteTopicRequest, request.body)

@@ -10,6 +10,8 @@ from orchestrator.cli import options
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.output import BrokerRow
+from orchestrator.client import TieredClient
+from orchestrator.protocol import messages as m
 
 
 @click.group(cls=NounGroup)
@@ -28,17 +30,23 @@ def broker_start(config_path: str) -> None:
 @click.pass_obj
 def broker_list(obj: Ctx) -> None:
     """Live (unfenced) brokers and the controllers, with the active controller marked."""
-    md = obj.run(lambda c: c.metadata([]))
+    md, active = obj.run(_nodes_and_active_controller)
     rows: list[BrokerRow] = [
         {
             "node_id": b["node_id"],
             "host": b["host"],
             "port": b["port"],
-            "controller": b["node_id"] == md["controller_id"],
+            "controller": b["node_id"] == active,
         }
         for b in md["brokers"]
     ]
     obj.output.brokers(rows)
+
+
+async def _nodes_and_active_controller(c: TieredClient) -> tuple[m.MetadataResponse, int | None]:
+    """Metadata's nodes, and the active controller (Metadata's ``controller_id`` names a forwarding broker)."""
+    md = await c.metadata([])
+    return md, c.admin.controller_id
 
 
 @broker.command("decommission")

@@ -1,4 +1,5 @@
-"""The admin API: CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, IncrementalAlterConfigs, Metadata.
+"""The admin API's writes: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs. The
+reads (Metadata, DescribeConfigs, DescribeCluster) are every node's (:mod:`orchestrator.admin_api.reads`).
 
 Each handler takes a typed request body and its version and returns the typed response body, normalized to that
 version (``responses.py``). Config changes go through the tiering state machine (``tiering.py``), which turns them
@@ -8,18 +9,20 @@ Invariants:
 * A request that fails validation writes nothing for that topic (or resource): the error is in its entry of the
   response. A deposed controller's :class:`StaleControllerEpoch` is never such an error: it propagates.
 * One request's change to one topic (or resource) is one append: all of it is written, or none.
+* AlterConfigs and IncrementalAlterConfigs go through the same validation and tiering state machine; AlterConfigs
+  (Kafka's non-incremental API) resets every config set on the topic that it does not name.
 * A write that can finish a disablement (partitions added while DISABLING, a config change) is followed by
   completing finished topics (``disablement.py``), as a broker's acknowledgement is.
-* Reads (Metadata, DescribeConfigs) never write, and topics are never auto-created by Metadata.
 * Replicas of a new topic start at a placement cursor that rotates per topic from a random start (``partitions.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
+from orchestrator.admin_api.responses import created_configs, normalized
 from orchestrator.errors import (
     InvalidPartitions,
     InvalidReplicaAssignment,
@@ -31,28 +34,22 @@ from orchestrator.errors import (
     TopicAlreadyExists,
 )
 from orchestrator.ids import ZERO_UUID, Uuid, topic_names_collide, validate_topic_name
-from orchestrator.metadata.image import MetadataImage, TopicImage
+from orchestrator.metadata.image import MetadataImage, TopicImage, topic_for
 from orchestrator.metadata.records import ConfigResourceType, make_record
-from orchestrator.metadata.topic_configs import effective, parse_ops, validate_config_map
+from orchestrator.metadata.topic_configs import ConfigOp, parse_ops, replacement_ops, validate_config_map
 from orchestrator.protocol import messages as m
 from orchestrator.settings import TopicDefaults
 
 from . import tiering
 from .disablement import DisablementDriver
 from .partitions import check_replicas, partition_record, place
-from .responses import (
-    Nodes,
-    broker_config_entry,
-    created_configs,
-    metadata_brokers,
-    metadata_topic,
-    normalized,
-    topic_config_entry,
-)
 from .state import ControllerState
 from .topic_deletion import RemoteDeletionDriver
 
 log = structlog.get_logger(__name__)
+
+OpsFor = Callable[[Mapping[str, str]], Sequence[ConfigOp]]
+"""A resource's config operations, built from its current configs (AlterConfigs resets what it does not name)."""
 
 
 class AdminApi:
@@ -62,7 +59,6 @@ class AdminApi:
         driver: DisablementDriver,
         *,
         topic_defaults: TopicDefaults,
-        cluster_id: str,
         remote_deletion: RemoteDeletionDriver | None = None,
     ) -> None:
         """``remote_deletion`` marks a deleted topic's remote data for deletion (none: nothing is marked here; a
@@ -71,7 +67,6 @@ class AdminApi:
         self._driver = driver
         self._remote_deletion = remote_deletion
         self._topic_defaults = topic_defaults
-        self._cluster_id = cluster_id
         self._placement_cursor = state.rng.randrange(1 << 16)
 
     # --- topics and partitions ----------------------------------------------------------------------------------
@@ -183,7 +178,7 @@ class AdminApi:
                     raise InvalidRequest("neither a topic name nor a topic id was given")
                 if keys.count(key) > 1:
                     raise InvalidRequest(f"topic {key} appears more than once in the request")
-                topic = tiering.topic_for(state.image, name=name, topic_id=topic_id)
+                topic = topic_for(state.image, name=name, topic_id=topic_id)
                 state.append([make_record("RemoveTopicRecord", topic_id=topic.topic_id)])
                 self._mark_remote_data_deleted(topic)
                 result.update({"name": topic.name, "topic_id": topic.topic_id, "error_code": 0})
@@ -236,7 +231,7 @@ class AdminApi:
 
     def _create_partitions(self, t: m.CreatePartitionsTopic, *, validate_only: bool) -> bool:
         image = self._state.image
-        topic = tiering.topic_for(image, name=t["name"])
+        topic = topic_for(image, name=t["name"])
         current, count = len(topic.partitions), t["count"]
         if count < current:
             raise InvalidPartitions(f"topic '{topic.name}' has {current} partitions, more than the requested {count}")
@@ -276,70 +271,56 @@ class AdminApi:
 
     # --- configs ------------------------------------------------------------------------------------------------
 
-    def describe_configs(self, body: m.DescribeConfigsRequest, version: int) -> m.DescribeConfigsResponse:
-        req = normalized("DescribeConfigsRequest", version, body)
-        image = self._state.refresh()
-        results: list[m.DescribeConfigsResult] = []
-        for r in req["resources"]:
-            rtype, rname, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
-            result = m.DescribeConfigsResult(resource_type=rtype, resource_name=rname, configs=[])
-            try:
-                if rtype == ConfigResourceType.TOPIC:
-                    tiering.topic_for(image, name=rname)
-                    entries = [
-                        topic_config_entry(d, value, explicit, req)
-                        for d, value, explicit in effective(image.topic_configs(rname))
-                        if keys is None or d.name in keys
-                    ]
-                elif rtype == ConfigResourceType.BROKER:
-                    if rname and not rname.isdigit():
-                        raise InvalidRequest(f"'{rname}' is not a broker id")
-                    values = image.configs.get((int(ConfigResourceType.BROKER), rname), {})
-                    entries = [
-                        broker_config_entry(k, v, req) for k, v in sorted(values.items()) if keys is None or k in keys
-                    ]
-                else:
-                    raise InvalidRequest(f"resource type {rtype} is not supported: use 2 (topic) or 4 (broker)")
-                result.update({"error_code": 0, "error_message": None, "configs": entries})
-            except KafkaError as exc:
-                result.update({"error_code": exc.code, "error_message": exc.message})
-            results.append(result)
-        return normalized("DescribeConfigsResponse", version, m.DescribeConfigsResponse(results=results))
-
     def incremental_alter_configs(
         self, body: m.IncrementalAlterConfigsRequest, version: int
     ) -> m.IncrementalAlterConfigsResponse:
         req = normalized("IncrementalAlterConfigsRequest", version, body)
+        changes = [(r["resource_type"], r["resource_name"], _incremental(r["configs"])) for r in req["resources"]]
+        results = self._alter_configs(changes, validate_only=bool(req["validate_only"]))
+        response = m.IncrementalAlterConfigsResponse(responses=results)
+        return normalized("IncrementalAlterConfigsResponse", version, response)
+
+    def alter_configs(self, body: m.AlterConfigsRequest, version: int) -> m.AlterConfigsResponse:
+        """Kafka's non-incremental AlterConfigs: each resource's configs become exactly the ones named (every
+        config set on the topic and not named returns to its default), through the same KIP-950 state machine."""
+        req = normalized("AlterConfigsRequest", version, body)
+        changes = [(r["resource_type"], r["resource_name"], _replacement(r["configs"])) for r in req["resources"]]
+        results = self._alter_configs(changes, validate_only=bool(req["validate_only"]))
+        return normalized("AlterConfigsResponse", version, m.AlterConfigsResponse(responses=results))
+
+    def _alter_configs(
+        self, changes: Sequence[tuple[int, str, OpsFor]], *, validate_only: bool
+    ) -> list[m.AlterConfigsResourceResponse]:
+        """Each resource's operations (built from its current configs), applied one resource at a time."""
         self._state.refresh()
-        validate_only = bool(req["validate_only"])
-        resources = [(r["resource_type"], r["resource_name"]) for r in req["resources"]]
+        resources = [(rtype, rname) for rtype, rname, _ in changes]
         results: list[m.AlterConfigsResourceResponse] = []
         wrote = False
-        for r, key in zip(req["resources"], resources, strict=True):
-            result = m.AlterConfigsResourceResponse(resource_type=key[0], resource_name=key[1])
+        for (rtype, rname, ops_for), key in zip(changes, resources, strict=True):
+            result = m.AlterConfigsResourceResponse(resource_type=rtype, resource_name=rname)
             try:
                 if resources.count(key) > 1:
-                    raise InvalidRequest(f"resource {key[1]} (type {key[0]}) appears more than once in the request")
-                if key[0] != ConfigResourceType.TOPIC:
-                    raise InvalidRequest(f"only topic configs (resource type 2) can be altered, not type {key[0]}")
-                wrote |= self._alter_topic_configs(key[1], r["configs"], validate_only=validate_only)
+                    raise InvalidRequest(f"resource {rname} (type {rtype}) appears more than once in the request")
+                if rtype != ConfigResourceType.TOPIC:
+                    raise InvalidRequest(f"only topic configs (resource type 2) can be altered, not type {rtype}")
+                wrote |= self._alter_topic_configs(rname, ops_for, validate_only=validate_only)
                 result.update({"error_code": 0, "error_message": None})
             except StaleControllerEpoch:
                 raise
             except KafkaError as exc:
-                log.info("topic.configs_refused", topic=key[1], error=exc.name, detail=exc.message)
+                log.info("topic.configs_refused", topic=rname, error=exc.name, detail=exc.message)
                 result.update({"error_code": exc.code, "error_message": exc.message})
             results.append(result)
         if wrote:
             self._driver.complete_finished()
-        response = m.IncrementalAlterConfigsResponse(responses=results)
-        return normalized("IncrementalAlterConfigsResponse", version, response)
+        return results
 
-    def _alter_topic_configs(self, name: str, ops: Sequence[m.AlterableConfig], *, validate_only: bool) -> bool:
+    def _alter_topic_configs(self, name: str, ops_for: OpsFor, *, validate_only: bool) -> bool:
         state = self._state
         image = state.image
-        topic = tiering.topic_for(image, name=name)
-        plan = tiering.plan(topic, image.topic_configs(name), parse_ops(ops))
+        topic = topic_for(image, name=name)
+        current = image.topic_configs(name)
+        plan = tiering.plan(topic, current, ops_for(current))
         if validate_only or not plan.records:
             return False
         state.append(plan.records)
@@ -356,38 +337,6 @@ class AdminApi:
                 pending_brokers=sorted(state.queue.pending_brokers(topic.topic_id)),
             )
         return True
-
-    # --- metadata -----------------------------------------------------------------------------------------------
-
-    def metadata(
-        self, body: m.MetadataRequest, version: int, *, nodes: Nodes, controller_id: int
-    ) -> m.MetadataResponse:
-        req = normalized("MetadataRequest", version, body)
-        image = self._state.refresh()
-        asked = req["topics"]
-        topics: list[m.MetadataResponseTopic] = []
-        if asked is None or (version == 0 and not asked):
-            topics = [metadata_topic(t) for t in sorted(image.topics.values(), key=lambda t: t.name)]
-        else:
-            for entry in asked:
-                topic_id, name = entry["topic_id"], entry["name"]
-                try:
-                    if version >= 10 and not topic_id.is_zero:
-                        topic = tiering.topic_for(image, topic_id=topic_id)
-                    else:
-                        topic = tiering.topic_for(image, name=validate_topic_name(name or ""))
-                    topics.append(metadata_topic(topic))
-                except KafkaError as exc:
-                    unnamed = "" if version < 12 else None
-                    named = name if name is not None else unnamed
-                    topics.append(m.MetadataResponseTopic(error_code=exc.code, name=named, topic_id=topic_id))
-        response = m.MetadataResponse(
-            brokers=metadata_brokers(nodes),
-            cluster_id=self._cluster_id,
-            controller_id=controller_id,
-            topics=topics,
-        )
-        return normalized("MetadataResponse", version, response)
 
     # --- internals ----------------------------------------------------------------------------------------------
 
@@ -406,3 +355,13 @@ class AdminApi:
     def _place(self, image: MetadataImage, count: int, factor: int) -> list[list[int]]:
         assignment, self._placement_cursor = place(image, count, factor, cursor=self._placement_cursor)
         return assignment
+
+
+def _incremental(configs: Sequence[m.IncrementalAlterConfigsRequestAlterableConfig]) -> OpsFor:
+    """IncrementalAlterConfigs: the operations as given (parsed when applied: a malformed one fails its resource)."""
+    return lambda _current: parse_ops(configs)
+
+
+def _replacement(configs: Sequence[m.AlterConfigsRequestAlterableConfig]) -> OpsFor:
+    """AlterConfigs: set what is named, reset the rest of the resource's current configs."""
+    return lambda current: replacement_ops(current, configs)

@@ -18,9 +18,9 @@ This module is a facade: it builds the state and the three parts that act on it,
 * ``topic_deletion.py``: a deleted topic's remote data (KIP-405 partition deletion): marking, DeleteRemotePartitions
   out and in, rebuilt from the RLMM at every start.
 
-Below them, pure: ``partitions.py`` (partition records, placement, leadership), ``responses.py`` (response
-shaping), ``tiering.py`` (DESIGN §4's state machine), ``queue.py`` (the disablement queue) and ``deletion_queue.py``
-(the remote deletion queue).
+Below them, pure: ``partitions.py`` (partition records, placement, leadership), ``tiering.py`` (DESIGN §4's state
+machine), ``queue.py`` (the disablement queue) and ``deletion_queue.py`` (the remote deletion queue). The reads
+(Metadata, DescribeConfigs) and the response shaping are shared with every node (:mod:`orchestrator.admin_api`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from . import queue as dq
 from .admin import AdminApi
 from .disablement import DisablementDriver, DisableRequestBody
 from .membership import BrokerLifecycle
-from .responses import Nodes
 from .state import ControllerState
 from .topic_deletion import DeleteRemotePartitionsBody, RemoteDeletionDriver
 
@@ -75,7 +74,6 @@ class ControllerCore:
             self._state,
             self._driver,
             topic_defaults=topic_defaults,
-            cluster_id=membership.cluster_id,
             remote_deletion=self._deletion,
         )
         log.info(
@@ -102,6 +100,10 @@ class ControllerCore:
     def image(self) -> MetadataImage:
         return self._state.image
 
+    def refresh(self) -> MetadataImage:
+        """The image caught up with the store (what another controller appended is in it)."""
+        return self._state.refresh()
+
     @property
     def queue(self) -> dq.DisablementQueue:
         return self._state.queue
@@ -117,18 +119,13 @@ class ControllerCore:
     def create_partitions(self, body: m.CreatePartitionsRequest, version: int) -> m.CreatePartitionsResponse:
         return self._admin.create_partitions(body, version)
 
-    def describe_configs(self, body: m.DescribeConfigsRequest, version: int) -> m.DescribeConfigsResponse:
-        return self._admin.describe_configs(body, version)
-
     def incremental_alter_configs(
         self, body: m.IncrementalAlterConfigsRequest, version: int
     ) -> m.IncrementalAlterConfigsResponse:
         return self._admin.incremental_alter_configs(body, version)
 
-    def metadata(
-        self, body: m.MetadataRequest, version: int, *, nodes: Nodes, controller_id: int
-    ) -> m.MetadataResponse:
-        return self._admin.metadata(body, version, nodes=nodes, controller_id=controller_id)
+    def alter_configs(self, body: m.AlterConfigsRequest, version: int) -> m.AlterConfigsResponse:
+        return self._admin.alter_configs(body, version)
 
     @property
     def deletion_queue(self) -> rq.RemoteDeletionQueue:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from orchestrator.admin_api.responses import normalized
 from orchestrator.errors import (
     StaleControllerEpoch,
     StaleTieredEpoch,
@@ -49,7 +50,6 @@ from remote_storage.rlmm import RemoteLogMetadataManager
 
 from . import queue as dq
 from . import tiering
-from .responses import normalized
 from .state import ControllerState
 
 log = structlog.get_logger(__name__)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import structlog
 
+from orchestrator.admin_api.responses import at_newest
 from orchestrator.errors import (
     BrokerIdNotRegistered,
     DuplicateBrokerRegistration,
@@ -34,7 +35,6 @@ from orchestrator.settings import BrokerMembership
 
 from .disablement import DisablementDriver
 from .partitions import leave_records, rejoin_records
-from .responses import at_newest
 from .state import ControllerState
 
 log = structlog.get_logger(__name__)

@@ -48,23 +48,24 @@ from typing import Any, TypeVar, cast
 
 import structlog
 
+from orchestrator.admin_api import reads
+from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
+from orchestrator.admin_api.refusals import refusal
 from orchestrator.controller.core import ControllerCore
 from orchestrator.controller.disablement import DisableRequestBody
-from orchestrator.controller.responses import Nodes, metadata_brokers, normalized
 from orchestrator.controller.snapshots import SnapshotWriter
 from orchestrator.controller.topic_deletion import DeleteRemotePartitionsBody
 from orchestrator.errors import BrokerNotAvailable, KafkaError, NotController, StaleControllerEpoch, TieredError
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.net.admin import AdminClient
 from orchestrator.net.connection import ConnectionPool
 from orchestrator.net.server import Handler, KafkaServer
 from orchestrator.net.tls import client_ssl_context, server_ssl_context
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
-from orchestrator.protocol.codec import compiled
 from orchestrator.protocol.framing import Request
-from orchestrator.protocol.schema import response_schema
 from orchestrator.settings import ControllerSettings, load_controller_settings
 from orchestrator.supervision import log_loop_failure, log_loop_recovered, loop_backoff_s
 
@@ -75,20 +76,11 @@ T = TypeVar("T")
 SENDER_INTERVAL_S = 0.1
 SENDER_FAILURES_BEFORE_STEP_DOWN = 5  # a sender failing this many rounds in a row steps down (see the docstring)
 SNAPSHOT_CHECK_S = 0.5  # how often the active controller checks whether a snapshot is due
+READS = (ApiKey.METADATA, ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_CLUSTER)  # answered by any controller
 
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
-
-
-def parse_holder(holder: str) -> tuple[int, str, int] | None:
-    """``"<node_id>@<host>:<port>"`` -> (node id, host, port); None if the holder is not a controller of ours."""
-    try:
-        node, addr = holder.split("@", 1)
-        host, port = addr.rsplit(":", 1)
-        return int(node), host, int(port)
-    except ValueError:
-        return None
 
 
 def _log_send_failure(broker_id: int, body: DisableRequestBody, task: asyncio.Task[None]) -> None:
@@ -114,47 +106,6 @@ def _tick_and_collect(
     return core.due_disable_requests(), core.due_remote_delete_requests()
 
 
-def not_controller_response(api_key: int, version: int, body: dict[str, Any], message: str) -> dict[str, Any]:
-    """The API's own response shape with NOT_CONTROLLER wherever it carries an error code.
-
-    ``body`` is the request as the codec decoded it (untyped), read here by the type of its api.
-    """
-    code = NotController.code
-    out: Mapping[str, object] = {"error_code": code, "error_message": message}  # the broker APIs, DescribeTieredState
-    if api_key == ApiKey.CREATE_TOPICS:
-        created = cast(m.CreateTopicsRequest, body)["topics"]
-        out = m.CreateTopicsResponse(
-            topics=[{"name": t["name"], "error_code": code, "error_message": message} for t in created]
-        )
-    elif api_key == ApiKey.DELETE_TOPICS:
-        deleted = cast(m.DeleteTopicsRequest, body)
-        names = [t["name"] for t in deleted.get("topics") or []] or list(deleted.get("topic_names") or [])
-        out = m.DeleteTopicsResponse(
-            responses=[{"name": n, "error_code": code, "error_message": message} for n in names]
-        )
-    elif api_key == ApiKey.CREATE_PARTITIONS:
-        grown = cast(m.CreatePartitionsRequest, body)["topics"]
-        out = m.CreatePartitionsResponse(
-            results=[{"name": t["name"], "error_code": code, "error_message": message} for t in grown]
-        )
-    elif api_key in (ApiKey.DESCRIBE_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
-        configs = cast(m.DescribeConfigsRequest | m.IncrementalAlterConfigsRequest, body)
-        resources = [(r["resource_type"], r["resource_name"]) for r in configs["resources"]]
-        if api_key == ApiKey.DESCRIBE_CONFIGS:
-            described = [m.DescribeConfigsResult(resource_type=t, resource_name=n) for t, n in resources]
-            out = m.DescribeConfigsResponse(
-                results=[{**d, "error_code": code, "error_message": message} for d in described]
-            )
-        else:
-            altered = [m.AlterConfigsResourceResponse(resource_type=t, resource_name=n) for t, n in resources]
-            out = m.IncrementalAlterConfigsResponse(
-                responses=[{**a, "error_code": code, "error_message": message} for a in altered]
-            )
-    schema = response_schema(api_key)
-    assert schema is not None
-    return compiled(schema, version).normalize(out)
-
-
 class ControllerService:
     def __init__(self, settings: ControllerSettings) -> None:
         self.settings = settings
@@ -172,6 +123,7 @@ class ControllerService:
         self.snapshot_store = SqliteMetadataStore(settings.metadata_store, recover_on_open=False)
         self._snapshot_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
         self._pool: ConnectionPool | None = None
+        self._forwarder: Forwarder | None = None
         self._stopping = asyncio.Event()
         self._rng = random.Random()
         self._active_tasks: list[asyncio.Task[None]] = []
@@ -193,12 +145,8 @@ class ControllerService:
     async def run(self) -> None:
         structlog.contextvars.bind_contextvars(node_id=self.settings.node_id)
         api_keys = (
-            ApiKey.METADATA,
-            ApiKey.CREATE_TOPICS,
-            ApiKey.DELETE_TOPICS,
-            ApiKey.CREATE_PARTITIONS,
-            ApiKey.DESCRIBE_CONFIGS,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            *READS,
+            *FORWARDED,
             ApiKey.DESCRIBE_TIERED_STATE,
             ApiKey.BROKER_REGISTRATION,
             ApiKey.BROKER_HEARTBEAT,
@@ -215,6 +163,9 @@ class ControllerService:
         _, self.port = await server.start()
         self.holder = f"{self.settings.node_id}@{self.settings.host}:{self.port}"
         self._pool = ConnectionPool(ssl_context=client_ssl_context(self.settings.tls))
+        # A standby forwards admin writes to the active controller, which its own Metadata names (from the lease).
+        own_address = [(self.settings.host, self.port)]
+        self._forwarder = Forwarder(AdminClient(own_address, ssl_context=client_ssl_context(self.settings.tls)))
         if self.settings.ready_file:
             tmp = Path(self.settings.ready_file + ".tmp")
             tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "node_id": self.settings.node_id}))
@@ -233,6 +184,7 @@ class ControllerService:
             await self._step_down("shutdown")
             await server.stop()
             await self._pool.close()
+            await self._forwarder.close()
             self._executor.shutdown(wait=True)
             self._lease_executor.shutdown(wait=True)
             self._snapshot_executor.shutdown(wait=True)
@@ -452,17 +404,34 @@ class ControllerService:
         async def handle(request: Request) -> Mapping[str, object]:
             core = self.core
             body, version = request.body, request.header.api_version
-            if api_key == ApiKey.METADATA:
-                return await self._metadata(core, cast(m.MetadataRequest, body), version)
+            if api_key in READS:
+                return await self._on_core(lambda: self._read(core, api_key, body, version))
             if core is None:
-                return not_controller_response(api_key, version, body, self._who_is_active())
+                if api_key in FORWARDED and self._forwarder is not None:
+                    return await self._forwarder.forward(request)
+                return refusal(api_key, version, body, NotController(self._who_is_active()))
             try:
                 return await self._on_core(lambda: self._dispatch(core, api_key, body, version))
             except StaleControllerEpoch as exc:
                 await self._step_down(f"fenced: {exc.message}")
-                return not_controller_response(api_key, version, body, self._who_is_active())
+                return refusal(api_key, version, body, NotController(self._who_is_active()))
 
         return handle
+
+    def _read(
+        self, core: ControllerCore | None, api_key: int, body: dict[str, Any], version: int
+    ) -> Mapping[str, object]:
+        """A read any node answers (:mod:`orchestrator.admin_api.reads`): from the core's image when active, from
+        the follower's (refreshed) when standby. Runs on the core thread."""
+        image = core.refresh() if core is not None else self.follower.refresh()
+        view = reads.cluster_view(
+            image, self.store.current_lease(), cluster_id=self.settings.membership.cluster_id, now_ms=wall_ms()
+        )
+        if api_key == ApiKey.METADATA:
+            return reads.metadata(image, cast(m.MetadataRequest, body), version, view)
+        if api_key == ApiKey.DESCRIBE_CONFIGS:
+            return reads.describe_configs(image, cast(m.DescribeConfigsRequest, body), version)
+        return reads.describe_cluster(cast(m.DescribeClusterRequest, body), version, view)
 
     @staticmethod
     def _dispatch(core: ControllerCore, api_key: int, body: dict[str, Any], version: int) -> Mapping[str, object]:
@@ -475,10 +444,10 @@ class ControllerService:
             response = core.delete_topics(cast(m.DeleteTopicsRequest, body), version)
         elif api_key == ApiKey.CREATE_PARTITIONS:
             response = core.create_partitions(cast(m.CreatePartitionsRequest, body), version)
-        elif api_key == ApiKey.DESCRIBE_CONFIGS:
-            response = core.describe_configs(cast(m.DescribeConfigsRequest, body), version)
         elif api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
             response = core.incremental_alter_configs(cast(m.IncrementalAlterConfigsRequest, body), version)
+        elif api_key == ApiKey.ALTER_CONFIGS:
+            response = core.alter_configs(cast(m.AlterConfigsRequest, body), version)
         elif api_key == ApiKey.DESCRIBE_TIERED_STATE:
             response = core.describe_tiered_state(cast(m.DescribeTieredStateRequest, body))
         elif api_key == ApiKey.BROKER_REGISTRATION:
@@ -496,34 +465,6 @@ class ControllerService:
         if lease is None or lease.expired(wall_ms()):
             return "no controller is active right now; retry shortly"
         return f"the active controller is {lease.holder} (epoch {lease.controller_epoch})"
-
-    def _nodes(self) -> tuple[Nodes, int]:
-        """Unfenced brokers from the image plus this controller and the active one, and the active controller's id."""
-        image = self.core.image if self.core is not None else self.follower.image
-        # As Kafka: live ones.
-        nodes = {
-            b.broker_id: (b.endpoints[0].host, b.endpoints[0].port, b.rack)
-            for b in image.brokers.values()
-            if b.endpoints and not b.fenced
-        }
-        nodes[self.settings.node_id] = (self.settings.host, self.port, None)
-        controller_id = -1
-        lease = self.store.current_lease()
-        if lease is not None and not lease.expired(wall_ms()):
-            parsed = parse_holder(lease.holder)
-            if parsed is not None:
-                controller_id = parsed[0]
-                nodes[parsed[0]] = (parsed[1], parsed[2], None)
-        return nodes, controller_id
-
-    async def _metadata(self, core: ControllerCore | None, body: m.MetadataRequest, version: int) -> m.MetadataResponse:
-        nodes, controller_id = await self._on_core(self._nodes)
-        if core is None:
-            # A standby names the nodes and the active controller only; clients ask the active one for topics.
-            await self._on_core(self.follower.refresh)
-            standby = m.MetadataResponse(brokers=metadata_brokers(nodes), controller_id=controller_id, topics=[])
-            return normalized("MetadataResponse", version, standby)
-        return await self._on_core(lambda: core.metadata(body, version, nodes=nodes, controller_id=controller_id))
 
 
 def main(settings_path: str) -> None:

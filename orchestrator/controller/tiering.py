@@ -59,11 +59,9 @@ from orchestrator.errors import (
     InvalidRequest,
     StaleTieredEpoch,
     TieredStorageDisablementInProgress,
-    UnknownTopicId,
-    UnknownTopicOrPartition,
 )
 from orchestrator.ids import Uuid
-from orchestrator.metadata.image import MetadataImage, TopicImage
+from orchestrator.metadata.image import TopicImage
 from orchestrator.metadata.records import (
     ConfigResourceType,
     DisablePolicy,
@@ -248,16 +246,3 @@ def tiered_state_record(topic_id: Uuid, status: TieredStatus) -> MetadataRecord:
         tiered_state=int(status.state),
         policy=int(status.policy),
     )
-
-
-def topic_for(image: MetadataImage, *, name: str | None = None, topic_id: Uuid | None = None) -> TopicImage:
-    """The topic a request names; UNKNOWN_TOPIC_OR_PARTITION (by name) or UNKNOWN_TOPIC_ID (by id) if absent."""
-    if topic_id is not None and not topic_id.is_zero:
-        topic = image.topics.get(topic_id)
-        if topic is None:
-            raise UnknownTopicId(f"no topic has id {topic_id}")
-        return topic
-    by_name = image.topic_by_name(name or "")
-    if by_name is None:
-        raise UnknownTopicOrPartition(f"topic '{name}' does not exist")
-    return by_name

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from orchestrator.errors import StaleTieredEpoch, UnknownTopicId
+from orchestrator.errors import StaleTieredEpoch, UnknownTopicId, UnknownTopicOrPartition
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import (
     ConfigResourceType,
@@ -428,3 +428,16 @@ def _apply(b: _Builder, record: MetadataRecord) -> None:
     if apply is None:
         raise ValueError(f"no replay rule for {record.name}")
     apply(b, record.fields)
+
+
+def topic_for(image: MetadataImage, *, name: str | None = None, topic_id: Uuid | None = None) -> TopicImage:
+    """The topic a request names; UNKNOWN_TOPIC_OR_PARTITION (by name) or UNKNOWN_TOPIC_ID (by id) if absent."""
+    if topic_id is not None and not topic_id.is_zero:
+        topic = image.topics.get(topic_id)
+        if topic is None:
+            raise UnknownTopicId(f"no topic has id {topic_id}")
+        return topic
+    by_name = image.topic_by_name(name or "")
+    if by_name is None:
+        raise UnknownTopicOrPartition(f"topic '{name}' does not exist")
+    return by_name

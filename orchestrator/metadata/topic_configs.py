@@ -368,6 +368,20 @@ def parse_ops(raw: Sequence[Mapping[str, object]]) -> tuple[ConfigOp, ...]:
     return tuple(out)
 
 
+def replacement_ops(current: Mapping[str, str], given: Sequence[Mapping[str, object]]) -> tuple[ConfigOp, ...]:
+    """AlterConfigs (non-incremental) ``configs`` entries (``name``, ``value``) as operations that leave exactly
+    them set: SET each named config (a null value DELETEs it), DELETE every config of ``current`` not named."""
+    ops: list[ConfigOp] = []
+    for entry in given:
+        name, value = entry.get("name"), entry.get("value")
+        if not isinstance(name, str) or (value is not None and not isinstance(value, str)):
+            raise InvalidRequest(f"malformed config entry {dict(entry)!r}")
+        ops.append(ConfigOp(name, AlterConfigOp.DELETE) if value is None else ConfigOp(name, AlterConfigOp.SET, value))
+    named = {op.name for op in ops}
+    ops += [ConfigOp(name, AlterConfigOp.DELETE) for name in sorted(current) if name not in named]
+    return tuple(ops)
+
+
 def apply_ops(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:
     """The config map after ``ops``, every touched value validated and canonical; ``current`` is unchanged."""
     seen: set[str] = set()

@@ -1,9 +1,12 @@
-"""The Kafka admin-client path: bootstrap, learn the nodes and the controller, send admin requests to it.
+"""The Kafka admin-client path: bootstrap, learn the active controller, send admin requests to it.
 
-A :class:`AdminClient` is given a Kafka-style bootstrap list (``host:port,host:port``). It asks Metadata (v1 or
-later, so that ``controller_id`` is present) of the bootstrap addresses and of the nodes it has learned (so losing
-the bootstrap node does not strand it), and sends each admin request to the node Metadata names as the controller,
-at the highest version both sides speak (from ApiVersions, negotiated once per connection).
+A :class:`AdminClient` is given a Kafka-style bootstrap list (``host:port,host:port``). It asks DescribeCluster v1
+for the controllers (endpoint type 2, KIP-919) of the bootstrap addresses and of the controllers it has learned (so
+losing the bootstrap node does not strand it), and sends each admin request to the node that answer names as the
+active controller, at the highest version both sides speak (from ApiVersions, negotiated once per connection).
+(Metadata's ``controller_id`` names a broker that forwards Kafka's admin writes, as in KRaft; our own APIs, the
+broker lifecycle and DescribeTieredState, are served by the active controller alone.) Below, "Metadata" means
+this DescribeCluster probe.
 
 Invariants:
 
@@ -77,7 +80,8 @@ log = structlog.get_logger(__name__)
 
 _Response = TypeVar("_Response", bound=Mapping[str, object])
 
-METADATA_VERSIONS = (1, 12)  # v0 has no controller_id (and reads an empty topic list as "all topics")
+DESCRIBE_CLUSTER_VERSIONS = (1, 1)  # v1: the endpoint type (2, controllers) is in the request
+ENDPOINT_CONTROLLERS = 2
 RETRIABLE = (NotController, BrokerNotAvailable)  # retried for every request: nothing was applied, or Kafka says so
 # Asked of a candidate that has not answered Metadata yet before the next one is asked too; a loopback or LAN
 # Metadata round trip takes milliseconds, a busy controller's (its core thread) can take longer: then two answer.
@@ -95,9 +99,9 @@ def probe_order(
     return [a for a in candidates if a not in unresponsive] + [a for a in candidates if a in unresponsive]
 
 
-def names_active_controller(body: m.MetadataResponse) -> bool:
+def names_active_controller(body: m.DescribeClusterResponse) -> bool:
     """The answer names an active controller it also gives the address of (-1, "nobody right now", does not)."""
-    return any(b["node_id"] == body["controller_id"] for b in body["brokers"])
+    return any(b["broker_id"] == body["controller_id"] for b in body["brokers"])
 
 
 def should_retry(exc: BaseException, *, idempotent: bool) -> bool:
@@ -190,7 +194,7 @@ class AdminClient:
 
     @property
     def brokers(self) -> Mapping[int, Address]:
-        """Node id -> (host, port), as of the last Metadata response."""
+        """The controllers learned (node id -> (host, port)), as of the last DescribeCluster answer."""
         return dict(self._brokers)
 
     @property
@@ -208,10 +212,10 @@ class AdminClient:
         """Ask Metadata of the candidates in :func:`probe_order`, staggered; the first answer naming an active
         controller wins (see the module's invariants). BrokerNotAvailable when no candidate answers."""
         candidates = probe_order(self.bootstrap, self._brokers.values(), self._unresponsive)
-        probes: dict[asyncio.Task[m.MetadataResponse], Address] = {}
+        probes: dict[asyncio.Task[m.DescribeClusterResponse], Address] = {}
         failures: list[str] = []
         unsupported = 0
-        fallback: tuple[Address, m.MetadataResponse] | None = None
+        fallback: tuple[Address, m.DescribeClusterResponse] | None = None
         started = 0
         try:
             while True:
@@ -253,7 +257,9 @@ class AdminClient:
             return
         reasons = "; ".join(failures)
         if failures and unsupported == len(failures):
-            raise UnsupportedVersion(f"no bootstrap server serves Metadata v{METADATA_VERSIONS[0]}+: {reasons}")
+            raise UnsupportedVersion(
+                f"no bootstrap server serves DescribeCluster v{DESCRIBE_CLUSTER_VERSIONS[0]}: {reasons}"
+            )
         raise BrokerNotAvailable(f"no bootstrap server answered Metadata: {reasons}")
 
     async def send_to_controller(
@@ -344,15 +350,18 @@ class AdminClient:
             raise NotController(f"node {controller_id} at {format_address(address)} is not the active controller")
         return response
 
-    async def _probe_metadata(self, address: Address) -> m.MetadataResponse:
-        request: m.MetadataRequest = {"topics": []}
+    async def _probe_metadata(self, address: Address) -> m.DescribeClusterResponse:
+        request: m.DescribeClusterRequest = {"endpoint_type": ENDPOINT_CONTROLLERS}
         conn = await self._pool.connection(address)
-        version = await self._negotiate(conn, ApiKey.METADATA, METADATA_VERSIONS)
-        raw = await conn.request(ApiKey.METADATA, version, request, timeout_s=self._timeout_s)
-        return cast(m.MetadataResponse, raw)
+        version = await self._negotiate(conn, ApiKey.DESCRIBE_CLUSTER, DESCRIBE_CLUSTER_VERSIONS)
+        raw = await conn.request(ApiKey.DESCRIBE_CLUSTER, version, request, timeout_s=self._timeout_s)
+        body = cast(m.DescribeClusterResponse, raw)
+        if body["error_code"]:
+            raise ProtocolError(f"DescribeCluster answered error {body['error_code']}: {body['error_message']}")
+        return body
 
-    def _apply_metadata(self, source: Address, body: m.MetadataResponse) -> None:
-        self._brokers = {b["node_id"]: (b["host"], b["port"]) for b in body["brokers"]}
+    def _apply_metadata(self, source: Address, body: m.DescribeClusterResponse) -> None:
+        self._brokers = {b["broker_id"]: (b["host"], b["port"]) for b in body["brokers"]}
         self._controller_id = body["controller_id"]
         previous, self._last_controller_id = self._last_controller_id, self._controller_id
         if previous is not None and previous != self._controller_id:
@@ -394,7 +403,7 @@ class AdminClient:
 
 __all__ = [
     "DEFAULT_PROBE_STAGGER_S",
-    "METADATA_VERSIONS",
+    "DESCRIBE_CLUSTER_VERSIONS",
     "AdminClient",
     "carries_not_controller",
     "names_active_controller",

@@ -12,12 +12,18 @@ Invariants:
   UNSUPPORTED_VERSION (35) and the supported keys, so the client can retry with a version it finds there; the
   connection stays open.
 * **Bad input costs one connection, never the server.** A malformed frame (random bytes, a truncated frame, a
-  negative or oversized size, a body that does not decode), a request for an api key without a handler or a
-  version the server does not serve: the server logs ``net.bad_frame`` with the peer and the reason and closes that
-  connection. Frame sizes are checked before anything is allocated (``max_frame_bytes``).
+  negative or oversized size, a body that does not decode; bytes after a body that decodes are ignored, as Kafka
+  ignores them, and logged at debug level as ``net.request_trailing_bytes``), a request for an api key without a
+  handler or a version the server does not serve: the server logs ``net.bad_frame`` with the peer and the reason
+  and closes that connection. Frame sizes are checked before anything is allocated (``max_frame_bytes``).
 * **Handlers put errors in their response bodies.** A handler that raises anything — a
   :class:`~orchestrator.errors.KafkaError` included — or returns a body that does not encode is a bug: the server
   logs ``net.handler_failed`` with the traceback and closes that connection; other connections are unaffected.
+* **Requests can be traced.** With ``TIEREDCTL_TRACE_REQUESTS=<dir>`` in its environment, a server appends every
+  request it decodes, as received (api key, version, client id, the frame's bytes in hex), to
+  ``<dir>/<server name>.jsonl``: Kafka's request logger, for finding what a client really sends (the compatibility
+  tests keep what real clients send this way). Off by default; a trace that cannot be written is logged once as
+  ``net.trace_failed`` and turned off, never failing a request.
 * **stop() leaves nothing behind.** It closes the listener, cancels every connection (and so every running
   handler), waits for them, and closes every transport; TLS shutdowns are bounded in time.
 """
@@ -25,8 +31,11 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -49,6 +58,7 @@ log = structlog.get_logger(__name__)
 Handler = Callable[[Request], Awaitable[Mapping[str, object]]]
 """Serves one request: returns the response body (a dict keyed by snake_case field names)."""
 
+TRACE_ENV = "TIEREDCTL_TRACE_REQUESTS"
 _CLOSE_TIMEOUT_S = 2.0  # bound on a graceful (TLS close_notify) shutdown before the transport is aborted
 
 
@@ -69,6 +79,38 @@ def format_address(address: Any) -> str:
         host = str(address[0])
         return f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
     return "?" if address is None else str(address)
+
+
+class RequestTrace:
+    """Appends each request frame a server decodes to ``<directory>/<server>.jsonl`` (see the module docstring)."""
+
+    def __init__(self, directory: Path, server: str) -> None:
+        self.path = directory / f"{server}.jsonl"
+        self._server = server
+        self._failed = False
+
+    @classmethod
+    def from_env(cls, server: str) -> RequestTrace | None:
+        directory = os.environ.get(TRACE_ENV)
+        return cls(Path(directory), server) if directory else None
+
+    def record(self, request: Request, payload: bytes) -> None:
+        if self._failed:
+            return
+        header = request.header
+        entry = {
+            "api_key": header.api_key,
+            "api_version": header.api_version,
+            "client_id": header.client_id,
+            "frame": payload.hex(),
+        }
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(entry) + "\n")
+        except OSError as exc:
+            self._failed = True
+            log.warning("net.trace_failed", server=self._server, path=str(self.path), error=repr(exc))
 
 
 class KafkaServer:
@@ -106,6 +148,7 @@ class KafkaServer:
         self._server: asyncio.Server | None = None
         self._address: tuple[str, int] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._trace = RequestTrace.from_env(name)
         self.accepted_connections = 0
         self.closed_connections = 0
         self.requests_handled = 0
@@ -222,6 +265,17 @@ class KafkaServer:
             self._bad_frame(peer, exc.message)
             return None
         header = request.header
+        if self._trace is not None:
+            self._trace.record(request, payload)
+        if request.trailing_bytes:  # ignored, as Kafka does (orchestrator.protocol.framing); librdkafka sends them
+            log.debug(
+                "net.request_trailing_bytes",
+                server=self.name,
+                peer=peer,
+                api=request.schema.name,
+                api_version=header.api_version,
+                trailing_bytes=request.trailing_bytes,
+            )
         if header.api_key == ApiKey.API_VERSIONS:
             self.requests_handled += 1
             return encode_response(header, self._api_versions_body(0))

@@ -7,6 +7,13 @@ knows which versions the server speaks).
 A reader bounds every frame by ``max_frame_bytes`` before allocating, and turns a negative or oversized size,
 a truncated frame, an unknown api key or version into :class:`ProtocolError` (:class:`UnsupportedRequest` for
 the last two, carrying what could be read of the header so a server can still answer it).
+
+Bytes after a request's body are ignored, as Kafka's broker ignores them (it parses the body from the frame's
+buffer and never checks that the buffer was used up); :attr:`Request.trailing_bytes` says how many there were.
+Real clients send such frames: librdkafka asks Metadata v9+ for every topic with the 4-byte placeholder it
+reserves for the topic count left in place (a compact null, 0x00, then three zero bytes), so Kafka reads the
+null topic list and the next bytes as the booleans and the tag buffer, and never looks at the last three bytes.
+A response must be used up exactly: a reply longer than its schema is a bug of the peer, not a client quirk.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ class Request:
     header: RequestHeader
     body: dict[str, Any]
     schema: MessageSchema
+    trailing_bytes: int = 0  # bytes after the body, ignored (see the module docstring)
 
 
 def request_header_version(req: MessageSchema, version: int) -> int:
@@ -96,7 +104,8 @@ def encode_request(
 
 
 def decode_request(payload: bytes | bytearray | memoryview) -> Request:
-    """Parse one request frame's payload (without its size prefix)."""
+    """Parse one request frame's payload (without its size prefix); bytes after the body are ignored, as Kafka
+    ignores them, and counted in :attr:`Request.trailing_bytes`."""
     if len(payload) < _KEY_VERSION_CORR.size:
         raise ProtocolError(f"request of {len(payload)} bytes is shorter than a request header")
     api_key, api_version, correlation_id = _KEY_VERSION_CORR.unpack_from(payload, 0)
@@ -110,9 +119,7 @@ def decode_request(payload: bytes | bytearray | memoryview) -> Request:
     raw = codec.decode_from(schema("RequestHeader"), request_header_version(req, api_version), r)
     header = RequestHeader(api_key, api_version, correlation_id, raw["client_id"])
     body = codec.decode_from(req, api_version, r)
-    if r.remaining:
-        raise ProtocolError(f"{req.name} v{api_version}: {r.remaining} trailing bytes")
-    return Request(header, body, req)
+    return Request(header, body, req, trailing_bytes=r.remaining)
 
 
 def encode_response(header: RequestHeader, body: Mapping[str, object]) -> bytes:

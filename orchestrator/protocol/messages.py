@@ -11,29 +11,28 @@ from typing import TypedDict
 from orchestrator.ids import Uuid
 
 
-class AlterConfigsResource(TypedDict, total=False):
-    """A struct of IncrementalAlterConfigsRequest."""
+class AlterConfigsRequestAlterConfigsResource(TypedDict, total=False):
+    """A struct of AlterConfigsRequest."""
 
     resource_type: int
     resource_name: str
-    configs: list[AlterableConfig]
+    configs: list[AlterConfigsRequestAlterableConfig]
+
+
+class AlterConfigsRequestAlterableConfig(TypedDict, total=False):
+    """A struct of AlterConfigsRequest."""
+
+    name: str
+    value: str | None
 
 
 class AlterConfigsResourceResponse(TypedDict, total=False):
-    """A struct of IncrementalAlterConfigsResponse."""
+    """A struct of AlterConfigsResponse."""
 
     error_code: int
     error_message: str | None
     resource_type: int
     resource_name: str
-
-
-class AlterableConfig(TypedDict, total=False):
-    """A struct of IncrementalAlterConfigsRequest."""
-
-    name: str
-    config_operation: int
-    value: str | None
 
 
 class ApiVersion(TypedDict, total=False):
@@ -167,6 +166,15 @@ class DeletingTopic(TypedDict, total=False):
     brokers: list[DeletingBroker]
 
 
+class DescribeClusterBroker(TypedDict, total=False):
+    """A struct of DescribeClusterResponse."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
 class DescribeConfigsResource(TypedDict, total=False):
     """A struct of DescribeConfigsRequest."""
 
@@ -249,6 +257,22 @@ class FinalizedFeatureKey(TypedDict, total=False):
     name: str
     max_version_level: int
     min_version_level: int
+
+
+class IncrementalAlterConfigsRequestAlterConfigsResource(TypedDict, total=False):
+    """A struct of IncrementalAlterConfigsRequest."""
+
+    resource_type: int
+    resource_name: str
+    configs: list[IncrementalAlterConfigsRequestAlterableConfig]
+
+
+class IncrementalAlterConfigsRequestAlterableConfig(TypedDict, total=False):
+    """A struct of IncrementalAlterConfigsRequest."""
+
+    name: str
+    config_operation: int
+    value: str | None
 
 
 class Listener(TypedDict, total=False):
@@ -358,6 +382,20 @@ class TopicIdPartitionEntry(TypedDict, total=False):
     name: str
     id: Uuid
     partition: int
+
+
+class AlterConfigsRequest(TypedDict, total=False):
+    """AlterConfigsRequest (request, api key 33; versions 0-2)."""
+
+    resources: list[AlterConfigsRequestAlterConfigsResource]
+    validate_only: bool
+
+
+class AlterConfigsResponse(TypedDict, total=False):
+    """AlterConfigsResponse (response, api key 33; versions 0-2)."""
+
+    throttle_time_ms: int
+    responses: list[AlterConfigsResourceResponse]
 
 
 class ApiVersionsRequest(TypedDict, total=False):
@@ -509,6 +547,26 @@ class DeleteTopicsResponse(TypedDict, total=False):
     responses: list[DeletableTopicResult]
 
 
+class DescribeClusterRequest(TypedDict, total=False):
+    """DescribeClusterRequest (request, api key 60; versions 0-1)."""
+
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+
+
+class DescribeClusterResponse(TypedDict, total=False):
+    """DescribeClusterResponse (response, api key 60; versions 0-1)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    endpoint_type: int
+    cluster_id: str
+    controller_id: int
+    brokers: list[DescribeClusterBroker]
+    cluster_authorized_operations: int
+
+
 class DescribeConfigsRequest(TypedDict, total=False):
     """DescribeConfigsRequest (request, api key 32; versions 1-4)."""
 
@@ -575,7 +633,7 @@ class FenceBrokerRecord(TypedDict, total=False):
 class IncrementalAlterConfigsRequest(TypedDict, total=False):
     """IncrementalAlterConfigsRequest (request, api key 44; versions 0-1)."""
 
-    resources: list[AlterConfigsResource]
+    resources: list[IncrementalAlterConfigsRequestAlterConfigsResource]
     validate_only: bool
 
 

@@ -83,6 +83,16 @@ class LiveCluster:
 
         return run(go())
 
+    def metadata_and_active_controller(self) -> tuple[Any, int | None]:
+        """Metadata as the active controller answers it, and that controller's id (Metadata's own ``controller_id``
+        names the broker that forwards Kafka clients' writes, as in KRaft)."""
+
+        async def ask(c: TieredClient) -> tuple[Any, int | None]:
+            md = await c.metadata()
+            return md, c.admin.controller_id
+
+        return self.call(ask)
+
     def process(self, role: str, ident: int) -> ProcessInfo:
         return LocalClusterState.load(self.dir).find(role, ident)
 

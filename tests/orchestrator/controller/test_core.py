@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.admin_api import reads
 from orchestrator.controller.core import ControllerCore
 from orchestrator.errors import StaleControllerEpoch
 from orchestrator.ids import ZERO_UUID, Uuid
@@ -102,6 +103,17 @@ class CoreHarness:
         return sent
 
 
+def _describe_configs(c: CoreHarness, body: Any, version: int) -> Any:
+    """DescribeConfigs as every node answers it, from the active core's image."""
+    return reads.describe_configs(c.core.refresh(), body, version)
+
+
+def _metadata(c: CoreHarness, body: Any, version: int, *, nodes: Any, controller_id: int) -> Any:
+    """Metadata as every node answers it, from the active core's image, naming ``nodes`` and ``controller_id``."""
+    view = reads.ClusterView(cluster_id="tieredctl", nodes=nodes, controller_id=controller_id, controllers={})
+    return reads.metadata(c.core.refresh(), body, version, view)
+
+
 def _encodes(name: str, version: int, body: dict[str, Any]) -> None:
     codec.encode(schema(name), version, body)
 
@@ -126,7 +138,7 @@ def test_every_admin_response_encodes_at_every_version_it_is_asked_in() -> None:
         body = {
             "resources": [{"resource_type": 2, "resource_name": n, "configuration_keys": None} for n in ("orders", "x")]
         }
-        _encodes("DescribeConfigsResponse", v, c.core.describe_configs({**body, "include_synonyms": True}, v))
+        _encodes("DescribeConfigsResponse", v, _describe_configs(c, {**body, "include_synonyms": True}, v))
     for v in range(0, 2):
         _encodes("IncrementalAlterConfigsResponse", v, c.core.incremental_alter_configs({"resources": []}, v))
     for v in range(0, 13):
@@ -134,8 +146,8 @@ def test_every_admin_response_encodes_at_every_version_it_is_asked_in() -> None:
         if v >= 10:
             topics.append({"name": None, "topic_id": Uuid.random()})
         nodes = {1: ("127.0.0.1", 9001, None), 2: ("127.0.0.1", 9002, "r2")}
-        _encodes("MetadataResponse", v, c.core.metadata({"topics": topics}, v, nodes=nodes, controller_id=100))
-        _encodes("MetadataResponse", v, c.core.metadata({"topics": None if v else []}, v, nodes=nodes, controller_id=1))
+        _encodes("MetadataResponse", v, _metadata(c, {"topics": topics}, v, nodes=nodes, controller_id=100))
+        _encodes("MetadataResponse", v, _metadata(c, {"topics": None if v else []}, v, nodes=nodes, controller_id=1))
     for v in range(1, 7):
         delete: dict[str, Any] = {"topics": [{"name": f"t{v}"}]} if v >= 6 else {"topic_names": [f"t{v}", "nope"]}
         _encodes("DeleteTopicsResponse", v, c.core.delete_topics(delete, v))
@@ -295,7 +307,7 @@ def test_describe_configs_returns_explicit_values_and_defaults_with_their_source
         "include_synonyms": True,
         "include_documentation": True,
     }
-    results = c.core.describe_configs(body, 4)["results"]
+    results = _describe_configs(c, body, 4)["results"]
     assert [r["error_code"] for r in results] == [0, 3, 42]
     by_name = {e["name"]: e for e in results[0]["configs"]}
     assert set(by_name) == {"retention.ms", "segment.bytes"}
@@ -335,14 +347,14 @@ def test_metadata_lists_nodes_topics_and_kafka_errors_for_unknown_or_leaderless_
     nodes = {1: ("h1", 9001, None), 2: ("h2", 9002, "rack-b")}
     unknown = Uuid.random(random.Random(9).randbytes)
     topics = [{"name": "t"}, {"name": "nope"}, {"name": "bad/name"}, {"name": None, "topic_id": unknown}]
-    r = c.core.metadata({"topics": topics}, 12, nodes=nodes, controller_id=100)
+    r = _metadata(c, {"topics": topics}, 12, nodes=nodes, controller_id=100)
     assert (r["cluster_id"], r["controller_id"]) == ("tieredctl", 100)
     assert [(b["node_id"], b["rack"]) for b in r["brokers"]] == [(1, None), (2, "rack-b")]
     assert [t["error_code"] for t in r["topics"]] == [0, 3, 17, 100]
     assert r["topics"][0]["topic_id"] == tid and r["topics"][3]["name"] is None
     leader = c.topic("t").partitions[0].leader
     c.heartbeat(leader, want_fence=True)
-    partition = c.core.metadata({"topics": None}, 12, nodes=nodes, controller_id=100)["topics"][0]["partitions"][0]
+    partition = _metadata(c, {"topics": None}, 12, nodes=nodes, controller_id=100)["topics"][0]["partitions"][0]
     assert (partition["leader_id"], partition["error_code"]) == (-1, 5)
 
 
@@ -643,3 +655,43 @@ def test_a_topic_whose_only_brokers_are_gone_is_not_disabled_while_the_rlmm_hold
     c.heartbeat(2)  # a live broker again: it is assigned the leaderless partition
     sent = dict(c.answer_all())
     assert sent[2]["assigned_partitions"] == [0]
+
+
+def test_alter_configs_sets_what_it_names_and_resets_every_other_config_of_the_topic() -> None:
+    c = CoreHarness()
+    c.create("t", configs=[{"name": "retention.ms", "value": "5000"}, {"name": "segment.bytes", "value": "2097152"}])
+    named = [{"name": "retention.ms", "value": "9000"}, {"name": "cleanup.policy", "value": None}]
+    body = {"resources": [{"resource_type": 2, "resource_name": "t", "configs": named}]}
+    for version in range(3):
+        response = c.core.alter_configs(body, version)
+        _encodes("AlterConfigsResponse", version, response)
+        assert response["responses"][0]["error_code"] == 0
+    assert c.core.image.topic_configs("t") == {"retention.ms": "9000"}
+
+
+def test_alter_configs_goes_through_the_kip950_state_machine_like_the_incremental_api() -> None:
+    c = CoreHarness()
+    c.create("t", configs=[{"name": "remote.storage.enable", "value": "true"}])
+    bad = {"name": "remote.log.disable.policy", "value": "shred"}
+    broker = {"resource_type": 4, "resource_name": "1", "configs": []}
+    body = {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [bad]}, broker]}
+    end = c.store.end_offset()
+    assert [r["error_code"] for r in c.core.alter_configs(body, 1)["responses"]] == [42, 42]
+    assert c.store.end_offset() == end and c.topic("t").tiered_state == TieredState.ENABLED
+    # Not naming remote.storage.enable resets it to false: a disablement, with the default policy (retain).
+    keep = {
+        "resources": [{"resource_type": 2, "resource_name": "t", "configs": [{"name": "retention.ms", "value": "1"}]}]
+    }
+    assert c.core.alter_configs(keep, 1)["responses"][0]["error_code"] == 0
+    topic = c.topic("t")
+    assert (topic.tiered_state, topic.tiered_epoch, topic.policy) == (
+        TieredState.DISABLING,
+        2,
+        DisablePolicy.RETAIN,
+    )
+    delete = [
+        {"name": "remote.storage.enable", "value": "false"},
+        {"name": "remote.log.disable.policy", "value": "delete"},
+    ]
+    refused = c.core.alter_configs({"resources": [{"resource_type": 2, "resource_name": "t", "configs": delete}]}, 1)
+    assert refused["responses"][0]["error_code"] != 0, "a disablement in progress cannot change policy"

@@ -109,10 +109,10 @@ def live(tmp_path: Path) -> Iterator[tuple[LiveCluster, Freezer]]:
 def _unfenced_brokers(live: LiveCluster, controller_id: int) -> set[int]:
     """The brokers the active controller lists as unfenced, if ``controller_id`` is that controller (else none)."""
     try:
-        md = live.call(lambda c: c.metadata())
+        md, active = live.metadata_and_active_controller()
     except TieredError:  # a handover in progress: no controller yet, or the client gave up on this attempt
         return set()
-    if md["controller_id"] != controller_id:
+    if active != controller_id:
         return set()
     return {b["node_id"] for b in md["brokers"] if b["node_id"] < lc.CONTROLLER_ID_BASE}
 

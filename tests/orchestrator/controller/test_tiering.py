@@ -26,7 +26,7 @@ from orchestrator.errors import (
     UnknownTopicOrPartition,
 )
 from orchestrator.ids import Uuid
-from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, TopicImage, replay
+from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, TopicImage, replay, topic_for
 from orchestrator.metadata.records import DisablePolicy, MetadataRecord, TieredState, make_record
 from orchestrator.metadata.topic_configs import AlterConfigOp, ConfigOp
 
@@ -297,14 +297,14 @@ def test_completing_anything_but_the_current_disabling_epoch_is_a_stale_tiered_e
 def test_an_unknown_topic_name_is_unknown_topic_or_partition_and_an_unknown_id_is_unknown_topic_id() -> None:
     image, _ = _image(ENABLED_1)
     with pytest.raises(UnknownTopicOrPartition) as by_name:
-        tiering.topic_for(image, name="payments")
+        topic_for(image, name="payments")
     assert by_name.value.code == 3 and "payments" in by_name.value.message
     other = Uuid.from_string("AAAAAAAAQACAAAAAAAAAAg")
     with pytest.raises(UnknownTopicId) as by_id:
-        tiering.topic_for(image, topic_id=other)
+        topic_for(image, topic_id=other)
     assert by_id.value.code == 100 and str(other) in by_id.value.message
-    assert tiering.topic_for(image, name="orders").topic_id == TOPIC_ID
-    assert tiering.topic_for(image, topic_id=TOPIC_ID).name == "orders"
+    assert topic_for(image, name="orders").topic_id == TOPIC_ID
+    assert topic_for(image, topic_id=TOPIC_ID).name == "orders"
 
 
 _KEYS = [E, C, D, P, "retention.ms"]

@@ -71,14 +71,15 @@ class FakeNodes:
             await self._thawed.wait()  # or cancelled by KafkaServer.stop()
 
     def _server(self, node_id: int) -> KafkaServer:
-        async def metadata(_request: Request) -> dict[str, Any]:
+        async def metadata(request: Request) -> dict[str, Any]:  # DescribeCluster for the controllers
+            assert request.body["endpoint_type"] == 2
             self.metadata_requests[node_id] += 1
             await self._hang_if_frozen(node_id)
             return {
-                "brokers": [{"node_id": n, "host": h, "port": p} for n, (h, p) in sorted(self.addresses.items())],
+                "brokers": [{"broker_id": n, "host": h, "port": p} for n, (h, p) in sorted(self.addresses.items())],
                 "cluster_id": "test-cluster",
                 "controller_id": self.controller_id,
-                "topics": [],
+                "endpoint_type": 2,
             }
 
         async def describe(request: Request) -> dict[str, Any]:
@@ -95,7 +96,7 @@ class FakeNodes:
             name=f"node-{node_id}",
             host="127.0.0.1",
             port=0,
-            handlers={ApiKey.METADATA: metadata, DESCRIBE: describe},
+            handlers={ApiKey.DESCRIBE_CLUSTER: metadata, DESCRIBE: describe},
         )
 
     async def __aenter__(self) -> FakeNodes:
@@ -419,16 +420,16 @@ def test_a_controller_that_does_not_answer_api_versions_never_got_the_request_so
     run(main())
 
 
-def test_a_node_that_does_not_serve_metadata_is_skipped_and_if_none_does_the_mismatch_is_reported():
+def test_a_node_that_does_not_serve_describe_cluster_is_skipped_and_if_none_does_the_mismatch_is_reported():
     async def main() -> None:
-        broker = KafkaServer(name="broker", host="127.0.0.1", port=0, handlers={})  # a data-plane node
+        broker = KafkaServer(name="broker", host="127.0.0.1", port=0, handlers={})  # a node of another kind
         host, port = await broker.start()
         try:
             async with FakeNodes() as cluster, AdminClient(f"{host}:{port},{cluster.bootstrap(1)}") as client:
                 await client.refresh_metadata()
                 assert client.controller_id == 2 and (host, port) in client.unresponsive
             async with AdminClient(f"{host}:{port}", max_attempts=1) as client:
-                with pytest.raises(UnsupportedVersion, match="no bootstrap server serves Metadata"):
+                with pytest.raises(UnsupportedVersion, match="no bootstrap server serves DescribeCluster"):
                     await client.refresh_metadata()
         finally:
             await broker.stop()
@@ -453,10 +454,10 @@ def test_only_an_idempotent_request_is_retried_after_a_timeout():
 
 
 def test_an_answer_names_an_active_controller_only_if_it_lists_that_node():
-    node = {"node_id": 7, "host": "h", "port": 1}
-    assert names_active_controller({"brokers": [node], "controller_id": 7, "topics": []})
-    assert not names_active_controller({"brokers": [node], "controller_id": -1, "topics": []})
-    assert not names_active_controller({"brokers": [node], "controller_id": 8, "topics": []})
+    node = {"broker_id": 7, "host": "h", "port": 1}
+    assert names_active_controller({"brokers": [node], "controller_id": 7})
+    assert not names_active_controller({"brokers": [node], "controller_id": -1})
+    assert not names_active_controller({"brokers": [node], "controller_id": 8})
 
 
 # --- bootstrap parsing

@@ -168,7 +168,6 @@ def test_random_bytes_close_only_their_connection():
         ("known key without a handler", frame(header_v2(3, 12) + b"\x01\x00\x00\x00"), False),
         ("unsupported version of a served key", frame(header_v2(DISABLE, 5)), False),
         ("api versions v3 with a garbage body", frame(header_v2(18, 3) + b"\xff\xff\xff\xff\xff\xff"), False),
-        ("api versions v0 with trailing bytes", frame(header_v1(18, 0) + b"junk"), False),
         ("a header cut short", frame(struct.pack(">hhih", DESCRIBE, 0, 1, 40) + b"short"), False),
         (
             "a valid request with a corrupt body",

@@ -93,10 +93,24 @@ def test_unknown_api_key_and_version_say_what_was_asked_and_keep_the_correlation
     assert err.value.api_version == 99 and "version 99" in str(err.value)
 
 
-def test_trailing_bytes_are_refused():
+def test_bytes_after_a_request_body_are_ignored_and_counted_as_kafka_does():
     payload = _payload(encode_request(ApiKey.METADATA, 1, 1, {"topics": None}))
-    with pytest.raises(ProtocolError, match="trailing"):
-        decode_request(payload + b"\x00")
+    request = decode_request(payload + b"\x00\x07")
+    assert request.body["topics"] is None and request.trailing_bytes == 2
+    assert decode_request(payload).trailing_bytes == 0
+
+
+def test_librdkafkas_all_topics_metadata_v12_reads_as_kafka_reads_it():
+    """librdkafka 2.16 asks Metadata v12 for every topic with its 4-byte topic-count placeholder left in place
+    (captured from confluent-kafka 2.16.1): Kafka reads a null topic list, AllowAutoTopicCreation false, no
+    tagged fields, and ignores the last three bytes."""
+    frame_hex = "0003000c00000003000772646b61666b610000000000010000"
+    request = decode_request(bytes.fromhex(frame_hex))
+    assert request.header.client_id == "rdkafka" and request.header.api_version == 12
+    assert request.body["topics"] is None
+    assert request.body["allow_auto_topic_creation"] is False
+    assert request.body["include_topic_authorized_operations"] is False
+    assert request.trailing_bytes == 3
 
 
 def test_bad_varint_negative_length_and_oversized_count_are_refused_without_allocating():

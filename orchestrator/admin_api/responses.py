@@ -1,4 +1,5 @@
-"""Shaping the controller's request and response bodies: typed messages in the shape decoding would produce.
+"""Shaping admin request and response bodies (the controller's and every node's reads): typed messages in the shape
+decoding would produce.
 
 Pure: functions of their arguments and of the (static) schemas.
 
