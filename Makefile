@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-12)
 
-.PHONY: all venv java-check lint typecheck test unit demo bench clean
+.PHONY: all venv java-check clients kcat lint typecheck test unit demo bench clean
 
 all: test
 
@@ -24,13 +24,32 @@ java-check:
 	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	  if [ -z "$$v" ] || [ "$$v" -lt 17 ]; then echo "error: Java 17+ is required, found '$$v' at $$(command -v java)." >&2; exit 1; fi
 
+# The third-party Kafka clients the compatibility tests use as judges: kafkajs (npm) and kcat (Debian's kafkacat).
+KAFKAJS_DIR := tests/clients/kafkajs
+KAFKAJS_STAMP := $(KAFKAJS_DIR)/node_modules/.installed-$(shell cat $(KAFKAJS_DIR)/package-lock.json | md5sum | cut -c1-12)
+
+$(KAFKAJS_STAMP): $(KAFKAJS_DIR)/package.json $(KAFKAJS_DIR)/package-lock.json
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "error: Node.js 20 and npm are needed by the kafkajs compatibility tests. Install them (e.g. 'apt-get install -y nodejs npm', or from nodejs.org) and retry." >&2; exit 1; }
+	cd $(KAFKAJS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@rm -f $(KAFKAJS_DIR)/node_modules/.installed-*
+	@touch $(KAFKAJS_STAMP)
+
+kcat:
+	@command -v kcat >/dev/null 2>&1 || command -v kafkacat >/dev/null 2>&1 || { \
+	  echo "kcat is missing: installing Debian's kafkacat package"; \
+	  { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; } || { echo "error: kcat is needed by the Kafka compatibility tests; install Debian's 'kafkacat' package (apt-get install -y kafkacat) as root and retry." >&2; exit 1; }; \
+	  apt-get install -y -q kafkacat >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q kafkacat >/dev/null; } || { echo "error: 'apt-get install -y kafkacat' failed; install kcat by hand and retry." >&2; exit 1; }; \
+	}
+
+clients: $(KAFKAJS_STAMP) kcat
+
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-test: venv java-check lint
+test: venv java-check clients lint
 	$(VENV)/bin/pytest
 
 unit: venv
