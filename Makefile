@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-12)
 
-.PHONY: all venv java-check clients kcat lint typecheck test unit demo bench clean
+.PHONY: all venv java-check clients kcat postgres lint typecheck test unit demo bench clean
 
 all: test
 
@@ -43,13 +43,21 @@ kcat:
 
 clients: $(KAFKAJS_STAMP) kcat
 
+# The PostgreSQL server binaries the store's PostgreSQL tests start a throwaway server with (initdb, postgres).
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "PostgreSQL's server binaries are missing: installing Debian's postgresql package"; \
+	  { command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; } || { echo "error: the PostgreSQL store tests need PostgreSQL's server (initdb, postgres); install Debian's 'postgresql' package (apt-get install -y postgresql) as root and retry." >&2; exit 1; }; \
+	  apt-get install -y -q postgresql >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q postgresql >/dev/null; } || { echo "error: 'apt-get install -y postgresql' failed; install PostgreSQL 15's server by hand and retry." >&2; exit 1; }; \
+	}
+
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
-test: venv java-check clients lint
+test: venv java-check clients postgres lint
 	$(VENV)/bin/pytest
 
 unit: venv

@@ -1,22 +1,46 @@
-"""One contract suite for every MetadataStore backend (SQLite on a temp file, in-memory).
+"""One contract suite for every MetadataStore backend (SQLite on a temp file, in-memory, PostgreSQL).
 
 Each backend comes with a ``damage(offset, rlmm=False)`` hook that flips a byte of a stored record behind the
 store's back (keeping the stored checksum), so checksum verification and ``recover()`` are tested the same way.
+
+The PostgreSQL backend runs against a real server started once for the session (``tests.support.postgres_server``:
+initdb in a temporary directory, 127.0.0.1 only, stopped by pid at the end), with a fresh database per test. If
+the server's binaries are missing, its tests fail naming the package to install; they are never skipped. The
+last section holds what only the PostgreSQL backend has: migrations, server-side timeouts, reconnection, and a
+DSN whose password must never be logged.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
+import structlog
+from psycopg import sql
 
-from orchestrator.errors import InvalidRequest, MetadataLogCorrupt, StaleControllerEpoch, StaleTieredEpoch
+from orchestrator.errors import (
+    InvalidArgument,
+    InvalidRequest,
+    KafkaStorageError,
+    MetadataLogCorrupt,
+    StaleControllerEpoch,
+    StaleTieredEpoch,
+)
 from orchestrator.ids import Uuid
 from orchestrator.metadata.memory_store import InMemoryMetadataStore
+from orchestrator.metadata.postgres import DEFAULT_SCHEMA, PostgresMetadataStore, SessionTimeouts, masked_dsn
+from orchestrator.metadata.postgres.connection import connect
+from orchestrator.metadata.postgres.schema import LATEST_VERSION, MIGRATIONS
 from orchestrator.metadata.records import (
     DisablePolicy,
     MetadataRecord,
@@ -26,6 +50,7 @@ from orchestrator.metadata.records import (
 )
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import Lease, LogTruncated, MetadataStore
+from tests.support import REPO_ROOT
 from tests.support.metadata_records import (
     copy_started,
     partition_delete,
@@ -34,8 +59,7 @@ from tests.support.metadata_records import (
     tiered,
     topic,
 )
-
-pytestmark = pytest.mark.unit
+from tests.support.postgres_server import PostgresServer, free_port, running_postgres
 
 TTL = 1_000
 
@@ -52,9 +76,44 @@ def _flip(data: bytes) -> bytes:
     return bytes(raw)
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server for the session (started only if a PostgreSQL test runs)."""
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer) -> Iterator[str]:
+    """A DSN (with its password) of a database made for this test alone, dropped after it."""
+    name = postgres_server.create_database()
+    yield postgres_server.dsn(name)
+    postgres_server.drop_database(name)
+
+
+def _damage_postgres(dsn: str, offset: int, rlmm: bool = False) -> None:
+    table = sql.Identifier(DEFAULT_SCHEMA, "rlmm" if rlmm else "log")
+    with psycopg.connect(dsn, autocommit=True) as raw:
+        row = raw.execute(sql.SQL("SELECT data FROM {} WHERE record_offset = %s").format(table), (offset,)).fetchone()
+        assert row is not None, f"no record at offset {offset}"
+        raw.execute(sql.SQL("UPDATE {} SET data = %s WHERE record_offset = %s").format(table), (_flip(row[0]), offset))
+
+
+# The SQLite and in-memory runs are unit tests; the PostgreSQL run needs a real server: an integration test.
+@pytest.fixture(
+    params=[
+        pytest.param("sqlite", marks=pytest.mark.unit),
+        pytest.param("memory", marks=pytest.mark.unit),
+        pytest.param("postgresql", marks=pytest.mark.integration),
+    ]
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "sqlite":
+    if request.param == "postgresql":
+        dsn: str = request.getfixturevalue("postgres_dsn")
+        pg_store = PostgresMetadataStore(dsn)
+        yield Backend(pg_store, lambda offset, rlmm=False: _damage_postgres(dsn, offset, rlmm))
+        pg_store.close()
+    elif request.param == "sqlite":
         path = tmp_path / "metadata.db"
         sqlite_store = SqliteMetadataStore(path)
 
@@ -637,3 +696,202 @@ def test_recovery_cuts_a_damaged_remote_log_metadata_tail(backend: Backend) -> N
     assert report.first_bad_offset is None
     assert store.current_lease() == lease  # the metadata log is intact: the controller keeps its lease
     assert store.append_remote_log_metadata([copy_started(tid, 1)]) == 1
+
+
+# --- PostgreSQL only: migrations, server-side timeouts, reconnection, the DSN's password -----------------------
+
+CONCURRENT_OPENERS = 4
+APPENDER_PROCESSES = 3
+APPENDS_PER_PROCESS = 20
+WAIT_DEADLINE_S = 30.0
+
+_APPENDER = """
+import json, os, sys
+from orchestrator.ids import Uuid
+from orchestrator.logging import configure_logging
+from orchestrator.metadata.postgres import PostgresMetadataStore
+from tests.support.metadata_records import topic
+
+configure_logging("service", stream=sys.stderr)
+epoch, count, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+store = PostgresMetadataStore(os.environ["TIEREDCTL_TEST_DSN"], recover_on_open=False)
+print("ready", flush=True)
+sys.stdin.readline()  # every process starts appending at once
+batches = [[topic(f"{name}-{i:03}", Uuid.random()), topic(f"{name}-{i:03}b", Uuid.random())] for i in range(count)]
+last = [store.append(batch, controller_epoch=epoch) for batch in batches]
+store.close()
+print(json.dumps(last), flush=True)
+"""
+
+
+@pytest.mark.integration
+def test_postgresql_concurrent_first_opens_apply_each_migration_exactly_once(postgres_dsn: str) -> None:
+    barrier = threading.Barrier(CONCURRENT_OPENERS)
+    opened: list[PostgresMetadataStore] = []
+    failed: list[BaseException] = []
+    lock = threading.Lock()
+
+    def open_store() -> None:
+        barrier.wait(timeout=WAIT_DEADLINE_S)
+        try:
+            store = PostgresMetadataStore(postgres_dsn)
+        except BaseException as exc:
+            with lock:
+                failed.append(exc)
+            return
+        with lock:
+            opened.append(store)
+
+    try:
+        with structlog.testing.capture_logs() as logs:
+            threads = [threading.Thread(target=open_store) for _ in range(CONCURRENT_OPENERS)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=WAIT_DEADLINE_S)
+        assert failed == [] and len(opened) == CONCURRENT_OPENERS
+        migrated_from = sorted(e["migrated_from"] for e in logs if e["event"] == "metadata.store.opened")
+        assert migrated_from == [0] + [LATEST_VERSION] * (CONCURRENT_OPENERS - 1)
+        with psycopg.connect(postgres_dsn, autocommit=True) as raw:
+            versions = raw.execute("SELECT version FROM tieredctl.schema_version ORDER BY version").fetchall()
+            leases = raw.execute("SELECT COUNT(*) FROM tieredctl.lease").fetchone()
+        assert [v for (v,) in versions] == [m.version for m in MIGRATIONS]
+        assert leases == (1,)
+        # Every store shares the one lease: the first acquisition wins, the others see it held.
+        first = _lease(opened[0], "c0")
+        assert all(
+            s.acquire_lease(holder=f"c{i}", now_ms=0, ttl_ms=TTL) is None for i, s in enumerate(opened[1:], start=1)
+        )
+        assert all(s.current_lease() == first for s in opened)
+    finally:
+        for store in opened:
+            store.close()
+
+
+@pytest.mark.integration
+def test_postgresql_a_store_at_a_newer_schema_version_is_refused(postgres_dsn: str) -> None:
+    PostgresMetadataStore(postgres_dsn).close()
+    with psycopg.connect(postgres_dsn, autocommit=True) as raw:
+        raw.execute(
+            "INSERT INTO tieredctl.schema_version (version, description) VALUES (%s, 'from a newer build')",
+            (LATEST_VERSION + 1,),
+        )
+    with pytest.raises(MetadataLogCorrupt, match="newer than this build"):
+        PostgresMetadataStore(postgres_dsn)
+
+
+@pytest.mark.integration
+def test_postgresql_appenders_in_several_processes_get_dense_distinct_offsets(postgres_dsn: str) -> None:
+    with PostgresMetadataStore(postgres_dsn) as store:
+        epoch = _lease(store).controller_epoch
+    env = {**os.environ, "TIEREDCTL_TEST_DSN": postgres_dsn}  # not argv: ps would show the password
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for n in range(APPENDER_PROCESSES):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", _APPENDER, str(epoch), str(APPENDS_PER_PROCESS), f"w{n}"],
+                    cwd=REPO_ROOT,
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready", proc.communicate(timeout=WAIT_DEADLINE_S)
+        for proc in procs:  # the go signal reaches every process before any is waited for
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        outputs = [proc.communicate(timeout=WAIT_DEADLINE_S) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=WAIT_DEADLINE_S)
+    assert [proc.returncode for proc in procs] == [0] * APPENDER_PROCESSES, [err for _out, err in outputs]
+    last_offsets = sorted(o for out, _err in outputs for o in json.loads(out))
+    total = 2 * APPENDER_PROCESSES * APPENDS_PER_PROCESS
+    assert last_offsets == list(range(1, total, 2))  # every two-record batch got two adjacent offsets
+    with PostgresMetadataStore(postgres_dsn) as store:
+        entries = list(store.read())
+    assert [e.offset for e in entries] == list(range(total))
+    for n in range(APPENDER_PROCESSES):  # each process's batches are in the log in the order it wrote them
+        mine = [e.record["name"] for e in entries if e.record["name"].startswith(f"w{n}-")]
+        assert mine == sorted(mine) and len(mine) == 2 * APPENDS_PER_PROCESS
+
+
+@pytest.mark.integration
+def test_postgresql_a_paused_writer_holds_others_up_only_until_the_server_ends_its_session(postgres_dsn: str) -> None:
+    short = SessionTimeouts(statement_timeout_ms=2_000, lock_timeout_ms=200, idle_in_transaction_timeout_ms=1_000)
+    store = PostgresMetadataStore(postgres_dsn, timeouts=short)
+    # A writer set up exactly as the store's connections are, paused while it holds the write lock.
+    paused = connect(postgres_dsn, schema=DEFAULT_SCHEMA, timeouts=short, application_name="paused-writer")
+    try:
+        paused.execute("BEGIN")
+        paused.execute("SELECT holder FROM lease WHERE id = 1 FOR UPDATE")
+        with pytest.raises(KafkaStorageError, match="lock timeout") as waited:
+            store.acquire_lease(holder="c1", now_ms=0, ttl_ms=TTL)
+        assert waited.value.retriable
+        deadline = time.monotonic() + WAIT_DEADLINE_S
+        while True:  # the server ends the paused session after its idle timeout, releasing the lock
+            try:
+                lease = store.acquire_lease(holder="c1", now_ms=0, ttl_ms=TTL)
+                break
+            except KafkaStorageError:
+                assert time.monotonic() < deadline, "the paused writer's lock was never released"
+                time.sleep(0.05)
+        assert lease == Lease("c1", 1, TTL)
+        with pytest.raises(psycopg.Error):
+            paused.execute("SELECT 1")
+    finally:
+        paused.close()
+        store.close()
+
+
+@pytest.mark.integration
+def test_postgresql_a_store_whose_session_was_ended_reconnects_on_the_next_call(postgres_dsn: str) -> None:
+    with PostgresMetadataStore(postgres_dsn, application_name="store-under-test") as store:
+        epoch = _lease(store).controller_epoch
+        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+                "WHERE application_name = 'store-under-test' AND datname = current_database()"
+            ).fetchall()
+        assert ended == [(True,)]
+        with pytest.raises(KafkaStorageError):
+            store.append([topic("lost", Uuid.random())], controller_epoch=epoch)
+        assert store.append([topic("a", Uuid.random())], controller_epoch=epoch) == 0
+        assert _names(store) == ["a"]
+
+
+@pytest.mark.integration
+def test_postgresql_the_password_never_reaches_a_log_line_or_an_error(
+    postgres_server: PostgresServer, postgres_dsn: str
+) -> None:
+    password = postgres_server.password
+    unreachable = psycopg.conninfo.make_conninfo(postgres_dsn, port=str(free_port()))
+    with structlog.testing.capture_logs() as logs:
+        with PostgresMetadataStore(postgres_dsn) as store:
+            lease = _lease(store)
+            store.append([topic(f"t{i}", Uuid.random()) for i in range(3)], controller_epoch=lease.controller_epoch)
+            _damage_postgres(postgres_dsn, 2)
+            with pytest.raises(MetadataLogCorrupt):
+                list(store.read())
+            assert not store.recover().clean
+            with pytest.raises(StaleControllerEpoch):
+                store.append([topic("late", Uuid.random())], controller_epoch=lease.controller_epoch)
+            described = f"{store!r} {store.location}"
+        with pytest.raises(KafkaStorageError) as unreachable_error:
+            PostgresMetadataStore(unreachable)
+    assert logs and password not in repr(logs)
+    assert "password=***" in described and password not in described
+    assert password not in str(unreachable_error.value)
+    with pytest.raises(InvalidArgument) as unparsable:
+        PostgresMetadataStore(f"host=127.0.0.1 {password}")
+    assert password not in str(unparsable.value) and unparsable.value.__cause__ is None
+    for dsn in (postgres_dsn, f"postgresql://postgres:{password}@127.0.0.1:5432/db"):
+        assert password not in masked_dsn(dsn) and "***" in masked_dsn(dsn)
