@@ -1,14 +1,15 @@
-"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, snapshots, delete, controller,
-scan."""
+"""Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, metadata-postgres, snapshots,
+delete, controller, scan."""
 
 from __future__ import annotations
 
 import sys
 
-from bench import controller, delete_policy, metadata_log, scan, snapshots
+from bench import controller, delete_policy, metadata_log, metadata_postgres, scan, snapshots
 
 SECTIONS = {
     "metadata": metadata_log.run,
+    "metadata-postgres": metadata_postgres.run,
     "snapshots": snapshots.run,
     "delete": delete_policy.run,
     "controller": controller.run,
