@@ -5,16 +5,17 @@ process nests (``[s3]``, ``[tls]``; a controller also ``[membership]``, ``[topic
 ``[snapshots]``). A
 group is one dataclass, held by the process settings as a field of the same name, and handed whole to the part
 that uses it (the controller core gets ``membership``, ``topic_defaults`` and ``disablement``), never copied field
-by field.
+by field. ``[store]`` says how the ``metadata_store`` is reached (PostgreSQL's password file, schema, timeouts).
 
 Unknown tables or keys, and values of the wrong type, are refused with :class:`SettingsError` naming the table
 and the key, so a typo never silently falls back to a default. Paths are resolved relative to the file's
-directory.
+directory; a ``metadata_store`` that is a URL (``postgresql://...``) is kept as written, never taken for a path.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,9 @@ from typing import Any, TypeVar
 from orchestrator.errors import SettingsError
 
 DEFAULT_CLUSTER_ID = "tieredctl"
-_PATH_KEYS = frozenset({"data_dir", "metadata_store", "ready_file", "certfile", "keyfile", "cafile"})
+_PATH_KEYS = frozenset({"data_dir", "metadata_store", "ready_file", "certfile", "keyfile", "cafile", "password_file"})
+# A value of a path key that starts with a URL scheme (``postgresql://``, ``sqlite:///``) is a URL, kept as written.
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,24 @@ class TlsSettings:
     @property
     def enabled(self) -> bool:
         return self.certfile is not None or self.cafile is not None
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """How a process reaches the metadata store its ``metadata_store`` names (a SQLite path or a PostgreSQL URL,
+    see :mod:`orchestrator.metadata.open`). Everything but ``password_file`` matters to PostgreSQL only."""
+
+    # A file holding the PostgreSQL password (one line). Without it: $TIEREDCTL_STORE_PASSWORD, else libpq's own
+    # sources (PGPASSWORD, ~/.pgpass). Never logged.
+    password_file: str | None = None
+    schema: str = "tieredctl"  # the store's tables live in this schema of the database
+    # Server-side bounds on every connection (the defaults of metadata.postgres.SessionTimeouts): a process paused
+    # inside a write holds the store's write lock at most idle_in_transaction_timeout_ms; the others wait at most
+    # lock_timeout_ms per attempt and retry.
+    statement_timeout_ms: int = 5_000
+    lock_timeout_ms: int = 5_000
+    idle_in_transaction_timeout_ms: int = 10_000
+    connect_timeout_s: int = 10
 
 
 @dataclass(frozen=True)
@@ -96,7 +117,7 @@ class SnapshotSettings:
 class BrokerSettings:
     broker_id: int
     data_dir: str  # partition directories live here
-    metadata_store: str  # the shared SQLite file
+    metadata_store: str  # the shared SQLite file's path, or a postgresql:// URL (password not in it: see [store])
     controllers: str  # Kafka-style bootstrap list of the controllers, "host:port,host:port"
     host: str = "127.0.0.1"
     port: int = 0  # 0 = pick a free port (written to ready_file)
@@ -104,7 +125,10 @@ class BrokerSettings:
     rack: str | None = None
     cluster_id: str = DEFAULT_CLUSTER_ID  # must be the controllers' membership.cluster_id
     heartbeat_interval_ms: int = 500
-    metadata_poll_ms: int = 100  # how often the metadata log is tailed
+    metadata_poll_ms: int = 100  # how often the metadata log is tailed (a store that notifies appends: see below)
+    # PostgreSQL notifies every append (LISTEN/NOTIFY): the log is read on each notification, and at least this
+    # often in case one was missed (a reconnection)
+    metadata_notified_poll_ms: int = 2_000
     tiering_interval_ms: int = 500  # how often copy, local retention and remote expiry run
     segment_bytes: int = 64 * 1024  # segment.bytes default for partitions of this broker
     segment_ms: int = 10_000  # segment.ms default
@@ -117,12 +141,13 @@ class BrokerSettings:
     request_timeout_ms: int = 2_000
     s3: S3Settings = field(default_factory=S3Settings)
     tls: TlsSettings = field(default_factory=TlsSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
 
 
 @dataclass(frozen=True)
 class ControllerSettings:
     node_id: int  # distinct from every broker id
-    metadata_store: str
+    metadata_store: str  # as the brokers': a SQLite path or a postgresql:// URL
     host: str = "127.0.0.1"
     port: int = 0
     ready_file: str | None = None
@@ -132,6 +157,7 @@ class ControllerSettings:
     disablement: DisablementSettings = field(default_factory=DisablementSettings)
     snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
 
 
 T = TypeVar("T")
@@ -167,7 +193,8 @@ def _build(cls: type[T], values: Any, where: str, base: Path, nested: dict[str, 
     out: dict[str, Any] = dict(nested or {})
     for name, value in values.items():
         _check_type(where, name, str(fields[name].type), value)
-        out[name] = str((base / value).resolve()) if name in _PATH_KEYS and value else value
+        is_path = name in _PATH_KEYS and value and not _URL.match(value)
+        out[name] = str((base / value).resolve()) if is_path else value
     try:
         return cls(**out)
     except TypeError as exc:

@@ -108,11 +108,14 @@ async def supervise(
     sleep: Sleep = asyncio.sleep,
     wait: WaitPolicy = LOOP_RETRY_WAIT,
     on_failure: Callable[[int], Awaitable[None]] | None = None,
+    pause: Callable[[float], Awaitable[object]] | None = None,
 ) -> NoReturn:
     """Run ``one_round`` every ``interval_s``, forever. A round that raises any ``Exception`` is logged
     (:func:`log_loop_failure`) and run again after ``wait``'s backoff for the failures in a row (``on_failure``,
     given the count, runs first: e.g. a controller steps down); the first success after failures logs
-    ``<component>.loop_recovered`` and resets the count. Only cancellation ends it."""
+    ``<component>.loop_recovered`` and resets the count. Only cancellation ends it. ``pause(interval_s)``, when
+    given, replaces the sleep between successful rounds (e.g. a wait that a change notification ends early); the
+    backoff after a failure is always slept in full."""
     failures = 0
     while True:
         try:
@@ -128,4 +131,4 @@ async def supervise(
         if failures:
             log_loop_recovered(component, loop, failed_attempts=failures)
             failures = 0
-        await sleep(interval_s)
+        await (pause or sleep)(interval_s)

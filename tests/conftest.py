@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from remote_storage.s3 import make_s3_client
+from tests.support.postgres_server import PostgresServer, running_postgres
 
 # boto3 needs credentials even for moto; these fake ones never leave the machine.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -57,3 +58,19 @@ def spark():  # type: ignore[no-untyped-def]
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One real PostgreSQL server for the session, started only if a test asks for it (127.0.0.1, free port,
+    stopped by pid at the end; see ``tests.support.postgres_server``)."""
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer) -> Iterator[str]:
+    """A DSN (with its password) of a database made for this test alone, dropped after it."""
+    name = postgres_server.create_database()
+    yield postgres_server.dsn(name)
+    postgres_server.drop_database(name)

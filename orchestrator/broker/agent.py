@@ -1,10 +1,11 @@
 """The broker agent process: one per broker id.
 
 It registers with the active controller (broker id, a fresh incarnation id per process start) and heart-beats;
-tails the metadata log from the shared store into its image; hosts its partitions' local logs; runs the
-RemoteLogManager's copy, local retention and remote expiry for the partitions it leads; and serves, over the
-Kafka protocol, DisableRemoteTopic (10950), DeleteRemotePartitions (10954: a deleted topic's remote data) plus our
-data-plane TieredProduce (10952) and TieredFetch (10953).
+tails the metadata log from the shared store into its image (every ``metadata_poll_ms``; on a PostgreSQL store,
+on each append's notification and at least every ``metadata_notified_poll_ms``); hosts its partitions' local
+logs; runs the RemoteLogManager's copy, local retention and remote expiry for the partitions it leads; and
+serves, over the Kafka protocol, DisableRemoteTopic (10950), DeleteRemotePartitions (10954: a deleted topic's
+remote data) plus our data-plane TieredProduce (10952) and TieredFetch (10953).
 
 Kafka clients learn of the brokers from Metadata and send admin requests to any of them, so a broker serves the
 admin API too (:mod:`orchestrator.admin_api`): Metadata, DescribeConfigs and DescribeCluster from its own image,
@@ -93,7 +94,7 @@ from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage
-from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.metadata.open import open_store, parse_store_spec, read_password
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.server import KafkaServer
 from orchestrator.net.tls import client_ssl_context, server_ssl_context
@@ -143,6 +144,7 @@ class BrokerAgent:
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         wall_clock_ms: Callable[[], int] = now_ms,
+        environ: Mapping[str, str] = os.environ,
     ) -> None:
         self.settings = settings
         self._sleep = sleep
@@ -150,7 +152,12 @@ class BrokerAgent:
         self._wall_clock_ms = wall_clock_ms  # when a directory was moved aside, and how long ago (across restarts)
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1
-        self.store = SqliteMetadataStore(settings.metadata_store)
+        self.store = open_store(
+            settings.metadata_store,
+            settings=settings.store,
+            password=read_password(settings.store, environ),
+            application_name=f"tieredctl-broker-{settings.broker_id}",
+        )
         self.follower = MetadataFollower(self.store)
         self.rlmm = RemoteLogMetadataManager(self.store)
         client = make_s3_client(endpoint_url=settings.s3.endpoint_url, region=settings.s3.region)
@@ -221,7 +228,8 @@ class BrokerAgent:
         )
         _, self.port = await self.server.start()
         self._write_ready_file()
-        log.info("broker.started", port=self.port, incarnation_id=str(self.incarnation_id))
+        store = parse_store_spec(self.settings.metadata_store).location  # never the password
+        log.info("broker.started", port=self.port, incarnation_id=str(self.incarnation_id), store=store)
         controllers = AdminClient(self.settings.controllers, ssl_context=client_ssl, timeout_s=request_timeout_s)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -229,7 +237,9 @@ class BrokerAgent:
         heartbeats = functools.partial(self._heartbeat_loop, controllers)  # a loop of its own: restarted if it fails
         tasks = [
             self._start_loop("heartbeat", heartbeats, self.settings.heartbeat_interval_ms),
-            self._start_loop("metadata", self._metadata_round, self.settings.metadata_poll_ms),
+            self._start_loop(
+                "metadata", self._metadata_round, self.settings.metadata_poll_ms, pause=self._wait_for_metadata
+            ),
             self._start_loop("tiering", self._tiering_round, self.settings.tiering_interval_ms),
         ]
         try:
@@ -249,8 +259,16 @@ class BrokerAgent:
     def stop(self) -> None:
         self._stopping.set()
 
-    def _start_loop(self, name: str, one_round: Callable[[], Awaitable[object]], interval_ms: int) -> asyncio.Task[Any]:
-        loop = supervise(name, one_round, component="broker", interval_s=interval_ms / 1000, sleep=self._sleep)
+    def _start_loop(
+        self,
+        name: str,
+        one_round: Callable[[], Awaitable[object]],
+        interval_ms: int,
+        *,
+        pause: Callable[[float], Awaitable[object]] | None = None,
+    ) -> asyncio.Task[Any]:
+        interval_s = interval_ms / 1000
+        loop = supervise(name, one_round, component="broker", interval_s=interval_s, sleep=self._sleep, pause=pause)
         task: asyncio.Task[Any] = asyncio.create_task(loop, name=name)
         task.add_done_callback(self._loop_ended)
         return task
@@ -365,6 +383,16 @@ class BrokerAgent:
             except OSError as exc:
                 log.warning("broker.heartbeat_failed", error=type(exc).__name__, detail=str(exc))
             await asyncio.sleep(interval)
+
+    async def _wait_for_metadata(self, poll_s: float) -> None:
+        """Between metadata rounds: sleep the poll interval, or, on a store that notifies appends (PostgreSQL),
+        wait for a notification, at most ``metadata_notified_poll_ms`` (a missed one costs that much latency).
+        The wait blocks a worker thread; cancelled at shutdown, it ends within the store's listen slice."""
+        if not self.store.notifies_changes:
+            await self._sleep(poll_s)
+            return
+        timeout_s = max(poll_s, self.settings.metadata_notified_poll_ms / 1000)
+        await asyncio.to_thread(functools.partial(self.store.wait_for_change, timeout_s=timeout_s))
 
     async def _metadata_round(self) -> None:
         """Catch the image up with the metadata log; retire the partitions it no longer has (closing their logs,

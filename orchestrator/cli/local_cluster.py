@@ -1,5 +1,6 @@
-"""``tieredctl cluster``: a local cluster (embedded S3, the SQLite store, controllers and brokers as separate
-processes) started, inspected and stopped from one directory. ``up`` reports its steps on stderr (text only)."""
+"""``tieredctl cluster``: a local cluster (embedded S3, the SQLite store or ``--store postgresql://...``,
+controllers and brokers as separate processes) started, inspected and stopped from one directory. ``up`` reports
+its steps on stderr (text only)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,13 @@ def cluster() -> None:
 @cluster_dir_option
 @options.s3_endpoint(help="use this S3 endpoint (MinIO, AWS) instead of the embedded one", envvar=None)
 @options.bucket(help=f"bucket of a new cluster  [default: {DEFAULT_BUCKET}]", default=None)
+@click.option(
+    "--store",
+    default=None,
+    metavar="postgresql://USER@HOST/DB",
+    help="keep the metadata in this (empty) PostgreSQL database instead of DIR/metadata.db; the password comes "
+    "from TIEREDCTL_STORE_PASSWORD or PGPASSWORD (or the URL: then it is kept in DIR/config/store-password, 0600)",
+)
 @click.pass_obj
 def cluster_up(
     obj: Ctx,
@@ -37,6 +45,7 @@ def cluster_up(
     cluster_dir: str,
     s3_endpoint: str | None,
     bucket: str | None,
+    store: str | None,
 ) -> None:
     """Start a local cluster in the background and wait until it is healthy.
 
@@ -48,6 +57,7 @@ def cluster_up(
         controllers=controllers,
         s3_endpoint=s3_endpoint,
         bucket=bucket,
+        store=store,
         progress=obj.output.progress,
     )
     obj.output.cluster_started(state)
@@ -65,7 +75,8 @@ def cluster_down(obj: Ctx, cluster_dir: str, purge: bool) -> None:
     """Stop exactly the processes of the local cluster in DIR; its data stays, and 'cluster up' resumes it.
 
     With --purge, delete the cluster as well: cluster.json, config/, run/, data/ (every broker's records), logs/,
-    the metadata store and s3/ (the embedded S3's objects). Objects in an external bucket are not deleted."""
+    the metadata store and s3/ (the embedded S3's objects). Objects in an external bucket are not deleted, nor is
+    the metadata in an external PostgreSQL store (--store)."""
     obj.output.cluster_stopped(local_cluster.down(Path(cluster_dir), purge=purge))
 
 

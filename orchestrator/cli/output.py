@@ -338,6 +338,7 @@ class TextOutput(Output):
             f"bootstrap server: {state.bootstrap_server}",
             f"S3 endpoint:      {state.s3_endpoint}",
             f"bucket:           {state.bucket}",
+            f"metadata store:   {state.store_spec}",
             f"export TIEREDCTL_BOOTSTRAP_SERVER={state.bootstrap_server}",
         ]
         click.echo("\n".join(lines))
@@ -358,7 +359,7 @@ class TextOutput(Output):
 
     def cluster_status(self, status: Mapping[str, Any]) -> None:
         header = f"bootstrap server {status['bootstrap_server']}  S3 {status['s3_endpoint']}  bucket {status['bucket']}"
-        lines = [header]
+        lines = [header, f"metadata store {status['store']}"]
         for p in status["processes"]:
             extra = " (active)" if p.get("active") else ""
             alive = "alive" if p["alive"] else "DEAD "

@@ -1,15 +1,20 @@
 """The controller process: one active (holds the lease), any number of standbys.
 
-Every controller serves the admin API over the Kafka protocol. A standby answers admin requests with
-NOT_CONTROLLER (41) and Metadata with who is active (its node id and address come from the lease holder,
-``"<node_id>@<host>:<port>"``), so clients and the CLI follow a failover by themselves. The standby polls the
-lease; when the active controller stops renewing (killed, paused, partitioned) the lease expires and a standby
-takes it at controller epoch + 1, replays the log, rebuilds every DISABLING topic's queue and re-sends
-DisableRemoteTopic to every required broker (KIP-950 failure modes).
+Every controller serves the admin API over the Kafka protocol. Any controller answers the reads (Metadata,
+DescribeConfigs, DescribeCluster) from its image, naming the active controller (the lease holder,
+``"<node_id>@<host>:<port>"``); a standby forwards Kafka's admin writes to it (:mod:`orchestrator.admin_api`),
+except while the lease still names the standby itself (it is stepping down or taking its tenure back: the write
+would come back to it), and answers our own APIs with NOT_CONTROLLER (41), so clients and the CLI follow a
+failover by themselves. The standby polls the
+lease every ttl/4 (on a PostgreSQL store also as soon as a lease change or an append is notified, so a released
+lease is taken at once); when the active controller stops renewing (killed, paused, partitioned) the lease
+expires and a standby takes it at controller epoch + 1, replays the log, rebuilds every DISABLING topic's queue
+and re-sends DisableRemoteTopic to every required broker (KIP-950 failure modes).
 
-The active controller renews its lease every ttl/3. A renewal refused (StaleControllerEpoch) or not done before
-the lease would expire makes it step down at once: it stops sending and drops its core; every append of a
-deposed controller is refused by the store anyway (DESIGN §4 invariant 6).
+The active controller renews its lease every ttl/3. A renewal that fails retriably (the store busy, e.g. a lock
+timeout behind a paused writer) is retried every ttl/10 for as long as the last good renewal leaves a third of
+the TTL; a renewal refused (StaleControllerEpoch), or none by then, makes it step down at once: it stops sending
+and drops its core; every append of a deposed controller is refused by the store anyway (DESIGN §4 invariant 6).
 
 All calls into the (synchronous) ControllerCore run on ONE worker thread, so the core is never used
 concurrently and the event loop never blocks on SQLite.
@@ -58,7 +63,8 @@ from orchestrator.controller.topic_deletion import DeleteRemotePartitionsBody
 from orchestrator.errors import BrokerNotAvailable, KafkaError, NotController, StaleControllerEpoch, TieredError
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
-from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.metadata.open import open_store, parse_store_spec, read_password
+from orchestrator.metadata.store import Lease
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.connection import ConnectionPool
 from orchestrator.net.server import Handler, KafkaServer
@@ -107,9 +113,17 @@ def _tick_and_collect(
 
 
 class ControllerService:
-    def __init__(self, settings: ControllerSettings) -> None:
+    def __init__(self, settings: ControllerSettings, *, environ: Mapping[str, str] = os.environ) -> None:
         self.settings = settings
-        self.store = SqliteMetadataStore(settings.metadata_store)
+        password = read_password(settings.store, environ)
+        open_ = functools.partial(
+            open_store,
+            settings.metadata_store,
+            settings=settings.store,
+            password=password,
+            application_name=f"tieredctl-controller-{settings.node_id}",
+        )
+        self.store = open_()
         self.follower = MetadataFollower(self.store)  # the standby's view, for Metadata answers
         self.core: ControllerCore | None = None
         self.port = settings.port
@@ -117,10 +131,11 @@ class ControllerService:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="controller-core")
         # The lease has its own thread and connection: a renewal must never wait behind a long burst of core work,
         # or a busy controller would lose its lease to a standby for nothing.
-        self.lease_store = SqliteMetadataStore(settings.metadata_store, recover_on_open=False)
+        self.lease_store = open_(recover_on_open=False)
         self._lease_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="lease")
+        self._renewal_deadline = 0.0  # monotonic: a failed renewal is retried until then (see _lease_round)
         # Snapshots too: serializing a large image must delay neither the core's requests nor a lease renewal.
-        self.snapshot_store = SqliteMetadataStore(settings.metadata_store, recover_on_open=False)
+        self.snapshot_store = open_(recover_on_open=False)
         self._snapshot_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
         self._pool: ConnectionPool | None = None
         self._forwarder: Forwarder | None = None
@@ -170,7 +185,8 @@ class ControllerService:
             tmp = Path(self.settings.ready_file + ".tmp")
             tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "node_id": self.settings.node_id}))
             tmp.replace(self.settings.ready_file)
-        log.info("controller.started", port=self.port, holder=self.holder)
+        store = parse_store_spec(self.settings.metadata_store).location  # never the password
+        log.info("controller.started", port=self.port, holder=self.holder, store=store)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
@@ -221,25 +237,45 @@ class ControllerService:
                 if failures:
                     log_loop_recovered("controller", "lease", failed_attempts=failures)
                     failures = 0
+                if self.core is None and self.lease_store.notifies_changes:
+                    # A standby wakes early on a lease change or an append (PostgreSQL's NOTIFY): a released lease
+                    # is taken at once, and its image follows the log. Expiry is still found by the timeout.
+                    wait = functools.partial(self.lease_store.wait_for_change, timeout_s=pause_s)
+                    await self._on_lease(wait)
+                    continue
             await asyncio.sleep(pause_s)
 
     async def _lease_round(self) -> float:
         """Take the lease (standby) or renew it (active); returns the pause before the next round, in seconds."""
         ttl = self.settings.lease_ttl_ms
         if self.core is None:
-            lease = await self._on_lease(
-                lambda: self.lease_store.acquire_lease(holder=self.holder, now_ms=wall_ms(), ttl_ms=ttl)
-            )
+            lease = await self._on_lease(functools.partial(self._acquire_if_free, ttl))
             if lease is not None:
                 await self._become_active(lease.controller_epoch)
             else:
                 await self._on_core(self.follower.refresh)
             return ttl / 4000
+        started = time.monotonic()
         try:
             await self._on_lease(self._renew_lease_factory(self.core.controller_epoch, ttl))
         except KafkaError as exc:
+            # A retriable failure (the store busy: a lock timeout) is tried again while the last renewal still
+            # holds the lease with a third of its TTL to spare; a refusal, or no renewal by then, steps down.
+            if exc.retriable and not isinstance(exc, StaleControllerEpoch) and started < self._renewal_deadline:
+                log.warning("controller.lease_renewal_failed", error=exc.name, detail=exc.message)
+                return ttl / 10_000
             await self._step_down(f"lease renewal failed: {exc.name}")
+            return ttl / 4000
+        self._renewal_deadline = started + ttl / 1000 * 2 / 3
         return ttl / 3000
+
+    def _acquire_if_free(self, ttl: int) -> Lease | None:
+        """Take the lease if nobody else holds it unexpired. The read first is only a shortcut that spares the
+        store's write lock while another controller is active; ``acquire_lease`` decides, under that lock."""
+        current = self.lease_store.current_lease()
+        if current is not None and current.holder != self.holder and not current.expired(wall_ms()):
+            return None
+        return self.lease_store.acquire_lease(holder=self.holder, now_ms=wall_ms(), ttl_ms=ttl)
 
     def _renew_lease_factory(self, epoch: int, ttl: int) -> Callable[[], object]:
         return lambda: self.lease_store.renew_lease(
@@ -261,6 +297,7 @@ class ControllerService:
                 disablement=settings.disablement,
             )
 
+        self._renewal_deadline = time.monotonic() + settings.lease_ttl_ms / 1000 * 2 / 3
         self.core = await self._on_core(new_core)
         log.info("controller.active", controller_epoch=epoch)
         self._active_tasks = [
@@ -407,7 +444,7 @@ class ControllerService:
             if api_key in READS:
                 return await self._on_core(lambda: self._read(core, api_key, body, version))
             if core is None:
-                if api_key in FORWARDED and self._forwarder is not None:
+                if api_key in FORWARDED and self._forwarder is not None and not await self._holds_lease():
                     return await self._forwarder.forward(request)
                 return refusal(api_key, version, body, NotController(self._who_is_active()))
             try:
@@ -459,6 +496,13 @@ class ControllerService:
         else:  # pragma: no cover
             raise NotController(f"no handler for api key {api_key}")
         return response
+
+    async def _holds_lease(self) -> bool:
+        """Whether the lease names this controller although it has no core (it is stepping down, or taking its
+        tenure back): its own Metadata would then name itself, so a write it forwarded would come back to it and
+        wait behind itself. Such a write is refused with NOT_CONTROLLER instead, which clients retry."""
+        lease = await self._on_lease(self.lease_store.current_lease)
+        return lease is not None and lease.holder == self.holder and not lease.expired(wall_ms())
 
     def _who_is_active(self) -> str:
         lease = self.store.current_lease()

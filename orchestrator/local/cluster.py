@@ -1,5 +1,6 @@
 """Start, inspect, stop and resume a local cluster: embedded S3 (moto's server) unless an endpoint is given, the
-SQLite store, N controllers (one active, the rest standby) and M brokers, each a separate OS process.
+SQLite store (or an external PostgreSQL database: ``up(store="postgresql://...")``), N controllers (one active, the
+rest standby) and M brokers, each a separate OS process.
 
 Everything lives under ``--dir``: ``cluster.json`` (the processes with role, id, pid, port and the file on their
 command line that identifies them), ``logs/<role>-<id>.log``, ``config/<role>-<id>.toml``, ``run/`` (ready files),
@@ -10,7 +11,8 @@ Invariants:
   ``cluster.json`` and keeps every file; ``up`` on that directory resumes the cluster (same node ids, data
   directories, store, bucket; the embedded S3 restores the objects it wrote as it stopped). Only
   ``down(purge=True)`` deletes, and exactly the files listed in ``_CLUSTER_FILES`` (objects in an external bucket
-  are never deleted). A cluster that never became healthy is removed by the ``up`` that failed to start it.
+  and the metadata in an external PostgreSQL store are never deleted). A cluster that never became healthy is
+  removed by the ``up`` that failed to start it.
 * A cluster whose embedded S3 did not stop cleanly (killed: its objects died with it) is not resumed: ``up``
   refuses and says how to purge it, instead of serving topics whose tiered data is silently gone.
 * A pid is only signalled while ``/proc/<pid>/cmdline`` still names that process's own file (so a recycled pid
@@ -32,7 +34,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +53,12 @@ from orchestrator.local.state import (
     Stopped,
     is_ours,
 )
-from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.metadata.open import open_store, parse_store_spec, read_password, split_password
+from orchestrator.metadata.store import MetadataStore
 from orchestrator.net.admin import AdminClient
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
+from orchestrator.settings import StoreSettings
 from remote_storage.s3 import make_s3_client
 
 if TYPE_CHECKING:
@@ -163,6 +167,7 @@ def up(
     s3_endpoint: str | None = None,
     bucket: str | None = None,
     prefix: str | None = None,
+    store: str | None = None,
     broker_overrides: Tables | None = None,
     controller_overrides: Tables | None = None,
     timeout_s: float = 60.0,
@@ -174,7 +179,12 @@ def up(
     A new cluster has ``brokers`` (3) brokers and ``controllers`` (2) controllers. A resumed one keeps its node ids,
     data directories, store, bucket and (on the embedded S3) its objects; the arguments, when given, must match
     it. ``broker_overrides`` and ``controller_overrides`` add to the settings files the processes are started with,
-    table by table (``{"controller": {"lease_ttl_ms": 1500}, "membership": {"session_timeout_ms": 2500}}``)."""
+    table by table (``{"controller": {"lease_ttl_ms": 1500}, "membership": {"session_timeout_ms": 2500}}``).
+
+    ``store`` (a ``postgresql://`` URL) puts the metadata in that database instead of ``metadata.db``; it must hold
+    no cluster yet. Its password, from the environment (``TIEREDCTL_STORE_PASSWORD`` or ``PGPASSWORD``, which the
+    processes inherit) or from the URL, is never written into a settings file: a password in the URL is moved to
+    ``config/store-password`` (mode 0600), which the settings files name."""
     directory = directory.resolve()
     previous = LocalClusterState.load_if_present(directory)
     if previous is None:
@@ -192,6 +202,12 @@ def up(
         )
         controller_ids = [CONTROLLER_ID_BASE + i for i in range(n_controllers)]
         broker_ids = list(range(1, n_brokers + 1))
+        if store is not None:
+            try:
+                _use_external_store(state, store)
+            except BaseException:
+                _purge(directory)  # the password file it may have written: nothing of a cluster stays
+                raise
     else:
         state = previous
         controller_ids = [p.id for p in state.processes if p.role == "controller"]
@@ -199,6 +215,11 @@ def up(
         _check_resumable(
             state, brokers=brokers, controllers=controllers, s3_endpoint=s3_endpoint, bucket=bucket, prefix=prefix
         )
+        if store is not None and split_password(store)[0] != state.store:
+            raise LocalClusterError(
+                f"the cluster in {directory} keeps its metadata in {state.store or STORE_FILE}, not in the --store "
+                f"given; 'tieredctl cluster down --purge --dir {directory}' deletes it, then 'cluster up' starts anew"
+            )
         sizes = f"{len(broker_ids)} broker(s), {len(controller_ids)} controller(s)"
         progress(f"resuming the cluster in {directory}: {sizes}, its data and objects as 'cluster down' left them")
     (directory / "run").mkdir(parents=True, exist_ok=True)
@@ -254,10 +275,13 @@ def _start_processes(
         state.s3_endpoint = f"http://127.0.0.1:{s3.port}"
         progress(f"embedded S3 (moto's server) started at {state.s3_endpoint}")
     _ensure_bucket(state, create=fresh)
-    store = directory / STORE_FILE
+    store = state.store_spec
+    store_tables: Tables = {}
+    if state.store_password_file.exists():
+        store_tables = {"store": {"password_file": str(state.store_password_file)}}
     controller_ports = []
     for node in controller_ids:
-        base = {"controller": {"node_id": node, "metadata_store": str(store)}}
+        base = {"controller": {"node_id": node, "metadata_store": store}, **store_tables}
         info = _start_node(directory, "controller", node, base, controller_overrides, fresh=fresh, env=env)
         started.append(info.process)
         progress(f"controller {node} starting")
@@ -270,10 +294,11 @@ def _start_processes(
             "broker": {
                 "broker_id": b,
                 "data_dir": str(directory / "data" / f"broker-{b}"),
-                "metadata_store": str(store),
+                "metadata_store": store,
                 "controllers": state.bootstrap_server,
             },
             "s3": {"endpoint_url": state.s3_endpoint, "bucket": state.bucket, "prefix": state.prefix},
+            **store_tables,
         }
         info = _start_node(directory, "broker", b, base, broker_overrides, fresh=fresh, env=env)
         started.append(info.process)
@@ -346,6 +371,47 @@ def _refuse_leftovers(directory: Path) -> None:
             f"{directory} holds files of a local cluster ({', '.join(leftovers)}) but no {STATE_FILE} to resume it "
             f"from; 'tieredctl cluster down --purge --dir {directory}' deletes them"
         )
+
+
+def _use_external_store(state: LocalClusterState, store: str) -> None:
+    """Record a new cluster's PostgreSQL store: its URL without the password (kept in a 0600 file, if the URL had
+    one), after checking it can be opened and holds no other cluster's metadata."""
+    if not parse_store_spec(store).is_postgresql:
+        raise LocalClusterError("--store takes a postgresql:// URL (without it the cluster keeps metadata.db)")
+    dsn, password = split_password(store)
+    password_file = state.store_password_file
+    if password is not None:
+        password_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(password + "\n")
+    state.store = dsn
+    with _open_cluster_store(state) as opened:
+        if opened.end_offset() > 0 or opened.current_lease() is not None:
+            location = parse_store_spec(dsn).location
+            raise LocalClusterError(
+                f"the store {location} already holds a cluster's metadata; a new local cluster needs an empty one "
+                "(another database, or drop that one's tieredctl schema yourself)"
+            )
+
+
+@contextlib.contextmanager
+def _open_cluster_store(state: LocalClusterState) -> Iterator[MetadataStore]:
+    """The cluster's store as a reader (never recovered here: that is the processes' job)."""
+    password_file = state.store_password_file
+    settings = StoreSettings(password_file=str(password_file) if password_file.exists() else None)
+    password = read_password(settings, os.environ) if state.store else None
+    store = open_store(
+        state.store_spec,
+        settings=settings if state.store else None,
+        password=password,
+        recover_on_open=False,
+        application_name="tieredctl-cli",
+    )
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 def _check_resumable(
@@ -544,6 +610,9 @@ def down(directory: Path, *, purge: bool = False, timeout_s: float = 20.0) -> St
     if not state.embedded_s3:
         where = f"s3://{state.bucket}/{state.prefix} at {state.s3_endpoint}"
         warnings.append(f"objects in {where} are not deleted" if purge else f"objects stay in {where}")
+    if state.store is not None and purge:
+        location = parse_store_spec(state.store).location
+        warnings.append(f"the metadata in the external store {location} is not deleted (drop it yourself)")
     if purge:
         deleted = _purge(directory)
         return Stopped(stopped, str(directory), purged=True, deleted=deleted, resumable=False, warnings=warnings)
@@ -580,9 +649,8 @@ def status(directory: Path) -> dict[str, Any]:
     """The contract of ``cluster status --output json``."""
     state = LocalClusterState.load(directory.resolve())
     active = None
-    store = state.metadata_store
-    if store.exists():
-        with SqliteMetadataStore(store, recover_on_open=False) as s:
+    if state.store is not None or state.metadata_store.exists():
+        with _open_cluster_store(state) as s:
             lease = s.current_lease()
             if lease is not None and not lease.expired(int(time.time() * 1000)):
                 active = int(lease.holder.split("@", 1)[0]) if "@" in lease.holder else None
@@ -599,6 +667,7 @@ def status(directory: Path) -> dict[str, Any]:
         "s3_endpoint": state.s3_endpoint,
         "bucket": state.bucket,
         "prefix": state.prefix,
+        "store": parse_store_spec(state.store_spec).location,  # never a password
         "processes": procs,
     }
 

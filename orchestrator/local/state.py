@@ -18,6 +18,7 @@ from orchestrator.errors import LocalClusterError
 
 STATE_FILE = "cluster.json"
 STORE_FILE = "metadata.db"  # the cluster's SQLite metadata store, beside cluster.json
+STORE_PASSWORD_FILE = "config/store-password"  # a PostgreSQL store's password given in --store's URL (mode 0600)
 DEFAULT_BUCKET = "tiered-storage"
 DEFAULT_PREFIX = "tiered/"
 # The embedded S3 (moto's server) accepts any key pair; this one is for it alone and never leaves the machine.
@@ -44,6 +45,7 @@ class LocalClusterState:
     prefix: str
     embedded_s3: bool
     processes: list[ProcessInfo] = field(default_factory=list)
+    store: str | None = None  # an external store's URL without its password (PostgreSQL); None: STORE_FILE here
 
     @classmethod
     def load(cls, directory: Path) -> LocalClusterState:
@@ -70,6 +72,15 @@ class LocalClusterState:
     @property
     def metadata_store(self) -> Path:
         return Path(self.dir) / STORE_FILE
+
+    @property
+    def store_spec(self) -> str:
+        """What the processes' ``metadata_store`` says: the external store's URL (no password), or the file."""
+        return self.store or str(self.metadata_store)
+
+    @property
+    def store_password_file(self) -> Path:
+        return Path(self.dir) / STORE_PASSWORD_FILE
 
     @property
     def s3_credentials(self) -> tuple[str, str] | None:

@@ -11,6 +11,7 @@ checksum) so that tests can exercise detection and ``recover()``.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -251,6 +252,13 @@ class InMemoryMetadataStore:
             )
         log_recovery(report, store="memory")
         return report
+
+    notifies_changes = False  # one process: nobody else writes, and callers keep their own poll interval
+
+    def wait_for_change(self, *, timeout_s: float) -> bool:
+        """Sleep ``timeout_s``: see ``MetadataStore.wait_for_change``."""
+        time.sleep(max(0.0, timeout_s))
+        return False
 
     def close(self) -> None:
         pass

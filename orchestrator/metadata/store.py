@@ -160,6 +160,12 @@ class MetadataStore(Protocol):
     Offsets returned are the last offset written; ``end_offset()`` is the next offset to be written and
     ``start_offset()`` the first one still held (0 until a snapshot let older records go). ``save_snapshot``
     returns the log's start offset after it (store invariant 7).
+
+    ``wait_for_change(timeout_s=...)`` blocks until a metadata-log append or a lease change *may* have happened
+    (True: woken by a notification) or ``timeout_s`` passed (False). It is a hint, never a guarantee: a follower
+    reads the store after every return, so a missed or spurious wake-up costs latency, not correctness. A backend
+    that can notify across processes (PostgreSQL's LISTEN/NOTIFY) says so with ``notifies_changes``; the others
+    sleep for ``timeout_s`` (the poll interval the caller would have slept anyway).
     """
 
     # cluster metadata log
@@ -198,6 +204,11 @@ class MetadataStore(Protocol):
     def read_remote_log_metadata(self, *, topic_id: Uuid | None = None, from_offset: int = 0) -> Iterator[LogEntry]: ...
 
     def tiered_state(self, topic_id: Uuid) -> tuple[int, TieredState] | None: ...
+
+    # change notification (followers)
+    notifies_changes: bool  # True when wait_for_change wakes on other processes' writes (PostgreSQL)
+
+    def wait_for_change(self, *, timeout_s: float) -> bool: ...
 
     # lifecycle
     def recover(self) -> RecoveryReport: ...

@@ -27,6 +27,14 @@ reports, :class:`MetadataLogCorrupt` (:func:`~.connection.translate`). A connect
 leaves the outcome unknown; the store says so (KafkaStorageError) and never retries a write by itself, so a
 caller that retries an append reads the log end first. The DSN is logged only with its password masked.
 
+Change notification. A metadata-log append, a lease taken by a new holder and a lease release each run
+``pg_notify('tieredctl_changes', <schema>)`` inside their transaction: the server delivers it at commit, to every
+session that LISTENs, and never for a transaction that rolled back. :meth:`wait_for_change` LISTENs on a second
+connection of its own (opened on first use, so the store's write connection is never blocked by a waiter) and
+returns on the first notification for its schema. Notifications that arrive between two waits are queued by the
+client and returned by the next wait; those sent while the listening connection was broken are lost, which is
+why followers also read the store when a wait times out.
+
 Recovery (on open, and ``recover()``), see ``store`` invariant 6. PostgreSQL keeps its own files consistent
 (its WAL is its business, not ours), so there is no torn WAL to inspect and no file to salvage; what can still be
 wrong is what a bug, a manual edit or a restore did to the rows. Every record's checksum is verified and offsets
@@ -47,6 +55,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 import structlog
+from psycopg import sql
 
 from orchestrator.errors import KafkaStorageError, MetadataLogCorrupt, ProtocolError, StaleControllerEpoch
 from orchestrator.ids import Uuid
@@ -91,6 +100,10 @@ from orchestrator.metadata.store import (
 log = structlog.get_logger(__name__)
 
 DEFAULT_SCHEMA = "tieredctl"
+# Every store notifies on this channel with its schema as the payload (a channel is an identifier of at most 63
+# bytes; ``tieredctl_<schema>`` could exceed it). Listeners ignore other schemas' notifications.
+CHANGE_CHANNEL = "tieredctl_changes"
+_LISTEN_SLICE_S = 0.25  # a wait checks for close() this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +166,8 @@ class PostgresMetadataStore:
         self._clock = clock
         self._lock = threading.RLock()
         self._conn: Connection | None = None
+        self._listen_lock = threading.Lock()
+        self._listener: Connection | None = None  # LISTENs on CHANGE_CHANNEL; opened by the first wait_for_change
         self._closed = False
         self.last_recovery: RecoveryReport | None = None
         try:
@@ -189,6 +204,8 @@ class PostgresMetadataStore:
                         [(start + i, controller_epoch, data, checksum(data)) for i, data in enumerate(encoded)],
                     )
             apply_fence_changes(db, changes)
+            if encoded:
+                self._notify(db)
             return start + len(encoded) - 1
 
     def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]:
@@ -291,6 +308,7 @@ class PostgresMetadataStore:
             elif lease.holder is None or now_ms >= lease.expires_at_ms:
                 epoch += 1
                 log.info("metadata.lease.acquired", holder=holder, controller_epoch=epoch, previous_holder=lease.holder)
+                self._notify(db)
             else:
                 return None
             db.execute(
@@ -314,6 +332,7 @@ class PostgresMetadataStore:
             if lease.holder != holder or lease.controller_epoch != controller_epoch:
                 return False
             db.execute("UPDATE lease SET holder = NULL, expires_at_ms = 0 WHERE id = 1")
+            self._notify(db)
         log.info("metadata.lease.released", holder=holder, controller_epoch=controller_epoch)
         return True
 
@@ -375,12 +394,59 @@ class PostgresMetadataStore:
         with self._read() as db:
             return fence_lookup(db, topic_id)
 
+    # --- change notification ----------------------------------------------------------------------------------
+
+    notifies_changes = True
+
+    def wait_for_change(self, *, timeout_s: float) -> bool:
+        """Block until another connection committed a metadata-log append or a lease change in this schema
+        (True), or ``timeout_s`` passed (False); see the module docstring (Change notification)."""
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        with self._listen_lock:
+            while not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                try:
+                    listener = self._listening()
+                    for note in listener.notifies(timeout=min(remaining, _LISTEN_SLICE_S)):
+                        if note.payload == self.schema:
+                            return True
+                except psycopg.Error as exc:
+                    # Missed notifications cost latency only (the caller reads the store after every return): log,
+                    # drop the connection, sleep out the wait, and LISTEN again next time.
+                    log.warning("metadata.listen_failed", store=self.location, error=type(exc).__name__)
+                    self._close_listener()
+                    time.sleep(max(0.0, min(deadline - time.monotonic(), _LISTEN_SLICE_S)))
+            return False
+
+    def _listening(self) -> Connection:
+        if self._listener is None or self._listener.closed or self._listener.broken:
+            self._close_listener()
+            self._listener = connect(
+                self._dsn, schema=self.schema, timeouts=self.timeouts, application_name=self._application_name
+            )
+            self._listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANGE_CHANNEL)))
+        return self._listener
+
+    def _close_listener(self) -> None:
+        if self._listener is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._listener.close()
+            self._listener = None
+
+    def _notify(self, db: Connection) -> None:
+        """Queue a notification for the followers, delivered by the server when this transaction commits."""
+        db.execute("SELECT pg_notify(%s, %s)", (CHANGE_CHANNEL, self.schema))
+
     # --- lifecycle --------------------------------------------------------------------------------------------
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             self._disconnect()
+        with self._listen_lock:  # a wait in progress notices _closed within one slice
+            self._close_listener()
 
     def recover(self) -> RecoveryReport:
         """Verify every record, cut each log at its first bad one (quarantining the rest), drop bad snapshots,

@@ -340,6 +340,15 @@ class SqliteMetadataStore:
         with self._read() as db:
             return fence_lookup(db, topic_id)
 
+    # --- change notification ----------------------------------------------------------------------------------
+
+    notifies_changes = False  # SQLite has no cross-process notification: followers poll
+
+    def wait_for_change(self, *, timeout_s: float) -> bool:
+        """Sleep ``timeout_s`` (the poll interval): see ``MetadataStore.wait_for_change``."""
+        time.sleep(max(0.0, timeout_s))
+        return False
+
     # --- lifecycle --------------------------------------------------------------------------------------------
 
     def close(self) -> None:

@@ -59,7 +59,7 @@ from tests.support.metadata_records import (
     tiered,
     topic,
 )
-from tests.support.postgres_server import PostgresServer, free_port, running_postgres
+from tests.support.postgres_server import PostgresServer, free_port
 
 TTL = 1_000
 
@@ -74,21 +74,6 @@ def _flip(data: bytes) -> bytes:
     raw = bytearray(data)
     raw[len(raw) // 2] ^= 0x5A
     return bytes(raw)
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """One real PostgreSQL server for the session (started only if a PostgreSQL test runs)."""
-    with running_postgres() as server:
-        yield server
-
-
-@pytest.fixture
-def postgres_dsn(postgres_server: PostgresServer) -> Iterator[str]:
-    """A DSN (with its password) of a database made for this test alone, dropped after it."""
-    name = postgres_server.create_database()
-    yield postgres_server.dsn(name)
-    postgres_server.drop_database(name)
 
 
 def _damage_postgres(dsn: str, offset: int, rlmm: bool = False) -> None:
