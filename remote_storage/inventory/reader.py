@@ -1,5 +1,5 @@
 """Reading an inventory: open and verify it (:func:`read_inventory`), then stream its rows (:meth:`Inventory.rows`)
-or hand its data files to a reader that takes paths (:meth:`Inventory.stage`).
+or hand a local inventory's data files to a reader that takes paths (:meth:`Inventory.local_paths`).
 
 Invariants:
 * Every data file listed by the manifest exists with the listed size and MD5 before :func:`read_inventory`
@@ -137,24 +137,26 @@ class Inventory:
     def is_s3(self) -> bool:
         return self._location.is_s3
 
-    def stage(self, staging_dir: Path) -> list[Path]:
-        """Local paths of every data file, for a reader such as Spark that takes paths.
+    @property
+    def bucket(self) -> str:
+        """The bucket holding an ``s3://`` inventory's files ("" for a local inventory)."""
+        return self._location.bucket
 
-        A local inventory's files are used where they are (their MD5s were checked when it was opened unless the
-        caller opted out); an ``s3://`` inventory's files are downloaded into ``staging_dir``, each checked
-        against its MD5 as it streams, so every returned file is exactly the one the manifest lists.
+    def local_paths(self) -> list[Path]:
+        """The local paths of a local inventory's data files, for a reader that takes paths.
+
+        Their MD5s were checked when the inventory was opened (unless the caller opted out). An ``s3://``
+        inventory has none: its files are read where they are (the scan's executors fetch them), never copied to
+        the opener's disk.
         """
-        if not self.is_s3:
-            return [self._location.resolve_local(f.key) for f in self.manifest.files]
-        staging_dir.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for i, f in enumerate(self.manifest.files):
-            suffix = ".csv.gz" if self.manifest.file_format == "csv" else ".parquet"
-            path = staging_dir / f"{i:05d}{suffix}"
-            self._location.download_verified(f, path)
-            paths.append(path)
-        log.info("inventory.staged", inventory=self.uri, files=len(paths), dir=str(staging_dir))
-        return paths
+        if self.is_s3:
+            raise InventoryError(f"inventory {self.uri} is in S3: its data files have no local paths")
+        return [self._location.resolve_local(f.key) for f in self.manifest.files]
+
+    def stage(self, staging_dir: Path) -> list[Path]:
+        """:meth:`local_paths` (``staging_dir`` is unused: nothing is staged any more); kept for older callers."""
+        del staging_dir
+        return self.local_paths()
 
     def rows(self) -> Iterator[InventoryRow]:
         """Every well-formed row, file by file; resets and refills :attr:`malformed`."""

@@ -4,8 +4,11 @@ DataFrame API only (no Python UDF on the hot path), so the same code runs in loc
 on a cluster. It implements :mod:`remote_storage.scan.contract` exactly as :mod:`policies.orphans` does in plain
 Python (a hypothesis test checks that they agree on generated buckets):
 
-1. **Rows.** CSV data files are read with every ``fileSchema`` column as a string plus Spark's corrupt-record
-   column; Parquet files with their own types. Each row is valid or gets the inventory reader's malformed reason
+1. **Rows.** The executors read the data files themselves (:mod:`.sources`: one task per file, local or ``s3://``,
+   through boto3 and pyarrow, no JAR, nothing staged on the driver). CSV lines are parsed by Spark's CSV parser
+   (``from_csv``) with every ``fileSchema`` column as a string plus the corrupt-record column; Parquet rows come
+   with the scan's types. A task's inventory error (a data file whose MD5 is not the manifest's) is raised on the
+   driver as that error. Each row is valid or gets the inventory reader's malformed reason
    (:mod:`remote_storage.inventory`: wrong column count, undecodable key, missing key, bad size, bad last modified
    date): malformed rows are counted by reason with examples, never dropped silently.
 2. **Keys** are parsed with fixed widths (ids are 22 characters, offsets 20 digits), ``get``/``try_cast`` and
@@ -23,19 +26,24 @@ Python (a hypothesis test checks that they agree on generated buckets):
 
 from __future__ import annotations
 
+import functools
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from orchestrator.errors import ScanInputError
+from orchestrator.errors import MissingCredentialsError, ScanInputError, TieredError
 from remote_storage import export_format
 from remote_storage import inventory as inv
 from remote_storage.keys import ID_WIDTH, OFFSET_WIDTH
 from remote_storage.scan import contract as c
+from remote_storage.scan import sources
+from remote_storage.scan.sources import InventorySource
 
 log = structlog.get_logger(__name__)
 
@@ -51,22 +59,9 @@ class ScanError(ScanInputError):
     name, retriable = "INVALID_SCAN_INPUT", False
 
 
-@dataclass(frozen=True, slots=True)
-class StagedInventory:
-    """A verified inventory whose data files Spark can read by path."""
-
-    uri: str
-    source_bucket: str
-    creation_ms: int
-    file_format: str  # "csv" or "parquet"
-    csv_columns: tuple[str, ...]
-    files: tuple[str, ...]
-
-    @classmethod
-    def from_inventory(cls, inventory: inv.Inventory, files: list[Path]) -> StagedInventory:
-        m = inventory.manifest
-        staged = tuple(str(p) for p in files)
-        return cls(inventory.uri, m.source_bucket, m.creation_ms, m.file_format, m.csv_columns, staged)
+# The former name of :class:`~remote_storage.scan.sources.InventorySource` (when s3:// files were staged); kept for
+# callers outside the package (bench/scan.py).
+StagedInventory = InventorySource
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,19 +98,28 @@ def _F() -> Any:
 # -- 1. rows ------------------------------------------------------------------------------------------------------
 
 
-def _csv_rows(spark: Any, src: StagedInventory) -> Any:
+def _file_rows(spark: Any, src: InventorySource, schema: str) -> Any:
+    """What the executors read from the data files: one partition per file, in manifest order."""
+    refs = spark.sparkContext.parallelize([f.as_row() for f in src.files], numSlices=len(src.files))
+    read = functools.partial(sources.read_data_files, file_format=src.file_format, access=src.access)
+    return spark.createDataFrame(refs.mapPartitions(read), schema, verifySchema=False)
+
+
+def _csv_rows(spark: Any, src: InventorySource) -> Any:
     F = _F()
     from pyspark.sql import types as T
 
     cols = src.csv_columns
     # Column pruning would parse only the columns a query uses, and a row with too few or too many fields would no
-    # longer be flagged: every CSV read of the scan parses whole rows.
+    # longer be flagged: every CSV parse of the scan parses whole rows (the parser's and from_csv's pruning off).
     spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
+    spark.conf.set("spark.sql.optimizer.enableCsvExpressionOptimization", "false")
     fields = [T.StructField(name, T.StringType()) for name in cols]
     corrupt = T.StructField("_corrupt", T.StringType())
     schema = T.StructType([*fields, corrupt])
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt", "quote": '"', "escape": '"'}
-    df = spark.read.csv(list(src.files), schema=schema, **options)
+    lines = _file_rows(spark, src, sources.CSV_LINES_SCHEMA)
+    df = lines.select("file", F.from_csv("line", schema.simpleString(), options).alias("r")).select("file", "r.*")
     key_raw = F.col("Key")
     decoded = F.try_url_decode(key_raw)
     size_text = F.trim(F.col("Size"))
@@ -137,38 +141,49 @@ def _csv_rows(spark: Any, src: StagedInventory) -> Any:
         F.coalesce(F.unix_millis(lm_ts), F.lit(-1).cast("bigint")).alias("last_modified_ms"),
         reason.alias("malformed"),
         raw.alias("raw"),
-        F.input_file_name().alias("file"),
+        F.col("file"),
     )
 
 
-def _parquet_rows(spark: Any, src: StagedInventory) -> Any:
+def _parquet_rows(spark: Any, src: InventorySource) -> Any:
     F = _F()
-    df = spark.read.parquet(*src.files)
-    names = {f.name: f.dataType.typeName() for f in df.schema.fields}
-    for required in ("key", "size"):
-        if required not in names:
-            raise ScanError(f"inventory {src.uri}: its Parquet data files have no {required!r} column")
-    lm_type = names.get("last_modified_date")
-    if lm_type in ("timestamp", "timestamp_ntz"):
-        lm = F.unix_millis(F.col("last_modified_date").cast("timestamp"))
-    elif lm_type in ("long", "integer"):
-        lm = F.col("last_modified_date").cast("bigint")  # AWS writes int64 epoch milliseconds
-    else:
-        lm = F.lit(None).cast("bigint")
+    df = _file_rows(spark, src, sources.PARQUET_ROWS_SCHEMA)
     size = F.col("size").try_cast("bigint")
     reason = F.when(F.col("key").isNull() | (F.col("key") == ""), F.lit(inv.MISSING_KEY)).when(
         size.isNull() | (size < 0), F.lit(inv.BAD_SIZE)
     )
-    raw_fields = [F.col("bucket").cast("string"), F.col("key"), F.col("size").cast("string")]
+    raw_fields = [F.col("bucket"), F.col("key"), F.col("size")]
     raw = F.concat_ws(",", *[F.coalesce(f, F.lit("")) for f in raw_fields])
     return df.select(
         F.col("key"),
         size.alias("size"),
-        F.coalesce(lm, F.lit(-1).cast("bigint")).alias("last_modified_ms"),
+        F.coalesce(F.col("last_modified_ms"), F.lit(-1).cast("bigint")).alias("last_modified_ms"),
         reason.alias("malformed"),
         raw.alias("raw"),
-        F.input_file_name().alias("file"),
+        F.col("file"),
     )
+
+
+# A task's error as its traceback's last line names it: "<module>.InventoryError: INVALID_INVENTORY: <message>".
+_TASK_ERRORS: tuple[type[TieredError], ...] = (inv.InventoryError, MissingCredentialsError)
+_TASK_ERROR = re.compile(
+    "|".join(rf"\b{cls.__name__}: {cls.name}: (?P<m{i}>[^\n]*)" for i, cls in enumerate(_TASK_ERRORS))
+)
+
+
+@contextmanager
+def _task_errors_raised_here() -> Iterator[None]:
+    """An inventory error raised in an executor's task (wrapped by Spark in its own exception) raised as itself."""
+    try:
+        yield
+    except TieredError:
+        raise
+    except Exception as exc:
+        found = _TASK_ERROR.search(str(exc))
+        if found is None:
+            raise
+        i = next(int(k[1:]) for k, v in found.groupdict().items() if v is not None)
+        raise _TASK_ERRORS[i](found.group(f"m{i}")) from exc
 
 
 # -- 2. keys ------------------------------------------------------------------------------------------------------
@@ -419,7 +434,7 @@ def _object_anomalies(objects: Any) -> Any:
 
 def run_scan(
     spark: Any,
-    source: StagedInventory,
+    source: InventorySource,
     export_dir: Path,
     out_dir: Path,
     settings: ScanSettings,
@@ -427,6 +442,19 @@ def run_scan(
     progress: Progress | None = None,
 ) -> ScanAggregates:
     """Classify every row of ``source`` against the export in ``export_dir``; write the contract's files."""
+    with _task_errors_raised_here():
+        return _run_scan(spark, source, export_dir, out_dir, settings, progress=progress)
+
+
+def _run_scan(
+    spark: Any,
+    source: InventorySource,
+    export_dir: Path,
+    out_dir: Path,
+    settings: ScanSettings,
+    *,
+    progress: Progress | None = None,
+) -> ScanAggregates:
     F = _F()
     say = progress or (lambda _m: None)
     now_ms = source.creation_ms

@@ -2,15 +2,15 @@
 ``summary.json`` and the HTML report. Shared by ``tieredctl scan run`` and ``python -m remote_storage.scan``
 (the entry point ``spark-submit`` runs).
 
-Invariants: the inventory is verified (every listed data file present, with its size and MD5) before Spark reads
-a byte of it; an ``s3://`` inventory is staged under the output directory and removed afterwards; the output
-directory holds a complete scan only when ``summary.json`` exists (it is written after the Parquet outputs,
-atomically); the SparkSession is stopped only when this module started it.
+Invariants: the inventory is verified (every listed data file present, with its size; a local one's MD5s too) before
+Spark reads a byte of it, and an ``s3://`` data file's MD5 is checked by the executor that reads it, before any of its
+rows is used (:mod:`.sources`); nothing of an ``s3://`` inventory is copied to the driver's disk (executors on other
+hosts could not read it there); the output directory holds a complete scan only when ``summary.json`` exists (it is
+written after the Parquet outputs, atomically); the SparkSession is stopped only when this module started it.
 """
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,9 +22,10 @@ import structlog
 from remote_storage import inventory as inv
 from remote_storage.export import export_store_file
 from remote_storage.scan import contract as c
-from remote_storage.scan.job import ScanSettings, StagedInventory, run_scan
+from remote_storage.scan.job import ScanSettings, run_scan
 from remote_storage.scan.report import write_html_report
 from remote_storage.scan.session import DEFAULT_DRIVER_MEMORY, build_session
+from remote_storage.scan.sources import InventorySource, ObjectStoreAccess
 from remote_storage.scan.summary import build_summary, write_summary
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ else:
 
 log = structlog.get_logger(__name__)
 
+# Where s3:// inventories used to be staged; nothing is written there any more (tests check it stays absent).
 STAGING_DIR = ".inventory-staging"
 
 
@@ -60,39 +62,42 @@ def scan(
     out_dir: Path,
     settings: ScanSettings,
     s3_client: S3Client | None = None,
+    object_store: ObjectStoreAccess | None = None,
     spark: Any = None,
     spark_master: str | None = None,
     driver_memory: str | None = None,
     progress: Callable[[str], None] | None = None,
     now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
 ) -> ScanOutcome:
-    """Run one scan into ``out_dir``; ``spark`` is an existing session (tests, benches) or None to start one."""
+    """Run one scan into ``out_dir``; ``spark`` is an existing session (tests, benches) or None to start one.
+
+    ``object_store``: how the executors reach an ``s3://`` inventory's bucket (default: ``s3_client``'s endpoint and
+    region with the driver's static credentials, :meth:`ObjectStoreAccess.of_client`).
+    """
     say = progress or (lambda _m: None)
     out_dir.mkdir(parents=True, exist_ok=True)
     is_s3 = inventory_uri.startswith("s3://")
-    say(f"verifying the inventory {inventory_uri} (manifest, sizes, MD5s)")
-    # An s3:// inventory's MD5s are checked while it is staged, so its files are downloaded once.
+    say(f"verifying the inventory {inventory_uri} (manifest, sizes{'' if is_s3 else ', MD5s'})")
+    # An s3:// inventory's MD5s are checked by the executors as they read its files: each is downloaded once.
     inventory = inv.read_inventory(
         inventory_uri, s3_client=s3_client, verify_checksums=not is_s3, max_examples=settings.max_examples
     )
-    staging = out_dir / STAGING_DIR
-    try:
-        source = StagedInventory.from_inventory(inventory, inventory.stage(staging))
-        own_session = False
-        if spark is None:
-            from pyspark.sql import SparkSession
+    if is_s3 and object_store is None and s3_client is not None:
+        object_store = ObjectStoreAccess.of_client(s3_client)
+    source = InventorySource.from_inventory(inventory, access=object_store)
+    own_session = False
+    if spark is None:
+        from pyspark.sql import SparkSession
 
-            # getOrCreate hands back a session that is already running; only one we started is ours to stop.
-            own_session = SparkSession.getActiveSession() is None
-            say("starting Spark" if own_session else "using the running Spark session")
-            spark = build_session(master=spark_master, driver_memory=driver_memory or DEFAULT_DRIVER_MEMORY)
-        try:
-            agg = run_scan(spark, source, export_dir, out_dir, settings, progress=say)
-        finally:
-            if own_session:
-                spark.stop()
+        # getOrCreate hands back a session that is already running; only one we started is ours to stop.
+        own_session = SparkSession.getActiveSession() is None
+        say("starting Spark" if own_session else "using the running Spark session")
+        spark = build_session(master=spark_master, driver_memory=driver_memory or DEFAULT_DRIVER_MEMORY)
+    try:
+        agg = run_scan(spark, source, export_dir, out_dir, settings, progress=say)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if own_session:
+            spark.stop()
     summary = build_summary(agg, source=source, export_dir=export_dir, settings=settings, generated_at_ms=now_ms())
     write_summary(summary, out_dir)
     report = write_html_report(out_dir)

@@ -32,7 +32,8 @@ from typing import Any
 
 from orchestrator.errors import ScanInputError
 from remote_storage.scan import contract as c
-from remote_storage.scan.job import ScanAggregates, ScanSettings, StagedInventory
+from remote_storage.scan.job import ScanAggregates, ScanSettings
+from remote_storage.scan.sources import InventorySource
 
 FORMAT_VERSION = 1
 
@@ -79,7 +80,7 @@ def summarise_totals(
 def build_summary(
     agg: ScanAggregates,
     *,
-    source: StagedInventory,
+    source: InventorySource,
     export_dir: Path,
     settings: ScanSettings,
     generated_at_ms: int,

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from remote_storage.inventory import read_inventory
 from remote_storage.scan import contract as c
-from remote_storage.scan.job import ScanSettings, StagedInventory, run_scan
+from remote_storage.scan.job import ScanSettings, run_scan
+from remote_storage.scan.sources import InventorySource
 from tests.support.scan_world import GRACE_MS, PREFIX, World, worlds
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -25,7 +26,7 @@ def spark_scan(spark: Any, world: World, root: Path, fmt: str) -> tuple[dict[str
     manifest = world.write_inventory(root / "inventory", fmt, per_file=7)
     export_dir = world.write_export(root / "export")
     inventory = read_inventory(str(manifest))
-    source = StagedInventory.from_inventory(inventory, inventory.stage(root / "staging"))
+    source = InventorySource.from_inventory(inventory)
     out = root / "out"
     run_scan(spark, source, export_dir, out, ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS))
     objects = pq.read_table(out / c.OBJECTS_DIR).to_pylist()
@@ -83,7 +84,7 @@ def test_malformed_rows_are_counted_by_the_readers_reasons_never_dropped(spark: 
     reader = read_inventory(str(manifest))
     assert [r.key for r in reader.rows()] == ["tiered/a b+c.log"]
     export_dir = World([], [], [], []).write_export(tmp_path / "export")
-    source = StagedInventory.from_inventory(reader, reader.stage(tmp_path / "staging"))
+    source = InventorySource.from_inventory(reader)
     settings = ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS)
     agg = run_scan(spark, source, export_dir, tmp_path / "out", settings)
 
