@@ -1,11 +1,11 @@
 """Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, metadata-postgres, snapshots,
-delete, controller, scan."""
+delete, controller, failover-postgres, scan."""
 
 from __future__ import annotations
 
 import sys
 
-from bench import controller, delete_policy, metadata_log, metadata_postgres, scan, snapshots
+from bench import controller, delete_policy, failover_postgres, metadata_log, metadata_postgres, scan, snapshots
 
 SECTIONS = {
     "metadata": metadata_log.run,
@@ -13,6 +13,7 @@ SECTIONS = {
     "snapshots": snapshots.run,
     "delete": delete_policy.run,
     "controller": controller.run,
+    "failover-postgres": failover_postgres.run,
     "scan": scan.run,
 }
 
