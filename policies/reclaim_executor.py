@@ -210,11 +210,18 @@ class CurrentMetadata:
     scan_time: bool  # True when the scan's own export was used (no store given)
 
 
-def load_current_metadata(*, store_path: Path | None, scan_export_dir: Path | None, now_ms: int) -> CurrentMetadata:
-    """Export the store now and read it back; without a store, read the scan's export (scan-time metadata)."""
+def load_current_metadata(
+    *,
+    store_path: str | Path | None,
+    scan_export_dir: Path | None,
+    now_ms: int,
+    password_file: Path | None = None,
+) -> CurrentMetadata:
+    """Export the store now (a SQLite file or a ``postgresql://`` URL) and read it back; without a store, read the
+    scan's export (scan-time metadata)."""
     if store_path is not None:
         with tempfile.TemporaryDirectory(prefix="tieredctl-reclaim-") as tmp:
-            export_store_file(store_path, tmp)
+            export_store_file(store_path, tmp, password_file=password_file)
             topics, segments, epochs = load_export(tmp)
         return CurrentMetadata(Metadata.build(topics, segments, epochs, now_ms=now_ms), f"store {store_path}", False)
     if scan_export_dir is None:

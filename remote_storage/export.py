@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -34,10 +35,11 @@ from orchestrator.errors import ScanInputError
 from orchestrator.ids import Uuid
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage
+from orchestrator.metadata.open import open_store, parse_store_spec, read_password
 from orchestrator.metadata.records import DisablePolicy, TieredState
-from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metadata.topic_configs import default_int, int_value
+from orchestrator.settings import StoreSettings
 from remote_storage.export_format import (
     EPOCHS_FILE,
     SEGMENTS_FILE,
@@ -159,14 +161,26 @@ def _rlmm_topic_ids(store: MetadataStore) -> set[Uuid]:
     return ids
 
 
-def export_store_file(store_path: str | os.PathLike[str], dest_dir: str | os.PathLike[str]) -> ExportResult:
-    """Export the SQLite store at ``store_path`` as a reader: the file is never recovered or rewritten here (that is
-    the cluster processes' job; a live cluster may be writing it)."""
-    path = Path(store_path)
-    if not path.is_file():
-        raise MetadataExportError(f"the metadata store {path} does not exist")
-    with SqliteMetadataStore(path, recover_on_open=False) as store:
-        return export_metadata(store, dest_dir)
+def export_store_file(
+    store: str | os.PathLike[str],
+    dest_dir: str | os.PathLike[str],
+    *,
+    password_file: str | os.PathLike[str] | None = None,
+) -> ExportResult:
+    """Export the store ``store`` names (a SQLite file's path, or a ``postgresql://`` URL) as a reader: it is never
+    recovered or rewritten here (that is the cluster processes' job; a live cluster may be writing it). A
+    PostgreSQL password comes from ``password_file``, else ``$TIEREDCTL_STORE_PASSWORD``, else libpq's sources."""
+    store = os.fspath(store)
+    spec = parse_store_spec(store)
+    if spec.backend == "sqlite" and not Path(spec.target).is_file():
+        raise MetadataExportError(f"the metadata store {spec.target} does not exist")
+    settings = StoreSettings(password_file=None if password_file is None else str(password_file))
+    password = read_password(settings, os.environ)
+    opened = open_store(
+        store, settings=settings, password=password, recover_on_open=False, application_name="tieredctl-export"
+    )
+    with contextlib.closing(opened):
+        return export_metadata(opened, dest_dir)
 
 
 def export_metadata(

@@ -58,7 +58,10 @@ class BucketTarget:
         local = state if state is not None and self.s3_endpoint == state.s3_endpoint else None
         self._credentials = local.s3_credentials if local is not None else None
         own_bucket = local is not None and (local.bucket, local.prefix) == self.location
-        self.metadata_store: Path | None = local.metadata_store if local is not None and own_bucket else None
+        mine = local if local is not None and own_bucket else None
+        self.metadata_store: str | None = mine.store_spec if mine is not None else None  # a file or a URL
+        password_file = mine.store_password_file if mine is not None and mine.store else None
+        self.store_password_file: Path | None = password_file if password_file and password_file.is_file() else None
 
     @property
     def location(self) -> tuple[str | None, str]:

@@ -13,7 +13,6 @@ environment variable; ``scan run --s3-endpoint`` reads ``TIEREDCTL_S3_ENDPOINT``
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -87,9 +86,9 @@ def bucket(*, help: str | None, default: str | None = None) -> Callable[[F], F]:
 
 
 def metadata_store(*, help: str) -> Callable[[F], F]:
-    """``--metadata-store PATH``: an existing SQLite metadata store file, passed as a :class:`Path`."""
-    store = click.Path(dir_okay=False, exists=True, path_type=Path)
-    return click.option("--metadata-store", default=None, type=store, help=help)
+    """``--metadata-store PATH|URL``: a SQLite store file or a ``postgresql://`` URL (its password from
+    ``$TIEREDCTL_STORE_PASSWORD`` or libpq's sources), passed as given; a missing file is refused when opened."""
+    return click.option("--metadata-store", default=None, metavar="PATH|URL", help=help)
 
 
 def _bucket_location(fn: F, *, defaults_from: str) -> F:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
@@ -53,8 +52,8 @@ def _now_ms() -> int:
 )
 @options.scanned_bucket_location
 @options.metadata_store(
-    help="the cluster's SQLite metadata store, to re-check against current metadata [default: the local "
-    "cluster's, for its own bucket; else the scan's export, with a warning]"
+    help="the cluster's metadata store (a SQLite file or a postgresql:// URL), to re-check against current metadata "
+    "[default: the local cluster's, for its own bucket; else the scan's export, with a warning]"
 )
 @click.option(
     "--max-orphan-ratio",
@@ -75,7 +74,7 @@ def reclaim(
     prefix: str | None,
     s3_endpoint: str | None,
     cluster_dir: str,
-    metadata_store: Path | None,
+    metadata_store: str | None,
     max_orphan_ratio: float,
     force: bool,
 ) -> None:
@@ -96,7 +95,10 @@ def reclaim(
     scanned = (scan_out.bucket, scan_out.prefix)
     target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix, scanned=scanned)
     store = metadata_store or target.metadata_store
-    metadata = rx.load_current_metadata(store_path=store, scan_export_dir=scan_out.export_dir, now_ms=_now_ms())
+    password_file = target.store_password_file if metadata_store is None else None
+    metadata = rx.load_current_metadata(
+        store_path=store, scan_export_dir=scan_out.export_dir, now_ms=_now_ms(), password_file=password_file
+    )
     rsm = S3RemoteStorage(client=target.client(), bucket=target.bucket, prefix=target.prefix)
     reclaim_options = rx.ReclaimOptions(
         execute=execute, older_than_ms=older_than, categories=wanted, max_orphan_ratio=max_orphan_ratio, force=force

@@ -17,6 +17,7 @@ from orchestrator.cli import options
 from orchestrator.cli.bucket import BucketTarget, list_into_inventory
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
+from orchestrator.metadata.open import parse_store_spec
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.report import render_text, write_html_report
 from remote_storage.scan.run import export_store
@@ -47,7 +48,7 @@ def scan() -> None:
     type=click.Path(file_okay=False, exists=True, path_type=Path),
     help="a metadata export directory; default: export --metadata-store now",
 )
-@options.metadata_store(help="the SQLite metadata store (default: the local cluster's)")
+@options.metadata_store(help="the metadata store: a SQLite file or a postgresql:// URL (default: the local cluster's)")
 @click.option(
     "--grace",
     "grace_ms",
@@ -75,7 +76,7 @@ def scan_run(
     inventory_uri: str | None,
     out_dir: Path,
     export_dir: Path | None,
-    metadata_store: Path | None,
+    metadata_store: str | None,
     grace_ms: int,
     max_anomalies: int,
     spark_master: str | None,
@@ -99,8 +100,9 @@ def scan_run(
                 f"pass --export DIR or --metadata-store PATH (no local cluster in {target.cluster_dir} holds the "
                 "metadata of this bucket)"
             )
-        step(f"exporting the metadata of {store}")
-        export_dir = export_store(store, out_dir)
+        step(f"exporting the metadata of {parse_store_spec(store).location}")
+        password_file = target.store_password_file if metadata_store is None else None
+        export_dir = export_store(store, out_dir, password_file=password_file)
     if inventory_uri is None:
         step(f"building an inventory of s3://{target.bucket}/{target.prefix}")
         dest = str(out_dir / "inventory")

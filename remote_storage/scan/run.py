@@ -50,9 +50,11 @@ class ScanOutcome:
         return c.EXIT_ANOMALIES if self.summary["alert"]["exceeded"] else 0
 
 
-def export_store(metadata_store: Path, out_dir: Path) -> Path:
-    """Export the metadata of the SQLite store at ``metadata_store`` (read-only) into ``out_dir/export``."""
-    return export_store_file(metadata_store, out_dir / c.EXPORT_DIR).topics_path.parent
+def export_store(metadata_store: str | Path, out_dir: Path, *, password_file: Path | None = None) -> Path:
+    """Export the metadata of the store ``metadata_store`` names (a SQLite file, or a ``postgresql://`` URL; read
+    only) into ``out_dir/export``."""
+    exported = export_store_file(metadata_store, out_dir / c.EXPORT_DIR, password_file=password_file)
+    return exported.topics_path.parent
 
 
 def scan(

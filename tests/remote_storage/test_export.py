@@ -8,11 +8,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
+from orchestrator.errors import KafkaError
 from orchestrator.ids import Uuid
+from orchestrator.metadata.open import PASSWORD_ENV
+from orchestrator.metadata.postgres import PostgresMetadataStore
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
-from remote_storage.export import export_metadata
+from orchestrator.metadata.store import MetadataStore
+from remote_storage.export import export_metadata, export_store_file
 from remote_storage.export_format import SEGMENTS_FILE, TOPICS_FILE, segments_schema, topics_schema
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 from tests.support.broker_harness import ControllerWriter
@@ -143,9 +148,7 @@ def test_empty_store_exports_empty_files_with_the_schema(tmp_path: Path) -> None
 
 def test_exporting_a_store_file_never_rewrites_it_even_one_recovery_would_cut(tmp_path: Path) -> None:
     """The scan and reclaim export a live cluster's store: as readers, never as the process that recovers it."""
-    from orchestrator.errors import KafkaError
     from orchestrator.metadata.records import encode_record
-    from remote_storage.export import export_store_file
 
     path = tmp_path / "metadata.db"
     store = SqliteMetadataStore(path)
@@ -167,3 +170,51 @@ def test_exporting_a_store_file_never_rewrites_it_even_one_recovery_would_cut(tm
         export_store_file(path, tmp_path / "export")
     assert path.read_bytes() == before
     assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+
+
+def _fill(store: MetadataStore) -> None:
+    writer = ControllerWriter(store)
+    rlmm = RemoteLogMetadataManager(store)
+    old = writer.create_topic("orders", configs={"retention.ms": "60000"})
+    rlmm.copy_started(_segment("orders", old, 0, 9), now_ms=NOW - 5000)
+    writer.delete_topic(old)
+    clicks = writer.create_topic("clicks", tiered=True)
+    done = _segment("clicks", clicks, 0, 99)
+    rlmm.copy_started(done, now_ms=NOW - 2000)
+    rlmm.transition([done], SegmentState.COPY_SEGMENT_FINISHED, broker_id=1, now_ms=NOW - 1000)
+
+
+def test_a_postgresql_store_named_by_its_url_exports_what_the_same_records_export_from_sqlite(
+    tmp_path: Path, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan and reclaim export a cluster's metadata from its store's spec: a PostgreSQL URL works like a SQLite
+    file, the password coming from a file (a local cluster's ``config/store-password``) or the environment."""
+    sqlite = SqliteMetadataStore(tmp_path / "meta.db")
+    try:
+        _fill(sqlite)
+    finally:
+        sqlite.close()
+    with PostgresMetadataStore(postgres_dsn) as pg:
+        _fill(pg)
+    info = conninfo_to_dict(postgres_dsn)
+    url = f"postgresql://{info['user']}@{info['host']}:{info['port']}/{info['dbname']}"
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.delenv(PASSWORD_ENV, raising=False)
+    with pytest.raises(KafkaError):  # no password anywhere: refused by the server, nothing exported
+        export_store_file(url, tmp_path / "refused")
+    (tmp_path / "password").write_text(f"{info['password']}\n")
+    from_file = export_store_file(url, tmp_path / "pg-file", password_file=tmp_path / "password")
+    monkeypatch.setenv(PASSWORD_ENV, str(info["password"]))
+    from_env = export_store_file(url, tmp_path / "pg-env")
+    from_sqlite = export_store_file(tmp_path / "meta.db", tmp_path / "sqlite")
+    for result in (from_file, from_env):
+        assert (result.topics, result.deleted_topics, result.segments) == (2, 1, 2)
+        for name in (TOPICS_FILE, SEGMENTS_FILE):
+            assert _rows(result.topics_path.parent / name) == _rows(from_sqlite.topics_path.parent / name)
+
+
+def _rows(path: Path) -> list[str]:
+    """A Parquet file's rows without the (random) ids, in a stable order."""
+    table = pq.read_table(path)
+    kept = table.drop_columns([c for c in table.column_names if "id" in c])
+    return sorted(repr(sorted(row.items())) for row in kept.to_pylist())
