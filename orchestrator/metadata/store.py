@@ -380,6 +380,43 @@ def check_snapshot_offset(offset: int, start_offset: int, end_offset: int, retai
         )
 
 
+LogRow = tuple[int, int, bytes, int]
+"""One stored metadata-log row as a backend reads it: (offset, controller epoch, encoded record, CRC)."""
+
+
+def page_log(
+    fetch_page: Callable[[int, int], Sequence[LogRow]],
+    *,
+    expected: int,
+    limit: int | None,
+    page_rows: int,
+    start_offset: Callable[[], int],
+    verified: Callable[[bytes, int, int], MetadataRecord],
+    on_missing: Callable[[int], None],
+) -> Iterator[LogEntry]:
+    """The metadata log from ``expected`` on, ``page_rows`` rows a read (``fetch_page(from_offset, rows)``), each
+    record checked by ``verified(data, crc, offset)``. A gap is :class:`LogTruncated` when it lies below
+    ``start_offset()`` (deleted behind a snapshot), else damage: ``on_missing(offset)`` (the backend logs it), then
+    :class:`MetadataLogCorrupt` naming the missing offset (invariant 6). Shared by the SQL backends."""
+    remaining = limit
+    while remaining is None or remaining > 0:
+        page = page_rows if remaining is None else min(page_rows, remaining)
+        rows = fetch_page(expected, page)
+        for offset, epoch, data, crc in rows:
+            if offset != expected:
+                start = start_offset()
+                if expected < start:
+                    raise truncated(expected, start)
+                on_missing(expected)
+                raise MetadataLogCorrupt(f"metadata log offset {expected} is missing (next stored: {offset})")
+            yield LogEntry(offset, verified(data, crc, offset), controller_epoch=epoch)
+            expected += 1
+        if remaining is not None:
+            remaining -= len(rows)
+        if len(rows) < page:
+            return
+
+
 def truncated(from_offset: int, start_offset: int) -> LogTruncated:
     return LogTruncated(
         f"metadata log offset {from_offset} was deleted behind a snapshot; the log starts at {start_offset}"

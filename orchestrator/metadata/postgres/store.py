@@ -81,6 +81,7 @@ from orchestrator.metadata.store import (
     DEFAULT_RETAINED_SNAPSHOTS,
     Lease,
     LogEntry,
+    LogRow,
     MetadataStore,
     RecoveryReport,
     Snapshot,
@@ -92,9 +93,9 @@ from orchestrator.metadata.store import (
     encode_all,
     encode_snapshot,
     log_recovery,
+    page_log,
     plan_fence_changes,
     split_snapshot,
-    truncated,
 )
 
 log = structlog.get_logger(__name__)
@@ -213,29 +214,26 @@ class PostgresMetadataStore:
         return self._iter_log(from_offset, limit)
 
     def _iter_log(self, expected: int, limit: int | None) -> Iterator[LogEntry]:
-        remaining = limit
-        while remaining is None or remaining > 0:
-            page = PAGE_ROWS if remaining is None else min(PAGE_ROWS, remaining)
+        def fetch_page(from_offset: int, rows: int) -> list[LogRow]:
             with self._read() as db:
-                rows = db.execute(
+                found = db.execute(
                     "SELECT record_offset, controller_epoch, data, crc FROM log WHERE record_offset >= %s "
                     "ORDER BY record_offset LIMIT %s",
-                    (expected, page),
+                    (from_offset, rows),
                 ).fetchall()
-            for offset, epoch, data, crc in rows:
-                if offset != expected:
-                    start = self.start_offset()
-                    if expected < start:
-                        raise truncated(expected, start)
-                    log.error("metadata.log.corrupt", store=self.location, offset=expected, reason="missing")
-                    raise MetadataLogCorrupt(f"metadata log offset {expected} is missing (next stored: {offset})")
-                record = self._verified(bytes(data), int(crc), offset, rlmm=False)
-                yield LogEntry(offset, record, controller_epoch=int(epoch))
-                expected += 1
-            if remaining is not None:
-                remaining -= len(rows)
-            if len(rows) < page:
-                return
+            return [(int(o), int(e), bytes(d), int(c)) for o, e, d, c in found]
+
+        return page_log(
+            fetch_page,
+            expected=expected,
+            limit=limit,
+            page_rows=PAGE_ROWS,
+            start_offset=self.start_offset,
+            verified=lambda data, crc, offset: self._verified(data, crc, offset, rlmm=False),
+            on_missing=lambda offset: log.error(
+                "metadata.log.corrupt", store=self.location, offset=offset, reason="missing"
+            ),
+        )
 
     def end_offset(self) -> int:
         with self._read() as db:

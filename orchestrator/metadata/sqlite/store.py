@@ -66,6 +66,7 @@ from orchestrator.metadata.store import (
     DEFAULT_RETAINED_SNAPSHOTS,
     Lease,
     LogEntry,
+    LogRow,
     MetadataStore,
     RecoveryReport,
     Snapshot,
@@ -77,9 +78,9 @@ from orchestrator.metadata.store import (
     encode_all,
     encode_snapshot,
     log_recovery,
+    page_log,
     plan_fence_changes,
     split_snapshot,
-    truncated,
 )
 
 log = structlog.get_logger(__name__)
@@ -169,27 +170,22 @@ class SqliteMetadataStore:
         return self._iter_log(from_offset, limit)
 
     def _iter_log(self, expected: int, limit: int | None) -> Iterator[LogEntry]:
-        remaining = limit
-        while remaining is None or remaining > 0:
-            page = _PAGE_ROWS if remaining is None else min(_PAGE_ROWS, remaining)
+        def fetch_page(from_offset: int, rows: int) -> list[LogRow]:
             with self._read() as db:
-                rows = db.execute(
+                return db.execute(
                     "SELECT offset, controller_epoch, data, crc FROM log WHERE offset >= ? ORDER BY offset LIMIT ?",
-                    (expected, page),
+                    (from_offset, rows),
                 ).fetchall()
-            for offset, epoch, data, crc in rows:
-                if offset != expected:
-                    start = self.start_offset()
-                    if expected < start:
-                        raise truncated(expected, start)
-                    log.error("metadata.log.corrupt", offset=expected, reason="missing")
-                    raise MetadataLogCorrupt(f"metadata log offset {expected} is missing (next stored: {offset})")
-                yield LogEntry(offset, _verified(data, crc, offset, rlmm=False), controller_epoch=epoch)
-                expected += 1
-            if remaining is not None:
-                remaining -= len(rows)
-            if len(rows) < page:
-                return
+
+        return page_log(
+            fetch_page,
+            expected=expected,
+            limit=limit,
+            page_rows=_PAGE_ROWS,
+            start_offset=self.start_offset,
+            verified=lambda data, crc, offset: _verified(data, crc, offset, rlmm=False),
+            on_missing=lambda offset: log.error("metadata.log.corrupt", offset=offset, reason="missing"),
+        )
 
     def end_offset(self) -> int:
         with self._read() as db:
