@@ -32,8 +32,10 @@ Change notification. A metadata-log append, a lease taken by a new holder and a 
 session that LISTENs, and never for a transaction that rolled back. :meth:`wait_for_change` LISTENs on a second
 connection of its own (opened on first use, so the store's write connection is never blocked by a waiter) and
 returns on the first notification for its schema. Notifications that arrive between two waits are queued by the
-client and returned by the next wait; those sent while the listening connection was broken are lost, which is
-why followers also read the store when a wait times out.
+client and returned by the next wait. A wait that has to (re)open the listening connection returns True at once,
+without waiting: commits before its LISTEN were never notified to it, so the caller reads the store then, and no
+commit after it is missed (a follower that LISTENed only after its first read slept through the appends in
+between, e.g. its own broker registration). Followers also read the store when a wait times out.
 
 Recovery (on open, and ``recover()``), see ``store`` invariant 6. PostgreSQL keeps its own files consistent
 (its WAL is its business, not ours), so there is no torn WAL to inspect and no file to salvage; what can still be
@@ -401,6 +403,15 @@ class PostgresMetadataStore:
         (True), or ``timeout_s`` passed (False); see the module docstring (Change notification)."""
         deadline = time.monotonic() + max(0.0, timeout_s)
         with self._listen_lock:
+            if not self._closed and (self._listener is None or self._listener.closed or self._listener.broken):
+                # Not listening until now: whatever was committed before this LISTEN was never notified to us, so
+                # answer "changed" at once; the caller reads the store, and from then on no commit is missed.
+                try:
+                    self._listening()
+                except psycopg.Error as exc:
+                    log.warning("metadata.listen_failed", store=self.location, error=type(exc).__name__)
+                    self._close_listener()
+                return True
             while not self._closed:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -106,7 +106,10 @@ def test_open_store_opens_postgresql_with_the_password_given_apart_from_the_url(
             assert isinstance(store, PostgresMetadataStore)
             assert postgres_server.password not in repr(store)
             assert store.end_offset() == 0
-            assert store.wait_for_change(timeout_s=0.05) is False  # LISTENs from now on
+            # The first wait opens the listening connection and answers "changed" at once (what was committed before
+            # it was never notified); after that, a wait with no commit times out.
+            assert store.wait_for_change(timeout_s=30) is True
+            assert store.wait_for_change(timeout_s=0.05) is False
             other = open_store(url, password=postgres_server.password, recover_on_open=False)
             try:
                 other.acquire_lease(holder="c1", now_ms=0, ttl_ms=1000)  # commits a NOTIFY

@@ -394,3 +394,50 @@ def _lease_epoch(dsn: str) -> int:
         lease = store.current_lease()
         assert lease is not None
         return lease.controller_epoch
+
+
+def test_on_postgresql_a_broker_follows_the_log_by_notification_not_by_polling(
+    tmp_path: Path,
+    nodes: list[Node],
+    database: tuple[str, str],
+    postgres_server: PostgresServer,
+    moto_endpoint: str,
+    bucket: str,
+) -> None:
+    """The broker's metadata loop polls only once a minute here, so the directory of a partition it hosts can
+    appear within seconds of the topic's creation only because the append's NOTIFY woke it."""
+    url, _ = database
+    env = {k: v for k, v in os.environ.items() if k != "PGPASSWORD"} | {PASSWORD_ENV: postgres_server.password}
+    controller = Node("controller", 3000, tmp_path / "controller", env)
+    controller.home.mkdir()
+    controller.start(
+        {
+            "controller": {"node_id": 3000, "metadata_store": url, **FAST_CONTROLLER["controller"]},
+            **{k: dict(v) for k, v in FAST_CONTROLLER.items() if k != "controller"},
+        }
+    )
+    nodes.append(controller)
+    bootstrap = f"127.0.0.1:{controller.port}"
+    broker = Node("broker", 1, tmp_path / "broker", env)
+    broker.home.mkdir()
+    minute = {"metadata_poll_ms": 60_000, "metadata_notified_poll_ms": 60_000}
+    broker.start(
+        {
+            "broker": {"broker_id": 1, "data_dir": "data", "metadata_store": url, "controllers": bootstrap}
+            | FAST_BROKER["broker"]
+            | minute,
+            "s3": {"endpoint_url": moto_endpoint, "bucket": bucket, "prefix": "tiered/"},
+        }
+    )
+    nodes.append(broker)
+    wait_until(
+        "the broker to register and be unfenced",
+        lambda: 1 in {b["node_id"] for b in _call(bootstrap, lambda c: c.metadata())["brokers"]},
+    )
+    time.sleep(1.0)  # the broker's metadata loop is now in its minute-long wait
+    _call(bootstrap, lambda c: c.create_topic("notified", partitions=2, replication_factor=1))
+    wait_until(
+        "the broker to open the new partitions' logs",
+        lambda: all((broker.home / "data" / f"notified-{p}").is_dir() for p in range(2)),
+        timeout_s=20,
+    )
