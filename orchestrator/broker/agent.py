@@ -98,6 +98,7 @@ from orchestrator.metadata.open import open_store, parse_store_spec, read_passwo
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.server import KafkaServer
 from orchestrator.net.tls import client_ssl_context, server_ssl_context
+from orchestrator.private_files import restrict_process
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
@@ -611,6 +612,7 @@ def _log_storage_error(api: str, topic_id: Uuid, partition: int, exc: TieredErro
 
 def main(settings_path: str) -> None:
     """Entry point of ``tieredctl broker start --config FILE``."""
+    restrict_process()  # segment files, partition metadata, the store: owner only
     configure_logging("service")
     agent = BrokerAgent(load_broker_settings(settings_path))
     asyncio.run(agent.run())

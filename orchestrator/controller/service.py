@@ -69,6 +69,7 @@ from orchestrator.net.admin import AdminClient
 from orchestrator.net.connection import ConnectionPool
 from orchestrator.net.server import Handler, KafkaServer
 from orchestrator.net.tls import client_ssl_context, server_ssl_context
+from orchestrator.private_files import restrict_process
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
@@ -513,6 +514,7 @@ class ControllerService:
 
 def main(settings_path: str) -> None:
     """Entry point of ``tieredctl controller start --config FILE``."""
+    restrict_process()  # the store and everything else it writes: owner only
     configure_logging("service")
     service = ControllerService(load_controller_settings(settings_path))
     asyncio.run(service.run())

@@ -56,6 +56,7 @@ from orchestrator.local.state import (
 from orchestrator.metadata.open import open_store, parse_store_spec, read_password, split_password
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.net.admin import AdminClient
+from orchestrator.private_files import PRIVATE_UMASK, open_private_append, private_dir, write_private
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.settings import StoreSettings
@@ -91,10 +92,16 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def _spawn(args: list[str], log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as out:
+    private_dir(log_path.parent)
+    with open_private_append(log_path) as out:
         proc = subprocess.Popen(
-            args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            umask=PRIVATE_UMASK,  # what it creates (store, segments, objects) is the owner's alone
         )
     _CHILDREN[proc.pid] = proc
     return proc
@@ -152,8 +159,8 @@ def _write_toml(path: Path, tables: Tables) -> None:
         lines.append(f"[{table}]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None]
         lines.append("")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines))
+    private_dir(path.parent)
+    write_private(path, "\n".join(lines))
 
 
 S3_STOP_TIMEOUT_S = 300.0  # the embedded S3 writes its snapshot on SIGTERM before it exits
@@ -222,7 +229,8 @@ def up(
             )
         sizes = f"{len(broker_ids)} broker(s), {len(controller_ids)} controller(s)"
         progress(f"resuming the cluster in {directory}: {sizes}, its data and objects as 'cluster down' left them")
-    (directory / "run").mkdir(parents=True, exist_ok=True)
+    for private in (directory, directory / "run", directory / "config", directory / "logs"):
+        private_dir(private)
     recorded = list(state.processes)
     started: list[ProcessInfo] = []
     try:
@@ -473,7 +481,7 @@ def start_embedded_s3(
     its choosing); returns once it serves, with the port it bound. With ``snapshot_dir`` its objects survive a
     stop and start (SIGTERM writes them there). Stop it with :func:`stop_process`."""
     ready = ready_file or log.with_suffix(".ready")
-    ready.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(ready.parent)
     ready.unlink(missing_ok=True)
     proc = _spawn(embedded_s3_command(ready, port=port, snapshot_dir=snapshot_dir), log, process_env())
     info = ProcessInfo("s3", 0, proc.pid, port, str(ready), str(log))

@@ -35,6 +35,7 @@ from moto.server import ThreadedMotoServer
 from orchestrator.local import s3_snapshot
 from orchestrator.local.state import EMBEDDED_S3_CREDENTIALS
 from orchestrator.logging import configure_logging
+from orchestrator.private_files import restrict_process
 from remote_storage.s3 import make_s3_client
 
 log = structlog.get_logger(__name__)
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-file", required=True, type=Path)
     parser.add_argument("--snapshot-dir", type=Path, default=None)
     args = parser.parse_args(argv)
+    restrict_process()  # the objects it snapshots to disk: owner only
     configure_logging("service")
     return serve(host=args.host, port=args.port, ready_file=args.ready_file, snapshot_dir=args.snapshot_dir)
 

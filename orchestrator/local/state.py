@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import LocalClusterError
+from orchestrator.private_files import write_private
 
 STATE_FILE = "cluster.json"
 STORE_FILE = "metadata.db"  # the cluster's SQLite metadata store, beside cluster.json
@@ -88,10 +89,7 @@ class LocalClusterState:
         return EMBEDDED_S3_CREDENTIALS if self.embedded_s3 else None
 
     def save(self) -> None:
-        path = Path(self.dir) / STATE_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        tmp.replace(path)
+        write_private(Path(self.dir) / STATE_FILE, json.dumps(asdict(self), indent=2))
 
     def find(self, role: str, ident: int) -> ProcessInfo:
         for p in self.processes:
