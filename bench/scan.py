@@ -41,8 +41,9 @@ from remote_storage import export, export_format
 from remote_storage import inventory as inv
 from remote_storage.inventory import parquet_schema
 from remote_storage.scan import contract as c
-from remote_storage.scan.job import ScanSettings, StagedInventory, run_scan
+from remote_storage.scan.job import ScanSettings, run_scan
 from remote_storage.scan.session import build_session
+from remote_storage.scan.sources import InventorySource
 from remote_storage.scan.summary import build_summary, summarise_totals, write_summary
 
 PREFIX = "tiered/"
@@ -776,7 +777,7 @@ def _child_spark(args: dict[str, Any]) -> dict[str, Any]:
     out_dir = Path(args["out_dir"])
     out_dir.mkdir(parents=True, exist_ok=True)
     inventory = inv.read_inventory(args["inventory_dir"])  # verified (sizes, MD5s) outside the timed part
-    source = StagedInventory.from_inventory(inventory, inventory.stage(out_dir / ".staging"))
+    source = InventorySource.from_inventory(inventory)
     settings = ScanSettings(prefix=args["prefix"], grace_ms=args["grace_ms"])
     t0, busy0, own0 = time.perf_counter(), _busy_cpu_s(), _own_cpu_s(jvm_pid)
     export_dir = Path(args["export_dir"])

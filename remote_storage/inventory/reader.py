@@ -153,11 +153,6 @@ class Inventory:
             raise InventoryError(f"inventory {self.uri} is in S3: its data files have no local paths")
         return [self._location.resolve_local(f.key) for f in self.manifest.files]
 
-    def stage(self, staging_dir: Path) -> list[Path]:
-        """:meth:`local_paths` (``staging_dir`` is unused: nothing is staged any more); kept for older callers."""
-        del staging_dir
-        return self.local_paths()
-
     def rows(self) -> Iterator[InventoryRow]:
         """Every well-formed row, file by file; resets and refills :attr:`malformed`."""
         self.malformed = MalformedRows(self._max_examples)

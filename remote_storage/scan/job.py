@@ -59,11 +59,6 @@ class ScanError(ScanInputError):
     name, retriable = "INVALID_SCAN_INPUT", False
 
 
-# The former name of :class:`~remote_storage.scan.sources.InventorySource` (when s3:// files were staged); kept for
-# callers outside the package (bench/scan.py).
-StagedInventory = InventorySource
-
-
 @dataclass(frozen=True, slots=True)
 class ScanSettings:
     prefix: str = ""

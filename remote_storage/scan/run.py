@@ -35,9 +35,6 @@ else:
 
 log = structlog.get_logger(__name__)
 
-# Where s3:// inventories used to be staged; nothing is written there any more (tests check it stays absent).
-STAGING_DIR = ".inventory-staging"
-
 
 @dataclass(frozen=True, slots=True)
 class ScanOutcome:

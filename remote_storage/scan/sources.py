@@ -119,12 +119,10 @@ class InventorySource:
     def from_inventory(
         cls,
         inventory: inv.Inventory,
-        files: list[Path] | None = None,
         *,
         access: ObjectStoreAccess | None = None,
     ) -> InventorySource:
-        """``files``: a local inventory's data files if the caller resolved them already (default: resolved here);
-        ``access``: how executors reach an ``s3://`` inventory's bucket (required for one)."""
+        """``access``: how executors reach an ``s3://`` inventory's bucket (required for one)."""
         m = inventory.manifest
         if inventory.is_s3:
             if access is None:
@@ -132,7 +130,7 @@ class InventorySource:
             bucket = inventory.bucket
             refs = tuple(DataFileRef(f"s3://{bucket}/{f.key}", bucket, f.key, f.size, f.md5) for f in m.files)
         else:
-            paths = files if files is not None else inventory.local_paths()
+            paths = inventory.local_paths()
             refs = tuple(
                 DataFileRef(p.resolve().as_uri(), "", str(p.resolve()), f.size, f.md5)
                 for p, f in zip(paths, m.files, strict=True)
