@@ -56,7 +56,8 @@ def test_a_local_cluster_on_postgresql_keeps_the_password_out_of_its_files_and_t
             assert any(e.record.name == "TopicRecord" for e in store.read())
 
         stopped = lc.down(directory, purge=True)
-        assert (stopped.purged and not directory.exists()) or not any(directory.iterdir())
+        assert stopped.purged
+        assert not directory.exists() or not any(directory.iterdir()), "purge leaves nothing of the cluster"
         with PostgresMetadataStore(postgres_server.dsn(name), recover_on_open=False) as store:
             assert store.end_offset() > 0, "down --purge never drops anything in an external store"
 
