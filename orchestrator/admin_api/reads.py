@@ -69,8 +69,15 @@ def parse_holder(holder: str) -> tuple[int, str, int] | None:
         return None
 
 
-def cluster_view(image: MetadataImage, lease: Lease | None, *, cluster_id: str, now_ms: int) -> ClusterView:
-    """The nodes and the active controller every node names (the module's first invariant)."""
+def live_holder(lease: Lease | None, now_ms: int) -> str | None:
+    """The holder of ``lease`` while it runs; None when there is no lease or it expired."""
+    return lease.holder if lease is not None and not lease.expired(now_ms) else None
+
+
+def cluster_view(image: MetadataImage, active_holder: str | None, *, cluster_id: str) -> ClusterView:
+    """The nodes and the active controller every node names (the module's first invariant). ``active_holder`` is the
+    live lease holder (:func:`live_holder`), or the active controller's own holder name: it knows it holds the
+    lease, and reads it from no store."""
     nodes = {
         b.broker_id: (b.endpoints[0].host, b.endpoints[0].port, b.rack)
         for b in image.brokers.values()
@@ -78,7 +85,7 @@ def cluster_view(image: MetadataImage, lease: Lease | None, *, cluster_id: str, 
     }
     controllers: dict[int, tuple[str, int, str | None]] = {}
     active = NO_CONTROLLER
-    holder = parse_holder(lease.holder) if lease is not None and not lease.expired(now_ms) else None
+    holder = parse_holder(active_holder) if active_holder is not None else None
     if holder is not None:
         active, host, port = holder
         controllers[active] = (host, port, None)

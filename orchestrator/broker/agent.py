@@ -498,9 +498,8 @@ class BrokerAgent:
     def _read(self, request: Request) -> Mapping[str, object]:
         image = self.follower.refresh()
         body, version = request.body, request.header.api_version
-        view = reads.cluster_view(
-            image, self.store.current_lease(), cluster_id=self.settings.cluster_id, now_ms=self._wall_clock_ms()
-        )
+        holder = reads.live_holder(self.store.current_lease(), self._wall_clock_ms())
+        view = reads.cluster_view(image, holder, cluster_id=self.settings.cluster_id)
         api_key = request.header.api_key
         if api_key == ApiKey.METADATA:
             return reads.metadata(image, cast(m.MetadataRequest, body), version, view)

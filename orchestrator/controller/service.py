@@ -461,10 +461,12 @@ class ControllerService:
     ) -> Mapping[str, object]:
         """A read any node answers (:mod:`orchestrator.admin_api.reads`): from the core's image when active, from
         the follower's (refreshed) when standby. Runs on the core thread."""
-        image = core.refresh() if core is not None else self.follower.refresh()
-        view = reads.cluster_view(
-            image, self.store.current_lease(), cluster_id=self.settings.membership.cluster_id, now_ms=wall_ms()
-        )
+        holder: str | None = self.holder  # the active controller holds the lease: no need to read it
+        if core is not None:
+            image = core.refresh()
+        else:
+            image, holder = self.follower.refresh(), reads.live_holder(self.store.current_lease(), wall_ms())
+        view = reads.cluster_view(image, holder, cluster_id=self.settings.membership.cluster_id)
         if api_key == ApiKey.METADATA:
             return reads.metadata(image, cast(m.MetadataRequest, body), version, view)
         if api_key == ApiKey.DESCRIBE_CONFIGS:

@@ -21,14 +21,17 @@ pytestmark = pytest.mark.unit
 NOW = 5_000
 
 
-def lease(holder: str = "3000@10.0.0.9:9093", expires: int = NOW + 1) -> Lease:
+ACTIVE = "3000@10.0.0.9:9093"
+
+
+def lease(holder: str = ACTIVE, expires: int = NOW + 1) -> Lease:
     return Lease(holder=holder, controller_epoch=4, expires_at_ms=expires)
 
 
 def test_every_node_names_the_live_brokers_and_the_active_controller_and_a_forwarding_broker_as_controller_id():
     c = CoreHarness(brokers=3)
     c.heartbeat(2, want_fence=True)
-    view = reads.cluster_view(c.core.refresh(), lease(), cluster_id="k", now_ms=NOW)
+    view = reads.cluster_view(c.core.refresh(), ACTIVE, cluster_id="k")
     assert set(view.nodes) == {1, 3, 3000} and view.nodes[3000] == ("10.0.0.9", 9093, None)
     assert view.controller_id == 1, "the lowest live broker, which forwards writes (KIP-590)"
     assert (view.active_controller_id, dict(view.controllers)) == (3000, {3000: ("10.0.0.9", 9093, None)})
@@ -37,17 +40,19 @@ def test_every_node_names_the_live_brokers_and_the_active_controller_and_a_forwa
 def test_without_a_live_broker_the_active_controller_is_named_and_without_a_lease_nobody():
     c = CoreHarness(brokers=0)
     image = c.core.refresh()
-    assert reads.cluster_view(image, lease(), cluster_id="k", now_ms=NOW).controller_id == 3000
-    expired = reads.cluster_view(image, lease(expires=NOW), cluster_id="k", now_ms=NOW)
-    assert (expired.controller_id, expired.active_controller_id, dict(expired.nodes)) == (-1, -1, {})
-    foreign = reads.cluster_view(image, lease(holder="not-a-controller"), cluster_id="k", now_ms=NOW)
+    assert reads.cluster_view(image, ACTIVE, cluster_id="k").controller_id == 3000
+    assert reads.live_holder(lease(), NOW) == ACTIVE
+    assert reads.live_holder(lease(expires=NOW), NOW) is None and reads.live_holder(None, NOW) is None
+    nobody = reads.cluster_view(image, None, cluster_id="k")
+    assert (nobody.controller_id, nobody.active_controller_id, dict(nobody.nodes)) == (-1, -1, {})
+    foreign = reads.cluster_view(image, "not-a-controller", cluster_id="k")
     assert foreign.controller_id == -1
 
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_describe_cluster_lists_brokers_or_the_active_controller_by_endpoint_type(version: int):
     c = CoreHarness(brokers=2)
-    view = reads.cluster_view(c.core.refresh(), lease(), cluster_id="k", now_ms=NOW)
+    view = reads.cluster_view(c.core.refresh(), ACTIVE, cluster_id="k")
     brokers = reads.describe_cluster({}, version, view)
     assert (brokers["error_code"], brokers["cluster_id"], brokers["controller_id"]) == (0, "k", 1)
     assert [b["broker_id"] for b in brokers["brokers"]] == [1, 2, 3000]
