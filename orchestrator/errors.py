@@ -11,6 +11,7 @@
     ├── SettingsError               a process settings file that is missing, not TOML, or has unknown keys
     ├── ProtocolError               bytes on the wire that do not decode (the connection is closed, not answered)
     ├── ConnectionClosed            the peer closed a connection between frames (a clean end)
+    ├── SaslExchangeFailed          this side, as a SASL client, could not finish a SCRAM exchange
     ├── RemoteStorageError          an object-store call failed for good (after the retry layer's attempts)
     ├── MissingCredentialsError     no credentials for the object store were found
     ├── ScanInputError              an inventory, a metadata export, a scan's output or an object key that cannot
@@ -117,6 +118,13 @@ class LocalClusterError(TieredError):
     name, retriable = "LOCAL_CLUSTER_ERROR", False
 
 
+class SaslExchangeFailed(TieredError):
+    """This side, as a SASL client, could not finish a SCRAM exchange: the server's message was malformed or its
+    signature did not match (the server does not hold this user's credential). No wire code: nothing answered it."""
+
+    name, retriable = "SASL_EXCHANGE_FAILED", False
+
+
 class RecordsMissing(TieredError):
     """A read ended before the end of the log its broker reported: records it should hold could not be read."""
 
@@ -216,6 +224,30 @@ class InvalidTopic(KafkaError):
 
 
 @_register
+class TopicAuthorizationFailed(KafkaError):
+    code, name, retriable = 29, "TOPIC_AUTHORIZATION_FAILED", False
+
+
+@_register
+class ClusterAuthorizationFailed(KafkaError):
+    code, name, retriable = 31, "CLUSTER_AUTHORIZATION_FAILED", False
+
+
+@_register
+class UnsupportedSaslMechanism(KafkaError):
+    """The client asked for a SASL mechanism the server has not enabled, or named an unknown SCRAM mechanism."""
+
+    code, name, retriable = 33, "UNSUPPORTED_SASL_MECHANISM", False
+
+
+@_register
+class IllegalSaslState(KafkaError):
+    """A SASL request out of order: SaslAuthenticate before SaslHandshake, or after the exchange ended."""
+
+    code, name, retriable = 34, "ILLEGAL_SASL_STATE", False
+
+
+@_register
 class UnsupportedVersion(KafkaError):
     code, name, retriable = 35, "UNSUPPORTED_VERSION", False
 
@@ -256,13 +288,45 @@ class InvalidRequest(KafkaError):
 
 
 @_register
+class SecurityDisabled(KafkaError):
+    """An ACL request to a server that has no authorizer configured."""
+
+    code, name, retriable = 54, "SECURITY_DISABLED", False
+
+
+@_register
 class KafkaStorageError(KafkaError):
     code, name, retriable = 56, "KAFKA_STORAGE_ERROR", True
 
 
 @_register
+class SaslAuthenticationFailed(KafkaError):
+    """The SASL exchange failed. The message never says why (an unknown user and a wrong password read alike)."""
+
+    code, name, retriable = 58, "SASL_AUTHENTICATION_FAILED", False
+
+
+@_register
 class StaleBrokerEpoch(KafkaError):
     code, name, retriable = 77, "STALE_BROKER_EPOCH", False
+
+
+@_register
+class ResourceNotFound(KafkaError):
+    code, name, retriable = 91, "RESOURCE_NOT_FOUND", False
+
+
+@_register
+class DuplicateResource(KafkaError):
+    code, name, retriable = 92, "DUPLICATE_RESOURCE", False
+
+
+@_register
+class UnacceptableCredential(KafkaError):
+    """A SCRAM credential the server will not store: an empty user name, iterations out of Kafka's range, or (ours)
+    a salt too short to log in with or a salted password of the wrong size for its mechanism."""
+
+    code, name, retriable = 93, "UNACCEPTABLE_CREDENTIAL", False
 
 
 @_register

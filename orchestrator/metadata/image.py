@@ -17,7 +17,11 @@ Invariants kept by replay:
   state, configs), in removal order. The metadata export reads both (deleted topics, the scan's epoch check).
 * ``to_records()`` is a snapshot: replaying it gives an image equal to this one, history included. It writes
   the removed topics first (each as TopicRecord, its tiered-state changes, its configs, RemoveTopicRecord), then
-  the brokers, then the live topics with every tiered-state change they went through.
+  the brokers, then the live topics with every tiered-state change they went through, then the configs, the ACLs
+  and the SCRAM credentials.
+* ``acls`` holds every ACL by its id (AccessControlEntryRecord's ``Id``), in creation order; ``scram_credentials``
+  every SCRAM credential by (user name, Kafka's mechanism code). Removing an ACL id or a credential the image does
+  not hold is refused, as Kafka's replay refuses it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from orchestrator.errors import StaleTieredEpoch, UnknownTopicId, UnknownTopicOrPartition
+from orchestrator.errors import ResourceNotFound, StaleTieredEpoch, UnknownTopicId, UnknownTopicOrPartition
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import (
     ConfigResourceType,
@@ -36,6 +40,8 @@ from orchestrator.metadata.records import (
     TieredState,
     make_record,
 )
+from orchestrator.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from orchestrator.security.scram import ScramCredential
 
 NO_LEADER = -1
 LEADER_UNCHANGED = -2
@@ -115,6 +121,8 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     tiered_history: Mapping[Uuid, tuple[TieredChange, ...]] = field(default_factory=lambda: _EMPTY)
     removed_topics: Mapping[Uuid, RemovedTopic] = field(default_factory=lambda: _EMPTY)
+    acls: Mapping[Uuid, AclBinding] = field(default_factory=lambda: _EMPTY)
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(default_factory=lambda: _EMPTY)
 
     def topic_by_name(self, name: str) -> TopicImage | None:
         tid = self.topics_by_name.get(name)
@@ -122,6 +130,10 @@ class MetadataImage:
 
     def topic_configs(self, name: str) -> Mapping[str, str]:
         return self.configs.get((ConfigResourceType.TOPIC, name), _EMPTY)
+
+    def scram_credential(self, username: str, mechanism: int) -> ScramCredential | None:
+        """``username``'s credential for ``mechanism`` (Kafka's code: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512), or None."""
+        return self.scram_credentials.get((username, int(mechanism)))
 
     def to_records(self) -> list[MetadataRecord]:
         """The image as a minimal list of records: a snapshot that replays to an equal image (history included)."""
@@ -166,6 +178,8 @@ class MetadataImage:
         for (rtype, rname), kv in self.configs.items():
             for k, v in sorted(kv.items()):
                 out.append(_config_record(rtype, rname, k, v))
+        out += [acl_record(acl_id, acl) for acl_id, acl in self.acls.items()]
+        out += [scram_credential_record(user, mech, c) for (user, mech), c in self.scram_credentials.items()]
         return out
 
     def _tiered_records(
@@ -193,6 +207,34 @@ def _config_record(rtype: int, rname: str, name: str, value: str) -> MetadataRec
     return make_record("ConfigRecord", resource_type=rtype, resource_name=rname, name=name, value=value)
 
 
+def acl_record(acl_id: Uuid, acl: AclBinding) -> MetadataRecord:
+    """The AccessControlEntryRecord that stores ``acl`` under ``acl_id``."""
+    return make_record(
+        "AccessControlEntryRecord",
+        id=acl_id,
+        resource_type=int(acl.resource_type),
+        resource_name=acl.resource_name,
+        pattern_type=int(acl.pattern_type),
+        principal=acl.principal,
+        host=acl.host,
+        operation=int(acl.operation),
+        permission_type=int(acl.permission_type),
+    )
+
+
+def scram_credential_record(username: str, mechanism: int, credential: ScramCredential) -> MetadataRecord:
+    """The UserScramCredentialRecord that stores ``username``'s ``credential`` for ``mechanism`` (Kafka's code)."""
+    return make_record(
+        "UserScramCredentialRecord",
+        name=username,
+        mechanism=int(mechanism),
+        salt=credential.salt,
+        stored_key=credential.stored_key,
+        server_key=credential.server_key,
+        iterations=credential.iterations,
+    )
+
+
 EMPTY_IMAGE = MetadataImage()
 
 
@@ -208,6 +250,8 @@ class _Builder:
         self._configs: dict[tuple[int, str], Mapping[str, str]] | None = None
         self._history: dict[Uuid, tuple[TieredChange, ...]] | None = None
         self._removed: dict[Uuid, RemovedTopic] | None = None
+        self._acls: dict[Uuid, AclBinding] | None = None
+        self._scram: dict[tuple[str, int], ScramCredential] | None = None
         self._partitions: dict[Uuid, dict[int, PartitionImage]] = {}
 
     @property
@@ -246,6 +290,18 @@ class _Builder:
             self._removed = dict(self.image.removed_topics)
         return self._removed
 
+    @property
+    def acls(self) -> dict[Uuid, AclBinding]:
+        if self._acls is None:
+            self._acls = dict(self.image.acls)
+        return self._acls
+
+    @property
+    def scram(self) -> dict[tuple[str, int], ScramCredential]:
+        if self._scram is None:
+            self._scram = dict(self.image.scram_credentials)
+        return self._scram
+
     def topic(self, topic_id: Uuid) -> TopicImage:
         t = (self._topics if self._topics is not None else self.image.topics).get(topic_id)
         if t is None:
@@ -274,6 +330,8 @@ class _Builder:
             configs=self.image.configs if self._configs is None else MappingProxyType(self._configs),
             tiered_history=self.image.tiered_history if self._history is None else MappingProxyType(self._history),
             removed_topics=self.image.removed_topics if self._removed is None else MappingProxyType(self._removed),
+            acls=self.image.acls if self._acls is None else MappingProxyType(self._acls),
+            scram_credentials=self.image.scram_credentials if self._scram is None else MappingProxyType(self._scram),
         )
 
 
@@ -384,6 +442,36 @@ def _tiered_state(b: _Builder, f: Mapping[str, Any]) -> None:
     b.history[t.topic_id] = (*b.history.get(t.topic_id, ()), change)
 
 
+def _access_control_entry(b: _Builder, f: Mapping[str, Any]) -> None:
+    b.acls[f["id"]] = AclBinding(
+        resource_type=ResourceType(f["resource_type"]),
+        resource_name=f["resource_name"],
+        pattern_type=PatternType(f["pattern_type"]),
+        principal=f["principal"],
+        host=f["host"],
+        operation=AclOperation(f["operation"]),
+        permission_type=AclPermissionType(f["permission_type"]),
+    )
+
+
+def _remove_access_control_entry(b: _Builder, f: Mapping[str, Any]) -> None:
+    if b.acls.pop(f["id"], None) is None:
+        raise ResourceNotFound(f"RemoveAccessControlEntryRecord for unknown ACL id {f['id']}")
+
+
+def _scram_credential(b: _Builder, f: Mapping[str, Any]) -> None:
+    b.scram[(f["name"], f["mechanism"])] = ScramCredential(
+        salt=f["salt"], stored_key=f["stored_key"], server_key=f["server_key"], iterations=f["iterations"]
+    )
+
+
+def _remove_scram_credential(b: _Builder, f: Mapping[str, Any]) -> None:
+    if b.scram.pop((f["name"], f["mechanism"]), None) is None:
+        raise ResourceNotFound(
+            f"RemoveUserScramCredentialRecord for a credential the image does not hold ({f['name']})"
+        )
+
+
 _APPLY = {
     "RegisterBrokerRecord": _register_broker,
     "UnregisterBrokerRecord": _unregister_broker,
@@ -396,6 +484,10 @@ _APPLY = {
     "ConfigRecord": _config,
     "RemoveTopicRecord": _remove_topic,
     "TieredStateRecord": _tiered_state,
+    "AccessControlEntryRecord": _access_control_entry,
+    "RemoveAccessControlEntryRecord": _remove_access_control_entry,
+    "UserScramCredentialRecord": _scram_credential,
+    "RemoveUserScramCredentialRecord": _remove_scram_credential,
 }
 
 

@@ -11,6 +11,34 @@ from typing import TypedDict
 from orchestrator.ids import Uuid
 
 
+class AclCreation(TypedDict, total=False):
+    """A struct of CreateAclsRequest."""
+
+    resource_type: int
+    resource_name: str
+    resource_pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class AclCreationResult(TypedDict, total=False):
+    """A struct of CreateAclsResponse."""
+
+    error_code: int
+    error_message: str | None
+
+
+class AclDescription(TypedDict, total=False):
+    """A struct of DescribeAclsResponse."""
+
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
 class AlterConfigsRequestAlterConfigsResource(TypedDict, total=False):
     """A struct of AlterConfigsRequest."""
 
@@ -33,6 +61,14 @@ class AlterConfigsResourceResponse(TypedDict, total=False):
     error_message: str | None
     resource_type: int
     resource_name: str
+
+
+class AlterUserScramCredentialsResult(TypedDict, total=False):
+    """A struct of AlterUserScramCredentialsResponse."""
+
+    user: str
+    error_code: int
+    error_message: str | None
 
 
 class ApiVersion(TypedDict, total=False):
@@ -129,6 +165,13 @@ class CreatePartitionsTopicResult(TypedDict, total=False):
     error_message: str | None
 
 
+class CredentialInfo(TypedDict, total=False):
+    """A struct of DescribeUserScramCredentialsResponse."""
+
+    mechanism: int
+    iterations: int
+
+
 class DeletableTopicResult(TypedDict, total=False):
     """A struct of DeleteTopicsResponse."""
 
@@ -136,6 +179,40 @@ class DeletableTopicResult(TypedDict, total=False):
     topic_id: Uuid
     error_code: int
     error_message: str | None
+
+
+class DeleteAclsFilter(TypedDict, total=False):
+    """A struct of DeleteAclsRequest."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsFilterResult(TypedDict, total=False):
+    """A struct of DeleteAclsResponse."""
+
+    error_code: int
+    error_message: str | None
+    matching_acls: list[DeleteAclsMatchingAcl]
+
+
+class DeleteAclsMatchingAcl(TypedDict, total=False):
+    """A struct of DeleteAclsResponse."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
 
 
 class DeleteTopicState(TypedDict, total=False):
@@ -164,6 +241,15 @@ class DeletingTopic(TypedDict, total=False):
     segments_remaining: int
     bytes_remaining: int
     brokers: list[DeletingBroker]
+
+
+class DescribeAclsResource(TypedDict, total=False):
+    """A struct of DescribeAclsResponse."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    acls: list[AclDescription]
 
 
 class DescribeClusterBroker(TypedDict, total=False):
@@ -213,6 +299,15 @@ class DescribeConfigsSynonym(TypedDict, total=False):
     name: str
     value: str | None
     source: int
+
+
+class DescribeUserScramCredentialsResult(TypedDict, total=False):
+    """A struct of DescribeUserScramCredentialsResponse."""
+
+    user: str
+    error_code: int
+    error_message: str | None
+    credential_infos: list[CredentialInfo]
 
 
 class DescribedTopic(TypedDict, total=False):
@@ -361,6 +456,23 @@ class RemoteLogSegmentIdEntry(TypedDict, total=False):
     id: Uuid
 
 
+class ScramCredentialDeletion(TypedDict, total=False):
+    """A struct of AlterUserScramCredentialsRequest."""
+
+    name: str
+    mechanism: int
+
+
+class ScramCredentialUpsertion(TypedDict, total=False):
+    """A struct of AlterUserScramCredentialsRequest."""
+
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
 class SegmentLeaderEpochEntry(TypedDict, total=False):
     """A struct of RemoteLogSegmentMetadataRecord."""
 
@@ -384,6 +496,25 @@ class TopicIdPartitionEntry(TypedDict, total=False):
     partition: int
 
 
+class UserName(TypedDict, total=False):
+    """A struct of DescribeUserScramCredentialsRequest."""
+
+    name: str
+
+
+class AccessControlEntryRecord(TypedDict, total=False):
+    """AccessControlEntryRecord (metadata, api key 18; versions 0-0)."""
+
+    id: Uuid
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
 class AlterConfigsRequest(TypedDict, total=False):
     """AlterConfigsRequest (request, api key 33; versions 0-2)."""
 
@@ -396,6 +527,20 @@ class AlterConfigsResponse(TypedDict, total=False):
 
     throttle_time_ms: int
     responses: list[AlterConfigsResourceResponse]
+
+
+class AlterUserScramCredentialsRequest(TypedDict, total=False):
+    """AlterUserScramCredentialsRequest (request, api key 51; versions 0-0)."""
+
+    deletions: list[ScramCredentialDeletion]
+    upsertions: list[ScramCredentialUpsertion]
+
+
+class AlterUserScramCredentialsResponse(TypedDict, total=False):
+    """AlterUserScramCredentialsResponse (response, api key 51; versions 0-0)."""
+
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResult]
 
 
 class ApiVersionsRequest(TypedDict, total=False):
@@ -479,6 +624,19 @@ class ConfigRecord(TypedDict, total=False):
     value: str | None
 
 
+class CreateAclsRequest(TypedDict, total=False):
+    """CreateAclsRequest (request, api key 30; versions 1-3)."""
+
+    creations: list[AclCreation]
+
+
+class CreateAclsResponse(TypedDict, total=False):
+    """CreateAclsResponse (response, api key 30; versions 1-3)."""
+
+    throttle_time_ms: int
+    results: list[AclCreationResult]
+
+
 class CreatePartitionsRequest(TypedDict, total=False):
     """CreatePartitionsRequest (request, api key 37; versions 0-3)."""
 
@@ -507,6 +665,19 @@ class CreateTopicsResponse(TypedDict, total=False):
 
     throttle_time_ms: int
     topics: list[CreatableTopicResult]
+
+
+class DeleteAclsRequest(TypedDict, total=False):
+    """DeleteAclsRequest (request, api key 31; versions 1-3)."""
+
+    filters: list[DeleteAclsFilter]
+
+
+class DeleteAclsResponse(TypedDict, total=False):
+    """DeleteAclsResponse (response, api key 31; versions 1-3)."""
+
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsFilterResult]
 
 
 class DeleteRemotePartitionsRequest(TypedDict, total=False):
@@ -545,6 +716,27 @@ class DeleteTopicsResponse(TypedDict, total=False):
 
     throttle_time_ms: int
     responses: list[DeletableTopicResult]
+
+
+class DescribeAclsRequest(TypedDict, total=False):
+    """DescribeAclsRequest (request, api key 29; versions 1-3)."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsResponse(TypedDict, total=False):
+    """DescribeAclsResponse (response, api key 29; versions 1-3)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResource]
 
 
 class DescribeClusterRequest(TypedDict, total=False):
@@ -597,6 +789,21 @@ class DescribeTieredStateResponse(TypedDict, total=False):
     deleting_topics: list[DeletingTopic]
 
 
+class DescribeUserScramCredentialsRequest(TypedDict, total=False):
+    """DescribeUserScramCredentialsRequest (request, api key 50; versions 0-0)."""
+
+    users: list[UserName] | None
+
+
+class DescribeUserScramCredentialsResponse(TypedDict, total=False):
+    """DescribeUserScramCredentialsResponse (response, api key 50; versions 0-0)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResult]
+
+
 class DisableRemoteTopicRequest(TypedDict, total=False):
     """DisableRemoteTopicRequest (request, api key 10950; versions 0-0)."""
 
@@ -621,6 +828,21 @@ class DisableRemoteTopicResponse(TypedDict, total=False):
     partitions_done: int
     segments_deleted: int
     segments_remaining: int
+
+
+class EnvelopeRequest(TypedDict, total=False):
+    """EnvelopeRequest (request, api key 58; versions 0-0)."""
+
+    request_data: bytes
+    request_principal: bytes | None
+    client_host_address: bytes
+
+
+class EnvelopeResponse(TypedDict, total=False):
+    """EnvelopeResponse (response, api key 58; versions 0-0)."""
+
+    response_data: bytes | None
+    error_code: int
 
 
 class FenceBrokerRecord(TypedDict, total=False):
@@ -751,10 +973,23 @@ class RemotePartitionDeleteMetadataRecord(TypedDict, total=False):
     tiered_epoch: int
 
 
+class RemoveAccessControlEntryRecord(TypedDict, total=False):
+    """RemoveAccessControlEntryRecord (metadata, api key 19; versions 0-0)."""
+
+    id: Uuid
+
+
 class RemoveTopicRecord(TypedDict, total=False):
     """RemoveTopicRecord (metadata, api key 9; versions 0-0)."""
 
     topic_id: Uuid
+
+
+class RemoveUserScramCredentialRecord(TypedDict, total=False):
+    """RemoveUserScramCredentialRecord (metadata, api key 22; versions 0-0)."""
+
+    name: str
+    mechanism: int
 
 
 class RequestHeader(TypedDict, total=False):
@@ -770,6 +1005,34 @@ class ResponseHeader(TypedDict, total=False):
     """ResponseHeader (header; versions 0-1)."""
 
     correlation_id: int
+
+
+class SaslAuthenticateRequest(TypedDict, total=False):
+    """SaslAuthenticateRequest (request, api key 36; versions 0-2)."""
+
+    auth_bytes: bytes
+
+
+class SaslAuthenticateResponse(TypedDict, total=False):
+    """SaslAuthenticateResponse (response, api key 36; versions 0-2)."""
+
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    session_lifetime_ms: int
+
+
+class SaslHandshakeRequest(TypedDict, total=False):
+    """SaslHandshakeRequest (request, api key 17; versions 0-1)."""
+
+    mechanism: str
+
+
+class SaslHandshakeResponse(TypedDict, total=False):
+    """SaslHandshakeResponse (response, api key 17; versions 0-1)."""
+
+    error_code: int
+    mechanisms: list[str]
 
 
 class TieredFetchRequest(TypedDict, total=False):
@@ -854,3 +1117,14 @@ class UnregisterBrokerResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+
+
+class UserScramCredentialRecord(TypedDict, total=False):
+    """UserScramCredentialRecord (metadata, api key 11; versions 0-0)."""
+
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.errors import StaleTieredEpoch, UnknownTopicId
+from orchestrator.errors import ResourceNotFound, StaleTieredEpoch, UnknownTopicId
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import EMPTY_IMAGE, replay
 from orchestrator.metadata.records import (
@@ -13,6 +13,8 @@ from orchestrator.metadata.records import (
     encode_record,
     make_record,
 )
+from orchestrator.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from orchestrator.security.scram import ScramCredential
 
 pytestmark = pytest.mark.unit
 
@@ -171,3 +173,73 @@ def test_a_snapshot_replays_to_an_equal_image(topics):
     assert dict(again.topics) == dict(image.topics)
     assert dict(again.brokers) == dict(image.brokers)
     assert dict(again.configs) == dict(image.configs)
+
+
+def _acl_record(acl_id, name, permission=AclPermissionType.ALLOW):
+    return make_record(
+        "AccessControlEntryRecord",
+        id=acl_id,
+        resource_type=ResourceType.TOPIC,
+        resource_name=name,
+        pattern_type=PatternType.PREFIXED,
+        principal="User:alice",
+        host="*",
+        operation=AclOperation.READ,
+        permission_type=permission,
+    )
+
+
+def _scram_record(user, mechanism, iterations=4096):
+    return make_record(
+        "UserScramCredentialRecord",
+        name=user,
+        mechanism=mechanism,
+        salt=b"s" * 16,
+        stored_key=bytes([mechanism]) * 32,
+        server_key=b"k" * 32,
+        iterations=iterations,
+    )
+
+
+def test_acls_and_scram_credentials_are_replayed_removed_and_kept_by_a_snapshot():
+    keep, drop = Uuid.random(), Uuid.random()
+    recs = [
+        _acl_record(keep, "orders-"),
+        _acl_record(drop, "payments", AclPermissionType.DENY),
+        _scram_record("alice", 1),
+        _scram_record("alice", 2),
+        _scram_record("bob", 1),
+        _scram_record("alice", 1, iterations=8192),  # an upsertion replaces the credential
+        make_record("RemoveAccessControlEntryRecord", id=drop),
+        make_record("RemoveUserScramCredentialRecord", name="bob", mechanism=1),
+    ]
+    image = replay(EMPTY_IMAGE, _numbered(recs))
+    assert dict(image.acls) == {
+        keep: AclBinding(
+            ResourceType.TOPIC,
+            "orders-",
+            PatternType.PREFIXED,
+            "User:alice",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        )
+    }
+    assert sorted(image.scram_credentials) == [("alice", 1), ("alice", 2)]
+    assert image.scram_credential("alice", 1) == ScramCredential(b"s" * 16, b"\x01" * 32, b"k" * 32, 8192)
+    assert image.scram_credential("bob", 1) is None
+
+    snapshot = [decode_record(encode_record(r)) for r in image.to_records()]
+    again = replay(EMPTY_IMAGE, _numbered(snapshot))
+    assert dict(again.acls) == dict(image.acls)
+    assert dict(again.scram_credentials) == dict(image.scram_credentials)
+
+    unrelated = replay(image, [(image.offset + 1, make_record("TopicRecord", name="x", topic_id=Uuid.random()))])
+    assert unrelated.acls is image.acls and unrelated.scram_credentials is image.scram_credentials
+
+
+def test_removing_an_acl_or_a_credential_the_image_does_not_hold_is_refused():
+    with pytest.raises(ResourceNotFound):
+        replay(EMPTY_IMAGE, [(0, make_record("RemoveAccessControlEntryRecord", id=Uuid.random()))])
+    with pytest.raises(ResourceNotFound):
+        replay(EMPTY_IMAGE, [(0, make_record("RemoveUserScramCredentialRecord", name="alice", mechanism=1))])

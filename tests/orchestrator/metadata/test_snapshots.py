@@ -79,7 +79,16 @@ def _full_replay(records: list[MetadataRecord]) -> MetadataImage:
 
 def _same(a: MetadataImage, b: MetadataImage) -> None:
     assert a.offset == b.offset
-    for name in ("brokers", "topics", "topics_by_name", "configs", "tiered_history", "removed_topics"):
+    for name in (
+        "brokers",
+        "topics",
+        "topics_by_name",
+        "configs",
+        "tiered_history",
+        "removed_topics",
+        "acls",
+        "scram_credentials",
+    ):
         assert dict(getattr(a, name)) == dict(getattr(b, name)), name
 
 
