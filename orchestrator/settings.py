@@ -1,11 +1,15 @@
 """Process settings: frozen dataclasses in groups, with commented defaults, read from TOML at entry points only.
 
 A settings file has one table for the process (``[broker]`` or ``[controller]``) and one table per group the
-process nests (``[s3]``, ``[tls]``; a controller also ``[membership]``, ``[topic_defaults]``, ``[disablement]``,
-``[snapshots]``). A
-group is one dataclass, held by the process settings as a field of the same name, and handed whole to the part
-that uses it (the controller core gets ``membership``, ``topic_defaults`` and ``disablement``), never copied field
-by field. ``[store]`` says how the ``metadata_store`` is reached (PostgreSQL's password file, schema, timeouts).
+process nests (``[s3]``, ``[tls]``, ``[security]``, ``[metrics]``; a controller also ``[membership]``,
+``[topic_defaults]``, ``[disablement]``, ``[snapshots]``). A group is one dataclass, held by the process settings
+as a field of the same name, and handed whole to the part that uses it (the controller core gets ``membership``,
+``topic_defaults`` and ``disablement``), never copied field by field. ``[store]`` says how the ``metadata_store``
+is reached (PostgreSQL's password file, schema, timeouts).
+
+A process that listens on an address other than loopback without authentication (neither SASL mechanisms nor
+required client certificates) is refused at load time unless ``[security] allow_insecure = true``: anyone who
+can reach such a port can delete topics.
 
 Unknown tables or keys, and values of the wrong type, are refused with :class:`SettingsError` naming the table
 and the key, so a typo never silently falls back to a default. Paths are resolved relative to the file's
@@ -24,7 +28,9 @@ from typing import Any, TypeVar
 from orchestrator.errors import SettingsError
 
 DEFAULT_CLUSTER_ID = "tieredctl"
-_PATH_KEYS = frozenset({"data_dir", "metadata_store", "ready_file", "certfile", "keyfile", "cafile", "password_file"})
+_PATH_KEYS = frozenset(
+    {"data_dir", "metadata_store", "ready_file", "certfile", "keyfile", "cafile", "password_file", "sasl_password_file"}
+)
 # A value of a path key that starts with a URL scheme (``postgresql://``, ``sqlite:///``) is a URL, kept as written.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -42,11 +48,61 @@ class TlsSettings:
     certfile: str | None = None  # this process's certificate (PEM)
     keyfile: str | None = None
     cafile: str | None = None  # CA that signs the peers' certificates
-    require_client_cert: bool = False  # servers: refuse clients without a certificate signed by cafile
+    # Servers: refuse clients without a certificate signed by cafile. Without it, a server with a cafile still asks
+    # for a certificate and, when one is sent, verifies it and takes its principal (User:<CN>) from it.
+    require_client_cert: bool = False
 
     @property
     def enabled(self) -> bool:
         return self.certfile is not None or self.cafile is not None
+
+
+@dataclass(frozen=True)
+class SecuritySettings:
+    """Who may use this process's port and what they may do there, and how the process proves who it is to the
+    others. Principals are Kafka's: ``User:<name>``, from a SASL/SCRAM login or a client certificate's CN."""
+
+    # SCRAM mechanisms offered to clients (Kafka's sasl.enabled.mechanisms): SCRAM-SHA-256, SCRAM-SHA-512. Empty: no
+    # SASL. With SASL on, a connection that has no verified client certificate must log in before any other request.
+    sasl_mechanisms: tuple[str, ...] = ()
+    authorizer: bool = False  # check every request against the ACLs of the metadata log (denied when none allows)
+    super_users: tuple[str, ...] = ()  # principals the authorizer allows everything (Kafka's super.users)
+    # The principals of the cluster's own controllers and brokers: only they may register, heartbeat, forward
+    # requests (Envelope) and send DisableRemoteTopic / DeleteRemotePartitions. Empty: not checked (no auth).
+    cluster_principals: tuple[str, ...] = ()
+    allow_insecure: bool = False  # listen on a non-loopback address without authentication (see the module docstring)
+    # How this process logs in to the others when they require SASL (its TLS client certificate is [tls] certfile).
+    sasl_mechanism: str = "SCRAM-SHA-512"
+    sasl_username: str | None = None
+    sasl_password_file: str | None = None  # one line; never logged
+
+    def __post_init__(self) -> None:
+        for mechanism in (*self.sasl_mechanisms, self.sasl_mechanism):
+            if mechanism not in SCRAM_MECHANISMS:
+                raise SettingsError(
+                    f"[security] SASL mechanism {mechanism!r} is not served; use {list(SCRAM_MECHANISMS)}"
+                )
+        for principal in (*self.super_users, *self.cluster_principals):
+            if not principal.startswith("User:") or principal == "User:":
+                raise SettingsError(f"[security] principal {principal!r} is not User:<name>")
+        if (self.sasl_username is None) != (self.sasl_password_file is None):
+            raise SettingsError("[security] sasl_username and sasl_password_file go together")
+
+
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+_LOOPBACK = re.compile(r"^(127(\.\d{1,3}){3}|::1|localhost)$")
+
+
+def require_authentication(where: str, host: str, tls: TlsSettings, security: SecuritySettings) -> None:
+    """Refuse a listener on a non-loopback ``host`` that authenticates nobody, unless ``allow_insecure`` says so."""
+    authenticates = bool(security.sasl_mechanisms) or (tls.enabled and tls.require_client_cert)
+    if authenticates or security.allow_insecure or _LOOPBACK.match(host):
+        return
+    raise SettingsError(
+        f"[{where}] listens on {host}, reachable from other hosts, without authentication: anyone who can reach "
+        "the port could create and delete topics or disable tiering. Turn on SASL ([security] sasl_mechanisms) or "
+        "client certificates ([tls] require_client_cert), or set [security] allow_insecure = true to accept it"
+    )
 
 
 @dataclass(frozen=True)
@@ -114,6 +170,20 @@ class SnapshotSettings:
 
 
 @dataclass(frozen=True)
+class MetricsSettings:
+    """The process's Prometheus endpoint (``/metrics`` over HTTP, :mod:`orchestrator.metrics`)."""
+
+    enabled: bool = True
+    # The endpoint has no authentication and shows topic names: loopback unless scraped from another host.
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 = pick a free port (written to ready_file as "metrics_port")
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise SettingsError(f"[metrics] port must be 0..65535, got {self.port}")
+
+
+@dataclass(frozen=True)
 class BrokerSettings:
     broker_id: int
     data_dir: str  # partition directories live here
@@ -141,7 +211,12 @@ class BrokerSettings:
     request_timeout_ms: int = 2_000
     s3: S3Settings = field(default_factory=S3Settings)
     tls: TlsSettings = field(default_factory=TlsSettings)
+    security: SecuritySettings = field(default_factory=SecuritySettings)
     store: StoreSettings = field(default_factory=StoreSettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+
+    def __post_init__(self) -> None:
+        require_authentication("broker", self.host, self.tls, self.security)
 
 
 @dataclass(frozen=True)
@@ -157,7 +232,12 @@ class ControllerSettings:
     disablement: DisablementSettings = field(default_factory=DisablementSettings)
     snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
+    security: SecuritySettings = field(default_factory=SecuritySettings)
     store: StoreSettings = field(default_factory=StoreSettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+
+    def __post_init__(self) -> None:
+        require_authentication("controller", self.host, self.tls, self.security)
 
 
 T = TypeVar("T")
@@ -180,6 +260,8 @@ def _check_type(where: str, name: str, hint: str, value: Any) -> None:
         raise SettingsError(f"[{where}] {name} must be true or false, got {value!r}")
     if hint.startswith("str") and not isinstance(value, str):
         raise SettingsError(f"[{where}] {name} must be a string, got {value!r}")
+    if hint.startswith("tuple[str") and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise SettingsError(f"[{where}] {name} must be a list of strings, got {value!r}")
 
 
 def _build(cls: type[T], values: Any, where: str, base: Path, nested: dict[str, Any] | None = None) -> T:
@@ -194,7 +276,7 @@ def _build(cls: type[T], values: Any, where: str, base: Path, nested: dict[str, 
     for name, value in values.items():
         _check_type(where, name, str(fields[name].type), value)
         is_path = name in _PATH_KEYS and value and not _URL.match(value)
-        out[name] = str((base / value).resolve()) if is_path else value
+        out[name] = str((base / value).resolve()) if is_path else tuple(value) if isinstance(value, list) else value
     try:
         return cls(**out)
     except TypeError as exc:

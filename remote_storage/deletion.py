@@ -71,6 +71,8 @@ def delete_segments(
         rlmm.transition(finished, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=broker_id, now_ms=now_ms())
         done += len(finished)
         objects += len(outcome.deleted)
+        if rsm.metrics is not None:
+            rsm.metrics.segments_removed(len(finished), sum(s.size_bytes for s in finished))
         if on_progress is not None:
             on_progress(done, total)
         log.info(

@@ -12,6 +12,9 @@ Invariants:
   DeleteObjects with at most 1000 keys per call and reads the per-key errors: retriable ones are retried, a
   missing key counts as deleted (deletion is idempotent), permanent ones are reported, never dropped.
 * One retry layer: :mod:`remote_storage.retry` (botocore's own retries are off).
+* A client built with ``metrics`` times every HTTP request it makes (each attempt of a retried call) and counts the
+  failed ones, by operation, through botocore's ``before-call`` / ``after-call`` / ``after-call-error`` events; an
+  :class:`S3RemoteStorage` given ``metrics`` counts the objects it deleted.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import structlog
 from botocore.config import Config
 
 from orchestrator.errors import InvalidArgument, MissingCredentialsError, RemoteStorageError
+from orchestrator.metrics import RemoteStorageMetrics
 from remote_storage.keys import SEGMENT_SUFFIXES, SegmentKey, Suffix, build_key
 from remote_storage.retry import error_code, is_missing_credentials, is_not_found, is_retriable_code, s3_retrying
 
@@ -57,8 +61,10 @@ def make_s3_client(
     connect_timeout: float = 5.0,
     read_timeout: float = 30.0,
     max_pool_connections: int = 32,
+    metrics: RemoteStorageMetrics | None = None,
 ) -> S3Client:
-    """A boto3 S3 client with botocore's retries off (our retry layer is :mod:`remote_storage.retry`)."""
+    """A boto3 S3 client with botocore's retries off (our retry layer is :mod:`remote_storage.retry`), its
+    requests timed and counted in ``metrics`` when given."""
     config = Config(
         region_name=region,
         retries={"total_max_attempts": 1, "mode": "standard"},
@@ -70,7 +76,42 @@ def make_s3_client(
     session = boto3.session.Session(
         aws_access_key_id=access_key_id, aws_secret_access_key=secret_access_key, region_name=region
     )
-    return session.client("s3", endpoint_url=endpoint_url, config=config)
+    client = session.client("s3", endpoint_url=endpoint_url, config=config)
+    if metrics is not None:
+        observe_requests(client, metrics)
+    return client
+
+
+_TIMING = "tieredctl_metrics"  # our key in botocore's per-request context: (operation, monotonic start)
+
+
+def observe_requests(
+    client: S3Client, metrics: RemoteStorageMetrics, *, clock: Callable[[], float] = time.monotonic
+) -> None:
+    """Time every request ``client`` sends and count the failed ones (an S3 error answer, by its code; no answer,
+    by the exception's name), by operation (``PutObject``, ``DeleteObjects``...)."""
+
+    def started(model: Any, context: dict[str, Any], **_: Any) -> None:
+        context[_TIMING] = (model.name, clock())
+
+    def answered(http_response: Any, parsed: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        timing = context.pop(_TIMING, None)
+        if timing is None:
+            return
+        code = None
+        if http_response.status_code >= 300:
+            code = str(parsed.get("Error", {}).get("Code") or http_response.status_code)
+        metrics.request_done(timing[0], clock() - timing[1], error_code=code)
+
+    def failed(exception: BaseException, context: dict[str, Any], **_: Any) -> None:
+        timing = context.pop(_TIMING, None)
+        if timing is not None:
+            metrics.request_done(timing[0], clock() - timing[1], error_code=type(exception).__name__)
+
+    events = client.meta.events
+    events.register("before-call.s3", started, unique_id="tieredctl-metrics-started")
+    events.register("after-call.s3", answered, unique_id="tieredctl-metrics-answered")
+    events.register("after-call-error.s3", failed, unique_id="tieredctl-metrics-failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +158,7 @@ class S3RemoteStorage:
         multipart_threshold: int = 16 * 1024 * 1024,
         part_size: int = 8 * 1024 * 1024,
         sleep: Callable[[float], None] = time.sleep,
+        metrics: RemoteStorageMetrics | None = None,
     ) -> None:
         if part_size < MIN_PART_SIZE:
             raise InvalidArgument(f"part_size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")
@@ -126,6 +168,7 @@ class S3RemoteStorage:
         self.multipart_threshold = max(multipart_threshold, part_size)
         self.part_size = part_size
         self._sleep = sleep
+        self.metrics = metrics  # counts what is deleted; the client's own requests are timed by make_s3_client
 
     def _call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         try:
@@ -274,6 +317,8 @@ class S3RemoteStorage:
             failed.update(f)
         if failed:
             log.error("rsm.delete_failed", failed=len(failed), example=next(iter(failed.items())))
+        if self.metrics is not None:
+            self.metrics.objects_deleted.inc(len(deleted))
         return DeleteOutcome(tuple(deleted), failed)
 
     def _delete_batch(self, batch: list[str]) -> tuple[list[str], dict[str, str]]:

@@ -1,7 +1,8 @@
 """A request refused as a whole: its API's own response, with one error wherever that response carries one.
 
 Kafka's admin APIs report errors per topic or per resource (CreateTopics, DeleteTopics, CreatePartitions,
-DescribeConfigs, AlterConfigs, IncrementalAlterConfigs) or at the top level (DescribeCluster and our own APIs). A
+DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials) or at the
+top level (DescribeCluster, DescribeAcls, DescribeUserScramCredentials and our own APIs). A
 node that cannot serve a request at all (a standby asked to write while no controller is active, a forward that
 timed out) answers it with :func:`refusal`, so a client reads the error where it looks for it, with the entries
 it asked about, and retries when the error is retriable (NOT_CONTROLLER, REQUEST_TIMED_OUT).
@@ -43,6 +44,13 @@ def refusal(api_key: int, version: int, body: Mapping[str, Any], error: KafkaErr
             out = {"results": [{**e, "configs": []} for e in entries]}
         else:
             out = {"responses": entries}  # AlterConfigs and IncrementalAlterConfigs answer alike
+    elif api_key == ApiKey.CREATE_ACLS:
+        out = {"results": [dict(failed) for _ in body["creations"]]}
+    elif api_key == ApiKey.DELETE_ACLS:
+        out = {"filter_results": [{**failed, "matching_acls": []} for _ in body["filters"]]}
+    elif api_key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+        users = dict.fromkeys(e["name"] for e in [*body["deletions"], *body["upsertions"]])
+        out = {"results": [{"user": user, **failed} for user in users]}
     schema = response_schema(api_key)
     if schema is None:
         raise ValueError(f"api key {api_key} has no response schema")

@@ -30,6 +30,11 @@ Requests are fenced: DisableRemoteTopic with a broker epoch other than this proc
 another incarnation and is refused with STALE_BROKER_EPOCH; the handler itself fences controller and tiered
 epochs. Blocking work (S3, SQLite, segment files) runs in worker threads, never on the event loop.
 
+Metrics (:mod:`orchestrator.metrics`, ``[metrics]`` settings): an HTTP port of its own, written to the ready file
+as ``metrics_port``; S3 request latency and errors by operation, remote objects, segments and bytes deleted, and,
+read at scrape time, the copy lag of the partitions it leads (``broker/metrics_view.py``), its image's offset and
+the store's log end offset (on a connection of its own).
+
 Background work never dies quietly:
 
 * Each loop (heartbeat, metadata, tiering) runs under :func:`orchestrator.supervision.supervise`: a round that
@@ -69,10 +74,12 @@ from typing import Any, TypeVar, cast
 import structlog
 
 from orchestrator.admin_api import reads
+from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.local_log import LogConfig, PartitionLog
+from orchestrator.broker.metrics_view import broker_view
 from orchestrator.broker.partition_dirs import (
     PartitionKey,
     partition_dir_name,
@@ -95,9 +102,11 @@ from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.open import open_store, parse_store_spec, read_password
+from orchestrator.metadata.store import MetadataStore
+from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.server import KafkaServer
-from orchestrator.net.tls import client_ssl_context, server_ssl_context
+from orchestrator.net.tls import node_client_security, server_ssl_context
 from orchestrator.private_files import restrict_process
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
@@ -153,16 +162,23 @@ class BrokerAgent:
         self._wall_clock_ms = wall_clock_ms  # when a directory was moved aside, and how long ago (across restarts)
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1
-        self.store = open_store(
+        self._open_store = functools.partial(
+            open_store,
             settings.metadata_store,
             settings=settings.store,
             password=read_password(settings.store, environ),
             application_name=f"tieredctl-broker-{settings.broker_id}",
         )
+        self.store = self._open_store()
         self.follower = MetadataFollower(self.store)
         self.rlmm = RemoteLogMetadataManager(self.store)
-        client = make_s3_client(endpoint_url=settings.s3.endpoint_url, region=settings.s3.region)
-        self.rsm = S3RemoteStorage(client=client, bucket=settings.s3.bucket, prefix=settings.s3.prefix)
+        self.metrics = BrokerMetrics()
+        self.metrics.observe(self._metrics_view)
+        self.metrics_store: MetadataStore | None = None  # run() opens it when the metrics are served
+        self._metrics_endpoint: MetricsEndpoint | None = None
+        s3, observed = settings.s3, self.metrics.remote_storage
+        client = make_s3_client(endpoint_url=s3.endpoint_url, region=s3.region, metrics=observed)
+        self.rsm = S3RemoteStorage(client=client, bucket=s3.bucket, prefix=s3.prefix, metrics=observed)
         self.logs: dict[tuple[Uuid, int], PartitionLog] = {}
         self.data_dir = Path(settings.data_dir)
         self.rlm = RemoteLogManager(
@@ -210,28 +226,41 @@ class BrokerAgent:
         image = await asyncio.to_thread(self.follower.refresh)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(self.reconcile_partition_dirs, image)
-        client_ssl = client_ssl_context(self.settings.tls)
+        identity = node_client_security(self.settings.tls, self.settings.security)
+        client_ssl = identity.ssl_context()
         request_timeout_s = self.settings.request_timeout_ms / 1000
-        forwarder = Forwarder(AdminClient(self.settings.controllers, ssl_context=client_ssl))
-        admin_handlers = {key: self._on_read for key in BROKER_READS} | {key: forwarder.forward for key in FORWARDED}
-        self.server = KafkaServer(
-            name=f"broker-{self.settings.broker_id}",
-            host=self.settings.host,
-            port=self.settings.port,
-            handlers={
+        forwarder = Forwarder(AdminClient(self.settings.controllers, ssl_context=client_ssl, sasl=identity.sasl))
+        authentication, gate = node_access(self.settings.security, lambda: self.follower.image)
+        # Forwarded writes are authorized by the controller, which the Envelope tells who the client is.
+        guarded = gate.guard_all(
+            {
                 ApiKey.DISABLE_REMOTE_TOPIC: self._on_disable,
                 ApiKey.DELETE_REMOTE_PARTITIONS: self._on_delete_remote_partitions,
                 ApiKey.TIERED_PRODUCE: self._on_produce,
                 ApiKey.TIERED_FETCH: self._on_fetch,
-                **admin_handlers,
-            },
+                **{key: self._on_read for key in BROKER_READS},
+            }
+        )
+        self.server = KafkaServer(
+            name=f"broker-{self.settings.broker_id}",
+            host=self.settings.host,
+            port=self.settings.port,
+            handlers={**guarded, **{key: forwarder.forward for key in FORWARDED}},
             ssl_context=server_ssl_context(self.settings.tls),
+            authentication=authentication,
         )
         _, self.port = await self.server.start()
+        if self.settings.metrics.enabled:
+            # Scrapes read the log end offset on a connection of their own (never waiting behind a write).
+            self.metrics_store = await asyncio.to_thread(self._open_store, recover_on_open=False)
+            metrics = self.settings.metrics
+            self._metrics_endpoint = MetricsEndpoint.start(self.metrics.registry, host=metrics.host, port=metrics.port)
         self._write_ready_file()
         store = parse_store_spec(self.settings.metadata_store).location  # never the password
         log.info("broker.started", port=self.port, incarnation_id=str(self.incarnation_id), store=store)
-        controllers = AdminClient(self.settings.controllers, ssl_context=client_ssl, timeout_s=request_timeout_s)
+        controllers = AdminClient(
+            self.settings.controllers, ssl_context=client_ssl, sasl=identity.sasl, timeout_s=request_timeout_s
+        )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
@@ -250,11 +279,15 @@ class BrokerAgent:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.server.stop()
+            if self._metrics_endpoint is not None:
+                self._metrics_endpoint.close()
             await controllers.close()
             await forwarder.close()
             for plog in self.logs.values():
                 plog.close()
             self.store.close()
+            if self.metrics_store is not None:
+                self.metrics_store.close()
             log.info("broker.stopped", crashed_loop=self.crashed_loop)
 
     def stop(self) -> None:
@@ -292,8 +325,22 @@ class BrokerAgent:
     def _write_ready_file(self) -> None:
         if self.settings.ready_file:
             tmp = Path(self.settings.ready_file + ".tmp")
-            tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "broker_id": self.settings.broker_id}))
+            metrics_port = self._metrics_endpoint.port if self._metrics_endpoint is not None else None
+            ready = {"port": self.port, "pid": os.getpid(), "broker_id": self.settings.broker_id}
+            tmp.write_text(json.dumps({**ready, "metrics_port": metrics_port}))
             tmp.replace(self.settings.ready_file)
+
+    def _metrics_view(self) -> BrokerView:
+        """What a scrape shows (on the scrape's thread): the image, the copy lag, the log end read now."""
+        image = self.follower.image
+        log_end = None
+        if self.metrics_store is not None:
+            try:
+                log_end = self.metrics_store.end_offset()
+            except TieredError as exc:
+                log.debug("broker.metrics_log_end_unavailable", error=exc.name, detail=str(exc))
+        lag = self.rlm.copy_lag()
+        return broker_view(image, broker_id=self.settings.broker_id, copy_lag=lag, log_end_offset=log_end)
 
     # -- partition directories that follow the image ----------------------------------------------------------
 
@@ -454,6 +501,7 @@ class BrokerAgent:
             and p.leader == self.settings.broker_id
         ]
         self._tiering_retry.forget_all_but(led)
+        self.rlm.retain_copy_lag(led)
         if not led:
             return
         await asyncio.to_thread(self.rlm.rlmm.refresh)  # once per round, not once per partition

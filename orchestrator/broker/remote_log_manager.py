@@ -10,6 +10,11 @@ deleted meanwhile: its finish is refused (the store's fence: the topic id is gon
 marked for deletion), and if the partition's deletion already deleted the segment (its objects may have been
 uploaded after that), the copier deletes the objects it uploaded itself, with no journal entry left to write.
 
+Copy lag (Kafka's RemoteCopyLagSegments/Bytes): after each copy pass, the closed local segments of the partition
+that are still not remote, kept per partition while it may copy (its topic ENABLED, led here) and read by the
+metrics (:meth:`RemoteLogManager.copy_lag`); :meth:`RemoteLogManager.retain_copy_lag` forgets partitions no longer
+led.
+
 ``stop_partitions(topic_id, tiered_epoch)`` (KIP-950's RemoteLogManager#stopPartitions): from then on no copy of
 that topic starts below that epoch's successor, and the call returns only when every copy in flight for the
 topic has finished or been cleaned up.
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -60,6 +65,14 @@ class CopyResult:
     aborted: int = 0  # refused at start by the fence, or cleaned up after a failed/zombie upload
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionCopyLag:
+    """Closed local segments of a partition not copied yet, as the last copy pass left them."""
+
+    segments: int
+    bytes: int
+
+
 def _config_int(configs: Mapping[str, str], key: str) -> int:
     try:
         return int_value(configs, key)
@@ -87,6 +100,7 @@ class RemoteLogManager:
         self._cond = threading.Condition()
         self._in_flight: dict[Uuid, int] = {}
         self._stopped_at: dict[Uuid, int] = {}  # topic id -> the tiered epoch it was stopped at
+        self._copy_lag: dict[PartitionKey, PartitionCopyLag] = {}  # under _cond: the metrics read it from their thread
 
     # -- copy -------------------------------------------------------------------------------------------------
 
@@ -107,9 +121,8 @@ class RemoteLogManager:
         if refresh:
             self.rlmm.refresh()
         highest = self.rlmm.highest_copied_offset(topic_id, partition)
-        for seg in plog.closed_segments():
-            if seg.end_offset <= highest:
-                continue
+        behind = [seg for seg in plog.closed_segments() if seg.end_offset > highest]
+        for seg in behind:
             topic = self._image().topics.get(topic_id)
             with self._cond:
                 if topic is None or not self._may_copy(topic, partition):
@@ -125,7 +138,30 @@ class RemoteLogManager:
                 with self._cond:
                     self._in_flight[topic_id] -= 1
                     self._cond.notify_all()
+        self._record_copy_lag(topic_id, partition, behind[copied:])
         return CopyResult(copied, aborted)
+
+    def _record_copy_lag(self, topic_id: Uuid, partition: int, left: list[SegmentInfo]) -> None:
+        """The copy lag of a partition after a pass: the segments it left behind, while the partition may copy."""
+        topic = self._image().topics.get(topic_id)
+        with self._cond:
+            if topic is not None and self._may_copy(topic, partition):
+                lag = PartitionCopyLag(len(left), sum(s.size_bytes for s in left))
+                self._copy_lag[(topic_id, partition)] = lag
+            else:
+                self._copy_lag.pop((topic_id, partition), None)
+
+    def copy_lag(self) -> dict[PartitionKey, PartitionCopyLag]:
+        """Each copying partition's lag as its last copy pass left it (any thread)."""
+        with self._cond:
+            return dict(self._copy_lag)
+
+    def retain_copy_lag(self, partitions: Iterable[PartitionKey]) -> None:
+        """Forget the copy lag of every partition but ``partitions`` (those this broker still leads)."""
+        keep = set(partitions)
+        with self._cond:
+            for key in [k for k in self._copy_lag if k not in keep]:
+                del self._copy_lag[key]
 
     def _copy_segment(self, topic: TopicImage, partition: int, seg: SegmentInfo) -> bool:
         remote = RemoteSegment(

@@ -1,7 +1,9 @@
 """What every command receives (``@click.pass_obj``): the renderer chosen by ``--output`` and the way to the cluster.
 
 A command sends its requests with ``obj.run(lambda c: c.tiering_status())``: one :class:`TieredClient` session to
-``--bootstrap-server`` (or ``TIEREDCTL_BOOTSTRAP_SERVER``, or the local cluster in ``./var/cluster``). No cluster to
+``--bootstrap-server`` (or ``TIEREDCTL_BOOTSTRAP_SERVER``, or the local cluster in ``./var/cluster``), connecting as
+``--command-config`` says (or, for the local cluster, as its own ``client.properties`` says: TLS and the admin's
+login when the cluster was started with them; plaintext otherwise). No cluster to
 talk to is a usage error (exit status 2); an error of ours raised by a request is exit status 1 (see ``root``). A
 local cluster whose record is there but none of whose controllers runs (stopped with ``cluster down``; checked in
 /proc by :func:`orchestrator.local.state.is_ours`, with no connection) is a LOCAL_CLUSTER_ERROR that says how to start
@@ -25,7 +27,9 @@ import click
 from orchestrator.cli.output import OUTPUT_FORMATS, Output
 from orchestrator.client import TieredClient
 from orchestrator.errors import LocalClusterError
-from orchestrator.local.state import LocalClusterState, is_ours
+from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, is_ours
+from orchestrator.net.client_properties import read_command_config
+from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
 
 T = TypeVar("T")
 
@@ -39,25 +43,42 @@ class Ctx:
 
     output: Output
     bootstrap_server: str | None  # --bootstrap-server or TIEREDCTL_BOOTSTRAP_SERVER
+    command_config: str | None = None  # --command-config or TIEREDCTL_COMMAND_CONFIG
 
     @classmethod
-    def from_global_options(cls, *, output: str = "text", bootstrap_server: str | None = None) -> Ctx:
+    def from_global_options(
+        cls, *, output: str = "text", bootstrap_server: str | None = None, command_config: str | None = None
+    ) -> Ctx:
         """``output``: a key of :data:`OUTPUT_FORMATS`."""
-        return cls(output=OUTPUT_FORMATS[output](), bootstrap_server=bootstrap_server)
+        return cls(output=OUTPUT_FORMATS[output](), bootstrap_server=bootstrap_server, command_config=command_config)
 
-    def with_global_options(self, *, output: str | None = None, bootstrap_server: str | None = None) -> Ctx:
+    def with_global_options(
+        self, *, output: str | None = None, bootstrap_server: str | None = None, command_config: str | None = None
+    ) -> Ctx:
         """This context with the global options given after the command (None: not given there) replacing these."""
         changes: dict[str, Any] = {}
         if output is not None:
             changes["output"] = OUTPUT_FORMATS[output]()
         if bootstrap_server is not None:
             changes["bootstrap_server"] = bootstrap_server
+        if command_config is not None:
+            changes["command_config"] = command_config
         return dataclasses.replace(self, **changes)
 
     def bootstrap(self) -> str:
         """--bootstrap-server, TIEREDCTL_BOOTSTRAP_SERVER, or the local cluster in the default directory."""
+        return self._connection()[0]
+
+    def security(self) -> ClientSecurity:
+        """How to connect: --command-config, else the local cluster's client.properties when it is the cluster
+        talked to, else plaintext."""
+        if self.command_config:
+            return read_command_config(Path(self.command_config))
+        return self._connection()[1]
+
+    def _connection(self) -> tuple[str, ClientSecurity]:
         if self.bootstrap_server:
-            return self.bootstrap_server
+            return self.bootstrap_server, PLAINTEXT
         local = LocalClusterState.load_if_present(DEFAULT_CLUSTER_DIR)
         if local is not None:
             if not any(is_ours(p) for p in local.processes if p.role == "controller"):
@@ -66,7 +87,8 @@ class Ctx:
                     f"{local.bootstrap_server}, is): 'tieredctl cluster up' starts it again, 'tieredctl cluster "
                     "status' shows its processes"
                 )
-            return local.bootstrap_server
+            properties = DEFAULT_CLUSTER_DIR / CLIENT_PROPERTIES
+            return local.bootstrap_server, read_command_config(properties) if properties.exists() else PLAINTEXT
         raise click.UsageError(
             f"no cluster to talk to: no local cluster in {DEFAULT_CLUSTER_DIR} (start one with 'tieredctl cluster "
             "up'); or pass --bootstrap-server HOST:PORT or set TIEREDCTL_BOOTSTRAP_SERVER"
@@ -74,10 +96,10 @@ class Ctx:
 
     def run(self, request: Callable[[TieredClient], Coroutine[Any, Any, T]], *, timeout_s: float = 30.0) -> T:
         """Run ``request`` in one client session and return its result."""
-        bootstrap = self.bootstrap()
+        bootstrap, security = self.bootstrap(), self.security()
 
         async def session() -> T:
-            async with TieredClient(bootstrap, timeout_s=timeout_s) as client:
+            async with TieredClient(bootstrap, timeout_s=timeout_s, security=security) as client:
                 return await request(client)
 
         return asyncio.run(session())

@@ -12,6 +12,7 @@ from orchestrator.cli import options
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.local import cluster as local_cluster
+from orchestrator.local.security import LocalSecurity
 from orchestrator.local.state import DEFAULT_BUCKET
 
 cluster_dir_option = options.local_cluster_dir("--dir")
@@ -37,6 +38,21 @@ def cluster() -> None:
     help="keep the metadata in this (empty) PostgreSQL database instead of DIR/metadata.db; the password comes "
     "from TIEREDCTL_STORE_PASSWORD or PGPASSWORD (or the URL: then it is kept in DIR/config/store-password, 0600)",
 )
+@click.option(
+    "--tls",
+    is_flag=True,
+    help="a new cluster speaks TLS on every port: a local CA and one certificate per process and for the admin "
+    "(DIR/security/tls/); a verified client certificate's CN is its principal",
+)
+@click.option(
+    "--sasl",
+    is_flag=True,
+    help="a new cluster asks every connection without a certificate for a SCRAM-SHA-256/512 login; the user "
+    "'admin' gets a random password (DIR/security/passwords/admin)",
+)
+@click.option(
+    "--acls", is_flag=True, help="a new cluster checks Kafka ACLs on every request; User:admin is the super user"
+)
 @click.pass_obj
 def cluster_up(
     obj: Ctx,
@@ -46,11 +62,17 @@ def cluster_up(
     s3_endpoint: str | None,
     bucket: str | None,
     store: str | None,
+    tls: bool,
+    sasl: bool,
+    acls: bool,
 ) -> None:
     """Start a local cluster in the background and wait until it is healthy.
 
     On a directory that holds a stopped cluster, resume it: same topics, every record readable, tiered data
-    served from S3."""
+    served from S3, and the security it was started with.
+
+    With --tls, --sasl or --acls, DIR/client.properties says how the admin connects (Kafka's client properties);
+    tieredctl uses it by itself when it talks to the local cluster, and Kafka clients take it as it is."""
     state = local_cluster.up(
         Path(cluster_dir),
         brokers=brokers,
@@ -58,6 +80,7 @@ def cluster_up(
         s3_endpoint=s3_endpoint,
         bucket=bucket,
         store=store,
+        security=LocalSecurity(tls=tls, sasl=sasl, acls=acls),
         progress=obj.output.progress,
     )
     obj.output.cluster_started(state)
@@ -84,5 +107,6 @@ def cluster_down(obj: Ctx, cluster_dir: str, purge: bool) -> None:
 @cluster_dir_option
 @click.pass_obj
 def cluster_status(obj: Ctx, cluster_dir: str) -> None:
-    """Every process of the local cluster: role, id, pid, alive, and which controller is active."""
+    """Every process of the local cluster: role, id, pid, alive, which controller is active, and the URL of each
+    controller's and broker's Prometheus metrics."""
     obj.output.cluster_status(local_cluster.status(Path(cluster_dir)))

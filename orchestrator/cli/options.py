@@ -1,8 +1,8 @@
 """Options that more than one command takes, each declared once, and the parsers of option values.
 
-The global options (``--output/-o``, ``--bootstrap-server``) are accepted before the command, by the root group,
-and after it, by every leaf command (:class:`orchestrator.cli.command.LeafCommand`), as kubectl and the AWS CLI do:
-one declaration, :func:`global_options`, for both places. A value given after the command wins.
+The global options (``--output/-o``, ``--bootstrap-server``, ``--command-config``) are accepted before the command,
+by the root group, and after it, by every leaf command (:class:`orchestrator.cli.command.LeafCommand`), as kubectl
+and the AWS CLI do: one declaration, :func:`global_options`, for both places. A value given after the command wins.
 
 Where two commands differ in a default, a help text or an environment variable, that difference is a parameter of
 the one declaration (e.g. ``cluster up --s3-endpoint`` names another endpoint for a new cluster and reads no
@@ -26,6 +26,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 S3_ENDPOINT_ENV = "TIEREDCTL_S3_ENDPOINT"
 BOOTSTRAP_SERVER_ENV = "TIEREDCTL_BOOTSTRAP_SERVER"
+COMMAND_CONFIG_ENV = "TIEREDCTL_COMMAND_CONFIG"
 
 
 def _given_after_the_command(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
@@ -38,12 +39,18 @@ def _given_after_the_command(ctx: click.Context, param: click.Parameter, value: 
 
 
 def global_options(*, after_command: bool) -> list[click.Option]:
-    """``--output/-o`` and ``--bootstrap-server``. Before the command (the root group) they carry the defaults
-    (``text``; ``TIEREDCTL_BOOTSTRAP_SERVER``) and reach the root's callback; after it (every leaf command) they
-    have no default, no environment variable and no parameter of the command's own: a value given there replaces
-    the one in the command's context object, so the order of precedence is after > before > environment > default."""
+    """``--output/-o``, ``--bootstrap-server`` and ``--command-config``. Before the command (the root group) they
+    carry the defaults (``text``; ``TIEREDCTL_BOOTSTRAP_SERVER``) and reach the root's callback; after it (every
+    leaf command) they have no default, no environment variable and no parameter of the command's own: a value
+    given there replaces the one in the command's context object, so the order of precedence is after > before >
+    environment > default."""
     output_help = "text for people, or one JSON document on stdout"
     bootstrap_help = "host:port[,host:port] of the controllers"
+    command_config_help = (
+        "a Kafka client properties file (security.protocol, ssl.*, sasl.*; librdkafka's names) saying how to "
+        "connect; default: the local cluster's client.properties when talking to the local cluster"
+    )
+    command_config_type = click.Path(exists=True, dir_okay=False)
     if not after_command:
         return [
             click.Option(
@@ -54,6 +61,9 @@ def global_options(*, after_command: bool) -> list[click.Option]:
                 help=output_help,
             ),
             click.Option(["--bootstrap-server"], envvar=BOOTSTRAP_SERVER_ENV, help=bootstrap_help),
+            click.Option(
+                ["--command-config"], envvar=COMMAND_CONFIG_ENV, type=command_config_type, help=command_config_help
+            ),
         ]
 
     def after(flags: list[str], **attrs: Any) -> click.Option:
@@ -62,6 +72,7 @@ def global_options(*, after_command: bool) -> list[click.Option]:
     return [
         after(["--output", "-o"], type=click.Choice(list(OUTPUT_FORMATS)), help=output_help),
         after(["--bootstrap-server"], help=bootstrap_help),
+        after(["--command-config"], type=command_config_type, help=command_config_help),
     ]
 
 

@@ -19,6 +19,7 @@ import json
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from enum import IntEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
@@ -26,9 +27,10 @@ import click
 from rich.console import Console, RenderableType
 from rich.table import Table
 
-from orchestrator.client import FetchedRecord, RemoteDeletionStatus, TieringStatus
+from orchestrator.client import FetchedRecord, RemoteDeletionStatus, ScramUser, TieringStatus
 from orchestrator.durations import format_duration
-from orchestrator.local.state import LocalClusterState, Stopped
+from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, Stopped
+from orchestrator.security.acls import AclBinding
 
 if TYPE_CHECKING:  # loads boto3: for the type only
     from policies.reclaim_executor import ReclaimResult
@@ -146,6 +148,22 @@ class Output(ABC):
     def reclaim_result(self, result: ReclaimResult) -> None:
         """``reclaim``: what was planned, skipped and deleted (warnings and refusals are on stderr)."""
 
+    @abstractmethod
+    def scram_users(self, users: Sequence[ScramUser]) -> None:
+        """``users list``: each user's SCRAM mechanisms with their iterations (a password, salt or key never)."""
+
+    @abstractmethod
+    def acls(self, bindings: Sequence[AclBinding]) -> None:
+        """``acls list``: the ACLs that matched."""
+
+    @abstractmethod
+    def acls_added(self, bindings: Sequence[AclBinding]) -> None:
+        """``acls add``: the ACLs created (or already there)."""
+
+    @abstractmethod
+    def acls_removed(self, bindings: Sequence[AclBinding]) -> None:
+        """``acls remove``: the ACLs deleted, none when nothing matched."""
+
 
 def _dump(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str))
@@ -169,6 +187,8 @@ class JsonOutput(Output):
                 "s3_endpoint": state.s3_endpoint,
                 "bucket": state.bucket,
                 "dir": state.dir,
+                "security": {"tls": state.tls, "sasl": state.sasl, "acls": state.acls},
+                "client_properties": str(Path(state.dir) / CLIENT_PROPERTIES) if state.tls or state.sasl else None,
             }
         )
 
@@ -224,6 +244,42 @@ class JsonOutput(Output):
 
     def reclaim_result(self, result: ReclaimResult) -> None:
         _dump(result.as_json())
+
+    def scram_users(self, users: Sequence[ScramUser]) -> None:
+        _dump(
+            [
+                {"user": u.name, "credentials": [{"mechanism": m, "iterations": i} for m, i in u.credentials]}
+                for u in users
+            ]
+        )
+
+    def acls(self, bindings: Sequence[AclBinding]) -> None:
+        _dump([_acl_json(b) for b in bindings])
+
+    def acls_added(self, bindings: Sequence[AclBinding]) -> None:
+        _dump({"added": [_acl_json(b) for b in bindings]})
+
+    def acls_removed(self, bindings: Sequence[AclBinding]) -> None:
+        _dump({"removed": [_acl_json(b) for b in bindings]})
+
+
+def _acl_json(binding: AclBinding) -> dict[str, str]:
+    """One ACL in JSON: Kafka's enum names (``READ``, ``ALLOW``, ``TOPIC``, ``LITERAL``), the same keys always."""
+    b = binding
+    return {
+        "principal": b.principal,
+        "host": b.host,
+        "operation": b.operation.name,
+        "permission": b.permission_type.name,
+        "resource_type": b.resource_type.name,
+        "pattern_type": b.pattern_type.name,
+        "resource_name": b.resource_name,
+    }
+
+
+def acl_name(value: IntEnum) -> str:
+    """An ACL enum member as Kafka's CLI spells it: ``CLUSTER_ACTION`` -> ``ClusterAction``, ``ALLOW`` -> ``Allow``."""
+    return "".join(word.capitalize() for word in value.name.split("_"))
 
 
 def _wall_ms() -> int:
@@ -318,6 +374,14 @@ def _deletion_lines(deletions: Sequence[RemoteDeletionStatus]) -> list[str]:
     return lines
 
 
+def _acl_table(bindings: Sequence[AclBinding]) -> Table:
+    table = Table("principal", "host", "operation", "permission", "resource type", "pattern", "name")
+    for b in bindings:
+        kinds = (b.operation, b.permission_type, b.resource_type, b.pattern_type)
+        table.add_row(b.principal, b.host, *(acl_name(k) for k in kinds), b.resource_name)
+    return table
+
+
 def _config_lines(configs: Mapping[str, str | None], *, indent: str = "") -> list[str]:
     return [f"{indent}{k} = {v}" for k, v in sorted(configs.items())]
 
@@ -341,6 +405,10 @@ class TextOutput(Output):
             f"metadata store:   {state.store_spec}",
             f"export TIEREDCTL_BOOTSTRAP_SERVER={state.bootstrap_server}",
         ]
+        if state.tls or state.sasl:
+            security = ", ".join(name for name, on in (("TLS", state.tls), ("SASL/SCRAM", state.sasl)) if on)
+            lines.insert(4, f"security:         {security}{', ACLs' if state.acls else ''}")
+            lines.append(f"export TIEREDCTL_COMMAND_CONFIG={Path(state.dir) / CLIENT_PROPERTIES}")
         click.echo("\n".join(lines))
 
     def cluster_stopped(self, stopped: Stopped) -> None:
@@ -360,10 +428,16 @@ class TextOutput(Output):
     def cluster_status(self, status: Mapping[str, Any]) -> None:
         header = f"bootstrap server {status['bootstrap_server']}  S3 {status['s3_endpoint']}  bucket {status['bucket']}"
         lines = [header, f"metadata store {status['store']}"]
+        security = status.get("security") or {}
+        on = [name for name, key in (("TLS", "tls"), ("SASL/SCRAM", "sasl"), ("ACLs", "acls")) if security.get(key)]
+        lines.append(f"security {', '.join(on) if on else 'none (plaintext, no authentication)'}")
+        if status.get("client_properties"):
+            lines.append(f"client properties {status['client_properties']}")
         for p in status["processes"]:
             extra = " (active)" if p.get("active") else ""
             alive = "alive" if p["alive"] else "DEAD "
-            lines.append(f"{p['role']:<10} {p['id']:>5}  pid {p['pid']:>7}  {alive}{extra}")
+            metrics = f"  metrics {p['metrics_url']}" if p.get("metrics_url") else ""
+            lines.append(f"{p['role']:<10} {p['id']:>5}  pid {p['pid']:>7}  {alive}{extra}{metrics}")
         click.echo("\n".join(lines))
 
     def topics(self, statuses: Sequence[TieringStatus]) -> None:
@@ -452,6 +526,27 @@ class TextOutput(Output):
         elif not result.run_refused:
             planned = f"{result.planned_objects:,} objects ({result.planned_bytes:,} bytes)"
             out.print(f"would delete {planned}; nothing was deleted (pass --execute to delete them)")
+
+    def scram_users(self, users: Sequence[ScramUser]) -> None:
+        table = Table("user", "mechanism", "iterations")
+        for u in users:
+            for mechanism, iterations in u.credentials or [("-", 0)]:
+                table.add_row(u.name, mechanism, str(iterations) if iterations else "-")
+        _print(table if users else "no SCRAM users")
+
+    def acls(self, bindings: Sequence[AclBinding]) -> None:
+        _print(_acl_table(bindings) if bindings else "no ACLs")
+
+    def acls_added(self, bindings: Sequence[AclBinding]) -> None:
+        _print(f"added {len(bindings)} ACL{'s' if len(bindings) != 1 else ''}")
+        _print(_acl_table(bindings))
+
+    def acls_removed(self, bindings: Sequence[AclBinding]) -> None:
+        if not bindings:
+            _print("no ACL matched: nothing removed")
+            return
+        _print(f"removed {len(bindings)} ACL{'s' if len(bindings) != 1 else ''}")
+        _print(_acl_table(bindings))
 
 
 OUTPUT_FORMATS: dict[str, type[Output]] = {"text": TextOutput, "json": JsonOutput}

@@ -4,8 +4,8 @@ Each noun's commands live in their own module, imported only when that noun runs
 subcommands" pattern, :class:`LazyGroup`): ``tieredctl topic list`` loads neither boto3 nor the scan, and each
 command module imports what it needs at its top. ``tieredctl --help`` loads them all, to list them.
 
-The global options ``--output/-o`` and ``--bootstrap-server`` are accepted here, before the command, and after it
-(see :mod:`orchestrator.cli.command`); a value given after the command wins.
+The global options ``--output/-o``, ``--bootstrap-server`` and ``--command-config`` are accepted here, before the
+command, and after it (see :mod:`orchestrator.cli.command`); a value given after the command wins.
 
 Exit statuses: 0 success; 1 a request failed: any :class:`~orchestrator.errors.TieredError` a command raises
 becomes :class:`RequestFailed`, printed on stderr as ``error: NAME (CODE): message. hint``; 2 a usage error
@@ -29,6 +29,7 @@ from orchestrator.errors import TieredError
 from orchestrator.logging import configure_logging
 
 COMMANDS: Mapping[str, str] = {
+    "acls": "orchestrator.cli.acls:acls",
     "broker": "orchestrator.cli.broker:broker",
     "cluster": "orchestrator.cli.local_cluster:cluster",
     "configs": "orchestrator.cli.configs:configs",
@@ -38,6 +39,7 @@ COMMANDS: Mapping[str, str] = {
     "scan": "orchestrator.cli.scan:scan",
     "tiering": "orchestrator.cli.tiering:tiering",
     "topic": "orchestrator.cli.topic:topic",
+    "users": "orchestrator.cli.users:users",
 }
 """Command name -> ``module:attribute`` of its click command or group."""
 
@@ -96,11 +98,11 @@ class TieredGroup(LazyGroup):
 )
 @click.version_option(__version__, prog_name="tieredctl")
 @click.pass_context
-def cli(ctx: click.Context, output: str, bootstrap_server: str | None) -> None:
+def cli(ctx: click.Context, output: str, bootstrap_server: str | None, command_config: str | None) -> None:
     """Disable Kafka tiered storage per topic, safely (KIP-950), and reclaim what the bucket still holds.
 
-    --output/-o and --bootstrap-server may also follow the command (a value given there wins)."""
-    ctx.obj = Ctx.from_global_options(output=output, bootstrap_server=bootstrap_server)
+    --output/-o, --bootstrap-server and --command-config may also follow the command (a value given there wins)."""
+    ctx.obj = Ctx.from_global_options(output=output, bootstrap_server=bootstrap_server, command_config=command_config)
 
 
 def main() -> None:

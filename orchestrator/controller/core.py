@@ -33,6 +33,7 @@ import structlog
 from orchestrator.errors import TieredError
 from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.store import MetadataStore
+from orchestrator.metrics import ControllerMetrics
 from orchestrator.protocol import messages as m
 from orchestrator.settings import BrokerMembership, DisablementSettings, TopicDefaults
 from remote_storage.rlmm import RemoteLogMetadataManager
@@ -42,6 +43,7 @@ from . import queue as dq
 from .admin import AdminApi
 from .disablement import DisablementDriver, DisableRequestBody
 from .membership import BrokerLifecycle
+from .security_admin import SecurityAdmin
 from .state import ControllerState
 from .topic_deletion import DeleteRemotePartitionsBody, RemoteDeletionDriver
 
@@ -60,16 +62,19 @@ class ControllerCore:
         membership: BrokerMembership = BrokerMembership(),  # frozen: sharing the defaults is safe
         topic_defaults: TopicDefaults = TopicDefaults(),
         disablement: DisablementSettings = DisablementSettings(),
+        metrics: ControllerMetrics | None = None,
     ) -> None:
+        """``metrics`` records each completed disablement's duration (none recorded without it)."""
         self.membership = membership
         self.topic_defaults = topic_defaults
         self.disablement = disablement
         self._state = ControllerState(store, holder=holder, controller_epoch=controller_epoch, now_ms=now_ms, rng=rng)
         remote_log = RemoteLogMetadataManager(store)
-        self._driver = DisablementDriver(self._state, disablement, remote_log=remote_log)
+        self._driver = DisablementDriver(self._state, disablement, remote_log=remote_log, metrics=metrics)
         self._deletion = RemoteDeletionDriver(self._state, disablement, remote_log=remote_log)
         self._deletion.sync()  # a start or a failover: every partition MARKED or STARTED and not FINISHED
         self._brokers = BrokerLifecycle(self._state, self._driver, membership)
+        self._security = SecurityAdmin(self._state)
         self._admin = AdminApi(
             self._state,
             self._driver,
@@ -126,6 +131,25 @@ class ControllerCore:
 
     def alter_configs(self, body: m.AlterConfigsRequest, version: int) -> m.AlterConfigsResponse:
         return self._admin.alter_configs(body, version)
+
+    def create_acls(self, body: m.CreateAclsRequest, version: int) -> m.CreateAclsResponse:
+        return self._security.create_acls(body, version)
+
+    def describe_acls(self, body: m.DescribeAclsRequest, version: int) -> m.DescribeAclsResponse:
+        return self._security.describe_acls(body, version)
+
+    def delete_acls(self, body: m.DeleteAclsRequest, version: int) -> m.DeleteAclsResponse:
+        return self._security.delete_acls(body, version)
+
+    def alter_user_scram_credentials(
+        self, body: m.AlterUserScramCredentialsRequest, version: int
+    ) -> m.AlterUserScramCredentialsResponse:
+        return self._security.alter_user_scram_credentials(body, version)
+
+    def describe_user_scram_credentials(
+        self, body: m.DescribeUserScramCredentialsRequest, version: int
+    ) -> m.DescribeUserScramCredentialsResponse:
+        return self._security.describe_user_scram_credentials(body, version)
 
     @property
     def deletion_queue(self) -> rq.RemoteDeletionQueue:

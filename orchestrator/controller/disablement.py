@@ -25,6 +25,8 @@ Invariants:
   again); a refusal (stale epoch, unknown topic) carries none. DescribeTieredState shows, per pending broker, the
   queue's last error, attempts without progress and next attempt (-1 while a request is in flight or it is fenced).
 * :meth:`DisablementDriver.describe_tiered_state` never writes.
+* Each DISABLED appended is one observation of ``tieredctl_disablement_duration_seconds`` (when metrics are given):
+  from when this controller's queue took the topic's epoch in to the append.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from orchestrator.errors import (
 from orchestrator.ids import ZERO_UUID, Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
+from orchestrator.metrics import ControllerMetrics
 from orchestrator.protocol import messages as m
 from orchestrator.settings import DisablementSettings
 from remote_storage.rlmm import RemoteLogMetadataManager
@@ -79,10 +82,16 @@ class OwedRemoteData:
 
 class DisablementDriver:
     def __init__(
-        self, state: ControllerState, settings: DisablementSettings, *, remote_log: RemoteLogMetadataManager
+        self,
+        state: ControllerState,
+        settings: DisablementSettings,
+        *,
+        remote_log: RemoteLogMetadataManager,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         """``remote_log`` is the RLMM over the same store: the backstop and DescribeTieredState read it."""
         self._state = state
+        self._metrics = metrics
         self._settings = settings
         self._rlmm = remote_log
         self._owed_reported: dict[tuple[Uuid, int], frozenset[int]] = {}
@@ -205,9 +214,13 @@ class DisablementDriver:
         done = [t for t in dq.completed(state.queue, image, only) if self._remote_data_gone(image.topics[t])]
         if not done:
             return
+        since_ms = {t: state.queue.topics[t].since_ms for t in done}  # the topics leave the queue with the append
         state.append([tiering.complete(image.topics[t], state.queue.topics[t].tiered_epoch) for t in done])
+        now = state.now_ms()
         for t in done:
             topic = image.topics[t]
+            if self._metrics is not None:
+                self._metrics.disablement_completed(topic.policy.name.lower(), (now - since_ms[t]) / 1000)
             log.info(
                 "disable.completed",
                 topic=topic.name,

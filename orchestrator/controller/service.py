@@ -28,6 +28,12 @@ DisableRemoteTopic requests go out concurrently over one connection per broker (
 ``max_in_flight_per_broker`` at a time each; DeleteRemotePartitions (a deleted topic's remote data) go out the same
 way, from the same sender rounds.
 
+Every controller serves Prometheus metrics (:mod:`orchestrator.metrics`, ``[metrics]`` settings) on an HTTP port
+of its own, written to the ready file as ``metrics_port``: DisableRemoteTopic exchanges by result and their latency,
+disablement durations, and gauges read at scrape time from the image (topics per tiered state, fenced brokers),
+the active controller's queues (``controller/metrics_view.py``) and the store's log end offset, read on a
+connection of its own so a scrape never waits behind the core's writes.
+
 No loop ends quietly (:mod:`orchestrator.supervision`): a lease round or a sender round that raises anything is
 logged as ``controller.loop_failed`` with its cause and retried after a backoff. A lease round that fails while
 active steps down first (a renewal that did not happen cannot be trusted to hold the lease); a sender that fails
@@ -53,22 +59,33 @@ from typing import Any, TypeVar, cast
 
 import structlog
 
-from orchestrator.admin_api import reads
+from orchestrator.admin_api import envelope, reads
+from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
 from orchestrator.admin_api.refusals import refusal
 from orchestrator.controller.core import ControllerCore
 from orchestrator.controller.disablement import DisableRequestBody
+from orchestrator.controller.metrics_view import controller_view, disable_result, queue_view
 from orchestrator.controller.snapshots import SnapshotWriter
 from orchestrator.controller.topic_deletion import DeleteRemotePartitionsBody
-from orchestrator.errors import BrokerNotAvailable, KafkaError, NotController, StaleControllerEpoch, TieredError
+from orchestrator.errors import (
+    BrokerNotAvailable,
+    InvalidRequest,
+    KafkaError,
+    NotController,
+    StaleControllerEpoch,
+    TieredError,
+)
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
+from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.open import open_store, parse_store_spec, read_password
-from orchestrator.metadata.store import Lease
+from orchestrator.metadata.store import Lease, MetadataStore
+from orchestrator.metrics import ControllerMetrics, ControllerView, MetricsEndpoint
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.connection import ConnectionPool
 from orchestrator.net.server import Handler, KafkaServer
-from orchestrator.net.tls import client_ssl_context, server_ssl_context
+from orchestrator.net.tls import node_client_security, server_ssl_context
 from orchestrator.private_files import restrict_process
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
@@ -138,8 +155,15 @@ class ControllerService:
         # Snapshots too: serializing a large image must delay neither the core's requests nor a lease renewal.
         self.snapshot_store = open_(recover_on_open=False)
         self._snapshot_executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
+        self.metrics = ControllerMetrics()
+        self.metrics.observe(self._metrics_view)
+        self._open_store = open_
+        self.metrics_store: MetadataStore | None = None  # run() opens it when the metrics are served
+        self._metrics_endpoint: MetricsEndpoint | None = None
+        self._lease_seen: Lease | None = None  # the lease as the last round read it (a standby's metrics)
         self._pool: ConnectionPool | None = None
         self._forwarder: Forwarder | None = None
+        self._handlers: dict[int, Handler] = {}  # the admin API's handlers, behind the authorization gate
         self._stopping = asyncio.Event()
         self._rng = random.Random()
         self._active_tasks: list[asyncio.Task[None]] = []
@@ -168,23 +192,34 @@ class ControllerService:
             ApiKey.BROKER_HEARTBEAT,
             ApiKey.UNREGISTER_BROKER,
         )
-        handlers: dict[int, Handler] = {key: self._admin(key) for key in api_keys}
+        authentication, gate = node_access(self.settings.security, self._current_image)
+        self._handlers = gate.guard_all({key: self._admin(key) for key in api_keys})
+        handlers = {**self._handlers, ApiKey.ENVELOPE: gate.guard(ApiKey.ENVELOPE, self._on_envelope)}
         server = KafkaServer(
             name=f"controller-{self.settings.node_id}",
             host=self.settings.host,
             port=self.settings.port,
             handlers=handlers,
             ssl_context=server_ssl_context(self.settings.tls),
+            authentication=authentication,
         )
         _, self.port = await server.start()
+        if self.settings.metrics.enabled:
+            # Scrapes read the log end offset on a connection of their own (never waiting behind the core's writes).
+            self.metrics_store = await asyncio.to_thread(self._open_store, recover_on_open=False)
+            metrics = self.settings.metrics
+            self._metrics_endpoint = MetricsEndpoint.start(self.metrics.registry, host=metrics.host, port=metrics.port)
         self.holder = f"{self.settings.node_id}@{self.settings.host}:{self.port}"
-        self._pool = ConnectionPool(ssl_context=client_ssl_context(self.settings.tls))
+        identity = node_client_security(self.settings.tls, self.settings.security)
+        self._pool = ConnectionPool(ssl_context=identity.ssl_context(), sasl=identity.sasl)
         # A standby forwards admin writes to the active controller, which its own Metadata names (from the lease).
-        own_address = [(self.settings.host, self.port)]
-        self._forwarder = Forwarder(AdminClient(own_address, ssl_context=client_ssl_context(self.settings.tls)))
+        own_address = [(self._reachable_host(), self.port)]
+        self._forwarder = Forwarder(AdminClient(own_address, ssl_context=identity.ssl_context(), sasl=identity.sasl))
         if self.settings.ready_file:
             tmp = Path(self.settings.ready_file + ".tmp")
-            tmp.write_text(json.dumps({"port": self.port, "pid": os.getpid(), "node_id": self.settings.node_id}))
+            metrics_port = self._metrics_endpoint.port if self._metrics_endpoint is not None else None
+            ready = {"port": self.port, "pid": os.getpid(), "node_id": self.settings.node_id}
+            tmp.write_text(json.dumps({**ready, "metrics_port": metrics_port}))
             tmp.replace(self.settings.ready_file)
         store = parse_store_spec(self.settings.metadata_store).location  # never the password
         log.info("controller.started", port=self.port, holder=self.holder, store=store)
@@ -200,6 +235,8 @@ class ControllerService:
             await asyncio.gather(lease_task, return_exceptions=True)
             await self._step_down("shutdown")
             await server.stop()
+            if self._metrics_endpoint is not None:
+                self._metrics_endpoint.close()
             await self._pool.close()
             await self._forwarder.close()
             self._executor.shutdown(wait=True)
@@ -208,6 +245,8 @@ class ControllerService:
             self.store.close()
             self.lease_store.close()
             self.snapshot_store.close()
+            if self.metrics_store is not None:
+                self.metrics_store.close()
             log.info("controller.stopped", crashed_loop=self.crashed_loop)
 
     def stop(self) -> None:
@@ -273,7 +312,7 @@ class ControllerService:
     def _acquire_if_free(self, ttl: int) -> Lease | None:
         """Take the lease if nobody else holds it unexpired. The read first is only a shortcut that spares the
         store's write lock while another controller is active; ``acquire_lease`` decides, under that lock."""
-        current = self.lease_store.current_lease()
+        current = self._lease_seen = self.lease_store.current_lease()
         if current is not None and current.holder != self.holder and not current.expired(wall_ms()):
             return None
         return self.lease_store.acquire_lease(holder=self.holder, now_ms=wall_ms(), ttl_ms=ttl)
@@ -296,6 +335,7 @@ class ControllerService:
                 membership=settings.membership,
                 topic_defaults=settings.topic_defaults,
                 disablement=settings.disablement,
+                metrics=self.metrics,
             )
 
         self._renewal_deadline = time.monotonic() + settings.lease_ttl_ms / 1000 * 2 / 3
@@ -390,6 +430,7 @@ class ControllerService:
         error: TieredError | None = None
         async with slots:
             broker = core.image.brokers.get(broker_id)
+            started = time.monotonic()
             try:
                 if broker is None or not broker.endpoints:
                     raise BrokerNotAvailable(f"broker {broker_id} has no endpoint")  # recorded below, then retried
@@ -402,6 +443,7 @@ class ControllerService:
                 response = cast(m.DisableRemoteTopicResponse, reply)  # decoded by the codec: every field present
             except TieredError as exc:  # a Kafka error, or a reply that does not decode: retried the same way
                 error = exc
+            self.metrics.disable_request_done(disable_result(response, error), time.monotonic() - started)
         if self.core is not core:
             return
         try:
@@ -456,6 +498,29 @@ class ControllerService:
 
         return handle
 
+    def _current_image(self) -> MetadataImage:
+        """The image this controller decides with: the core's when active, the follower's when standby."""
+        core = self.core
+        return core.image if core is not None else self.follower.image
+
+    def _reachable_host(self) -> str:
+        """This controller's own address as a client dials it (a wildcard listener is reached on loopback)."""
+        wildcards = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
+        return wildcards.get(self.settings.host, self.settings.host)
+
+    async def _on_envelope(self, request: Request) -> Mapping[str, object]:
+        """A write another node forwarded (:mod:`orchestrator.admin_api.envelope`), served as its client's."""
+        try:
+            inner = envelope.unwrap(request.body)
+        except InvalidRequest as exc:
+            log.warning("controller.envelope_refused", sender=request.principal, reason=exc.message)
+            return {"response_data": None, "error_code": exc.code}
+        handler = self._handlers.get(inner.header.api_key)
+        if inner.header.api_key not in FORWARDED or handler is None:
+            log.warning("controller.envelope_refused", sender=request.principal, api_key=inner.header.api_key)
+            return {"response_data": None, "error_code": InvalidRequest.code}
+        return envelope.answer(inner, await handler(inner))
+
     def _read(
         self, core: ControllerCore | None, api_key: int, body: dict[str, Any], version: int
     ) -> Mapping[str, object]:
@@ -496,6 +561,16 @@ class ControllerService:
             response = core.broker_heartbeat(cast(m.BrokerHeartbeatRequest, body))
         elif api_key == ApiKey.UNREGISTER_BROKER:
             response = core.unregister_broker(cast(m.UnregisterBrokerRequest, body))
+        elif api_key == ApiKey.CREATE_ACLS:
+            response = core.create_acls(cast(m.CreateAclsRequest, body), version)
+        elif api_key == ApiKey.DESCRIBE_ACLS:
+            response = core.describe_acls(cast(m.DescribeAclsRequest, body), version)
+        elif api_key == ApiKey.DELETE_ACLS:
+            response = core.delete_acls(cast(m.DeleteAclsRequest, body), version)
+        elif api_key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
+            response = core.alter_user_scram_credentials(cast(m.AlterUserScramCredentialsRequest, body), version)
+        elif api_key == ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS:
+            response = core.describe_user_scram_credentials(cast(m.DescribeUserScramCredentialsRequest, body), version)
         else:  # pragma: no cover
             raise NotController(f"no handler for api key {api_key}")
         return response
@@ -512,6 +587,28 @@ class ControllerService:
         if lease is None or lease.expired(wall_ms()):
             return "no controller is active right now; retry shortly"
         return f"the active controller is {lease.holder} (epoch {lease.controller_epoch})"
+
+    # -- metrics ----------------------------------------------------------------------------------------------
+
+    def _metrics_view(self) -> ControllerView:
+        """What a scrape shows (on the scrape's thread): the core's image and queues (immutable, read once) when
+        active, the follower's image and the last lease seen when standby."""
+        core = self.core
+        image = core.image if core is not None else self.follower.image
+        queues, epoch = None, None
+        if core is not None:
+            epoch = core.controller_epoch
+            stall_ms = self.settings.disablement.stall_threshold_ms
+            queues = queue_view(core.queue, core.deletion_queue, now_ms=wall_ms(), stall_threshold_ms=stall_ms)
+        elif self._lease_seen is not None:
+            epoch = self._lease_seen.controller_epoch
+        log_end = None
+        if self.metrics_store is not None:
+            try:
+                log_end = self.metrics_store.end_offset()
+            except TieredError as exc:
+                log.debug("controller.metrics_log_end_unavailable", error=exc.name, detail=str(exc))
+        return controller_view(image, queues=queues, controller_epoch=epoch, log_end_offset=log_end)
 
 
 def main(settings_path: str) -> None:

@@ -19,7 +19,8 @@ Invariants:
   is never hit).
 * Processes bind 127.0.0.1 only, on port 0: each binds a port itself and publishes it in its ready file, so no
   port chosen in advance can be taken before it is bound. ``up`` then writes the port into the process's settings
-  file, so a process restarted from it (after a crash, or by a test) comes back on the same address.
+  file, so a process restarted from it (after a crash, or by a test) comes back on the same address. The same goes
+  for each controller's and broker's Prometheus endpoint (``metrics_port``; ``status`` lists its URL).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -43,7 +45,9 @@ import botocore.exceptions as bce
 from orchestrator.errors import LocalClusterError, TieredError
 from orchestrator.local import s3_snapshot
 from orchestrator.local.s3_snapshot import SNAPSHOT_DIR
+from orchestrator.local.security import LocalSecurity, bootstrap_logins, node_name, prepare
 from orchestrator.local.state import (
+    CLIENT_PROPERTIES,
     DEFAULT_BUCKET,
     DEFAULT_PREFIX,
     STATE_FILE,
@@ -56,6 +60,8 @@ from orchestrator.local.state import (
 from orchestrator.metadata.open import open_store, parse_store_spec, read_password, split_password
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.net.admin import AdminClient
+from orchestrator.net.client_properties import read_command_config
+from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
 from orchestrator.private_files import PRIVATE_UMASK, open_private_append, private_dir, write_private
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
@@ -140,7 +146,15 @@ def _toml_value(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_toml_value(item) for item in v) + "]"
     return json.dumps(str(v))
+
+
+def operator_security(state: LocalClusterState) -> ClientSecurity:
+    """How the operator connects to the cluster: as its ``client.properties`` says (plaintext without one)."""
+    properties = Path(state.dir) / CLIENT_PROPERTIES
+    return read_command_config(properties) if properties.exists() else PLAINTEXT
 
 
 Tables = Mapping[str, Mapping[str, Any]]  # a settings file: table -> key -> value
@@ -175,6 +189,7 @@ def up(
     bucket: str | None = None,
     prefix: str | None = None,
     store: str | None = None,
+    security: LocalSecurity = LocalSecurity(),
     broker_overrides: Tables | None = None,
     controller_overrides: Tables | None = None,
     timeout_s: float = 60.0,
@@ -191,7 +206,10 @@ def up(
     ``store`` (a ``postgresql://`` URL) puts the metadata in that database instead of ``metadata.db``; it must hold
     no cluster yet. Its password, from the environment (``TIEREDCTL_STORE_PASSWORD`` or ``PGPASSWORD``, which the
     processes inherit) or from the URL, is never written into a settings file: a password in the URL is moved to
-    ``config/store-password`` (mode 0600), which the settings files name."""
+    ``config/store-password`` (mode 0600), which the settings files name.
+
+    ``security`` turns on TLS, SASL/SCRAM logins and ACLs for a new cluster (:mod:`orchestrator.local.security`);
+    a resumed cluster keeps what it was started with."""
     directory = directory.resolve()
     previous = LocalClusterState.load_if_present(directory)
     if previous is None:
@@ -206,6 +224,10 @@ def up(
             bucket or DEFAULT_BUCKET,
             prefix or DEFAULT_PREFIX,
             embedded_s3=s3_endpoint is None,
+            tls=security.tls,
+            sasl=security.sasl,
+            acls=security.acls,
+            s3_secret_key=secrets.token_urlsafe(24) if s3_endpoint is None else None,
         )
         controller_ids = [CONTROLLER_ID_BASE + i for i in range(n_controllers)]
         broker_ids = list(range(1, n_brokers + 1))
@@ -222,6 +244,11 @@ def up(
         _check_resumable(
             state, brokers=brokers, controllers=controllers, s3_endpoint=s3_endpoint, bucket=bucket, prefix=prefix
         )
+        if security.on and security != LocalSecurity(state.tls, state.sasl, state.acls):
+            raise LocalClusterError(
+                f"the cluster in {directory} was started with tls={state.tls}, sasl={state.sasl}, acls={state.acls}; "
+                "it resumes as it was ('cluster up' without those options), or purge it to start anew"
+            )
         if store is not None and split_password(store)[0] != state.store:
             raise LocalClusterError(
                 f"the cluster in {directory} keeps its metadata in {state.store or STORE_FILE}, not in the --store "
@@ -234,12 +261,17 @@ def up(
     recorded = list(state.processes)
     started: list[ProcessInfo] = []
     try:
+        node_tables: dict[str, Tables] = {}
+        if previous is None:
+            nodes = [("controller", n) for n in controller_ids] + [("broker", b) for b in broker_ids]
+            node_tables, _ = prepare(directory, security, nodes)
         _start_processes(
             state,
             controller_ids,
             broker_ids,
             started,
             fresh=previous is None,
+            node_tables=node_tables,
             broker_overrides=broker_overrides,
             controller_overrides=controller_overrides,
             timeout_s=timeout_s,
@@ -265,6 +297,7 @@ def _start_processes(
     started: list[ProcessInfo],
     *,
     fresh: bool,
+    node_tables: Mapping[str, Tables],
     broker_overrides: Tables | None,
     controller_overrides: Tables | None,
     timeout_s: float,
@@ -287,9 +320,17 @@ def _start_processes(
     store_tables: Tables = {}
     if state.store_password_file.exists():
         store_tables = {"store": {"password_file": str(state.store_password_file)}}
+    if fresh and state.sasl:
+        with _open_cluster_store(state, create=True) as metadata:
+            bootstrap_logins(directory, metadata)  # the first logins, before anyone needs one
+        progress("SCRAM logins written into the new metadata log")
     controller_ports = []
     for node in controller_ids:
-        base = {"controller": {"node_id": node, "metadata_store": store}, **store_tables}
+        base = {
+            "controller": {"node_id": node, "metadata_store": store},
+            **store_tables,
+            **node_tables.get(node_name("controller", node), {}),
+        }
         info = _start_node(directory, "controller", node, base, controller_overrides, fresh=fresh, env=env)
         started.append(info.process)
         progress(f"controller {node} starting")
@@ -307,6 +348,7 @@ def _start_processes(
             },
             "s3": {"endpoint_url": state.s3_endpoint, "bucket": state.bucket, "prefix": state.prefix},
             **store_tables,
+            **node_tables.get(node_name("broker", b), {}),
         }
         info = _start_node(directory, "broker", b, base, broker_overrides, fresh=fresh, env=env)
         started.append(info.process)
@@ -336,9 +378,13 @@ class _Starting:
     def wait(self, timeout_s: float) -> int:
         p = self.process
         _wait(f"{p.role} {p.id}", self._ready.exists, timeout_s, Path(p.log), self._proc)
-        p.port = int(json.loads(self._ready.read_text())["port"])
+        ready = json.loads(self._ready.read_text())
+        p.port, p.metrics_port = int(ready["port"]), int(ready.get("metrics_port") or 0)
         assert p.config is not None
-        _write_toml(Path(p.config), _with_overrides(self._tables, {p.role: {"port": p.port}}))
+        ports: dict[str, dict[str, Any]] = {p.role: {"port": p.port}}
+        if p.metrics_port:
+            ports["metrics"] = {"port": p.metrics_port}
+        _write_toml(Path(p.config), _with_overrides(self._tables, ports))
         return p.port
 
 
@@ -360,7 +406,7 @@ def _start_node(
     existing: Tables = {} if fresh or not cfg.exists() else _read_toml(cfg)
     tables = _with_overrides(_with_overrides(existing, base), overrides)
     tables = _with_overrides(tables, {role: {"ready_file": str(ready)}})
-    _write_toml(cfg, _with_overrides(tables, {role: {"port": 0}}))
+    _write_toml(cfg, _with_overrides(tables, {role: {"port": 0}, "metrics": {"port": 0}}))
     log = directory / "logs" / f"{role}-{node}.log"
     command = controller_command(cfg) if role == "controller" else broker_command(cfg)
     proc = _spawn(command, log, env)
@@ -404,8 +450,9 @@ def _use_external_store(state: LocalClusterState, store: str) -> None:
 
 
 @contextlib.contextmanager
-def _open_cluster_store(state: LocalClusterState) -> Iterator[MetadataStore]:
-    """The cluster's store as a reader (never recovered here: that is the processes' job)."""
+def _open_cluster_store(state: LocalClusterState, *, create: bool = False) -> Iterator[MetadataStore]:
+    """The cluster's store as a reader (never recovered here: that is the processes' job), or, with ``create``, a
+    new cluster's store made ready for its first records."""
     password_file = state.store_password_file
     settings = StoreSettings(password_file=str(password_file) if password_file.exists() else None)
     password = read_password(settings, os.environ) if state.store else None
@@ -413,7 +460,7 @@ def _open_cluster_store(state: LocalClusterState) -> Iterator[MetadataStore]:
         state.store_spec,
         settings=settings if state.store else None,
         password=password,
-        recover_on_open=False,
+        recover_on_open=create,
         application_name="tieredctl-cli",
     )
     try:
@@ -517,7 +564,14 @@ def _ensure_bucket(state: LocalClusterState, *, create: bool) -> None:
 
 def _healthy(state: LocalClusterState, brokers: int) -> bool:
     async def check() -> bool:
-        client = AdminClient(state.bootstrap_server, timeout_s=2, max_attempts=1)
+        operator = operator_security(state)
+        client = AdminClient(
+            state.bootstrap_server,
+            timeout_s=2,
+            max_attempts=1,
+            ssl_context=operator.ssl_context(),
+            sasl=operator.sasl,
+        )
         try:
             await client.refresh_metadata()
             body = await client.call(ApiKey.METADATA, (1, 12), {"topics": []}, m.MetadataResponse)
@@ -562,6 +616,8 @@ def stop_process(p: ProcessInfo, *, timeout_s: float) -> None:
 # Everything a local cluster writes under its directory ('down --purge' deletes exactly these).
 _CLUSTER_FILES = (
     STATE_FILE,
+    CLIENT_PROPERTIES,
+    "security",
     STORE_FILE,
     f"{STORE_FILE}-wal",
     f"{STORE_FILE}-shm",
@@ -666,6 +722,7 @@ def status(directory: Path) -> dict[str, Any]:
     for p in state.processes:
         alive = is_ours(p)
         entry: dict[str, Any] = {"role": p.role, "id": p.id, "pid": p.pid, "port": p.port, "alive": alive, "log": p.log}
+        entry["metrics_url"] = f"http://127.0.0.1:{p.metrics_port}/metrics" if p.metrics_port else None
         if p.role == "controller":
             entry["active"] = entry["alive"] and p.id == active
         procs.append(entry)
@@ -676,6 +733,8 @@ def status(directory: Path) -> dict[str, Any]:
         "bucket": state.bucket,
         "prefix": state.prefix,
         "store": parse_store_spec(state.store_spec).location,  # never a password
+        "security": {"tls": state.tls, "sasl": state.sasl, "acls": state.acls},
+        "client_properties": str(Path(state.dir) / CLIENT_PROPERTIES) if state.tls or state.sasl else None,
         "processes": procs,
     }
 

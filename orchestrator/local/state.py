@@ -19,10 +19,12 @@ from orchestrator.private_files import write_private
 
 STATE_FILE = "cluster.json"
 STORE_FILE = "metadata.db"  # the cluster's SQLite metadata store, beside cluster.json
+CLIENT_PROPERTIES = "client.properties"  # how the operator connects (cluster up --tls/--sasl); read by the CLI
 STORE_PASSWORD_FILE = "config/store-password"  # a PostgreSQL store's password given in --store's URL (mode 0600)
 DEFAULT_BUCKET = "tiered-storage"
 DEFAULT_PREFIX = "tiered/"
-# The embedded S3 (moto's server) accepts any key pair; this one is for it alone and never leaves the machine.
+# The embedded S3 (moto's server) accepts any key pair; this one is for it alone and never leaves the machine. A
+# cluster made since secret keys were generated keeps its own random secret key in cluster.json (0600) instead.
 EMBEDDED_S3_CREDENTIALS = ("local", "local")
 
 
@@ -35,6 +37,7 @@ class ProcessInfo:
     config: str | None  # a file its command line names, which identifies it in /proc: its settings file (the
     # embedded S3: its ready file)
     log: str
+    metrics_port: int = 0  # a controller's or broker's Prometheus endpoint (0: none; a record from before metrics)
 
 
 @dataclass
@@ -47,6 +50,10 @@ class LocalClusterState:
     embedded_s3: bool
     processes: list[ProcessInfo] = field(default_factory=list)
     store: str | None = None  # an external store's URL without its password (PostgreSQL); None: STORE_FILE here
+    tls: bool = False  # cluster up --tls: every port speaks TLS (orchestrator.local.security)
+    sasl: bool = False  # cluster up --sasl: SCRAM logins
+    acls: bool = False  # cluster up --acls: the authorizer is on
+    s3_secret_key: str | None = None  # the embedded S3's secret key for this cluster (random; None: the old fixed one)
 
     @classmethod
     def load(cls, directory: Path) -> LocalClusterState:
@@ -86,7 +93,10 @@ class LocalClusterState:
     @property
     def s3_credentials(self) -> tuple[str, str] | None:
         """The key pair for this cluster's S3: the embedded server's own, or None (the usual AWS sources)."""
-        return EMBEDDED_S3_CREDENTIALS if self.embedded_s3 else None
+        if not self.embedded_s3:
+            return None
+        access_key_id, fixed_secret = EMBEDDED_S3_CREDENTIALS
+        return access_key_id, self.s3_secret_key or fixed_secret
 
     def save(self) -> None:
         write_private(Path(self.dir) / STATE_FILE, json.dumps(asdict(self), indent=2))

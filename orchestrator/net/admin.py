@@ -64,6 +64,7 @@ from orchestrator.errors import (
     RequestTimedOut,
     UnsupportedVersion,
 )
+from orchestrator.net.client_security import SaslCredentials
 from orchestrator.net.connection import (
     DEFAULT_CLIENT_ID,
     DEFAULT_REQUEST_TIMEOUT_S,
@@ -163,6 +164,7 @@ class AdminClient:
         bootstrap: str | Sequence[tuple[str, int]],
         *,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
         client_id: str = DEFAULT_CLIENT_ID,
         timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         connect_timeout_s: float = 5.0,
@@ -177,7 +179,9 @@ class AdminClient:
         if probe_stagger_s < 0:
             raise ValueError(f"probe_stagger_s must be >= 0, got {probe_stagger_s}")
         self.bootstrap = parse_bootstrap(bootstrap)
-        self._pool = ConnectionPool(ssl_context=ssl_context, client_id=client_id, connect_timeout_s=connect_timeout_s)
+        self._pool = ConnectionPool(
+            ssl_context=ssl_context, sasl=sasl, client_id=client_id, connect_timeout_s=connect_timeout_s
+        )
         self._timeout_s = timeout_s
         self._max_attempts = max_attempts
         # backoff_initial_s * 2**(attempt - 1), capped at backoff_max_s, plus up to backoff_initial_s of jitter so

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 
-SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+from orchestrator.settings import SCRAM_MECHANISMS
 
 
 @dataclass(frozen=True, slots=True)

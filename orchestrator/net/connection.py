@@ -14,6 +14,10 @@ Invariants:
 * **A dead connection is never reused.** Once closed, :meth:`KafkaConnection.request` fails at once;
   :class:`ConnectionPool` keeps one connection per (host, port), opens it once however many callers ask at the same
   time, and opens a new one on the next request after the old one died.
+* **A login before anything else.** With SASL credentials, :meth:`KafkaConnection.open` logs in (SaslHandshake v1,
+  then SaslAuthenticate rounds of SCRAM) before the connection is handed out; a refused login closes it and raises
+  :class:`~orchestrator.errors.SaslAuthenticationFailed` (not retriable: the same password fails the same way),
+  with the server's message and never the password.
 * **ApiVersions, the Kafka way.** :meth:`KafkaConnection.api_versions` asks with our highest version; a server that
   does not speak it answers in v0 with UNSUPPORTED_VERSION and its own range, and we retry once with the highest
   version we share. The result is cached on the connection, so a reconnect (possibly to an upgraded server)
@@ -34,8 +38,11 @@ from orchestrator.errors import (
     ConnectionClosed,
     ProtocolError,
     RequestTimedOut,
+    TieredError,
     UnsupportedVersion,
+    for_code,
 )
+from orchestrator.net.client_security import SaslCredentials
 from orchestrator.net.server import format_address, served_versions
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import (
@@ -45,6 +52,7 @@ from orchestrator.protocol.framing import (
     read_frame,
 )
 from orchestrator.protocol.schema import request_schema
+from orchestrator.security.scram import ScramClientExchange, ScramMechanism
 
 log = structlog.get_logger(__name__)
 
@@ -105,11 +113,13 @@ class KafkaConnection:
         port: int,
         *,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
         client_id: str = DEFAULT_CLIENT_ID,
         connect_timeout_s: float = 5.0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     ) -> KafkaConnection:
-        """Connect (and, with ``ssl_context``, complete the TLS handshake); BrokerNotAvailable when that fails."""
+        """Connect (with ``ssl_context``, complete the TLS handshake; with ``sasl``, log in); BrokerNotAvailable when
+        the connection fails, SaslAuthenticationFailed when the login is refused."""
         label = format_address((host, port))
         try:
             async with asyncio.timeout(connect_timeout_s):
@@ -119,7 +129,14 @@ class KafkaConnection:
         except OSError as exc:  # refused, unreachable, reset, TLS handshake refused (ssl.SSLError)
             raise BrokerNotAvailable(f"{label}: cannot connect: {exc}") from exc
         log.debug("net.connected", address=label, tls=ssl_context is not None)
-        return cls(reader, writer, address=(host, port), client_id=client_id, max_frame_bytes=max_frame_bytes)
+        conn = cls(reader, writer, address=(host, port), client_id=client_id, max_frame_bytes=max_frame_bytes)
+        if sasl is not None:
+            try:
+                await conn._login(sasl, timeout_s=connect_timeout_s)
+            except BaseException:
+                await conn.close()
+                raise
+        return conn
 
     @property
     def closed(self) -> bool:
@@ -206,6 +223,24 @@ class KafkaConnection:
 
     # --- internals
 
+    async def _login(self, sasl: SaslCredentials, *, timeout_s: float) -> None:
+        handshake = await self.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": sasl.mechanism}, timeout_s=timeout_s)
+        if handshake["error_code"] != 0:
+            raise _login_error(
+                handshake, f"{self._label}: SASL {sasl.mechanism} refused, server offers {handshake['mechanisms']}"
+            )
+        exchange = ScramClientExchange(ScramMechanism.from_name(sasl.mechanism), sasl.username, sasl.password)
+        message = exchange.first()
+        for round_number in (1, 2):
+            reply = await self.request(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": message}, timeout_s=timeout_s)
+            if reply["error_code"] != 0:
+                raise _login_error(reply, f"{self._label}: login of {sasl.username!r} refused")
+            if round_number == 1:
+                message = exchange.step(bytes(reply["auth_bytes"]))
+            else:
+                exchange.finish(bytes(reply["auth_bytes"]))
+        log.debug("net.logged_in", address=self._label, user=sasl.username, mechanism=sasl.mechanism)
+
     def _take_correlation_id(self) -> int:
         for _ in range(len(self._pending) + 1):  # a free id is at most len(pending) steps away
             correlation_id = self._next_id
@@ -267,6 +302,12 @@ class KafkaConnection:
                 future.set_exception(BrokerNotAvailable(f"{self._label}: {self._closed_reason}"))
 
 
+def _login_error(reply: Mapping[str, Any], context: str) -> TieredError:
+    """The typed error of a refused SaslHandshake / SaslAuthenticate, with the server's message."""
+    detail = reply.get("error_message") or ""
+    return for_code(int(reply["error_code"]))(f"{context}: {detail}" if detail else context)
+
+
 class ConnectionPool:
     """One shared :class:`KafkaConnection` per (host, port), reopened on demand after it dies."""
 
@@ -274,11 +315,13 @@ class ConnectionPool:
         self,
         *,
         ssl_context: ssl.SSLContext | None = None,
+        sasl: SaslCredentials | None = None,
         client_id: str = DEFAULT_CLIENT_ID,
         connect_timeout_s: float = 5.0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
         self._ssl_context = ssl_context
+        self._sasl = sasl
         self._client_id = client_id
         self._connect_timeout_s = connect_timeout_s
         self._max_frame_bytes = max_frame_bytes
@@ -344,6 +387,7 @@ class ConnectionPool:
             address[0],
             address[1],
             ssl_context=self._ssl_context,
+            sasl=self._sasl,
             client_id=self._client_id,
             connect_timeout_s=self._connect_timeout_s,
             max_frame_bytes=self._max_frame_bytes,

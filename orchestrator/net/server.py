@@ -24,6 +24,14 @@ Invariants:
   ``<dir>/<server name>.jsonl``: Kafka's request logger, for finding what a client really sends (the compatibility
   tests keep what real clients send this way). Off by default; a trace that cannot be written is logged once as
   ``net.trace_failed`` and turned off, never failing a request.
+* **Who is asking is known before anything is served.** With :class:`Authentication`, a connection's principal
+  comes from its verified TLS client certificate (``User:<CN>``) or from a SASL/SCRAM login (SaslHandshake v1, then
+  SaslAuthenticate rounds, as Kafka clients speak it; both answered by the server itself, like ApiVersions). While
+  SASL is on and a connection has no certificate principal, only ApiVersions, SaslHandshake and SaslAuthenticate
+  are served: anything else is logged as ``net.unauthenticated_request`` and closes the connection, as Kafka
+  does. A failed login is answered (SASL_AUTHENTICATION_FAILED, the same words for an unknown user and a wrong
+  password), logged as ``net.authentication_failed`` with the peer and the user name, and the connection closed.
+  Handlers see the principal and the peer's host on :attr:`Request.principal` / :attr:`Request.client_host`.
 * **stop() leaves nothing behind.** It closes the listener, cancels every connection (and so every running
   handler), waits for them, and closes every transport; TLS shutdowns are bounded in time.
 """
@@ -31,16 +39,25 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import ssl
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from orchestrator.errors import ConnectionClosed, ProtocolError, UnsupportedVersion
+from orchestrator.errors import (
+    ConnectionClosed,
+    IllegalSaslState,
+    ProtocolError,
+    SaslAuthenticationFailed,
+    UnsupportedSaslMechanism,
+    UnsupportedVersion,
+)
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -52,6 +69,8 @@ from orchestrator.protocol.framing import (
     read_frame,
 )
 from orchestrator.protocol.schema import request_schema, response_schema
+from orchestrator.security.principals import ANONYMOUS, principal_from_peer_cert
+from orchestrator.security.scram import ScramCredential, ScramMechanism, ScramServerExchange
 
 log = structlog.get_logger(__name__)
 
@@ -60,6 +79,43 @@ Handler = Callable[[Request], Awaitable[Mapping[str, object]]]
 
 TRACE_ENV = "TIEREDCTL_TRACE_REQUESTS"
 _CLOSE_TIMEOUT_S = 2.0  # bound on a graceful (TLS close_notify) shutdown before the transport is aborted
+
+
+CredentialLookup = Callable[[str, str], "ScramCredential | None"]
+"""(mechanism, user name) -> that user's SCRAM credential, or None; read from the node's metadata image."""
+
+_SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+_BEFORE_LOGIN = frozenset({ApiKey.API_VERSIONS, *_SASL_APIS})
+# SaslHandshake v0 is followed by raw SASL tokens outside Kafka's framing; only v1 (tokens in SaslAuthenticate) is
+# served, and every client that asks ApiVersions first (all of today's) uses it.
+_SASL_HANDSHAKE_VERSIONS = (1, 1)
+
+
+@dataclass(frozen=True)
+class Authentication:
+    """What a server asks of its clients: SASL/SCRAM mechanisms offered (empty: no SASL, everyone not identified
+    by a certificate is ANONYMOUS) and where the credentials are looked up."""
+
+    sasl_mechanisms: tuple[str, ...] = ()
+    credentials: CredentialLookup | None = None
+
+    def __post_init__(self) -> None:
+        if self.sasl_mechanisms and self.credentials is None:
+            raise ValueError("SASL needs a credential lookup")
+
+
+NO_AUTHENTICATION = Authentication()
+
+
+class _Session:
+    """One connection's login state."""
+
+    def __init__(self, principal: str | None) -> None:
+        self.principal = principal or ANONYMOUS
+        self.certified = principal is not None
+        self.exchange: ScramServerExchange | None = None
+        self.mechanism: str | None = None
+        self.logged_in = False
 
 
 def served_versions(api_key: int) -> tuple[int, int]:
@@ -128,11 +184,13 @@ class KafkaServer:
         port: int,
         handlers: Mapping[int, Handler],
         ssl_context: ssl.SSLContext | None = None,
+        authentication: Authentication = NO_AUTHENTICATION,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         idle_timeout_s: float | None = None,
     ) -> None:
-        if ApiKey.API_VERSIONS in handlers:
-            raise ValueError("ApiVersions (18) is answered by the server itself; do not register a handler for it")
+        own = sorted(key for key in (ApiKey.API_VERSIONS, *_SASL_APIS) if key in handlers)
+        if own:
+            raise ValueError(f"api keys {own} are answered by the server itself; do not register handlers for them")
         if max_frame_bytes < 0:
             raise ValueError(f"max_frame_bytes must be >= 0, got {max_frame_bytes}")
         self.name = name
@@ -140,10 +198,14 @@ class KafkaServer:
         self._port = port
         self._handlers = dict(handlers)
         self._ssl_context = ssl_context
+        self._authentication = authentication
         self._max_frame_bytes = max_frame_bytes
         self._idle_timeout_s = idle_timeout_s
         versions = {key: served_versions(key) for key in self._handlers}
         versions[ApiKey.API_VERSIONS] = served_versions(ApiKey.API_VERSIONS)
+        if authentication.sasl_mechanisms:
+            versions[ApiKey.SASL_HANDSHAKE] = _SASL_HANDSHAKE_VERSIONS
+            versions[ApiKey.SASL_AUTHENTICATE] = served_versions(ApiKey.SASL_AUTHENTICATE)
         self.api_versions: Mapping[int, tuple[int, int]] = dict(sorted(versions.items()))
         self._server: asyncio.Server | None = None
         self._address: tuple[str, int] | None = None
@@ -154,6 +216,8 @@ class KafkaServer:
         self.requests_handled = 0
         self.bad_frames = 0
         self.handler_failures = 0
+        self.authentication_failures = 0
+        self.unauthenticated_requests = 0
 
     @property
     def address(self) -> tuple[str, int]:
@@ -178,6 +242,7 @@ class KafkaServer:
             server=self.name,
             address=format_address(self._address),
             tls=self._ssl_context is not None,
+            sasl=list(self._authentication.sasl_mechanisms),
             api_keys=sorted(self.api_versions),
         )
         return self._address
@@ -223,6 +288,9 @@ class KafkaServer:
             log.debug("net.closed", server=self.name, peer=peer)
 
     async def _serve_requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
+        session = _Session(principal_from_peer_cert(writer.get_extra_info("peercert")))
+        if session.certified:
+            log.debug("net.certificate_principal", server=self.name, peer=peer, principal=session.principal)
         while True:
             try:
                 async with asyncio.timeout(self._idle_timeout_s):
@@ -238,18 +306,19 @@ class KafkaServer:
             except OSError as exc:  # reset by the peer, TLS errors (ssl.SSLError is an OSError)
                 log.info("net.connection_error", server=self.name, peer=peer, error=repr(exc))
                 return
-            response = await self._respond(payload, peer)
-            if response is None:
-                return
-            writer.write(response)
-            try:
-                await writer.drain()
-            except OSError as exc:
-                log.info("net.connection_error", server=self.name, peer=peer, error=repr(exc))
+            response, keep_open = await self._respond(payload, peer, session)
+            if response is not None:
+                writer.write(response)
+                try:
+                    await writer.drain()
+                except OSError as exc:
+                    log.info("net.connection_error", server=self.name, peer=peer, error=repr(exc))
+                    return
+            if not keep_open:
                 return
 
-    async def _respond(self, payload: bytes, peer: str) -> bytes | None:
-        """The framed response to one request payload, or None when the connection must be closed."""
+    async def _respond(self, payload: bytes, peer: str, session: _Session) -> tuple[bytes | None, bool]:
+        """The framed response to one request payload (None: nothing to send) and whether the connection stays."""
         try:
             request = decode_request(payload)
         except UnsupportedRequest as exc:
@@ -258,12 +327,12 @@ class KafkaServer:
                 self.requests_handled += 1
                 log.info("net.api_versions_unsupported", server=self.name, peer=peer, version=exc.api_version)
                 header = RequestHeader(ApiKey.API_VERSIONS, 0, exc.correlation_id, None)
-                return encode_response(header, self._api_versions_body(UnsupportedVersion.code))
+                return encode_response(header, self._api_versions_body(UnsupportedVersion.code)), True
             self._bad_frame(peer, exc.message)
-            return None
+            return None, False
         except ProtocolError as exc:
             self._bad_frame(peer, exc.message)
-            return None
+            return None, False
         header = request.header
         if self._trace is not None:
             self._trace.record(request, payload)
@@ -278,15 +347,27 @@ class KafkaServer:
             )
         if header.api_key == ApiKey.API_VERSIONS:
             self.requests_handled += 1
-            return encode_response(header, self._api_versions_body(0))
-        handler = self._handlers.get(header.api_key)
-        if handler is None:
+            return encode_response(header, self._api_versions_body(0)), True
+        served = self.api_versions.get(header.api_key)
+        if served is None:
             self._bad_frame(peer, f"no handler for {request.schema.name} (api key {header.api_key})")
-            return None
-        lo, hi = self.api_versions[header.api_key]
+            return None, False
+        lo, hi = served
         if not lo <= header.api_version <= hi:
             self._bad_frame(peer, f"{request.schema.name} version {header.api_version} is not served ({lo}-{hi})")
-            return None
+            return None, False
+        if header.api_key in _SASL_APIS:
+            self.requests_handled += 1
+            answer, keep_open = self._login(request, peer, session)
+            return encode_response(header, answer), keep_open
+        if self._authentication.sasl_mechanisms and not (session.certified or session.logged_in):
+            self.unauthenticated_requests += 1
+            log.warning(
+                "net.unauthenticated_request", server=self.name, peer=peer, api=request.schema.name, reason="no login"
+            )
+            return None, False
+        handler = self._handlers[header.api_key]
+        request = dataclasses.replace(request, principal=session.principal, client_host=_host_of(peer))
         try:
             body = await handler(request)
             response = encode_response(header, body)
@@ -301,9 +382,75 @@ class KafkaServer:
                 correlation_id=header.correlation_id,
                 exc_info=True,
             )
-            return None
+            return None, False
         self.requests_handled += 1
-        return response
+        return response, True
+
+    # --- SASL
+
+    def _login(self, request: Request, peer: str, session: _Session) -> tuple[dict[str, Any], bool]:
+        """Answer SaslHandshake or SaslAuthenticate; the connection stays open unless the login failed."""
+        if request.header.api_key == ApiKey.SASL_HANDSHAKE:
+            return self._handshake(str(request.body["mechanism"]), peer, session)
+        if session.exchange is None or session.logged_in:
+            return self._login_failed(peer, session, IllegalSaslState("SaslAuthenticate without a handshake"))
+        try:
+            reply = session.exchange.step(bytes(request.body["auth_bytes"]))
+        except (SaslAuthenticationFailed, IllegalSaslState) as exc:
+            return self._login_failed(peer, session, exc)
+        if session.exchange.done:
+            session.logged_in = True
+            session.principal = f"User:{session.exchange.username}"
+            log.info(
+                "net.authenticated",
+                server=self.name,
+                peer=peer,
+                principal=session.principal,
+                mechanism=session.mechanism,
+            )
+        body = {"error_code": 0, "error_message": None, "auth_bytes": reply, "session_lifetime_ms": 0}
+        return body, True
+
+    def _handshake(self, mechanism: str, peer: str, session: _Session) -> tuple[dict[str, Any], bool]:
+        offered = list(self._authentication.sasl_mechanisms)
+        error: UnsupportedSaslMechanism | IllegalSaslState | None = None
+        if session.exchange is not None or session.logged_in:
+            error = IllegalSaslState("a second SaslHandshake on one connection")
+        elif mechanism not in offered:
+            error = UnsupportedSaslMechanism(f"{mechanism!r} is not offered; offered: {offered}")
+        if error is not None:
+            self.authentication_failures += 1
+            log.warning("net.authentication_failed", server=self.name, peer=peer, mechanism=mechanism, error=error.name)
+            return {"error_code": error.code, "mechanisms": offered}, False
+        lookup = self._authentication.credentials
+        assert lookup is not None  # Authentication checks it when SASL is on
+        session.mechanism = mechanism
+        session.exchange = ScramServerExchange(
+            ScramMechanism.from_name(mechanism), lambda user: lookup(mechanism, user)
+        )
+        return {"error_code": 0, "mechanisms": offered}, True
+
+    def _login_failed(
+        self, peer: str, session: _Session, error: SaslAuthenticationFailed | IllegalSaslState
+    ) -> tuple[dict[str, Any], bool]:
+        self.authentication_failures += 1
+        reason = session.exchange.failure_reason if session.exchange is not None else error.message
+        log.warning(
+            "net.authentication_failed",
+            server=self.name,
+            peer=peer,
+            mechanism=session.mechanism,
+            error=error.name,
+            reason=reason,
+        )
+        message = (
+            f"Authentication failed during authentication due to invalid credentials with SASL mechanism "
+            f"{session.mechanism}"
+            if isinstance(error, SaslAuthenticationFailed)
+            else error.message
+        )
+        body = {"error_code": error.code, "error_message": message, "auth_bytes": b"", "session_lifetime_ms": 0}
+        return body, False
 
     def _api_versions_body(self, error_code: int) -> dict[str, Any]:
         return {
@@ -317,6 +464,12 @@ class KafkaServer:
     def _bad_frame(self, peer: str, reason: str) -> None:
         self.bad_frames += 1
         log.warning("net.bad_frame", server=self.name, peer=peer, reason=reason)
+
+
+def _host_of(peer: str) -> str:
+    """The host part of a ``host:port`` / ``[v6]:port`` peer label."""
+    host = peer.rpartition(":")[0]
+    return host.strip("[]") or peer
 
 
 async def _close_writer(writer: asyncio.StreamWriter) -> None:
@@ -334,4 +487,12 @@ async def _close_writer(writer: asyncio.StreamWriter) -> None:
         raise
 
 
-__all__ = ["Handler", "KafkaServer", "format_address", "served_versions"]
+__all__ = [
+    "NO_AUTHENTICATION",
+    "Authentication",
+    "CredentialLookup",
+    "Handler",
+    "KafkaServer",
+    "format_address",
+    "served_versions",
+]

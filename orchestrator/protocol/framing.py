@@ -60,6 +60,9 @@ class Request:
     body: dict[str, Any]
     schema: MessageSchema
     trailing_bytes: int = 0  # bytes after the body, ignored (see the module docstring)
+    # Who sent it, as the server authenticated the connection (orchestrator.net.server), and from where.
+    principal: str = "User:ANONYMOUS"
+    client_host: str = ""
 
 
 def request_header_version(req: MessageSchema, version: int) -> int:

@@ -4,6 +4,7 @@ from orchestrator.errors import SettingsError
 from orchestrator.settings import (
     BrokerMembership,
     DisablementSettings,
+    MetricsSettings,
     load_broker_settings,
     load_controller_settings,
 )
@@ -16,11 +17,63 @@ BROKER_BASICS = "[broker]\nbroker_id = 2\ndata_dir = 'data'\nmetadata_store = 'm
 
 def test_the_shipped_example_configs_load():
     broker = load_broker_settings(DEPLOY / "broker.toml")
-    assert broker.broker_id == 1 and broker.s3.bucket == "kafka-tiered-storage" and not broker.tls.enabled
+    assert broker.broker_id == 1 and broker.s3.bucket == "kafka-tiered-storage"
     controller = load_controller_settings(DEPLOY / "controller.toml")
     assert controller.node_id == 3000 and controller.lease_ttl_ms == 5000
     assert controller.membership.session_timeout_ms == 9000
     assert controller.disablement.stall_threshold_ms == 60_000
+    for shipped in (broker, controller):  # listening on every interface: TLS, SCRAM logins and ACLs, never plaintext
+        assert shipped.host == "0.0.0.0" and shipped.tls.enabled and shipped.security.authorizer
+        assert shipped.security.sasl_mechanisms and not shipped.security.allow_insecure
+        assert shipped.security.cluster_principals == ("User:tieredctl-controller", "User:tieredctl-broker")
+
+
+BROKER_ON = "[broker]\nbroker_id = 1\ndata_dir='d'\nmetadata_store='m'\ncontrollers='c'\nhost = '{host}'\n"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "10.1.2.3", "broker-1.example.com", "::"])
+def test_a_port_reachable_from_other_hosts_without_authentication_is_refused_and_says_why(tmp_path, host):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_ON.format(host=host))
+    with pytest.raises(SettingsError, match=r"without authentication.*allow_insecure = true"):
+        load_broker_settings(path)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "[security]\nallow_insecure = true\n",
+        "[security]\nsasl_mechanisms = ['SCRAM-SHA-512']\n",
+        "[tls]\ncertfile = 'c.pem'\ncafile = 'ca.pem'\nrequire_client_cert = true\n",
+    ],
+)
+def test_authentication_or_an_explicit_allow_insecure_lets_it_start(tmp_path, extra):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_ON.format(host="0.0.0.0") + extra)
+    assert load_broker_settings(path).host == "0.0.0.0"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_loopback_stays_as_easy_as_before(tmp_path, host):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_ON.format(host=host))
+    assert load_broker_settings(path).security.sasl_mechanisms == ()
+
+
+@pytest.mark.parametrize(
+    "security,match",
+    [
+        ("sasl_mechanisms = ['PLAIN']", "not served"),
+        ("super_users = ['alice']", "User:<name>"),
+        ("sasl_username = 'broker-1'", "go together"),
+        ("sasl_mechanisms = 'SCRAM-SHA-512'", "list of strings"),
+    ],
+)
+def test_bad_security_settings_are_refused_naming_the_key(tmp_path, security, match):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_ON.format(host="127.0.0.1") + "[security]\n" + security + "\n")
+    with pytest.raises(SettingsError, match=match):
+        load_broker_settings(path)
 
 
 @pytest.mark.parametrize(
@@ -77,4 +130,15 @@ def test_a_group_key_in_the_wrong_table_is_refused(tmp_path, text, match):
     path = tmp_path / "c.toml"
     path.write_text(text)
     with pytest.raises(SettingsError, match=match):
+        load_controller_settings(path)
+
+
+def test_metrics_are_served_on_loopback_on_a_free_port_unless_the_metrics_table_says_otherwise(tmp_path):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_BASICS + "[metrics]\nport = 9400\n")
+    assert load_broker_settings(path).metrics == MetricsSettings(enabled=True, host="127.0.0.1", port=9400)
+    path.write_text("[controller]\nnode_id = 3001\nmetadata_store = 'm.db'\n")
+    assert load_controller_settings(path).metrics == MetricsSettings(enabled=True, host="127.0.0.1", port=0)
+    path.write_text("[controller]\nnode_id = 3001\nmetadata_store = 'm.db'\n[metrics]\nport = 70000\n")
+    with pytest.raises(SettingsError, match=r"\[metrics\] port"):
         load_controller_settings(path)

@@ -29,11 +29,14 @@ class KafkaPythonJudge:
     name = "kafka-python"
     incremental = True
 
-    def __init__(self, bootstrap: str) -> None:
-        from kafka.admin import KafkaAdminClient
+    def __init__(self, bootstrap: str, **security: Any) -> None:
+        """``security``: kafka-python's own keyword settings (security_protocol, ssl_cafile, sasl_mechanism...)."""
+        with warnings.catch_warnings():  # its first import reads schemas with a resources API Python deprecated
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from kafka.admin import KafkaAdminClient
 
         self._admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap.split(","), client_id="kafka-python-judge", request_timeout_ms=15000
+            bootstrap_servers=bootstrap.split(","), client_id="kafka-python-judge", request_timeout_ms=15000, **security
         )
 
     def _resource(self, name: str, configs: Any = None) -> Any:
@@ -100,10 +103,11 @@ class ConfluentJudge:
     name = "confluent-kafka"
     incremental = True
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, **properties: str) -> None:
+        """``properties``: librdkafka's own (``{"security.protocol": "SASL_SSL", ...}``)."""
         from confluent_kafka.admin import AdminClient
 
-        self._admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "confluent-kafka-judge"})
+        self._admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "confluent-kafka-judge", **properties})
 
     @staticmethod
     def _wait(what: str, futures: dict[Any, Any]) -> dict[Any, Any]:

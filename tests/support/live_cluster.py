@@ -15,9 +15,11 @@ from typing import Any, TypeVar
 
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
+from orchestrator.local.security import LocalSecurity
 from orchestrator.local.state import LocalClusterState, ProcessInfo
 from orchestrator.metadata.records import SegmentState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.net.client_security import ClientSecurity
 
 T = TypeVar("T")
 
@@ -63,18 +65,23 @@ class LiveCluster:
         s3_endpoint: str | None = None,
         bucket: str | None = None,
         controller_overrides: dict[str, dict[str, Any]] | None = None,
+        security: LocalSecurity = LocalSecurity(),
     ) -> None:
         """A new cluster in ``directory``; on the embedded S3 unless ``s3_endpoint`` (and ``bucket``) name another.
-        ``controller_overrides`` adds tables to the fast controller settings (``{"snapshots": {...}}``)."""
+        ``controller_overrides`` adds tables to the fast controller settings (``{"snapshots": {...}}``);
+        ``security`` turns on TLS, SCRAM logins and ACLs (the clients here connect as the cluster's admin)."""
         self.dir = directory
         controller = {**FAST_CONTROLLER, **(controller_overrides or {})}
         fast_timings = {"broker_overrides": FAST_BROKER, "controller_overrides": controller}
         where = {"s3_endpoint": s3_endpoint, "bucket": bucket}
-        self.state = lc.up(directory, brokers=brokers, controllers=controllers, **where, **fast_timings)
+        self.state = lc.up(
+            directory, brokers=brokers, controllers=controllers, security=security, **where, **fast_timings
+        )
         self.bootstrap = self.state.bootstrap_server
+        self.security = lc.operator_security(self.state)
 
-    def client(self) -> TieredClient:
-        return TieredClient(self.bootstrap, timeout_s=10)
+    def client(self, security: ClientSecurity | None = None) -> TieredClient:
+        return TieredClient(self.bootstrap, timeout_s=10, security=security or self.security)
 
     def call(self, fn: Callable[[TieredClient], Coroutine[Any, Any, T]]) -> T:
         async def go() -> T:

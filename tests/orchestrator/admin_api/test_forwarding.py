@@ -4,12 +4,14 @@ failure becomes the request's own response with a retriable error on each entry 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Coroutine
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
+from orchestrator.admin_api import envelope
 from orchestrator.admin_api.forwarding import Forwarder
 from orchestrator.errors import BrokerNotAvailable, NotController, RequestTimedOut
 from orchestrator.net.admin import AdminClient
@@ -41,8 +43,14 @@ class FakeController:
             name="fake-controller",
             host="127.0.0.1",
             port=0,
-            handlers={ApiKey.DESCRIBE_CLUSTER: self._describe, ApiKey.CREATE_TOPICS: self._create},
+            handlers={ApiKey.DESCRIBE_CLUSTER: self._describe, ApiKey.ENVELOPE: self._envelope},
         )
+        self.principals: list[str] = []
+
+    async def _envelope(self, request: Request) -> dict[str, Any]:
+        inner = envelope.unwrap(request.body)
+        self.principals.append(inner.principal)
+        return envelope.answer(inner, await self._create(inner))
 
     async def _describe(self, _request: Request) -> dict[str, Any]:
         host, port = self.server.address
@@ -63,7 +71,8 @@ class FakeController:
 
 
 def forwarded(version: int = 7) -> Request:
-    return decode_request(encode_request(ApiKey.CREATE_TOPICS, version, 11, CREATE, client_id="kafka-python")[4:])
+    request = decode_request(encode_request(ApiKey.CREATE_TOPICS, version, 11, CREATE, client_id="kafka-python")[4:])
+    return dataclasses.replace(request, principal="User:alice", client_host="192.0.2.7")
 
 
 def forwarder_to(fake: FakeController, **client: Any) -> Forwarder:
@@ -71,7 +80,7 @@ def forwarder_to(fake: FakeController, **client: Any) -> Forwarder:
     return Forwarder(AdminClient(f"{host}:{port}", sleep=no_sleep, **client), timeout_s=0.5)
 
 
-def test_the_controllers_answer_comes_back_as_it_is_at_the_clients_version() -> None:
+def test_the_controllers_answer_comes_back_as_it_is_at_the_clients_version_in_an_envelope_naming_the_client() -> None:
     async def main() -> None:
         fake = FakeController()
         async with fake.server:
@@ -83,6 +92,7 @@ def test_the_controllers_answer_comes_back_as_it_is_at_the_clients_version() -> 
             finally:
                 await forwarder.close()
         assert fake.created == [(2, ["a", "b"]), (5, ["a", "b"]), (7, ["a", "b"])]
+        assert fake.principals == ["User:alice"] * 3  # the Envelope names the client, not the forwarding node
 
     run(main())
 

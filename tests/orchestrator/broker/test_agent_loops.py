@@ -235,6 +235,9 @@ class FakeRemoteLogManager:
     def refresh(self) -> None:
         return None
 
+    def retain_copy_lag(self, partitions) -> None:
+        return None
+
     def tiering_pass(self, topic_id, partition: int) -> None:
         self.passes.append(partition)
         if partition in self.failing:
