@@ -23,14 +23,7 @@ from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
 from orchestrator.net.connection import ConnectionPool
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
-from orchestrator.security.acls import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
-)
+from orchestrator.security.acls import AclBinding, AclBindingFilter, binding_codes, binding_from_codes
 from orchestrator.security.scram import DEFAULT_ITERATIONS, ScramMechanism, salted_password
 
 # The data-plane APIs, served by partition leaders; _leader_call adds the topic id to the request.
@@ -537,17 +530,6 @@ class ScramUser(NamedTuple):
     credentials: list[tuple[str, int]]  # (mechanism name, iterations)
 
 
-_Code = TypeVar("_Code", ResourceType, PatternType, AclOperation, AclPermissionType)
-
-
-def _from_code(kind: type[_Code], code: int) -> _Code:
-    """The member of ``kind`` with wire code ``code``; UNKNOWN (0 in each of Kafka's ACL enums) for a code we lack."""
-    try:
-        return kind(code)
-    except ValueError:
-        return kind(0)
-
-
 def scram_upsertion_request(
     name: str, password: str, *, mechanism: ScramMechanism, iterations: int, salt: bytes
 ) -> m.AlterUserScramCredentialsRequest:
@@ -589,15 +571,7 @@ def describe_binding(binding: AclBinding) -> str:
 
 
 def acl_creation(binding: AclBinding) -> m.AclCreation:
-    return {
-        "resource_type": int(binding.resource_type),
-        "resource_name": binding.resource_name,
-        "resource_pattern_type": int(binding.pattern_type),
-        "principal": binding.principal,
-        "host": binding.host,
-        "operation": int(binding.operation),
-        "permission_type": int(binding.permission_type),
-    }
+    return cast(m.AclCreation, binding_codes(binding, pattern_key="resource_pattern_type"))
 
 
 def describe_acls_request(acl_filter: AclBindingFilter) -> m.DescribeAclsRequest:
@@ -619,19 +593,7 @@ def delete_acls_filter(acl_filter: AclBindingFilter) -> m.DeleteAclsFilter:
 
 def bindings_from_describe(resp: m.DescribeAclsResponse) -> list[AclBinding]:
     """Every binding of a DescribeAcls answer, one per ACL of each resource pattern."""
-    return [
-        AclBinding(
-            resource_type=_from_code(ResourceType, resource["resource_type"]),
-            resource_name=resource["resource_name"],
-            pattern_type=_from_code(PatternType, resource["pattern_type"]),
-            principal=acl["principal"],
-            host=acl["host"],
-            operation=_from_code(AclOperation, acl["operation"]),
-            permission_type=_from_code(AclPermissionType, acl["permission_type"]),
-        )
-        for resource in resp["resources"]
-        for acl in resource["acls"]
-    ]
+    return [binding_from_codes({**resource, **acl}) for resource in resp["resources"] for acl in resource["acls"]]
 
 
 def bindings_deleted(resp: m.DeleteAclsResponse) -> list[AclBinding]:
@@ -640,15 +602,7 @@ def bindings_deleted(resp: m.DeleteAclsResponse) -> list[AclBinding]:
     for result in resp["filter_results"]:
         check(result["error_code"], result.get("error_message"), "deleting ACLs")
         for acl in result["matching_acls"]:
-            binding = AclBinding(
-                resource_type=_from_code(ResourceType, acl["resource_type"]),
-                resource_name=acl["resource_name"],
-                pattern_type=_from_code(PatternType, acl["pattern_type"]),
-                principal=acl["principal"],
-                host=acl["host"],
-                operation=_from_code(AclOperation, acl["operation"]),
-                permission_type=_from_code(AclPermissionType, acl["permission_type"]),
-            )
+            binding = binding_from_codes(acl)
             check(acl["error_code"], acl.get("error_message"), f"deleting ACL {describe_binding(binding)}")
             removed.append(binding)
     return removed

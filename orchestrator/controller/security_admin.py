@@ -21,8 +21,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import IntEnum
-from typing import Any, TypeVar
+from typing import Any, cast
 
 import structlog
 
@@ -46,6 +45,9 @@ from orchestrator.security.acls import (
     AclPermissionType,
     PatternType,
     ResourceType,
+    binding_codes,
+    binding_from_codes,
+    member,
 )
 from orchestrator.security.authorizer import filter_problem, matches
 from orchestrator.security.scram import ScramMechanism, credential_from_salted_password
@@ -54,7 +56,6 @@ from .state import ControllerState
 
 log = structlog.get_logger(__name__)
 
-_E = TypeVar("_E", bound=IntEnum)
 
 _DUPLICATE_USER = "A user credential cannot be altered twice in the same request"
 
@@ -279,24 +280,8 @@ def describe_user_scram_credentials(
 # --- wire <-> model ---------------------------------------------------------------------------------------------
 
 
-def _enum(cls: type[_E], code: int) -> _E:
-    """A wire code as ``cls``; a code Kafka does not define is UNKNOWN (0 in every ACL enum), refused later."""
-    try:
-        return cls(code)
-    except ValueError:
-        return cls(0)
-
-
 def _binding(creation: m.AclCreation) -> AclBinding:
-    return AclBinding(
-        resource_type=_enum(ResourceType, creation["resource_type"]),
-        resource_name=creation["resource_name"],
-        pattern_type=_enum(PatternType, creation["resource_pattern_type"]),
-        principal=creation["principal"],
-        host=creation["host"],
-        operation=_enum(AclOperation, creation["operation"]),
-        permission_type=_enum(AclPermissionType, creation["permission_type"]),
-    )
+    return binding_from_codes(creation, pattern_key="resource_pattern_type")
 
 
 def _filter(
@@ -310,28 +295,18 @@ def _filter(
     permission_type: int,
 ) -> AclBindingFilter:
     return AclBindingFilter(
-        resource_type=_enum(ResourceType, resource_type),
+        resource_type=member(ResourceType, resource_type),
         resource_name=resource_name,
-        pattern_type=_enum(PatternType, pattern_type),
+        pattern_type=member(PatternType, pattern_type),
         principal=principal,
         host=host,
-        operation=_enum(AclOperation, operation),
-        permission_type=_enum(AclPermissionType, permission_type),
+        operation=member(AclOperation, operation),
+        permission_type=member(AclPermissionType, permission_type),
     )
 
 
 def _matching_acl(b: AclBinding) -> m.DeleteAclsMatchingAcl:
-    return m.DeleteAclsMatchingAcl(
-        error_code=0,
-        error_message=None,
-        resource_type=int(b.resource_type),
-        resource_name=b.resource_name,
-        pattern_type=int(b.pattern_type),
-        principal=b.principal,
-        host=b.host,
-        operation=int(b.operation),
-        permission_type=int(b.permission_type),
-    )
+    return cast(m.DeleteAclsMatchingAcl, {"error_code": 0, "error_message": None, **binding_codes(b)})
 
 
 def _acl_fields(b: AclBinding) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from orchestrator.metadata.records import (
     TieredState,
     make_record,
 )
-from orchestrator.security.acls import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from orchestrator.security.acls import AclBinding, binding_codes, binding_from_codes
 from orchestrator.security.scram import ScramCredential
 
 NO_LEADER = -1
@@ -209,17 +209,7 @@ def _config_record(rtype: int, rname: str, name: str, value: str) -> MetadataRec
 
 def acl_record(acl_id: Uuid, acl: AclBinding) -> MetadataRecord:
     """The AccessControlEntryRecord that stores ``acl`` under ``acl_id``."""
-    return make_record(
-        "AccessControlEntryRecord",
-        id=acl_id,
-        resource_type=int(acl.resource_type),
-        resource_name=acl.resource_name,
-        pattern_type=int(acl.pattern_type),
-        principal=acl.principal,
-        host=acl.host,
-        operation=int(acl.operation),
-        permission_type=int(acl.permission_type),
-    )
+    return make_record("AccessControlEntryRecord", id=acl_id, **binding_codes(acl))
 
 
 def scram_credential_record(username: str, mechanism: int, credential: ScramCredential) -> MetadataRecord:
@@ -443,15 +433,7 @@ def _tiered_state(b: _Builder, f: Mapping[str, Any]) -> None:
 
 
 def _access_control_entry(b: _Builder, f: Mapping[str, Any]) -> None:
-    b.acls[f["id"]] = AclBinding(
-        resource_type=ResourceType(f["resource_type"]),
-        resource_name=f["resource_name"],
-        pattern_type=PatternType(f["pattern_type"]),
-        principal=f["principal"],
-        host=f["host"],
-        operation=AclOperation(f["operation"]),
-        permission_type=AclPermissionType(f["permission_type"]),
-    )
+    b.acls[f["id"]] = binding_from_codes(f)
 
 
 def _remove_access_control_entry(b: _Builder, f: Mapping[str, Any]) -> None:

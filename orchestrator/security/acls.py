@@ -11,8 +11,10 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any, TypeVar
 
 CLUSTER_RESOURCE_NAME = "kafka-cluster"  # the one CLUSTER resource's name, as in Kafka
 WILDCARD = "*"  # a resource name, principal ("User:*") or host matching every one
@@ -109,3 +111,42 @@ class AclBindingFilter:
     host: str | None = None
     operation: AclOperation = AclOperation.ANY
     permission_type: AclPermissionType = AclPermissionType.ANY
+
+
+_E = TypeVar("_E", bound=IntEnum)
+
+
+def member(kind: type[_E], code: int) -> _E:
+    """The member of ``kind`` with wire code ``code``; UNKNOWN (0 in each of Kafka's ACL enums) for a code Kafka does
+    not define, which :meth:`AclBinding.problem` then refuses."""
+    try:
+        return kind(code)
+    except ValueError:
+        return kind(0)
+
+
+def binding_from_codes(fields: Mapping[str, Any], *, pattern_key: str = "pattern_type") -> AclBinding:
+    """A binding from a wire entry or record with Kafka's field names (CreateAcls calls the pattern type
+    ``resource_pattern_type``: ``pattern_key``)."""
+    return AclBinding(
+        resource_type=member(ResourceType, fields["resource_type"]),
+        resource_name=fields["resource_name"],
+        pattern_type=member(PatternType, fields[pattern_key]),
+        principal=fields["principal"],
+        host=fields["host"],
+        operation=member(AclOperation, fields["operation"]),
+        permission_type=member(AclPermissionType, fields["permission_type"]),
+    )
+
+
+def binding_codes(binding: AclBinding, *, pattern_key: str = "pattern_type") -> dict[str, Any]:
+    """The wire fields of ``binding`` (the reverse of :func:`binding_from_codes`)."""
+    return {
+        "resource_type": int(binding.resource_type),
+        "resource_name": binding.resource_name,
+        pattern_key: int(binding.pattern_type),
+        "principal": binding.principal,
+        "host": binding.host,
+        "operation": int(binding.operation),
+        "permission_type": int(binding.permission_type),
+    }
