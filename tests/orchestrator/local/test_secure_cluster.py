@@ -230,6 +230,13 @@ def test_real_kafka_clients_authenticate_with_scram_and_with_mutual_tls(users: R
             "orders-confluent", {"remote.storage.enable": "false", "remote.log.disable.policy": "delete"}
         )
         wait_until("the disable to finish", lambda: users.state("orders-confluent") == TieredState.DISABLED.name)
+        confluent.incremental_alter_configs("orders-confluent", {"remote.storage.enable": "true"})  # re-enable
+        assert users.state("orders-confluent") == TieredState.ENABLED.name
+        confluent.incremental_alter_configs(
+            "orders-confluent", {"remote.storage.enable": "false", "remote.log.disable.policy": "retain"}
+        )
+        wait_until("the retain to finish", lambda: users.state("orders-confluent") == TieredState.DISABLED.name)
+        assert users.json("admin", "tiering", "status", "orders-confluent")[0]["policy"] == "retain"
         with pytest.raises(JudgeFailure, match=r"TOPIC_AUTHORIZATION_FAILED|Authorization"):
             confluent.create_topic("payments-confluent", 1, {})
     finally:
