@@ -182,6 +182,9 @@ class OffsetOutOfRange(KafkaError):
 
 @_register
 class CorruptMessage(KafkaError):
+    """Record data that does not decode (Kafka's CorruptRecordException): a CRC-32C mismatch, a bad magic, a length
+    or count the bytes contradict. Retriable as in Kafka: bytes damaged in transit may arrive whole next time."""
+
     code, name, retriable = 2, "CORRUPT_MESSAGE", True
 
 
@@ -304,6 +307,13 @@ class SaslAuthenticationFailed(KafkaError):
     """The SASL exchange failed. The message never says why (an unknown user and a wrong password read alike)."""
 
     code, name, retriable = 58, "SASL_AUTHENTICATION_FAILED", False
+
+
+@_register
+class UnsupportedCompressionType(KafkaError):
+    """A record batch compressed with a codec this process cannot read or write (snappy, lz4, zstd)."""
+
+    code, name, retriable = 76, "UNSUPPORTED_COMPRESSION_TYPE", False
 
 
 @_register
