@@ -100,15 +100,7 @@ class SecurityAdmin:
         removed: dict[Uuid, AclBinding] = {}
         results: list[m.DeleteAclsFilterResult] = []
         for wire_filter in req["filters"]:
-            acl_filter = _filter(
-                resource_type=wire_filter["resource_type_filter"],
-                resource_name=wire_filter["resource_name_filter"],
-                pattern_type=wire_filter["pattern_type_filter"],
-                principal=wire_filter["principal_filter"],
-                host=wire_filter["host_filter"],
-                operation=wire_filter["operation"],
-                permission_type=wire_filter["permission_type"],
-            )
+            acl_filter = _filter(wire_filter)
             problem = filter_problem(acl_filter)
             if problem is not None:
                 results.append(
@@ -208,15 +200,7 @@ class SecurityAdmin:
 def describe_acls(image: MetadataImage, body: m.DescribeAclsRequest, version: int) -> m.DescribeAclsResponse:
     """The ACLs the request's filter matches, grouped by resource pattern (Kafka's DescribeAclsResponse shape)."""
     req = normalized("DescribeAclsRequest", version, body)
-    acl_filter = _filter(
-        resource_type=req["resource_type_filter"],
-        resource_name=req["resource_name_filter"],
-        pattern_type=req["pattern_type_filter"],
-        principal=req["principal_filter"],
-        host=req["host_filter"],
-        operation=req["operation"],
-        permission_type=req["permission_type"],
-    )
+    acl_filter = _filter(req)
     problem = filter_problem(acl_filter)
     if problem is not None:
         response = m.DescribeAclsResponse(
@@ -284,24 +268,16 @@ def _binding(creation: m.AclCreation) -> AclBinding:
     return binding_from_codes(creation, pattern_key="resource_pattern_type")
 
 
-def _filter(
-    *,
-    resource_type: int,
-    resource_name: str | None,
-    pattern_type: int,
-    principal: str | None,
-    host: str | None,
-    operation: int,
-    permission_type: int,
-) -> AclBindingFilter:
+def _filter(wire: Mapping[str, Any]) -> AclBindingFilter:
+    """A DescribeAcls request's or a DeleteAcls filter's fields (the same names in both) as a filter."""
     return AclBindingFilter(
-        resource_type=member(ResourceType, resource_type),
-        resource_name=resource_name,
-        pattern_type=member(PatternType, pattern_type),
-        principal=principal,
-        host=host,
-        operation=member(AclOperation, operation),
-        permission_type=member(AclPermissionType, permission_type),
+        resource_type=member(ResourceType, wire["resource_type_filter"]),
+        resource_name=wire["resource_name_filter"],
+        pattern_type=member(PatternType, wire["pattern_type_filter"]),
+        principal=wire["principal_filter"],
+        host=wire["host_filter"],
+        operation=member(AclOperation, wire["operation"]),
+        permission_type=member(AclPermissionType, wire["permission_type"]),
     )
 
 

@@ -211,10 +211,11 @@ class ControllerService:
             self._metrics_endpoint = MetricsEndpoint.start(self.metrics.registry, host=metrics.host, port=metrics.port)
         self.holder = f"{self.settings.node_id}@{self.settings.host}:{self.port}"
         identity = node_client_security(self.settings.tls, self.settings.security)
-        self._pool = ConnectionPool(ssl_context=identity.ssl_context(), sasl=identity.sasl)
+        client_ssl = identity.ssl_context()  # read the certificate files once
+        self._pool = ConnectionPool(ssl_context=client_ssl, sasl=identity.sasl)
         # A standby forwards admin writes to the active controller, which its own Metadata names (from the lease).
         own_address = [(self._reachable_host(), self.port)]
-        self._forwarder = Forwarder(AdminClient(own_address, ssl_context=identity.ssl_context(), sasl=identity.sasl))
+        self._forwarder = Forwarder(AdminClient(own_address, ssl_context=client_ssl, sasl=identity.sasl))
         if self.settings.ready_file:
             tmp = Path(self.settings.ready_file + ".tmp")
             metrics_port = self._metrics_endpoint.port if self._metrics_endpoint is not None else None

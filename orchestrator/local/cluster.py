@@ -32,6 +32,7 @@ import os
 import secrets
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -61,7 +62,7 @@ from orchestrator.metadata.open import open_store, parse_store_spec, read_passwo
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.client_properties import read_command_config
-from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
+from orchestrator.net.client_security import PLAINTEXT, ClientSecurity, SaslCredentials
 from orchestrator.private_files import PRIVATE_UMASK, open_private_append, private_dir, write_private
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
@@ -360,9 +361,11 @@ def _start_processes(
         info.wait(timeout_s)
     state.save()  # with the ports the brokers bound
     controller_log = directory / "logs" / f"controller-{controller_ids[0]}.log"
+    operator = operator_security(state)
+    operator_ssl = operator.ssl_context()  # the certificate files read once, not on every poll
     _wait(
         "every broker to register and be unfenced",
-        lambda: _healthy(state, len(broker_ids)),
+        lambda: _healthy(state, len(broker_ids), operator_ssl, operator.sasl),
         timeout_s,
         controller_log,
     )
@@ -562,15 +565,16 @@ def _ensure_bucket(state: LocalClusterState, *, create: bool) -> None:
         client.create_bucket(Bucket=state.bucket)
 
 
-def _healthy(state: LocalClusterState, brokers: int) -> bool:
+def _healthy(
+    state: LocalClusterState, brokers: int, ssl_context: ssl.SSLContext | None, sasl: SaslCredentials | None
+) -> bool:
     async def check() -> bool:
-        operator = operator_security(state)
         client = AdminClient(
             state.bootstrap_server,
             timeout_s=2,
             max_attempts=1,
-            ssl_context=operator.ssl_context(),
-            sasl=operator.sasl,
+            ssl_context=ssl_context,
+            sasl=sasl,
         )
         try:
             await client.refresh_metadata()

@@ -31,10 +31,6 @@ def server_ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
     return ctx
 
 
-def client_ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
-    return node_client_security(tls, SecuritySettings()).ssl_context()
-
-
 def node_client_security(tls: TlsSettings, security: SecuritySettings) -> ClientSecurity:
     """How a controller or broker connects to the others: its TLS settings and, if set, its SCRAM login."""
     sasl = None

@@ -449,7 +449,12 @@ def test_tls_refuses_a_client_without_a_certificate_or_without_tls(tls, client):
 
 
 def test_tls_contexts_built_from_process_settings_give_mutual_tls(tmp_path):
-    from orchestrator.net.tls import client_ssl_context, server_ssl_context
+    from orchestrator.net.tls import node_client_security, server_ssl_context
+    from orchestrator.settings import SecuritySettings
+
+    def client_ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
+        return node_client_security(tls, SecuritySettings()).ssl_context()
+
     from orchestrator.settings import TlsSettings
 
     ca = trustme.CA()
