@@ -14,7 +14,8 @@ The rules are Kafka's (``KafkaApis`` / ``ControllerApis``):
   the topic and reading them (TieredFetch) READ.
 * What only the cluster's own processes do (BrokerRegistration, BrokerHeartbeat, DisableRemoteTopic,
   DeleteRemotePartitions, Envelope) is served only to ``cluster_principals`` — checked whenever that set is given,
-  with or without the ACL authorizer — and answered CLUSTER_AUTHORIZATION_FAILED to anyone else. The cluster's
+  with or without the ACL authorizer — and answered CLUSTER_AUTHORIZATION_FAILED to anyone else. Without that set
+  but with ACLs on, it needs CLUSTER_ACTION on the cluster (super users have it), as in Kafka. The cluster's
   principals are allowed everything else too (Kafka deployments make them super users).
 
 Invariants:
@@ -136,10 +137,16 @@ def decide(policy: AccessPolicy, authorizer: Authorizer, request: Request, image
     api_key, body, api = request.header.api_key, request.body, request.schema.name.removesuffix("Request")
     check = _Check(policy, authorizer, request, api)
     if api_key in CLUSTER_ONLY:
-        if policy.cluster_principals and not check.trusted:
+        if policy.cluster_principals:
+            if check.trusted:
+                return Decision(body)
             denial = Denial(api, Op.CLUSTER_ACTION, _CLUSTER, CLUSTER_RESOURCE_NAME)
             return Decision(None, refuse=_cluster_refusal(request), denials=(denial,))
-        return Decision(body)
+        # No list of the cluster's principals: with ACLs on, CLUSTER_ACTION on the cluster decides (Kafka's rule; a
+        # super user has it). Without it anyone could send an Envelope naming a super user as its client.
+        if check.on_cluster(Op.CLUSTER_ACTION):
+            return Decision(body)
+        return Decision(None, refuse=_cluster_refusal(request), denials=tuple(check.denials))
     if api_key in _ON_CLUSTER:
         if check.on_cluster(_ON_CLUSTER[api_key]):
             return Decision(body)
@@ -360,7 +367,7 @@ def node_access(security: SecuritySettings, image: Callable[[], MetadataImage]) 
     read from its current metadata image) and the gate in front of its handlers."""
 
     def credentials(mechanism: str, user: str) -> ScramCredential | None:
-        return image().scram_credentials.get((user, ScramMechanism.from_name(mechanism).value))
+        return image().scram_credential(user, ScramMechanism.from_name(mechanism))
 
     authentication = Authentication(sasl_mechanisms=security.sasl_mechanisms, credentials=credentials)
     policy = AccessPolicy(

@@ -184,3 +184,15 @@ def test_without_any_policy_the_handlers_are_not_wrapped():
     handler = Recorder()
     gate = Gatekeeper(AccessPolicy(), lambda: MetadataImage())
     assert gate.guard(ApiKey.CREATE_TOPICS, handler) is handler
+
+
+def test_with_acls_but_no_cluster_principals_an_envelope_needs_cluster_action():
+    """Otherwise any user could forward a request naming a super user as its client."""
+    acls_only = AccessPolicy(authorizer=True, super_users=frozenset({ADMIN}))
+    body = {"request_data": b"", "request_principal": ADMIN.encode(), "client_host_address": b""}
+    handler = Recorder()
+    assert serve(image_with(), request(ApiKey.ENVELOPE, 0, body), handler, acls_only)["error_code"] == 31
+    assert handler.seen == []
+    assert serve(image_with(), request(ApiKey.ENVELOPE, 0, body, ADMIN), handler, acls_only)["error_code"] == 0
+    cluster_action = allow(AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE_NAME, rtype=ResourceType.CLUSTER)
+    assert serve(image_with(cluster_action), request(ApiKey.ENVELOPE, 0, body), handler, acls_only)["error_code"] == 0
