@@ -1,20 +1,29 @@
 """High-level cluster operations over the Kafka protocol, shared by the CLI, the demo and the process tests.
 
 Admin calls go to the active controller through :class:`~orchestrator.net.admin.AdminClient` (it follows a
-failover by itself); data-plane calls (TieredProduce, TieredFetch) go to each partition's leader, found from
-Metadata and refreshed on NOT_LEADER_OR_FOLLOWER. Errors in response bodies are raised as the typed Kafka error
-with the server's message, so callers (and the CLI's exit status) never have to read error codes.
+failover by itself); data-plane calls (Kafka's Produce, Fetch and ListOffsets, as any Kafka client sends them) go
+to each partition's leader, found from Metadata and refreshed on NOT_LEADER_OR_FOLLOWER. Errors in response bodies
+are raised as the typed Kafka error with the server's message, so callers (and the CLI's exit status) never have to
+read error codes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, NamedTuple, cast
 
-from orchestrator.errors import KafkaError, NotLeaderOrFollower, RecordsMissing, UnknownTopicOrPartition, for_code
+from orchestrator.errors import (
+    KafkaError,
+    NotLeaderOrFollower,
+    ProtocolError,
+    RecordsMissing,
+    UnknownTopicOrPartition,
+    for_code,
+)
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState
 from orchestrator.metadata.topic_configs import AlterConfigOp
@@ -23,17 +32,42 @@ from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
 from orchestrator.net.connection import ConnectionPool
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
+from orchestrator.protocol.record_batch import build_batch, encode_batch, records_at_or_after
 from orchestrator.security.acls import AclBinding, AclBindingFilter, binding_codes, binding_from_codes
 from orchestrator.security.scram import DEFAULT_ITERATIONS, ScramMechanism, salted_password
 
-# The data-plane APIs, served by partition leaders; _leader_call adds the topic id to the request.
-_LeaderRequest = TypeVar("_LeaderRequest", m.TieredProduceRequest, m.TieredFetchRequest)
-_LeaderResponse = TypeVar("_LeaderResponse", m.TieredProduceResponse, m.TieredFetchResponse)
+# Kafka's data plane, as this client speaks it to a partition's leader (the newest versions the brokers serve).
+PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION = 9, 12, 9
+EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -4, -5  # ListOffsets' special timestamps
+DEFAULT_MAX_BATCH_BYTES = 16384  # the values of one record batch, as Kafka's producers' batch.size
+
+
+def _batches(values: Sequence[bytes], max_bytes: int) -> list[Sequence[bytes]]:
+    """``values`` cut into runs of at most ``max_bytes`` (at least one value each), in order."""
+    out: list[Sequence[bytes]] = []
+    start = size = 0
+    for i, value in enumerate(values):
+        if i > start and size + len(value) > max_bytes:
+            out.append(values[start:i])
+            start, size = i, 0
+        size += len(value)
+    if start < len(values):
+        out.append(values[start:])
+    return out
 
 
 def check(code: int, message: str | None, what: str) -> None:
     if code:
         raise for_code(code)(f"{what}: {message}" if message else what)
+
+
+def _partition_entry(response: Mapping[str, Any]) -> dict[str, Any]:
+    """The one partition entry of a Produce, Fetch or ListOffsets answer about one partition."""
+    topics = response.get("responses", response.get("topics")) or []
+    partitions = [p for t in topics for p in t.get("partition_responses", t.get("partitions")) or []]
+    if len(partitions) != 1:
+        raise ProtocolError(f"expected an answer about one partition, got {len(partitions)}")
+    return dict(partitions[0])
 
 
 @dataclass(frozen=True)
@@ -149,14 +183,32 @@ class FetchedRecord:
     offset: int
     timestamp_ms: int
     key: bytes | None
-    value: bytes
-    remote: bool
+    value: bytes | None
+    remote: bool  # below the local log start offset when the read began: served from the remote tier
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """A partition's offsets as its leader answers ListOffsets."""
+
+    log_start_offset: int  # the first offset readable from either tier
+    local_log_start_offset: int  # the first offset on the leader's disk (KIP-405)
+    log_end_offset: int  # the offset the next record gets
+    highest_tiered_offset: int  # the last offset copied to the remote tier, -1 when none
 
 
 class TieredClient:
     """A session with a cluster: ``async with TieredClient("host:port") as c: await c.create_topic(...)``."""
 
-    def __init__(self, bootstrap: str, *, timeout_s: float = 30.0, security: ClientSecurity = PLAINTEXT) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        timeout_s: float = 30.0,
+        security: ClientSecurity = PLAINTEXT,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+    ) -> None:
+        self.max_batch_bytes = max_batch_bytes
         ssl_context = security.ssl_context()
         self.admin = AdminClient(bootstrap, timeout_s=timeout_s, ssl_context=ssl_context, sasl=security.sasl)
         self.pool = ConnectionPool(ssl_context=ssl_context, sasl=security.sasl)
@@ -354,20 +406,16 @@ class TieredClient:
     # -- data plane -------------------------------------------------------------------------------------------
 
     async def _leader_call(
-        self,
-        name: str,
-        partition: int,
-        api_key: int,
-        body: _LeaderRequest,
-        response: type[_LeaderResponse],
-    ) -> _LeaderResponse:
-        """``body`` (without its topic id) sent to the partition's leader; the answer read as ``response``.
+        self, name: str, partition: int, api_key: int, version: int, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """``body`` (naming this one partition) sent to the partition's leader; returns the partition's entry of
+        the answer (Produce, Fetch and ListOffsets all answer per topic, then per partition).
 
-        A retriable error (no leader yet, a connection that failed, a retriable code in the answer such as a leader
-        not caught up, or KAFKA_STORAGE_ERROR) is retried, up to 10 attempts with a growing pause. When they run
-        out, the last error actually met is raised, with the leader's message (a storage error names the broker's
-        failed log directory); NOT_LEADER_OR_FOLLOWER "no reachable leader" only when no leader was ever named.
-        """
+        A retriable error (no leader yet, a connection that failed, a retriable code in the entry such as
+        NOT_LEADER_OR_FOLLOWER after a leader change, or KAFKA_STORAGE_ERROR) is retried, up to 10 attempts with a
+        growing pause and fresh metadata. When they run out, the last error actually met is raised, with the
+        leader's message (a storage error names the broker's failed log directory); NOT_LEADER_OR_FOLLOWER "no
+        reachable leader" only when no leader was ever named. Other codes are returned in the entry."""
         attempts = 10
         last_error: KafkaError | None = None
         for attempt in range(attempts):
@@ -381,22 +429,21 @@ class TieredClient:
             if leader < 0:
                 continue
             addr = await self.node_address(leader)
-            request = body.copy()
-            request["topic_id"] = topic["topic_id"]
             try:
-                raw = await self.pool.request(addr, api_key, 0, request, timeout_s=self.timeout_s)
+                raw = await self.pool.request(addr, api_key, version, body, timeout_s=self.timeout_s)
             except KafkaError as exc:
                 if not exc.retriable:
                     raise
                 last_error = exc
                 continue
-            resp = cast(_LeaderResponse, raw)
-            code = resp["error_code"]
-            if code and for_code(code).retriable:  # e.g. a leader not caught up yet
-                message = resp.get("error_message") or for_code(code).name
+            check(raw.get("error_code", 0), None, f"{name}-{partition} on broker {leader}")  # Fetch's top level
+            entry = _partition_entry(raw)
+            code = entry["error_code"]
+            if code and for_code(code).retriable:
+                message = entry.get("error_message") or for_code(code).name
                 last_error = for_code(code)(f"{name}-{partition} on broker {leader}: {message}")
                 continue
-            return resp
+            return entry
         if last_error is not None:
             raise last_error
         raise NotLeaderOrFollower(f"no reachable leader for {name}-{partition} after {attempts} attempts")
@@ -404,38 +451,107 @@ class TieredClient:
     async def produce(
         self, name: str, values: Sequence[bytes], *, partition: int = 0, key: bytes | None = None
     ) -> tuple[int, int]:
-        records: list[m.ProducedRecord] = [{"key": key, "value": v, "timestamp_ms": -1} for v in values]
-        body: m.TieredProduceRequest = {"partition": partition, "records": records}
-        resp = await self._leader_call(name, partition, ApiKey.TIERED_PRODUCE, body, m.TieredProduceResponse)
-        check(resp["error_code"], resp.get("error_message"), f"producing to {name}-{partition}")
-        return resp["base_offset"], resp["last_offset"]
+        """Append ``values`` in order (acks=all), as record batches of at most ``max_batch_bytes`` of values (at
+        least one record each; one Produce per batch, as Kafka allows one batch per partition per request); returns
+        the offsets of the first and last. If a batch fails after others were acknowledged, the error says how many
+        records were written and where."""
+        first: int | None = None
+        done = 0
+        for chunk in _batches(values, self.max_batch_bytes):
+            try:
+                base = await self._produce_batch(name, partition, key, chunk)
+            except KafkaError as exc:
+                if first is None:
+                    raise
+                raise type(exc)(
+                    f"{exc.message} (after {done} of {len(values)} records were acknowledged at offsets "
+                    f"{first}-{first + done - 1} of {name}-{partition})"
+                ) from exc
+            first = base if first is None else first
+            done += len(chunk)
+        assert first is not None, "values must not be empty"
+        return first, first + done - 1
 
-    async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> m.TieredFetchResponse:
-        body: m.TieredFetchRequest = {"partition": partition, "fetch_offset": offset, "max_bytes": max_bytes}
-        return await self._leader_call(name, partition, ApiKey.TIERED_FETCH, body, m.TieredFetchResponse)
+    async def _produce_batch(self, name: str, partition: int, key: bytes | None, values: Sequence[bytes]) -> int:
+        now = int(time.time() * 1000)
+        batch = encode_batch(build_batch(0, [(key, value, now, ()) for value in values]))
+        body: m.ProduceRequest = {
+            "acks": -1,
+            "timeout_ms": int(self.timeout_s * 1000),
+            "topic_data": [{"name": name, "partition_data": [{"index": partition, "records": batch}]}],
+        }
+        entry = await self._leader_call(name, partition, ApiKey.PRODUCE, PRODUCE_VERSION, body)
+        check(entry["error_code"], entry.get("error_message"), f"producing to {name}-{partition}")
+        base: int = entry["base_offset"]
+        return base
+
+    async def list_offset(self, name: str, partition: int, timestamp: int) -> int:
+        """The offset ListOffsets answers for ``timestamp`` (-2 earliest, -1 latest, -4 earliest local, -5 latest
+        tiered, or a time in ms: the first record at or after it, -1 when none)."""
+        body: m.ListOffsetsRequest = {
+            "replica_id": -1,
+            "topics": [{"name": name, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}],
+        }
+        entry = await self._leader_call(name, partition, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
+        check(entry["error_code"], None, f"listing offsets of {name}-{partition} at {timestamp}")
+        offset: int = entry["offset"]
+        return offset
+
+    async def offsets(self, name: str, partition: int = 0) -> PartitionOffsets:
+        """The partition's log start, local log start, log end and highest tiered offsets (ListOffsets)."""
+        found = [await self.list_offset(name, partition, t) for t in (EARLIEST, EARLIEST_LOCAL, LATEST, LATEST_TIERED)]
+        return PartitionOffsets(*found)
+
+    async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> dict[str, Any]:
+        """One Fetch of a partition at ``offset`` (no waiting); returns the partition's entry: ``error_code``,
+        ``high_watermark``, ``log_start_offset`` and ``records`` (record batches, possibly from below the
+        offset)."""
+        body: m.FetchRequest = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": name,
+                    "partitions": [{"partition": partition, "fetch_offset": offset, "partition_max_bytes": max_bytes}],
+                }
+            ],
+            "forgotten_topics_data": [],
+        }
+        return await self._leader_call(name, partition, ApiKey.FETCH, FETCH_VERSION, body)
 
     async def consume(
         self, name: str, partition: int = 0, *, from_beginning: bool = True, max_records: int | None = None
     ) -> AsyncIterator[FetchedRecord]:
-        """Records of one partition from its log start offset (or its end) up to the current end."""
-        first = await self.fetch(name, partition, 0, max_bytes=1)
-        offset = first["log_start_offset"] if from_beginning else first["log_end_offset"]
-        end = first["log_end_offset"]
+        """Records of one partition from its log start offset (or its end) up to its end when the read began,
+        read with Fetch; a record below the local log start offset at that time is marked ``remote``."""
+        bounds = await self.offsets(name, partition)
+        offset = bounds.log_start_offset if from_beginning else bounds.log_end_offset
+        end = bounds.log_end_offset
         seen = 0
         while offset < end and (max_records is None or seen < max_records):
-            resp = await self.fetch(name, partition, offset)
-            check(resp["error_code"], resp.get("error_message"), f"fetching {name}-{partition} at {offset}")
-            if not resp["records"]:
+            entry = await self.fetch(name, partition, offset)
+            check(entry["error_code"], None, f"fetching {name}-{partition} at {offset}")
+            data = entry["records"] or b""
+            records = list(records_at_or_after(data, offset))
+            if not records:
                 raise RecordsMissing(
                     f"{name}-{partition}: read {seen} record(s), then the leader returned none at offset {offset} "
-                    f"though its log ends at {end} (log start {first['log_start_offset']})"
+                    f"though its log ends at {end} (log start {bounds.log_start_offset})"
                 )
-            for r in resp["records"]:
-                yield FetchedRecord(r["offset"], r["timestamp_ms"], r["key"], r["value"], r["remote"])
+            for at, timestamp, record in records:
+                if at >= end:
+                    return
+                remote = at < bounds.local_log_start_offset
+                yield FetchedRecord(at, timestamp, record.key, record.value, remote)
                 seen += 1
                 if max_records is not None and seen >= max_records:
                     return
-            offset = resp["records"][-1]["offset"] + 1
+            offset = records[-1][0] + 1
 
     # -- SCRAM users and ACLs ---------------------------------------------------------------------------------
 

@@ -210,6 +210,14 @@ class RequestTimedOut(KafkaError):
 
 
 @_register
+class MessageTooLarge(KafkaError):
+    """A record batch larger than the topic's ``max.message.bytes`` (or a broker's limit)."""
+
+    code, name, retriable = 10, "MESSAGE_TOO_LARGE", False
+    hint = "Send smaller batches (the producer's batch.size / message.max.bytes) or raise max.message.bytes."
+
+
+@_register
 class BrokerNotAvailable(KafkaError):
     code, name, retriable = 8, "BROKER_NOT_AVAILABLE", True
 
@@ -224,6 +232,19 @@ class StaleControllerEpoch(KafkaError):
 class InvalidTopic(KafkaError):
     code, name, retriable = 17, "INVALID_TOPIC_EXCEPTION", False
     hint = "Topic names are 1-249 characters of [a-zA-Z0-9._-], and not '.' or '..'."
+
+
+@_register
+class InvalidRequiredAcks(KafkaError):
+    code, name, retriable = 21, "INVALID_REQUIRED_ACKS", False
+    hint = "acks must be 0, 1 or -1 (all)."
+
+
+@_register
+class InvalidTimestamp(KafkaError):
+    """A record timestamp outside what the topic's ``message.timestamp.before/after.max.ms`` allow."""
+
+    code, name, retriable = 32, "INVALID_TIMESTAMP", False
 
 
 @_register
@@ -291,6 +312,15 @@ class InvalidRequest(KafkaError):
 
 
 @_register
+class UnsupportedForMessageFormat(KafkaError):
+    """A request this broker's log cannot serve as asked: an idempotent or transactional produce (a producer id in
+    the batch, or a transactional id), since no InitProducerId and no producer state are kept."""
+
+    code, name, retriable = 43, "UNSUPPORTED_FOR_MESSAGE_FORMAT", False
+    hint = "Produce without idempotence or transactions (enable.idempotence=false, no transactional.id)."
+
+
+@_register
 class SecurityDisabled(KafkaError):
     """An ACL request to a server that has no authorizer configured."""
 
@@ -310,6 +340,13 @@ class SaslAuthenticationFailed(KafkaError):
 
 
 @_register
+class FetchSessionIdNotFound(KafkaError):
+    """An incremental fetch naming a fetch session: this broker creates none (it answers session id 0)."""
+
+    code, name, retriable = 70, "FETCH_SESSION_ID_NOT_FOUND", True
+
+
+@_register
 class UnsupportedCompressionType(KafkaError):
     """A record batch compressed with a codec this process cannot read or write (snappy, lz4, zstd)."""
 
@@ -317,8 +354,30 @@ class UnsupportedCompressionType(KafkaError):
 
 
 @_register
+class FencedLeaderEpoch(KafkaError):
+    """The client's leader epoch for a partition is older than the leader's: its metadata is stale."""
+
+    code, name, retriable = 74, "FENCED_LEADER_EPOCH", True
+
+
+@_register
+class UnknownLeaderEpoch(KafkaError):
+    """The client's leader epoch for a partition is newer than this broker knows: this broker's metadata lags."""
+
+    code, name, retriable = 75, "UNKNOWN_LEADER_EPOCH", True
+
+
+@_register
 class StaleBrokerEpoch(KafkaError):
     code, name, retriable = 77, "STALE_BROKER_EPOCH", False
+
+
+@_register
+class InvalidRecord(KafkaError):
+    """A record batch that decodes but breaks the log's rules (offset deltas out of sequence, a control batch from
+    a client, a record count that disagrees with the header)."""
+
+    code, name, retriable = 87, "INVALID_RECORD", False
 
 
 @_register

@@ -10,8 +10,10 @@ The rules are Kafka's (``KafkaApis`` / ``ControllerApis``):
 * Metadata and DescribeTieredState show only topics the principal may DESCRIBE: unnamed ones are left out of a
   listing, a named one is answered TOPIC_AUTHORIZATION_FAILED.
 * DescribeCluster, DescribeAcls and DescribeUserScramCredentials need DESCRIBE on the cluster; UnregisterBroker,
-  CreateAcls, DeleteAcls and AlterUserScramCredentials ALTER on the cluster; writing records (TieredProduce) WRITE on
-  the topic and reading them (TieredFetch) READ.
+  CreateAcls, DeleteAcls and AlterUserScramCredentials ALTER on the cluster.
+* The data plane, per topic like the entries above: Produce needs WRITE on the topic, Fetch READ, ListOffsets
+  DESCRIBE; a refused topic's partitions are answered TOPIC_AUTHORIZATION_FAILED (a Produce with acks=0 that had
+  one gets its connection closed, as any failed acks=0 produce).
 * What only the cluster's own processes do (BrokerRegistration, BrokerHeartbeat, DisableRemoteTopic,
   DeleteRemotePartitions, Envelope) is served only to ``cluster_principals`` — checked whenever that set is given,
   with or without the ACL authorizer — and answered CLUSTER_AUTHORIZATION_FAILED to anyone else. Without that set
@@ -38,7 +40,7 @@ from orchestrator.errors import ClusterAuthorizationFailed, KafkaError, TopicAut
 from orchestrator.ids import ZERO_UUID, Uuid
 from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.records import ConfigResourceType
-from orchestrator.net.server import Authentication, Handler
+from orchestrator.net.server import CLOSE_CONNECTION, Authentication, Handler
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
 from orchestrator.security.acls import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
@@ -71,7 +73,6 @@ _ON_CLUSTER: Mapping[int, AclOperation] = {
     ApiKey.DELETE_ACLS: Op.ALTER,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Op.ALTER,
 }
-_ON_TOPIC_BY_ID: Mapping[int, AclOperation] = {ApiKey.TIERED_PRODUCE: Op.WRITE, ApiKey.TIERED_FETCH: Op.READ}
 _LISTINGS: Mapping[int, str] = {ApiKey.METADATA: "topics", ApiKey.DESCRIBE_TIERED_STATE: "topics"}
 
 
@@ -151,11 +152,6 @@ def decide(policy: AccessPolicy, authorizer: Authorizer, request: Request, image
         if check.on_cluster(_ON_CLUSTER[api_key]):
             return Decision(body)
         return Decision(None, refuse=_cluster_refusal(request), denials=tuple(check.denials))
-    if api_key in _ON_TOPIC_BY_ID:
-        name = _topic_name(image, body["topic_id"])
-        if check.allows(_ON_TOPIC_BY_ID[api_key], _TOPIC, name):
-            return Decision(body)
-        return Decision(None, refuse=TopicAuthorizationFailed(_denied_text(request, name)), denials=(*check.denials,))
     if api_key in _LISTINGS:
         names = body.get(_LISTINGS[api_key])
         listed_all = names is None
@@ -247,7 +243,20 @@ def _configs(operation: AclOperation) -> Callable[[_Check, Mapping[str, Any], Me
     return decide_configs
 
 
+def _records(operation: AclOperation, list_field: str, name_field: str) -> Callable[..., Decision]:
+    """Produce, Fetch, ListOffsets: each topic entry needs ``operation`` on its topic."""
+
+    def decide_records(check: _Check, body: Mapping[str, Any], _image: MetadataImage) -> Decision:
+        error = TopicAuthorizationFailed(_denied_text(check.request))
+        return _split(check, body, list_field, lambda t: check.allows(operation, _TOPIC, t[name_field]), error)
+
+    return decide_records
+
+
 _ENTRIES: Mapping[int, Callable[[_Check, Mapping[str, Any], MetadataImage], Decision]] = {
+    ApiKey.PRODUCE: _records(Op.WRITE, "topic_data", "name"),
+    ApiKey.FETCH: _records(Op.READ, "topics", "topic"),
+    ApiKey.LIST_OFFSETS: _records(Op.DESCRIBE, "topics", "name"),
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
@@ -258,6 +267,9 @@ _ENTRIES: Mapping[int, Callable[[_Check, Mapping[str, Any], MetadataImage], Deci
 
 # Where each API's response lists its entries, for merging the refused ones back in.
 _RESPONSE_LISTS: Mapping[int, str] = {
+    ApiKey.PRODUCE: "responses",
+    ApiKey.FETCH: "responses",
+    ApiKey.LIST_OFFSETS: "topics",
     ApiKey.CREATE_TOPICS: "topics",
     ApiKey.DELETE_TOPICS: "responses",
     ApiKey.CREATE_PARTITIONS: "results",
@@ -331,7 +343,11 @@ async def _merged(
     api_key, version = request.header.api_key, request.header.api_version
     list_field = _RESPONSE_LISTS[api_key]
     refused = refusal(api_key, version, denied, error)
-    if not any(allowed.get(f) for f in ("topics", "topic_names", "resources")):
+    if api_key == ApiKey.PRODUCE and request.body.get("acks") == 0:
+        if allowed.get("topic_data"):
+            await handler(dataclasses.replace(request, body=dict(allowed)))
+        return CLOSE_CONNECTION  # an acks=0 produce that failed anywhere: the producer must notice
+    if not any(allowed.get(f) for f in ("topics", "topic_names", "resources", "topic_data")):
         return refused
     served = dict(await handler(dataclasses.replace(request, body=dict(allowed))))
     served[list_field] = [*served[list_field], *refused[list_field]]  # type: ignore[misc]

@@ -1,11 +1,12 @@
 """A request refused as a whole: its API's own response, with one error wherever that response carries one.
 
-Kafka's admin APIs report errors per topic or per resource (CreateTopics, DeleteTopics, CreatePartitions,
-DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, CreateAcls, DeleteAcls, AlterUserScramCredentials) or at the
-top level (DescribeCluster, DescribeAcls, DescribeUserScramCredentials and our own APIs). A
-node that cannot serve a request at all (a standby asked to write while no controller is active, a forward that
-timed out) answers it with :func:`refusal`, so a client reads the error where it looks for it, with the entries
-it asked about, and retries when the error is retriable (NOT_CONTROLLER, REQUEST_TIMED_OUT).
+Kafka's APIs report errors per partition (Produce, Fetch, ListOffsets), per topic or per resource (CreateTopics,
+DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, CreateAcls, DeleteAcls,
+AlterUserScramCredentials) or at the top level (DescribeCluster, DescribeAcls, DescribeUserScramCredentials and our
+own APIs). A node that cannot serve a request at all (a standby asked to write while no controller is active, a
+forward that timed out) and a gate that refuses entries answer with :func:`refusal`, so a client reads the error
+where it looks for it, with the entries it asked about, and retries when the error is retriable (NOT_CONTROLLER,
+REQUEST_TIMED_OUT).
 
 Pure: a function of the request and the error.
 """
@@ -51,6 +52,41 @@ def refusal(api_key: int, version: int, body: Mapping[str, Any], error: KafkaErr
     elif api_key == ApiKey.ALTER_USER_SCRAM_CREDENTIALS:
         users = dict.fromkeys(e["name"] for e in [*body["deletions"], *body["upsertions"]])
         out = {"results": [{"user": user, **failed} for user in users]}
+    elif api_key == ApiKey.PRODUCE:
+        out = {
+            "responses": [
+                {
+                    "name": t["name"],
+                    "partition_responses": [{"index": p["index"], **failed} for p in t["partition_data"]],
+                }
+                for t in body["topic_data"]
+            ]
+        }
+    elif api_key == ApiKey.FETCH:
+        out = {
+            "responses": [
+                {
+                    "topic": t["topic"],
+                    "partitions": [
+                        {"partition_index": p["partition"], "error_code": error.code, "records": b""}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
+    elif api_key == ApiKey.LIST_OFFSETS:
+        out = {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": error.code} for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
     schema = response_schema(api_key)
     if schema is None:
         raise ValueError(f"api key {api_key} has no response schema")

@@ -5,7 +5,8 @@ tails the metadata log from the shared store into its image (every ``metadata_po
 on each append's notification and at least every ``metadata_notified_poll_ms``); hosts its partitions' local
 logs; runs the RemoteLogManager's copy, local retention and remote expiry for the partitions it leads; and
 serves, over the Kafka protocol, DisableRemoteTopic (10950), DeleteRemotePartitions (10954: a deleted topic's
-remote data) plus our data-plane TieredProduce (10952) and TieredFetch (10953).
+remote data) and Kafka's data plane: Produce, Fetch and ListOffsets (:mod:`orchestrator.broker.data_plane`), so
+Kafka's own producers and consumers read and write, across both tiers.
 
 Kafka clients learn of the brokers from Metadata and send admin requests to any of them, so a broker serves the
 admin API too (:mod:`orchestrator.admin_api`): Metadata, DescribeConfigs and DescribeCluster from its own image,
@@ -53,8 +54,8 @@ Background work never dies quietly:
   exits with a nonzero status, and the controller fences the silent broker.
 
 Disk errors: the local log turns an ``OSError`` into KAFKA_STORAGE_ERROR naming the partition's directory
-(:mod:`orchestrator.broker.local_log`); TieredProduce and TieredFetch answer it as such (and log
-``broker.storage_error``); the server keeps serving.
+(:mod:`orchestrator.broker.local_log`); Produce, Fetch and ListOffsets answer it as such for that partition (and
+log ``broker.storage_error``); the server keeps serving.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ import structlog
 from orchestrator.admin_api import reads
 from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
+from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.local_log import LogConfig, PartitionLog
@@ -90,7 +92,6 @@ from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.errors import (
     InconsistentTopicId,
-    KafkaStorageError,
     NotLeaderOrFollower,
     StaleBrokerEpoch,
     TieredError,
@@ -135,8 +136,6 @@ _Response = TypeVar(
     "_Response",
     m.DisableRemoteTopicResponse,
     m.DeleteRemotePartitionsResponse,
-    m.TieredProduceResponse,
-    m.TieredFetchResponse,
 )
 
 
@@ -212,6 +211,13 @@ class BrokerAgent:
         self.port = settings.port
         self._stopping = asyncio.Event()
         self._log_lock = asyncio.Lock()
+        self.data_plane = DataPlane(
+            refresh_image=self.follower.refresh,
+            leader_log=self._leader_log,
+            rlm=self.rlm,
+            log_lock=self._log_lock,
+            now_ms=wall_clock_ms,
+        )
         self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
         self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff()
         self._tiering_retry: RetryBackoff[PartitionKey] = RetryBackoff()
@@ -236,8 +242,9 @@ class BrokerAgent:
             {
                 ApiKey.DISABLE_REMOTE_TOPIC: self._on_disable,
                 ApiKey.DELETE_REMOTE_PARTITIONS: self._on_delete_remote_partitions,
-                ApiKey.TIERED_PRODUCE: self._on_produce,
-                ApiKey.TIERED_FETCH: self._on_fetch,
+                ApiKey.PRODUCE: self.data_plane.produce,
+                ApiKey.FETCH: self.data_plane.fetch,
+                ApiKey.LIST_OFFSETS: self.data_plane.list_offsets,
                 **{key: self._on_read for key in BROKER_READS},
             }
         )
@@ -595,66 +602,6 @@ class BrokerAgent:
             # metadata round last reconciled): move it aside now rather than refuse until the round does.
             self.reconcile_partition_dirs(image)
             return self._open_log(image, topic_id, partition)
-
-    async def _on_produce(self, request: Request) -> m.TieredProduceResponse:
-        body = cast(m.TieredProduceRequest, request.body)
-        try:
-            async with self._log_lock:
-                plog = await asyncio.to_thread(self._leader_log, body["topic_id"], body["partition"])
-                records = [
-                    (r["key"], r["value"], None if r["timestamp_ms"] < 0 else r["timestamp_ms"])
-                    for r in body["records"]
-                ]
-                first, last = await asyncio.to_thread(plog.append, records)
-            return {
-                "error_code": 0,
-                "base_offset": first,
-                "last_offset": last,
-                "log_start_offset": plog.log_start_offset,
-            }
-        except TieredError as exc:
-            _log_storage_error("TieredProduce", body["topic_id"], body["partition"], exc)
-            return _error_body(exc, m.TieredProduceResponse)
-
-    async def _on_fetch(self, request: Request) -> m.TieredFetchResponse:
-        body = cast(m.TieredFetchRequest, request.body)
-        bounds: m.TieredFetchResponse = {}
-        try:
-            async with self._log_lock:  # the log cannot be closed (its topic deleted) between finding and reading it
-                plog = await asyncio.to_thread(self._leader_log, body["topic_id"], body["partition"])
-                bounds = {
-                    "log_start_offset": plog.log_start_offset,
-                    "local_log_start_offset": plog.local_log_start_offset,
-                    "log_end_offset": plog.log_end_offset,
-                }
-                topic_id, partition, offset = body["topic_id"], body["partition"], body["fetch_offset"]
-                max_bytes = max(1, body["max_bytes"])
-                records = await asyncio.to_thread(self.rlm.fetch, topic_id, partition, offset, max_bytes=max_bytes)
-            local_start = bounds["local_log_start_offset"]
-            return {
-                "error_code": 0,
-                **bounds,
-                "records": [
-                    {
-                        "offset": r.offset,
-                        "timestamp_ms": r.timestamp_ms,
-                        "key": r.key,
-                        "value": r.value,
-                        "remote": r.offset < local_start,
-                    }
-                    for r in records
-                ],
-            }
-        except TieredError as exc:  # the bounds let a consumer reset an out-of-range offset
-            _log_storage_error("TieredFetch", body["topic_id"], body["partition"], exc)
-            return {**_error_body(exc, m.TieredFetchResponse), **bounds}
-
-
-def _log_storage_error(api: str, topic_id: Uuid, partition: int, exc: TieredError) -> None:
-    """A request that failed on this broker's storage is the operator's business, not only the client's."""
-    wire = as_wire_error(exc)
-    if isinstance(wire, KafkaStorageError):
-        log.warning("broker.storage_error", api=api, topic_id=str(topic_id), partition=partition, detail=wire.message)
 
 
 def main(settings_path: str) -> None:

@@ -2,18 +2,21 @@
 
 Layout of a partition directory ``<data_dir>/<topic>-<partition>/`` (Kafka's naming):
 
-* ``<baseOffset:20>.log``: entries ``size:int32 | crc32:uint32 | offset:int64 | timestamp:int64 |
-  keyLen:int32 (-1 = null) | key | value`` where the CRC covers everything after itself;
-* ``<baseOffset:20>.index``: entries ``relativeOffset:uint32 | position:uint32`` every ``index_interval_bytes``;
+* ``<baseOffset:20>.log``: Kafka record batches (magic 2, :mod:`orchestrator.protocol.record_batch`) one after
+  the other, each with its absolute base offset and the leader epoch it was appended in: byte for byte what a
+  Kafka broker writes, so the remote tier holds what a Kafka broker would upload;
+* ``<baseOffset:20>.index``: Kafka's offset index, entries ``relativeOffset:uint32 | position:uint32`` (the last
+  offset of a batch, relative to the segment's base, and the batch's position) every ``index_interval_bytes``;
 * ``partition.metadata``: ``version: 0`` and ``topic_id: <id>`` (KIP-516), written once, checked on open;
 * ``offsets.checkpoint``: JSON with ``log_start_offset`` and ``local_log_start_offset``, replaced atomically.
 
 Invariants:
-* Offsets are dense and increase by one per record; ``log_start_offset <= local_log_start_offset <=
-  log_end_offset``. The log start offset only moves forward (retention, the delete policy).
+* Offsets are dense and increase by one per record; a batch's offsets are assigned here (its base offset rewritten
+  to the log end offset, outside its CRC); ``log_start_offset <= local_log_start_offset <= log_end_offset``.
+  The log start offset only moves forward (retention, the delete policy).
 * An append is written to the OS before it returns, so a killed process (SIGKILL) loses nothing it acknowledged;
-  on open, a torn or corrupt tail of the active segment is truncated at the last whole entry whose CRC matches and
-  its index is rebuilt.
+  on open, a torn or corrupt tail of the active segment is truncated after the last whole batch whose CRC-32C
+  matches and whose offsets follow on, and its index is rebuilt. A batch never spans two segments.
 * A directory whose ``partition.metadata`` names another topic id is stale (the topic was deleted and re-created,
   KIP-516) and is refused with :class:`InconsistentTopicId`; it is never served.
 * Closed segments are immutable; only the active (last) segment is appended to.
@@ -28,8 +31,8 @@ Disk errors (KIP-112's failed log directory):
 * A failed operation leaves the log as the disk has it and may simply be retried once the disk is back: a write
   that failed half way is cut off when the segment is next opened for appending (nothing unaccounted stays in
   the file); a segment leaves the log only once its files are deleted; start offsets that moved in memory but
-  could not be checkpointed are checkpointed by the next retention or start-offset call. A batch that fails
-  part way through keeps the records written before the failure (the produce answers the error).
+  could not be checkpointed are checkpointed by the next retention or start-offset call. An append of several
+  batches that fails part way keeps the batches written before the failure (the produce answers the error).
 """
 
 from __future__ import annotations
@@ -39,23 +42,29 @@ import functools
 import json
 import os
 import struct
-import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Concatenate, ParamSpec, TypeVar
+from typing import BinaryIO, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import structlog
 
-from orchestrator.errors import InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
+from orchestrator.broker.log_reads import Record, first_at_or_after, max_timestamp, read_batches, records_from
+from orchestrator.errors import CorruptMessage, InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
 from orchestrator.ids import Uuid
+from orchestrator.protocol.record_batch import (
+    NO_PARTITION_LEADER_EPOCH,
+    batch_header,
+    build_batch,
+    crc_matches,
+    encode_batch,
+    frames,
+    rebased,
+)
 
 log = structlog.get_logger(__name__)
 
-_HEAD = struct.Struct(">iI")  # size, crc
-_BODY_HEAD = struct.Struct(">qqi")  # offset, timestamp, key length
 _INDEX = struct.Struct(">II")
-MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -106,12 +115,11 @@ class LogConfig:
     index_interval_bytes: int = 4096  # an index entry every this many bytes of log
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes
+class AppendInfo(NamedTuple):
+    """Where an append went: the offsets of its first and last records."""
+
+    first_offset: int
+    last_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,47 +133,6 @@ class SegmentInfo:
     first_timestamp_ms: int
     log_path: Path
     index_path: Path
-
-
-def encode_entry(offset: int, timestamp_ms: int, key: bytes | None, value: bytes) -> bytes:
-    body = _BODY_HEAD.pack(offset, timestamp_ms, -1 if key is None else len(key)) + (key or b"") + value
-    return _HEAD.pack(len(body) + 4, zlib.crc32(body)) + body
-
-
-def decode_entries(data: bytes, *, base_position: int = 0) -> Iterator[tuple[int, Record]]:
-    """Entries of a segment's bytes as (position, record), stopping at the first torn or corrupt one."""
-    pos = 0
-    n = len(data)
-    while pos + _HEAD.size <= n:
-        size, crc = _HEAD.unpack_from(data, pos)
-        end = pos + 4 + size
-        if size < 4 + _BODY_HEAD.size or size > MAX_RECORD_BYTES or end > n:
-            return
-        body = data[pos + _HEAD.size : end]
-        if zlib.crc32(body) != crc:
-            return
-        offset, ts, klen = _BODY_HEAD.unpack_from(body, 0)
-        if klen < -1 or _BODY_HEAD.size + max(klen, 0) > len(body):
-            return
-        k0 = _BODY_HEAD.size
-        key = None if klen == -1 else bytes(body[k0 : k0 + klen])
-        value = bytes(body[k0 + max(klen, 0) :])
-        yield base_position + pos, Record(offset, ts, key, value)
-        pos = end
-
-
-def collect_records(data: bytes, offset: int, max_bytes: int, out: list[Record], used: int = 0) -> tuple[int, bool]:
-    """Append to ``out`` the records of ``data`` from ``offset`` on, within ``max_bytes`` (at least one record in
-    all); return the bytes used and whether the limit was reached. Shared by local and remote reads."""
-    for _, rec in decode_entries(data):
-        if rec.offset < offset:
-            continue
-        size = len(rec.value) + (len(rec.key) if rec.key else 0) + 32
-        if out and used + size > max_bytes:
-            return used, True
-        out.append(rec)
-        used += size
-    return used, used >= max_bytes
 
 
 class _Segment:
@@ -182,8 +149,9 @@ class _Segment:
         self._log_file: BinaryIO | None = None
         self._index_file: BinaryIO | None = None
 
-    def write(self, entry: bytes, offset: int, timestamp: int, index_interval: int) -> None:
-        """Append one entry; unbuffered, so it is in the OS before this returns (safe against SIGKILL).
+    def write(self, batch: bytes, last_offset: int, max_timestamp: int, index_interval: int) -> None:
+        """Append one batch (its offsets assigned); unbuffered, so it is in the OS before this returns (safe against
+        SIGKILL).
 
         A write that fails changes nothing in memory and closes the files, so the next write reopens them and
         cuts off whatever part of this one reached the disk."""
@@ -192,20 +160,23 @@ class _Segment:
         indexed = self._bytes_since_index >= index_interval or not self.index
         try:
             if indexed:
-                _write_all(self._index_file, _INDEX.pack(offset - self.base_offset, self.size))
-            _write_all(self._log_file, entry)
+                _write_all(self._index_file, _INDEX.pack(last_offset - self.base_offset, self.size))
+            _write_all(self._log_file, batch)
         except BaseException:
             self.close()
             raise
+        self._account(last_offset, self.size, len(batch), max_timestamp, indexed)
+
+    def _account(self, last_offset: int, position: int, size: int, max_timestamp: int, indexed: bool) -> None:
         if indexed:
-            self.index.append((offset, self.size))
+            self.index.append((last_offset, position))
             self._bytes_since_index = 0
-        self._bytes_since_index += len(entry)
-        self.size += len(entry)
-        self.next_offset = offset + 1
-        self.max_timestamp_ms = max(self.max_timestamp_ms, timestamp)
+        self._bytes_since_index += size
+        self.size = position + size
+        self.next_offset = last_offset + 1
+        self.max_timestamp_ms = max(self.max_timestamp_ms, max_timestamp)
         if self.first_timestamp_ms < 0:
-            self.first_timestamp_ms = timestamp
+            self.first_timestamp_ms = max_timestamp
 
     def _open_for_append(self) -> tuple[BinaryIO, BinaryIO]:
         """The log and index files opened for appending, cut back to the bytes this segment accounts for."""
@@ -240,30 +211,36 @@ class _Segment:
         )
 
     def load(self, index_interval: int, *, active: bool) -> None:
-        """Scan the log file; for the active segment, truncate a torn tail and rebuild the index."""
+        """Scan the log file's batch headers and rebuild the index; for the active segment, also check each batch's
+        CRC-32C and truncate a torn or corrupt tail (a closed segment that does not frame is an error)."""
         data = self.log_path.read_bytes() if self.log_path.exists() else b""
-        valid_end = 0
         self.index = []
-        since = index_interval  # index the first entry
-        for pos, rec in decode_entries(data):
-            if rec.offset != self.next_offset:
-                break  # an offset out of sequence is corruption too
-            if since >= index_interval:
-                self.index.append((rec.offset, pos))
-                since = 0
-            entry_size = 8 + _BODY_HEAD.size + (len(rec.key) if rec.key else 0) + len(rec.value)
-            since += entry_size
-            valid_end = pos + entry_size
-            self.next_offset = rec.offset + 1
-            self.max_timestamp_ms = max(self.max_timestamp_ms, rec.timestamp_ms)
-            if self.first_timestamp_ms < 0:
-                self.first_timestamp_ms = rec.timestamp_ms
-        self._bytes_since_index = since
+        self._bytes_since_index = index_interval  # index the first batch
+        valid_end = 0
+        problem = ""
+        try:
+            for position, raw in frames(data):
+                header = batch_header(raw)
+                if header.base_offset != self.next_offset or header.last_offset_delta < 0:
+                    problem = f"batch at offset {header.base_offset} where {self.next_offset} was due"
+                    break
+                if active and not crc_matches(raw):
+                    problem = f"batch at offset {header.base_offset} fails its CRC-32C"
+                    break
+                indexed = self._bytes_since_index >= index_interval
+                self._account(header.last_offset, position, header.size, header.max_timestamp, indexed)
+                valid_end = position + header.size
+        except CorruptMessage as exc:
+            problem = exc.message
         if valid_end < len(data):
             if not active:
-                raise KafkaStorageError(f"closed segment {self.log_path} is corrupt at byte {valid_end}")
+                raise KafkaStorageError(f"closed segment {self.log_path} is corrupt at byte {valid_end}: {problem}")
             log.warning(
-                "log.torn_tail_truncated", path=str(self.log_path), kept=valid_end, dropped=len(data) - valid_end
+                "log.torn_tail_truncated",
+                path=str(self.log_path),
+                kept=valid_end,
+                dropped=len(data) - valid_end,
+                reason=problem or "a batch cut short",
             )
             with self.log_path.open("r+b") as f:
                 f.truncate(valid_end)
@@ -271,6 +248,16 @@ class _Segment:
                 os.fsync(f.fileno())
         self.size = valid_end
         self._write_index()
+
+    def read_at(self, position: int, length: int) -> bytes:
+        with self.log_path.open("rb") as f:
+            f.seek(position)
+            return f.read(length)
+
+    def position_of(self, offset: int) -> int:
+        """Where to start reading for ``offset``: the position of the last indexed batch that ends below it."""
+        j = bisect.bisect_left(self.index, (offset, -1)) - 1
+        return self.index[j][1] if j >= 0 else 0
 
     def _write_index(self) -> None:
         self.index_path.write_bytes(b"".join(_INDEX.pack(o - self.base_offset, p) for o, p in self.index))
@@ -362,26 +349,39 @@ class PartitionLog:
     # -- writing ----------------------------------------------------------------------------------------------
 
     @_on_log_directory
-    def append(self, records: Sequence[tuple[bytes | None, bytes, int | None]]) -> tuple[int, int]:
-        """Append (key, value, timestamp or None for now) records; return (first offset, last offset)."""
-        if not records:
+    def append_batches(
+        self, batches: Sequence[bytes | memoryview], *, leader_epoch: int = NO_PARTITION_LEADER_EPOCH
+    ) -> AppendInfo:
+        """Append validated record batches (a Produce's, in order): each gets the next offsets and ``leader_epoch``,
+        and goes whole into the active segment (rolled first when the batch would overflow it). Returns the offsets
+        of the first and last records appended."""
+        if not batches:
             raise ValueError("nothing to append")
         now = self._clock()
         first = self.log_end_offset
-        for key, value, ts in records:
-            timestamp = now if ts is None else ts
-            entry = encode_entry(self.log_end_offset, timestamp, key, value)
-            if len(entry) > MAX_RECORD_BYTES:
-                raise KafkaStorageError(f"record of {len(entry)} bytes exceeds {MAX_RECORD_BYTES}")
-            self._maybe_roll(len(entry), now)
-            self.active.write(entry, self.log_end_offset, timestamp, self.config.index_interval_bytes)
-        return first, self.log_end_offset - 1
+        for raw in batches:
+            header = batch_header(memoryview(raw))
+            base = self.log_end_offset
+            assigned = rebased(raw, base, leader_epoch)
+            self._maybe_roll(len(assigned), now)
+            self.active.write(
+                assigned, base + header.last_offset_delta, header.max_timestamp, self.config.index_interval_bytes
+            )
+        return AppendInfo(first, self.log_end_offset - 1)
 
-    def _maybe_roll(self, entry_size: int, now: int) -> None:
+    def append(self, records: Sequence[tuple[bytes | None, bytes | None, int | None]]) -> AppendInfo:
+        """Append (key, value, timestamp or None for now) records as one uncompressed batch (tools and tests)."""
+        if not records:
+            raise ValueError("nothing to append")
+        now = self._clock()
+        batch = build_batch(0, [(key, value, now if ts is None else ts, ()) for key, value, ts in records])
+        return self.append_batches([encode_batch(batch)])
+
+    def _maybe_roll(self, batch_size: int, now: int) -> None:
         seg = self.active
         if seg.size == 0:
             return
-        too_big = seg.size + entry_size > self.config.segment_bytes
+        too_big = seg.size + batch_size > self.config.segment_bytes
         too_old = seg.first_timestamp_ms >= 0 and now - seg.first_timestamp_ms >= self.config.segment_ms
         if too_big or too_old:
             self.roll()
@@ -412,27 +412,57 @@ class PartitionLog:
     # -- reading ----------------------------------------------------------------------------------------------
 
     @_on_log_directory
-    def read(self, offset: int, *, max_bytes: int = 1024 * 1024) -> list[Record]:
-        """Records from ``offset`` in the local log, at least one if any exists there, up to ``max_bytes``."""
+    def read_batches(self, offset: int, *, max_bytes: int = 1024 * 1024) -> bytes:
+        """The record batches a fetch at ``offset`` returns from the local log: whole batches from the one holding
+        ``offset``, at least one when any exists there, up to ``max_bytes`` (:mod:`orchestrator.broker.log_reads`);
+        empty at the log end offset."""
         if offset < self.local_log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside the local log [{self.local_log_start_offset}, {self.log_end_offset}]"
             )
-        out: list[Record] = []
-        used = 0
         i = bisect.bisect_right([s.base_offset for s in self._segments], offset) - 1
         for seg in self._segments[max(i, 0) :]:
-            position = 0
-            j = bisect.bisect_right(seg.index, (offset, 1 << 62)) - 1
-            if j >= 0:
-                position = seg.index[j][1]
-            with seg.log_path.open("rb") as f:
-                f.seek(position)
-                data = f.read(seg.size - position)
-            used, full = collect_records(data, offset, max_bytes, out, used)
-            if full:
+            if seg.next_offset <= offset:
+                continue
+            data = read_batches(seg.read_at, seg.position_of(offset), seg.size, offset, max_bytes)
+            if data:
+                return data
+        return b""
+
+    def read(self, offset: int, *, max_bytes: int = 1024 * 1024) -> list[Record]:
+        """The records from ``offset`` on, decoded, across segments, within about ``max_bytes`` of batches (at least
+        one batch when any exists): :meth:`read_batches` repeated (tools and tests)."""
+        out: list[Record] = []
+        used = 0
+        self.read_batches(offset, max_bytes=0)  # OFFSET_OUT_OF_RANGE outside the local log
+        while offset < self.log_end_offset and (not out or used < max_bytes):
+            data = self.read_batches(offset, max_bytes=max(max_bytes - used, 1) if out else max_bytes)
+            records = records_from(data, offset)
+            if not records or (out and used + len(data) > max_bytes):
                 break
+            out.extend(records)
+            used += len(data)
+            offset = records[-1].offset + 1
         return out
+
+    @_on_log_directory
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first local record whose timestamp is at least ``timestamp_ms``."""
+        for seg in self._segments:
+            if seg.size and seg.max_timestamp_ms >= timestamp_ms:
+                found = first_at_or_after(seg.read_at(0, seg.size), timestamp_ms)
+                if found is not None:
+                    return found
+        return None
+
+    @_on_log_directory
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first local record with the largest timestamp, None when empty."""
+        best = None
+        for seg in self._segments:
+            if seg.size and (best is None or seg.max_timestamp_ms > best.max_timestamp_ms):
+                best = seg
+        return None if best is None else max_timestamp(best.read_at(0, best.size))
 
     @_on_log_directory
     def close(self) -> None:

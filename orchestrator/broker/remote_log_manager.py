@@ -19,21 +19,31 @@ led.
 that topic starts below that epoch's successor, and the call returns only when every copy in flight for the
 topic has finished or been cleaned up.
 
-Fetch: offsets at or above the local log start offset come from the local log; offsets from the log start offset
-up to there come from the live remote segment that holds them (ranged GET positioned by the segment's offset
-index); anything below the log start offset is OFFSET_OUT_OF_RANGE.
+Reads (KIP-405's RemoteLogReader, for Fetch and ListOffsets): offsets at or above the local log start offset come
+from the local log; offsets from the log start offset up to there come from the live remote segment that holds
+them, as the same record batches the local log held (ranged GETs positioned by the segment's offset index, about
+``max_bytes`` at a time); anything below the log start offset is OFFSET_OUT_OF_RANGE. A timestamp lookup searches
+the live remote segments (by their max timestamps) before the local log, so it finds the first record at or after
+the timestamp in either tier.
 """
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import structlog
 
-from orchestrator.broker.local_log import PartitionLog, Record, SegmentInfo, collect_records
+from orchestrator.broker.local_log import PartitionLog, SegmentInfo
+from orchestrator.broker.log_reads import (
+    Record,
+    first_at_or_after,
+    max_timestamp,
+    position_in_index,
+    read_batches,
+    records_from,
+)
 from orchestrator.errors import (
     InvalidRequest,
     KafkaStorageError,
@@ -54,7 +64,6 @@ from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 from remote_storage.s3 import S3RemoteStorage
 
 log = structlog.get_logger(__name__)
-_INDEX = struct.Struct(">II")
 
 PartitionKey = tuple[Uuid, int]
 
@@ -63,6 +72,15 @@ PartitionKey = tuple[Uuid, int]
 class CopyResult:
     copied: int = 0
     aborted: int = 0  # refused at start by the fence, or cleaned up after a failed/zombie upload
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """The record batches a fetch returns (whole batches, possibly from below the offset) and the tier they came
+    from."""
+
+    records: bytes
+    remote: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,32 +354,68 @@ class RemoteLogManager:
             plog.advance_log_start_offset(plog.local_log_start_offset)
         return len(dropped)
 
-    # -- fetch ------------------------------------------------------------------------------------------------
+    # -- reads ----------------------------------------------------------------------------------------------
 
-    def fetch(self, topic_id: Uuid, partition: int, offset: int, *, max_bytes: int = 1024 * 1024) -> list[Record]:
+    def read(self, topic_id: Uuid, partition: int, offset: int, *, max_bytes: int = 1024 * 1024) -> ReadResult:
+        """The record batches a fetch at ``offset`` returns, from the local log or the remote tier."""
         plog = self._logs[(topic_id, partition)]
         if offset >= plog.local_log_start_offset:
-            return plog.read(offset, max_bytes=max_bytes)
+            return ReadResult(plog.read_batches(offset, max_bytes=max_bytes), remote=False)
         if offset < plog.log_start_offset:
             raise OffsetOutOfRange(f"offset {offset} is below the log start offset {plog.log_start_offset}")
         self.rlmm.refresh()
         for seg in self.rlmm.live_segments(topic_id, partition):
             if seg.start_offset <= offset <= seg.end_offset:
-                return self._fetch_remote(seg, offset, max_bytes)
+                return ReadResult(self._read_remote(seg, offset, max_bytes), remote=True)
         raise OffsetOutOfRange(f"offset {offset} is in no live remote segment of {topic_id}-{partition}")
 
-    def _fetch_remote(self, seg: RemoteSegment, offset: int, max_bytes: int) -> list[Record]:
+    def fetch(self, topic_id: Uuid, partition: int, offset: int, *, max_bytes: int = 1024 * 1024) -> list[Record]:
+        """The records of :meth:`read`, decoded, from ``offset`` on (tools and tests)."""
+        return records_from(self.read(topic_id, partition, offset, max_bytes=max_bytes).records, offset)
+
+    def _read_remote(self, seg: RemoteSegment, offset: int, max_bytes: int) -> bytes:
         try:
             index = self.rsm.fetch(build_key(self.rsm.prefix, seg.key, Suffix.INDEXES))
         except RemoteStorageError:
-            index = b""
-        position = 0
-        for i in range(0, len(index) - len(index) % _INDEX.size, _INDEX.size):
-            rel, pos = _INDEX.unpack_from(index, i)
-            if seg.start_offset + rel > offset:
-                break
-            position = pos
-        data = self.rsm.fetch(build_key(self.rsm.prefix, seg.key, Suffix.LOG), start=position)
-        out: list[Record] = []
-        collect_records(data, offset, max_bytes, out)
-        return out
+            index = b""  # read from the segment's start: slower, still right
+        log_key = build_key(self.rsm.prefix, seg.key, Suffix.LOG)
+
+        def ranged(position: int, length: int) -> bytes:
+            return self.rsm.fetch(log_key, start=position, end=position + length - 1)
+
+        position = position_in_index(index, seg.start_offset, offset)
+        return read_batches(ranged, position, seg.size_bytes, offset, max_bytes)
+
+    def _remote_below_local(self, topic_id: Uuid, partition: int) -> list[RemoteSegment]:
+        """The live remote segments holding offsets from the log start offset up to the local log start offset."""
+        plog = self._logs[(topic_id, partition)]
+        self.rlmm.refresh()
+        return [
+            seg
+            for seg in self.rlmm.live_segments(topic_id, partition)
+            if seg.end_offset >= plog.log_start_offset and seg.start_offset < plog.local_log_start_offset
+        ]
+
+    def _remote_log(self, seg: RemoteSegment) -> bytes:
+        return self.rsm.fetch(build_key(self.rsm.prefix, seg.key, Suffix.LOG))
+
+    def offset_for_timestamp(self, topic_id: Uuid, partition: int, timestamp_ms: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record at or above the log start offset whose timestamp is at least
+        ``timestamp_ms``, in either tier; None when there is none."""
+        plog = self._logs[(topic_id, partition)]
+        for seg in self._remote_below_local(topic_id, partition):
+            if seg.max_timestamp_ms >= timestamp_ms:
+                found = first_at_or_after(self._remote_log(seg), timestamp_ms)
+                if found is not None and found[0] >= plog.log_start_offset:
+                    return found
+        return plog.offset_for_timestamp(timestamp_ms)
+
+    def max_timestamp(self, topic_id: Uuid, partition: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record carrying the largest timestamp, in either tier."""
+        plog = self._logs[(topic_id, partition)]
+        local = plog.max_timestamp()
+        remote = self._remote_below_local(topic_id, partition)
+        best = max(remote, key=lambda seg: seg.max_timestamp_ms, default=None)
+        if best is None or (local is not None and local[1] > best.max_timestamp_ms):
+            return local
+        return max_timestamp(self._remote_log(best)) or local

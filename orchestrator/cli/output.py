@@ -461,7 +461,8 @@ class TextOutput(Output):
     def consumed_record(self, record: FetchedRecord, *, partition: int, index: int) -> None:
         if index < RECORDS_SHOWN:
             tier = "remote" if record.remote else "local "
-            click.echo(f"{partition}:{record.offset} {tier} {record.value[:60]!r}")
+            value = "null" if record.value is None else repr(record.value[:60])
+            click.echo(f"{partition}:{record.offset} {tier} {value}")
 
     def topic_configs(self, configs: Mapping[str, str | None]) -> None:
         click.echo("\n".join(_config_lines(configs)))

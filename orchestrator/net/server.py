@@ -32,6 +32,8 @@ Invariants:
   does. A failed login is answered (SASL_AUTHENTICATION_FAILED, the same words for an unknown user and a wrong
   password), logged as ``net.authentication_failed`` with the peer and the user name, and the connection closed.
   Handlers see the principal and the peer's host on :attr:`Request.principal` / :attr:`Request.client_host`.
+* **A request may go unanswered** when its handler says so (:data:`NO_RESPONSE`: a Produce with acks=0), or close
+  its connection unanswered (:data:`CLOSE_CONNECTION`: such a Produce that failed, as Kafka does).
 * **stop() leaves nothing behind.** It closes the listener, cancels every connection (and so every running
   handler), waits for them, and closes every transport; TLS shutdowns are bounded in time.
 """
@@ -46,6 +48,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -75,7 +78,15 @@ from orchestrator.security.scram import ScramCredential, ScramMechanism, ScramSe
 log = structlog.get_logger(__name__)
 
 Handler = Callable[[Request], Awaitable[Mapping[str, object]]]
-"""Serves one request: returns the response body (a dict keyed by snake_case field names)."""
+"""Serves one request: returns the response body (a dict keyed by snake_case field names), or one of the two
+markers below."""
+
+NO_RESPONSE: Mapping[str, object] = MappingProxyType({})
+"""A handler's answer when the request gets none (a Produce with acks=0): nothing is sent, the connection stays."""
+
+CLOSE_CONNECTION: Mapping[str, object] = MappingProxyType({})
+"""A handler's answer when the request gets no response and its connection is closed (a Produce with acks=0 that
+failed: Kafka closes the connection so the producer learns of it and refreshes its metadata)."""
 
 TRACE_ENV = "TIEREDCTL_TRACE_REQUESTS"
 _CLOSE_TIMEOUT_S = 2.0  # bound on a graceful (TLS close_notify) shutdown before the transport is aborted
@@ -370,6 +381,9 @@ class KafkaServer:
         request = dataclasses.replace(request, principal=session.principal, client_host=_host_of(peer))
         try:
             body = await handler(request)
+            if body is NO_RESPONSE or body is CLOSE_CONNECTION:
+                self.requests_handled += 1
+                return None, body is NO_RESPONSE
             response = encode_response(header, body)
         except Exception:  # a bug in a handler must cost its connection, not the server
             self.handler_failures += 1

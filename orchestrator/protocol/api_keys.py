@@ -12,6 +12,9 @@ from enum import IntEnum
 
 
 class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
     METADATA = 3
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
@@ -34,8 +37,6 @@ class ApiKey(IntEnum):
     UNREGISTER_BROKER = 64
     DISABLE_REMOTE_TOPIC = 10950
     DESCRIBE_TIERED_STATE = 10951
-    TIERED_PRODUCE = 10952
-    TIERED_FETCH = 10953
     DELETE_REMOTE_PARTITIONS = 10954
 
     @property

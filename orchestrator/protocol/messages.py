@@ -11,6 +11,13 @@ from typing import TypedDict
 from orchestrator.ids import Uuid
 
 
+class AbortedTransaction(TypedDict, total=False):
+    """A struct of FetchResponse."""
+
+    producer_id: int
+    first_offset: int
+
+
 class AclCreation(TypedDict, total=False):
     """A struct of CreateAclsRequest."""
 
@@ -77,6 +84,13 @@ class ApiVersion(TypedDict, total=False):
     api_key: int
     min_version: int
     max_version: int
+
+
+class BatchIndexAndErrorMessage(TypedDict, total=False):
+    """A struct of ProduceResponse."""
+
+    batch_index: int
+    batch_index_error_message: str | None
 
 
 class BrokerEndpoint(TypedDict, total=False):
@@ -328,6 +342,13 @@ class DescribedTopic(TypedDict, total=False):
     owed_partitions: list[OwedPartition]
 
 
+class EpochEndOffset(TypedDict, total=False):
+    """A struct of FetchResponse."""
+
+    epoch: int
+    end_offset: int
+
+
 class Feature(TypedDict, total=False):
     """A struct of BrokerRegistrationRequest."""
 
@@ -336,14 +357,29 @@ class Feature(TypedDict, total=False):
     max_supported_version: int
 
 
-class FetchedRecord(TypedDict, total=False):
-    """A struct of TieredFetchResponse."""
+class FetchPartition(TypedDict, total=False):
+    """A struct of FetchRequest."""
 
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes
-    remote: bool
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+class FetchTopic(TypedDict, total=False):
+    """A struct of FetchRequest."""
+
+    topic: str
+    partitions: list[FetchPartition]
+
+
+class FetchableTopicResponse(TypedDict, total=False):
+    """A struct of FetchResponse."""
+
+    topic: str
+    partitions: list[PartitionData]
 
 
 class FinalizedFeatureKey(TypedDict, total=False):
@@ -352,6 +388,13 @@ class FinalizedFeatureKey(TypedDict, total=False):
     name: str
     max_version_level: int
     min_version_level: int
+
+
+class ForgottenTopic(TypedDict, total=False):
+    """A struct of FetchRequest."""
+
+    topic: str
+    partitions: list[int]
 
 
 class IncrementalAlterConfigsRequestAlterConfigsResource(TypedDict, total=False):
@@ -368,6 +411,45 @@ class IncrementalAlterConfigsRequestAlterableConfig(TypedDict, total=False):
     name: str
     config_operation: int
     value: str | None
+
+
+class LeaderIdAndEpoch(TypedDict, total=False):
+    """A struct of FetchResponse."""
+
+    leader_id: int
+    leader_epoch: int
+
+
+class ListOffsetsPartition(TypedDict, total=False):
+    """A struct of ListOffsetsRequest."""
+
+    partition_index: int
+    current_leader_epoch: int
+    timestamp: int
+
+
+class ListOffsetsPartitionResponse(TypedDict, total=False):
+    """A struct of ListOffsetsResponse."""
+
+    partition_index: int
+    error_code: int
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+class ListOffsetsTopic(TypedDict, total=False):
+    """A struct of ListOffsetsRequest."""
+
+    name: str
+    partitions: list[ListOffsetsPartition]
+
+
+class ListOffsetsTopicResponse(TypedDict, total=False):
+    """A struct of ListOffsetsResponse."""
+
+    name: str
+    partitions: list[ListOffsetsPartitionResponse]
 
 
 class Listener(TypedDict, total=False):
@@ -428,6 +510,41 @@ class OwedPartition(TypedDict, total=False):
     bytes_remaining: int
 
 
+class PartitionData(TypedDict, total=False):
+    """A struct of FetchResponse."""
+
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    diverging_epoch: EpochEndOffset
+    current_leader: LeaderIdAndEpoch
+    snapshot_id: SnapshotId
+    aborted_transactions: list[AbortedTransaction] | None
+    preferred_read_replica: int
+    records: bytes | None
+
+
+class PartitionProduceData(TypedDict, total=False):
+    """A struct of ProduceRequest."""
+
+    index: int
+    records: bytes | None
+
+
+class PartitionProduceResponse(TypedDict, total=False):
+    """A struct of ProduceResponse."""
+
+    index: int
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_errors: list[BatchIndexAndErrorMessage]
+    error_message: str | None
+
+
 class PendingBroker(TypedDict, total=False):
     """A struct of DescribeTieredStateResponse."""
 
@@ -439,14 +556,6 @@ class PendingBroker(TypedDict, total=False):
     stalled: bool
     next_attempt_ms: int
     attempts_without_progress: int
-
-
-class ProducedRecord(TypedDict, total=False):
-    """A struct of TieredProduceRequest."""
-
-    key: bytes | None
-    value: bytes
-    timestamp_ms: int
 
 
 class RemoteLogSegmentIdEntry(TypedDict, total=False):
@@ -480,6 +589,13 @@ class SegmentLeaderEpochEntry(TypedDict, total=False):
     offset: int
 
 
+class SnapshotId(TypedDict, total=False):
+    """A struct of FetchResponse."""
+
+    end_offset: int
+    epoch: int
+
+
 class SupportedFeatureKey(TypedDict, total=False):
     """A struct of ApiVersionsResponse."""
 
@@ -494,6 +610,20 @@ class TopicIdPartitionEntry(TypedDict, total=False):
     name: str
     id: Uuid
     partition: int
+
+
+class TopicProduceData(TypedDict, total=False):
+    """A struct of ProduceRequest."""
+
+    name: str
+    partition_data: list[PartitionProduceData]
+
+
+class TopicProduceResponse(TypedDict, total=False):
+    """A struct of ProduceResponse."""
+
+    name: str
+    partition_responses: list[PartitionProduceResponse]
 
 
 class UserName(TypedDict, total=False):
@@ -852,6 +982,31 @@ class FenceBrokerRecord(TypedDict, total=False):
     epoch: int
 
 
+class FetchRequest(TypedDict, total=False):
+    """FetchRequest (request, api key 1; versions 4-12)."""
+
+    cluster_id: str | None
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchTopic]
+    forgotten_topics_data: list[ForgottenTopic]
+    rack_id: str
+
+
+class FetchResponse(TypedDict, total=False):
+    """FetchResponse (response, api key 1; versions 4-12)."""
+
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: list[FetchableTopicResponse]
+
+
 class IncrementalAlterConfigsRequest(TypedDict, total=False):
     """IncrementalAlterConfigsRequest (request, api key 44; versions 0-1)."""
 
@@ -864,6 +1019,21 @@ class IncrementalAlterConfigsResponse(TypedDict, total=False):
 
     throttle_time_ms: int
     responses: list[AlterConfigsResourceResponse]
+
+
+class ListOffsetsRequest(TypedDict, total=False):
+    """ListOffsetsRequest (request, api key 2; versions 1-9)."""
+
+    replica_id: int
+    isolation_level: int
+    topics: list[ListOffsetsTopic]
+
+
+class ListOffsetsResponse(TypedDict, total=False):
+    """ListOffsetsResponse (response, api key 2; versions 1-9)."""
+
+    throttle_time_ms: int
+    topics: list[ListOffsetsTopicResponse]
 
 
 class MetadataRequest(TypedDict, total=False):
@@ -918,6 +1088,22 @@ class PartitionRecord(TypedDict, total=False):
     directories: list[Uuid]
     eligible_leader_replicas: list[int] | None
     last_known_elr: list[int] | None
+
+
+class ProduceRequest(TypedDict, total=False):
+    """ProduceRequest (request, api key 0; versions 3-9)."""
+
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[TopicProduceData]
+
+
+class ProduceResponse(TypedDict, total=False):
+    """ProduceResponse (response, api key 0; versions 3-9)."""
+
+    responses: list[TopicProduceResponse]
+    throttle_time_ms: int
 
 
 class RegisterBrokerRecord(TypedDict, total=False):
@@ -1033,46 +1219,6 @@ class SaslHandshakeResponse(TypedDict, total=False):
 
     error_code: int
     mechanisms: list[str]
-
-
-class TieredFetchRequest(TypedDict, total=False):
-    """TieredFetchRequest (request, api key 10953; versions 0-0)."""
-
-    topic_id: Uuid
-    partition: int
-    fetch_offset: int
-    max_bytes: int
-
-
-class TieredFetchResponse(TypedDict, total=False):
-    """TieredFetchResponse (response, api key 10953; versions 0-0)."""
-
-    throttle_time_ms: int
-    error_code: int
-    error_message: str | None
-    log_start_offset: int
-    local_log_start_offset: int
-    log_end_offset: int
-    records: list[FetchedRecord]
-
-
-class TieredProduceRequest(TypedDict, total=False):
-    """TieredProduceRequest (request, api key 10952; versions 0-0)."""
-
-    topic_id: Uuid
-    partition: int
-    records: list[ProducedRecord]
-
-
-class TieredProduceResponse(TypedDict, total=False):
-    """TieredProduceResponse (response, api key 10952; versions 0-0)."""
-
-    throttle_time_ms: int
-    error_code: int
-    error_message: str | None
-    base_offset: int
-    last_offset: int
-    log_start_offset: int
 
 
 class TieredStateRecord(TypedDict, total=False):

@@ -71,7 +71,10 @@ MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 _LENGTH_AT = 8
 _PARTITION_LEADER_EPOCH_AT = 12
 _MAGIC_AT = 16
+_CRC_AT = 17
 _ATTRIBUTES_AT = 21
+_LAST_OFFSET_DELTA_AT = 23
+_MAX_TIMESTAMP_AT = 35  # after attributes (2), lastOffsetDelta (4), baseTimestamp (8)
 
 # The whole header; the CRC'd part (attributes .. recordCount) packed on its own when encoding.
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -80,6 +83,8 @@ _CRC_PART = struct.Struct(">hiqqqhii")
 _LENGTH_TO_MAGIC = struct.Struct(">iib")  # batchLength, partitionLeaderEpoch, magic
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
 assert _HEADER.size == RECORD_BATCH_OVERHEAD and _PREFIX.size + _CRC_PART.size == _HEADER.size
 
 _MIN_RECORD_SIZE = 7  # length, attributes, timestampDelta, offsetDelta, keyLength, valueLength, headerCount
@@ -431,6 +436,28 @@ def with_partition_leader_epoch(raw: bytes | bytearray | memoryview, partition_l
     return b"".join((view[:_PARTITION_LEADER_EPOCH_AT], epoch, view[_MAGIC_AT:]))
 
 
+def rebased(raw: bytes | bytearray | memoryview, base_offset: int, partition_leader_epoch: int) -> bytes:
+    """A copy of one encoded batch with the offsets and leader epoch a broker assigns it, in one copy; its CRC stays
+    valid (neither field is covered)."""
+    view = _single_batch(raw)
+    head = _I64.pack(_check_int("base offset", base_offset, 64)) + view[_LENGTH_AT:_PARTITION_LEADER_EPOCH_AT]
+    epoch = _I32.pack(_check_int("partition leader epoch", partition_leader_epoch, 32))
+    return b"".join((head, epoch, view[_MAGIC_AT:]))
+
+
+def with_log_append_time(raw: bytes | bytearray | memoryview, now_ms: int) -> bytes:
+    """A copy of one encoded batch stamped with the broker's clock (a topic with ``message.timestamp.type`` =
+    LogAppendTime): the timestamp-type bit set, ``maxTimestamp`` = ``now_ms`` (every record's timestamp when read),
+    and the CRC-32C computed again, as Kafka's broker does."""
+    view = _single_batch(raw)
+    out = bytearray(view)
+    (attributes,) = _I16.unpack_from(out, _ATTRIBUTES_AT)
+    _I16.pack_into(out, _ATTRIBUTES_AT, attributes | _TIMESTAMP_TYPE_BIT)
+    _I64.pack_into(out, _MAX_TIMESTAMP_AT, _check_int("timestamp", now_ms, 64))
+    _U32.pack_into(out, _CRC_AT, crc32c(out[_ATTRIBUTES_AT:]))
+    return bytes(out)
+
+
 # --- decoding
 
 
@@ -458,6 +485,55 @@ def _frames(view: memoryview) -> Iterator[tuple[int, memoryview]]:
         pos = end
 
 
+class BatchHeader(NamedTuple):
+    """A batch's header fields, read without decoding its records (a log reads these to index and search)."""
+
+    base_offset: int
+    size: int  # the whole batch's bytes, LOG_OVERHEAD included
+    partition_leader_epoch: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+def batch_header(raw: memoryview) -> BatchHeader:
+    """The header of the batch ``raw`` starts with (as framed by :func:`frames`). Raises CorruptMessage for fewer
+    bytes than a header has."""
+    if len(raw) < RECORD_BATCH_OVERHEAD:
+        raise CorruptMessage(f"a record batch has at least {RECORD_BATCH_OVERHEAD} bytes, this one {len(raw)}")
+    base, length, epoch, _, crc, attributes, delta, base_ts, max_ts, pid, pepoch, seq, count = _HEADER.unpack_from(
+        raw, 0
+    )
+    return BatchHeader(
+        base, length + LOG_OVERHEAD, epoch, crc, attributes, delta, base_ts, max_ts, pid, pepoch, seq, count
+    )
+
+
+def crc_matches(raw: memoryview) -> bool:
+    """Whether the CRC-32C a framed batch carries is that of its bytes (attributes to the end)."""
+    return len(raw) >= RECORD_BATCH_OVERHEAD and crc32c(raw[_ATTRIBUTES_AT:]) == _U32.unpack_from(raw, _CRC_AT)[0]
+
+
+def frames(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, memoryview]]:
+    """``(position, batch)`` for each complete batch of ``data``, without decoding; stops before a truncated last
+    batch. Raises CorruptMessage for a batch header no valid batch has (a length below the minimum, a magic not 2)."""
+    return _frames(_byte_view(data))
+
+
 def split_batches(data: bytes | bytearray | memoryview) -> SplitBatches:
     """The complete batches of ``data`` (a Fetch response's records, a segment file) without decoding them, and
     the size of a truncated batch at its end. Raises CorruptMessage for a batch header no valid batch has."""
@@ -476,6 +552,21 @@ def decode_batches(
     :func:`split_batches`'s ``partial_size``). Raises CorruptMessage when it reaches a batch that does not decode."""
     for position, raw in _frames(_byte_view(data)):
         yield _decode(raw, position, verify_crc, max_uncompressed_bytes)
+
+
+def records_at_or_after(data: bytes | bytearray | memoryview, offset: int) -> Iterator[tuple[int, int, Record]]:
+    """``(offset, timestamp, record)`` of every record from ``offset`` on in the complete batches of ``data`` (a
+    Fetch response's records: they may begin below the offset asked for and end in a truncated batch), skipping
+    control batches (transaction markers), as a consumer reads them."""
+    for _, raw in _frames(_byte_view(data)):
+        if _I64.unpack_from(raw, 0)[0] + _I32.unpack_from(raw, _LAST_OFFSET_DELTA_AT)[0] < offset:
+            continue  # the whole batch lies below the offset: not even decoded
+        batch = _decode(raw, 0, True, DEFAULT_MAX_UNCOMPRESSED_BYTES)
+        if batch.is_control:
+            continue
+        for at, timestamp, record in batch.absolute_records():
+            if at >= offset:
+                yield at, timestamp, record
 
 
 def decode_batch(

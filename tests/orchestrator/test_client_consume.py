@@ -4,12 +4,13 @@ an error (RECORDS_MISSING), never a quiet success with fewer records."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from orchestrator.client import TieredClient
+from orchestrator.client import PartitionOffsets, TieredClient
 from orchestrator.errors import RecordsMissing
-from orchestrator.protocol import messages as m
+from orchestrator.protocol.record_batch import build_batch, encode_batch
 
 pytestmark = pytest.mark.unit
 
@@ -22,19 +23,18 @@ class ScriptedLeader(TieredClient):
         super().__init__("127.0.0.1:9")
         self.start, self.end, self.missing_from = start, end, missing_from
 
-    async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> m.TieredFetchResponse:
+    async def offsets(self, name: str, partition: int = 0) -> PartitionOffsets:
+        return PartitionOffsets(self.start, self.start, self.end, -1)
+
+    async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> dict[str, Any]:
+        """Batches of ten records, aligned on multiples of ten (so a fetch may begin below its offset)."""
         stop = self.end if self.missing_from is None else min(self.end, self.missing_from)
-        last = min(stop, offset + 10)
-        records: list[m.FetchedRecord] = [
-            {"offset": o, "timestamp_ms": 0, "key": None, "value": b"v", "remote": False} for o in range(offset, last)
-        ]
-        return {
-            "error_code": 0,
-            "log_start_offset": self.start,
-            "local_log_start_offset": self.start,
-            "log_end_offset": self.end,
-            "records": records,
-        }
+        base = max(offset - offset % 10, self.start)
+        last = min(stop, base + 10)
+        records = b""
+        if base < last:
+            records = encode_batch(build_batch(base, [(None, b"v", 0, ()) for _ in range(base, last)]))
+        return {"error_code": 0, "log_start_offset": self.start, "high_watermark": self.end, "records": records}
 
 
 def _read(client: TieredClient, **kwargs: object) -> list[int]:

@@ -111,7 +111,8 @@ class BrokerUnderTest:
     def produce(self, tid: Uuid, n: int, *, partition: int = 0, size: int = 100, ts: int | None = None) -> None:
         plog = self.log(tid, partition)
         start = plog.log_end_offset
-        plog.append([(None, f"{start + i}:".encode() + b"x" * size, ts) for i in range(n)])
+        for i in range(n):  # one batch per record, as a producer sending small batches writes them
+            plog.append([(None, f"{start + i}:".encode() + b"x" * size, ts)])
 
     def tier(self, tid: Uuid, partition: int = 0) -> int:
         """Roll the active segment and copy every closed segment; returns how many were copied."""

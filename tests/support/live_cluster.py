@@ -81,7 +81,8 @@ class LiveCluster:
         self.security = lc.operator_security(self.state)
 
     def client(self, security: ClientSecurity | None = None) -> TieredClient:
-        return TieredClient(self.bootstrap, timeout_s=10, security=security or self.security)
+        # Batches of at most 1 KiB: the cluster's 4 KiB segments then roll every few batches, as tests expect.
+        return TieredClient(self.bootstrap, timeout_s=10, security=security or self.security, max_batch_bytes=1024)
 
     def call(self, fn: Callable[[TieredClient], Coroutine[Any, Any, T]]) -> T:
         async def go() -> T:

@@ -43,7 +43,10 @@ def schema_default(field: FieldSpec, version: int) -> Any:
     if field.is_array:
         return []
     if field.is_struct:
-        return {f.py_name: schema_default(f, version) for f in present(field.fields, version)}
+        # A struct absent from the version still holds Kafka's default instance, every sub-field at its default
+        # (FetchResponse's DivergingEpoch at v4: its sub-fields exist from v12 only, yet default to -1).
+        subs = present(field.fields, version) if version in field.versions else field.fields
+        return {f.py_name: schema_default(f, version) for f in subs}
     t = field.type
     if t in INT_RANGES:
         return int(raw, 0) if raw else 0

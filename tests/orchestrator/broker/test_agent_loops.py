@@ -9,6 +9,7 @@ the failed disk (a real OS error, which works as root too). Nothing here talks t
 
 import asyncio
 import errno
+import time
 
 import pytest
 import tenacity
@@ -19,11 +20,11 @@ from orchestrator.broker.agent import BrokerAgent
 from orchestrator.errors import KafkaStorageError
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.protocol.api_keys import ApiKey
-from orchestrator.protocol.framing import Request, RequestHeader
-from orchestrator.protocol.schema import request_schema
+from orchestrator.protocol.record_batch import build_batch, encode_batch
 from orchestrator.settings import BrokerSettings
 from orchestrator.supervision import LOOP_RETRY_WAIT, RetryBackoff, loop_backoff_s, supervise
 from tests.support.broker_harness import ControllerWriter
+from tests.support.requests import data_request
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
@@ -205,22 +206,24 @@ def test_a_partition_whose_directory_cannot_be_created_is_retried_by_the_metadat
     assert sorted(e["partition"] for e in _events(logs, "broker.loop_recovered", loop="metadata")) == [0, 1]
 
 
-def _produce_request(topic_id, partition: int) -> Request:
-    body = {"topic_id": topic_id, "partition": partition, "records": [{"key": None, "value": b"v", "timestamp_ms": -1}]}
-    header = RequestHeader(ApiKey.TIERED_PRODUCE, 0, 1, "test")
-    return Request(header=header, body=body, schema=request_schema(ApiKey.TIERED_PRODUCE))
+def _produce(broker, partition: int) -> dict:
+    records = encode_batch(build_batch(0, [(None, b"v", int(time.time() * 1000), ())]))
+    data = {"index": partition, "records": records}
+    body = {"acks": 1, "topic_data": [{"name": "orders", "partition_data": [data]}]}
+    resp = asyncio.run(broker.data_plane.produce(data_request(ApiKey.PRODUCE, 9, body)))
+    return resp["responses"][0]["partition_responses"][0]
 
 
 def test_a_produce_on_a_failed_log_directory_answers_kafka_storage_error_naming_the_path(broker):
     with capture_logs() as logs:
-        resp = asyncio.run(broker._on_produce(_produce_request(broker.topic_id, 1)))
+        resp = _produce(broker, 1)
     directory = broker.blocked / "orders-1"
     assert resp["error_code"] == 56
     assert resp["error_message"] == f"log directory {directory}: [Errno {errno.ENOTDIR}] Not a directory"
-    assert _events(logs, "broker.storage_error", api="TieredProduce", partition=1)
+    assert _events(logs, "broker.storage_error", api="Produce", partition=1)
 
     broker.blocked.unlink()
-    resp = asyncio.run(broker._on_produce(_produce_request(broker.topic_id, 1)))
+    resp = _produce(broker, 1)
     assert (resp["error_code"], resp["base_offset"]) == (0, 0)
 
 

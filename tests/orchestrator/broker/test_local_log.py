@@ -1,8 +1,16 @@
 import pytest
 
-from orchestrator.broker.local_log import LogConfig, PartitionLog, encode_entry
+from orchestrator.broker.local_log import LogConfig, PartitionLog
 from orchestrator.errors import InconsistentTopicId, OffsetOutOfRange
 from orchestrator.ids import Uuid
+from orchestrator.protocol.record_batch import (
+    Compression,
+    batch_header,
+    build_batch,
+    decode_batches,
+    encode_batch,
+    frames,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -32,13 +40,18 @@ def _log(tmp_path, topic_id=None, clock=None, **cfg):
     return log
 
 
+def _each(log, values, key=None):
+    """One batch per record: what a producer sending small batches writes."""
+    return [log.append([(key, value, None)]) for value in values]
+
+
 TID = Uuid.random()
 
 
 def test_appends_get_dense_offsets_and_roll_by_size(tmp_path):
     log = _log(tmp_path)
-    first, last = log.append([(None, b"v%03d" % i, None) for i in range(100)])
-    assert (first, last) == (0, 99) and log.log_end_offset == 100
+    appended = _each(log, [b"v%03d" % i for i in range(100)])
+    assert [a.first_offset for a in appended] == list(range(100)) and log.log_end_offset == 100
     segs = log.segments()
     assert len(segs) > 3
     assert all(s.size_bytes <= 1000 for s in segs)
@@ -46,16 +59,45 @@ def test_appends_get_dense_offsets_and_roll_by_size(tmp_path):
     assert [r.value for r in log.read(0, max_bytes=10**9)] == [b"v%03d" % i for i in range(100)]
 
 
-def test_reads_start_at_any_offset_through_the_index(tmp_path):
-    log = _log(tmp_path)
-    log.append([(b"k", b"x" * (i % 7), None) for i in range(300)])
-    for start in (0, 1, 57, 150, 299):
+def test_a_batch_keeps_its_bytes_and_gets_the_log_end_offset_and_leader_epoch(tmp_path):
+    log = _log(tmp_path, segment_bytes=10**6)
+    log.append([(None, b"first", 5)])
+    raw = encode_batch(
+        build_batch(0, [(b"k", b"a", 10, (("h", b"1"),)), (None, b"b", 12, ())], compression=Compression.GZIP)
+    )
+    first, last = log.append_batches([raw], leader_epoch=7)
+    assert (first, last) == (1, 2)
+    [_, stored] = [bytes(b) for _, b in frames(log.segments()[-1].log_path.read_bytes())]
+    assert stored[8:12] == raw[8:12] and stored[16:] == raw[16:]  # only the base offset and leader epoch differ
+    header = batch_header(memoryview(stored))
+    assert (header.base_offset, header.partition_leader_epoch) == (1, 7)
+    [batch] = decode_batches(stored)  # the CRC still holds
+    assert batch.compression == Compression.GZIP
+    assert [(r.offset, r.value, r.timestamp_ms) for r in log.read(2)] == [(2, b"b", 12)]
+
+
+def test_reads_start_at_any_offset_through_the_index_and_return_whole_batches(tmp_path):
+    log = _log(tmp_path, segment_bytes=10**6)
+    for i in range(0, 300, 3):  # batches of three records
+        log.append([(b"k", b"x" * ((i + j) % 7), None) for j in range(3)])
+    for start in (0, 1, 57, 150, 298, 299):
+        data = log.read_batches(start, max_bytes=200)
+        first = batch_header(memoryview(data))
+        assert first.base_offset <= start <= first.last_offset  # the batch holding the offset comes first
         recs = log.read(start, max_bytes=200)
         assert recs[0].offset == start and recs[0].key == b"k"
         assert [r.offset for r in recs] == list(range(start, start + len(recs)))
     assert log.read(300) == []
     with pytest.raises(OffsetOutOfRange):
         log.read(301)
+
+
+def test_a_read_returns_at_least_one_whole_batch_however_small_max_bytes_is(tmp_path):
+    log = _log(tmp_path, segment_bytes=10**6)
+    log.append([(None, b"x" * 5000, None)])
+    log.append([(None, b"y", None)])
+    data = log.read_batches(0, max_bytes=1)
+    assert len(list(frames(data))) == 1 and len(data) > 5000
 
 
 def test_roll_by_time(tmp_path):
@@ -69,13 +111,24 @@ def test_roll_by_time(tmp_path):
     assert len(log.closed_segments()) == 1
 
 
+def test_a_batch_larger_than_a_segment_goes_whole_into_a_segment_of_its_own(tmp_path):
+    log = _log(tmp_path, segment_bytes=1000)
+    log.append([(None, b"small", None)])
+    log.append([(None, b"z" * 3000, None)])
+    log.append([(None, b"after", None)])
+    sizes = [s.size_bytes for s in log.segments()]
+    assert len(sizes) == 3 and sizes[1] > 3000
+    assert [r.value[:5] for r in log.read(0, max_bytes=10**6)] == [b"small", b"zzzzz", b"after"]
+    assert log.read(1)[0].value == b"z" * 3000
+
+
 def test_reopen_keeps_everything_and_truncates_a_torn_tail(tmp_path):
     log = _log(tmp_path)
-    log.append([(None, b"r%d" % i, None) for i in range(50)])
+    _each(log, [b"r%d" % i for i in range(50)])
     active = log.segments()[-1].log_path
     good_size = active.stat().st_size
-    with active.open("ab") as f:  # a torn write: half an entry
-        f.write(encode_entry(50, 1, None, b"torn")[:9])
+    with active.open("ab") as f:  # a torn write: part of a batch
+        f.write(encode_batch(build_batch(50, [(None, b"torn", 1, ())]))[:30])
     reopened = _log(tmp_path)
     assert reopened.log_end_offset == 50
     assert active.stat().st_size == good_size
@@ -84,14 +137,23 @@ def test_reopen_keeps_everything_and_truncates_a_torn_tail(tmp_path):
     assert reopened.read(50)[0].value == b"next"
 
 
-def test_a_flipped_byte_in_the_active_segment_truncates_from_that_entry(tmp_path):
+def test_a_flipped_byte_in_the_active_segment_truncates_from_that_batch(tmp_path):
     log = _log(tmp_path, segment_bytes=10**6)
-    log.append([(None, b"value-%d" % i, None) for i in range(10)])
+    _each(log, [b"value-%d" % i for i in range(10)])
     path = log.segments()[-1].log_path
     data = bytearray(path.read_bytes())
-    data[-3] ^= 0xFF  # inside the last entry
+    data[-3] ^= 0xFF  # inside the last batch: its CRC-32C no longer matches
     path.write_bytes(bytes(data))
     assert _log(tmp_path, segment_bytes=10**6).log_end_offset == 9
+
+
+def test_a_batch_whose_offsets_do_not_follow_on_truncates_the_active_segment(tmp_path):
+    log = _log(tmp_path, segment_bytes=10**6)
+    _each(log, [b"a", b"b"])
+    path = log.segments()[-1].log_path
+    with path.open("ab") as f:
+        f.write(encode_batch(build_batch(7, [(None, b"out of sequence", 1, ())])))
+    assert _log(tmp_path, segment_bytes=10**6).log_end_offset == 2
 
 
 def test_a_directory_of_another_topic_id_is_stale_and_refused(tmp_path):
@@ -100,9 +162,23 @@ def test_a_directory_of_another_topic_id_is_stale_and_refused(tmp_path):
         _log(tmp_path, topic_id=Uuid.random())
 
 
+def test_timestamp_lookups_find_the_first_record_at_or_after_and_the_largest(tmp_path):
+    log = _log(tmp_path, segment_bytes=300)
+    stamps = [100, 200, 150, 400, 400, 300, 500, 100]
+    for i in range(0, len(stamps), 2):
+        log.append([(None, b"%d" % i, stamps[i]), (None, b"%d" % (i + 1), stamps[i + 1])])
+    assert len(log.segments()) > 1
+    assert log.offset_for_timestamp(0) == (0, 100)
+    assert log.offset_for_timestamp(150) == (1, 200)
+    assert log.offset_for_timestamp(250) == (3, 400)
+    assert log.offset_for_timestamp(450) == (6, 500)
+    assert log.offset_for_timestamp(501) is None
+    assert log.max_timestamp() == (6, 500)
+
+
 def test_start_offsets_move_forward_and_survive_a_restart(tmp_path):
     log = _log(tmp_path)
-    log.append([(None, b"%d" % i, None) for i in range(200)])
+    _each(log, [b"%d" % i for i in range(200)])
     segs = log.closed_segments()
     dropped = log.delete_local_segments_before(segs[2].base_offset)
     assert len(dropped) == 2

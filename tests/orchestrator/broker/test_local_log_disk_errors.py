@@ -79,7 +79,8 @@ def test_a_partition_directory_that_cannot_be_created_is_a_storage_error_naming_
 
 def test_a_roll_that_cannot_create_the_next_segment_fails_the_append_and_succeeds_once_the_disk_is_back(open_log):
     plog = open_log()
-    plog.append([(None, b"x" * 400, None), (None, b"y" * 400, None)])  # the next one does not fit: a roll
+    plog.append([(None, b"x" * 400, None)])
+    plog.append([(None, b"y" * 400, None)])  # the next one does not fit: a roll
     next_log = plog.directory / f"{plog.log_end_offset:020d}.log"
     next_log.mkdir()  # the new segment's log file cannot be opened for writing
     with pytest.raises(KafkaStorageError) as caught:
@@ -107,7 +108,7 @@ class _HalfWrites:
         self.real.close()
 
 
-def test_an_entry_written_half_way_is_cut_off_and_the_log_stays_readable_and_dense(open_log):
+def test_a_batch_written_half_way_is_cut_off_and_the_log_stays_readable_and_dense(open_log):
     plog = open_log()
     plog.append([(b"k", b"v0", None)])
     active = plog._segments[-1]
@@ -125,7 +126,8 @@ def test_an_entry_written_half_way_is_cut_off_and_the_log_stays_readable_and_den
 
 def test_a_segment_leaves_the_log_only_once_its_files_are_deleted_and_a_second_call_finishes(open_log):
     plog = open_log()
-    plog.append([(None, b"%d" % i * 300, None) for i in range(9)])  # three records per segment
+    for i in range(9):  # batches of one record, two or three per segment
+        plog.append([(None, b"%d" % i * 300, None)])
     first, second = plog.segments()[:2]
     second.index_path.unlink()
     second.index_path.mkdir()  # cannot be unlinked
@@ -133,7 +135,7 @@ def test_a_segment_leaves_the_log_only_once_its_files_are_deleted_and_a_second_c
         plog.delete_local_segments_before(second.end_offset + 1)
     assert not first.log_path.exists()
     assert plog.local_log_start_offset == second.base_offset  # what the disk has: the second segment is still there
-    assert _values(plog, plog.local_log_start_offset)[0] == b"3" * 300
+    assert _values(plog, plog.local_log_start_offset)[0] == b"%d" % second.base_offset * 300
 
     second.index_path.rmdir()
     assert [s.base_offset for s in plog.delete_local_segments_before(second.end_offset + 1)] == [second.base_offset]
@@ -144,7 +146,8 @@ def test_a_segment_leaves_the_log_only_once_its_files_are_deleted_and_a_second_c
 
 def test_start_offsets_that_could_not_be_checkpointed_are_checkpointed_by_the_retry(open_log):
     plog = open_log()
-    plog.append([(None, b"%d" % i * 300, None) for i in range(9)])
+    for i in range(9):
+        plog.append([(None, b"%d" % i * 300, None)])
     tmp = plog.directory / "offsets.checkpoint.tmp"
     tmp.mkdir()  # the checkpoint cannot be written
     with pytest.raises(KafkaStorageError, match=r"offsets\.checkpoint\.tmp"):

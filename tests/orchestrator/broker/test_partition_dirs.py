@@ -151,7 +151,7 @@ def test_retiring_closes_and_drops_the_stale_logs_and_moves_only_stale_partition
     assert sorted(p.name for p in data_dir.iterdir()) == ["lost+found", "orders-0", STALE_DIR]
     kept = data_dir / STALE_DIR / f"again-0.{OLD}.42"
     assert read_partition_metadata(kept / "partition.metadata") == OLD  # moved whole, for the operator to look at
-    assert (kept / f"{0:020d}.log").read_bytes().endswith(b"again-0")
+    assert b"again-0" in (kept / f"{0:020d}.log").read_bytes()
     moved_events = [e for e in events if e["event"] == "broker.stale_partition_dir"]
     assert [(e["directory"], e["topic_id"], e["log_level"]) for e in moved_events] == [
         ("again-0", str(OLD), "warning"),

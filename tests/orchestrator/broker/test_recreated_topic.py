@@ -69,7 +69,7 @@ def _highest_copied_offset(live: LiveCluster, topic_id: Any, partition: int) -> 
 
 
 def _local_log_start(live: LiveCluster, partition: int) -> int:
-    return live.call(lambda c: c.fetch("again", partition, 0, max_bytes=1))["local_log_start_offset"]
+    return live.call(lambda c: c.offsets("again", partition)).local_log_start_offset
 
 
 def _log_events(path: str, event: str) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ def live(tmp_path) -> Iterator[LiveCluster]:  # type: ignore[no-untyped-def]
 
 
 def _log_end(live: LiveCluster, partition: int) -> int:
-    return int(live.call(lambda c: c.fetch("orders", partition, 0, max_bytes=1))["log_end_offset"])
+    return live.call(lambda c: c.offsets("orders", partition)).log_end_offset
 
 
 def test_a_produce_cut_short_says_how_many_records_were_acknowledged_and_where(live: LiveCluster) -> None:

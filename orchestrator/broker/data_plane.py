@@ -1,0 +1,398 @@
+"""Kafka's data plane on a broker: Produce (0), Fetch (1) and ListOffsets (2), as Kafka clients speak them.
+
+Served versions (the schemas under ``orchestrator/protocol/schemas``): Produce v3-v9, Fetch v4-v12, ListOffsets
+v1-v9. Records are Kafka record batches (magic 2) end to end: a producer's batches are validated
+(:mod:`orchestrator.broker.produce_validation`), given their offsets and the partition's leader epoch, and written to
+the local log as they came; a fetch returns the same bytes, from the local log or, below the local log start
+offset, from the remote tier (:meth:`RemoteLogManager.read`, KIP-405).
+
+Invariants:
+
+* **Errors per partition, never a dropped connection.** An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, a partition
+  led elsewhere NOT_LEADER_OR_FOLLOWER, a stale or future ``current_leader_epoch`` FENCED_LEADER_EPOCH /
+  UNKNOWN_LEADER_EPOCH, an offset outside [log start offset, log end offset] OFFSET_OUT_OF_RANGE (with the
+  partition's bounds, so a consumer can reset), a failed disk KAFKA_STORAGE_ERROR; the other partitions of the
+  request are served. A refused produce appends nothing of that partition.
+* **acks.** 1 and -1 (all) answer once the batches are in the leader's log (written to the OS: safe against
+  SIGKILL); each partition has one replica, the leader, so "all in-sync replicas" is the leader. 0 gets no
+  response; if any partition failed, the connection is closed instead (as Kafka does), so the producer notices.
+  Other values are INVALID_REQUIRED_ACKS on every partition.
+* **No producer state.** Idempotent and transactional produces are UNSUPPORTED_FOR_MESSAGE_FORMAT (no
+  InitProducerId is served), so nothing is accepted under a guarantee the broker cannot keep.
+* **Fetch sessions (KIP-227) are never created:** every response has session id 0, so clients send full fetches;
+  an incremental fetch naming a session is FETCH_SESSION_ID_NOT_FOUND. read_committed reads as read_uncommitted
+  (no transactions exist, so the last stable offset is the high watermark, the log end offset).
+* **Long polls are bounded.** A fetch with fewer than ``min_bytes`` to return waits for an append to this broker,
+  at most ``max_wait_ms`` (capped at :data:`MAX_FETCH_WAIT_MS`), then answers what it has.
+* **KIP-74 limits.** Each partition returns at least its first batch, however large, when it is the first with
+  data; after that, batches stop at ``partition_max_bytes`` and at the request's ``max_bytes``.
+* ListOffsets: -2 earliest (the log start offset: what remains readable from either tier), -1 latest (the log end
+  offset), -3 the record with the largest timestamp (v7+), -4 the local log start offset (v8+, KIP-405), -5 the
+  last offset copied to the remote tier (v9+, KIP-1005; -1 when none); any other timestamp at or above 0 finds the
+  first record at or after it, in either tier (offset -1 when none). A special value the version does not know is
+  UNSUPPORTED_VERSION, another negative one INVALID_REQUEST.
+
+Blocking work (the log, S3) runs in worker threads; the log is used under the broker's log lock, so a log is never
+closed under a read or an append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
+
+import structlog
+
+from orchestrator.broker.local_log import PartitionLog
+from orchestrator.broker.produce_validation import ProducePolicy, validate_records
+from orchestrator.broker.remote_log_manager import RemoteLogManager
+from orchestrator.errors import (
+    FencedLeaderEpoch,
+    FetchSessionIdNotFound,
+    InvalidRequest,
+    InvalidRequiredAcks,
+    KafkaError,
+    KafkaStorageError,
+    OffsetOutOfRange,
+    TieredError,
+    UnknownLeaderEpoch,
+    UnknownTopicOrPartition,
+    UnsupportedForMessageFormat,
+    UnsupportedVersion,
+    as_wire_error,
+)
+from orchestrator.ids import Uuid
+from orchestrator.metadata.image import MetadataImage, TopicImage, topic_for
+from orchestrator.metadata.topic_configs import default_int, int_value
+from orchestrator.net.server import CLOSE_CONNECTION, NO_RESPONSE
+from orchestrator.protocol import messages as m
+from orchestrator.protocol.framing import Request
+from orchestrator.protocol.record_batch import with_log_append_time
+
+log = structlog.get_logger(__name__)
+
+MAX_FETCH_WAIT_MS = 30_000
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+_SPECIAL_SINCE = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+NO_OFFSET = -1
+
+LeaderLog = Callable[[Uuid, int], PartitionLog]
+
+
+def _config_int(configs: dict[str, str], name: str) -> int:
+    try:
+        return int_value(configs, name)
+    except ValueError:
+        return default_int(name)
+
+
+def produce_policy(image: MetadataImage, topic: TopicImage) -> ProducePolicy:
+    configs = dict(image.topic_configs(topic.name))
+    return ProducePolicy(
+        max_message_bytes=_config_int(configs, "max.message.bytes"),
+        log_append_time=configs.get("message.timestamp.type") == "LogAppendTime",
+        timestamp_before_max_ms=_config_int(configs, "message.timestamp.before.max.ms"),
+        timestamp_after_max_ms=_config_int(configs, "message.timestamp.after.max.ms"),
+    )
+
+
+def check_leader_epoch(topic: TopicImage, partition: int, current_leader_epoch: int) -> None:
+    """KIP-320's fence: a client's leader epoch (-1: none given) must be the partition's."""
+    p = topic.partitions.get(partition)
+    if p is None or current_leader_epoch < 0:
+        return
+    if current_leader_epoch < p.leader_epoch:
+        raise FencedLeaderEpoch(
+            f"{topic.name}-{partition}: the client's leader epoch {current_leader_epoch} is older than "
+            f"{p.leader_epoch}; refresh metadata"
+        )
+    if current_leader_epoch > p.leader_epoch:
+        raise UnknownLeaderEpoch(
+            f"{topic.name}-{partition}: the client's leader epoch {current_leader_epoch} is newer than this "
+            f"broker's {p.leader_epoch}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Bounds:
+    log_start_offset: int
+    local_log_start_offset: int
+    log_end_offset: int
+
+
+def _bounds(plog: PartitionLog) -> _Bounds:
+    return _Bounds(plog.log_start_offset, plog.local_log_start_offset, plog.log_end_offset)
+
+
+class DataPlane:
+    """The three handlers, over a broker's logs. ``leader_log`` opens the log of a partition this broker leads (or
+    raises UNKNOWN_TOPIC_ID / NOT_LEADER_OR_FOLLOWER); the caller of it holds ``log_lock``."""
+
+    def __init__(
+        self,
+        *,
+        refresh_image: Callable[[], MetadataImage],
+        leader_log: LeaderLog,
+        rlm: RemoteLogManager,
+        log_lock: asyncio.Lock,
+        now_ms: Callable[[], int],
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._refresh_image = refresh_image
+        self._leader_log = leader_log
+        self._rlm = rlm
+        self._log_lock = log_lock
+        self._now_ms = now_ms
+        self._monotonic = monotonic
+        self._appended = asyncio.Event()  # set (and replaced) on every append: long polls wake up
+
+    # -- lookups ------------------------------------------------------------------------------------------------
+
+    async def _current_image(self) -> MetadataImage:
+        """The image caught up with the store, once per request: a topic deleted and re-created under the same name
+        is never served from its old topic id (names, not ids, address these versions of the APIs)."""
+        return await asyncio.to_thread(self._refresh_image)
+
+    @staticmethod
+    def _topic(image: MetadataImage, name: str, partition: int) -> TopicImage:
+        topic = topic_for(image, name=name)
+        if partition not in topic.partitions:
+            raise UnknownTopicOrPartition(f"topic '{name}' has no partition {partition}")
+        return topic
+
+    def _woken(self) -> None:
+        self._appended.set()
+        self._appended = asyncio.Event()
+
+    # -- Produce ------------------------------------------------------------------------------------------------
+
+    async def produce(self, request: Request) -> m.ProduceResponse:
+        body = cast(m.ProduceRequest, request.body)
+        acks = body["acks"]
+        refuse: KafkaError | None = None
+        if acks not in (0, 1, -1):
+            refuse = InvalidRequiredAcks(f"acks={acks}: use 0, 1 or -1 (all)")
+        elif body.get("transactional_id") is not None:
+            refuse = UnsupportedForMessageFormat(
+                f"transactional id {body['transactional_id']!r}: this broker serves no transactions"
+            )
+        responses: list[m.TopicProduceResponse] = []
+        failed = False
+        image = await self._current_image()
+        for topic_data in body["topic_data"]:
+            name = topic_data["name"]
+            partitions: list[m.PartitionProduceResponse] = []
+            for data in topic_data["partition_data"]:
+                index = data["index"]
+                try:
+                    if refuse is not None:
+                        raise refuse
+                    partitions.append(await self._produce_partition(image, name, index, data["records"]))
+                except TieredError as exc:
+                    failed = True
+                    partitions.append(_produce_error(index, exc, name))
+            responses.append({"name": name, "partition_responses": partitions})
+        if acks == 0:
+            return cast(m.ProduceResponse, CLOSE_CONNECTION if failed else NO_RESPONSE)
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    async def _produce_partition(
+        self, image: MetadataImage, name: str, partition: int, records: bytes | None
+    ) -> m.PartitionProduceResponse:
+        topic = self._topic(image, name, partition)
+        policy = produce_policy(image, topic)
+        now = self._now_ms()
+        validated = await asyncio.to_thread(validate_records, records, policy, now_ms=now)
+        batches: list[bytes | memoryview] = list(validated.batches)
+        if policy.log_append_time:
+            batches = [with_log_append_time(raw, now) for raw in batches]
+        leader_epoch = topic.partitions[partition].leader_epoch
+        async with self._log_lock:
+            plog = await asyncio.to_thread(self._leader_log, topic.topic_id, partition)
+            appended = await asyncio.to_thread(plog.append_batches, batches, leader_epoch=leader_epoch)
+            log_start = plog.log_start_offset
+        self._woken()
+        return {
+            "index": partition,
+            "error_code": 0,
+            "base_offset": appended.first_offset,
+            "log_append_time_ms": now if policy.log_append_time else -1,
+            "log_start_offset": log_start,
+        }
+
+    # -- Fetch --------------------------------------------------------------------------------------------------
+
+    async def fetch(self, request: Request) -> m.FetchResponse:
+        body = cast(m.FetchRequest, request.body)
+        if body.get("session_id", 0) != 0:
+            error = FetchSessionIdNotFound(
+                f"fetch session {body['session_id']} does not exist: this broker creates none; send a full fetch"
+            )
+            return {"error_code": error.code, "session_id": 0, "responses": [], "throttle_time_ms": 0}
+        max_wait_s = min(max(body["max_wait_ms"], 0), MAX_FETCH_WAIT_MS) / 1000
+        deadline = self._monotonic() + max_wait_s
+        while True:
+            woken = self._appended
+            responses, total, errors = await self._fetch_once(body)
+            left = deadline - self._monotonic()
+            if total >= body["min_bytes"] or errors or left <= 0:
+                return {"error_code": 0, "session_id": 0, "responses": responses, "throttle_time_ms": 0}
+            try:
+                await asyncio.wait_for(woken.wait(), timeout=left)
+            except TimeoutError:
+                responses, _, _ = await self._fetch_once(body)
+                return {"error_code": 0, "session_id": 0, "responses": responses, "throttle_time_ms": 0}
+
+    async def _fetch_once(self, body: m.FetchRequest) -> tuple[list[m.FetchableTopicResponse], int, bool]:
+        read_committed = body.get("isolation_level", 0) == 1
+        image = await self._current_image()
+        budget = max(body.get("max_bytes", 0x7FFFFFFF), 0)
+        total = 0
+        errors = False
+        responses: list[m.FetchableTopicResponse] = []
+        for topic_request in body["topics"]:
+            name = topic_request["topic"]
+            partitions: list[m.PartitionData] = []
+            for p in topic_request["partitions"]:
+                index = p["partition"]
+                limit = max(min(p["partition_max_bytes"], budget - total), 1 if total == 0 else 0)
+                entry: m.PartitionData = {
+                    "partition_index": index,
+                    "aborted_transactions": [] if read_committed else None,
+                    "preferred_read_replica": -1,
+                    "records": b"",
+                }
+                try:
+                    bounds, records = await self._read_partition(image, name, index, p, limit)
+                    entry.update(_fetched(bounds))
+                    entry["records"] = records
+                    total += len(records)
+                except TieredError as exc:
+                    errors = True
+                    wire = as_wire_error(exc)
+                    entry.update({"error_code": wire.code, "high_watermark": -1, "last_stable_offset": -1})
+                    if isinstance(exc, _OutOfRange):
+                        entry.update(_fetched(exc.bounds))
+                        entry["error_code"] = exc.code
+                    _log_storage_error("Fetch", name, index, wire)
+                partitions.append(entry)
+            responses.append({"topic": name, "partitions": partitions})
+        return responses, total, errors
+
+    async def _read_partition(
+        self, image: MetadataImage, name: str, partition: int, p: m.FetchPartition, limit: int
+    ) -> tuple[_Bounds, bytes]:
+        topic = self._topic(image, name, partition)
+        check_leader_epoch(topic, partition, p.get("current_leader_epoch", -1))
+        offset = p["fetch_offset"]
+        async with self._log_lock:
+            plog = await asyncio.to_thread(self._leader_log, topic.topic_id, partition)
+            bounds = _bounds(plog)
+            if offset < bounds.log_start_offset or offset > bounds.log_end_offset:
+                raise _OutOfRange(bounds, offset, name, partition)
+            if offset == bounds.log_end_offset or limit <= 0:
+                return bounds, b""
+            try:
+                result = await asyncio.to_thread(self._rlm.read, topic.topic_id, partition, offset, max_bytes=limit)
+            except OffsetOutOfRange as exc:  # the log start offset moved meanwhile
+                raise _OutOfRange(_bounds(plog), offset, name, partition) from exc
+        return bounds, result.records
+
+    # -- ListOffsets --------------------------------------------------------------------------------------------
+
+    async def list_offsets(self, request: Request) -> m.ListOffsetsResponse:
+        body = cast(m.ListOffsetsRequest, request.body)
+        version = request.header.api_version
+        topics: list[m.ListOffsetsTopicResponse] = []
+        image = await self._current_image()
+        for t in body["topics"]:
+            name = t["name"]
+            partitions: list[m.ListOffsetsPartitionResponse] = []
+            for p in t["partitions"]:
+                index = p["partition_index"]
+                try:
+                    offset, timestamp, epoch = await self._list_offset(image, name, index, p, version)
+                    partitions.append(
+                        {
+                            "partition_index": index,
+                            "error_code": 0,
+                            "timestamp": timestamp,
+                            "offset": offset,
+                            "leader_epoch": epoch,
+                        }
+                    )
+                except TieredError as exc:
+                    wire = as_wire_error(exc)
+                    _log_storage_error("ListOffsets", name, index, wire)
+                    partitions.append({"partition_index": index, "error_code": wire.code, "offset": -1})
+            topics.append({"name": name, "partitions": partitions})
+        return {"topics": topics, "throttle_time_ms": 0}
+
+    async def _list_offset(
+        self, image: MetadataImage, name: str, partition: int, p: m.ListOffsetsPartition, version: int
+    ) -> tuple[int, int, int]:
+        """(offset, timestamp, leader epoch) for one partition's asked timestamp."""
+        topic = self._topic(image, name, partition)
+        check_leader_epoch(topic, partition, p.get("current_leader_epoch", -1))
+        target = p["timestamp"]
+        since = _SPECIAL_SINCE.get(target)
+        if since is not None and version < since:
+            raise UnsupportedVersion(f"timestamp {target} needs ListOffsets v{since}+, this request is v{version}")
+        if target < 0 and target not in (EARLIEST, LATEST) and since is None:
+            raise InvalidRequest(f"timestamp {target} is no special value (-1 latest ... -5 latest tiered)")
+        leader_epoch = topic.partitions[partition].leader_epoch
+        tid = topic.topic_id
+        async with self._log_lock:
+            plog = await asyncio.to_thread(self._leader_log, tid, partition)
+            if target == EARLIEST:
+                return plog.log_start_offset, NO_OFFSET, -1
+            if target == LATEST:
+                return plog.log_end_offset, NO_OFFSET, leader_epoch
+            if target == EARLIEST_LOCAL:
+                return plog.local_log_start_offset, NO_OFFSET, -1
+            if target == LATEST_TIERED:
+                await asyncio.to_thread(self._rlm.rlmm.refresh)
+                return self._rlm.rlmm.highest_copied_offset(tid, partition), NO_OFFSET, -1
+            if target == MAX_TIMESTAMP:
+                found = await asyncio.to_thread(self._rlm.max_timestamp, tid, partition)
+            else:
+                found = await asyncio.to_thread(self._rlm.offset_for_timestamp, tid, partition, target)
+        if found is None:
+            return NO_OFFSET, NO_OFFSET, -1
+        return found[0], found[1], -1
+
+
+class _OutOfRange(OffsetOutOfRange):
+    """OFFSET_OUT_OF_RANGE with the partition's bounds, so the response carries them."""
+
+    name, retriable = OffsetOutOfRange.name, OffsetOutOfRange.retriable
+
+    def __init__(self, bounds: _Bounds, offset: int, topic: str, partition: int) -> None:
+        super().__init__(
+            f"{topic}-{partition}: offset {offset} is outside [{bounds.log_start_offset}, {bounds.log_end_offset}]"
+        )
+        self.bounds = bounds
+
+
+def _fetched(bounds: _Bounds) -> m.PartitionData:
+    return {
+        "error_code": 0,
+        "high_watermark": bounds.log_end_offset,
+        "last_stable_offset": bounds.log_end_offset,
+        "log_start_offset": bounds.log_start_offset,
+    }
+
+
+def _produce_error(index: int, exc: TieredError, topic: str) -> m.PartitionProduceResponse:
+    wire = as_wire_error(exc)
+    _log_storage_error("Produce", topic, index, wire)
+    return {"index": index, "error_code": wire.code, "base_offset": -1, "error_message": wire.message}
+
+
+def _log_storage_error(api: str, topic: str, partition: int, wire: KafkaError) -> None:
+    """A request that failed on this broker's storage is the operator's business, not only the client's."""
+    if isinstance(wire, KafkaStorageError):
+        log.warning("broker.storage_error", api=api, topic=topic, partition=partition, detail=wire.message)

@@ -1,0 +1,152 @@
+"""Reading a log's bytes: which record batches a fetch returns, and offset lookups by timestamp. Pure.
+
+The bytes are a segment file's, or a window of one, local or remote alike: whole record batches one after the other
+(:mod:`orchestrator.protocol.record_batch`), each with its absolute offsets, as Kafka stores them.
+
+Invariants:
+
+* A fetch returns whole batches, never part of one, starting with the batch that holds the fetch offset (so the
+  first batch may begin below it; a Kafka client skips the records below its offset), and at least that batch
+  whatever ``max_bytes`` says (KIP-74), then as many following batches as fit in ``max_bytes``.
+* When a window ends inside the batch a fetch must start with, :func:`pick_batches` says how many bytes from that
+  batch's position are needed instead of returning less: the caller reads again, so nothing is ever skipped.
+* A timestamp lookup answers the first record (in offset order) whose timestamp is at least the target, as Kafka's
+  ListOffsets does; the max-timestamp lookup the first record carrying the largest timestamp.
+* Bytes that do not frame as batches are CorruptMessage (the caller decides what that means for a segment).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from orchestrator.errors import CorruptMessage
+from orchestrator.protocol.record_batch import (
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    batch_header,
+    decode_batch,
+    frames,
+    records_at_or_after,
+)
+
+_INDEX = struct.Struct(">II")  # an offset index entry: relative offset, position
+WINDOW_SLACK_BYTES = 16 * 1024  # read past max_bytes: the index points up to index.interval.bytes before the offset
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record of a log with its absolute offset and timestamp (for tools and tests; fetches serve bytes)."""
+
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """The byte range of a window to return (``start``..``end``, empty when nothing there is at or above the
+    offset), or ``need`` > 0: the window cut the first wanted batch short; read ``need`` bytes from ``start``."""
+
+    start: int
+    end: int
+    need: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return self.end <= self.start and not self.need
+
+
+def pick_batches(data: bytes | memoryview, offset: int, max_bytes: int) -> Pick:
+    """The batches of ``data`` a fetch at ``offset`` returns within ``max_bytes`` (see the module's invariants)."""
+    view = memoryview(data)
+    start = end = -1
+    consumed = 0
+    for position, raw in frames(view):
+        consumed = position + len(raw)
+        header = batch_header(raw)
+        if start < 0:
+            if header.last_offset >= offset:
+                start, end = position, consumed
+        elif consumed - start > max_bytes:
+            break
+        else:
+            end = consumed
+    if start >= 0:
+        return Pick(start, end)
+    rest = len(view) - consumed
+    if rest == 0:
+        return Pick(consumed, consumed)
+    # Every whole batch lies below the offset and the window ends inside the next one: it must be read whole.
+    if rest < LOG_OVERHEAD:
+        return Pick(consumed, consumed, need=RECORD_BATCH_OVERHEAD)
+    return Pick(consumed, consumed, need=LOG_OVERHEAD + int.from_bytes(view[consumed + 8 : consumed + 12], "big"))
+
+
+def read_batches(read: Callable[[int, int], bytes], position: int, end: int, offset: int, max_bytes: int) -> bytes:
+    """The batches a fetch at ``offset`` returns from the bytes ``position``..``end`` of a segment (local or remote),
+    read with ``read(position, length)`` in windows of about ``max_bytes``; a batch a window cut short is read again
+    whole. Empty when no batch from ``position`` on reaches ``offset``."""
+    window = max(max_bytes, RECORD_BATCH_OVERHEAD) + WINDOW_SLACK_BYTES
+    length = window
+    while position < end:
+        data = read(position, min(length, end - position))
+        if not data:
+            break
+        pick = pick_batches(data, offset, max_bytes)
+        if pick.end > pick.start:
+            return bytes(data[pick.start : pick.end])
+        position += pick.start  # every whole batch so far lies below the offset
+        if pick.need:
+            if position + pick.need > end:
+                raise CorruptMessage(f"the log ends inside a record batch at byte {position}")
+            length = pick.need
+        else:
+            length = window
+            if pick.start == 0:
+                break  # nothing whole and nothing cut short: the bytes end here
+    return b""
+
+
+def position_in_index(index: bytes, base_offset: int, offset: int) -> int:
+    """Where to start reading for ``offset`` in a segment whose offset index (Kafka's: relative last offset of a
+    batch, its position; ascending) is ``index``: the last entry whose batch ends below ``offset``, else 0."""
+    position = 0
+    for at in range(0, len(index) - len(index) % _INDEX.size, _INDEX.size):
+        relative, where = _INDEX.unpack_from(index, at)
+        if base_offset + relative >= offset:
+            break
+        position = where
+    return position
+
+
+def records_from(data: bytes | memoryview, offset: int) -> list[Record]:
+    """Every record of the whole batches in ``data`` at or above ``offset``, decoded (control batches left out)."""
+    return [Record(at, timestamp, r.key, r.value) for at, timestamp, r in records_at_or_after(data, offset)]
+
+
+def first_at_or_after(data: bytes | memoryview, timestamp_ms: int) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the first record of ``data`` whose timestamp is at least ``timestamp_ms``."""
+    for _, raw in frames(data):
+        if batch_header(raw).max_timestamp < timestamp_ms:
+            continue
+        batch = decode_batch(raw)
+        for at, timestamp, _ in batch.absolute_records():
+            if timestamp >= timestamp_ms:
+                return at, timestamp
+    return None
+
+
+def max_timestamp(data: bytes | memoryview) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the first record of ``data`` with the largest timestamp, None when empty."""
+    best: memoryview | None = None
+    best_ts = -1
+    for _, raw in frames(data):
+        header = batch_header(raw)
+        if best is None or header.max_timestamp > best_ts:
+            best, best_ts = raw, header.max_timestamp
+    if best is None:
+        return None
+    return first_at_or_after(best, best_ts)
