@@ -1,11 +1,20 @@
 """Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, metadata-postgres, snapshots,
-delete, controller, failover-postgres, scan."""
+delete, controller, failover-postgres, scan, dataplane."""
 
 from __future__ import annotations
 
 import sys
 
-from bench import controller, delete_policy, failover_postgres, metadata_log, metadata_postgres, scan, snapshots
+from bench import (
+    controller,
+    dataplane,
+    delete_policy,
+    failover_postgres,
+    metadata_log,
+    metadata_postgres,
+    scan,
+    snapshots,
+)
 
 SECTIONS = {
     "metadata": metadata_log.run,
@@ -15,6 +24,7 @@ SECTIONS = {
     "controller": controller.run,
     "failover-postgres": failover_postgres.run,
     "scan": scan.run,
+    "dataplane": dataplane.run,
 }
 
 

@@ -210,6 +210,11 @@ class RequestTimedOut(KafkaError):
 
 
 @_register
+class BrokerNotAvailable(KafkaError):
+    code, name, retriable = 8, "BROKER_NOT_AVAILABLE", True
+
+
+@_register
 class MessageTooLarge(KafkaError):
     """A record batch larger than the topic's ``max.message.bytes`` (or a broker's limit)."""
 
@@ -218,14 +223,16 @@ class MessageTooLarge(KafkaError):
 
 
 @_register
-class BrokerNotAvailable(KafkaError):
-    code, name, retriable = 8, "BROKER_NOT_AVAILABLE", True
-
-
-@_register
 class StaleControllerEpoch(KafkaError):
     code, name, retriable = 11, "STALE_CONTROLLER_EPOCH", False
     hint = "A newer controller is active; this writer has been deposed."
+
+
+@_register
+class CoordinatorNotAvailable(KafkaError):
+    """No node can serve the request's coordinator role now (an InitProducerId while no broker is live)."""
+
+    code, name, retriable = 15, "COORDINATOR_NOT_AVAILABLE", True
 
 
 @_register
@@ -241,13 +248,6 @@ class InvalidRequiredAcks(KafkaError):
 
 
 @_register
-class InvalidTimestamp(KafkaError):
-    """A record timestamp outside what the topic's ``message.timestamp.before/after.max.ms`` allow."""
-
-    code, name, retriable = 32, "INVALID_TIMESTAMP", False
-
-
-@_register
 class TopicAuthorizationFailed(KafkaError):
     code, name, retriable = 29, "TOPIC_AUTHORIZATION_FAILED", False
 
@@ -255,6 +255,13 @@ class TopicAuthorizationFailed(KafkaError):
 @_register
 class ClusterAuthorizationFailed(KafkaError):
     code, name, retriable = 31, "CLUSTER_AUTHORIZATION_FAILED", False
+
+
+@_register
+class InvalidTimestamp(KafkaError):
+    """A record timestamp outside what the topic's ``message.timestamp.before/after.max.ms`` allow."""
+
+    code, name, retriable = 32, "INVALID_TIMESTAMP", False
 
 
 @_register
@@ -321,6 +328,20 @@ class UnsupportedForMessageFormat(KafkaError):
 
 
 @_register
+class OutOfOrderSequenceNumber(KafkaError):
+    """An idempotent producer's batch whose sequence does not follow the last one the partition has from it."""
+
+    code, name, retriable = 45, "OUT_OF_ORDER_SEQUENCE_NUMBER", False
+
+
+@_register
+class InvalidProducerEpoch(KafkaError):
+    """A batch from an older epoch of a producer id than the partition has seen: a zombie producer."""
+
+    code, name, retriable = 47, "INVALID_PRODUCER_EPOCH", False
+
+
+@_register
 class SecurityDisabled(KafkaError):
     """An ACL request to a server that has no authorizer configured."""
 
@@ -347,13 +368,6 @@ class FetchSessionIdNotFound(KafkaError):
 
 
 @_register
-class UnsupportedCompressionType(KafkaError):
-    """A record batch compressed with a codec this process cannot read or write (snappy, lz4, zstd)."""
-
-    code, name, retriable = 76, "UNSUPPORTED_COMPRESSION_TYPE", False
-
-
-@_register
 class FencedLeaderEpoch(KafkaError):
     """The client's leader epoch for a partition is older than the leader's: its metadata is stale."""
 
@@ -365,6 +379,13 @@ class UnknownLeaderEpoch(KafkaError):
     """The client's leader epoch for a partition is newer than this broker knows: this broker's metadata lags."""
 
     code, name, retriable = 75, "UNKNOWN_LEADER_EPOCH", True
+
+
+@_register
+class UnsupportedCompressionType(KafkaError):
+    """A record batch compressed with a codec this process cannot read or write (snappy, lz4, zstd)."""
+
+    code, name, retriable = 76, "UNSUPPORTED_COMPRESSION_TYPE", False
 
 
 @_register

@@ -11,6 +11,8 @@ The rules are Kafka's (``KafkaApis`` / ``ControllerApis``):
   listing, a named one is answered TOPIC_AUTHORIZATION_FAILED.
 * DescribeCluster, DescribeAcls and DescribeUserScramCredentials need DESCRIBE on the cluster; UnregisterBroker,
   CreateAcls, DeleteAcls and AlterUserScramCredentials ALTER on the cluster.
+* InitProducerId (an idempotent producer) needs IDEMPOTENT_WRITE on the cluster or WRITE on any topic (Kafka 3's
+  rule), else CLUSTER_AUTHORIZATION_FAILED.
 * The data plane, per topic like the entries above: Produce needs WRITE on the topic, Fetch READ, ListOffsets
   DESCRIBE; a refused topic's partitions are answered TOPIC_AUTHORIZATION_FAILED (a Produce with acks=0 that had
   one gets its connection closed, as any failed acks=0 produce).
@@ -152,6 +154,11 @@ def decide(policy: AccessPolicy, authorizer: Authorizer, request: Request, image
         if check.on_cluster(_ON_CLUSTER[api_key]):
             return Decision(body)
         return Decision(None, refuse=_cluster_refusal(request), denials=tuple(check.denials))
+    if api_key == ApiKey.INIT_PRODUCER_ID:
+        if body.get("transactional_id") is not None or _may_write_idempotently(check, image):
+            return Decision(body)  # a transactional id is refused by the handler: no transactions are served
+        denial = Denial(api, Op.IDEMPOTENT_WRITE, _CLUSTER, CLUSTER_RESOURCE_NAME)
+        return Decision(None, refuse=_cluster_refusal(request), denials=(denial,))
     if api_key in _LISTINGS:
         names = body.get(_LISTINGS[api_key])
         listed_all = names is None
@@ -160,6 +167,17 @@ def decide(policy: AccessPolicy, authorizer: Authorizer, request: Request, image
     if entries is None:
         return Decision(body)
     return entries(check, body, image)
+
+
+def _may_write_idempotently(check: _Check, image: MetadataImage) -> bool:
+    """Kafka 3's rule for InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or WRITE on
+    any topic (asked quietly: not having one of them is no refusal)."""
+    if check.trusted or not check.policy.authorizer or _quietly(check, Op.IDEMPOTENT_WRITE):
+        return True
+    principal, host = check.request.principal, check.request.client_host
+    return any(
+        check.authorizer.authorize(principal, host, Op.WRITE, _TOPIC, topic.name) for topic in image.topics.values()
+    )
 
 
 def _cluster_refusal(request: Request) -> KafkaError:

@@ -5,8 +5,9 @@ tails the metadata log from the shared store into its image (every ``metadata_po
 on each append's notification and at least every ``metadata_notified_poll_ms``); hosts its partitions' local
 logs; runs the RemoteLogManager's copy, local retention and remote expiry for the partitions it leads; and
 serves, over the Kafka protocol, DisableRemoteTopic (10950), DeleteRemotePartitions (10954: a deleted topic's
-remote data) and Kafka's data plane: Produce, Fetch and ListOffsets (:mod:`orchestrator.broker.data_plane`), so
-Kafka's own producers and consumers read and write, across both tiers.
+remote data) and Kafka's data plane: Produce, Fetch, ListOffsets and InitProducerId
+(:mod:`orchestrator.broker.data_plane`), so Kafka's own producers (idempotent ones too) and consumers read and
+write, across both tiers.
 
 Kafka clients learn of the brokers from Metadata and send admin requests to any of them, so a broker serves the
 admin API too (:mod:`orchestrator.admin_api`): Metadata, DescribeConfigs and DescribeCluster from its own image,
@@ -88,6 +89,7 @@ from orchestrator.broker.partition_dirs import (
     remove_expired_stale_dirs,
     retire_stale_partitions,
 )
+from orchestrator.broker.producer_ids import ProducerIdAllocator
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.errors import (
@@ -217,6 +219,7 @@ class BrokerAgent:
             rlm=self.rlm,
             log_lock=self._log_lock,
             now_ms=wall_clock_ms,
+            producer_ids=ProducerIdAllocator(self.data_dir / "producer-ids.json", settings.broker_id).next_id,
         )
         self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
         self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff()
@@ -245,6 +248,7 @@ class BrokerAgent:
                 ApiKey.PRODUCE: self.data_plane.produce,
                 ApiKey.FETCH: self.data_plane.fetch,
                 ApiKey.LIST_OFFSETS: self.data_plane.list_offsets,
+                ApiKey.INIT_PRODUCER_ID: self.data_plane.init_producer_id,
                 **{key: self._on_read for key in BROKER_READS},
             }
         )

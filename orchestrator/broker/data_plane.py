@@ -1,9 +1,11 @@
-"""Kafka's data plane on a broker: Produce (0), Fetch (1) and ListOffsets (2), as Kafka clients speak them.
+"""Kafka's data plane on a broker: Produce (0), Fetch (1), ListOffsets (2) and InitProducerId (22), as Kafka
+clients speak them.
 
 Served versions (the schemas under ``orchestrator/protocol/schemas``): Produce v3-v9, Fetch v4-v12, ListOffsets
-v1-v9. Records are Kafka record batches (magic 2) end to end: a producer's batches are validated
-(:mod:`orchestrator.broker.produce_validation`), given their offsets and the partition's leader epoch, and written to
-the local log as they came; a fetch returns the same bytes, from the local log or, below the local log start
+v1-v9, InitProducerId v0-v4 (idempotent producers; :mod:`orchestrator.broker.producer_ids`). Records are Kafka
+record batches (magic 2) end to end: a producer's batches are validated
+(:mod:`orchestrator.broker.produce_validation`), given their offsets and the partition's leader epoch, and written
+to the local log as they came; a fetch returns the same bytes, from the local log or, below the local log start
 offset, from the remote tier (:meth:`RemoteLogManager.read`, KIP-405).
 
 Invariants:
@@ -17,8 +19,11 @@ Invariants:
   SIGKILL); each partition has one replica, the leader, so "all in-sync replicas" is the leader. 0 gets no
   response; if any partition failed, the connection is closed instead (as Kafka does), so the producer notices.
   Other values are INVALID_REQUIRED_ACKS on every partition.
-* **No producer state.** Idempotent and transactional produces are UNSUPPORTED_FOR_MESSAGE_FORMAT (no
-  InitProducerId is served), so nothing is accepted under a guarantee the broker cannot keep.
+* **Idempotent producers, no transactions.** InitProducerId gives a producer id unique in the cluster; each
+  partition deduplicates retried batches and fences stale epochs (:mod:`orchestrator.broker.producer_state`:
+  a retry gets its first offsets, OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise).
+  Transactional ids and transactional batches are UNSUPPORTED_FOR_MESSAGE_FORMAT: no coordinator runs here, so
+  nothing is accepted under a guarantee the broker cannot keep.
 * **Fetch sessions (KIP-227) are never created:** every response has session id 0, so clients send full fetches;
   an incremental fetch naming a session is FETCH_SESSION_ID_NOT_FOUND. read_committed reads as read_uncommitted
   (no transactions exist, so the last stable offset is the high watermark, the log end offset).
@@ -139,6 +144,7 @@ class DataPlane:
         rlm: RemoteLogManager,
         log_lock: asyncio.Lock,
         now_ms: Callable[[], int],
+        producer_ids: Callable[[], int],
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._refresh_image = refresh_image
@@ -146,6 +152,7 @@ class DataPlane:
         self._rlm = rlm
         self._log_lock = log_lock
         self._now_ms = now_ms
+        self._producer_ids = producer_ids
         self._monotonic = monotonic
         self._appended = asyncio.Event()  # set (and replaced) on every append: long polls wake up
 
@@ -222,6 +229,28 @@ class DataPlane:
             "log_append_time_ms": now if policy.log_append_time else -1,
             "log_start_offset": log_start,
         }
+
+    # -- InitProducerId -----------------------------------------------------------------------------------------
+
+    async def init_producer_id(self, request: Request) -> m.InitProducerIdResponse:
+        """A new producer id at epoch 0 for an idempotent producer (a producer bumps its own epoch, KIP-360); a
+        transactional id is UNSUPPORTED_FOR_MESSAGE_FORMAT: no transaction coordinator runs here."""
+        body = cast(m.InitProducerIdRequest, request.body)
+        if body.get("transactional_id") is not None:
+            error = UnsupportedForMessageFormat(
+                f"transactional id {body['transactional_id']!r}: this broker serves no transactions"
+            )
+            return {"error_code": error.code, "producer_id": -1, "producer_epoch": -1}
+        try:
+            producer_id = await asyncio.to_thread(self._producer_ids)
+        except TieredError as exc:
+            wire = as_wire_error(exc)
+            log.error("broker.producer_id_failed", detail=wire.message)
+            return {"error_code": wire.code, "producer_id": -1, "producer_epoch": -1}
+        except OSError as exc:
+            log.error("broker.producer_id_failed", detail=str(exc))
+            return {"error_code": KafkaStorageError.code, "producer_id": -1, "producer_epoch": -1}
+        return {"error_code": 0, "producer_id": producer_id, "producer_epoch": 0}
 
     # -- Fetch --------------------------------------------------------------------------------------------------
 

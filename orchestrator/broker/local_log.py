@@ -50,10 +50,12 @@ from typing import BinaryIO, Concatenate, NamedTuple, ParamSpec, TypeVar
 import structlog
 
 from orchestrator.broker.log_reads import Record, first_at_or_after, max_timestamp, read_batches, records_from
+from orchestrator.broker.producer_state import ProducedBatch, ProducerStates, last_sequence_of
 from orchestrator.errors import CorruptMessage, InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
 from orchestrator.ids import Uuid
 from orchestrator.protocol.record_batch import (
     NO_PARTITION_LEADER_EPOCH,
+    BatchHeader,
     batch_header,
     build_batch,
     crc_matches,
@@ -210,9 +212,10 @@ class _Segment:
             self.index_path,
         )
 
-    def load(self, index_interval: int, *, active: bool) -> None:
-        """Scan the log file's batch headers and rebuild the index; for the active segment, also check each batch's
-        CRC-32C and truncate a torn or corrupt tail (a closed segment that does not frame is an error)."""
+    def load(self, index_interval: int, *, active: bool, on_batch: Callable[[BatchHeader], None]) -> None:
+        """Scan the log file's batch headers (each whole one passed to ``on_batch``) and rebuild the index; for the
+        active segment, also check each batch's CRC-32C and truncate a torn or corrupt tail (a closed segment that
+        does not frame is an error)."""
         data = self.log_path.read_bytes() if self.log_path.exists() else b""
         self.index = []
         self._bytes_since_index = index_interval  # index the first batch
@@ -229,6 +232,7 @@ class _Segment:
                     break
                 indexed = self._bytes_since_index >= index_interval
                 self._account(header.last_offset, position, header.size, header.max_timestamp, indexed)
+                on_batch(header)
                 valid_end = position + header.size
         except CorruptMessage as exc:
             problem = exc.message
@@ -285,6 +289,7 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         check_partition_metadata(directory, topic_id)
         self._segments: list[_Segment] = []
+        self.producers = ProducerStates()  # idempotent producers, rebuilt from the local batches on open
         self.log_start_offset = 0
         self.local_log_start_offset = 0
         self._load()
@@ -297,7 +302,7 @@ class PartitionLog:
         bases = sorted(int(p.stem) for p in self.directory.glob("*.log") if p.stem.isdigit())
         for i, base in enumerate(bases):
             seg = _Segment(self.directory, base)
-            seg.load(self.config.index_interval_bytes, active=i == len(bases) - 1)
+            seg.load(self.config.index_interval_bytes, active=i == len(bases) - 1, on_batch=self._remember_producer)
             self._segments.append(seg)
         cp = self.directory / "offsets.checkpoint"
         first_local = self._segments[0].base_offset if self._segments else 0
@@ -311,6 +316,15 @@ class PartitionLog:
             self._segments.append(self._new_segment(self.local_log_start_offset))
         self.local_log_start_offset = max(self.local_log_start_offset, first_local)
         self.log_start_offset = min(self.log_start_offset, self.local_log_start_offset)
+
+    def _remember_producer(self, header: BatchHeader) -> None:
+        batch = ProducedBatch(
+            header.base_sequence,
+            last_sequence_of(header.base_sequence, header.last_offset_delta + 1),
+            header.base_offset,
+            header.last_offset,
+        )
+        self.producers = self.producers.with_batch(header.producer_id, header.producer_epoch, batch)
 
     def _new_segment(self, base_offset: int) -> _Segment:
         seg = _Segment(self.directory, base_offset)
@@ -354,20 +368,29 @@ class PartitionLog:
     ) -> AppendInfo:
         """Append validated record batches (a Produce's, in order): each gets the next offsets and ``leader_epoch``,
         and goes whole into the active segment (rolled first when the batch would overflow it). Returns the offsets
-        of the first and last records appended."""
+        of the first and last records. A retry of an idempotent producer's batch already in the log is not written
+        again: its first offsets are returned (:mod:`orchestrator.broker.producer_state`); a batch out of sequence
+        or from a fenced producer epoch raises, and nothing of it is written."""
         if not batches:
             raise ValueError("nothing to append")
         now = self._clock()
-        first = self.log_end_offset
+        placed: list[tuple[int, int]] = []
         for raw in batches:
             header = batch_header(memoryview(raw))
+            pid, epoch, sequence = header.producer_id, header.producer_epoch, header.base_sequence
+            judged = self.producers.judge(pid, epoch, sequence, header.last_offset_delta + 1)
+            if judged.duplicate_of is not None:
+                placed.append((judged.duplicate_of.first_offset, judged.duplicate_of.last_offset))
+                continue
             base = self.log_end_offset
+            last = base + header.last_offset_delta
             assigned = rebased(raw, base, leader_epoch)
             self._maybe_roll(len(assigned), now)
-            self.active.write(
-                assigned, base + header.last_offset_delta, header.max_timestamp, self.config.index_interval_bytes
-            )
-        return AppendInfo(first, self.log_end_offset - 1)
+            self.active.write(assigned, last, header.max_timestamp, self.config.index_interval_bytes)
+            produced = ProducedBatch(sequence, last_sequence_of(sequence, header.last_offset_delta + 1), base, last)
+            self.producers = self.producers.with_batch(pid, epoch, produced)
+            placed.append((base, last))
+        return AppendInfo(placed[0][0], placed[-1][1])
 
     def append(self, records: Sequence[tuple[bytes | None, bytes | None, int | None]]) -> AppendInfo:
         """Append (key, value, timestamp or None for now) records as one uncompressed batch (tools and tests)."""

@@ -9,9 +9,9 @@ Invariants:
     control batch (only a transaction coordinator writes those), a record count or offset
     deltas that disagree with the header (deltas must run 0, 1, 2 ...): INVALID_RECORD (87);
   - a batch larger than the topic's ``max.message.bytes``: MESSAGE_TOO_LARGE (10);
-  - a producer id, epoch or sequence (an idempotent producer) or a transactional batch:
-    UNSUPPORTED_FOR_MESSAGE_FORMAT (43): this broker keeps no producer state, so it could not deduplicate a retry
-    or fence a zombie; refusing is honest where accepting would silently break the producer's guarantee;
+  - a transactional batch: UNSUPPORTED_FOR_MESSAGE_FORMAT (43): no transaction coordinator runs here, so nothing
+    could commit or abort it; an idempotent batch (producer id, epoch, sequence) is served, and one naming a
+    producer id without an epoch or sequence at or above 0 is INVALID_RECORD;
   - a compression other than none and gzip: UNSUPPORTED_COMPRESSION_TYPE (76);
   - with CreateTime, a record timestamp further than ``message.timestamp.before.max.ms`` in the past or
     ``message.timestamp.after.max.ms`` in the future: INVALID_TIMESTAMP (32).
@@ -31,9 +31,7 @@ from orchestrator.errors import (
     UnsupportedForMessageFormat,
 )
 from orchestrator.protocol.record_batch import (
-    NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
-    NO_SEQUENCE,
     TimestampType,
     decode_batch,
     split_batches,
@@ -77,14 +75,10 @@ def validate_records(records: bytes | None, policy: ProducePolicy, *, now_ms: in
         batch = decode_batch(raw)
         if batch.is_transactional:
             raise UnsupportedForMessageFormat(f"{where} is transactional: this broker serves no transactions")
-        if (batch.producer_id, batch.producer_epoch, batch.base_sequence) != (
-            NO_PRODUCER_ID,
-            NO_PRODUCER_EPOCH,
-            NO_SEQUENCE,
-        ):
-            raise UnsupportedForMessageFormat(
-                f"{where} is from an idempotent producer (producer id {batch.producer_id}): this broker keeps no "
-                "producer state; set enable.idempotence=false"
+        if batch.producer_id != NO_PRODUCER_ID and (batch.producer_epoch < 0 or batch.base_sequence < 0):
+            raise InvalidRecord(
+                f"{where} names producer id {batch.producer_id} with epoch {batch.producer_epoch} and base sequence "
+                f"{batch.base_sequence}: an idempotent batch needs both at or above 0"
             )
         if batch.is_control:
             raise InvalidRecord(f"{where} is a control batch: only a transaction coordinator writes those")

@@ -70,6 +70,7 @@ from orchestrator.controller.snapshots import SnapshotWriter
 from orchestrator.controller.topic_deletion import DeleteRemotePartitionsBody
 from orchestrator.errors import (
     BrokerNotAvailable,
+    CoordinatorNotAvailable,
     InvalidRequest,
     KafkaError,
     NotController,
@@ -194,7 +195,11 @@ class ControllerService:
         )
         authentication, gate = node_access(self.settings.security, self._current_image)
         self._handlers = gate.guard_all({key: self._admin(key) for key in api_keys})
-        handlers = {**self._handlers, ApiKey.ENVELOPE: gate.guard(ApiKey.ENVELOPE, self._on_envelope)}
+        handlers = {
+            **self._handlers,
+            ApiKey.ENVELOPE: gate.guard(ApiKey.ENVELOPE, self._on_envelope),
+            ApiKey.INIT_PRODUCER_ID: gate.guard(ApiKey.INIT_PRODUCER_ID, self._on_init_producer_id),
+        }
         server = KafkaServer(
             name=f"controller-{self.settings.node_id}",
             host=self.settings.host,
@@ -508,6 +513,27 @@ class ControllerService:
         """This controller's own address as a client dials it (a wildcard listener is reached on loopback)."""
         wildcards = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
         return wildcards.get(self.settings.host, self.settings.host)
+
+    async def _on_init_producer_id(self, request: Request) -> Mapping[str, object]:
+        """InitProducerId, which a client may send to any node it knows (librdkafka sends it to the first it is
+        connected to, often its bootstrap controller): passed on to a live broker, which allocates producer ids
+        (:mod:`orchestrator.broker.producer_ids`), after this node's gate authorized the client. No live broker
+        answering is COORDINATOR_NOT_AVAILABLE, which clients retry."""
+        image = self._current_image()
+        brokers = sorted((b for b in image.brokers.values() if b.endpoints and not b.fenced), key=lambda b: b.broker_id)
+        last: TieredError | None = None
+        for broker in brokers:
+            ep = broker.endpoints[0]
+            assert self._pool is not None
+            try:
+                return await self._pool.request(
+                    (ep.host, ep.port), ApiKey.INIT_PRODUCER_ID, request.header.api_version, request.body, timeout_s=5
+                )
+            except TieredError as exc:
+                last = exc
+        detail = last.message if last is not None else "no live broker is registered"
+        log.warning("controller.init_producer_id_unavailable", detail=detail)
+        return {"error_code": CoordinatorNotAvailable.code, "producer_id": -1, "producer_epoch": -1}
 
     async def _on_envelope(self, request: Request) -> Mapping[str, object]:
         """A write another node forwarded (:mod:`orchestrator.admin_api.envelope`), served as its client's."""

@@ -1021,6 +1021,24 @@ class IncrementalAlterConfigsResponse(TypedDict, total=False):
     responses: list[AlterConfigsResourceResponse]
 
 
+class InitProducerIdRequest(TypedDict, total=False):
+    """InitProducerIdRequest (request, api key 22; versions 0-4)."""
+
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: int
+    producer_epoch: int
+
+
+class InitProducerIdResponse(TypedDict, total=False):
+    """InitProducerIdResponse (response, api key 22; versions 0-4)."""
+
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int
+    producer_epoch: int
+
+
 class ListOffsetsRequest(TypedDict, total=False):
     """ListOffsetsRequest (request, api key 2; versions 1-9)."""
 

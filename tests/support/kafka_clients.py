@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +257,292 @@ class KafkaJsJudge:
 
 Judge = KafkaPythonJudge | ConfluentJudge | KafkaJsJudge
 JUDGES: dict[str, type[Judge]] = {j.name: j for j in (KafkaPythonJudge, ConfluentJudge, KafkaJsJudge)}
+
+
+# -- the data plane: producers and consumers -------------------------------------------------------------------------
+#
+# Records are compared as ``(partition, offset, key, value)``. Producers return what their library acknowledged
+# (from delivery reports / futures); consumers assign partitions by hand (no consumer groups are served) and read
+# until each partition's position reaches the end offset they were given, within a time bound.
+
+Record = tuple[int, int, bytes | None, bytes | None]
+"""(partition, offset, key, value); offset -1 for an acks=0 produce (no acknowledgement, no offset)."""
+ToProduce = tuple[int | None, bytes | None, bytes | None]
+"""(partition or None for the client's partitioner, key, value)."""
+BEGINNING = -2  # Kafka's (and librdkafka's OFFSET_BEGINNING) "the earliest offset"
+
+
+class ClientReportedError(JudgeFailure):
+    """A client library reported an error; ``reported`` is its own error object (an exception, a KafkaError)."""
+
+    def __init__(self, message: str, reported: Any) -> None:
+        super().__init__(message)
+        self.reported = reported
+
+
+def _kafka_python() -> Any:
+    with warnings.catch_warnings():  # its first import reads schemas with a resources API Python deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import kafka
+
+    return kafka
+
+
+def produce_kafka_python(
+    bootstrap: str, topic: str, records: list[ToProduce], *, timeout_s: float = 30, **config: Any
+) -> list[Record]:
+    """Send ``records`` with one KafkaProducer (idempotence off unless ``config`` says otherwise: the brokers refuse
+    idempotent produces) and return what each future acknowledged, in the order sent."""
+    kafka = _kafka_python()
+    settings = {"client_id": "kafka-python-producer", "enable_idempotence": False, "request_timeout_ms": 10000}
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap.split(","), **{**settings, **config})
+    try:
+        futures = [producer.send(topic, key=k, value=v, partition=p) for p, k, v in records]
+        producer.flush(timeout=timeout_s)
+        acked: list[Record] = []
+        for (_, key, value), future in zip(records, futures, strict=True):
+            try:
+                meta = future.get(timeout=max(timeout_s, 1))
+            except Exception as exc:
+                raise ClientReportedError(f"kafka-python send to {topic}: {exc!r}", exc) from exc
+            acked.append((meta.partition, meta.offset, key, value))
+        return acked
+    finally:
+        producer.close(timeout=10)
+
+
+def produce_confluent(
+    bootstrap: str, topic: str, records: list[ToProduce], *, timeout_s: float = 30, **config: Any
+) -> list[Record]:
+    """Produce ``records`` with one librdkafka producer and return its delivery reports, in the order sent. Any
+    delivery error, or any error librdkafka reports through ``error_cb``, fails."""
+    from confluent_kafka import Producer
+
+    errors: list[Any] = []
+    reports: dict[int, Record] = {}
+    settings = {"bootstrap.servers": bootstrap, "client.id": "confluent-producer", "error_cb": errors.append}
+    producer = Producer({**settings, **config})
+
+    def on_delivery(index: int, key: bytes | None, value: bytes | None) -> Callable[[Any, Any], None]:
+        def report(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(err)
+            else:
+                reports[index] = (msg.partition(), msg.offset(), key, value)
+
+        return report
+
+    try:
+        for index, (partition, key, value) in enumerate(records):
+            extra = {} if partition is None else {"partition": partition}
+            producer.produce(topic, key=key, value=value, on_delivery=on_delivery(index, key, value), **extra)
+            producer.poll(0)
+        left = producer.flush(timeout_s)
+        if errors:
+            raise ClientReportedError(f"confluent-kafka produce to {topic}: {errors[:5]}", errors[0])
+        if left or len(reports) != len(records):
+            raise JudgeFailure(f"confluent-kafka produce to {topic}: {left} message(s) undelivered after {timeout_s}s")
+        return [reports[i] for i in range(len(records))]
+    finally:
+        producer.flush(0)
+        del producer
+
+
+def kafka_python_consumer(bootstrap: str, **config: Any) -> Any:
+    """A KafkaConsumer without a group (``group_id=None``: no coordinator is needed) for manual assignment."""
+    kafka = _kafka_python()
+    settings = {
+        "client_id": "kafka-python-consumer",
+        "group_id": None,
+        "enable_auto_commit": False,
+        "request_timeout_ms": 10000,
+        "fetch_max_wait_ms": 200,
+    }
+    return kafka.KafkaConsumer(bootstrap_servers=bootstrap.split(","), **{**settings, **config})
+
+
+def consume_kafka_python(
+    bootstrap: str,
+    topic: str,
+    partitions: list[int],
+    *,
+    from_offset: int = BEGINNING,
+    until: dict[int, int] | None = None,
+    timeout_s: float = 30,
+    **config: Any,
+) -> list[Record]:
+    """Assign ``partitions``, seek each to ``from_offset`` (BEGINNING: ``seek_to_beginning``) and poll until every
+    partition's position reaches ``until`` (default: its end offset as the consumer sees it first). Any exception
+    the consumer raises is a :class:`ClientReportedError`; not reaching the end in ``timeout_s`` is a failure."""
+    kafka = _kafka_python()
+    consumer = kafka_python_consumer(bootstrap, **config)
+    try:
+        tps = {p: kafka.TopicPartition(topic, p) for p in partitions}
+        consumer.assign(list(tps.values()))
+        if until is None:
+            until = {tp.partition: end for tp, end in consumer.end_offsets(list(tps.values())).items()}
+        if from_offset == BEGINNING:
+            consumer.seek_to_beginning(*tps.values())
+        else:
+            for tp in tps.values():
+                consumer.seek(tp, from_offset)
+        got: list[Record] = []
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                done = all(consumer.position(tps[p], timeout_ms=5000) >= until[p] for p in partitions)
+                if done:
+                    return got
+                if time.monotonic() > deadline:
+                    raise JudgeFailure(
+                        f"kafka-python read {len(got)} records of {topic} in {timeout_s}s, not to {until}"
+                    )
+                polled = consumer.poll(timeout_ms=500)
+            except JudgeFailure:
+                raise
+            except Exception as exc:
+                raise ClientReportedError(f"kafka-python consume of {topic}: {exc!r}", exc) from exc
+            for batch in polled.values():
+                got.extend((r.partition, r.offset, r.key, r.value) for r in batch)
+    finally:
+        consumer.close()
+
+
+def kafka_python_offsets(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+    """Each partition's (beginning, end) offsets as kafka-python's ``beginning_offsets`` / ``end_offsets`` say."""
+    kafka = _kafka_python()
+    consumer = kafka_python_consumer(bootstrap)
+    try:
+        tps = [kafka.TopicPartition(topic, p) for p in partitions]
+        try:
+            first, end = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        except Exception as exc:
+            raise ClientReportedError(f"kafka-python offsets of {topic}: {exc!r}", exc) from exc
+        return {tp.partition: (first[tp], end[tp]) for tp in tps}
+    finally:
+        consumer.close()
+
+
+def kafka_python_offsets_for_times(
+    bootstrap: str, topic: str, partitions: list[int], timestamp_ms: int
+) -> dict[int, tuple[int, int] | None]:
+    """Each partition's first (offset, timestamp) at or after ``timestamp_ms`` (None: none), by
+    ``offsets_for_times``."""
+    kafka = _kafka_python()
+    consumer = kafka_python_consumer(bootstrap)
+    try:
+        tps = [kafka.TopicPartition(topic, p) for p in partitions]
+        try:
+            found = consumer.offsets_for_times(dict.fromkeys(tps, timestamp_ms))
+        except Exception as exc:
+            raise ClientReportedError(f"kafka-python offsets_for_times of {topic}: {exc!r}", exc) from exc
+        return {tp.partition: None if found[tp] is None else (found[tp].offset, found[tp].timestamp) for tp in tps}
+    finally:
+        consumer.close()
+
+
+def confluent_consumer(bootstrap: str, errors: list[Any], **config: Any) -> Any:
+    """A librdkafka consumer for manual assignment: a ``group.id`` (librdkafka wants one) that never joins, commits
+    nothing and asks nothing of a coordinator as long as only ``assign()`` is used."""
+    from confluent_kafka import Consumer
+
+    settings = {
+        "bootstrap.servers": bootstrap,
+        "client.id": "confluent-consumer",
+        "group.id": "tieredctl-manual-assignment",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "fetch.wait.max.ms": 200,
+        "error_cb": errors.append,
+    }
+    return Consumer({**settings, **config})
+
+
+def consume_confluent(
+    bootstrap: str,
+    topic: str,
+    partitions: list[int],
+    *,
+    from_offset: int = BEGINNING,
+    until: dict[int, int] | None = None,
+    timeout_s: float = 30,
+    **config: Any,
+) -> list[Record]:
+    """Assign ``partitions`` at ``from_offset`` (BEGINNING: librdkafka's OFFSET_BEGINNING) and poll until every
+    partition reached ``until`` (default: its high watermark, from ``get_watermark_offsets``). An error event
+    (``msg.error()``) or an ``error_cb`` error is a :class:`ClientReportedError` whose ``reported`` is the
+    KafkaError; not reaching the end in ``timeout_s`` is a failure."""
+    from confluent_kafka import TopicPartition
+
+    errors: list[Any] = []
+    consumer = confluent_consumer(bootstrap, errors, **config)
+    try:
+        marks = {p: _watermarks(consumer, topic, p) for p in partitions}
+        if until is None:
+            until = {p: high for p, (_, high) in marks.items()}
+        consumer.assign([TopicPartition(topic, p, from_offset) for p in partitions])
+        got: list[Record] = []
+        last = {p: (low if from_offset == BEGINNING else from_offset) - 1 for p, (low, _) in marks.items()}
+        deadline = time.monotonic() + timeout_s
+        while not all(last[p] + 1 >= until[p] for p in partitions) or errors:
+            if errors:
+                raise ClientReportedError(f"confluent-kafka consume of {topic}: {errors[:5]}", errors[0])
+            if time.monotonic() > deadline:
+                raise JudgeFailure(
+                    f"confluent-kafka read {len(got)} records of {topic} in {timeout_s}s, not to {until}"
+                )
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                raise ClientReportedError(f"confluent-kafka consume of {topic}: {msg.error()}", msg.error())
+            got.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+            last[msg.partition()] = msg.offset()
+        return got
+    finally:
+        consumer.close()
+
+
+def _watermarks(consumer: Any, topic: str, partition: int) -> tuple[int, int]:
+    from confluent_kafka import KafkaException, TopicPartition
+
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+    except KafkaException as exc:
+        raise ClientReportedError(f"confluent-kafka get_watermark_offsets of {topic}-{partition}: {exc}", exc) from exc
+    return int(low), int(high)
+
+
+def confluent_watermarks(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+    """Each partition's (low, high) watermarks as librdkafka's ``get_watermark_offsets`` asks the leader."""
+    errors: list[Any] = []
+    consumer = confluent_consumer(bootstrap, errors)
+    try:
+        found = {p: _watermarks(consumer, topic, p) for p in partitions}
+        if errors:
+            raise ClientReportedError(f"confluent-kafka watermarks of {topic}: {errors[:5]}", errors[0])
+        return found
+    finally:
+        consumer.close()
+
+
+def confluent_offsets_for_times(bootstrap: str, topic: str, partitions: list[int], timestamp_ms: int) -> dict[int, int]:
+    """Each partition's first offset at or after ``timestamp_ms`` (-1: none; ``BEGINNING`` asks for the earliest),
+    by librdkafka's ``offsets_for_times``."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    errors: list[Any] = []
+    consumer = confluent_consumer(bootstrap, errors)
+    try:
+        try:
+            found = consumer.offsets_for_times([TopicPartition(topic, p, timestamp_ms) for p in partitions], timeout=10)
+        except KafkaException as exc:
+            raise ClientReportedError(f"confluent-kafka offsets_for_times of {topic}: {exc}", exc) from exc
+        for tp in found:
+            if tp.error is not None:
+                raise ClientReportedError(f"confluent-kafka offsets_for_times of {topic}: {tp.error}", tp.error)
+        if errors:
+            raise ClientReportedError(f"confluent-kafka offsets_for_times of {topic}: {errors[:5]}", errors[0])
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
