@@ -209,6 +209,7 @@ class TieredClient:
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     ) -> None:
         self.max_batch_bytes = max_batch_bytes
+        self._leaders: dict[str, m.MetadataResponseTopic] = {}  # the data plane's last metadata of each topic
         ssl_context = security.ssl_context()
         self.admin = AdminClient(bootstrap, timeout_s=timeout_s, ssl_context=ssl_context, sasl=security.sasl)
         self.pool = ConnectionPool(ssl_context=ssl_context, sasl=security.sasl)
@@ -411,20 +412,26 @@ class TieredClient:
         """``body`` (naming this one partition) sent to the partition's leader; returns the partition's entry of
         the answer (Produce, Fetch and ListOffsets all answer per topic, then per partition).
 
-        A retriable error (no leader yet, a connection that failed, a retriable code in the entry such as
-        NOT_LEADER_OR_FOLLOWER after a leader change, or KAFKA_STORAGE_ERROR) is retried, up to 10 attempts with a
-        growing pause and fresh metadata. When they run out, the last error actually met is raised, with the
-        leader's message (a storage error names the broker's failed log directory); NOT_LEADER_OR_FOLLOWER "no
-        reachable leader" only when no leader was ever named. Other codes are returned in the entry."""
+        The leader is taken from this client's last metadata of the topic; a retriable error (no leader yet, a
+        connection that failed, a retriable code in the entry such as NOT_LEADER_OR_FOLLOWER after a leader change,
+        or KAFKA_STORAGE_ERROR) is retried, up to 10 attempts with a growing pause and fresh metadata. When they run
+        out, the last error actually met is raised, with the leader's message (a storage error names the broker's
+        failed log directory); NOT_LEADER_OR_FOLLOWER "no reachable leader" only when no leader was ever named.
+        Other codes are returned in the entry."""
         attempts = 10
         last_error: KafkaError | None = None
         for attempt in range(attempts):
             if attempt:
                 await asyncio.sleep(min(0.1 * 2 ** (attempt - 1), 2))
-            topic = await self.topic(name)
+            cached = self._leaders.get(name) if attempt == 0 else None
+            topic = cached or await self.topic(name)
             parts = {p["partition_index"]: p for p in topic["partitions"]}
+            if partition not in parts and cached is not None:  # grown since: look again
+                topic = await self.topic(name)
+                parts = {p["partition_index"]: p for p in topic["partitions"]}
             if partition not in parts:
                 raise UnknownTopicOrPartition(f"topic '{name}' has no partition {partition}")
+            self._leaders[name] = topic
             leader = parts[partition]["leader_id"]
             if leader < 0:
                 continue

@@ -383,8 +383,7 @@ class DataPlane:
             if target == EARLIEST_LOCAL:
                 return plog.local_log_start_offset, NO_OFFSET, -1
             if target == LATEST_TIERED:
-                await asyncio.to_thread(self._rlm.rlmm.refresh)
-                return self._rlm.rlmm.highest_copied_offset(tid, partition), NO_OFFSET, -1
+                return await asyncio.to_thread(self._rlm.highest_tiered_offset, tid, partition), NO_OFFSET, -1
             if target == MAX_TIMESTAMP:
                 found = await asyncio.to_thread(self._rlm.max_timestamp, tid, partition)
             else:

@@ -396,6 +396,12 @@ class RemoteLogManager:
             if seg.end_offset >= plog.log_start_offset and seg.start_offset < plog.local_log_start_offset
         ]
 
+    def highest_tiered_offset(self, topic_id: Uuid, partition: int) -> int:
+        """The last offset the remote tier holds now (live segments only: none after a delete policy), -1 when
+        none (ListOffsets' latest-tiered, KIP-1005)."""
+        self.rlmm.refresh()
+        return max((seg.end_offset for seg in self.rlmm.live_segments(topic_id, partition)), default=-1)
+
     def _remote_log(self, seg: RemoteSegment) -> bytes:
         return self.rsm.fetch(build_key(self.rsm.prefix, seg.key, Suffix.LOG))
 

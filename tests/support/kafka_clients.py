@@ -289,16 +289,34 @@ def _kafka_python() -> Any:
 
 
 def produce_kafka_python(
-    bootstrap: str, topic: str, records: list[ToProduce], *, timeout_s: float = 30, **config: Any
+    bootstrap: str,
+    topic: str,
+    records: list[ToProduce],
+    *,
+    timestamps: list[int] | None = None,
+    timeout_s: float = 30,
+    **config: Any,
 ) -> list[Record]:
-    """Send ``records`` with one KafkaProducer (idempotence off unless ``config`` says otherwise: the brokers refuse
-    idempotent produces) and return what each future acknowledged, in the order sent."""
+    """Send ``records`` (with ``timestamps``, CreateTime in ms, if given) with one KafkaProducer, idempotence off
+    unless ``config`` says otherwise, and return what each future acknowledged, in the order sent."""
     kafka = _kafka_python()
-    settings = {"client_id": "kafka-python-producer", "enable_idempotence": False, "request_timeout_ms": 10000}
+    settings = {
+        "client_id": "kafka-python-producer",
+        "enable_idempotence": False,
+        "request_timeout_ms": 10000,
+        "max_block_ms": int(timeout_s * 1000),  # send() waits for metadata at most this long
+    }
     producer = kafka.KafkaProducer(bootstrap_servers=bootstrap.split(","), **{**settings, **config})
+    times = timestamps if timestamps is not None else [None] * len(records)
     try:
-        futures = [producer.send(topic, key=k, value=v, partition=p) for p, k, v in records]
-        producer.flush(timeout=timeout_s)
+        try:
+            futures = [
+                producer.send(topic, key=k, value=v, partition=p, timestamp_ms=t)
+                for (p, k, v), t in zip(records, times, strict=True)
+            ]
+            producer.flush(timeout=timeout_s)
+        except Exception as exc:
+            raise ClientReportedError(f"kafka-python send to {topic}: {exc!r}", exc) from exc
         acked: list[Record] = []
         for (_, key, value), future in zip(records, futures, strict=True):
             try:
@@ -442,8 +460,10 @@ def kafka_python_offsets_for_times(
 
 
 def confluent_consumer(bootstrap: str, errors: list[Any], **config: Any) -> Any:
-    """A librdkafka consumer for manual assignment: a ``group.id`` (librdkafka wants one) that never joins, commits
-    nothing and asks nothing of a coordinator as long as only ``assign()`` is used."""
+    """A librdkafka consumer for manual assignment: a ``group.id`` (librdkafka wants one) that never joins and commits
+    nothing as long as only ``assign()`` is used. Its group handler still looks for a coordinator in the background;
+    the brokers serve no FindCoordinator, so it stays in ``query-coord`` ("no broker available for coordinator
+    query", a debug line only) and reports no error."""
     from confluent_kafka import Consumer
 
     settings = {
