@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from orchestrator.errors import CorruptMessage
 from orchestrator.protocol.record_batch import (
     LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
     RECORD_BATCH_OVERHEAD,
     batch_header,
     decode_batch,
@@ -82,31 +83,38 @@ def pick_batches(data: bytes | memoryview, offset: int, max_bytes: int) -> Pick:
     # Every whole batch lies below the offset and the window ends inside the next one: it must be read whole.
     if rest < LOG_OVERHEAD:
         return Pick(consumed, consumed, need=RECORD_BATCH_OVERHEAD)
-    return Pick(consumed, consumed, need=LOG_OVERHEAD + int.from_bytes(view[consumed + 8 : consumed + 12], "big"))
+    length = int.from_bytes(view[consumed + 8 : consumed + 12], "big", signed=True)
+    if length < MIN_BATCH_LENGTH:
+        raise CorruptMessage(f"record batch at byte {consumed}: batch length {length} is below {MIN_BATCH_LENGTH}")
+    return Pick(consumed, consumed, need=LOG_OVERHEAD + length)
 
 
 def read_batches(read: Callable[[int, int], bytes], position: int, end: int, offset: int, max_bytes: int) -> bytes:
     """The batches a fetch at ``offset`` returns from the bytes ``position``..``end`` of a segment (local or remote),
     read with ``read(position, length)`` in windows of about ``max_bytes``; a batch a window cut short is read again
-    whole. Empty when no batch from ``position`` on reaches ``offset``."""
+    whole. Empty when no batch from ``position`` on reaches ``offset``. Every round reads further or reads more, and
+    bytes that end before ``end`` says, or a batch length no batch has, are CORRUPT_MESSAGE: never a loop."""
     window = max(max_bytes, RECORD_BATCH_OVERHEAD) + WINDOW_SLACK_BYTES
     length = window
     while position < end:
-        data = read(position, min(length, end - position))
-        if not data:
-            break
+        asked = min(length, end - position)
+        data = read(position, asked)
+        if len(data) < asked:
+            raise CorruptMessage(
+                f"the log holds {position + len(data)} bytes where {end} were recorded (read at byte {position})"
+            )
         pick = pick_batches(data, offset, max_bytes)
         if pick.end > pick.start:
             return bytes(data[pick.start : pick.end])
-        position += pick.start  # every whole batch so far lies below the offset
         if pick.need:
-            if position + pick.need > end:
-                raise CorruptMessage(f"the log ends inside a record batch at byte {position}")
+            if position + pick.start + pick.need > end:
+                raise CorruptMessage(f"the log ends inside a record batch at byte {position + pick.start}")
+            if pick.start == 0 and pick.need <= len(data):
+                raise CorruptMessage(f"no whole record batch can be read at byte {position}")
             length = pick.need
         else:
             length = window
-            if pick.start == 0:
-                break  # nothing whole and nothing cut short: the bytes end here
+        position += pick.start  # every whole batch so far lies below the offset
     return b""
 
 

@@ -15,8 +15,12 @@ Invariants:
   - a compression other than none and gzip: UNSUPPORTED_COMPRESSION_TYPE (76);
   - with CreateTime, a record timestamp further than ``message.timestamp.before.max.ms`` in the past or
     ``message.timestamp.after.max.ms`` in the future: INVALID_TIMESTAMP (32).
-* The batches are returned as views into the request's bytes, unchanged: the log assigns offsets (and, for
-  LogAppendTime, stamps the time) when it appends them.
+* A producer may not set the LogAppendTime bit (INVALID_TIMESTAMP, as in Kafka): only the broker stamps it.
+* The batches are returned as views into the request's bytes, unchanged, except a CreateTime batch whose header
+  ``maxTimestamp`` is not its records' largest timestamp: that one is rewritten (CRC recomputed), as Kafka's
+  validator does, since the log indexes and searches by it. The log assigns offsets (and, for LogAppendTime,
+  stamps the time) when it appends them.
+* A record timestamp of -1 (none) is exempt from the timestamp bounds, as in Kafka.
 """
 
 from __future__ import annotations
@@ -35,7 +39,10 @@ from orchestrator.protocol.record_batch import (
     TimestampType,
     decode_batch,
     split_batches,
+    with_max_timestamp,
 )
+
+NO_TIMESTAMP = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +73,7 @@ def validate_records(records: bytes | None, policy: ProducePolicy, *, now_ms: in
     if len(split.batches) > 1:
         raise InvalidRecord(f"{len(split.batches)} record batches for one partition: Produce v3+ carries exactly one")
     count = 0
+    batches: list[memoryview] = []
     for index, raw in enumerate(split.batches):
         where = f"record batch {index}"
         if len(raw) > policy.max_message_bytes:
@@ -88,9 +96,15 @@ def validate_records(records: bytes | None, policy: ProducePolicy, *, now_ms: in
                 f"{where}: {len(deltas)} record(s) with offset deltas {deltas[:5]}..., last offset delta "
                 f"{batch.last_offset_delta}; deltas must run 0, 1, 2 ... up to the last"
             )
-        if batch.timestamp_type == TimestampType.CREATE_TIME and not policy.log_append_time:
-            lowest = min(batch.timestamp_of(record) for record in batch.records)
-            highest = max(batch.timestamp_of(record) for record in batch.records)
+        if batch.timestamp_type == TimestampType.LOG_APPEND_TIME:
+            raise InvalidTimestamp(f"{where} says LogAppendTime: only the broker stamps that, not a producer")
+        stamps = [batch.timestamp_of(record) for record in batch.records]
+        true_max = max(stamps)
+        if true_max != batch.max_timestamp and not policy.log_append_time:  # the log indexes and searches by it
+            raw = memoryview(with_max_timestamp(raw, true_max))
+        known = [stamp for stamp in stamps if stamp != NO_TIMESTAMP]  # a record without a timestamp is exempt
+        if known and not policy.log_append_time:
+            lowest, highest = min(known), max(known)
             if now_ms - lowest > policy.timestamp_before_max_ms:
                 raise InvalidTimestamp(
                     f"{where} has timestamp {lowest}, more than message.timestamp.before.max.ms "
@@ -102,4 +116,5 @@ def validate_records(records: bytes | None, policy: ProducePolicy, *, now_ms: in
                     f"({policy.timestamp_after_max_ms}) after the broker's clock ({now_ms})"
                 )
         count += len(deltas)
-    return ValidatedRecords(split.batches, count)
+        batches.append(raw)
+    return ValidatedRecords(tuple(batches), count)

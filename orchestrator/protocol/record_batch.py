@@ -445,17 +445,27 @@ def rebased(raw: bytes | bytearray | memoryview, base_offset: int, partition_lea
     return b"".join((head, epoch, view[_MAGIC_AT:]))
 
 
-def with_log_append_time(raw: bytes | bytearray | memoryview, now_ms: int) -> bytes:
-    """A copy of one encoded batch stamped with the broker's clock (a topic with ``message.timestamp.type`` =
-    LogAppendTime): the timestamp-type bit set, ``maxTimestamp`` = ``now_ms`` (every record's timestamp when read),
-    and the CRC-32C computed again, as Kafka's broker does."""
+def with_max_timestamp(
+    raw: bytes | bytearray | memoryview, max_timestamp: int, timestamp_type: TimestampType | None = None
+) -> bytes:
+    """A copy of one encoded batch with another ``maxTimestamp`` (and, if given, timestamp type), its CRC-32C
+    computed again, as Kafka's broker rewrites a batch: with LogAppendTime the broker's clock becomes every record's
+    timestamp; with CreateTime the header's max is set to the records' true max."""
     view = _single_batch(raw)
     out = bytearray(view)
-    (attributes,) = _I16.unpack_from(out, _ATTRIBUTES_AT)
-    _I16.pack_into(out, _ATTRIBUTES_AT, attributes | _TIMESTAMP_TYPE_BIT)
-    _I64.pack_into(out, _MAX_TIMESTAMP_AT, _check_int("timestamp", now_ms, 64))
+    if timestamp_type is not None:
+        (attributes,) = _I16.unpack_from(out, _ATTRIBUTES_AT)
+        bit = _TIMESTAMP_TYPE_BIT if timestamp_type == TimestampType.LOG_APPEND_TIME else 0
+        _I16.pack_into(out, _ATTRIBUTES_AT, (attributes & ~_TIMESTAMP_TYPE_BIT) | bit)
+    _I64.pack_into(out, _MAX_TIMESTAMP_AT, _check_int("timestamp", max_timestamp, 64))
     _U32.pack_into(out, _CRC_AT, crc32c(out[_ATTRIBUTES_AT:]))
     return bytes(out)
+
+
+def with_log_append_time(raw: bytes | bytearray | memoryview, now_ms: int) -> bytes:
+    """A copy of one encoded batch stamped with the broker's clock (a topic with ``message.timestamp.type`` =
+    LogAppendTime): :func:`with_max_timestamp` with ``now_ms`` and the LogAppendTime bit."""
+    return with_max_timestamp(raw, now_ms, TimestampType.LOG_APPEND_TIME)
 
 
 # --- decoding

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from structlog.testing import capture_logs
 from orchestrator.admin_api.authorization import AccessPolicy, Gatekeeper
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage
+from orchestrator.net.server import CLOSE_CONNECTION, NO_RESPONSE
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request, RequestHeader
 from orchestrator.protocol.schema import request_schema
@@ -196,3 +198,214 @@ def test_with_acls_but_no_cluster_principals_an_envelope_needs_cluster_action():
     assert serve(image_with(), request(ApiKey.ENVELOPE, 0, body, ADMIN), handler, acls_only)["error_code"] == 0
     cluster_action = allow(AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE_NAME, rtype=ResourceType.CLUSTER)
     assert serve(image_with(cluster_action), request(ApiKey.ENVELOPE, 0, body), handler, acls_only)["error_code"] == 0
+
+
+# --- the data plane: Produce needs WRITE on the topic, Fetch READ, ListOffsets DESCRIBE
+
+
+class DataPlaneRecorder:
+    """Produce, Fetch and ListOffsets answered with success on every partition it is given (an acks=0 Produce with
+    no response, as the broker's handler does), remembering what it was given."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    async def __call__(self, req: Request) -> Mapping[str, Any]:
+        body = req.body
+        self.seen.append(body)
+        key = req.header.api_key
+        if key == ApiKey.PRODUCE:
+            if body["acks"] == 0:
+                return NO_RESPONSE
+            return {
+                "responses": [
+                    {
+                        "name": t["name"],
+                        "partition_responses": [
+                            {"index": p["index"], "error_code": 0, "base_offset": 7} for p in t["partition_data"]
+                        ],
+                    }
+                    for t in body["topic_data"]
+                ]
+            }
+        if key == ApiKey.FETCH:
+            return {
+                "error_code": 0,
+                "session_id": 0,
+                "responses": [
+                    {
+                        "topic": t["topic"],
+                        "partitions": [
+                            {"partition_index": p["partition"], "error_code": 0, "high_watermark": 1, "records": b"r"}
+                            for p in t["partitions"]
+                        ],
+                    }
+                    for t in body["topics"]
+                ],
+            }
+        assert key == ApiKey.LIST_OFFSETS
+        return {
+            "topics": [
+                {
+                    "name": t["name"],
+                    "partitions": [
+                        {"partition_index": p["partition_index"], "error_code": 0, "offset": 5, "timestamp": -1}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
+
+
+# WRITE on "w", READ on "r", DESCRIBE on "d", nothing on "x" (ALTER_CONFIGS on "a" implies no DESCRIBE)
+DATA_ACLS = (
+    allow(AclOperation.WRITE, "w"),
+    allow(AclOperation.READ, "r"),
+    allow(AclOperation.DESCRIBE, "d"),
+    allow(AclOperation.ALTER_CONFIGS, "a"),
+)
+DATA_TOPICS = ("w", "r", "d", "a", "x")
+
+
+def produce(*topics: str, acks: int = -1) -> dict[str, Any]:
+    partitions = [{"index": 0, "records": b"batch"}, {"index": 1, "records": b"batch"}]
+    return {
+        "transactional_id": None,
+        "acks": acks,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": t, "partition_data": partitions} for t in topics],
+    }
+
+
+def fetch(*topics: str) -> dict[str, Any]:
+    partitions = [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]
+    return {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": t, "partitions": partitions} for t in topics],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def list_offsets(*topics: str) -> dict[str, Any]:
+    partitions = [{"partition_index": 0, "timestamp": -1}, {"partition_index": 3, "timestamp": -2}]
+    return {"replica_id": -1, "isolation_level": 0, "topics": [{"name": t, "partitions": partitions} for t in topics]}
+
+
+def codes(
+    answer: Mapping[str, Any], list_field: str, name: str, entries: str, index: str
+) -> dict[tuple[str, int], int]:
+    return {(t[name], p[index]): p["error_code"] for t in answer[list_field] for p in t[entries]}
+
+
+def denied_events(logs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return sorted(
+        (e["principal"], e["host"], e["api"], e["operation"], e["resource_type"], e["resource"], e["log_level"])
+        for e in logs
+        if e["event"] == "authz.denied"
+    )
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_needs_write_on_the_topic_and_a_refused_topics_partitions_get_29_while_the_others_are_served(version):
+    handler = DataPlaneRecorder()
+    with capture_logs() as logs:
+        answer = serve(image_with(*DATA_ACLS), request(ApiKey.PRODUCE, version, produce(*DATA_TOPICS)), handler)
+    assert [t["name"] for t in handler.seen[0]["topic_data"]] == ["w"]  # the refused never reach the handler
+    got = codes(answer, "responses", "name", "partition_responses", "index")
+    assert got == {(t, p): 0 if t == "w" else 29 for t in DATA_TOPICS for p in (0, 1)}
+    served = answer["responses"][0]["partition_responses"][0]
+    assert (served["index"], served["base_offset"]) == (0, 7)
+    assert denied_events(logs) == [
+        (ALICE, "127.0.0.1", "Produce", "WRITE", "TOPIC", t, "warning") for t in ("a", "d", "r", "x")
+    ]
+
+
+@pytest.mark.parametrize("version", [4, 12])
+def test_fetch_needs_read_on_the_topic(version):
+    handler = DataPlaneRecorder()
+    with capture_logs() as logs:
+        answer = serve(image_with(*DATA_ACLS), request(ApiKey.FETCH, version, fetch(*DATA_TOPICS)), handler)
+    assert [t["topic"] for t in handler.seen[0]["topics"]] == ["r"]
+    assert answer["error_code"] == 0
+    assert codes(answer, "responses", "topic", "partitions", "partition_index") == {
+        (t, 0): 0 if t == "r" else 29 for t in DATA_TOPICS
+    }
+    refused = [p for t in answer["responses"] if t["topic"] != "r" for p in t["partitions"]]
+    assert all(p["records"] in (b"", None) for p in refused)  # nothing of a refused topic is read
+    assert [e[3:6] for e in denied_events(logs)] == [("READ", "TOPIC", t) for t in ("a", "d", "w", "x")]
+
+
+@pytest.mark.parametrize("version", [1, 9])
+def test_list_offsets_needs_describe_on_the_topic_which_read_and_write_imply(version):
+    handler = DataPlaneRecorder()
+    with capture_logs() as logs:
+        answer = serve(
+            image_with(*DATA_ACLS), request(ApiKey.LIST_OFFSETS, version, list_offsets(*DATA_TOPICS)), handler
+        )
+    assert [t["name"] for t in handler.seen[0]["topics"]] == ["w", "r", "d"]
+    allowed = {"w", "r", "d"}
+    assert codes(answer, "topics", "name", "partitions", "partition_index") == {
+        (t, p): 0 if t in allowed else 29 for t in DATA_TOPICS for p in (0, 3)
+    }
+    refused = [p for t in answer["topics"] if t["name"] not in allowed for p in t["partitions"]]
+    assert all(p.get("offset", -1) == -1 for p in refused)
+    assert [e[3:6] for e in denied_events(logs)] == [("DESCRIBE", "TOPIC", t) for t in ("a", "x")]
+
+
+def test_a_data_plane_request_with_every_topic_refused_never_reaches_the_handler():
+    handler = DataPlaneRecorder()
+    image = image_with(*DATA_ACLS)
+    produced = serve(image, request(ApiKey.PRODUCE, 9, produce("r", "x")), handler)
+    fetched = serve(image, request(ApiKey.FETCH, 12, fetch("w", "x")), handler)
+    listed = serve(image, request(ApiKey.LIST_OFFSETS, 9, list_offsets("a")), handler)
+    assert handler.seen == []
+    assert set(codes(produced, "responses", "name", "partition_responses", "index").values()) == {29}
+    assert set(codes(fetched, "responses", "topic", "partitions", "partition_index").values()) == {29}
+    assert set(codes(listed, "topics", "name", "partitions", "partition_index").values()) == {29}
+
+
+def test_a_prefixed_acl_allows_the_topics_under_it():
+    handler = DataPlaneRecorder()
+    image = image_with(allow(AclOperation.WRITE, "orders-", prefixed=True))
+    answer = serve(image, request(ApiKey.PRODUCE, 9, produce("orders-eu", "orders", "payments")), handler)
+    got = codes(answer, "responses", "name", "partition_responses", "index")
+    assert {t: c for (t, _), c in got.items()} == {"orders-eu": 0, "orders": 29, "payments": 29}
+
+
+def gate_answer(image: MetadataImage, req: Request, handler: DataPlaneRecorder) -> Mapping[str, object]:
+    """The gate's answer as the server receives it (the acks=0 markers are compared by identity)."""
+    return asyncio.run(Gatekeeper(POLICY, lambda: image).guard(req.header.api_key, handler)(req))
+
+
+def test_a_refused_acks_0_produce_closes_the_connection_and_is_audited():
+    image = image_with(*DATA_ACLS)
+    handler = DataPlaneRecorder()
+    with capture_logs() as logs:
+        answer = gate_answer(image, request(ApiKey.PRODUCE, 9, produce("x", acks=0)), handler)
+    assert answer is CLOSE_CONNECTION and handler.seen == []
+    assert denied_events(logs) == [(ALICE, "127.0.0.1", "Produce", "WRITE", "TOPIC", "x", "warning")]
+
+    mixed = gate_answer(image, request(ApiKey.PRODUCE, 9, produce("w", "x", acks=0)), handler)
+    assert mixed is CLOSE_CONNECTION  # a failure anywhere in an acks=0 produce: the producer must notice
+    assert [[t["name"] for t in seen["topic_data"]] for seen in handler.seen] == [["w"]]  # the allowed part is served
+
+    allowed = gate_answer(image, request(ApiKey.PRODUCE, 9, produce("w", acks=0)), handler)
+    assert allowed is NO_RESPONSE  # nothing refused: the handler's own answer, no response
+
+
+def test_without_the_authorizer_every_topic_is_served_to_anyone():
+    handler = DataPlaneRecorder()
+    cluster_only = AccessPolicy(cluster_principals=frozenset({BROKER}))
+    answer = serve(image_with(), request(ApiKey.PRODUCE, 9, produce("x", "y")), handler, cluster_only)
+    assert set(codes(answer, "responses", "name", "partition_responses", "index").values()) == {0}
+    for principal in (ADMIN, BROKER):  # the super user and the cluster's own principals, with the authorizer on
+        answer = serve(image_with(), request(ApiKey.FETCH, 12, fetch("x"), principal), handler)
+        assert set(codes(answer, "responses", "topic", "partitions", "partition_index").values()) == {0}
