@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.admin_api.authorization import AccessPolicy, Gatekeeper
 from orchestrator.ids import Uuid
-from orchestrator.metadata.image import MetadataImage
+from orchestrator.metadata.image import MetadataImage, replay
 from orchestrator.net.server import CLOSE_CONNECTION, NO_RESPONSE
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request, RequestHeader
@@ -25,6 +25,7 @@ from orchestrator.security.acls import (
     PatternType,
     ResourceType,
 )
+from tests.support.metadata_records import topic as topic_record
 
 pytestmark = pytest.mark.unit
 
@@ -409,3 +410,24 @@ def test_without_the_authorizer_every_topic_is_served_to_anyone():
     for principal in (ADMIN, BROKER):  # the super user and the cluster's own principals, with the authorizer on
         answer = serve(image_with(), request(ApiKey.FETCH, 12, fetch("x"), principal), handler)
         assert set(codes(answer, "responses", "topic", "partitions", "partition_index").values()) == {0}
+
+
+def _with_topics(image: MetadataImage, *names: str) -> MetadataImage:
+    return replay(image, ((i, topic_record(name, Uuid.random())) for i, name in enumerate(names)))
+
+
+def test_init_producer_id_needs_idempotent_write_on_the_cluster_or_write_on_any_topic():
+    body = {"transactional_id": None, "transaction_timeout_ms": 60000}
+    nothing = _with_topics(image_with(allow(AclOperation.READ, "orders")), "orders")
+    with capture_logs() as logs:
+        refused = serve(nothing, request(ApiKey.INIT_PRODUCER_ID, 4, body), Recorder())
+    assert refused["error_code"] == 31 and refused["producer_id"] == -1
+    assert denied_events(logs) == [
+        (ALICE, "127.0.0.1", "InitProducerId", "IDEMPOTENT_WRITE", "CLUSTER", "kafka-cluster", "warning")
+    ]
+    writer = _with_topics(image_with(allow(AclOperation.WRITE, "orders")), "orders", "other")
+    assert serve(writer, request(ApiKey.INIT_PRODUCER_ID, 4, body), Recorder())["error_code"] == 0
+    cluster = image_with(allow(AclOperation.IDEMPOTENT_WRITE, "kafka-cluster", rtype=ResourceType.CLUSTER))
+    assert serve(cluster, request(ApiKey.INIT_PRODUCER_ID, 4, body), Recorder())["error_code"] == 0
+    transactional = {**body, "transactional_id": "tx"}  # the handler refuses it: no transactions are served
+    assert serve(nothing, request(ApiKey.INIT_PRODUCER_ID, 4, transactional), Recorder())["error_code"] == 0
