@@ -24,6 +24,7 @@ from orchestrator.protocol.record_batch import build_batch, encode_batch
 from orchestrator.settings import BrokerSettings
 from orchestrator.supervision import LOOP_RETRY_WAIT, RetryBackoff, loop_backoff_s, supervise
 from tests.support.broker_harness import ControllerWriter
+from tests.support.clocks import FakeClock
 from tests.support.requests import data_request
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
@@ -42,14 +43,6 @@ class RecordingSleep:
         self.waits.append(seconds)
         if len(self.waits) >= self.rounds:
             raise StopLoop
-
-
-class FakeClock:
-    def __init__(self, now: float = 100.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _events(logs, name, **fields):

@@ -23,27 +23,12 @@ from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.record_batch import build_batch, encode_batch, records_at_or_after
 from orchestrator.settings import BrokerSettings, load_broker_settings
 from tests.support.broker_harness import ControllerWriter
+from tests.support.clocks import FakeClock, FakeWallClock
 from tests.support.requests import data_request
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
 HOUR_MS = 3_600_000
-
-
-class FakeClock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class FakeWallClock:
-    def __init__(self, now_ms: int) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def _events(logs, name, **fields):

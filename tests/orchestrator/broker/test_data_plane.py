@@ -35,6 +35,7 @@ from orchestrator.protocol.record_batch import (
 from orchestrator.settings import BrokerSettings
 from remote_storage.keys import Suffix
 from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
+from tests.support.clocks import FakeClock, FakeWallClock
 from tests.support.requests import data_request
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -45,22 +46,6 @@ OK, OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER
 INVALID_REQUIRED_ACKS, UNSUPPORTED_VERSION, INVALID_REQUEST = 21, 35, 42
 FETCH_SESSION_ID_NOT_FOUND, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 70, 74, 75
 LEADER_EPOCH = 5  # of topic "epoch"
-
-
-class FakeClock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class FakeWallClock:
-    def __init__(self, now_ms: int) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
 
 
 def records(*values: bytes, ts: int = T0, stamps: list[int] | None = None) -> bytes:
