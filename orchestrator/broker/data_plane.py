@@ -71,7 +71,7 @@ from orchestrator.errors import (
 )
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage, topic_for
-from orchestrator.metadata.topic_configs import default_int, int_value
+from orchestrator.metadata.topic_configs import int_or_default
 from orchestrator.net.server import CLOSE_CONNECTION, NO_RESPONSE
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.framing import Request
@@ -87,20 +87,13 @@ NO_OFFSET = -1
 LeaderLog = Callable[[Uuid, int], PartitionLog]
 
 
-def _config_int(configs: dict[str, str], name: str) -> int:
-    try:
-        return int_value(configs, name)
-    except ValueError:
-        return default_int(name)
-
-
 def produce_policy(image: MetadataImage, topic: TopicImage) -> ProducePolicy:
-    configs = dict(image.topic_configs(topic.name))
+    configs = image.topic_configs(topic.name)
     return ProducePolicy(
-        max_message_bytes=_config_int(configs, "max.message.bytes"),
+        max_message_bytes=int_or_default(configs, "max.message.bytes"),
         log_append_time=configs.get("message.timestamp.type") == "LogAppendTime",
-        timestamp_before_max_ms=_config_int(configs, "message.timestamp.before.max.ms"),
-        timestamp_after_max_ms=_config_int(configs, "message.timestamp.after.max.ms"),
+        timestamp_before_max_ms=int_or_default(configs, "message.timestamp.before.max.ms"),
+        timestamp_after_max_ms=int_or_default(configs, "message.timestamp.after.max.ms"),
     )
 
 
@@ -264,16 +257,16 @@ class DataPlane:
         max_wait_s = min(max(body["max_wait_ms"], 0), MAX_FETCH_WAIT_MS) / 1000
         deadline = self._monotonic() + max_wait_s
         while True:
-            woken = self._appended
+            woken = self._appended  # before reading: an append during the read wakes the wait below at once
             responses, total, errors = await self._fetch_once(body)
             left = deadline - self._monotonic()
             if total >= body["min_bytes"] or errors or left <= 0:
-                return {"error_code": 0, "session_id": 0, "responses": responses, "throttle_time_ms": 0}
+                break
             try:
                 await asyncio.wait_for(woken.wait(), timeout=left)
             except TimeoutError:
-                responses, _, _ = await self._fetch_once(body)
-                return {"error_code": 0, "session_id": 0, "responses": responses, "throttle_time_ms": 0}
+                break  # nothing was appended since the read: what it found is the answer
+        return {"error_code": 0, "session_id": 0, "responses": responses, "throttle_time_ms": 0}
 
     async def _fetch_once(self, body: m.FetchRequest) -> tuple[list[m.FetchableTopicResponse], int, bool]:
         read_committed = body.get("isolation_level", 0) == 1

@@ -49,7 +49,14 @@ from typing import BinaryIO, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import structlog
 
-from orchestrator.broker.log_reads import Record, first_at_or_after, max_timestamp, read_batches, records_from
+from orchestrator.broker.log_reads import (
+    Record,
+    first_at_or_after,
+    max_timestamp,
+    position_before,
+    read_batches,
+    records_from,
+)
 from orchestrator.broker.producer_state import ProducedBatch, ProducerStates, last_sequence_of
 from orchestrator.errors import CorruptMessage, InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
 from orchestrator.ids import Uuid
@@ -259,9 +266,8 @@ class _Segment:
             return f.read(length)
 
     def position_of(self, offset: int) -> int:
-        """Where to start reading for ``offset``: the position of the last indexed batch that ends below it."""
-        j = bisect.bisect_left(self.index, (offset, -1)) - 1
-        return self.index[j][1] if j >= 0 else 0
+        """Where to start reading for ``offset`` (:func:`~orchestrator.broker.log_reads.position_before`)."""
+        return position_before(self.index, offset)
 
     def _write_index(self) -> None:
         self.index_path.write_bytes(b"".join(_INDEX.pack(o - self.base_offset, p) for o, p in self.index))
@@ -434,16 +440,19 @@ class PartitionLog:
 
     # -- reading ----------------------------------------------------------------------------------------------
 
+    def _check_local(self, offset: int) -> None:
+        if offset < self.local_log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside the local log [{self.local_log_start_offset}, {self.log_end_offset}]"
+            )
+
     @_on_log_directory
     def read_batches(self, offset: int, *, max_bytes: int = 1024 * 1024) -> bytes:
         """The record batches a fetch at ``offset`` returns from the local log: whole batches from the one holding
         ``offset``, at least one when any exists there, up to ``max_bytes`` (:mod:`orchestrator.broker.log_reads`);
         empty at the log end offset."""
-        if offset < self.local_log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRange(
-                f"offset {offset} is outside the local log [{self.local_log_start_offset}, {self.log_end_offset}]"
-            )
-        i = bisect.bisect_right([s.base_offset for s in self._segments], offset) - 1
+        self._check_local(offset)
+        i = bisect.bisect_right(self._segments, offset, key=lambda s: s.base_offset) - 1
         for seg in self._segments[max(i, 0) :]:
             if seg.next_offset <= offset:
                 continue
@@ -457,7 +466,7 @@ class PartitionLog:
         one batch when any exists): :meth:`read_batches` repeated (tools and tests)."""
         out: list[Record] = []
         used = 0
-        self.read_batches(offset, max_bytes=0)  # OFFSET_OUT_OF_RANGE outside the local log
+        self._check_local(offset)
         while offset < self.log_end_offset and (not out or used < max_bytes):
             data = self.read_batches(offset, max_bytes=max(max_bytes - used, 1) if out else max_bytes)
             records = records_from(data, offset)

@@ -17,8 +17,9 @@ Invariants:
 
 from __future__ import annotations
 
+import bisect
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from orchestrator.errors import CorruptMessage
@@ -54,10 +55,6 @@ class Pick:
     start: int
     end: int
     need: int = 0
-
-    @property
-    def empty(self) -> bool:
-        return self.end <= self.start and not self.need
 
 
 def pick_batches(data: bytes | memoryview, offset: int, max_bytes: int) -> Pick:
@@ -118,16 +115,18 @@ def read_batches(read: Callable[[int, int], bytes], position: int, end: int, off
     return b""
 
 
-def position_in_index(index: bytes, base_offset: int, offset: int) -> int:
-    """Where to start reading for ``offset`` in a segment whose offset index (Kafka's: relative last offset of a
-    batch, its position; ascending) is ``index``: the last entry whose batch ends below ``offset``, else 0."""
-    position = 0
-    for at in range(0, len(index) - len(index) % _INDEX.size, _INDEX.size):
-        relative, where = _INDEX.unpack_from(index, at)
-        if base_offset + relative >= offset:
-            break
-        position = where
-    return position
+def position_before(entries: Sequence[tuple[int, int]], offset: int) -> int:
+    """Where to start reading for ``offset`` in a segment whose offset index is ``entries`` (Kafka's: the last offset
+    of a batch and the batch's position, ascending): the position of the last entry whose batch ends below
+    ``offset``, else 0. It never points past the batch holding ``offset``."""
+    j = bisect.bisect_left(entries, offset, key=lambda entry: entry[0]) - 1
+    return entries[j][1] if j >= 0 else 0
+
+
+def index_entries(index: bytes, base_offset: int) -> list[tuple[int, int]]:
+    """An offset index file's bytes (relative offset, position; a torn last entry ignored) as absolute entries."""
+    whole = len(index) - len(index) % _INDEX.size
+    return [(base_offset + relative, position) for relative, position in _INDEX.iter_unpack(index[:whole])]
 
 
 def records_from(data: bytes | memoryview, offset: int) -> list[Record]:

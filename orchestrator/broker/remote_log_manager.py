@@ -39,8 +39,9 @@ from orchestrator.broker.local_log import PartitionLog, SegmentInfo
 from orchestrator.broker.log_reads import (
     Record,
     first_at_or_after,
+    index_entries,
     max_timestamp,
-    position_in_index,
+    position_before,
     read_batches,
     records_from,
 )
@@ -55,7 +56,7 @@ from orchestrator.errors import (
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import SegmentState, TieredState
-from orchestrator.metadata.topic_configs import default_int, int_value
+from orchestrator.metadata.topic_configs import int_or_default
 from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry
 from policies.retention_executor import execute_expiry_plan
 from remote_storage.deletion import DeleteResult, delete_segments
@@ -89,13 +90,6 @@ class PartitionCopyLag:
 
     segments: int
     bytes: int
-
-
-def _config_int(configs: Mapping[str, str], key: str) -> int:
-    try:
-        return int_value(configs, key)
-    except ValueError:
-        return default_int(key)
 
 
 class RemoteLogManager:
@@ -301,8 +295,8 @@ class RemoteLogManager:
         plan = plan_remote_expiry(
             self.rlmm.segments(topic_id, partition),
             now_ms=self._now_ms(),
-            retention_ms=_config_int(configs, "retention.ms"),
-            retention_bytes=_config_int(configs, "retention.bytes"),
+            retention_ms=int_or_default(configs, "retention.ms"),
+            retention_bytes=int_or_default(configs, "retention.bytes"),
             log_start_offset=plog.log_start_offset,
             local_bytes_not_copied=not_copied,
         )
@@ -327,12 +321,12 @@ class RemoteLogManager:
         if topic is None or plog is None:
             return 0
         configs = image.topic_configs(topic.name)
-        retention_ms = _config_int(configs, "retention.ms")
-        retention_bytes = _config_int(configs, "retention.bytes")
+        retention_ms = int_or_default(configs, "retention.ms")
+        retention_bytes = int_or_default(configs, "retention.bytes")
         tiering = topic.tiered_state == TieredState.ENABLED
         if tiering:
-            local_ms = _config_int(configs, "local.retention.ms")
-            local_bytes = _config_int(configs, "local.retention.bytes")
+            local_ms = int_or_default(configs, "local.retention.ms")
+            local_bytes = int_or_default(configs, "local.retention.bytes")
             retention_ms = retention_ms if local_ms == -2 else local_ms
             retention_bytes = retention_bytes if local_bytes == -2 else local_bytes
         if refresh:
@@ -383,7 +377,7 @@ class RemoteLogManager:
         def ranged(position: int, length: int) -> bytes:
             return self.rsm.fetch(log_key, start=position, end=position + length - 1)
 
-        position = position_in_index(index, seg.start_offset, offset)
+        position = position_before(index_entries(index, seg.start_offset), offset)
         return read_batches(ranged, position, seg.size_bytes, offset, max_bytes)
 
     def _remote_below_local(self, topic_id: Uuid, partition: int) -> list[RemoteSegment]:

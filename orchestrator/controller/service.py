@@ -526,8 +526,10 @@ class ControllerService:
             ep = broker.endpoints[0]
             assert self._pool is not None
             try:
+                timeout_s = self.settings.disablement.request_timeout_ms / 1000  # its bound on every call to a broker
+                version = request.header.api_version
                 return await self._pool.request(
-                    (ep.host, ep.port), ApiKey.INIT_PRODUCER_ID, request.header.api_version, request.body, timeout_s=5
+                    (ep.host, ep.port), ApiKey.INIT_PRODUCER_ID, version, request.body, timeout_s=timeout_s
                 )
             except TieredError as exc:
                 last = exc

@@ -433,6 +433,15 @@ def default_int(name: str) -> int:
     return int(config_def(name).default)
 
 
+def int_or_default(configs: Mapping[str, str], name: str) -> int:
+    """:func:`int_value`, or the catalogue's default when the stored value is not an integer (a broker keeps
+    serving a topic whose log another tool wrote a bad value into)."""
+    try:
+        return int_value(configs, name)
+    except ValueError:
+        return default_int(name)
+
+
 def int_value(configs: Mapping[str, str], name: str) -> int:
     """An integer config's effective value: the topic's own, else the catalogue's default.
 

@@ -38,8 +38,8 @@ Invariants:
   reads it as null) and a header key that is not UTF-8 (Java replaces the bad bytes) are corrupt.
 * ``decode_batch(encode_batch(b)) == b`` for every batch ``encode_batch`` accepts, and ``encode_batch`` of a decoded
   uncompressed batch gives back its bytes when they used the shortest varints (as every Kafka writer does).
-* ``baseOffset`` and ``partitionLeaderEpoch`` lie before the CRC'd bytes: :func:`with_base_offset` and
-  :func:`with_partition_leader_epoch` rewrite them in a copy without touching the CRC, as a broker assigns them.
+* ``baseOffset`` and ``partitionLeaderEpoch`` lie before the CRC'd bytes: :func:`rebased` rewrites both in one copy
+  without touching the CRC, as a broker assigns them.
 * Values are frozen dataclasses; encoding errors in a value (an int out of its field's range, an unknown
   compression id) are :class:`~orchestrator.errors.InvalidArgument`: nothing came off a wire.
 
@@ -421,19 +421,6 @@ def _single_batch(raw: bytes | bytearray | memoryview) -> memoryview:
     if batch_length + LOG_OVERHEAD != len(view):
         raise CorruptMessage(f"record batch length {batch_length} does not match its {len(view)} bytes")
     return view
-
-
-def with_base_offset(raw: bytes | bytearray | memoryview, base_offset: int) -> bytes:
-    """A copy of one encoded batch with another base offset; its CRC stays valid (it does not cover the offset)."""
-    view = _single_batch(raw)
-    return b"".join((_I64.pack(_check_int("base offset", base_offset, 64)), view[_LENGTH_AT:]))
-
-
-def with_partition_leader_epoch(raw: bytes | bytearray | memoryview, partition_leader_epoch: int) -> bytes:
-    """A copy of one encoded batch with another partition leader epoch; its CRC stays valid."""
-    view = _single_batch(raw)
-    epoch = _I32.pack(_check_int("partition leader epoch", partition_leader_epoch, 32))
-    return b"".join((view[:_PARTITION_LEADER_EPOCH_AT], epoch, view[_MAGIC_AT:]))
 
 
 def rebased(raw: bytes | bytearray | memoryview, base_offset: int, partition_leader_epoch: int) -> bytes:

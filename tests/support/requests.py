@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from orchestrator.protocol.codec import compiled
@@ -15,7 +16,5 @@ def data_request(api_key: int, version: int, body: dict[str, Any], *, principal:
     full = compiled(schema, version).normalize(body)
     request = Request(header=RequestHeader(api_key, version, 1, "test"), body=full, schema=schema)
     if principal is not None:
-        import dataclasses
-
         request = dataclasses.replace(request, principal=principal)
     return request

@@ -17,9 +17,10 @@ from orchestrator.broker import log_reads
 from orchestrator.broker.log_reads import (
     Pick,
     first_at_or_after,
+    index_entries,
     max_timestamp,
     pick_batches,
-    position_in_index,
+    position_before,
     read_batches,
     records_from,
 )
@@ -174,7 +175,6 @@ def test_batches_after_the_first_stop_before_max_bytes_and_one_that_fits_exactly
 def test_an_offset_above_every_batch_picks_nothing_and_a_read_returns_nothing():
     log = uniform(4)
     assert pick_batches(log.data, 4, 10**6) == Pick(len(log.data), len(log.data))
-    assert pick_batches(log.data, 4, 10**6).empty
     assert read_batches(Reader(log.data), 0, len(log.data), 4, 10**6) == b""
     assert read_batches(Reader(b""), 0, 0, 0, 100) == b""
 
@@ -190,7 +190,7 @@ def test_a_window_ending_inside_the_wanted_batch_asks_for_that_batch_whole(insid
     log = uniform(3, records_per_batch=2)
     wanted = log.batches[1]
     pick = pick_batches(log.data[: wanted.position + inside], 2, 10**6)
-    assert pick.start == pick.end == wanted.position and not pick.empty
+    assert pick.start == pick.end == wanted.position and pick.need > 0
     if inside >= 12:  # the batch length is in the window: exactly the batch
         assert pick.need == wanted.size
     else:  # not even that: at least a batch header, then the length is known
@@ -298,7 +298,7 @@ def test_random_logs_read_at_any_offset_give_whole_batches_from_the_one_holding_
     offset = data.draw(st.integers(log.base_offset, log.end_offset - 1), label="offset")
     max_bytes = data.draw(st.integers(-1, len(log.data) + 10), label="max_bytes")
     interval = data.draw(st.sampled_from([1, 256, 4096, 10**9]), label="index interval")
-    position = position_in_index(log.index(interval), log.base_offset, offset)
+    position = position_before(index_entries(log.index(interval), log.base_offset), offset)
     holding = log.holding(offset)
     assert position in log.boundaries() and position <= holding.position  # never past the batch holding it
 
@@ -333,7 +333,7 @@ def test_reading_on_from_the_log_start_gives_every_record_exactly_once(specs, sl
     with mock.patch.object(log_reads, "WINDOW_SLACK_BYTES", slack):
         while offset < log.end_offset:
             max_bytes = sizes[reads % len(sizes)]
-            position = position_in_index(index, log.base_offset, offset)
+            position = position_before(index_entries(index, log.base_offset), offset)
             out = read_batches(Reader(log.data), position, len(log.data), offset, max_bytes)
             decoded = records_from(out, offset)
             assert decoded, f"no progress at offset {offset}"
@@ -347,17 +347,19 @@ def test_reading_on_from_the_log_start_gives_every_record_exactly_once(specs, sl
 # --- the offset index
 
 
-def test_position_in_index_is_the_last_indexed_batch_ending_below_the_offset():
+def test_position_before_is_the_last_indexed_batch_ending_below_the_offset():
     log = make_log([[(50, 1)] * 3 for _ in range(10)], base_offset=100)
     index = log.index(1)  # every batch indexed
-    assert position_in_index(index, 100, 100) == 0
-    assert position_in_index(index, 100, 102) == 0  # in the first batch
-    assert position_in_index(index, 100, 103) == 0  # the first batch ends below: start there, it is whole
-    assert position_in_index(index, 100, 104) == log.batches[0].position
-    assert position_in_index(index, 100, 107) == log.batches[1].position
-    assert position_in_index(index, 100, 10**6) == log.batches[-1].position
-    assert position_in_index(b"", 100, 120) == 0
-    assert position_in_index(index + b"\x00\x01", 100, 107) == log.batches[1].position  # a torn last entry: ignored
+    assert position_before(index_entries(index, 100), 100) == 0
+    assert position_before(index_entries(index, 100), 102) == 0  # in the first batch
+    assert position_before(index_entries(index, 100), 103) == 0  # the first batch ends below: start there, it is whole
+    assert position_before(index_entries(index, 100), 104) == log.batches[0].position
+    assert position_before(index_entries(index, 100), 107) == log.batches[1].position
+    assert position_before(index_entries(index, 100), 10**6) == log.batches[-1].position
+    assert position_before(index_entries(b"", 100), 120) == 0
+    assert (
+        position_before(index_entries(index + b"\x00\x01", 100), 107) == log.batches[1].position
+    )  # a torn last entry: ignored
 
 
 @PROPERTY
@@ -365,7 +367,7 @@ def test_position_in_index_is_the_last_indexed_batch_ending_below_the_offset():
 def test_position_in_index_never_points_past_the_batch_holding_the_offset(specs, interval, data):
     log = make_log(specs, base_offset=data.draw(st.integers(0, 2**40)))
     offset = data.draw(st.integers(log.base_offset, log.end_offset + 5))
-    position = position_in_index(log.index(interval), log.base_offset, offset)
+    position = position_before(index_entries(log.index(interval), log.base_offset), offset)
     assert position in log.boundaries()
     if offset < log.end_offset:
         assert position <= log.holding(offset).position

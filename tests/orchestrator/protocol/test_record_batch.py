@@ -27,9 +27,8 @@ from orchestrator.protocol.record_batch import (
     decode_batch,
     decode_batches,
     encode_batch,
+    rebased,
     split_batches,
-    with_base_offset,
-    with_partition_leader_epoch,
 )
 
 with warnings.catch_warnings():  # kafka-python's first import uses a resources API Python 3.11 deprecated
@@ -448,23 +447,23 @@ def test_arbitrary_bytes_decode_or_raise_a_typed_error(raw):
 # --- rewriting the fields outside the CRC
 
 
-def test_a_new_base_offset_or_leader_epoch_keeps_the_crc_valid():
-    moved = with_base_offset(GOLDEN, 1_000_000)
-    assert moved[8:] == GOLDEN[8:]
-    assert decode_batch(moved) == dataclasses.replace(GOLDEN_BATCH, base_offset=1_000_000)
+def test_a_new_base_offset_and_leader_epoch_keep_the_crc_valid():
+    moved = rebased(GOLDEN, 1_000_000, 9)
+    assert moved[8:12] == GOLDEN[8:12] and moved[16:] == GOLDEN[16:]
+    expected = dataclasses.replace(GOLDEN_BATCH, base_offset=1_000_000, partition_leader_epoch=9)
+    assert decode_batch(moved) == expected
     assert DefaultRecordBatch(moved).validate_crc()
-    fenced = with_partition_leader_epoch(moved, 9)
-    assert decode_batch(fenced).partition_leader_epoch == 9 and DefaultRecordBatch(fenced).validate_crc()
-    assert fenced[:12] == moved[:12] and fenced[16:] == moved[16:]
 
 
 def test_rewriting_refuses_what_is_not_one_batch_or_a_value_out_of_range():
     with pytest.raises(CorruptMessage):
-        with_base_offset(GOLDEN + GOLDEN, 1)
+        rebased(GOLDEN + GOLDEN, 1, 0)
     with pytest.raises(CorruptMessage, match="magic"):
-        with_partition_leader_epoch(with_byte(GOLDEN, 16, 0), 1)
+        rebased(with_byte(GOLDEN, 16, 0), 1, 0)
     with pytest.raises(InvalidArgument, match="base offset"):
-        with_base_offset(GOLDEN, 1 << 63)
+        rebased(GOLDEN, 1 << 63, 0)
+    with pytest.raises(InvalidArgument, match="leader epoch"):
+        rebased(GOLDEN, 1, 1 << 31)
 
 
 # --- encoding refusals
