@@ -6,10 +6,13 @@ real lease; the broker replays them through a MetadataFollower exactly as a brok
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+from orchestrator.broker.agent import BrokerAgent
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler, DisableStatus
 from orchestrator.broker.local_log import LogConfig, PartitionLog
 from orchestrator.broker.remote_log_manager import RemoteLogManager
@@ -17,6 +20,7 @@ from orchestrator.ids import Uuid
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState, make_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.settings import BrokerSettings
 from remote_storage.rlmm import RemoteLogMetadataManager
 from remote_storage.s3 import S3RemoteStorage
 
@@ -159,3 +163,31 @@ class BrokerUnderTest:
         for plog in self.logs.values():
             plog.close()
         self.store.close()
+
+
+@contextlib.contextmanager
+def in_process_broker(
+    directory: Path, *, agent_kwargs: dict[str, Any] | None = None, **settings: Any
+) -> Iterator[tuple[BrokerAgent, ControllerWriter]]:
+    """A broker agent (id 1, not started: its handlers and rounds are called directly) over a SQLite store in
+    ``directory``, with a writer of that store in the controller's place; every log and store closed on exit.
+    ``settings`` override :class:`BrokerSettings`, ``agent_kwargs`` go to :class:`BrokerAgent` (clocks)."""
+    store_path = directory / "metadata.db"
+    writer_store = SqliteMetadataStore(store_path)
+    broker: BrokerAgent | None = None
+    try:
+        broker_settings = BrokerSettings(
+            broker_id=1,
+            data_dir=str(directory / "broker-1"),
+            metadata_store=str(store_path),
+            controllers="127.0.0.1:1",
+            **settings,
+        )
+        broker = BrokerAgent(broker_settings, **(agent_kwargs or {}))
+        yield broker, ControllerWriter(writer_store)
+    finally:
+        if broker is not None:
+            for plog in broker.logs.values():
+                plog.close()
+            broker.store.close()
+        writer_store.close()

@@ -18,11 +18,10 @@ from orchestrator.broker.agent import STALE_DIR_CHECK_INTERVAL_S, BrokerAgent
 from orchestrator.broker.local_log import read_partition_metadata
 from orchestrator.broker.partition_dirs import STALE_DIR, stale_dir_name
 from orchestrator.errors import KafkaStorageError, UnknownTopicId
-from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.record_batch import build_batch, encode_batch, records_at_or_after
-from orchestrator.settings import BrokerSettings, load_broker_settings
-from tests.support.broker_harness import ControllerWriter
+from orchestrator.settings import load_broker_settings
+from tests.support.broker_harness import ControllerWriter, in_process_broker
 from tests.support.clocks import FakeClock, FakeWallClock
 from tests.support.requests import data_request
 
@@ -66,24 +65,9 @@ class Env:
 @pytest.fixture
 def env(tmp_path):
     """A broker agent (not started) with topic ``again`` (one partition, led by it) open and produced to."""
-    store_path = tmp_path / "metadata.db"
-    writer_store = SqliteMetadataStore(store_path)
-    writer = ControllerWriter(writer_store)
-    settings = BrokerSettings(
-        broker_id=1,
-        data_dir=str(tmp_path / "broker-1"),
-        metadata_store=str(store_path),
-        controllers="127.0.0.1:1",
-        stale_dir_retention_ms=HOUR_MS,
-    )
-    broker = BrokerAgent(settings, clock=FakeClock(1_000.0), wall_clock_ms=FakeWallClock(1_700_000_000_000))
-    try:
+    clocks = {"clock": FakeClock(1_000.0), "wall_clock_ms": FakeWallClock(1_700_000_000_000)}
+    with in_process_broker(tmp_path, agent_kwargs=clocks, stale_dir_retention_ms=HOUR_MS) as (broker, writer):
         yield Env(broker, writer)
-    finally:
-        for plog in broker.logs.values():
-            plog.close()
-        broker.store.close()
-        writer_store.close()
 
 
 def _start_with_again(env: Env):

@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 import pytest
@@ -32,9 +32,8 @@ from orchestrator.protocol.record_batch import (
     encode_batch,
     records_at_or_after,
 )
-from orchestrator.settings import BrokerSettings
 from remote_storage.keys import Suffix
-from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
+from tests.support.broker_harness import BrokerUnderTest, ControllerWriter, in_process_broker
 from tests.support.clocks import FakeClock, FakeWallClock
 from tests.support.requests import data_request
 
@@ -149,18 +148,14 @@ class Env:
 def env(tmp_path):
     """A broker agent (id 1, not started) with topics: t (2 partitions), elsewhere (led by broker 2), epoch (leader
     epoch 5), lat (LogAppendTime)."""
-    store_path = tmp_path / "metadata.db"
-    writer_store = SqliteMetadataStore(store_path)
-    writer = ControllerWriter(writer_store)
-    settings = BrokerSettings(
-        broker_id=1,
-        data_dir=str(tmp_path / "broker-1"),
-        metadata_store=str(store_path),
-        controllers="127.0.0.1:1",
-        segment_ms=24 * 3_600_000,  # no roll by age: a fetch reads from one segment, these tests from one batch on
-    )
     wall = FakeWallClock(NOW)
-    broker = BrokerAgent(settings, clock=FakeClock(1_000.0), wall_clock_ms=wall)
+    clocks = {"clock": FakeClock(1_000.0), "wall_clock_ms": wall}
+    # no roll by age: a fetch reads from one segment, these tests from one batch on
+    with in_process_broker(tmp_path, agent_kwargs=clocks, segment_ms=24 * 3_600_000) as (broker, writer):
+        yield from _with_topics(broker, writer, wall)
+
+
+def _with_topics(broker: BrokerAgent, writer: ControllerWriter, wall: FakeWallClock) -> Iterator[Env]:
     broker.data_dir.mkdir(parents=True)
     writer.create_topic("t", partitions=2, tiered=False)
     writer.create_topic("elsewhere", leader=2, tiered=False)
@@ -183,13 +178,7 @@ def env(tmp_path):
         controller_epoch=writer.epoch,
     )
     asyncio.run(broker._metadata_round())
-    try:
-        yield Env(broker, writer, wall)
-    finally:
-        for plog in broker.logs.values():
-            plog.close()
-        broker.store.close()
-        writer_store.close()
+    yield Env(broker, writer, wall)
 
 
 # --- Produce

@@ -26,13 +26,11 @@ from hypothesis import strategies as st
 
 from orchestrator.broker.agent import BrokerAgent
 from orchestrator.errors import ProtocolError
-from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net import KafkaServer
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import decode_request, decode_response, encode_request
 from orchestrator.protocol.record_batch import build_batch, encode_batch, records_at_or_after
-from orchestrator.settings import BrokerSettings
-from tests.support.broker_harness import ControllerWriter
+from tests.support.broker_harness import ControllerWriter, in_process_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -216,17 +214,11 @@ def served(tmp_path_factory) -> Iterator[ServedBroker]:
     """Topic ``t`` (two partitions, three records in partition 0), ``good`` for the good client, ``elsewhere`` led by
     broker 2; all logs local."""
     tmp = tmp_path_factory.mktemp("data-plane-bad-input")
-    store_path = tmp / "metadata.db"
-    writer_store = SqliteMetadataStore(store_path)
-    writer = ControllerWriter(writer_store)
-    settings_ = BrokerSettings(
-        broker_id=1,
-        data_dir=str(tmp / "broker-1"),
-        metadata_store=str(store_path),
-        controllers="127.0.0.1:1",
-        segment_ms=24 * 3_600_000,
-    )
-    broker = BrokerAgent(settings_)
+    with in_process_broker(tmp, segment_ms=24 * 3_600_000) as (broker, writer):
+        yield from _serving(broker, writer)
+
+
+def _serving(broker: BrokerAgent, writer: ControllerWriter) -> Iterator[ServedBroker]:
     broker.data_dir.mkdir(parents=True)
     writer.create_topic("t", partitions=2, tiered=False)
     writer.create_topic("good", tiered=False)
@@ -240,10 +232,6 @@ def served(tmp_path_factory) -> Iterator[ServedBroker]:
         yield served
     finally:
         served.close()
-        for plog in broker.logs.values():
-            plog.close()
-        broker.store.close()
-        writer_store.close()
 
 
 def partition_code(outcome: Outcome, api_key: int) -> int:
