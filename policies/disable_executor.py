@@ -24,11 +24,20 @@ def execute_delete_plan(
     now_ms: Callable[[], int],
     advance_log_start: Callable[[int, int], None],
     on_progress: ProgressCallback | None = None,
+    crash_point: str | None = None,
 ) -> DeleteResult:
-    """The delete policy: move each partition's log start offset first, then delete every planned segment."""
+    """The delete policy: move each partition's log start offset first, then delete every planned segment
+    (``crash_point``: see :func:`~remote_storage.deletion.delete_segments`)."""
     for partition, offset in sorted(plan.log_start_offsets.items()):
         advance_log_start(partition, offset)
     segments = [s for b in plan.batches for s in b]
     return delete_segments(
-        segments, rsm=rsm, rlmm=rlmm, broker_id=broker_id, now_ms=now_ms, batches=plan.batches, on_progress=on_progress
+        segments,
+        rsm=rsm,
+        rlmm=rlmm,
+        broker_id=broker_id,
+        now_ms=now_ms,
+        batches=plan.batches,
+        on_progress=on_progress,
+        crash_point=crash_point,
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from orchestrator import crash_points
 from orchestrator.metadata.records import SegmentState
 from remote_storage.keys import segment_keys, topic_prefix
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
@@ -49,8 +50,10 @@ def delete_segments(
     now_ms: Callable[[], int],
     batches: tuple[tuple[RemoteSegment, ...], ...] | None = None,
     on_progress: ProgressCallback | None = None,
+    crash_point: str | None = None,
 ) -> DeleteResult:
-    """Delete the object sets of ``segments`` (one topic id), journaled in the RLMM batch by batch."""
+    """Delete the object sets of ``segments`` (one topic id), journaled in the RLMM batch by batch. ``crash_point``
+    (:mod:`orchestrator.crash_points`) is reached after each batch's objects are deleted, before its FINISHED."""
     plan_batches = batches if batches is not None else (tuple(segments),)
     total = sum(len(b) for b in plan_batches)
     done = objects = 0
@@ -67,6 +70,8 @@ def delete_segments(
         keys_of = {s.segment_id: list(segment_keys(rsm.prefix, s.key).values()) for s in batch}
         outcome = rsm.delete_keys([k for ks in keys_of.values() for k in ks], within_prefix=prefix)
         failed.update(outcome.failed)
+        if crash_point is not None:
+            crash_points.reached(crash_point)
         finished = [s for s in batch if not any(k in outcome.failed for k in keys_of[s.segment_id])]
         rlmm.transition(finished, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=broker_id, now_ms=now_ms())
         done += len(finished)

@@ -45,6 +45,7 @@ from pathlib import Path
 
 import structlog
 
+from orchestrator import crash_points
 from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.jobs import start_job
 from orchestrator.broker.local_log import PartitionLog
@@ -122,11 +123,14 @@ class DisableRemoteTopicHandler:
 
     def handle(self, body: m.DisableRemoteTopicRequest) -> m.DisableRemoteTopicResponse:
         try:
-            return self._handle(body)
+            response = self._handle(body)
         except TieredError as exc:
             wire = as_wire_error(exc)
             log.warning("disable.refused", error=wire.name, detail=wire.message)
             return {"error_code": wire.code, "error_message": wire.message}
+        if response["error_code"] == 0 and response.get("status") == DisableStatus.DONE:
+            crash_points.reached("broker.before_disable_ack")
+        return response
 
     def _handle(self, body: m.DisableRemoteTopicRequest) -> m.DisableRemoteTopicResponse:
         topic_id = body["topic_id"]
@@ -323,6 +327,7 @@ class DisableRemoteTopicHandler:
             now_ms=self._now_ms,
             advance_log_start=advance,
             on_progress=progress,
+            crash_point="broker.mid_delete_batch",
         )
         if not result.complete:
             key, cause = next(iter(result.failed_keys.items()))

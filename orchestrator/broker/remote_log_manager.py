@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from orchestrator import crash_points
 from orchestrator.broker.local_log import PartitionLog, SegmentInfo
 from orchestrator.broker.log_reads import (
     Record,
@@ -212,6 +213,7 @@ class RemoteLogManager:
                 manifest=manifest,
                 tiered_epoch=topic.tiered_epoch,
             )
+            crash_points.reached("broker.after_upload_before_rlmm")
             finished = SegmentState.COPY_SEGMENT_FINISHED
             self.rlmm.transition([remote], finished, broker_id=self.broker_id, now_ms=self._now_ms())
         except (

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from orchestrator import crash_points
 from orchestrator.broker.disable_handler import DisableStatus
 from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.jobs import start_job
@@ -186,6 +187,7 @@ class DeleteRemotePartitionsHandler:
                 with self._lock:
                     job.segments_deleted = deleted_base + done
                     job.segments_remaining = remaining_base - done
+                crash_points.reached("broker.mid_partition_delete")  # a batch journaled; the partition not FINISHED
 
             result = execute_delete_plan(
                 plan,

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
+from orchestrator import crash_points
 from orchestrator.admin_api.responses import created_configs, normalized
 from orchestrator.errors import (
     InvalidPartitions,
@@ -35,7 +36,7 @@ from orchestrator.errors import (
 )
 from orchestrator.ids import ZERO_UUID, Uuid, topic_names_collide, validate_topic_name
 from orchestrator.metadata.image import MetadataImage, TopicImage, topic_for
-from orchestrator.metadata.records import ConfigResourceType, make_record
+from orchestrator.metadata.records import ConfigResourceType, TieredState, make_record
 from orchestrator.metadata.topic_configs import ConfigOp, parse_ops, replacement_ops, validate_config_map
 from orchestrator.protocol import messages as m
 from orchestrator.settings import TopicDefaults
@@ -180,6 +181,7 @@ class AdminApi:
                     raise InvalidRequest(f"topic {key} appears more than once in the request")
                 topic = topic_for(state.image, name=name, topic_id=topic_id)
                 state.append([make_record("RemoveTopicRecord", topic_id=topic.topic_id)])
+                crash_points.reached("controller.after_topic_removed")
                 self._mark_remote_data_deleted(topic)
                 result.update({"name": topic.name, "topic_id": topic.topic_id, "error_code": 0})
                 log.info(
@@ -324,6 +326,8 @@ class AdminApi:
         if validate_only or not plan.records:
             return False
         state.append(plan.records)
+        if plan.changes_state and plan.after.state == TieredState.DISABLING:
+            crash_points.reached("controller.after_epoch_bump")
         log.info("topic.configs_altered", topic=name, topic_id=str(topic.topic_id), records=len(plan.records))
         if plan.changes_state:
             log.info(

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from orchestrator import crash_points
 from orchestrator.admin_api.responses import normalized
 from orchestrator.errors import (
     StaleControllerEpoch,
@@ -215,6 +216,7 @@ class DisablementDriver:
         if not done:
             return
         since_ms = {t: state.queue.topics[t].since_ms for t in done}  # the topics leave the queue with the append
+        crash_points.reached("controller.after_ack_before_disabled")
         state.append([tiering.complete(image.topics[t], state.queue.topics[t].tiered_epoch) for t in done])
         now = state.now_ms()
         for t in done:

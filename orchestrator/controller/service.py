@@ -59,6 +59,7 @@ from typing import Any, TypeVar, cast
 
 import structlog
 
+from orchestrator import crash_points
 from orchestrator.admin_api import envelope, reads
 from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
@@ -443,6 +444,7 @@ class ControllerService:
                 ep = broker.endpoints[0]
                 assert self._pool is not None
                 timeout_s = self.settings.disablement.request_timeout_ms / 1000
+                crash_points.reached("controller.before_disable_send")
                 reply = await self._pool.request(
                     (ep.host, ep.port), ApiKey.DISABLE_REMOTE_TOPIC, 0, body, timeout_s=timeout_s
                 )
@@ -644,6 +646,7 @@ def main(settings_path: str) -> None:
     """Entry point of ``tieredctl controller start --config FILE``."""
     restrict_process()  # the store and everything else it writes: owner only
     configure_logging("service")
+    crash_points.arm_from_env(os.environ)  # the fault suite's; a bad value stops the process here
     service = ControllerService(load_controller_settings(settings_path))
     asyncio.run(service.run())
     if service.crashed_loop is not None:  # exit status 1: a supervisor or an operator sees it

@@ -743,8 +743,12 @@ def status(directory: Path) -> dict[str, Any]:
     }
 
 
-def restart(directory: Path, role: str, ident: int, *, timeout_s: float = 30.0) -> ProcessInfo:
+def restart(
+    directory: Path, role: str, ident: int, *, timeout_s: float = 30.0, env: Mapping[str, str] | None = None
+) -> ProcessInfo:
     """Start a stopped (or killed) process of a running cluster again, on the address it had; updates cluster.json.
+    ``env`` is added to the environment it starts with (e.g. a crash point armed, :mod:`orchestrator.crash_points`);
+    a process that exits before it is ready makes this raise :class:`LocalClusterError` with the end of its log.
 
     The embedded S3 comes back with the objects of its last clean stop, and refuses to start (so this raises) if it
     was killed: its objects died with it."""
@@ -754,6 +758,9 @@ def restart(directory: Path, role: str, ident: int, *, timeout_s: float = 30.0) 
         raise LocalClusterError(f"{role} {ident} is still running (pid {p.pid})")
     if p.config is None:
         raise LocalClusterError(f"{role} {ident} cannot be restarted")
+    dead = _CHILDREN.pop(p.pid, None)
+    if dead is not None:  # our child that died by itself (a crash, a crash point): reaped, not left a zombie
+        dead.wait(timeout=10)
     if role == "s3":
         ready = Path(p.config)
         cmd = embedded_s3_command(ready, port=p.port, snapshot_dir=Path(state.dir) / SNAPSHOT_DIR)
@@ -761,7 +768,7 @@ def restart(directory: Path, role: str, ident: int, *, timeout_s: float = 30.0) 
         ready = Path(state.dir) / "run" / f"{role}-{ident}.ready"
         cmd = controller_command(Path(p.config)) if role == "controller" else broker_command(Path(p.config))
     ready.unlink(missing_ok=True)
-    proc = _spawn(cmd, Path(p.log), process_env(state))
+    proc = _spawn(cmd, Path(p.log), process_env(state) | dict(env or {}))
     p.pid = proc.pid
     state.save()
     _wait(f"{role} {ident} to restart", ready.exists, timeout_s, Path(p.log), proc)

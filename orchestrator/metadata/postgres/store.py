@@ -59,6 +59,7 @@ import psycopg
 import structlog
 from psycopg import sql
 
+from orchestrator import crash_points
 from orchestrator.errors import KafkaStorageError, MetadataLogCorrupt, ProtocolError, StaleControllerEpoch
 from orchestrator.ids import Uuid
 from orchestrator.metadata.postgres.connection import (
@@ -266,6 +267,7 @@ class PostgresMetadataStore:
                 "data = EXCLUDED.data, crc = EXCLUDED.crc",
                 (offset, controller_epoch, len(records), blob, checksum(blob)),
             )
+            crash_points.reached("controller.mid_snapshot")  # written, not committed: the transaction dies with it
             db.execute(
                 "DELETE FROM snapshots WHERE snapshot_offset NOT IN "
                 "(SELECT snapshot_offset FROM snapshots ORDER BY snapshot_offset DESC LIMIT %s)",

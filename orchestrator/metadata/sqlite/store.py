@@ -44,6 +44,7 @@ from pathlib import Path
 
 import structlog
 
+from orchestrator import crash_points
 from orchestrator.errors import (
     KafkaStorageError,
     MetadataLogCorrupt,
@@ -215,6 +216,7 @@ class SqliteMetadataStore:
                 "VALUES (?, ?, ?, ?, ?)",
                 (offset, controller_epoch, len(records), blob, checksum(blob)),
             )
+            crash_points.reached("controller.mid_snapshot")  # written, not committed: the transaction dies with it
             db.execute(
                 "DELETE FROM snapshots WHERE offset NOT IN (SELECT offset FROM snapshots ORDER BY offset DESC LIMIT ?)",
                 (retain,),
