@@ -188,9 +188,14 @@ class BrokerSettings:
     broker_id: int
     data_dir: str  # partition directories live here
     metadata_store: str  # the shared SQLite file's path, or a postgresql:// URL (password not in it: see [store])
-    controllers: str  # Kafka-style bootstrap list of the controllers, "host:port,host:port"
+    # Kafka-style bootstrap list of the controllers, "host:port,host:port". An entry written "id@host:port" (Kafka's
+    # controller.quorum.voters) pins that controller to that address, whatever address it advertises (a NAT, a proxy).
+    controllers: str
     host: str = "127.0.0.1"
     port: int = 0  # 0 = pick a free port (written to ready_file)
+    # The port the broker registers for others to reach it at (Kafka's advertised.listeners), when something in
+    # between relays to the bound one (a NAT, a proxy); 0 = the bound port.
+    advertised_port: int = 0
     ready_file: str | None = None  # JSON {"port": ..., "pid": ...} written once serving
     rack: str | None = None
     cluster_id: str = DEFAULT_CLUSTER_ID  # must be the controllers' membership.cluster_id
@@ -216,6 +221,8 @@ class BrokerSettings:
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
 
     def __post_init__(self) -> None:
+        if not 0 <= self.advertised_port <= 65535:
+            raise SettingsError(f"[broker] advertised_port must be 0..65535, got {self.advertised_port}")
         require_authentication("broker", self.host, self.tls, self.security)
 
 

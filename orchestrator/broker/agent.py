@@ -1,13 +1,13 @@
 """The broker agent process: one per broker id.
 
-It registers with the active controller (broker id, a fresh incarnation id per process start) and heart-beats;
-tails the metadata log from the shared store into its image (every ``metadata_poll_ms``; on a PostgreSQL store,
-on each append's notification and at least every ``metadata_notified_poll_ms``); hosts its partitions' local
-logs; runs the RemoteLogManager's copy, local retention and remote expiry for the partitions it leads; and
-serves, over the Kafka protocol, DisableRemoteTopic (10950), DeleteRemotePartitions (10954: a deleted topic's
-remote data) and Kafka's data plane: Produce, Fetch, ListOffsets and InitProducerId
-(:mod:`orchestrator.broker.data_plane`), so Kafka's own producers (idempotent ones too) and consumers read and
-write, across both tiers.
+It registers with the active controller (broker id, a fresh incarnation id per process start, and the address the
+others reach it at: ``host`` and ``advertised_port``, else the bound port) and heart-beats; tails the metadata log
+from the shared store into its image (every ``metadata_poll_ms``; on a PostgreSQL store, on each append's
+notification and at least every ``metadata_notified_poll_ms``); hosts its partitions' local logs; runs the
+RemoteLogManager's copy, local retention and remote expiry for the partitions it leads; and serves, over the Kafka
+protocol, DisableRemoteTopic (10950), DeleteRemotePartitions (10954: a deleted topic's remote data) and Kafka's data
+plane: Produce, Fetch, ListOffsets and InitProducerId (:mod:`orchestrator.broker.data_plane`), so Kafka's own
+producers (idempotent ones too) and consumers read and write, across both tiers.
 
 Kafka clients learn of the brokers from Metadata and send admin requests to any of them, so a broker serves the
 admin API too (:mod:`orchestrator.admin_api`): Metadata, DescribeConfigs and DescribeCluster from its own image,
@@ -75,6 +75,7 @@ from typing import Any, TypeVar, cast
 
 import structlog
 
+from orchestrator import crash_points
 from orchestrator.admin_api import reads
 from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
@@ -389,7 +390,7 @@ class BrokerAgent:
         listener: m.Listener = {
             "name": "PLAINTEXT",
             "host": self.settings.host,
-            "port": self.port,
+            "port": self.settings.advertised_port or self.port,
             "security_protocol": 1 if self.settings.tls.enabled else 0,
         }
         body: m.BrokerRegistrationRequest = {
@@ -612,6 +613,7 @@ def main(settings_path: str) -> None:
     """Entry point of ``tieredctl broker start --config FILE``."""
     restrict_process()  # segment files, partition metadata, the store: owner only
     configure_logging("service")
+    crash_points.arm_from_env(os.environ)  # the fault suite's; a bad value stops the process here
     agent = BrokerAgent(load_broker_settings(settings_path))
     asyncio.run(agent.run())
     if agent.crashed_loop is not None:  # exit status 1: a supervisor or an operator sees it, the controller fences it

@@ -1,12 +1,14 @@
 """The Kafka admin-client path: bootstrap, learn the active controller, send admin requests to it.
 
-A :class:`AdminClient` is given a Kafka-style bootstrap list (``host:port,host:port``). It asks DescribeCluster v1
-for the controllers (endpoint type 2, KIP-919) of the bootstrap addresses and of the controllers it has learned (so
-losing the bootstrap node does not strand it), and sends each admin request to the node that answer names as the
-active controller, at the highest version both sides speak (from ApiVersions, negotiated once per connection).
-(Metadata's ``controller_id`` names a broker that forwards Kafka's admin writes, as in KRaft; our own APIs, the
-broker lifecycle and DescribeTieredState, are served by the active controller alone.) Below, "Metadata" means
-this DescribeCluster probe.
+A :class:`AdminClient` is given a Kafka-style bootstrap list (``host:port,host:port``); an entry may name its node,
+``id@host:port`` (Kafka's ``controller.quorum.voters``), and that node is then always reached at that address,
+whatever address it advertises (the address it gave is the one that works from here: a NAT, a proxy). It asks
+DescribeCluster v1 for the controllers (endpoint type 2, KIP-919) of the bootstrap addresses and of the controllers
+it has learned (so losing the bootstrap node does not strand it), and sends each admin request to the node that
+answer names as the active controller, at the highest version both sides speak (from ApiVersions, negotiated once
+per connection). (Metadata's ``controller_id`` names a broker that forwards Kafka's admin writes, as in KRaft; our
+own APIs, the broker lifecycle and DescribeTieredState, are served by the active controller alone.) Below,
+"Metadata" means this DescribeCluster probe.
 
 Invariants:
 
@@ -114,12 +116,10 @@ def should_retry(exc: BaseException, *, idempotent: bool) -> bool:
 
 
 def parse_bootstrap(bootstrap: str | Sequence[tuple[str, int]]) -> list[Address]:
-    """``"host:port,host:port"`` (IPv6 as ``[::1]:9092``), or (host, port) pairs, to a checked address list."""
+    """``"host:port,host:port"`` (IPv6 as ``[::1]:9092``; an entry may start with its node id, ``id@``), or (host,
+    port) pairs, to a checked address list."""
     if isinstance(bootstrap, str):
-        entries = [e.strip() for e in bootstrap.split(",")]
-        if not bootstrap.strip() or any(not e for e in entries):
-            raise InvalidArgument(f"bootstrap servers {bootstrap!r}: expected 'host:port[,host:port...]'")
-        return [_parse_entry(e) for e in entries]
+        return [address for _, address in _parse_entries(bootstrap)]
     addresses = list(bootstrap)
     if not addresses:
         raise InvalidArgument("bootstrap servers: the list is empty")
@@ -128,6 +128,26 @@ def parse_bootstrap(bootstrap: str | Sequence[tuple[str, int]]) -> list[Address]
             raise InvalidArgument(f"bootstrap server {entry!r}: expected a (host, port) pair")
         _check_host_port(entry[0], entry[1], repr(entry))
     return [(host, int(port)) for host, port in addresses]
+
+
+def pinned_addresses(bootstrap: str | Sequence[tuple[str, int]]) -> dict[int, Address]:
+    """The node id -> address of the bootstrap entries written ``id@host:port``."""
+    if not isinstance(bootstrap, str):
+        return {}
+    return {node: address for node, address in _parse_entries(bootstrap) if node is not None}
+
+
+def _parse_entries(bootstrap: str) -> list[tuple[int | None, Address]]:
+    entries = [e.strip() for e in bootstrap.split(",")]
+    if not bootstrap.strip() or any(not e for e in entries):
+        raise InvalidArgument(f"bootstrap servers {bootstrap!r}: expected 'host:port[,host:port...]'")
+    out: list[tuple[int | None, Address]] = []
+    for entry in entries:
+        node_text, at, address = entry.rpartition("@")
+        if at and not node_text.isdigit():
+            raise InvalidArgument(f"bootstrap server {entry!r}: node id {node_text!r} is not a number")
+        out.append((int(node_text) if at else None, _parse_entry(address)))
+    return out
 
 
 def _parse_entry(entry: str) -> Address:
@@ -179,6 +199,7 @@ class AdminClient:
         if probe_stagger_s < 0:
             raise ValueError(f"probe_stagger_s must be >= 0, got {probe_stagger_s}")
         self.bootstrap = parse_bootstrap(bootstrap)
+        self._pinned = pinned_addresses(bootstrap)  # node id -> the address it is reached at, whatever it advertises
         self._pool = ConnectionPool(
             ssl_context=ssl_context, sasl=sasl, client_id=client_id, connect_timeout_s=connect_timeout_s
         )
@@ -365,7 +386,9 @@ class AdminClient:
         return body
 
     def _apply_metadata(self, source: Address, body: m.DescribeClusterResponse) -> None:
-        self._brokers = {b["broker_id"]: (b["host"], b["port"]) for b in body["brokers"]}
+        self._brokers = {
+            b["broker_id"]: self._pinned.get(b["broker_id"], (b["host"], b["port"])) for b in body["brokers"]
+        }
         self._controller_id = body["controller_id"]
         previous, self._last_controller_id = self._last_controller_id, self._controller_id
         if previous is not None and previous != self._controller_id:
@@ -412,6 +435,7 @@ __all__ = [
     "carries_not_controller",
     "names_active_controller",
     "parse_bootstrap",
+    "pinned_addresses",
     "probe_order",
     "should_retry",
 ]

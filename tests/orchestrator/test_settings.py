@@ -142,3 +142,15 @@ def test_metrics_are_served_on_loopback_on_a_free_port_unless_the_metrics_table_
     path.write_text("[controller]\nnode_id = 3001\nmetadata_store = 'm.db'\n[metrics]\nport = 70000\n")
     with pytest.raises(SettingsError, match=r"\[metrics\] port"):
         load_controller_settings(path)
+
+
+def test_a_broker_registers_its_bound_port_unless_an_advertised_port_is_set(tmp_path):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_BASICS)
+    assert load_broker_settings(path).advertised_port == 0  # 0: the port it binds
+    path.write_text(BROKER_BASICS + "advertised_port = 19092\n")
+    assert load_broker_settings(path).advertised_port == 19092
+    for bad, match in (("70000", "advertised_port must be 0..65535"), ("'19092'", "must be an integer")):
+        path.write_text(BROKER_BASICS + f"advertised_port = {bad}\n")
+        with pytest.raises(SettingsError, match=match):
+            load_broker_settings(path)

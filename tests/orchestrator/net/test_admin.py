@@ -29,7 +29,7 @@ from orchestrator.errors import (
     UnsupportedVersion,
 )
 from orchestrator.net import AdminClient, KafkaServer, parse_bootstrap
-from orchestrator.net.admin import names_active_controller, probe_order, should_retry
+from orchestrator.net.admin import names_active_controller, pinned_addresses, probe_order, should_retry
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
 
@@ -470,6 +470,26 @@ def test_bootstrap_lists_are_parsed_the_kafka_way():
     assert parse_bootstrap([("h", 1), ("g", 65535)]) == [("h", 1), ("g", 65535)]
 
 
+def test_an_entry_may_name_its_node_which_is_then_reached_there_whatever_it_advertises():
+    assert parse_bootstrap("3000@a:9093, b:9094") == [("a", 9093), ("b", 9094)]
+    assert pinned_addresses("3000@a:9093, b:9094,3001@[::1]:1") == {3000: ("a", 9093), 3001: ("::1", 1)}
+    assert pinned_addresses([("a", 1)]) == {}
+
+    async def main() -> None:
+        async with FakeNodes() as cluster:
+            reachable = dict(cluster.addresses)
+            with socket.socket() as closed:  # node 2 advertises an address that does not work from here
+                closed.bind(("127.0.0.1", 0))
+                cluster.addresses[2] = closed.getsockname()
+            bootstrap = ",".join(f"{n}@{h}:{p}" for n, (h, p) in sorted(reachable.items()))
+            async with AdminClient(bootstrap, sleep=RecordingSleep(), timeout_s=5) as client:
+                body = await describe_on_controller(client, "t")
+                assert body["topics"][0]["tiered_epoch"] == 2  # answered by node 2, at the address pinned
+                assert client.brokers == reachable
+
+    run(main())
+
+
 @pytest.mark.parametrize(
     "bad,message",
     [
@@ -487,6 +507,8 @@ def test_bootstrap_lists_are_parsed_the_kafka_way():
         ("localhost:65536", "port must be 1-65535"),
         ("::1:9092", r"IPv6 address as '\[addr\]:port'"),
         ("[::1]9092", r"expected '\[ipv6\]:port'"),
+        ("x@a:9092", "node id 'x' is not a number"),
+        ("@a:9092", "node id '' is not a number"),
         ([], "the list is empty"),
         ([("h", 0)], "port must be 1-65535"),
         ([("h", "9092")], "port must be 1-65535"),
