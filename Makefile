@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-12)
 
-.PHONY: all venv java-check clients kcat postgres lint typecheck test unit demo bench clean
+.PHONY: all venv java-check clients kcat postgres lint typecheck test unit demo bench chaos clean
 
 all: test
 
@@ -65,6 +65,11 @@ unit: venv
 
 demo: venv java-check
 	$(PY) -m orchestrator.demo
+
+# The fault suite's long run: SEEDS random scenarios on real clusters under faults, checked; prints a table.
+SEEDS ?= 200
+chaos: venv
+	$(PY) -m chaos --seeds $(SEEDS)
 
 AWS_CLI_VENV := .venv-awscli
 

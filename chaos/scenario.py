@@ -1,0 +1,224 @@
+"""A chaos scenario from a seed: the workload a run drives and the faults it injects, decided before the run.
+
+Pure: :func:`generate` reads nothing but its arguments, so one seed always gives the same operations and the same
+fault schedule (what a run *observes* still depends on timing: a seed replays the schedule, not the interleaving).
+
+The workload is Kafka operations on a few topic names (``chaos-0`` ...): create, produce, disable with either
+policy, re-enable, purge (delete after retain), delete, delete and re-create under the same name, add partitions,
+and decommission a broker (killed first: only a dead broker is decommissioned). The generator keeps a rough model
+of each name (exists, tiered, disabled) so most operations make sense; the run still expects refusals (a disable
+while one is in progress), and records them.
+
+Faults are placed before operations (``at`` is the index of the operation they precede) and last ``duration_s``
+seconds where that applies:
+
+* ``kill``: SIGKILL of a controller or broker, restarted ``restart_after`` operations later (0: at once);
+* ``pause``: SIGSTOP, then SIGCONT after ``duration_s``;
+* ``crash_point``: the target restarted with a named crash point armed (:mod:`orchestrator.crash_points`); it dies
+  there when the point is reached, and is restarted unarmed as soon as the run sees it dead;
+* ``s3``: S3 faults (SlowDown, InternalError, reset, slow) on one operation family or all, for ``duration_s``;
+* ``link``: a link between brokers and controllers dropped, delayed, reset or cut one way, for ``duration_s``.
+
+Invariants: every operation index in ``faults`` is within the workload; a ``kill`` of the last live broker is never
+scheduled while another kill of a broker is outstanding (the cluster must be able to heal on its own once the run
+restores everything); crash points come from the list given (the run passes every known point).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+TOPIC_NAMES = ("chaos-0", "chaos-1", "chaos-2")
+
+_OPS = (
+    ("produce", 34),
+    ("create", 8),
+    ("disable_retain", 9),
+    ("disable_delete", 9),
+    ("enable", 10),
+    ("purge", 5),
+    ("delete", 4),
+    ("recreate", 5),
+    ("add_partitions", 4),
+    ("decommission", 2),
+    ("settle", 10),
+)
+_FAULTS = (("kill", 4), ("pause", 2), ("crash_point", 5), ("s3", 4), ("link", 3))
+S3_FAULT_KINDS = ("slowdown", "internal", "reset", "slow")
+S3_OPERATIONS = (None, "PutObject", "DeleteObjects", "GetObject", "ListObjectsV2")
+LINK_MODES = ("drop", "drop_in", "drop_out", "delay", "reset")
+
+
+@dataclass(frozen=True)
+class Op:
+    index: int
+    kind: str
+    topic: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        extra = " ".join(f"{k}={v}" for k, v in sorted(self.args.items()))
+        return " ".join(part for part in (f"#{self.index}", self.kind, self.topic, extra) if part)
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: int  # the index of the operation this fault precedes
+    kind: str
+    role: str = ""  # "controller" | "broker" for process faults; "" otherwise
+    target: int = -1  # broker id, or controller index (0-based) for process faults; -1 = the active controller
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        who = "" if not self.role else f"{self.role}:{'active' if self.target < 0 else self.target}"
+        extra = " ".join(f"{k}={v}" for k, v in sorted(self.args.items()))
+        return " ".join(part for part in (f"before #{self.at}", self.kind, who, extra) if part)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    seed: int
+    brokers: int
+    controllers: int
+    ops: tuple[Op, ...]
+    faults: tuple[Fault, ...]
+
+    def schedule(self) -> list[str]:
+        return [f.describe() for f in self.faults]
+
+
+@dataclass
+class _Name:
+    exists: bool = False
+    tiered: bool = False  # ENABLED (or believed so)
+    disabled: str = ""  # "", "retain" or "delete"
+    partitions: int = 0
+
+
+def _pick(rng: random.Random, weighted: Sequence[tuple[str, int]]) -> str:
+    return rng.choices([k for k, _ in weighted], weights=[w for _, w in weighted])[0]
+
+
+def _op(rng: random.Random, index: int, names: dict[str, _Name], brokers: int) -> Op:
+    kind = _pick(rng, _OPS)
+    name = rng.choice(TOPIC_NAMES)
+    model = names[name]
+    existing = [n for n, m in names.items() if m.exists]
+    if kind == "create" or (not existing and kind not in ("settle", "decommission")):
+        if model.exists:
+            name = rng.choice(existing)
+            return Op(index, "produce", name, {"partition": rng.randrange(names[name].partitions), **_batch(rng)})
+        tiered = rng.random() < 0.85
+        model.exists, model.tiered, model.disabled, model.partitions = True, tiered, "", rng.randint(1, 3)
+        return Op(index, "create", name, {"partitions": model.partitions, "tiered": tiered})
+    if kind in ("settle", "decommission"):
+        if kind == "decommission":
+            return Op(index, kind, "", {"broker": rng.randint(1, brokers), "dead_for": rng.randint(1, 4)})
+        return Op(index, kind, "", {"seconds": round(rng.uniform(0.5, 2.0), 2)})
+    name = rng.choice(existing)
+    model = names[name]
+    if kind == "produce":
+        return Op(index, kind, name, {"partition": rng.randrange(model.partitions), **_batch(rng)})
+    if kind in ("disable_retain", "disable_delete"):
+        policy = kind.split("_", 1)[1]
+        if model.tiered:
+            model.tiered, model.disabled = False, policy
+        return Op(index, "disable", name, {"policy": policy})
+    if kind == "purge":
+        if model.disabled == "retain":
+            model.disabled = "delete"
+        return Op(index, "disable", name, {"policy": "delete", "purge": True})
+    if kind == "enable":
+        model.tiered, model.disabled = True, ""
+        return Op(index, kind, name)
+    if kind == "add_partitions":
+        if model.partitions >= 4:
+            return Op(index, "produce", name, {"partition": rng.randrange(model.partitions), **_batch(rng)})
+        model.partitions += 1
+        return Op(index, kind, name, {"total": model.partitions})
+    if kind == "delete":
+        model.exists = False
+        return Op(index, kind, name)
+    # recreate: delete, then create the same name anew (a new topic id)
+    tiered = rng.random() < 0.85
+    model.exists, model.tiered, model.disabled, model.partitions = True, tiered, "", rng.randint(1, 3)
+    return Op(index, "recreate", name, {"partitions": model.partitions, "tiered": tiered})
+
+
+def _batch(rng: random.Random) -> dict[str, Any]:
+    return {"records": rng.randint(10, 60), "size": rng.choice((100, 200, 400))}  # ~8 KiB: segments of 4 KiB roll
+
+
+def _fault(
+    rng: random.Random, at: int, brokers: int, controllers: int, crash_points: Sequence[str], broker_down: bool
+) -> Fault:
+    kind = _pick(rng, _FAULTS)
+    if kind == "kill" and broker_down:
+        kind = "s3"
+    if kind in ("kill", "pause"):
+        role = rng.choice(("controller", "broker"))
+        target = rng.choice((-1, *range(controllers))) if role == "controller" else rng.randint(1, brokers)
+        if kind == "kill":
+            return Fault(at, kind, role, target, {"restart_after": rng.choice((0, 0, 1, 2))})
+        return Fault(at, kind, role, target, {"duration_s": round(rng.uniform(0.3, 2.0), 2)})
+    if kind == "crash_point":
+        point = rng.choice(list(crash_points))
+        role = point.split(".", 1)[0]
+        target = -1 if role == "controller" else rng.randint(1, brokers)
+        return Fault(at, kind, role, target, {"point": point, "hit": rng.choice((1, 1, 2))})
+    if kind == "s3":
+        args: dict[str, Any] = {
+            "fault": rng.choice(S3_FAULT_KINDS),
+            "operation": rng.choice(S3_OPERATIONS),
+            "probability": rng.choice((0.3, 0.6, 1.0)),
+            "duration_s": round(rng.uniform(0.5, 3.0), 2),
+        }
+        if args["fault"] == "slow":
+            args["delay_s"] = round(rng.uniform(0.1, 0.8), 2)
+        return Fault(at, kind, args=args)
+    mode = rng.choice(LINK_MODES)
+    link = rng.choice(("to_broker", "to_controller"))
+    b = rng.randint(1, brokers)
+    link_args: dict[str, Any] = {"link": link, "broker": b, "mode": mode, "duration_s": round(rng.uniform(0.5, 3.0), 2)}
+    if link == "to_controller":
+        link_args["controller"] = rng.randrange(controllers)
+    if mode == "delay":
+        link_args["delay_s"] = round(rng.uniform(0.05, 0.5), 2)
+    return Fault(at, "link", args=link_args)
+
+
+def generate(
+    seed: int,
+    *,
+    operations: int = 20,
+    brokers: int = 3,
+    controllers: int = 2,
+    fault_rate: float = 0.35,
+    crash_points: Sequence[str] = (),
+) -> Scenario:
+    """The scenario of ``seed``: ``operations`` operations and, before each, a fault with ``fault_rate`` odds."""
+    rng = random.Random(seed)
+    names = {n: _Name() for n in TOPIC_NAMES}
+    ops: list[Op] = []
+    faults: list[Fault] = []
+    broker_down_until = -1  # op index until which a killed (or decommissioned) broker stays down
+    for i in range(operations):
+        op = _op(rng, i, names, brokers)
+        if op.kind == "decommission":
+            if i < broker_down_until:
+                op = Op(i, "settle", "", {"seconds": 0.5})
+            else:
+                broker_down_until = i + op.args["dead_for"]
+        ops.append(op)
+        if i > 0 and rng.random() < fault_rate:
+            points = crash_points or ("none",)
+            fault = _fault(rng, i, brokers, controllers, points, broker_down=i < broker_down_until)
+            if fault.kind == "crash_point" and not crash_points:
+                continue
+            if fault.kind == "kill" and fault.role == "broker":
+                broker_down_until = max(broker_down_until, i + fault.args["restart_after"])
+            faults.append(fault)
+    return Scenario(seed, brokers, controllers, tuple(ops), tuple(faults))
