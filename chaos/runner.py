@@ -70,11 +70,12 @@ CONTROLLER_SETTINGS = {
     "controller": {"lease_ttl_ms": 1500},
     "membership": {"session_timeout_ms": 2500},
     "disablement": {"request_timeout_ms": 2000, "repoll_ms": 100},
-    # Snapshots often enough that a run writes some (and can crash in one), all kept so the log is never cut
-    # before the run has read it.
-    "snapshots": {"every_records": 150, "retained": 1000},
+    # Snapshots often enough that a run writes some (and can crash in one). A snapshot lets the records before
+    # the oldest one kept go: the run tails the log every TAIL_INTERVAL_S so it has read them first.
+    "snapshots": {"every_records": 40, "retained": 2},
 }
 OP_TIMEOUT_S = 20.0
+TAIL_INTERVAL_S = 0.05
 CLIENT_TIMEOUT_S = 5.0
 SENTINELS = (
     "outside/keep.bin",
@@ -151,6 +152,9 @@ class Run:
         self.crash_points_hit: list[str] = []
         self._op_index = 0
         self.ops_failed = 0
+        self._stop_tailing = threading.Event()
+        self._tail_lock = threading.Lock()
+        self._tailer = threading.Thread(target=self._tail_loop, name="chaos-log-tail", daemon=True)
 
     # -- set-up and tear-down ---------------------------------------------------------------------------------
 
@@ -174,6 +178,7 @@ class Run:
             controller_overrides=CONTROLLER_SETTINGS,
         )
         self.bootstrap = state.bootstrap_server
+        self._tailer.start()
         self.sentinels = frozenset(s.format(prefix=PREFIX) for s in SENTINELS)
         for key in self.sentinels:
             self._direct_s3.put_object(Bucket=BUCKET, Key=key, Body=b"not a topic's: never touched")
@@ -181,6 +186,9 @@ class Run:
         self.history.record("start", seed=self.seed, schedule=self.scenario.schedule())
 
     def close(self) -> None:
+        self._stop_tailing.set()
+        if self._tailer.is_alive():
+            self._tailer.join(timeout=10)
         for t in self._timers:
             t.cancel()
         with contextlib.suppress(Exception):
@@ -325,10 +333,11 @@ class Run:
                 self._later(f.args["duration_s"], lambda: self._resume(key, p.pid))
         elif f.kind == "crash_point":
             point = f"{f.args['point']}@{f.args['hit']}"
+            # Every process of the role is armed: which one reaches the moment first is up to the cluster.
             targets = (
                 [("controller", lc.CONTROLLER_ID_BASE + i) for i in range(self.scenario.controllers)]
                 if f.role == "controller"
-                else [("broker", f.target)]
+                else [("broker", b) for b in range(1, self.scenario.brokers + 1)]
             )
             for key in targets:
                 if key in self._paused or key in self._down:
@@ -440,11 +449,20 @@ class Run:
             if is_ours(p):
                 os.kill(p.pid, signal.SIGCONT)
         self.history.record("heal")
-        self._revive(healing=True)
-        for key in sorted(self._armed):
+        # Armed processes stay armed through the first wait: the work finishing is often the moment a crash point
+        # names (a crash then is one more fault healed). Then they are restarted unarmed, and the wait repeats.
+        unfinished = self._converge(self.heal_timeout_s)
+        still_armed = sorted(self._armed)
+        for key in still_armed:
             self._restart(key)
-        self._revive(healing=True)
-        deadline = time.monotonic() + self.heal_timeout_s
+        if still_armed:
+            unfinished = self._converge(self.heal_timeout_s)
+        self.history.record("healed", unfinished=unfinished)
+        return unfinished
+
+    def _converge(self, timeout_s: float) -> list[str]:
+        """Wait until nothing is left unfinished (restarting what dies meanwhile); what was left when it gave up."""
+        deadline = time.monotonic() + timeout_s
         unfinished: list[str] = ["not looked at yet"]
         while time.monotonic() < deadline:
             self._revive(healing=True)
@@ -455,7 +473,6 @@ class Run:
             if not unfinished:
                 break
             time.sleep(0.5)
-        self.history.record("healed", unfinished=unfinished)
         return unfinished
 
     async def _unfinished(self, c: TieredClient) -> list[str]:
@@ -473,8 +490,20 @@ class Run:
                     out.append(f"{t['name']}-{p['partition_index']} has no leader")
         return out
 
+    def _tail_loop(self) -> None:
+        """Read the metadata log as it grows, so a snapshot never lets records go before the run saw them."""
+        failures = 0
+        while not self._stop_tailing.wait(TAIL_INTERVAL_S):
+            try:
+                self._tail_log()
+                failures = 0
+            except Exception as exc:  # a busy or locked store: read again next tick; a persistent error is shown
+                failures += 1
+                if failures in (1, 100):
+                    self.history.record("tail_failed", error=f"{type(exc).__name__}: {exc}", failures=failures)
+
     def _tail_log(self) -> None:
-        with SqliteMetadataStore(self.cluster_dir / "metadata.db", recover_on_open=False) as store:
+        with self._tail_lock, SqliteMetadataStore(self.cluster_dir / "metadata.db", recover_on_open=False) as store:
             start = store.start_offset()
             if start > self._next_offset:
                 self.log_gaps.append((self._next_offset, start - 1))

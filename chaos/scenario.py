@@ -14,8 +14,10 @@ seconds where that applies:
 
 * ``kill``: SIGKILL of a controller or broker, restarted ``restart_after`` operations later (0: at once);
 * ``pause``: SIGSTOP, then SIGCONT after ``duration_s``;
-* ``crash_point``: the target restarted with a named crash point armed (:mod:`orchestrator.crash_points`); it dies
-  there when the point is reached, and is restarted unarmed as soon as the run sees it dead;
+* ``crash_point``: every controller (or every broker) restarted with a named crash point armed
+  (:mod:`orchestrator.crash_points`); the one that reaches it dies there and is restarted unarmed as soon as the run
+  sees it dead. The next operations are the ones that reach that moment (a disable, a delete, a produce and a pause
+  for tiering: ``_TRIGGERS``);
 * ``s3``: S3 faults (SlowDown, InternalError, reset, slow) on one operation family or all, for ``duration_s``;
 * ``link``: a link between brokers and controllers dropped, delayed, reset or cut one way, for ``duration_s``.
 
@@ -168,7 +170,7 @@ def _fault(
         point = rng.choice(list(crash_points))
         role = point.split(".", 1)[0]
         target = -1 if role == "controller" else rng.randint(1, brokers)
-        return Fault(at, kind, role, target, {"point": point, "hit": rng.choice((1, 1, 2))})
+        return Fault(at, kind, role, target, {"point": point, "hit": 1})
     if kind == "s3":
         args: dict[str, Any] = {
             "fault": rng.choice(S3_FAULT_KINDS),
@@ -190,6 +192,39 @@ def _fault(
     return Fault(at, "link", args=link_args)
 
 
+# What makes each crash point's moment come soon after it is armed: the operations forced after the fault.
+_TRIGGERS = {
+    "controller.after_epoch_bump": ("disable",),
+    "controller.before_disable_send": ("disable",),
+    "controller.after_ack_before_disabled": ("disable",),
+    "broker.before_disable_ack": ("disable",),
+    "broker.mid_delete_batch": ("produce", "settle", "disable_delete"),
+    "controller.after_topic_removed": ("produce", "settle", "delete"),
+    "broker.mid_partition_delete": ("produce", "settle", "delete"),
+    "broker.after_upload_before_rlmm": ("produce", "settle"),
+    "controller.mid_snapshot": ("produce",),
+}
+
+
+def _forced(rng: random.Random, index: int, kind: str, names: dict[str, _Name]) -> Op | None:
+    """A triggering operation on a tiered topic (None when no topic is tiered: the generator picks freely)."""
+    tiered = [n for n, m in names.items() if m.exists and m.tiered]
+    if kind == "settle":
+        return Op(index, "settle", "", {"seconds": 3.0})  # a restarted broker registers once its old session ends
+    if not tiered:
+        return None
+    name = rng.choice(tiered)
+    model = names[name]
+    if kind == "produce":
+        return Op(index, "produce", name, {"partition": rng.randrange(model.partitions), **_batch(rng)})
+    if kind == "delete":
+        model.exists = False
+        return Op(index, "delete", name)
+    policy = "delete" if kind == "disable_delete" else rng.choice(("retain", "delete"))
+    model.tiered, model.disabled = False, policy
+    return Op(index, "disable", name, {"policy": policy})
+
+
 def generate(
     seed: int,
     *,
@@ -205,8 +240,9 @@ def generate(
     ops: list[Op] = []
     faults: list[Fault] = []
     broker_down_until = -1  # op index until which a killed (or decommissioned) broker stays down
+    forced: list[str] = []
     for i in range(operations):
-        op = _op(rng, i, names, brokers)
+        op = (_forced(rng, i, forced.pop(0), names) if forced else None) or _op(rng, i, names, brokers)
         if op.kind == "decommission":
             if i < broker_down_until:
                 op = Op(i, "settle", "", {"seconds": 0.5})
@@ -220,5 +256,7 @@ def generate(
                 continue
             if fault.kind == "kill" and fault.role == "broker":
                 broker_down_until = max(broker_down_until, i + fault.args["restart_after"])
+            if fault.kind == "crash_point":
+                forced = list(_TRIGGERS.get(fault.args["point"], ()))
             faults.append(fault)
     return Scenario(seed, brokers, controllers, tuple(ops), tuple(faults))
