@@ -30,10 +30,10 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
+
+from chaos.threads import ThreadSet
 
 Mode = Literal["pass", "delay", "drop", "drop_in", "drop_out", "reset"]
 MODES: Final[frozenset[str]] = frozenset(get_args(Mode))
@@ -81,7 +81,7 @@ class LinkProxy:
         self._delay_s = 0.0
         self._lock = threading.Lock()
         self._connections: set[_Connection] = set()
-        self._threads: set[threading.Thread] = set()
+        self._threads = ThreadSet()
         self._closing = threading.Event()
         self.connections = 0  # accepted
         self.bytes_relayed = 0
@@ -90,7 +90,7 @@ class LinkProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.settimeout(_ACCEPT_POLL_S)
         self.port: int = self._listener.getsockname()[1]
-        self._start(self._accept_loop, f"link-{name}-accept")
+        self._threads.start(self._accept_loop, f"link-{name}-accept")
 
     def __repr__(self) -> str:
         return f"LinkProxy({self.name!r}, 127.0.0.1:{self.port} -> {self.target[0]}:{self.target[1]}, {self._mode})"
@@ -123,14 +123,7 @@ class LinkProxy:
             live = list(self._connections)
         for conn in live:
             self._reset(conn)
-        deadline = time.monotonic() + _JOIN_S
-        while time.monotonic() < deadline:  # again until none is left: a thread may start one as it ends
-            with self._lock:
-                threads = list(self._threads)
-            if not threads:
-                return
-            for t in threads:
-                t.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._threads.join_all(_JOIN_S)
 
     def __enter__(self) -> LinkProxy:
         return self
@@ -140,23 +133,9 @@ class LinkProxy:
 
     def live_threads(self) -> int:
         """How many of the proxy's threads still run (0 once :meth:`close` returned, unless a join timed out)."""
-        with self._lock:
-            return sum(t.is_alive() for t in self._threads)
+        return self._threads.live()
 
     # -- threads ------------------------------------------------------------------------------------------------
-
-    def _start(self, target: Callable[..., None], name: str, *args: object) -> None:
-        t = threading.Thread(target=self._run, args=(target, *args), name=name, daemon=True)
-        with self._lock:
-            self._threads.add(t)
-            t.start()  # under the lock: close() never sees a thread it cannot join yet
-
-    def _run(self, target: Callable[..., None], *args: object) -> None:
-        try:
-            target(*args)
-        finally:
-            with self._lock:
-                self._threads.discard(threading.current_thread())
 
     def _accept_loop(self) -> None:
         while not self._closing.is_set():
@@ -194,9 +173,9 @@ class LinkProxy:
                 if upstream is not None:
                     reset_socket(upstream)
                 return
-            self._start(self._pump, f"link-{self.name}-in", conn, "in")
+            self._threads.start(self._pump, f"link-{self.name}-in", conn, "in")
             if upstream is not None:
-                self._start(self._pump, f"link-{self.name}-out", conn, "out")
+                self._threads.start(self._pump, f"link-{self.name}-out", conn, "out")
 
     def _pump(self, conn: _Connection, direction: Direction) -> None:
         src = conn.client if direction == "in" else conn.upstream

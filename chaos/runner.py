@@ -56,7 +56,8 @@ from remote_storage.s3 import make_s3_client
 
 T = TypeVar("T")
 
-BROKER_SETTINGS = {
+# The fast timings of a test cluster; tests/support/live_cluster.py uses them too.
+FAST_BROKER = {
     "broker": {
         "heartbeat_interval_ms": 200,
         "metadata_poll_ms": 50,
@@ -66,10 +67,13 @@ BROKER_SETTINGS = {
         "request_timeout_ms": 3000,
     }
 }
-CONTROLLER_SETTINGS = {
+FAST_CONTROLLER = {
     "controller": {"lease_ttl_ms": 1500},
     "membership": {"session_timeout_ms": 2500},
     "disablement": {"request_timeout_ms": 2000, "repoll_ms": 100},
+}
+CONTROLLER_SETTINGS = {
+    **FAST_CONTROLLER,
     # Snapshots often enough that a run writes some (and can crash in one). A snapshot lets the records before
     # the oldest one kept go: the run tails the log every TAIL_INTERVAL_S so it has read them first.
     "snapshots": {"every_records": 40, "retained": 2},
@@ -174,7 +178,7 @@ class Run:
             s3_endpoint=self.proxy.url,
             bucket=BUCKET,
             prefix=PREFIX,
-            broker_overrides=BROKER_SETTINGS,
+            broker_overrides=FAST_BROKER,
             controller_overrides=CONTROLLER_SETTINGS,
         )
         self.bootstrap = state.bootstrap_server
@@ -408,12 +412,14 @@ class Run:
         self._crash_lines_seen = len(lines)
         return new
 
-    def _revive(self, *, healing: bool = False) -> None:
-        """Restart what died at a crash point or is due back; report what died for no reason the run knows."""
+    def _read_crashes(self) -> None:
         for c in self._crashes():
             self._crashed_pids.add(c["pid"])
             self.crash_points_hit.append(c["point"])
             self.history.record("crash_point_hit", point=c["point"], pid=c["pid"], hit=c.get("hit"))
+
+    def _revive(self, *, healing: bool = False) -> None:
+        """Restart what died at a crash point or is due back; report what died for no reason the run knows."""
         state = LocalClusterState.load(self.cluster_dir)
         for p in state.processes:
             key = (p.role, p.id)
@@ -422,6 +428,7 @@ class Run:
             due = self._down.get(key)
             if due is not None and due > self._op_index and not healing:
                 continue
+            self._read_crashes()  # read after the process was seen dead: its record line, written first, is there
             if due is None and p.pid not in self._crashed_pids:
                 tail = "\n".join(Path(p.log).read_text(errors="replace").splitlines()[-12:]) if p.log else ""
                 why = f"{p.role} {p.id} (pid {p.pid}) exited, killed by no fault of the run"
@@ -514,6 +521,7 @@ class Run:
 
     def observe(self, unfinished: list[str]) -> ck.Observation:
         self._tail_log()
+        self._read_crashes()
         assert self.proxy is not None
         with SqliteMetadataStore(self.cluster_dir / "metadata.db", recover_on_open=False) as store:
             rlmm = [_rlmm(e.record) for e in store.read_remote_log_metadata()]

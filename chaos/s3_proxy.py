@@ -46,6 +46,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Literal, get_args
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from chaos.threads import ThreadSet
+
 FaultKind = Literal["slowdown", "internal", "reset", "slow"]
 FAULT_KINDS: Final[frozenset[str]] = frozenset(get_args(FaultKind))
 MUTATING: Final[frozenset[str]] = frozenset(
@@ -209,7 +211,7 @@ class _Server(ThreadingHTTPServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         self.proxy._track_connection(request, add=True)
-        self.proxy._start(self.process_request_thread, "s3-proxy-request", request, client_address)
+        self.proxy._threads.start(self.process_request_thread, "s3-proxy-request", request, client_address)
 
     def shutdown_request(self, request: Any) -> None:
         self.proxy._track_connection(request, add=False)
@@ -350,12 +352,12 @@ class S3FaultProxy:
         self._mutations: list[Mutation] = []
         self.errors = 0  # requests that failed inside the proxy (a bug, or a client gone mid-answer)
         self._closing = threading.Event()
-        self._threads: set[threading.Thread] = set()
+        self._threads = ThreadSet()
         self._connections: set[socket.socket] = set()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.proxy = self
         self.port: int = self._server.server_address[1]
-        self._start(self._server.serve_forever, "s3-proxy-serve", 0.1)
+        self._threads.start(self._server.serve_forever, "s3-proxy-serve", 0.1)
 
     @property
     def url(self) -> str:
@@ -412,14 +414,7 @@ class S3FaultProxy:
         for sock in connections:  # wakes the threads waiting for a keep-alive connection's next request
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        deadline = time.monotonic() + _JOIN_S
-        while time.monotonic() < deadline:  # again until none is left: a thread may start one as it ends
-            with self._lock:
-                threads = list(self._threads)
-            if not threads:
-                return
-            for t in threads:
-                t.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._threads.join_all(_JOIN_S)
 
     def __enter__(self) -> S3FaultProxy:
         return self
@@ -429,23 +424,9 @@ class S3FaultProxy:
 
     def live_threads(self) -> int:
         """How many of the proxy's threads still run (0 once :meth:`close` returned, unless a join timed out)."""
-        with self._lock:
-            return sum(t.is_alive() for t in self._threads)
+        return self._threads.live()
 
     # -- for the server and its handlers ---------------------------------------------------------------------------
-
-    def _start(self, target: Any, name: str, *args: Any) -> None:
-        def run() -> None:
-            try:
-                target(*args)
-            finally:
-                with self._lock:
-                    self._threads.discard(threading.current_thread())
-
-        t = threading.Thread(target=run, name=name, daemon=True)
-        with self._lock:
-            self._threads.add(t)
-            t.start()  # under the lock: close() never sees a thread it cannot join yet
 
     def _track_connection(self, sock: socket.socket, *, add: bool) -> None:
         with self._lock:

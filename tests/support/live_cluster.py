@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from chaos.runner import FAST_BROKER, FAST_CONTROLLER
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
 from orchestrator.local.security import LocalSecurity
@@ -22,22 +23,6 @@ from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.client_security import ClientSecurity
 
 T = TypeVar("T")
-
-FAST_BROKER = {
-    "broker": {
-        "heartbeat_interval_ms": 200,
-        "metadata_poll_ms": 50,
-        "tiering_interval_ms": 200,
-        "segment_bytes": 4096,
-        "segment_ms": 600_000,
-        "request_timeout_ms": 3000,
-    }
-}
-FAST_CONTROLLER = {
-    "controller": {"lease_ttl_ms": 1500},
-    "membership": {"session_timeout_ms": 2500},
-    "disablement": {"request_timeout_ms": 2000, "repoll_ms": 100},
-}
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
