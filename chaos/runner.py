@@ -80,6 +80,7 @@ CONTROLLER_SETTINGS = {
 }
 OP_TIMEOUT_S = 20.0
 TAIL_INTERVAL_S = 0.05
+_STATE_RECORDS = frozenset({"TopicRecord", "RemoveTopicRecord", "TieredStateRecord", "UnregisterBrokerRecord"})
 CLIENT_TIMEOUT_S = 5.0
 SENTINELS = (
     "outside/keep.bin",
@@ -518,6 +519,9 @@ class Run:
             for e in store.read(from_offset=self._next_offset):
                 self.log_records.append(ck.LogRecord(e.offset, e.controller_epoch, e.record.name, e.record.fields))
                 self._next_offset = e.offset + 1
+                if e.record.name in _STATE_RECORDS:  # the state changes, in the history beside what caused them
+                    fields = {k: str(v) if k == "topic_id" else v for k, v in e.record.fields.items()}
+                    self.history.record("state", offset=e.offset, record=e.record.name, **fields)
 
     def observe(self, unfinished: list[str]) -> ck.Observation:
         self._tail_log()
@@ -529,7 +533,8 @@ class Run:
         keys = frozenset(o["Key"] for page in pages for o in page.get("Contents", []))
         topics = self._call(self._topics_at_end, timeout_s=120)
         mutations = tuple(ck.Mutation(m.time_ms, m.operation, m.key, m.status) for m in self.proxy.mutations())
-        self.history.record("observed", bucket_objects=len(keys), topics=[t.name for t in topics])
+        listing = Counter(k.split("/", 2)[1] if k.startswith(PREFIX) else "(outside the prefix)" for k in keys)
+        self.history.record("observed", bucket_objects=dict(listing), topics=[t.name for t in topics])
         return ck.Observation(
             prefix=PREFIX,
             log=tuple(self.log_records),
