@@ -626,8 +626,10 @@ def run_seed(
     fault_rate: float = 0.35,
     keep: bool = False,
     log: Callable[[str], None] = lambda _m: None,
+    tamper: Callable[[Run], None] | None = None,
 ) -> RunResult:
-    """Generate the scenario of ``seed``, run it, heal, observe and check."""
+    """Generate the scenario of ``seed``, run it, heal, observe and check. ``tamper`` (for the suite's own tests)
+    is called between healing and observing, to plant a defect the checker must find."""
     scenario = generate(
         seed,
         operations=operations,
@@ -643,6 +645,8 @@ def run_seed(
         run.start()
         run.execute()
         unfinished = run.heal()
+        if tamper is not None:
+            tamper(run)
         obs = run.observe(unfinished)
         violations = [*run.unexpected, *ck.check(obs)]
     except Exception as exc:  # the run itself failed: that is reported as a violation, with the history kept

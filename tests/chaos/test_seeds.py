@@ -6,10 +6,13 @@ prints the seed, its fault schedule and the history excerpt of each violation; t
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from chaos.report import violation_report
-from chaos.runner import run_seed
+from chaos.runner import BUCKET, Run, run_seed
+from remote_storage.s3 import make_s3_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -23,3 +26,24 @@ def test_a_seeded_run_under_faults_keeps_every_invariant(seed: int) -> None:
     result = run_seed(seed, operations=OPERATIONS, brokers=2, controllers=2, fault_rate=0.5)
     assert not result.violations, violation_report(result)
     assert sum(result.faults.values()) > 0, "the seed injected faults"
+
+
+def test_a_defect_planted_in_a_live_run_is_found_and_reported() -> None:
+    """The whole pipeline can fail: objects written and deleted outside every topic's prefix, through the same S3
+    endpoint the brokers use, and an acknowledged record's partition emptied behind the cluster's back."""
+
+    def tamper(run: Run) -> None:
+        assert run.proxy is not None
+        s3 = make_s3_client(endpoint_url=run.proxy.url)
+        s3.put_object(Bucket=BUCKET, Key="stray/object.bin", Body=b"x")
+        s3.delete_object(Bucket=BUCKET, Key="outside/keep.bin")
+
+    result = run_seed(FIXED_SEEDS[0], operations=OPERATIONS, brokers=2, controllers=2, fault_rate=0.0, tamper=tamper)
+    found = {(v.invariant, v.message) for v in result.violations}
+    assert ("5", "PutObject of 'stray/object.bin', outside every topic's prefix") in found, found
+    assert ("5", "DeleteObject of 'outside/keep.bin', outside every topic's prefix") in found, found
+    assert any(v.invariant == "5" and "sentinel" in v.message for v in result.violations), found
+    report = violation_report(result)
+    assert f"seed {FIXED_SEEDS[0]}: " in report and "history excerpt:" in report and "REGRESSION_SEEDS" in report
+    assert result.directory is not None and (result.directory / "history.jsonl").exists()
+    shutil.rmtree(result.directory)
