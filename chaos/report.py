@@ -18,5 +18,6 @@ def violation_report(result: RunResult) -> str:
         lines.append("  history excerpt:")
         lines += [f"    {dict(event)}" for event in ck.excerpt(result.history, v)]
     lines.append(f"the run's files are kept in {result.directory}")
-    lines.append(f"to keep it as a regression test: add {result.seed} to REGRESSION_SEEDS in tests/chaos/test_seeds.py")
+    size = f"({result.seed}, {result.operations}, {result.scenario.brokers})"
+    lines.append(f"to keep it as a regression test: add {size} to REGRESSION_SEEDS in tests/chaos/test_seeds.py")
     return "\n".join(lines)

@@ -16,14 +16,20 @@ from remote_storage.s3 import make_s3_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-FIXED_SEEDS = (1, 2, 3)
-REGRESSION_SEEDS: tuple[int, ...] = ()
 OPERATIONS = 12
+FIXED_SEEDS = (1, 2, 3)  # run small: 12 operations, 2 brokers, a fault before half the operations
+# Seeds that once showed a violation, with the size they showed it at (make chaos's default: 20 operations, 3 brokers):
+# 104 - a broker that died at a crash point was counted as an unexpected exit: the run read the crash records before
+#       the process died, and never again (a defect of the runner; it now reads them once the process is seen dead).
+REGRESSION_SEEDS: tuple[tuple[int, int, int], ...] = ((104, 20, 3),)
+RUNS = [(seed, OPERATIONS, 2, 0.5) for seed in FIXED_SEEDS] + [(s, ops, b, 0.35) for s, ops, b in REGRESSION_SEEDS]
 
 
-@pytest.mark.parametrize("seed", FIXED_SEEDS + REGRESSION_SEEDS)
-def test_a_seeded_run_under_faults_keeps_every_invariant(seed: int) -> None:
-    result = run_seed(seed, operations=OPERATIONS, brokers=2, controllers=2, fault_rate=0.5)
+@pytest.mark.parametrize(("seed", "operations", "brokers", "fault_rate"), RUNS)
+def test_a_seeded_run_under_faults_keeps_every_invariant(
+    seed: int, operations: int, brokers: int, fault_rate: float
+) -> None:
+    result = run_seed(seed, operations=operations, brokers=brokers, controllers=2, fault_rate=fault_rate)
     assert not result.violations, violation_report(result)
     assert sum(result.faults.values()) > 0, "the seed injected faults"
 
