@@ -400,8 +400,12 @@ class Run:
         else:
             self._armed.discard(key)
         try:
-            lc.restart(self.cluster_dir, key[0], key[1], env=env)
+            p = lc.restart(self.cluster_dir, key[0], key[1], env=env)
             self.history.record("restart", role=key[0], id=key[1], armed=armed)
+            link = self.links.to_broker.get(key[1]) if self.links is not None and key[0] == "broker" else None
+            if link is not None and link.target[1] != p.port:  # its old port was taken: it came back on another
+                link.target = ("127.0.0.1", p.port)
+                self.history.record("moved", role=key[0], id=key[1], port=p.port)
         except TieredError as exc:  # died before it was ready (a crash point reached early): the next look restarts
             self.history.record("restart_failed", role=key[0], id=key[1], armed=armed, error=str(exc)[:500])
 

@@ -32,6 +32,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -747,6 +748,8 @@ def restart(
     directory: Path, role: str, ident: int, *, timeout_s: float = 30.0, env: Mapping[str, str] | None = None
 ) -> ProcessInfo:
     """Start a stopped (or killed) process of a running cluster again, on the address it had; updates cluster.json.
+    A broker whose port was taken while it was down comes back on a new one (it registers its new address, and
+    clients follow Metadata); a controller or the embedded S3 whose port was taken is a :class:`LocalClusterError`.
     ``env`` is added to the environment it starts with (e.g. a crash point armed, :mod:`orchestrator.crash_points`);
     a process that exits before it is ready makes this raise :class:`LocalClusterError` with the end of its log.
 
@@ -761,6 +764,17 @@ def restart(
     dead = _CHILDREN.pop(p.pid, None)
     if dead is not None:  # our child that died by itself (a crash, a crash point): reaped, not left a zombie
         dead.wait(timeout=10)
+    taken = [port for port in (p.port, p.metrics_port) if port and not _port_free(port)]
+    moved: Tables | None = None
+    if taken and role != "broker":
+        raise LocalClusterError(
+            f"{role} {ident} cannot restart: its port(s) {taken} on 127.0.0.1 were taken by another process while it "
+            "was down; a controller's address is in every bootstrap list, so it cannot move. Free the port, or "
+            f"'tieredctl cluster down --dir {state.dir}' then 'cluster up' to start it anew"
+        )
+    if taken:  # a broker moves: it registers its new address, and clients follow Metadata to it
+        moved = _read_toml(Path(p.config))
+        _write_toml(Path(p.config), _with_overrides(moved, {role: {"port": 0}, "metrics": {"port": 0}}))
     if role == "s3":
         ready = Path(p.config)
         cmd = embedded_s3_command(ready, port=p.port, snapshot_dir=Path(state.dir) / SNAPSHOT_DIR)
@@ -771,5 +785,21 @@ def restart(
     proc = _spawn(cmd, Path(p.log), process_env(state) | dict(env or {}))
     p.pid = proc.pid
     state.save()
-    _wait(f"{role} {ident} to restart", ready.exists, timeout_s, Path(p.log), proc)
+    if moved is not None:
+        _Starting(p, proc, ready, moved).wait(timeout_s)  # learns the new ports and writes them into the settings
+        state.save()
+    else:
+        _wait(f"{role} {ident} to restart", ready.exists, timeout_s, Path(p.log), proc)
     return p
+
+
+def _port_free(port: int) -> bool:
+    """Whether 127.0.0.1:``port`` can be bound now. A port a process bound with port 0 is an ephemeral port: while
+    the process is down, any outgoing connection of the machine may be given it as its source port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a listener's TIME_WAIT leftovers do not count
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

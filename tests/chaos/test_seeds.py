@@ -21,6 +21,9 @@ FIXED_SEEDS = (1, 2, 3)  # run small: 12 operations, 2 brokers, a fault before h
 # Seeds that once showed a violation, with the size they showed it at (make chaos's default: 20 operations, 3 brokers):
 # 104 - a broker that died at a crash point was counted as an unexpected exit: the run read the crash records before
 #       the process died, and never again (a defect of the runner; it now reads them once the process is seen dead).
+# 130 - a broker killed while down lost its port to an outgoing connection's source port and could not restart (a
+#       defect of the local cluster's restart; it now moves the broker). It depends on which port the kernel hands
+#       out, so a seed cannot replay it: test_cluster_restart.py takes the port on purpose instead.
 REGRESSION_SEEDS: tuple[tuple[int, int, int], ...] = ((104, 20, 3),)
 RUNS = [(seed, OPERATIONS, 2, 0.5) for seed in FIXED_SEEDS] + [(s, ops, b, 0.35) for s, ops, b in REGRESSION_SEEDS]
 

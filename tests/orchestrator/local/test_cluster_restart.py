@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+from pathlib import Path
 
 import pytest
 
@@ -215,3 +217,40 @@ def test_an_unreadable_cluster_record_is_a_local_cluster_error_and_purge_still_w
         lc.status(d)
     purged = lc.down(d, purge=True)
     assert purged.deleted == [str(d / STATE_FILE)] and list(d.iterdir()) == []
+
+
+def test_a_broker_whose_port_was_taken_while_it_was_down_restarts_on_another_and_a_controller_is_refused(
+    tmp_path, moto_endpoint, bucket, cleanup
+):
+    """A port a process bound with port 0 is an ephemeral port: while the process is down, any outgoing connection
+    may get it as its source port (the fault suite found this: seed 130 of ``make chaos``). The broker comes back on
+    a new port and clients find it there; a controller, whose address is in every bootstrap list, gets a clear
+    error and nothing is started."""
+    cleanup.append(tmp_path)
+    state = _up(tmp_path, s3_endpoint=moto_endpoint, bucket=bucket)
+    _call(state, lambda c: c.create_topic("orders", partitions=2))
+    _produce(state, "orders", 2, 50)
+    broker = state.find("broker", 1)
+    lc.kill_process(broker)
+    with socket.create_server(("127.0.0.1", broker.port)) as squatter:
+        moved = lc.restart(tmp_path, "broker", 1)
+        assert moved.port != broker.port and lc.is_ours(moved)
+        assert LocalClusterState.load(tmp_path).find("broker", 1).port == moved.port
+        assert f"port = {moved.port}" in Path(moved.config).read_text()
+
+        def registered_at_new_port() -> bool:
+            md = _call(state, lambda c: c.metadata())
+            return any(b["node_id"] == 1 and b["port"] == moved.port for b in md["brokers"])
+
+        wait_until("broker 1 to register its new port", registered_at_new_port, 30)
+        values, _ = _read_all(state, "orders")
+        assert len(values) == 100, "every record, the moved broker's partition too"
+
+        controller = next(p for p in LocalClusterState.load(tmp_path).processes if p.role == "controller")
+        lc.kill_process(controller)
+        squatter.close()
+        with socket.create_server(("127.0.0.1", controller.port)):
+            with pytest.raises(LocalClusterError, match=r"taken by another process while it was down"):
+                lc.restart(tmp_path, "controller", controller.id)
+            assert not lc.is_ours(LocalClusterState.load(tmp_path).find("controller", controller.id))
+        assert lc.is_ours(lc.restart(tmp_path, "controller", controller.id)), "once the port is free it restarts"
