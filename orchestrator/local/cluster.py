@@ -20,7 +20,9 @@ Invariants:
 * Processes bind 127.0.0.1 only, on port 0: each binds a port itself and publishes it in its ready file, so no
   port chosen in advance can be taken before it is bound. ``up`` then writes the port into the process's settings
   file, so a process restarted from it (after a crash, or by a test) comes back on the same address. The same goes
-  for each controller's and broker's Prometheus endpoint (``metrics_port``; ``status`` lists its URL).
+  for each controller's and broker's Prometheus endpoint (``metrics_port``; ``status`` lists its URL). Such a port
+  is ephemeral: while its process is down an outgoing connection may be given it. ``restart`` then moves a broker
+  to a new port (it registers it; clients follow Metadata) and refuses, with the reason, to restart a controller.
 """
 
 from __future__ import annotations
