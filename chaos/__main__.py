@@ -40,6 +40,7 @@ def main(seeds: int, first: int, one: int | None, operations: int, brokers: int,
     hits: Counter[str] = Counter()
     ops = failed = violations = 0
     bad: list[int] = []
+    incomplete: list[int] = []  # seeds whose log the run could not read whole: checked on what it saw
     for n, seed in enumerate(chosen, 1):
         result = run_seed(seed, operations=operations, brokers=brokers, fault_rate=fault_rate, keep=keep)
         faults.update(result.faults)
@@ -48,6 +49,9 @@ def main(seeds: int, first: int, one: int | None, operations: int, brokers: int,
         failed += result.operations_failed
         violations += len(result.violations)
         state = "[green]ok[/]" if not result.violations else f"[red]{len(result.violations)} violation(s)[/]"
+        if result.incomplete:
+            incomplete.append(seed)
+            state += f" [yellow](not all seen: {'; '.join(v.message for v in result.incomplete)})[/]"
         injected = len(result.scenario.faults)
         console.print(
             f"[{n}/{len(chosen)}] seed {seed}: {state}, {result.operations} operations "
@@ -68,6 +72,7 @@ def main(seeds: int, first: int, one: int | None, operations: int, brokers: int,
         table.add_row(f"crash point {point}", f"{hits.get(point, 0)} hit(s)")
     table.add_row("violations", str(violations))
     table.add_row("seeds with violations", ", ".join(map(str, bad)) or "none")
+    table.add_row("seeds not seen whole (log gap)", ", ".join(map(str, incomplete)) or "none")
     table.add_row("time", f"{time.monotonic() - started:.0f} s")
     console.print(table)
     raise SystemExit(1 if violations else 0)

@@ -37,6 +37,7 @@ RETAIN, DELETE = 1, 2
 COPY_STARTED, COPY_FINISHED, DELETE_STARTED, DELETE_FINISHED = 0, 1, 2, 3
 _MUTATING_OPS = frozenset({"PutObject", "CopyObject", "CompleteMultipartUpload", "DeleteObject", "DeleteObjects"})
 _DELETES = frozenset({"DeleteObject", "DeleteObjects"})
+INCOMPLETE = "incomplete"  # the invariant name of what the run could not see, rather than what the cluster did
 
 
 @dataclass(frozen=True)
@@ -405,9 +406,10 @@ def check_converged(obs: Observation) -> list[Violation]:
 
 
 def check_log_complete(obs: Observation) -> list[Violation]:
-    """The checks above need the whole log: a gap would let a violation pass unseen, so it is reported."""
+    """The checks above need the whole log: a gap would let a violation pass unseen, so it is reported, as an
+    observation the run could not complete (:data:`INCOMPLETE`), not as a violation of the cluster's."""
     return [
-        Violation("run", f"metadata log offsets {a}..{b} were never read (a snapshot let them go first)")
+        Violation(INCOMPLETE, f"metadata log offsets {a}..{b} were never read (a snapshot let them go first)")
         for a, b in obs.log_gaps
     ]
 

@@ -79,7 +79,7 @@ CONTROLLER_SETTINGS = {
     "snapshots": {"every_records": 40, "retained": 2},
 }
 OP_TIMEOUT_S = 20.0
-TAIL_INTERVAL_S = 0.05
+TAIL_INTERVAL_S = 0.01
 _STATE_RECORDS = frozenset({"TopicRecord", "RemoveTopicRecord", "TieredStateRecord", "UnregisterBrokerRecord"})
 CLIENT_TIMEOUT_S = 5.0
 SENTINELS = (
@@ -103,6 +103,7 @@ class RunResult:
     operations_failed: int
     seconds: float
     directory: Path | None  # kept when there are violations (or when asked)
+    incomplete: list[ck.Violation]  # what the run could not observe (a log gap): not checked, not a violation
     history: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -158,7 +159,6 @@ class Run:
         self._op_index = 0
         self.ops_failed = 0
         self._stop_tailing = threading.Event()
-        self._tail_lock = threading.Lock()
         self._tailer = threading.Thread(target=self._tail_loop, name="chaos-log-tail", daemon=True)
 
     # -- set-up and tear-down ---------------------------------------------------------------------------------
@@ -234,7 +234,6 @@ class Run:
             self._revive()
             self._run_op(op)
             self._revive()
-            self._tail_log()
 
     def _run_op(self, op: Op) -> None:
         self.history.record("op", index=op.index, op=op.kind, topic=op.topic, args=op.args)
@@ -503,32 +502,48 @@ class Run:
         return out
 
     def _tail_loop(self) -> None:
-        """Read the metadata log as it grows, so a snapshot never lets records go before the run saw them."""
+        """Read the metadata log as it grows, on one connection of its own, so a snapshot (which lets the records
+        before the oldest snapshot kept go) does not take records before the run saw them. Once told to stop it
+        reads to the end one last time (retrying a busy store) and returns."""
         failures = 0
-        while not self._stop_tailing.wait(TAIL_INTERVAL_S):
-            try:
-                self._tail_log()
-                failures = 0
-            except Exception as exc:  # a busy or locked store: read again next tick; a persistent error is shown
-                failures += 1
-                if failures in (1, 100):
-                    self.history.record("tail_failed", error=f"{type(exc).__name__}: {exc}", failures=failures)
+        store: SqliteMetadataStore | None = None
+        try:
+            while True:
+                stopping = self._stop_tailing.wait(TAIL_INTERVAL_S)
+                try:
+                    if store is None:
+                        store = SqliteMetadataStore(self.cluster_dir / "metadata.db", recover_on_open=False)
+                    self._read_log(store)
+                    failures = 0
+                except Exception as exc:  # a busy or locked store: read again next tick; a persistent error is shown
+                    failures += 1
+                    if failures in (1, 100) or stopping:
+                        self.history.record("tail_failed", error=f"{type(exc).__name__}: {exc}", failures=failures)
+                    if stopping and failures < 20:
+                        continue
+                if stopping:
+                    return
+        finally:
+            if store is not None:
+                store.close()
 
-    def _tail_log(self) -> None:
-        with self._tail_lock, SqliteMetadataStore(self.cluster_dir / "metadata.db", recover_on_open=False) as store:
-            start = store.start_offset()
-            if start > self._next_offset:
-                self.log_gaps.append((self._next_offset, start - 1))
-                self._next_offset = start
-            for e in store.read(from_offset=self._next_offset):
-                self.log_records.append(ck.LogRecord(e.offset, e.controller_epoch, e.record.name, e.record.fields))
-                self._next_offset = e.offset + 1
-                if e.record.name in _STATE_RECORDS:  # the state changes, in the history beside what caused them
-                    fields = {k: str(v) if k == "topic_id" else v for k, v in e.record.fields.items()}
-                    self.history.record("state", offset=e.offset, record=e.record.name, **fields)
+    def _read_log(self, store: SqliteMetadataStore) -> None:
+        start = store.start_offset()
+        if start > self._next_offset:
+            self.log_gaps.append((self._next_offset, start - 1))
+            self._next_offset = start
+        for e in store.read(from_offset=self._next_offset):
+            self.log_records.append(ck.LogRecord(e.offset, e.controller_epoch, e.record.name, e.record.fields))
+            self._next_offset = e.offset + 1
+            if e.record.name in _STATE_RECORDS:  # the state changes, in the history beside what caused them
+                fields = {k: str(v) if k == "topic_id" else v for k, v in e.record.fields.items()}
+                self.history.record("state", offset=e.offset, record=e.record.name, **fields)
 
     def observe(self, unfinished: list[str]) -> ck.Observation:
-        self._tail_log()
+        self._stop_tailing.set()  # the tail reads to the end, then stops
+        self._tailer.join(timeout=60)
+        if self._tailer.is_alive():
+            raise RuntimeError("the metadata log's tail did not finish reading within 60 s")
         self._read_crashes()
         assert self.proxy is not None
         with SqliteMetadataStore(self.cluster_dir / "metadata.db", recover_on_open=False) as store:
@@ -658,6 +673,8 @@ def run_seed(
         run.history.record("run_failed", error=f"{type(exc).__name__}: {exc}")
     finally:
         run.close()
+    incomplete = [v for v in violations if v.invariant == ck.INCOMPLETE]
+    violations = [v for v in violations if v.invariant != ck.INCOMPLETE]
     faults = Counter(run.faults)
     if run.proxy is not None:
         for kind, n in run.proxy.faults_served.items():
@@ -675,5 +692,6 @@ def run_seed(
         run.ops_failed,
         time.monotonic() - started,
         kept,
+        incomplete,
         run.history.events,
     )
