@@ -672,7 +672,11 @@ def run_seed(
         violations = [*run.unexpected, ck.Violation("run", f"the run failed: {type(exc).__name__}: {exc}")]
         run.history.record("run_failed", error=f"{type(exc).__name__}: {exc}")
     finally:
-        run.close()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second ^C must not leave processes behind
+        try:
+            run.close()
+        finally:
+            signal.signal(signal.SIGINT, previous)
     incomplete = [v for v in violations if v.invariant == ck.INCOMPLETE]
     violations = [v for v in violations if v.invariant != ck.INCOMPLETE]
     faults = Counter(run.faults)
