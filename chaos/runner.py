@@ -120,18 +120,12 @@ class Run:
         self,
         scenario: Scenario,
         *,
-        workdir: Path | None = None,
-        keep: bool = False,
         heal_timeout_s: float = 90.0,
-        log: Callable[[str], None] = lambda _m: None,
     ) -> None:
         self.scenario = scenario
         self.seed = scenario.seed
-        self._own_dir = workdir is None
-        self.dir = Path(tempfile.mkdtemp(prefix=f"chaos-{scenario.seed}-")) if workdir is None else workdir
-        self.keep = keep
+        self.dir = Path(tempfile.mkdtemp(prefix=f"chaos-{scenario.seed}-"))
         self.heal_timeout_s = heal_timeout_s
-        self.say = log
         self.history = History(self.dir / "history.jsonl")
         self.cluster_dir = self.dir / "cluster"
         self.crash_record = self.dir / "crash-points.jsonl"
@@ -171,7 +165,6 @@ class Run:
         target = f"http://127.0.0.1:{self.s3.port}"
         self.proxy = S3FaultProxy(target, seed=self.seed)
         self._direct_s3 = make_s3_client(endpoint_url=target)
-        self.say(f"seed {self.seed}: starting a cluster ({self.scenario.brokers} brokers)")
         state = lc.up(
             self.cluster_dir,
             brokers=self.scenario.brokers,
@@ -211,8 +204,7 @@ class Run:
         self.history.close()
 
     def remove(self) -> None:
-        if self._own_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     # -- the workload -------------------------------------------------------------------------------------------
 
@@ -644,7 +636,6 @@ def run_seed(
     controllers: int = 2,
     fault_rate: float = 0.35,
     keep: bool = False,
-    log: Callable[[str], None] = lambda _m: None,
     tamper: Callable[[Run], None] | None = None,
 ) -> RunResult:
     """Generate the scenario of ``seed``, run it, heal, observe and check. ``tamper`` (for the suite's own tests)
@@ -658,7 +649,7 @@ def run_seed(
         crash_points=sorted(crash_points.POINTS),
     )
     started = time.monotonic()
-    run = Run(scenario, keep=keep, log=log)
+    run = Run(scenario)
     violations: list[ck.Violation] = []
     try:
         run.start()
