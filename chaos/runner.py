@@ -600,15 +600,17 @@ class Run:
                     e = json.loads(line)
                 except ValueError:
                     continue  # a line cut short by a kill
-                out.append(
-                    ck.ControllerEvent(
-                        _iso_ms(e["timestamp"]),
-                        e["event"],
-                        e["topic_id"],
-                        int(e["tiered_epoch"]),
-                        int(e.get("broker_id", -1)),
+                # One line per exchange (acks) or per completion batch, each listing its topics.
+                for t in e.get("topics", ()):
+                    out.append(
+                        ck.ControllerEvent(
+                            _iso_ms(e["timestamp"]),
+                            e["event"],
+                            t["topic_id"],
+                            int(t["tiered_epoch"]),
+                            int(e.get("broker_id", -1)),
+                        )
                     )
-                )
         return out
 
 

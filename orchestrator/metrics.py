@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import threading
+from collections import Counter as _Tally
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -229,14 +230,21 @@ class ControllerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.disable_requests = Counter(
             PREFIX + "disable_remote_topic_requests",
-            "DisableRemoteTopic exchanges with brokers, by result: acknowledged, in_progress, timeout, or the error "
-            "name (e.g. BROKER_NOT_AVAILABLE, STALE_TIERED_EPOCH)",
+            "DisableRemoteTopic answers from brokers, one per topic asked (a version 1 exchange asks many), by "
+            "result: acknowledged, in_progress, timeout, or the error name (e.g. BROKER_NOT_AVAILABLE, "
+            "STALE_TIERED_EPOCH)",
             ["result"],
+            registry=self.registry,
+        )
+        self.disable_exchanges = Counter(
+            PREFIX + "disable_remote_topic_exchanges",
+            "DisableRemoteTopic requests sent to brokers, by version (version 1 carries many topics, version 0 one)",
+            ["version"],
             registry=self.registry,
         )
         self.disable_request_seconds = Histogram(
             PREFIX + "disable_remote_topic_request_duration_seconds",
-            "DisableRemoteTopic round-trip time (a timed-out request counts its timeout)",
+            "DisableRemoteTopic round-trip time, per exchange (a timed-out request counts its timeout)",
             buckets=DISABLE_REQUEST_BUCKETS,
             registry=self.registry,
         )
@@ -249,9 +257,15 @@ class ControllerMetrics:
             registry=self.registry,
         )
 
-    def disable_request_done(self, result: str, seconds: float) -> None:
-        self.disable_requests.labels(result).inc()
-        self.disable_request_seconds.observe(seconds)
+    def disable_exchange_done(self, version: int, exchanges: int, results: list[str], seconds: float) -> None:
+        """``exchanges`` DisableRemoteTopic requests at ``version`` answered (or failed) in ``seconds``, with one
+        result per topic they asked about."""
+        if exchanges:
+            self.disable_exchanges.labels(str(version)).inc(exchanges)
+        for result, count in _Tally(results).items():
+            self.disable_requests.labels(result).inc(count)
+        for _ in range(exchanges):
+            self.disable_request_seconds.observe(seconds)
 
     def disablement_completed(self, policy: str, seconds: float) -> None:
         self.disablement_seconds.labels(policy).observe(max(0.0, seconds))

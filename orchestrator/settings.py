@@ -150,6 +150,14 @@ class DisablementSettings:
     # counts did not move, after the retry backoff (at least this long, growing up to 30 s)
     stall_threshold_ms: int = 60_000  # a pending broker without progress for this long is reported stalled
     max_in_flight_per_broker: int = 512  # DisableRemoteTopic requests in flight to one broker at most
+    max_topics_per_request: int = 1000  # topics one (version 1) DisableRemoteTopic request carries at most
+
+    def __post_init__(self) -> None:
+        if self.max_in_flight_per_broker < 1 or self.max_topics_per_request < 1:
+            raise SettingsError(
+                "[disablement] max_in_flight_per_broker and max_topics_per_request must be >= 1, got "
+                f"{self.max_in_flight_per_broker} and {self.max_topics_per_request}"
+            )
 
 
 @dataclass(frozen=True)

@@ -224,6 +224,7 @@ class BrokerAgent:
         )
         self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
         self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff()
+        self._all_hosted_open: MetadataImage | None = None  # the image every hosted log was last found open for
         self._tiering_retry: RetryBackoff[PartitionKey] = RetryBackoff()
         self._reconciled_topic_ids: frozenset[Uuid] | None = None  # the image's topic ids at the last reconciliation
         self._next_stale_dir_check = -math.inf  # self._clock() time; the first metadata round looks
@@ -467,6 +468,11 @@ class BrokerAgent:
         await self._remove_expired_stale_dirs()
 
     async def _open_hosted_logs(self, image: MetadataImage) -> None:
+        """Open every hosted partition's log not open yet. A round whose image is the one a previous round found
+        every hosted log open for has nothing to do (images are immutable; logs close only when the image drops
+        their partition), so thousands of partitions cost a scan per metadata change, not per round."""
+        if image is self._all_hosted_open:
+            return
         not_open = [
             (topic.topic_id, p.partition_id)
             for topic in image.topics.values()
@@ -477,6 +483,8 @@ class BrokerAgent:
         for key in not_open:
             open_log = functools.partial(asyncio.to_thread, self._open_hosted_log, image, *key)
             await self._partition_work("metadata", self._open_retry, key, open_log)
+        if all(key in self.logs for key in not_open):
+            self._all_hosted_open = image
 
     def _open_hosted_log(self, image: MetadataImage, topic_id: Uuid, partition: int) -> None:
         try:
@@ -574,6 +582,8 @@ class BrokerAgent:
                 f"request for broker epoch {body['broker_epoch']}; this incarnation has {self.broker_epoch}"
             )
             return _error_body(stale, m.DisableRemoteTopicResponse)
+        if request.header.api_version >= 1:  # many topics in one request, each answered in its own entry
+            return await asyncio.to_thread(self.disable_handler.handle_topics, body)
         return await asyncio.to_thread(self.disable_handler.handle, body)
 
     async def _on_delete_remote_partitions(self, request: Request) -> m.DeleteRemotePartitionsResponse:

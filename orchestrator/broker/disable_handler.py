@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -57,6 +57,7 @@ from orchestrator.errors import (
     TieredError,
     UnknownTopicId,
     as_wire_error,
+    error_name,
 )
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
@@ -122,8 +123,16 @@ class DisableRemoteTopicHandler:
         self._fence = fence if fence is not None else ControllerEpochFence(store)
 
     def handle(self, body: m.DisableRemoteTopicRequest) -> m.DisableRemoteTopicResponse:
+        """A version 0 request: one topic."""
         try:
-            response = self._handle(body)
+            self._fence.admit(body["controller_epoch"])
+            response = self._handle_topic(
+                self._refresh_image(),
+                body["topic_id"],
+                body["tiered_epoch"],
+                body.get("partition_id", ALL_PARTITIONS),
+                body.get("assigned_partitions") or (),
+            )
         except TieredError as exc:
             wire = as_wire_error(exc)
             log.warning("disable.refused", error=wire.name, detail=wire.message)
@@ -132,12 +141,55 @@ class DisableRemoteTopicHandler:
             crash_points.reached("broker.before_disable_ack")
         return response
 
-    def _handle(self, body: m.DisableRemoteTopicRequest) -> m.DisableRemoteTopicResponse:
-        topic_id = body["topic_id"]
-        controller_epoch = body["controller_epoch"]
-        tiered_epoch = body["tiered_epoch"]
-        self._fence.admit(controller_epoch)
-        image = self._refresh_image()
+    def handle_topics(self, body: m.DisableRemoteTopicRequest) -> m.DisableRemoteTopicResponse:
+        """A version 1 request: many topics, each answered in its own entry, in the request's order. The controller
+        epoch is checked once (a stale one refuses the whole request, changing nothing) and the image is caught up
+        with the store once, before the first topic: every topic is then checked as in version 0."""
+        try:
+            self._fence.admit(body["controller_epoch"])
+            image = self._refresh_image()
+        except TieredError as exc:
+            wire = as_wire_error(exc)
+            log.warning("disable.refused", error=wire.name, detail=wire.message, topics=len(body["topics"]))
+            return {"error_code": wire.code, "error_message": wire.message, "topics": []}
+        results: list[m.DisableTopicResult] = []
+        answered: dict[str, int] = {}  # DONE, IN_PROGRESS or an error name -> topics
+        for entry in body["topics"]:
+            topic_id = entry["topic_id"]
+            try:
+                answer = self._handle_topic(
+                    image,
+                    topic_id,
+                    entry["tiered_epoch"],
+                    ALL_PARTITIONS,
+                    entry["assigned_partitions"] or (),
+                    batched=True,
+                )
+            except TieredError as exc:
+                wire = as_wire_error(exc)
+                log.info("disable.refused", topic_id=str(topic_id), error=wire.name, detail=wire.message)
+                answer = {"error_code": wire.code, "error_message": wire.message}
+            if answer["error_code"] == 0:
+                outcome = DisableStatus(answer.get("status", DisableStatus.DONE)).name
+            else:  # refused, or the job's failure (answered once, then the job restarts)
+                outcome = error_name(answer["error_code"])
+            answered[outcome] = answered.get(outcome, 0) + 1
+            results.append(_topic_result(topic_id, answer))
+        log.info("disable.batch", topics=len(body["topics"]), answered=answered)
+        if answered.get(DisableStatus.DONE.name):
+            crash_points.reached("broker.before_disable_ack")
+        return {"error_code": 0, "topics": results}
+
+    def _handle_topic(
+        self,
+        image: MetadataImage,
+        topic_id: Uuid,
+        tiered_epoch: int,
+        wanted: int,
+        assigned_partitions: Iterable[int],
+        *,
+        batched: bool = False,
+    ) -> m.DisableRemoteTopicResponse:
         topic = image.topics.get(topic_id)
         if topic is None:
             raise UnknownTopicId(f"topic id {topic_id} is not in this broker's metadata")
@@ -150,7 +202,6 @@ class DisableRemoteTopicHandler:
                 f"at epoch {topic.tiered_epoch}"
             )
         key = (topic_id, tiered_epoch)
-        wanted = body.get("partition_id", ALL_PARTITIONS)
         led = sorted(
             p.partition_id
             for p in topic.partitions.values()
@@ -158,7 +209,7 @@ class DisableRemoteTopicHandler:
         )
         assigned: list[int] = []
         if topic.policy == DisablePolicy.DELETE:
-            named = set(body.get("assigned_partitions") or ())
+            named = set(assigned_partitions)
             assigned = sorted(
                 p for p in named if p in topic.partitions and p not in led and wanted in (ALL_PARTITIONS, p)
             )
@@ -188,7 +239,8 @@ class DisableRemoteTopicHandler:
             self._jobs[key] = job
             where = {"topic_id": str(topic_id), "tiered_epoch": tiered_epoch}
             restarted = {"restarted_after": failed.get("error_message")} if failed is not None else {}
-            log.info(
+            # A batched request logs one summary line instead (handle_topics); a restart is always worth a line.
+            (log.info if failed is not None or not batched else log.debug)(
                 "disable.started",
                 **where,
                 policy=topic.policy.name,
@@ -203,7 +255,7 @@ class DisableRemoteTopicHandler:
             ):
                 job.partitions_done = len(led)
                 job.done = True
-                log.info("disable.done", **where, segments_deleted=0)
+                (log.debug if batched else log.info)("disable.done", **where, segments_deleted=0)
             else:
                 self._run(lambda: self._work(job, led, assigned))
             # The failure the last job ended with is this request's answer: the controller records it and backs
@@ -339,3 +391,18 @@ class DisableRemoteTopicHandler:
             )
         with self._lock:
             job.partitions_done += 1
+
+
+def _topic_result(topic_id: Uuid, answer: m.DisableRemoteTopicResponse) -> m.DisableTopicResult:
+    """One topic's answer (a version 0 response body) as its entry of a version 1 response."""
+    return m.DisableTopicResult(
+        topic_id=topic_id,
+        error_code=answer["error_code"],
+        error_message=answer.get("error_message"),
+        status=answer.get("status", int(DisableStatus.DONE)),
+        tiered_epoch=answer.get("tiered_epoch", -1),
+        partitions_total=answer.get("partitions_total", 0),
+        partitions_done=answer.get("partitions_done", 0),
+        segments_deleted=answer.get("segments_deleted", 0),
+        segments_remaining=answer.get("segments_remaining", 0),
+    )

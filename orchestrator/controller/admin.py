@@ -8,7 +8,8 @@ into the records of ONE append; partition records come from ``partitions.py``.
 Invariants:
 * A request that fails validation writes nothing for that topic (or resource): the error is in its entry of the
   response. A deposed controller's :class:`StaleControllerEpoch` is never such an error: it propagates.
-* One request's change to one topic (or resource) is one append: all of it is written, or none.
+* One request's change to one topic (or resource) is written whole or not at all: it is in one append. A config
+  request's accepted resources share one append (bulk disablement), so a failed append writes none of them.
 * AlterConfigs and IncrementalAlterConfigs go through the same validation and tiering state machine; AlterConfigs
   (Kafka's non-incremental API) resets every config set on the topic that it does not name.
 * A write that can finish a disablement (partitions added while DISABLING, a config change) is followed by
@@ -18,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 import structlog
@@ -293,19 +295,25 @@ class AdminApi:
     def _alter_configs(
         self, changes: Sequence[tuple[int, str, OpsFor]], *, validate_only: bool
     ) -> list[m.AlterConfigsResourceResponse]:
-        """Each resource's operations (built from its current configs), applied one resource at a time."""
+        """Each resource's operations (built from its current configs), planned one resource at a time against the
+        same image (a resource named twice is refused, so no two plans touch one topic), then every accepted
+        resource's records appended in ONE append: a bulk change (tiering off for thousands of topics) costs one
+        store transaction, not one per topic; each topic's change is still written whole or not at all."""
         self._state.refresh()
         resources = [(rtype, rname) for rtype, rname, _ in changes]
+        named = Counter(resources)
         results: list[m.AlterConfigsResourceResponse] = []
-        wrote = False
+        plans: list[tuple[TopicImage, tiering.TieringPlan]] = []
         for (rtype, rname, ops_for), key in zip(changes, resources, strict=True):
             result = m.AlterConfigsResourceResponse(resource_type=rtype, resource_name=rname)
             try:
-                if resources.count(key) > 1:
+                if named[key] > 1:
                     raise InvalidRequest(f"resource {rname} (type {rtype}) appears more than once in the request")
                 if rtype != ConfigResourceType.TOPIC:
                     raise InvalidRequest(f"only topic configs (resource type 2) can be altered, not type {rtype}")
-                wrote |= self._alter_topic_configs(rname, ops_for, validate_only=validate_only)
+                planned = self._plan_topic_configs(rname, ops_for)
+                if planned is not None and not validate_only:
+                    plans.append(planned)
                 result.update({"error_code": 0, "error_message": None})
             except StaleControllerEpoch:
                 raise
@@ -313,26 +321,31 @@ class AdminApi:
                 log.info("topic.configs_refused", topic=rname, error=exc.name, detail=exc.message)
                 result.update({"error_code": exc.code, "error_message": exc.message})
             results.append(result)
-        if wrote:
+        if plans:
+            self._state.append([r for _, plan in plans for r in plan.records])
+            if any(plan.changes_state and plan.after.state == TieredState.DISABLING for _, plan in plans):
+                crash_points.reached("controller.after_epoch_bump")
+            for topic, plan in plans:
+                self._log_altered(topic, plan)
             self._driver.complete_finished()
         return results
 
-    def _alter_topic_configs(self, name: str, ops_for: OpsFor, *, validate_only: bool) -> bool:
-        state = self._state
-        image = state.image
+    def _plan_topic_configs(self, name: str, ops_for: OpsFor) -> tuple[TopicImage, tiering.TieringPlan] | None:
+        """The records that apply ``ops_for`` to topic ``name`` (None: nothing to write); raises its Kafka error."""
+        image = self._state.image
         topic = topic_for(image, name=name)
         current = image.topic_configs(name)
         plan = tiering.plan(topic, current, ops_for(current))
-        if validate_only or not plan.records:
-            return False
-        state.append(plan.records)
-        if plan.changes_state and plan.after.state == TieredState.DISABLING:
-            crash_points.reached("controller.after_epoch_bump")
-        log.info("topic.configs_altered", topic=name, topic_id=str(topic.topic_id), records=len(plan.records))
-        if plan.changes_state:
+        return (topic, plan) if plan.records else None
+
+    def _log_altered(self, topic: TopicImage, plan: tiering.TieringPlan) -> None:
+        state = self._state
+        if not plan.changes_state:
+            log.info("topic.configs_altered", topic=topic.name, topic_id=str(topic.topic_id), records=len(plan.records))
+        else:  # one line per topic, not two: a bulk change of tiering logs thousands
             log.info(
                 "tiering.transition",
-                topic=name,
+                topic=topic.name,
                 topic_id=str(topic.topic_id),
                 from_state=plan.before.state.name,
                 to_state=plan.after.state.name,
@@ -340,7 +353,6 @@ class AdminApi:
                 policy=plan.after.policy.name,
                 pending_brokers=sorted(state.queue.pending_brokers(topic.topic_id)),
             )
-        return True
 
     # --- internals ----------------------------------------------------------------------------------------------
 

@@ -26,11 +26,12 @@ machine), ``queue.py`` (the disablement queue) and ``deletion_queue.py`` (the re
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 
 from orchestrator.errors import TieredError
+from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metrics import ControllerMetrics
@@ -41,7 +42,7 @@ from remote_storage.rlmm import RemoteLogMetadataManager
 from . import deletion_queue as rq
 from . import queue as dq
 from .admin import AdminApi
-from .disablement import DisablementDriver, DisableRequestBody
+from .disablement import DisablementDriver, DisableOutcome, DisableRequestBody
 from .membership import BrokerLifecycle
 from .security_admin import SecurityAdmin
 from .state import ControllerState
@@ -63,12 +64,17 @@ class ControllerCore:
         topic_defaults: TopicDefaults = TopicDefaults(),
         disablement: DisablementSettings = DisablementSettings(),
         metrics: ControllerMetrics | None = None,
+        follower: MetadataFollower | None = None,
     ) -> None:
-        """``metrics`` records each completed disablement's duration (none recorded without it)."""
+        """``metrics`` records each completed disablement's duration (none recorded without it). ``follower`` is
+        the standby's follower of ``store``, current while it waited: the core continues from its image (a
+        takeover replays the log's tail, not the whole log)."""
         self.membership = membership
         self.topic_defaults = topic_defaults
         self.disablement = disablement
-        self._state = ControllerState(store, holder=holder, controller_epoch=controller_epoch, now_ms=now_ms, rng=rng)
+        self._state = ControllerState(
+            store, holder=holder, controller_epoch=controller_epoch, now_ms=now_ms, rng=rng, follower=follower
+        )
         remote_log = RemoteLogMetadataManager(store)
         self._driver = DisablementDriver(self._state, disablement, remote_log=remote_log, metrics=metrics)
         self._deletion = RemoteDeletionDriver(self._state, disablement, remote_log=remote_log)
@@ -209,6 +215,11 @@ class ControllerCore:
         """Feed the outcome (reply, error, or neither: a timeout) of a request :meth:`due_disable_requests` gave out;
         see :meth:`DisablementDriver.on_response`."""
         self._driver.on_response(broker_id, request_body, response_body, error)
+
+    def on_disable_responses(self, broker_id: int, outcomes: Sequence[DisableOutcome]) -> None:
+        """Feed the outcomes of several requests to one broker at once (the topics of one batched request): DISABLED
+        is appended once for every topic they complete; see :meth:`DisablementDriver.on_responses`."""
+        self._driver.on_responses(broker_id, outcomes)
 
     # --- DeleteRemotePartitions (a deleted topic's remote data) ----------------------------------------------
 

@@ -1,9 +1,13 @@
 """The disablement driver: DisableRemoteTopic requests out, their outcomes in, DISABLED appended when a topic is done.
 
-The asyncio driver (``service.py``) sends the requests :meth:`DisablementDriver.due_requests` returns and feeds every
-outcome (reply, error, or timeout) to :meth:`DisablementDriver.on_response`; the controller's timer expires lost
-requests, completes finished topics and reports stalled ones. The queue itself (who owes what, backoff, late
-replies) is ``queue.py``, pure; this module applies it to the :class:`ControllerState`.
+The asyncio driver (``service.py``) sends the requests :meth:`DisablementDriver.due_requests` returns (coalesced per
+broker into version 1 requests of many topics: :func:`batch_request`, :func:`split_batch_response`) and feeds every
+outcome (reply, error, or timeout) to :meth:`DisablementDriver.on_responses`, all of one exchange at once; the
+controller's timer expires lost requests, completes finished topics and reports stalled ones. A reply costs the
+queue O(log n) (a persistent map, ``queue.py``), and the topics one exchange completes are appended DISABLED in one
+batch, so a bulk disablement of thousands of topics costs what it sends, not the square of the queue. The queue
+itself (who owes what, backoff, late replies) is ``queue.py``, pure; this module applies it to the
+:class:`ControllerState`.
 
 Invariants:
 * DISABLED for (topic, epoch E) is appended only when the queue says every required broker acknowledged E for its
@@ -31,7 +35,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -42,6 +46,7 @@ from orchestrator.errors import (
     StaleControllerEpoch,
     StaleTieredEpoch,
     TieredError,
+    UnknownServerError,
     UnknownTopicOrPartition,
 )
 from orchestrator.ids import ZERO_UUID, Uuid
@@ -70,6 +75,64 @@ class DisableRequestBody(m.DisableRemoteTopicRequest):
     """
 
     attempt: int
+
+
+DisableOutcome = tuple[DisableRequestBody, m.DisableRemoteTopicResponse | None, TieredError | None]
+"""One request's outcome as the sender hands it back: the body it was given, and a reply, an error, or neither."""
+
+
+def batch_request(bodies: Sequence[DisableRequestBody]) -> m.DisableRemoteTopicRequest:
+    """The version 1 request carrying ``bodies`` (requests to one broker incarnation, every partition of each
+    topic) in one exchange."""
+    first = bodies[0]
+    return m.DisableRemoteTopicRequest(
+        controller_epoch=first["controller_epoch"],
+        broker_epoch=first["broker_epoch"],
+        topics=[
+            m.DisableTopic(
+                topic_id=b["topic_id"],
+                tiered_epoch=b["tiered_epoch"],
+                policy=b["policy"],
+                assigned_partitions=b["assigned_partitions"],
+            )
+            for b in bodies
+        ],
+    )
+
+
+def split_batch_response(
+    bodies: Sequence[DisableRequestBody], response: m.DisableRemoteTopicResponse
+) -> list[DisableOutcome]:
+    """Each body's outcome from the version 1 ``response`` to :func:`batch_request` (``bodies``), as a version 0
+    answer of its own: the request's error for every topic when the whole request was refused, else the topic's
+    entry. A topic the response does not answer for is an UNKNOWN_SERVER_ERROR outcome (retried like any error)."""
+    if response["error_code"] != 0:
+        refused = m.DisableRemoteTopicResponse(
+            error_code=response["error_code"], error_message=response.get("error_message")
+        )
+        return [(b, refused, None) for b in bodies]
+    answers = {entry["topic_id"]: entry for entry in response["topics"]}
+    out: list[DisableOutcome] = []
+    for b in bodies:
+        entry = answers.get(b["topic_id"])
+        if entry is None:
+            missing = UnknownServerError(
+                f"the broker's DisableRemoteTopic reply has no entry for topic {b['topic_id']}"
+            )
+            out.append((b, None, missing))
+            continue
+        answer = m.DisableRemoteTopicResponse(
+            error_code=entry["error_code"],
+            error_message=entry["error_message"],
+            status=entry["status"],
+            tiered_epoch=entry["tiered_epoch"],
+            partitions_total=entry["partitions_total"],
+            partitions_done=entry["partitions_done"],
+            segments_deleted=entry["segments_deleted"],
+            segments_remaining=entry["segments_remaining"],
+        )
+        out.append((b, answer, None))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,15 +176,12 @@ class DisablementDriver:
             state.check_lease()
         state.queue = queue
         out: list[tuple[int, DisableRequestBody]] = []
+        if sends:
+            per_broker: dict[int, int] = {}
+            for s in sends:
+                per_broker[s.broker_id] = per_broker.get(s.broker_id, 0) + 1
+            log.debug("disable.send", topics_per_broker=per_broker)
         for s in sends:
-            log.debug(
-                "disable.send",
-                topic_id=str(s.topic_id),
-                broker_id=s.broker_id,
-                tiered_epoch=s.tiered_epoch,
-                attempt=s.attempt,
-                assigned_partitions=sorted(s.assigned),
-            )
             body = DisableRequestBody(
                 partition_id=ALL_PARTITIONS,
                 topic_id=s.topic_id,
@@ -143,10 +203,68 @@ class DisablementDriver:
         error: TieredError | None,
     ) -> None:
         """Feed the outcome of one DisableRemoteTopic: a response body, a transport error, or neither (timeout).
+        See :meth:`on_responses`."""
+        self.on_responses(broker_id, [(request_body, response_body, error)])
 
-        Appends DISABLED for every topic this completes. Raises :class:`StaleControllerEpoch` if the broker says a
-        newer controller exists (after recording the reply; the driver steps down).
+    def on_responses(self, broker_id: int, outcomes: Sequence[DisableOutcome]) -> None:
+        """Feed the outcomes of requests to ``broker_id`` (the topics of one batched request, or one request), each
+        a response body (version 0's shape: one topic's answer), a transport error, or neither (a timeout).
+
+        Every outcome is recorded first; then DISABLED is appended, in one batch, for every topic they complete.
+        Raises :class:`StaleControllerEpoch` if the broker says a newer controller exists (after recording the
+        replies, before any append; the driver steps down).
+
+        Logged per call, not per topic (a bulk disablement answers thousands of topics at once): one
+        ``disable.ack`` line listing every topic acknowledged (``topics``: topic id and tiered epoch), one
+        ``disable.retry`` warning per distinct error with the topics it hit, one ``disable.stale_tiered_epoch``
+        line; replies ignored and IN_PROGRESS polls at debug, per topic.
         """
+        state = self._state
+        acked: list[dict[str, object]] = []
+        retried: dict[tuple[int, str | None], list[tuple[str, dq.PendingBroker]]] = {}
+        stale_epoch: list[str] = []
+        deposed = False
+        for request_body, response_body, error in outcomes:
+            topic_id, tiered_epoch = request_body["topic_id"], request_body["tiered_epoch"]
+            kind, code, message = self._record(broker_id, request_body, response_body, error)
+            if kind == "ack":
+                acked.append({"topic_id": str(topic_id), "tiered_epoch": tiered_epoch})
+            elif kind == "retry":
+                pending = state.queue.pending_brokers(topic_id)[broker_id]
+                retried.setdefault((code, message), []).append((str(topic_id), pending))
+            if code == StaleTieredEpoch.code:
+                stale_epoch.append(str(topic_id))
+            deposed = deposed or code == StaleControllerEpoch.code
+        if acked:
+            log.info("disable.ack", broker_id=broker_id, topics=acked)
+        for (code, message), topics in retried.items():
+            log.warning(
+                "disable.retry",
+                broker_id=broker_id,
+                error_code=code,
+                detail=message,
+                topic_ids=[t for t, _ in topics],
+                attempts_without_progress=max(p.failures for _, p in topics),
+                next_attempt_ms=min(p.next_attempt_ms for _, p in topics),
+            )
+        if stale_epoch:
+            log.info("disable.stale_tiered_epoch", broker_id=broker_id, topic_ids=stale_epoch)
+        if deposed:
+            state.log_deposed()
+            raise StaleControllerEpoch(
+                f"broker {broker_id} knows a newer controller than epoch {state.controller_epoch}"
+            )
+        self.complete_finished(only=[body["topic_id"] for body, _, _ in outcomes])
+
+    def _record(
+        self,
+        broker_id: int,
+        request_body: DisableRequestBody,
+        response_body: m.DisableRemoteTopicResponse | None,
+        error: TieredError | None,
+    ) -> tuple[str, int, str | None]:
+        """Feed one outcome to the queue; returns what it was ("ignored", "retry", "in_progress", "ack") with its
+        error code and message."""
         state = self._state
         topic_id = request_body["topic_id"]
         tiered_epoch = request_body["tiered_epoch"]
@@ -172,15 +290,14 @@ class DisablementDriver:
             progress=outcome.progress,
         )
         fields = {"topic_id": str(topic_id), "broker_id": broker_id, "tiered_epoch": tiered_epoch}
-        pending = state.queue.pending_brokers(topic_id).get(broker_id)
         if state.queue is before:
             log.debug("disable.reply_ignored", **fields, error_code=code)
-        elif code != 0:
-            assert pending is not None
-            retry = {"attempts_without_progress": pending.failures, "next_attempt_ms": pending.next_attempt_ms}
-            log.warning("disable.retry", **fields, error_code=code, detail=message, **retry)
-        elif in_progress:
-            assert response_body is not None and pending is not None
+            return "ignored", code, message
+        if code != 0:
+            return "retry", code, message
+        if in_progress:
+            assert response_body is not None
+            pending = state.queue.pending_brokers(topic_id)[broker_id]
             log.debug(
                 "disable.in_progress",
                 **fields,
@@ -191,16 +308,8 @@ class DisablementDriver:
                 attempts_without_progress=pending.failures,
                 next_attempt_ms=pending.next_attempt_ms,
             )
-        else:
-            log.info("disable.ack", **fields, pending=sorted(state.queue.pending_brokers(topic_id)))
-        if code == StaleControllerEpoch.code:
-            state.log_deposed()
-            raise StaleControllerEpoch(
-                f"broker {broker_id} knows a newer controller than epoch {state.controller_epoch}"
-            )
-        if code == StaleTieredEpoch.code:
-            log.info("disable.stale_tiered_epoch", **fields)  # the refresh below catches the image up
-        self.complete_finished(only=[topic_id])
+            return "in_progress", code, message
+        return "ack", code, message
 
     def expire_requests(self, now: int) -> None:
         """Give up on requests in flight for longer than the request timeout (they are retried after a backoff)."""
@@ -219,17 +328,20 @@ class DisablementDriver:
         crash_points.reached("controller.after_ack_before_disabled")
         state.append([tiering.complete(image.topics[t], state.queue.topics[t].tiered_epoch) for t in done])
         now = state.now_ms()
+        completed: list[dict[str, object]] = []
         for t in done:
             topic = image.topics[t]
             if self._metrics is not None:
                 self._metrics.disablement_completed(topic.policy.name.lower(), (now - since_ms[t]) / 1000)
-            log.info(
-                "disable.completed",
-                topic=topic.name,
-                topic_id=str(t),
-                tiered_epoch=topic.tiered_epoch,
-                policy=topic.policy.name,
+            completed.append(
+                {
+                    "topic": topic.name,
+                    "topic_id": str(t),
+                    "tiered_epoch": topic.tiered_epoch,
+                    "policy": topic.policy.name,
+                }
             )
+        log.info("disable.completed", topics=completed)
 
     def _remote_data_gone(self, topic: TopicImage) -> bool:
         """The backstop before DISABLED: True unless ``topic`` is delete-policy and the RLMM still holds some of its

@@ -74,6 +74,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, ClassVar, Protocol, TypeVar
 
+import immutables
 import tenacity
 
 from orchestrator.errors import RequestTimedOut, TieredError, as_wire_error, error_name
@@ -259,9 +260,14 @@ class PendingTopic:
     remote_checks_failed: int = 0  # RLMM backstops that found remote data left after every broker acknowledged
 
 
+TopicMap = immutables.Map[Uuid, PendingTopic]
+"""The queue's topics: a persistent (hash array mapped trie) map, so that one reply changes one entry in
+O(log32 n) and shares the rest, instead of copying a map of every queued topic (bulk disablement: thousands)."""
+
+
 @dataclass(frozen=True, slots=True)
 class DisablementQueue:
-    topics: Mapping[Uuid, PendingTopic] = field(default_factory=lambda: _EMPTY)
+    topics: TopicMap = field(default_factory=immutables.Map)
 
     def topic(self, topic_id: Uuid) -> PendingTopic | None:
         return self.topics.get(topic_id)
@@ -360,20 +366,29 @@ def on_image(
     kept as is. That makes a reconcile cost what changed, not the size of the queue.
     """
     brokers_same = previous is not None and previous.brokers is image.brokers
-    topics: dict[Uuid, PendingTopic] = {}
-    for topic in image.topics.values():
-        if topic.tiered_state != TieredState.DISABLING:
-            continue
-        entry = queue.topics.get(topic.topic_id)
-        if entry is None or entry.tiered_epoch != topic.tiered_epoch:
-            entry = PendingTopic(topic.topic_id, topic.name, topic.tiered_epoch, topic.policy, since_ms=now_ms)
-        elif brokers_same and previous is not None and previous.topics.get(topic.topic_id) is topic:
-            topics[topic.topic_id] = entry
-            continue
-        topics[topic.topic_id] = _reconcile(entry, topic, image, now_ms)
-    if topics.keys() == queue.topics.keys() and all(topics[t] is queue.topics[t] for t in topics):
-        return queue
-    return DisablementQueue(MappingProxyType(topics))
+    changed = False
+    disabling: set[Uuid] = set()
+    with queue.topics.mutate() as topics:
+        for topic in image.topics.values():
+            if topic.tiered_state != TieredState.DISABLING:
+                continue
+            disabling.add(topic.topic_id)
+            current = queue.topics.get(topic.topic_id)
+            entry = current
+            if entry is None or entry.tiered_epoch != topic.tiered_epoch:
+                entry = PendingTopic(topic.topic_id, topic.name, topic.tiered_epoch, topic.policy, since_ms=now_ms)
+            elif brokers_same and previous is not None and previous.topics.get(topic.topic_id) is topic:
+                continue
+            reconciled = _reconcile(entry, topic, image, now_ms)
+            if reconciled is not current:
+                topics[topic.topic_id] = reconciled
+                changed = True
+        for topic_id in queue.topics:
+            if topic_id not in disabling:  # deleted, or no longer DISABLING at this epoch: it leaves the queue
+                del topics[topic_id]
+                changed = True
+        updated = topics.finish()
+    return DisablementQueue(updated) if changed else queue
 
 
 def _reconcile(entry: PendingTopic, topic: TopicImage, image: MetadataImage, now_ms: int) -> PendingTopic:
@@ -431,25 +446,28 @@ def expire(queue: DisablementQueue, now_ms: int, *, timeout_ms: int, rng: random
 def due(queue: DisablementQueue, now_ms: int) -> tuple[DisablementQueue, list[SendDisable]]:
     """The requests to send now (unfenced, not in flight, backoff elapsed), and the queue with them in flight."""
     sends: list[SendDisable] = []
-    topics = dict(queue.topics)
-    for topic_id, t in queue.topics.items():
-        pending = dict(t.pending)
-        for broker_id, pb in t.pending.items():
-            if pb.in_flight or pb.fenced or pb.next_attempt_ms > now_ms:
-                continue
-            attempt = pb.attempts + 1
-            pending[broker_id] = replace(
-                pb, attempts=attempt, in_flight=True, last_attempt_ms=now_ms, sent_duty=pb.duty, duty_moved=False
-            )
-            send = SendDisable(
-                topic_id, broker_id, pb.broker_epoch, t.tiered_epoch, t.policy, attempt, assigned=pb.duty.assigned
-            )
-            sends.append(send)
-        if pending != dict(t.pending):
-            topics[topic_id] = replace(t, pending=MappingProxyType(pending))
+    with queue.topics.mutate() as topics:
+        for topic_id, t in queue.topics.items():
+            pending: dict[int, PendingBroker] | None = None
+            for broker_id, pb in t.pending.items():
+                if pb.in_flight or pb.fenced or pb.next_attempt_ms > now_ms:
+                    continue
+                attempt = pb.attempts + 1
+                if pending is None:
+                    pending = dict(t.pending)
+                pending[broker_id] = replace(
+                    pb, attempts=attempt, in_flight=True, last_attempt_ms=now_ms, sent_duty=pb.duty, duty_moved=False
+                )
+                send = SendDisable(
+                    topic_id, broker_id, pb.broker_epoch, t.tiered_epoch, t.policy, attempt, assigned=pb.duty.assigned
+                )
+                sends.append(send)
+            if pending is not None:
+                topics[topic_id] = replace(t, pending=MappingProxyType(pending))
+        updated = topics.finish()
     if not sends:
         return queue, sends
-    return DisablementQueue(MappingProxyType(topics)), sends
+    return DisablementQueue(updated), sends
 
 
 def on_response(
@@ -489,7 +507,7 @@ def on_response(
         pending = {b: p for b, p in t.pending.items() if b != broker_id}
         acked = {**t.acked, broker_id: Ack(pb.sent_duty, now_ms)}
         topic = replace(t, pending=MappingProxyType(pending), acked=MappingProxyType(acked))
-        return DisablementQueue(MappingProxyType({**queue.topics, topic_id: topic}))
+        return DisablementQueue(queue.topics.set(topic_id, topic))
     # Not (or not provably) the whole duty: ask again, at once if the duty moved, soon if the job moved on, and
     # after a growing backoff if it did not (its last error stays: it is still why nothing moves).
     moved_on = not in_progress or progressed  # a "done" the duty moved under is progress too
@@ -515,7 +533,7 @@ def _fail(
 
 def _with_pending(queue: DisablementQueue, t: PendingTopic, broker_id: int, pb: PendingBroker) -> DisablementQueue:
     topic = replace(t, pending=MappingProxyType({**t.pending, broker_id: pb}))
-    return DisablementQueue(MappingProxyType({**queue.topics, t.topic_id: topic}))
+    return DisablementQueue(queue.topics.set(t.topic_id, topic))
 
 
 def completed(queue: DisablementQueue, image: MetadataImage, only: Iterable[Uuid] | None = None) -> list[Uuid]:
@@ -578,7 +596,7 @@ def reopen(
     topic_entry = replace(
         t, pending=MappingProxyType(pending), acked=MappingProxyType(acked), remote_checks_failed=checks
     )
-    return DisablementQueue(MappingProxyType({**queue.topics, topic_id: topic_entry}))
+    return DisablementQueue(queue.topics.set(topic_id, topic_entry))
 
 
 def stalled(queue: DisablementQueue, now_ms: int, threshold_ms: int) -> list[tuple[Uuid, int]]:

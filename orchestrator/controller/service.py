@@ -4,12 +4,13 @@ Every controller serves the admin API over the Kafka protocol. Any controller an
 DescribeConfigs, DescribeCluster) from its image, naming the active controller (the lease holder,
 ``"<node_id>@<host>:<port>"``); a standby forwards Kafka's admin writes to it (:mod:`orchestrator.admin_api`),
 except while the lease still names the standby itself (it is stepping down or taking its tenure back: the write
-would come back to it), and answers our own APIs with NOT_CONTROLLER (41), so clients and the CLI follow a
-failover by themselves. The standby polls the
-lease every ttl/4 (on a PostgreSQL store also as soon as a lease change or an append is notified, so a released
-lease is taken at once); when the active controller stops renewing (killed, paused, partitioned) the lease
-expires and a standby takes it at controller epoch + 1, replays the log, rebuilds every DISABLING topic's queue
-and re-sends DisableRemoteTopic to every required broker (KIP-950 failure modes).
+would come back to it), and answers our own APIs with NOT_CONTROLLER (41), so clients and the CLI follow a failover
+by themselves. The standby polls the lease every ttl/4, and just after the expiry of the lease it last saw if that
+comes sooner (on a PostgreSQL store also as soon as a lease change or an append is notified, so a released lease is
+taken at once); when the active controller stops renewing (killed, paused, partitioned) the lease expires and a
+standby takes it at controller epoch + 1, catches its image up with the log's tail (the standby's follower keeps its
+image current while it waits, so a takeover never replays the whole log), rebuilds every DISABLING topic's queue and
+re-sends DisableRemoteTopic to every required broker (KIP-950 failure modes).
 
 The active controller renews its lease every ttl/3. A renewal that fails retriably (the store busy, e.g. a lock
 timeout behind a paused writer) is retried every ttl/10 for as long as the last good renewal leaves a third of
@@ -24,9 +25,13 @@ a snapshot task checks every ``SNAPSHOT_CHECK_S`` whether one is due and writes 
 its own store connection, from the core's current (immutable) image, fenced by its controller epoch; a fenced
 write steps the controller down like a fenced append. Saving a snapshot deletes the log below the oldest one kept.
 
-DisableRemoteTopic requests go out concurrently over one connection per broker (ConnectionPool), at most
-``max_in_flight_per_broker`` at a time each; DeleteRemotePartitions (a deleted topic's remote data) go out the same
-way, from the same sender rounds.
+DisableRemoteTopic requests go out over one connection per broker (ConnectionPool). Each sender round coalesces
+every topic due to a broker into one version 1 request (at most ``max_topics_per_request`` topics each), so a bulk
+disablement costs O(brokers x rounds) exchanges, not O(topics x brokers); a broker that serves only version 0 (a
+rolling upgrade, found by ApiVersions) gets one request per topic instead. At most ``max_in_flight_per_broker``
+exchanges are in flight to a broker. All the outcomes of one exchange go back to the core in one call, so the
+topics they complete become DISABLED in one append. DeleteRemotePartitions (a deleted topic's remote data) go out
+one per topic, from the same sender rounds.
 
 Every controller serves Prometheus metrics (:mod:`orchestrator.metrics`, ``[metrics]`` settings) on an HTTP port
 of its own, written to the ready file as ``metrics_port``: DisableRemoteTopic exchanges by result and their latency,
@@ -47,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import json
 import os
@@ -65,7 +71,12 @@ from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
 from orchestrator.admin_api.refusals import refusal
 from orchestrator.controller.core import ControllerCore
-from orchestrator.controller.disablement import DisableRequestBody
+from orchestrator.controller.disablement import (
+    DisableOutcome,
+    DisableRequestBody,
+    batch_request,
+    split_batch_response,
+)
 from orchestrator.controller.metrics_view import controller_view, disable_result, queue_view
 from orchestrator.controller.snapshots import SnapshotWriter
 from orchestrator.controller.topic_deletion import DeleteRemotePartitionsBody
@@ -85,8 +96,8 @@ from orchestrator.metadata.open import open_store, parse_store_spec, read_passwo
 from orchestrator.metadata.store import Lease, MetadataStore
 from orchestrator.metrics import ControllerMetrics, ControllerView, MetricsEndpoint
 from orchestrator.net.admin import AdminClient
-from orchestrator.net.connection import ConnectionPool
-from orchestrator.net.server import Handler, KafkaServer
+from orchestrator.net.connection import ConnectionPool, highest_common_version
+from orchestrator.net.server import Handler, KafkaServer, served_versions
 from orchestrator.net.tls import node_client_security, server_ssl_context
 from orchestrator.private_files import restrict_process
 from orchestrator.protocol import messages as m
@@ -109,16 +120,37 @@ def wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _log_send_failure(broker_id: int, body: DisableRequestBody, task: asyncio.Task[None]) -> None:
-    """A DisableRemoteTopic exchange that died of an unexpected error (its request times out and is retried)."""
+STANDBY_EXPIRY_MARGIN_MS = 20  # a standby asks again this long after the lease it saw should have expired
+
+
+def standby_pause_s(seen: Lease | None, now_ms: int, ttl_ms: int) -> float:
+    """How long a standby waits before asking for the lease again: ttl/4, or, when the lease it saw expires
+    sooner, just past that expiry, so a dead controller is replaced within the TTL plus a round, not plus ttl/4."""
+    pause_ms = ttl_ms / 4
+    if seen is not None:
+        pause_ms = min(pause_ms, max(STANDBY_EXPIRY_MARGIN_MS, seen.expires_at_ms - now_ms + STANDBY_EXPIRY_MARGIN_MS))
+    return pause_ms / 1000
+
+
+def _by_broker(due: list[tuple[int, DisableRequestBody]]) -> dict[tuple[int, int], list[DisableRequestBody]]:
+    """The due requests grouped by (broker id, broker epoch), in the order they came."""
+    out: dict[tuple[int, int], list[DisableRequestBody]] = {}
+    for broker_id, body in due:
+        out.setdefault((broker_id, body["broker_epoch"]), []).append(body)
+    return out
+
+
+def _log_send_failure(broker_id: int, bodies: list[DisableRequestBody], task: asyncio.Task[None]) -> None:
+    """A DisableRemoteTopic exchange that died of an unexpected error (its requests time out and are retried)."""
     if task.cancelled() or task.exception() is None:
         return
     exc = task.exception()
     log.error(
         "controller.send_failed",
         broker_id=broker_id,
-        topic_id=str(body["topic_id"]),
-        tiered_epoch=body["tiered_epoch"],
+        topics=len(bodies),
+        topic_id=str(bodies[0]["topic_id"]),
+        tiered_epoch=bodies[0]["tiered_epoch"],
         error=type(exc).__name__,
         detail=str(exc),
         exc_info=exc,
@@ -167,6 +199,7 @@ class ControllerService:
         self._forwarder: Forwarder | None = None
         self._handlers: dict[int, Handler] = {}  # the admin API's handlers, behind the authorization gate
         self._stopping = asyncio.Event()
+        self._sender_wake = asyncio.Event()
         self._rng = random.Random()
         self._active_tasks: list[asyncio.Task[None]] = []
         self._broker_slots: dict[int, asyncio.Semaphore] = {}
@@ -299,9 +332,9 @@ class ControllerService:
             lease = await self._on_lease(functools.partial(self._acquire_if_free, ttl))
             if lease is not None:
                 await self._become_active(lease.controller_epoch)
-            else:
-                await self._on_core(self.follower.refresh)
-            return ttl / 4000
+                return ttl / 4000
+            await self._on_core(self.follower.refresh)
+            return standby_pause_s(self._lease_seen, wall_ms(), ttl)
         started = time.monotonic()
         try:
             await self._on_lease(self._renew_lease_factory(self.core.controller_epoch, ttl))
@@ -343,6 +376,7 @@ class ControllerService:
                 topic_defaults=settings.topic_defaults,
                 disablement=settings.disablement,
                 metrics=self.metrics,
+                follower=self.follower,  # current as of the last standby round: only the tail is replayed
             )
 
         self._renewal_deadline = time.monotonic() + settings.lease_ttl_ms / 1000 * 2 / 3
@@ -417,47 +451,87 @@ class ControllerService:
             if failures:
                 log_loop_recovered("controller", "sender", failed_attempts=failures)
                 failures = 0
-            for broker_id, body in due:
-                task = asyncio.create_task(self._send_disable(core, broker_id, body))
-                self._in_flight.add(task)
-                task.add_done_callback(self._in_flight.discard)
-                task.add_done_callback(functools.partial(_log_send_failure, broker_id, body))
+            per_request = self.settings.disablement.max_topics_per_request
+            for (broker_id, _), bodies in _by_broker(due).items():
+                for start in range(0, len(bodies), per_request):
+                    chunk = bodies[start : start + per_request]
+                    task = asyncio.create_task(self._send_disable(core, broker_id, chunk))
+                    self._in_flight.add(task)
+                    task.add_done_callback(self._in_flight.discard)
+                    task.add_done_callback(functools.partial(_log_send_failure, broker_id, chunk))
             for broker_id, delete_body in remote_deletes:
                 delete_task = asyncio.create_task(self._send_remote_delete(core, broker_id, delete_body))
                 self._in_flight.add(delete_task)
                 delete_task.add_done_callback(self._in_flight.discard)
             # tick() and due() scan the whole queue on the core thread; 10 rounds a second keeps that cost small
-            # next to the replies, and re-polls (disablement.repoll_ms) are coarser than this anyway.
-            await asyncio.sleep(SENDER_INTERVAL_S)
+            # next to the replies, and re-polls (disablement.repoll_ms) are coarser than this anyway. An admin
+            # write (e.g. tiering off for many topics) wakes the sender at once instead.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sender_wake.wait(), SENDER_INTERVAL_S)
+            self._sender_wake.clear()
 
-    async def _send_disable(self, core: ControllerCore, broker_id: int, body: DisableRequestBody) -> None:
+    async def _send_disable(self, core: ControllerCore, broker_id: int, bodies: list[DisableRequestBody]) -> None:
+        """The requests due to one broker incarnation: one version 1 exchange carrying them all, or, to a broker
+        that serves only version 0, one exchange per topic (at most ``max_in_flight_per_broker`` at a time). Every
+        outcome goes back to the core in one call, so the topics they complete become DISABLED in one append."""
         limit = self.settings.disablement.max_in_flight_per_broker
         slots = self._broker_slots.setdefault(broker_id, asyncio.Semaphore(limit))
-        response: m.DisableRemoteTopicResponse | None = None
-        error: TieredError | None = None
         async with slots:
             broker = core.image.brokers.get(broker_id)
             started = time.monotonic()
+            version, exchanges = 0, 0
             try:
                 if broker is None or not broker.endpoints:
                     raise BrokerNotAvailable(f"broker {broker_id} has no endpoint")  # recorded below, then retried
                 ep = broker.endpoints[0]
-                assert self._pool is not None
-                timeout_s = self.settings.disablement.request_timeout_ms / 1000
-                crash_points.reached("controller.before_disable_send")
-                reply = await self._pool.request(
-                    (ep.host, ep.port), ApiKey.DISABLE_REMOTE_TOPIC, 0, body, timeout_s=timeout_s
-                )
-                response = cast(m.DisableRemoteTopicResponse, reply)  # decoded by the codec: every field present
+                version = await self._disable_version((ep.host, ep.port))
+                exchanges = 1 if version >= 1 else len(bodies)
+                outcomes = await self._exchange_disable((ep.host, ep.port), version, bodies)
             except TieredError as exc:  # a Kafka error, or a reply that does not decode: retried the same way
-                error = exc
-            self.metrics.disable_request_done(disable_result(response, error), time.monotonic() - started)
+                outcomes = [(b, None, exc) for b in bodies]
+            results = [disable_result(response, error) for _, response, error in outcomes]
+            self.metrics.disable_exchange_done(version, exchanges, results, time.monotonic() - started)
         if self.core is not core:
             return
         try:
-            await self._on_core(lambda: core.on_disable_response(broker_id, body, response, error))
+            await self._on_core(lambda: core.on_disable_responses(broker_id, outcomes))
         except StaleControllerEpoch as exc:
             await self._step_down(f"fenced: {exc.message}")
+
+    async def _disable_version(self, address: tuple[str, int]) -> int:
+        """The highest DisableRemoteTopic version the broker and this controller both speak."""
+        assert self._pool is not None
+        timeout_s = self.settings.disablement.request_timeout_ms / 1000
+        theirs = await self._pool.api_versions(address, timeout_s=timeout_s)  # negotiated once per connection
+        ours = served_versions(ApiKey.DISABLE_REMOTE_TOPIC)
+        return highest_common_version(ApiKey.DISABLE_REMOTE_TOPIC, ours, theirs)
+
+    async def _exchange_disable(
+        self, address: tuple[str, int], version: int, bodies: list[DisableRequestBody]
+    ) -> list[DisableOutcome]:
+        """Each body's outcome: one version 1 exchange carrying them all, or one version 0 exchange each."""
+        assert self._pool is not None
+        timeout_s = self.settings.disablement.request_timeout_ms / 1000
+        crash_points.reached("controller.before_disable_send")
+        if version >= 1:
+            reply = await self._pool.request(
+                address, ApiKey.DISABLE_REMOTE_TOPIC, version, batch_request(bodies), timeout_s=timeout_s
+            )
+            return split_batch_response(bodies, cast(m.DisableRemoteTopicResponse, reply))
+        # A broker that predates version 1 (a rolling upgrade): one topic per request, concurrently.
+        at_most = asyncio.Semaphore(self.settings.disablement.max_in_flight_per_broker)
+
+        async def one(body: DisableRequestBody) -> DisableOutcome:
+            async with at_most:
+                try:
+                    reply = await self._pool.request(  # type: ignore[union-attr]
+                        address, ApiKey.DISABLE_REMOTE_TOPIC, 0, body, timeout_s=timeout_s
+                    )
+                except TieredError as exc:
+                    return body, None, exc
+                return body, cast(m.DisableRemoteTopicResponse, reply), None
+
+        return list(await asyncio.gather(*(one(b) for b in bodies)))
 
     async def _send_remote_delete(self, core: ControllerCore, broker_id: int, body: DeleteRemotePartitionsBody) -> None:
         """One DeleteRemotePartitions exchange (a deleted topic's remote data), as :meth:`_send_disable`."""
@@ -499,7 +573,9 @@ class ControllerService:
                     return await self._forwarder.forward(request)
                 return refusal(api_key, version, body, NotController(self._who_is_active()))
             try:
-                return await self._on_core(lambda: self._dispatch(core, api_key, body, version))
+                answer = await self._on_core(lambda: self._dispatch(core, api_key, body, version))
+                self._sender_wake.set()  # the write may have made requests due: send them now, not at the tick
+                return answer
             except StaleControllerEpoch as exc:
                 await self._step_down(f"fenced: {exc.message}")
                 return refusal(api_key, version, body, NotController(self._who_is_active()))

@@ -43,13 +43,16 @@ class ControllerState:
         controller_epoch: int,
         now_ms: Callable[[], int],
         rng: random.Random,
+        follower: MetadataFollower | None = None,
     ) -> None:
+        """``follower``: a follower of ``store`` to continue from (a standby's, kept current while it waited), so
+        taking over replays only the log's tail; a new one (a full replay) if None."""
         self.holder = holder
         self.controller_epoch = controller_epoch
         self.now_ms = now_ms
         self.rng = rng
         self._store = store
-        self._follower = MetadataFollower(store)
+        self._follower = follower if follower is not None else MetadataFollower(store)
         image = self._follower.refresh()
         self.queue: dq.DisablementQueue = dq.rebuild(image, now_ms())
 

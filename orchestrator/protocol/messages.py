@@ -342,6 +342,29 @@ class DescribedTopic(TypedDict, total=False):
     owed_partitions: list[OwedPartition]
 
 
+class DisableTopic(TypedDict, total=False):
+    """A struct of DisableRemoteTopicRequest."""
+
+    topic_id: Uuid
+    tiered_epoch: int
+    policy: int
+    assigned_partitions: list[int]
+
+
+class DisableTopicResult(TypedDict, total=False):
+    """A struct of DisableRemoteTopicResponse."""
+
+    topic_id: Uuid
+    error_code: int
+    error_message: str | None
+    status: int
+    tiered_epoch: int
+    partitions_total: int
+    partitions_done: int
+    segments_deleted: int
+    segments_remaining: int
+
+
 class EpochEndOffset(TypedDict, total=False):
     """A struct of FetchResponse."""
 
@@ -935,7 +958,7 @@ class DescribeUserScramCredentialsResponse(TypedDict, total=False):
 
 
 class DisableRemoteTopicRequest(TypedDict, total=False):
-    """DisableRemoteTopicRequest (request, api key 10950; versions 0-0)."""
+    """DisableRemoteTopicRequest (request, api key 10950; versions 0-1)."""
 
     partition_id: int
     topic_id: Uuid
@@ -944,10 +967,11 @@ class DisableRemoteTopicRequest(TypedDict, total=False):
     broker_epoch: int
     policy: int
     assigned_partitions: list[int]
+    topics: list[DisableTopic]
 
 
 class DisableRemoteTopicResponse(TypedDict, total=False):
-    """DisableRemoteTopicResponse (response, api key 10950; versions 0-0)."""
+    """DisableRemoteTopicResponse (response, api key 10950; versions 0-1)."""
 
     throttle_time_ms: int
     error_code: int
@@ -958,6 +982,7 @@ class DisableRemoteTopicResponse(TypedDict, total=False):
     partitions_done: int
     segments_deleted: int
     segments_remaining: int
+    topics: list[DisableTopicResult]
 
 
 class EnvelopeRequest(TypedDict, total=False):

@@ -88,7 +88,7 @@ def test_a_view_that_fails_leaves_its_gauges_out_and_the_event_metrics_are_still
         raise RuntimeError("store gone")
 
     metrics.observe(broken)
-    metrics.disable_request_done("acknowledged", 0.02)
+    metrics.disable_exchange_done(1, 1, ["acknowledged"], 0.02)
     with capture_logs() as logs:
         got = _samples(metrics.registry)
     assert got[("tieredctl_disable_remote_topic_requests_total", (("result", "acknowledged"),))] == 1
@@ -98,14 +98,15 @@ def test_a_view_that_fails_leaves_its_gauges_out_and_the_event_metrics_are_still
 
 def test_event_metrics_count_by_label_and_two_processes_in_one_interpreter_do_not_share_them() -> None:
     first, second = ControllerMetrics(), ControllerMetrics()
-    first.disable_request_done("acknowledged", 0.004)
-    first.disable_request_done("in_progress", 0.2)
-    first.disable_request_done("timeout", 10.0)
+    first.disable_exchange_done(1, 1, ["acknowledged", "in_progress"], 0.004)  # one exchange, two topics
+    first.disable_exchange_done(0, 2, ["timeout", "timeout"], 10.0)  # two version 0 exchanges
     first.disablement_completed("delete", 95.0)
     first.disablement_completed("retain", -1.0)  # a clock step back is not a negative duration
     got = _samples(first.registry)
     requests = {k[1][0][1]: v for k, v in got.items() if k[0] == "tieredctl_disable_remote_topic_requests_total"}
-    assert requests == {"acknowledged": 1, "in_progress": 1, "timeout": 1}
+    assert requests == {"acknowledged": 1, "in_progress": 1, "timeout": 2}
+    exchanges = {k[1][0][1]: v for k, v in got.items() if k[0] == "tieredctl_disable_remote_topic_exchanges_total"}
+    assert exchanges == {"1": 1, "0": 2}
     assert got[("tieredctl_disable_remote_topic_request_duration_seconds_count", ())] == 3
     assert got[("tieredctl_disablement_duration_seconds_sum", (("policy", "delete"),))] == 95.0
     assert got[("tieredctl_disablement_duration_seconds_bucket", (("le", "60.0"), ("policy", "delete")))] == 0

@@ -13,7 +13,7 @@ import botocore.exceptions as bce
 import pytest
 
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler, DisableStatus
-from orchestrator.errors import KafkaStorageError, StaleTieredEpoch
+from orchestrator.errors import KafkaStorageError, StaleControllerEpoch, StaleTieredEpoch, UnknownTopicId
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState, make_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
@@ -217,3 +217,47 @@ def test_a_retain_request_ignores_assigned_partitions(env: Env) -> None:
     env.run_jobs()
     assert answer["error_code"] == 0 and answer["partitions_total"] == 1  # its led partition only
     assert env.objects(tid) == before
+
+
+def test_a_version_1_request_answers_each_of_its_topics_in_its_own_entry_in_order(env: Env) -> None:
+    deleted = _tiered(env, "orders", 2)
+    retained = _tiered(env, "payments", 1)
+    enabled = _tiered(env, "audit", 1)
+    env.writer.set_state(deleted, TieredState.DISABLING, DisablePolicy.DELETE)
+    env.writer.set_state(retained, TieredState.DISABLING, DisablePolicy.RETAIN)
+    unknown = Uuid.random()
+
+    def entry(tid: Uuid, epoch: int) -> dict[str, Any]:
+        return {"topic_id": tid, "tiered_epoch": epoch, "policy": 0, "assigned_partitions": []}
+
+    body = {
+        "controller_epoch": env.writer.epoch,
+        "broker_epoch": -1,
+        "topics": [entry(deleted, 2), entry(unknown, 1), entry(retained, 2), entry(enabled, 1)],
+    }
+    first = env.handler.handle_topics(body)  # type: ignore[arg-type]
+    assert first["error_code"] == 0
+    answers = first["topics"]
+    assert [a["topic_id"] for a in answers] == [deleted, unknown, retained, enabled], "one entry per topic, in order"
+    assert (answers[0]["error_code"], answers[0]["status"]) == (0, DisableStatus.IN_PROGRESS)
+    assert answers[0]["partitions_total"] == 2 and answers[0]["tiered_epoch"] == 2
+    assert answers[1]["error_code"] == UnknownTopicId.code and str(unknown) in answers[1]["error_message"]
+    assert (answers[2]["error_code"], answers[2]["status"]) == (0, DisableStatus.DONE), "retain: fenced at once"
+    assert answers[3]["error_code"] == StaleTieredEpoch.code, "ENABLED: nothing to disable at that epoch"
+    assert len(env.jobs) == 1, "only the delete policy has work in the background"
+
+    env.run_jobs()
+    again = env.handler.handle_topics(body)["topics"]  # type: ignore[arg-type]
+    assert (again[0]["error_code"], again[0]["status"], again[0]["partitions_done"]) == (0, DisableStatus.DONE, 2)
+    assert env.objects(deleted) == [] and env.objects(retained, "payments") and env.objects(enabled, "audit")
+    assert again[2] == answers[2] and env.jobs == [], "re-delivered: each job is reported, nothing started twice"
+
+
+def test_a_version_1_request_from_a_deposed_controller_is_refused_whole_and_starts_nothing(env: Env) -> None:
+    tid = _tiered(env, "orders", 1)
+    env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+    topics = [{"topic_id": tid, "tiered_epoch": 2, "policy": 2, "assigned_partitions": []}]
+    body = {"controller_epoch": env.writer.epoch - 1, "broker_epoch": -1, "topics": topics}
+    answer = env.handler.handle_topics(body)  # type: ignore[arg-type]
+    assert answer["error_code"] == StaleControllerEpoch.code and answer["topics"] == []
+    assert env.jobs == [] and env.objects(tid) != []

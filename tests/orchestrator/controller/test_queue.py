@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import immutables
 import pytest
 
 from orchestrator.controller import queue as dq
@@ -277,9 +278,9 @@ def test_decommissioning_a_dead_broker_removes_it_from_every_pending_set_and_let
 def test_a_deleted_topic_and_a_topic_no_longer_disabling_leave_the_queue() -> None:
     image = _cluster()
     q = dq.rebuild(image, NOW)
-    assert dq.on_image(q, _apply(image, make_record("RemoveTopicRecord", topic_id=T)), NOW).topics == {}
+    assert dq.on_image(q, _apply(image, make_record("RemoveTopicRecord", topic_id=T)), NOW).topics == immutables.Map()
     done = _apply(image, _tiered(T, 2, TieredState.DISABLED, DisablePolicy.DELETE))
-    assert dq.on_image(q, done, NOW).topics == {}
+    assert dq.on_image(q, done, NOW).topics == immutables.Map()
     assert dq.completed(q, done) == [], "a DISABLED topic is never completed twice"
 
 
