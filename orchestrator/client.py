@@ -21,7 +21,9 @@ from orchestrator.errors import (
     NotLeaderOrFollower,
     ProtocolError,
     RecordsMissing,
+    UnknownServerError,
     UnknownTopicOrPartition,
+    error_name,
     for_code,
 )
 from orchestrator.ids import Uuid
@@ -54,6 +56,26 @@ def _batches(values: Sequence[bytes], max_bytes: int) -> list[Sequence[bytes]]:
     if start < len(values):
         out.append(values[start:])
     return out
+
+
+BULK_RESOURCES = 1000  # topics one IncrementalAlterConfigs of a bulk change carries at most
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChange:
+    """One topic's outcome in a bulk change: error code 0 (accepted) or the Kafka error and its message."""
+
+    topic: str
+    error_code: int
+    error_message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_code == 0
+
+    @property
+    def error(self) -> str | None:
+        return None if self.ok else error_name(self.error_code)
 
 
 def check(code: int, message: str | None, what: str) -> None:
@@ -395,6 +417,33 @@ class TieredClient:
 
     async def disable_tiering(self, name: str, policy: str = "retain") -> None:
         await self.alter_configs(name, {"remote.storage.enable": "false", "remote.log.disable.policy": policy})
+
+    async def disable_tiering_many(self, names: Sequence[str], policy: str = "retain") -> list[TopicChange]:
+        """Disable tiered storage on every topic of ``names`` (bulk): one IncrementalAlterConfigs per
+        :data:`BULK_RESOURCES` topics, each topic answered on its own (one refused changes nothing of the others).
+        Returns each topic's outcome in the order asked; raises only for a failure of a whole request."""
+        ops: list[m.IncrementalAlterConfigsRequestAlterableConfig] = [
+            {"name": "remote.storage.enable", "config_operation": AlterConfigOp.SET, "value": "false"},
+            {"name": "remote.log.disable.policy", "config_operation": AlterConfigOp.SET, "value": policy},
+        ]
+        out: list[TopicChange] = []
+        for start in range(0, len(names), BULK_RESOURCES):
+            chunk = names[start : start + BULK_RESOURCES]
+            resources: list[m.IncrementalAlterConfigsRequestAlterConfigsResource] = [
+                {"resource_type": ConfigResourceType.TOPIC, "resource_name": n, "configs": ops} for n in chunk
+            ]
+            body: m.IncrementalAlterConfigsRequest = {"resources": resources, "validate_only": False}
+            resp = await self.admin.call(
+                ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), body, m.IncrementalAlterConfigsResponse
+            )
+            answers = {r["resource_name"]: r for r in resp["responses"]}
+            for n in chunk:
+                r = answers.get(n)
+                if r is None:
+                    out.append(TopicChange(n, UnknownServerError.code, "the controller's answer has no entry for it"))
+                else:
+                    out.append(TopicChange(n, r["error_code"], r.get("error_message")))
+        return out
 
     async def enable_tiering(self, name: str) -> None:
         await self.alter_configs(name, {"remote.storage.enable": "true"}, delete=[])

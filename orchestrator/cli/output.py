@@ -27,7 +27,7 @@ import click
 from rich.console import Console, RenderableType
 from rich.table import Table
 
-from orchestrator.client import FetchedRecord, RemoteDeletionStatus, ScramUser, TieringStatus
+from orchestrator.client import FetchedRecord, RemoteDeletionStatus, ScramUser, TieringStatus, TopicChange
 from orchestrator.durations import format_duration
 from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, Stopped
 from orchestrator.security.acls import AclBinding
@@ -136,6 +136,11 @@ class Output(ABC):
         """``tiering disable|enable --wait`` ran out of time: where the topic stands (the error follows)."""
 
     @abstractmethod
+    def tiering_bulk(self, changes: Sequence[TopicChange], statuses: Mapping[str, TieringStatus]) -> None:
+        """``tiering disable`` of many topics: each topic's outcome (accepted, or its error) and, for those
+        accepted, its tiered state now (``statuses`` by name)."""
+
+    @abstractmethod
     def scan_summary(self, summary: Mapping[str, Any], *, report: Path | None, render_text: ScanTextRenderer) -> None:
         """A scan's summary and the path of its HTML report. ``render_text`` is the scan's own per-topic table
         (:func:`remote_storage.scan.report.render_text`), handed in so that this module does not load the scan."""
@@ -163,6 +168,14 @@ class Output(ABC):
     @abstractmethod
     def acls_removed(self, bindings: Sequence[AclBinding]) -> None:
         """``acls remove``: the ACLs deleted, none when nothing matched."""
+
+
+def _change_json(change: TopicChange, status: TieringStatus | None) -> dict[str, Any]:
+    """One topic of a bulk change: its outcome, and its tiered state when it has one."""
+    out: dict[str, Any] = {"topic": change.topic, "error": change.error, "error_message": change.error_message}
+    if status is not None:
+        out |= {"state": status.state.name, "tiered_epoch": status.tiered_epoch, "policy": status.policy.name.lower()}
+    return out
 
 
 def _dump(data: Any) -> None:
@@ -235,6 +248,15 @@ class JsonOutput(Output):
 
     def tiering_timed_out(self, status: TieringStatus) -> None:
         _dump(status.as_json())
+
+    def tiering_bulk(self, changes: Sequence[TopicChange], statuses: Mapping[str, TieringStatus]) -> None:
+        _dump(
+            {
+                "topics": [_change_json(c, statuses.get(c.topic)) for c in changes],
+                "accepted": sum(1 for c in changes if c.ok),
+                "failed": sum(1 for c in changes if not c.ok),
+            }
+        )
 
     def scan_summary(self, summary: Mapping[str, Any], *, report: Path | None, render_text: ScanTextRenderer) -> None:
         _dump(summary)
@@ -488,6 +510,19 @@ class TextOutput(Output):
         lines = [*_pending_lines(statuses, now_ms=_wall_ms()), *_owed_lines(statuses), *_deletion_lines(deletions)]
         for line in lines:
             click.echo(line)
+
+    def tiering_bulk(self, changes: Sequence[TopicChange], statuses: Mapping[str, TieringStatus]) -> None:
+        table = Table("topic", "result", "state", "epoch")
+        for c in changes:
+            st = statuses.get(c.topic)
+            result = "accepted" if c.ok else f"[red]{c.error}[/]: {c.error_message or ''}"
+            state = _state(st) if st is not None else "-"
+            table.add_row(c.topic, result, state, str(st.tiered_epoch) if st is not None else "-")
+        _print(table)
+        failed = sum(1 for c in changes if not c.ok)
+        click.echo(
+            f"{len(changes) - failed} of {len(changes)} topic(s) accepted" + (f", {failed} failed" if failed else "")
+        )
 
     def tiering_timed_out(self, status: TieringStatus) -> None:
         console(stderr=True).print(_tiering_table([status]))

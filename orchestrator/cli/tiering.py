@@ -1,5 +1,10 @@
 """``tieredctl tiering``: disable and re-enable tiered storage per topic (KIP-950), and watch it happen.
 
+``tiering disable`` takes one topic or many (several names, ``--all-tiered``, or ``--regex``): many go in one
+IncrementalAlterConfigs (chunks of 1,000), each topic accepted or refused on its own, and ``--wait`` shows one bar
+over all of them. Deleting the remote data of topics chosen by a pattern (``--policy delete`` with ``--all-tiered``
+or ``--regex``) needs ``--yes``; without it nothing is changed.
+
 With ``--wait`` a command polls DescribeTieredState behind a progress bar (stderr, text only) until the topic
 reaches the state asked for; at the timeout it shows where the topic stands and fails with REQUEST_TIMED_OUT
 (exit status 1): the change keeps going in the background.
@@ -8,7 +13,9 @@ reaches the state asked for; at the timeout it shows where the topic stands and 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from collections.abc import Iterable
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
@@ -17,7 +24,8 @@ from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.progress import progress_bar
 from orchestrator.client import RemoteDeletionStatus, TieredClient, TieringStatus
-from orchestrator.errors import RequestTimedOut
+from orchestrator.errors import RequestTimedOut, for_code
+from orchestrator.metadata.records import TieredState
 
 POLL_INTERVAL_S = 0.25
 
@@ -85,7 +93,13 @@ def _finish_wait(obj: Ctx, st: TieringStatus, target: str, timeout: float) -> No
 
 
 @tiering.command("disable")
-@click.argument("name")
+@click.argument("names", nargs=-1, metavar="[NAME]...")
+@click.option("--all-tiered", is_flag=True, help="every topic whose tiered storage is ENABLED")
+@click.option(
+    "--regex",
+    metavar="PATTERN",
+    help="every ENABLED topic whose whole name matches PATTERN (a Python regular expression, re.fullmatch)",
+)
 @click.option(
     "--policy",
     type=click.Choice(["retain", "delete"]),
@@ -93,13 +107,127 @@ def _finish_wait(obj: Ctx, st: TieringStatus, target: str, timeout: float) -> No
     show_default=True,
     help="retain: remote data stays readable until retention; delete: remove it all now",
 )
+@click.option(
+    "--yes",
+    is_flag=True,
+    help="with --policy delete and --all-tiered or --regex: delete the matched topics' remote data",
+)
 @click.option("--wait", is_flag=True, help="show progress and return when DISABLED (or at the timeout)")
 @click.option(
     "--timeout", default=300.0, show_default=True, type=click.FloatRange(0.1, None), help="seconds, with --wait"
 )
 @click.pass_obj
-def tiering_disable(obj: Ctx, name: str, policy: str, wait: bool, timeout: float) -> None:
-    """Disable tiered storage on NAME (ENABLED -> DISABLING, epoch+1; DISABLED once every broker acknowledged)."""
+def tiering_disable(
+    obj: Ctx,
+    names: tuple[str, ...],
+    all_tiered: bool,
+    regex: str | None,
+    policy: str,
+    yes: bool,
+    wait: bool,
+    timeout: float,
+) -> None:
+    """Disable tiered storage (ENABLED -> DISABLING, epoch+1; DISABLED once every broker acknowledged) on the topics
+    NAME..., on every tiered topic (--all-tiered), or on those whose name matches --regex: one request for all of
+    them, each topic accepted or refused on its own."""
+    if sum((bool(names), all_tiered, regex is not None)) != 1:
+        raise click.UsageError("name the topics one way: NAME..., --all-tiered, or --regex PATTERN")
+    if len(names) == 1:
+        _disable_one(obj, names[0], policy, wait, timeout)
+        return
+    chosen = list(dict.fromkeys(names)) if names else _select(obj, regex)
+    if policy == "delete" and not names and not yes:
+        shown = ", ".join(chosen[:10]) + (f" and {len(chosen) - 10} more" if len(chosen) > 10 else "")
+        raise click.UsageError(
+            f"--policy delete would delete the remote data of {len(chosen)} topic(s): {shown}. Add --yes to go ahead."
+        )
+    changes = obj.run(lambda c: c.disable_tiering_many(chosen, policy), timeout_s=120)
+    accepted = [c.topic for c in changes if c.ok]
+    statuses: dict[str, TieringStatus] = {}
+    timed_out: list[TieringStatus] = []
+    if accepted and wait:
+        statuses = _wait_for_all(obj, accepted, timeout)
+        timed_out = [st for st in statuses.values() if st.state.name != "DISABLED"]
+    elif accepted:
+        statuses = {st.topic: st for st in obj.run(lambda c: c.tiering_status(accepted), timeout_s=120)}
+    obj.output.tiering_bulk(changes, statuses)
+    failed = [c for c in changes if not c.ok]
+    if failed:
+        first = failed[0]
+        listed = "; ".join(f"{c.topic}: {c.error}" for c in failed[:5]) + ("; ..." if len(failed) > 5 else "")
+        raise for_code(first.error_code)(
+            f"{len(failed)} of {len(changes)} topic(s) were not disabled ({listed}); the others were"
+        )
+    if timed_out:
+        pending = ", ".join(st.topic for st in timed_out[:5]) + (", ..." if len(timed_out) > 5 else "")
+        raise RequestTimedOut(
+            f"{len(timed_out)} of {len(accepted)} topic(s) are still DISABLING after {timeout:g}s ({pending}). They "
+            "keep going in the background; follow them with 'tieredctl tiering status'"
+        )
+
+
+def _select(obj: Ctx, regex: str | None) -> list[str]:
+    """The ENABLED topics (all of them, or those whose whole name matches ``regex``), by name; a usage error if
+    none is."""
+    pattern = None
+    if regex is not None:
+        try:
+            pattern = re.compile(regex)
+        except re.error as exc:
+            raise click.BadParameter(f"{regex!r} is not a regular expression: {exc}", param_hint="--regex") from exc
+    statuses = obj.run(lambda c: c.tiering_status(), timeout_s=120)
+    chosen = sorted(
+        st.topic
+        for st in statuses
+        if st.state == TieredState.ENABLED and (pattern is None or pattern.fullmatch(st.topic))
+    )
+    if not chosen:
+        what = "no topic has tiered storage ENABLED" if pattern is None else f"no ENABLED topic matches {regex!r}"
+        raise click.UsageError(f"{what}: nothing to disable ('tieredctl tiering status' lists every topic's state)")
+    return chosen
+
+
+def _wait_for_all(obj: Ctx, names: list[str], timeout: float) -> dict[str, TieringStatus]:
+    """Poll DescribeTieredState for ``names`` (one request a poll) behind one progress bar over all of them until
+    every one is DISABLED or the timeout; returns their last statuses by name."""
+
+    async def poll(c: TieredClient) -> dict[str, TieringStatus]:
+        deadline = time.monotonic() + timeout
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[extra]}"),
+            TimeElapsedColumn(),
+        )
+        with progress_bar(obj.output, *columns) as bar:
+            task = bar.add_task("topics DISABLED", total=len(names), extra="")
+            while True:
+                statuses = {st.topic: st for st in await c.tiering_status(names)}
+                done = sum(1 for st in statuses.values() if st.state.name == "DISABLED")
+                bar.update(task, completed=done, extra=_bulk_extra(statuses.values()))
+                if done == len(names) or time.monotonic() > deadline:
+                    return statuses
+                await asyncio.sleep(POLL_INTERVAL_S)
+
+    return obj.run(poll, timeout_s=120)
+
+
+def _bulk_extra(statuses: Iterable[TieringStatus]) -> str:
+    """The bar's tail for many topics: how many are still DISABLING, brokers pending, and the first error seen."""
+    disabling = [st for st in statuses if st.state.name == "DISABLING"]
+    if not disabling:
+        return ""
+    pending = sum(len(st.pending_brokers) for st in disabling)
+    extra = f"{len(disabling)} DISABLING, {pending} broker acknowledgement(s) pending"
+    for st in disabling:
+        for p in st.pending_brokers:
+            if p.last_error:
+                return f"{extra}; {st.topic} broker {p.broker_id} retrying: {p.last_error.split(':', 1)[0]}"
+    return extra
+
+
+def _disable_one(obj: Ctx, name: str, policy: str, wait: bool, timeout: float) -> None:
     obj.run(lambda c: c.disable_tiering(name, policy))
     if wait:
         _finish_wait(obj, _wait_for(obj, name, "DISABLED", timeout), "DISABLED", timeout)

@@ -174,3 +174,50 @@ def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path
     purged = json.loads(tieredctl("--output", "json", "cluster", "down", "--dir", d, "--purge", check=0).stdout)
     assert purged["purged"] and purged["stopped"] == [] and str(tmp_path / "c" / STATE_FILE) in purged["deleted"]
     assert sorted(x.name for x in (tmp_path / "c").iterdir()) == []
+
+
+def test_tiering_disable_takes_many_topics_by_name_or_pattern_each_answered_on_its_own(live):
+    for name in ("bulk-a", "bulk-b", "bulk-c", "bulk-d", "other-e"):
+        jsonout(live, "topic", "create", name, *TIERED)
+
+    def states(*names):
+        return {s["topic"]: s["state"] for s in jsonout(live, "tiering", "status") if s["topic"] in names}
+
+    mixed = tieredctl(
+        "--output",
+        "json",
+        "tiering",
+        "disable",
+        "bulk-a",
+        "nosuch",
+        "bulk-b",
+        "--wait",
+        "--timeout",
+        "120",
+        bootstrap=live.bootstrap,
+        check=1,
+    )
+    answer = json.loads(mixed.stdout)
+    assert [(t["topic"], t["error"]) for t in answer["topics"]] == [
+        ("bulk-a", None),
+        ("nosuch", "UNKNOWN_TOPIC_OR_PARTITION"),
+        ("bulk-b", None),
+    ]
+    assert answer["accepted"] == 2 and answer["failed"] == 1
+    assert [t.get("state") for t in answer["topics"]] == ["DISABLED", None, "DISABLED"], "--wait: all of them"
+    assert "1 of 3 topic(s) were not disabled" in mixed.stderr and "nosuch" in mixed.stderr
+
+    refused = tieredctl("tiering", "disable", "--all-tiered", "--policy", "delete", bootstrap=live.bootstrap, check=2)
+    assert "--yes" in refused.stderr and "bulk-c" in refused.stderr and "bulk-a" not in refused.stderr
+    assert states("bulk-c", "bulk-d", "other-e") == dict.fromkeys(("bulk-c", "bulk-d", "other-e"), "ENABLED")
+
+    none = tieredctl("tiering", "disable", "--regex", "bulk-[ab]", bootstrap=live.bootstrap, check=2)
+    assert "no ENABLED topic matches" in none.stderr, "already DISABLED: nothing matched, nothing sent"
+    bad = tieredctl("tiering", "disable", "--regex", "bulk-(", bootstrap=live.bootstrap, check=2)
+    assert "not a regular expression" in bad.stderr
+    both = tieredctl("tiering", "disable", "bulk-c", "--regex", "x", bootstrap=live.bootstrap, check=2)
+    assert "one way" in both.stderr
+
+    text = tieredctl("tiering", "disable", "--regex", "bulk-.", "--wait", bootstrap=live.bootstrap, check=0).stdout
+    assert "2 of 2 topic(s) accepted" in text and "bulk-c" in text and "bulk-d" in text
+    assert states("bulk-c", "bulk-d", "other-e") == {"bulk-c": "DISABLED", "bulk-d": "DISABLED", "other-e": "ENABLED"}
