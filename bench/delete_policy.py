@@ -2,8 +2,10 @@
 
 Both sides delete the same N segments (3 objects each) from one moto server process. Ours runs the real delete
 plan: RLMM journaling around each batch, DeleteObjects with up to 999 keys, keys known from the RLMM (no listing).
-The reference is the AWS CLI, which lists the prefix and deletes with DeleteObjects of 1000 keys. The CLI lives
-in its own virtualenv (``AWS_CLI``, set by ``make bench``) so that its botocore pin never touches ours.
+References in the same run: the AWS CLI, which lists the prefix and deletes with DeleteObjects of 1000 keys (it
+lives in its own virtualenv, ``AWS_CLI``, set by ``make bench``, so that its botocore pin never touches ours); and
+bare DeleteObjects calls of the same keys, 1000 a call, ``DEFAULT_CONCURRENCY`` in flight (ours runs that many),
+from boto3 with no journal: the limit of this endpoint.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredSta
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from policies.disable import plan_delete
 from policies.disable_executor import execute_delete_plan
+from remote_storage.deletion import DEFAULT_CONCURRENCY
 from remote_storage.keys import segment_keys, topic_prefix
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment, copy_started_record, update_record
 from remote_storage.s3 import S3RemoteStorage, make_s3_client
@@ -36,6 +39,17 @@ def _put_all(client: object, bucket: str, keys: list[str]) -> None:
 
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(put, keys))
+
+
+def _bare_delete(client: object, bucket: str, keys: list[str]) -> None:
+    def delete(chunk: list[str]) -> None:
+        resp = client.delete_objects(  # type: ignore[attr-defined]
+            Bucket=bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+        )
+        assert not resp.get("Errors"), resp["Errors"][:3]
+
+    with ThreadPoolExecutor(DEFAULT_CONCURRENCY) as pool:
+        list(pool.map(delete, [keys[i : i + 1000] for i in range(0, len(keys), 1000)]))
 
 
 def _count(client: object, bucket: str) -> int:
@@ -95,12 +109,18 @@ def run(segments: int = 2000) -> list[Figure]:
         subprocess.run([aws, "s3", "rm", "--recursive", "--quiet", target, "--endpoint-url", endpoint], check=True)
         aws_s = time.perf_counter() - t0
         assert _count(client, bucket) == 0
+
+        _put_all(client, bucket, keys)
+        t0 = time.perf_counter()
+        _bare_delete(client, bucket, keys)
+        bare_s = time.perf_counter() - t0
+        assert _count(client, bucket) == 0
         store.close()
     n = len(keys)
+    ours = f"delete policy ({n:,} objects, RLMM journaled)"
     figures = [
-        Figure(
-            f"delete policy ({n:,} objects, RLMM journaled)", n / ours_s, "obj/s", "aws s3 rm --recursive", n / aws_s
-        )
+        Figure(ours, n / ours_s, "obj/s", "aws s3 rm --recursive", n / aws_s),
+        Figure(ours, n / ours_s, "obj/s", f"bare DeleteObjects, {DEFAULT_CONCURRENCY} in flight", n / bare_s),
     ]
     print_figures("Delete policy on moto's S3 server (separate process)", figures)
     return figures

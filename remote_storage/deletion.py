@@ -1,11 +1,14 @@
 """Journaled deletion of remote segments: the one way a segment's objects leave the bucket.
 
-Each batch is journaled in the RLMM around its S3 call: DELETE_SEGMENT_STARTED for the whole batch first (one
-atomic append), then DeleteObjects (keys confined to the topic id's prefix), then DELETE_SEGMENT_FINISHED for
-the segments whose every object is gone. A crash at any point leaves segments STARTED-but-not-FINISHED, which
-the next plan includes again; deleting an already deleted object is a success, so a rerun finishes the job
-(DESIGN §4 invariants 4, 7, 8). Keys that fail for good are reported in the result and keep their segment
-unfinished; they are never counted as deleted.
+Batches (at most 999 keys: one DeleteObjects each) go in windows of up to ``concurrency`` batches: the window's
+segments are journaled DELETE_SEGMENT_STARTED in the RLMM first (one atomic append for the whole window), then its
+DeleteObjects calls run concurrently (keys confined to the topic id's prefix), then DELETE_SEGMENT_FINISHED is
+appended, once for the window, for the segments whose every object is gone. So the journal costs two appends per
+window, not two per batch, and S3 sees ``concurrency`` calls in flight. Invariants, whatever the window size:
+a segment is STARTED before any of its objects is deleted, and FINISHED only once all of them are gone. A crash at
+any point leaves segments STARTED-but-not-FINISHED, which the next plan includes again; deleting an already deleted
+object is a success, so a rerun finishes the job (DESIGN §4 invariants 4, 7, 8). Keys that fail for good are
+reported in the result and keep their segment unfinished; they are never counted as deleted.
 
 Used by the policies' executors (the delete policy, retention expiry) and by the broker's clean-up of a copy that
 failed or was fenced.
@@ -13,7 +16,9 @@ failed or was fenced.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import structlog
@@ -41,6 +46,9 @@ class DeleteResult:
 ProgressCallback = Callable[[int, int], None]  # (segments done, segments planned)
 
 
+DEFAULT_CONCURRENCY = 8  # DeleteObjects calls in flight per deletion (each up to 999 keys)
+
+
 def delete_segments(
     segments: tuple[RemoteSegment, ...] | list[RemoteSegment],
     *,
@@ -51,36 +59,49 @@ def delete_segments(
     batches: tuple[tuple[RemoteSegment, ...], ...] | None = None,
     on_progress: ProgressCallback | None = None,
     crash_point: str | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
 ) -> DeleteResult:
-    """Delete the object sets of ``segments`` (one topic id), journaled in the RLMM batch by batch. ``crash_point``
-    (:mod:`orchestrator.crash_points`) is reached after each batch's objects are deleted, before its FINISHED."""
-    plan_batches = batches if batches is not None else (tuple(segments),)
+    """Delete the object sets of ``segments`` (one topic id), journaled in the RLMM window by window (see the
+    module docstring). ``crash_point`` (:mod:`orchestrator.crash_points`) is reached after each batch's objects are
+    deleted, before its FINISHED."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    plan_batches = [b for b in (batches if batches is not None else (tuple(segments),)) if b]
     total = sum(len(b) for b in plan_batches)
+    tids = {s.topic_id for b in plan_batches for s in b}
+    if len(tids) > 1:
+        raise ValueError(f"a deletion must hold one topic id, got {len(tids)}")
     done = objects = 0
     failed: dict[str, str] = {}
-    for batch in plan_batches:
-        if not batch:
-            continue
-        tids = {s.topic_id for s in batch}
-        if len(tids) != 1:
-            raise ValueError(f"a delete batch must hold one topic id, got {len(tids)}")
-        first = batch[0]
-        prefix = topic_prefix(rsm.prefix, first.topic, first.topic_id)
-        rlmm.transition(batch, SegmentState.DELETE_SEGMENT_STARTED, broker_id=broker_id, now_ms=now_ms())
-        keys_of = {s.segment_id: list(segment_keys(rsm.prefix, s.key).values()) for s in batch}
-        outcome = rsm.delete_keys([k for ks in keys_of.values() for k in ks], within_prefix=prefix)
-        failed.update(outcome.failed)
-        if crash_point is not None:
-            crash_points.reached(crash_point)
-        finished = [s for s in batch if not any(k in outcome.failed for k in keys_of[s.segment_id])]
-        rlmm.transition(finished, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=broker_id, now_ms=now_ms())
-        done += len(finished)
-        objects += len(outcome.deleted)
-        if rsm.metrics is not None:
-            rsm.metrics.segments_removed(len(finished), sum(s.size_bytes for s in finished))
-        if on_progress is not None:
-            on_progress(done, total)
-        log.info(
-            "policy.delete_batch", topic_id=str(first.topic_id), segments=len(finished), failed=len(outcome.failed)
-        )
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="s3-delete") as pool:
+        for start in range(0, len(plan_batches), concurrency):
+            window = plan_batches[start : start + concurrency]
+            first = window[0][0]
+            prefix = topic_prefix(rsm.prefix, first.topic, first.topic_id)
+            started = [s for b in window for s in b]
+            rlmm.transition(started, SegmentState.DELETE_SEGMENT_STARTED, broker_id=broker_id, now_ms=now_ms())
+            keys_of = {s.segment_id: list(segment_keys(rsm.prefix, s.key).values()) for s in started}
+
+            key_lists = [[k for s in batch for k in keys_of[s.segment_id]] for batch in window]
+            outcomes = list(pool.map(functools.partial(rsm.delete_keys, within_prefix=prefix), key_lists))
+            finished: list[RemoteSegment] = []
+            for batch, outcome in zip(window, outcomes, strict=True):
+                failed.update(outcome.failed)
+                objects += len(outcome.deleted)
+                if crash_point is not None:
+                    crash_points.reached(crash_point)
+                finished += [s for s in batch if not any(k in outcome.failed for k in keys_of[s.segment_id])]
+            rlmm.transition(finished, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=broker_id, now_ms=now_ms())
+            done += len(finished)
+            if rsm.metrics is not None:
+                rsm.metrics.segments_removed(len(finished), sum(s.size_bytes for s in finished))
+            if on_progress is not None:
+                on_progress(done, total)
+            log.info(
+                "policy.delete_batch",
+                topic_id=str(first.topic_id),
+                batches=len(window),
+                segments=len(finished),
+                failed=sum(len(o.failed) for o in outcomes),
+            )
     return DeleteResult(done, objects, failed)

@@ -1,0 +1,142 @@
+"""Pipelined journaled deletion: DeleteObjects calls of a window run concurrently (never more than ``concurrency``),
+the window is journaled in two appends, and the journal invariant holds when one batch fails: its segments stay
+STARTED (a rerun finishes them), the others are FINISHED, and no segment is FINISHED with an object left.
+
+moto's S3 server on loopback and a real SQLite store."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import botocore.exceptions as bce
+import pytest
+
+from orchestrator.ids import Uuid
+from orchestrator.metadata.records import SegmentState, TieredState, make_record
+from orchestrator.metadata.sqlite import SqliteMetadataStore
+from remote_storage.deletion import delete_segments
+from remote_storage.keys import segment_keys, topic_prefix
+from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment, copy_started_record, update_record
+from remote_storage.s3 import S3RemoteStorage
+
+pytestmark = pytest.mark.integration
+
+PREFIX = "tiered/"
+SEGMENTS, PER_BATCH = 40, 4  # 10 batches
+
+
+class World:
+    def __init__(self, tmp_path: Any, s3: Any, bucket: str) -> None:
+        self.s3, self.bucket = s3, bucket
+        self.store = SqliteMetadataStore(tmp_path / "store.db")
+        lease = self.store.acquire_lease(holder="t", now_ms=0, ttl_ms=10**12)
+        assert lease is not None
+        self.tid = Uuid.random()
+        enabled = make_record(
+            "TieredStateRecord", topic_id=self.tid, tiered_epoch=1, tiered_state=int(TieredState.ENABLED), policy=0
+        )
+        self.store.append(
+            [make_record("TopicRecord", name="orders", topic_id=self.tid), enabled],
+            controller_epoch=lease.controller_epoch,
+        )
+        self.segments = [
+            RemoteSegment("orders", self.tid, 0, Uuid.random(), i * 10, i * 10 + 9, 0, 30, 1) for i in range(SEGMENTS)
+        ]
+        for seg in self.segments:
+            for key in segment_keys(PREFIX, seg.key).values():
+                s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+        self.store.append_remote_log_metadata([copy_started_record(s, now_ms=0) for s in self.segments])
+        self.store.append_remote_log_metadata(
+            [update_record(s, SegmentState.COPY_SEGMENT_FINISHED, broker_id=1, now_ms=0) for s in self.segments]
+        )
+        self.rlmm = RemoteLogMetadataManager(self.store)
+        self.rsm = S3RemoteStorage(client=s3, bucket=bucket, prefix=PREFIX)
+        self.batches = tuple(tuple(self.segments[i : i + PER_BATCH]) for i in range(0, SEGMENTS, PER_BATCH))
+
+    def delete(self, **kwargs: Any) -> Any:
+        self.rlmm.refresh()
+        todo = {s.segment_id for s in self.rlmm.segments(self.tid) if s.state != SegmentState.DELETE_SEGMENT_FINISHED}
+        batches = tuple(b for b in (tuple(s for s in b if s.segment_id in todo) for b in self.batches) if b)
+        return delete_segments(
+            [s for b in batches for s in b],
+            rsm=self.rsm,
+            rlmm=self.rlmm,
+            broker_id=1,
+            now_ms=lambda: 0,
+            batches=batches,
+            **kwargs,
+        )
+
+    def states(self) -> dict[Uuid, SegmentState]:
+        self.rlmm.refresh()
+        return {s.segment_id: s.state for s in self.rlmm.segments(self.tid)}
+
+    def keys(self) -> set[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=topic_prefix(PREFIX, "orders", self.tid)
+        )
+        return {o["Key"] for p in pages for o in p.get("Contents", [])}
+
+
+@pytest.fixture
+def world(tmp_path, s3_client, bucket) -> Any:  # type: ignore[no-untyped-def]
+    w = World(tmp_path, s3_client, bucket)
+    yield w
+    w.store.close()
+
+
+def test_delete_objects_calls_overlap_but_never_exceed_the_concurrency_and_the_journal_is_two_appends_a_window(world):
+    in_flight, peak, lock = [0], [0], threading.Lock()
+
+    def slow_start(**_: Any) -> None:
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.15)  # long enough for the window's other calls to start meanwhile
+
+    def done(**_: Any) -> None:
+        with lock:
+            in_flight[0] -= 1
+
+    world.s3.meta.events.register("before-send.s3.DeleteObjects", slow_start)
+    world.s3.meta.events.register("after-call.s3.DeleteObjects", done)
+    appends: list[int] = []
+    real_append = world.store.append_remote_log_metadata
+
+    def counting(records: Any, **kw: Any) -> Any:
+        appends.append(len(records))
+        return real_append(records, **kw)
+
+    world.store.append_remote_log_metadata = counting  # type: ignore[method-assign]
+    progress: list[tuple[int, int]] = []
+    result = world.delete(concurrency=3, on_progress=lambda d, t: progress.append((d, t)))
+    assert result.complete and result.segments_deleted == SEGMENTS and result.objects_deleted == 3 * SEGMENTS
+    assert peak[0] == 3, f"three calls in flight at once, never more (saw {peak[0]})"
+    assert len(appends) == 2 * 4, "10 batches in windows of 3: 4 windows, a STARTED and a FINISHED append each"
+    assert progress == [(12, 40), (24, 40), (36, 40), (40, 40)]
+    assert world.keys() == set() and set(world.states().values()) == {SegmentState.DELETE_SEGMENT_FINISHED}
+
+
+def test_a_failing_batch_in_a_window_stays_started_with_its_objects_and_a_rerun_finishes_it(world):
+    doomed = world.batches[4]  # in the second window of 3
+    doomed_keys = {k for s in doomed for k in segment_keys(PREFIX, s.key).values()}
+
+    def refuse(request: Any, **_: Any) -> None:
+        if any(k.encode() in request.body for k in doomed_keys):
+            raise bce.EndpointConnectionError(endpoint_url=request.url)
+
+    world.s3.meta.events.register("before-send.s3.DeleteObjects", refuse)
+    result = world.delete(concurrency=3)
+    assert not result.complete and set(result.failed_keys) == doomed_keys
+    states = world.states()
+    assert {states[s.segment_id] for s in doomed} == {SegmentState.DELETE_SEGMENT_STARTED}, "journaled, not finished"
+    others = [s for s in world.segments if s not in doomed]
+    assert {states[s.segment_id] for s in others} == {SegmentState.DELETE_SEGMENT_FINISHED}
+    assert world.keys() == doomed_keys, "a FINISHED segment has no object left; the failed batch keeps its objects"
+
+    world.s3.meta.events.unregister("before-send.s3.DeleteObjects", refuse)
+    again = world.delete(concurrency=3)
+    assert again.complete and again.segments_deleted == len(doomed)
+    assert world.keys() == set() and set(world.states().values()) == {SegmentState.DELETE_SEGMENT_FINISHED}
