@@ -1,5 +1,5 @@
 """Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, metadata-postgres, snapshots,
-delete, controller, failover-postgres, scan, dataplane."""
+delete, controller, failover-postgres, copy, scan, dataplane."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 
 from bench import (
     controller,
+    copy,
     dataplane,
     delete_policy,
     failover_postgres,
@@ -23,6 +24,7 @@ SECTIONS = {
     "delete": delete_policy.run,
     "controller": controller.run,
     "failover-postgres": failover_postgres.run,
+    "copy": copy.run,
     "scan": scan.run,
     "dataplane": dataplane.run,
 }
