@@ -130,13 +130,14 @@ def test_api_versions_lists_every_handler_key_with_its_schema_range_and_picks_th
             versions = await conn.api_versions()
             assert versions == {
                 API_VERSIONS: (0, 3),
-                DISABLE: (0, 0),
+                DISABLE: (0, 1),
                 DESCRIBE: (0, 0),
             }
             assert conn.pick_version(API_VERSIONS, (0, 9)) == 3
             assert conn.pick_version(DESCRIBE, (0, 4)) == 0
-            with pytest.raises(UnsupportedVersion, match="we speak versions 1-2"):
-                conn.pick_version(DISABLE, (1, 2))
+            assert conn.pick_version(DISABLE, (1, 2)) == 1
+            with pytest.raises(UnsupportedVersion, match="we speak versions 2-3"):
+                conn.pick_version(DISABLE, (2, 3))
             with pytest.raises(UnsupportedVersion, match="does not serve"):
                 conn.pick_version(3, (0, 12))  # Metadata: no handler, not advertised
             assert srv.requests_handled == 1  # negotiated once, cached on the connection
