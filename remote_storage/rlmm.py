@@ -202,8 +202,16 @@ class RemoteLogMetadataManager:
     # -- writing ----------------------------------------------------------------------------------------------
 
     def _append(self, records: Sequence[MetadataRecord], *, now_ms: int) -> None:
+        """Append ``records`` and fold them. When they landed right after the last record folded (nobody appended
+        in between), they are folded as written instead of read back and decoded again; otherwise, or if another
+        thread refreshed meanwhile, a refresh reads whatever is new, ours included."""
         if records:
-            self._store.append_remote_log_metadata(records, now_ms=now_ms)
+            last = self._store.append_remote_log_metadata(records, now_ms=now_ms)
+            with self._lock:
+                if last - len(records) + 1 == self._next_offset:
+                    for record in records:
+                        self._fold(record)
+                    self._next_offset = last + 1
         self.refresh()
 
     def copy_started(self, seg: RemoteSegment, *, now_ms: int) -> RemoteSegment:

@@ -140,3 +140,32 @@ def test_a_failing_batch_in_a_window_stays_started_with_its_objects_and_a_rerun_
     again = world.delete(concurrency=3)
     assert again.complete and again.segments_deleted == len(doomed)
     assert world.keys() == set() and set(world.states().values()) == {SegmentState.DELETE_SEGMENT_FINISHED}
+
+
+def test_the_rlmm_folds_its_own_append_without_reading_it_back_unless_another_writer_came_between(world):
+    world.rlmm.refresh()
+    reads: list[int] = []
+    real_read = world.store.read_remote_log_metadata
+
+    def counting(**kw: Any) -> Any:
+        entries = list(real_read(**kw))
+        reads.append(len(entries))
+        return iter(entries)
+
+    world.store.read_remote_log_metadata = counting  # type: ignore[method-assign]
+    first, second = world.segments[0], world.segments[1]
+    world.rlmm.transition([first], SegmentState.DELETE_SEGMENT_STARTED, broker_id=1, now_ms=0)
+    assert sum(reads) == 0, "our own record is folded as written, not read back"
+    assert world.states()[first.segment_id] == SegmentState.DELETE_SEGMENT_STARTED
+
+    other = RemoteLogMetadataManager(world.store)  # another broker's RLMM over the same store
+    other.refresh()
+    other.transition([second], SegmentState.DELETE_SEGMENT_STARTED, broker_id=2, now_ms=0)
+    reads.clear()
+    # Appended right after the other writer's record, which this RLMM has not read yet: read back, both of them.
+    mine = update_record(first, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=1, now_ms=0)
+    world.rlmm._append([mine], now_ms=0)
+    assert reads == [2], "the other writer's record came between: both are read from the store"
+    states = world.states()
+    assert states[first.segment_id] == SegmentState.DELETE_SEGMENT_FINISHED
+    assert states[second.segment_id] == SegmentState.DELETE_SEGMENT_STARTED
