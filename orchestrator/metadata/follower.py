@@ -10,6 +10,9 @@ A follower that fell behind that point (a paused broker, a slow reader) gets :cl
 store and reloads from the latest snapshot instead of failing (``metadata.follower.reload``), then reads on;
 the same happens if records are deleted while a refresh is reading them.
 
+Replays run with the cycle collector paused (:mod:`orchestrator.collector`): a replay allocates only what the
+image keeps or reference counting frees.
+
 If the store's log now ends before the image's offset (recovery cut a corrupt tail the image had already
 applied), the follower drops its image and rebuilds from the snapshot and the log: an image never describes
 records the log no longer holds.
@@ -21,6 +24,7 @@ import threading
 
 import structlog
 
+from orchestrator.collector import collector_paused
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, from_snapshot, replay
 from orchestrator.metadata.store import LogTruncated, MetadataStore
 
@@ -47,7 +51,8 @@ class MetadataFollower:
         with self._lock:
             for attempt in range(1, MAX_RELOADS + 1):
                 try:
-                    image = self._catch_up()
+                    with collector_paused():
+                        image = self._catch_up()
                 except LogTruncated as exc:
                     if attempt == MAX_RELOADS:
                         raise

@@ -16,7 +16,7 @@ from enum import IntEnum
 from functools import cache
 from typing import Any
 
-from orchestrator.errors import ProtocolError
+from orchestrator.errors import ProtocolError, UnsupportedVersion
 from orchestrator.protocol import codec
 from orchestrator.protocol.schema import MessageSchema, is_rlmm_record, load_schemas
 
@@ -110,31 +110,63 @@ def make_record(record_type: str, version: int | None = None, /, **fields: Any) 
 
 
 def encode_record(record: MetadataRecord) -> bytes:
-    s = record_schema_by_name(record.name)
-    assert s.api_key is not None
-    out = bytearray()
-    codec.write_uvarint(FRAME_VERSION, out)
-    codec.write_uvarint(s.api_key, out)
-    codec.write_uvarint(record.version, out)
-    codec.encode_into(s, record.version, dict(record.fields), out)
+    prefix, c = _encoder(record.name, record.version)
+    out = bytearray(prefix)
+    c.encode_into(record.fields, out)
     return bytes(out)
+
+
+@cache
+def _encoder(name: str, version: int) -> tuple[bytes, codec.StructCodec]:
+    """The frame header (frame version, type, version) and the codec of one record type at one version."""
+    s = record_schema_by_name(name)
+    assert s.api_key is not None
+    prefix = bytearray()
+    for n in (FRAME_VERSION, s.api_key, version):
+        codec.write_uvarint(n, prefix)
+    return bytes(prefix), codec.compiled(s, version)
+
+
+@cache
+def is_rlmm_type(name: str) -> bool:
+    """Whether records named ``name`` belong in the remote log metadata (else the cluster metadata log)."""
+    return is_rlmm_record(record_schema_by_name(name))
 
 
 def decode_record(data: bytes | bytearray | memoryview, *, rlmm: bool = False) -> MetadataRecord:
     """Decode one record; any malformation (incl. an unknown type or version) raises ProtocolError."""
     r = codec.Reader(data)
-    frame_version = r.uvarint()
-    if frame_version != FRAME_VERSION:
-        raise ProtocolError(f"unknown metadata record frame version {frame_version}")
-    api_key = r.uvarint()
-    version = r.uvarint()
-    _, cluster, remote = _record_schemas()
-    table = remote if rlmm else cluster
-    s = table.get(api_key)
-    if s is None:
-        kind = "remote log metadata" if rlmm else "metadata"
-        raise ProtocolError(f"unknown {kind} record type {api_key}")
-    fields = codec.decode_from(s, version, r)
-    if r.remaining:
-        raise ProtocolError(f"{s.name} v{version}: {r.remaining} trailing bytes")
+    if len(data) > 2 and data[0] == FRAME_VERSION and data[1] < 0x80 and data[2] < 0x80:  # one-byte varints
+        api_key, version, r.pos = data[1], data[2], 3
+    else:
+        frame_version = r.uvarint()
+        if frame_version != FRAME_VERSION:
+            raise ProtocolError(f"unknown metadata record frame version {frame_version}")
+        api_key = r.uvarint()
+        version = r.uvarint()
+    s, c, version = _decoder(rlmm, api_key, version)
+    fields = c.decode_from(r)
+    if r.pos != r.end:
+        raise ProtocolError(f"{s.name} v{version}: {r.end - r.pos} trailing bytes")
     return MetadataRecord(s.name, version, fields)
+
+
+_DECODERS: dict[tuple[bool, int, int], tuple[MessageSchema, codec.StructCodec, int]] = {}
+
+
+def _decoder(rlmm: bool, api_key: int, version: int) -> tuple[MessageSchema, codec.StructCodec, int]:
+    """The schema and codec of a record type at a version (memoized: a dict look-up per record on replay)."""
+    key = (rlmm, api_key, version)
+    found = _DECODERS.get(key)
+    if found is None:
+        _, cluster, remote = _record_schemas()
+        s = (remote if rlmm else cluster).get(api_key)
+        if s is None:
+            kind = "remote log metadata" if rlmm else "metadata"
+            raise ProtocolError(f"unknown {kind} record type {api_key}")
+        try:
+            found = (s, codec.compiled(s, version), version)
+        except UnsupportedVersion as exc:
+            raise ProtocolError(str(exc)) from exc
+        _DECODERS[key] = found  # bounded: one entry per known (type, version)
+    return found

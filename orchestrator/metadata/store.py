@@ -55,7 +55,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import structlog
 
@@ -66,9 +66,8 @@ from orchestrator.metadata.records import (
     SegmentState,
     TieredState,
     encode_record,
-    record_schema_by_name,
+    is_rlmm_type,
 )
-from orchestrator.protocol.schema import is_rlmm_record
 
 log = structlog.get_logger(__name__)
 
@@ -95,10 +94,10 @@ class LogTruncated(TieredError):
     hint = "Load the latest snapshot and read the log from just after its offset."
 
 
-@dataclass(frozen=True, slots=True)
-class LogEntry:
+class LogEntry(NamedTuple):
     """A record at its offset. ``controller_epoch`` is the writer's epoch (metadata log); ``appended_at_ms``
-    is the caller's clock at append time (RLMM log, when given)."""
+    is the caller's clock at append time (RLMM log, when given). A named tuple: replay makes one per record, and
+    a tuple is built several times faster than a frozen dataclass."""
 
     offset: int
     record: MetadataRecord
@@ -229,7 +228,7 @@ def encode_all(records: Sequence[MetadataRecord], *, rlmm: bool) -> list[bytes]:
     out: list[bytes] = []
     for i, record in enumerate(records):
         try:
-            if is_rlmm_record(record_schema_by_name(record.name)) != rlmm:
+            if is_rlmm_type(record.name) != rlmm:
                 where = "the remote log metadata" if rlmm else "the cluster metadata log"
                 raise InvalidRequest(f"{record.name} does not belong in {where}")
             out.append(encode_record(record))

@@ -3,10 +3,11 @@
 Covers fixed-width ints, floats, booleans, UUIDs, classic and compact strings/bytes/arrays, nullable fields,
 nested structs, defaults, tagged fields and flexible versions, exactly as Kafka's generated code writes them.
 
-Each (schema, version) pair is compiled once into a tree of closures (:func:`compiled`), so encoding and decoding
-walk no schema at run time. Values are plain dicts keyed by snake_case field names. Encoding fills missing keys
-with the field's default; decoding returns every field of the schema, fields absent from that version holding
-their default, so handlers read values uniformly across versions.
+Each (schema, version) pair is compiled once (:func:`compiled`) into a tree of per-field closures (the reference)
+and, from the same plan, one generated function per struct (:mod:`orchestrator.protocol.codegen`), so encoding
+and decoding walk no schema at run time. Values are plain dicts keyed by snake_case field names. Encoding fills
+missing keys with the field's default; decoding returns every field of the schema, fields absent from that version
+holding their default, so handlers read values uniformly across versions.
 
 Invariants:
 * Decoding never reads past its buffer and never allocates more than the input can describe: every length and
@@ -28,7 +29,10 @@ from typing import Any
 
 from orchestrator.errors import ProtocolError, UnsupportedVersion
 from orchestrator.ids import ZERO_UUID, Uuid
+from orchestrator.protocol.codegen import MISSING, FieldPlan, StructPlan, build_decoder, build_encoder, write_uvarint
 from orchestrator.protocol.schema import FieldSpec, MessageSchema
+
+__all__ = ["Reader", "StructCodec", "compiled", "decode", "decode_from", "encode", "encode_into", "write_uvarint"]
 
 Encoder = Callable[[Any, bytearray], None]
 Decoder = Callable[["Reader"], Any]
@@ -105,15 +109,6 @@ class Reader:
                 return result
             shift += 7
         raise ProtocolError(f"varint longer than {max_bytes} bytes at position {self.pos}")
-
-
-def write_uvarint(value: int, out: bytearray) -> None:
-    if value < 0:
-        raise ValueError(f"unsigned varint cannot hold {value}")
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
 
 
 # --- defaults
@@ -267,11 +262,11 @@ def _enc_bytes(name: str, compact: bool, nullable: bool) -> tuple[Encoder, Decod
     return enc, dec
 
 
-def _element_codec(field: FieldSpec, version: int, flexible: bool) -> tuple[Encoder, Decoder]:
+def _element_codec(field: FieldSpec, version: int, flexible: bool, generated: bool) -> tuple[Encoder, Decoder]:
     """Codec of one value of the field's element type (a primitive or a struct), never null."""
     t = field.element_type
     if field.is_struct:
-        sc = StructCodec(field.fields, version, flexible, field.name)
+        sc = StructCodec(field.fields, version, flexible, field.name, generated=generated)
         return sc.encode_into, sc.decode_from
     if t in _FIXED:
         return _enc_fixed(_FIXED[t]), _dec_fixed(_FIXED[t])
@@ -286,12 +281,12 @@ def _element_codec(field: FieldSpec, version: int, flexible: bool) -> tuple[Enco
     raise ValueError(f"unknown type {t}")  # pragma: no cover
 
 
-def _field_codec(field: FieldSpec, version: int, flexible: bool) -> tuple[Encoder, Decoder]:
+def _field_codec(field: FieldSpec, version: int, flexible: bool, generated: bool) -> tuple[Encoder, Decoder]:
     if field.flexible_versions is not None:
         flexible = version in field.flexible_versions
     nullable = version in field.nullable_versions
     if field.is_array:
-        elem_enc, elem_dec = _element_codec(field, version, flexible)
+        elem_enc, elem_dec = _element_codec(field, version, flexible, generated)
         wlen, rlen = _length_codec(flexible, long_length=True)
         name = field.name
 
@@ -327,7 +322,7 @@ def _field_codec(field: FieldSpec, version: int, flexible: bool) -> tuple[Encode
         return _enc_string(field.name, flexible, nullable)
     if field.type in ("bytes", "records"):
         return _enc_bytes(field.name, flexible, nullable)
-    elem_enc, elem_dec = _element_codec(field, version, flexible)
+    elem_enc, elem_dec = _element_codec(field, version, flexible, generated)
     if field.is_struct and nullable:
         # A nullable struct is preceded by an int8: -1 for null, 1 for present.
 
@@ -360,7 +355,11 @@ class _TaggedField:
 
 
 class StructCodec:
-    """The compiled codec of one struct (or message body) at one version."""
+    """The compiled codec of one struct (or message body) at one version.
+
+    ``encode_into`` and ``decode_from`` are generated functions (:mod:`orchestrator.protocol.codegen`) unless
+    ``generated`` is False; ``reference_encode_into`` and ``reference_decode_from`` walk the per-field closures
+    and define what the generated ones must do."""
 
     __slots__ = (
         "_absent",
@@ -370,13 +369,19 @@ class StructCodec:
         "_tagged",
         "_tagged_by_tag",
         "_unsupported",
+        "decode_from",
+        "encode_into",
+        "field_names",
         "name",
     )
 
-    def __init__(self, fields: tuple[FieldSpec, ...], version: int, flexible: bool, name: str) -> None:
+    def __init__(
+        self, fields: tuple[FieldSpec, ...], version: int, flexible: bool, name: str, *, generated: bool = True
+    ) -> None:
         self.name = name
         self._flexible = flexible
         plain: list[tuple[str, Encoder, Decoder, Callable[[], Any]]] = []
+        plans: list[FieldPlan] = []
         tagged: list[_TaggedField] = []
         absent: list[tuple[str, Callable[[], Any]]] = []
         unsupported: list[tuple[str, Callable[[], Any]]] = []
@@ -389,11 +394,16 @@ class StructCodec:
                 continue
             if flexible and version in f.tagged_versions:
                 assert f.tag is not None
-                enc, dec = _field_codec(f, version, flexible=True)
+                enc, dec = _field_codec(f, version, True, generated)
                 tagged.append(_TaggedField(f.tag, f.py_name, enc, dec, make_default))
             else:
-                enc, dec = _field_codec(f, version, flexible)
+                enc, dec = _field_codec(f, version, flexible, generated)
                 plain.append((f.py_name, enc, dec, make_default))
+                compact = flexible if f.flexible_versions is None else version in f.flexible_versions
+                nullable = version in f.nullable_versions
+                plans.append(
+                    FieldPlan(f.py_name, f.name, f.type, f.is_struct, compact, nullable, enc, dec, make_default)
+                )
         tagged.sort(key=lambda t: t.tag)
         self._plain = tuple(plain)
         self._tagged = tuple(tagged)
@@ -401,75 +411,92 @@ class StructCodec:
         self._absent = tuple(absent)
         self._unsupported = tuple(unsupported)
         self._defaults = tuple((n, d) for n, _, _, d in plain) + tuple((t.py_name, t.default) for t in tagged)
+        self.field_names = frozenset(n for n, _ in self._defaults) | frozenset(n for n, _ in self._absent)
+        self.encode_into: Encoder = self.reference_encode_into
+        self.decode_from: Callable[[Reader], dict[str, Any]] = self.reference_decode_from
+        if generated:
+            plan = StructPlan(
+                name,
+                flexible,
+                tuple(plans),
+                tuple((t.py_name, t.default) for t in self._tagged),
+                self._absent,
+                self._unsupported,
+            )
+            self.decode_from = build_decoder(plan, self._read_tagged)
+            self.encode_into = build_encoder(plan, self._write_tagged, self.reference_encode_into)
 
-    def encode_into(self, value: Any, out: bytearray) -> None:
+    def reference_encode_into(self, value: Any, out: bytearray) -> None:
         get = value.get
         for name, make_default in self._unsupported:
             v = get(name)
             if v is not None and v != make_default():
                 raise UnsupportedVersion(f"{self.name}.{name} cannot be sent at this version (value {v!r})")
         for name, enc, _dec, make_default in self._plain:
-            v = get(name, _MISSING)
-            if v is _MISSING:
+            v = get(name, MISSING)
+            if v is MISSING:
                 v = make_default()
             try:
                 enc(v, out)
             except (struct.error, TypeError, ValueError, AttributeError) as exc:
                 raise _EncodeError(f"{self.name}.{name}: {exc}") from exc
         if self._flexible:
-            present = []
-            for t in self._tagged:
-                v = get(t.py_name, _MISSING)
-                if v is _MISSING or v == t.default():
-                    continue
-                buf = bytearray()
-                try:
-                    t.encode(v, buf)
-                except (struct.error, TypeError, ValueError, AttributeError) as exc:
-                    raise _EncodeError(f"{self.name}.{t.py_name}: {exc}") from exc
-                present.append((t.tag, buf))
-            write_uvarint(len(present), out)
-            for tag, buf in present:
-                write_uvarint(tag, out)
-                write_uvarint(len(buf), out)
-                out += buf
+            self._write_tagged(get, out)
 
-    def decode_from(self, r: Reader) -> dict[str, Any]:
+    def _write_tagged(self, get: Callable[..., Any], out: bytearray) -> None:
+        present = []
+        for t in self._tagged:
+            v = get(t.py_name, MISSING)
+            if v is MISSING or v == t.default():
+                continue
+            buf = bytearray()
+            try:
+                t.encode(v, buf)
+            except (struct.error, TypeError, ValueError, AttributeError) as exc:
+                raise _EncodeError(f"{self.name}.{t.py_name}: {exc}") from exc
+            present.append((t.tag, buf))
+        write_uvarint(len(present), out)
+        for tag, buf in present:
+            write_uvarint(tag, out)
+            write_uvarint(len(buf), out)
+            out += buf
+
+    def reference_decode_from(self, r: Reader) -> dict[str, Any]:
         d: dict[str, Any] = {}
         for name, _enc, dec, _default in self._plain:
             d[name] = dec(r)
         if self._flexible:
-            count = r.uvarint()
-            if count > r.remaining:
-                raise ProtocolError(f"{self.name}: {count} tagged fields but only {r.remaining} bytes left")
-            last_tag = -1
-            for _ in range(count):
-                tag = r.uvarint()
-                size = r.uvarint()
-                if tag <= last_tag:
-                    raise ProtocolError(f"{self.name}: tagged fields out of order ({tag} after {last_tag})")
-                last_tag = tag
-                if size > r.remaining:
-                    raise ProtocolError(f"{self.name}: tagged field {tag} of {size} bytes, {r.remaining} left")
-                known = self._tagged_by_tag.get(tag)
-                if known is None:
-                    r.pos += size  # an unknown tag from a newer peer: skip it
-                    continue
-                sub = Reader(r.buf, r.pos, r.pos + size)
-                d[known.py_name] = known.decode(sub)
-                if sub.pos != sub.end:
-                    raise ProtocolError(f"{self.name}: tagged field {tag} has {sub.end - sub.pos} trailing bytes")
-                r.pos += size
-            for t in self._tagged:
-                if t.py_name not in d:
-                    d[t.py_name] = t.default()
+            self._read_tagged(r, d)
         for name, make_default in self._absent:
             d[name] = make_default()
         return d
 
-    @property
-    def field_names(self) -> frozenset[str]:
-        return frozenset(n for n, _ in self._defaults) | frozenset(n for n, _ in self._absent)
+    def _read_tagged(self, r: Reader, d: dict[str, Any]) -> None:
+        """Read the tagged-field section at ``r`` into ``d``; tagged fields it does not hold take their default."""
+        count = r.uvarint()
+        if count > r.remaining:
+            raise ProtocolError(f"{self.name}: {count} tagged fields but only {r.remaining} bytes left")
+        last_tag = -1
+        for _ in range(count):
+            tag = r.uvarint()
+            size = r.uvarint()
+            if tag <= last_tag:
+                raise ProtocolError(f"{self.name}: tagged fields out of order ({tag} after {last_tag})")
+            last_tag = tag
+            if size > r.remaining:
+                raise ProtocolError(f"{self.name}: tagged field {tag} of {size} bytes, {r.remaining} left")
+            known = self._tagged_by_tag.get(tag)
+            if known is None:
+                r.pos += size  # an unknown tag from a newer peer: skip it
+                continue
+            sub = Reader(r.buf, r.pos, r.pos + size)
+            d[known.py_name] = known.decode(sub)
+            if sub.pos != sub.end:
+                raise ProtocolError(f"{self.name}: tagged field {tag} has {sub.end - sub.pos} trailing bytes")
+            r.pos += size
+        for t in self._tagged:
+            if t.py_name not in d:
+                d[t.py_name] = t.default()
 
     def normalize(self, value: Mapping[str, Any]) -> dict[str, Any]:
         """``value`` as decoding its encoding would return it (defaults filled in). For tests and tools."""
@@ -482,14 +509,17 @@ class _EncodeError(ValueError):
     pass
 
 
-_MISSING: Any = object()
-
-
 @cache
 def compiled(schema: MessageSchema, version: int) -> StructCodec:
     """The compiled codec of ``schema`` at ``version`` (cached; raises UnsupportedVersion if out of range)."""
     schema.check_version(version)
     return StructCodec(schema.fields, version, version in schema.flexible_versions, schema.name)
+
+
+def reference(schema: MessageSchema, version: int) -> StructCodec:
+    """The same codec with no generated code: the per-field closures only. What the generated code is held to."""
+    schema.check_version(version)
+    return StructCodec(schema.fields, version, version in schema.flexible_versions, schema.name, generated=False)
 
 
 def encode(schema: MessageSchema, version: int, value: Mapping[str, object]) -> bytes:
