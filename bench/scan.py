@@ -13,7 +13,9 @@ fractions. Then, each side in its own child process so that the peak-memory figu
 The two summaries' totals (objects and bytes, reclaimable objects and bytes by category, anomalies by type, rows)
 must be equal, or the bench prints the differences and exits non-zero.
 
-``python -m bench scan`` (``TIEREDCTL_BENCH_SCAN_ROWS`` or ``python -m bench.scan run ROWS`` for another N);
+``python -m bench scan`` runs 1M, 3M, 10M and 30M rows and ends with a table of the time ratio and the peak
+memory at each size (``TIEREDCTL_BENCH_SCAN_ROWS=1000000,3000000`` for other sizes, ``python -m bench.scan run
+ROWS`` for one);
 ``python -m bench.scan check [ROWS]`` checks the SQL (and the Spark job) against :func:`policies.orphans.classify`
 object by object on a small generated bucket with edge-case keys.
 """
@@ -52,7 +54,8 @@ NOW_MS = 1_767_225_600_000  # the inventory's creationTimestamp: "now" for every
 GRACE_MS = c.DEFAULT_GRACE_MS
 DAY_MS = 24 * 3600 * 1000
 ROWS_PER_FILE = 1_000_000
-DEFAULT_ROWS = 10_000_000
+DEFAULT_ROWS = 10_000_000  # the generator's default
+DEFAULT_SIZES = (1_000_000, 3_000_000, 10_000_000, 30_000_000)  # what `make bench` runs: time at each, RSS flat
 THREADS = 2  # DuckDB's threads, the cores of Spark's local[2]
 ROWS_ENV = "TIEREDCTL_BENCH_SCAN_ROWS"
 
@@ -835,12 +838,49 @@ def compare_totals(spark: dict[str, Any], duck: dict[str, Any]) -> list[str]:
     return diffs
 
 
-def _rows_from_env() -> int:
-    return int(os.environ.get(ROWS_ENV, DEFAULT_ROWS))
+def _sizes_from_env() -> tuple[int, ...]:
+    """The row counts to run: ``TIEREDCTL_BENCH_SCAN_ROWS`` as a comma-separated list, else :data:`DEFAULT_SIZES`."""
+    raw = os.environ.get(ROWS_ENV)
+    if not raw:
+        return DEFAULT_SIZES
+    try:
+        sizes = tuple(int(part.replace("_", "")) for part in raw.split(",") if part.strip())
+    except ValueError:
+        raise SystemExit(
+            f"{ROWS_ENV} must be row counts separated by commas, e.g. 1000000,3000000; got {raw!r}"
+        ) from None
+    if not sizes or min(sizes) <= 0:
+        raise SystemExit(f"{ROWS_ENV} must name at least one positive row count; got {raw!r}")
+    return sizes
 
 
 def run(rows: int | None = None) -> list[Figure]:
-    n = rows or _rows_from_env()
+    """Each size in turn (one size when ``rows`` is given), then, for several, the ratio at each size and the peak
+    memory at each size beside the smallest size's (flat memory shows as ~1.00x)."""
+    sizes = (rows,) if rows else _sizes_from_env()
+    results = [(n, run_size(n)) for n in sizes]
+    figures = [f for _, (figs, _, _) in results for f in figs]
+    if len(results) > 1:
+        first_n, (_, first_spark, first_duck) = results[0]
+        same = f"the same at {first_n:,} rows"
+        time_rows, spark_rows, duck_rows = [], [], []
+        for n, (_, spark, duck) in results:
+            ratio = f"scan time, Spark excl. start-up ({n:,} rows; goal within 3x)"
+            time_rows.append(Figure(ratio, spark["scan_s"], "s", f"DuckDB ({n:,} rows)", duck["scan_s"], False))
+            mib = spark["jvm_peak_rss_mib"] + spark["driver_peak_rss_mib"]
+            first_mib = first_spark["jvm_peak_rss_mib"] + first_spark["driver_peak_rss_mib"]
+            spark_rows.append(Figure(f"peak RSS, Spark JVM + driver ({n:,} rows)", mib, "MiB", same, first_mib, False))
+            duck_mib, first_duck_mib = duck["peak_rss_mib"], first_duck["peak_rss_mib"]
+            duck_rows.append(Figure(f"peak RSS, DuckDB ({n:,} rows)", duck_mib, "MiB", same, first_duck_mib, False))
+        by_size = time_rows + spark_rows + duck_rows
+        print_figures("Inventory scan at every size", by_size)
+        figures += by_size
+    return figures
+
+
+def run_size(n: int) -> tuple[list[Figure], dict[str, Any], dict[str, Any]]:
+    """Generate ``n`` rows, scan them with each side in its own process, print the figures; exit non-zero when the
+    two sides' totals differ."""
     with tempfile.TemporaryDirectory(prefix="bench-scan-") as tmp:
         root = Path(tmp)
         data = generate(root / "data", n)
@@ -889,7 +929,7 @@ def run(rows: int | None = None) -> list[Figure]:
     reclaimable = f"{sum(t['reclaimable_objects'].values()):,} objects / {sum(t['reclaimable_bytes'].values()):,} bytes"
     anomalies = f"{t['anomalies_total']:,} anomalies"
     print(f"Spark and DuckDB agree: {t['objects']:,} objects, reclaimable {reclaimable}, {anomalies}")
-    return figures
+    return figures, spark, duck
 
 
 # -- the agreement check against policies.orphans -----------------------------------------------------------------

@@ -7,10 +7,13 @@ Python (a hypothesis test checks that they agree on generated buckets):
 1. **Rows.** The executors read the data files themselves (:mod:`.sources`: one task per file, local or ``s3://``,
    through boto3 and pyarrow, no JAR, nothing staged on the driver). CSV lines are parsed by Spark's CSV parser
    (``from_csv``) with every ``fileSchema`` column as a string plus the corrupt-record column; Parquet rows come
-   with the scan's types. A task's inventory error (a data file whose MD5 is not the manifest's) is raised on the
-   driver as that error. Each row is valid or gets the inventory reader's malformed reason
-   (:mod:`remote_storage.inventory`: wrong column count, undecodable key, missing key, bad size, bad last modified
-   date): malformed rows are counted by reason with examples, never dropped silently.
+   with the scan's types. Local Parquet files that Spark's own reader reads the same way (string keys, integer or
+   string sizes, millisecond or microsecond timestamps: :func:`sources.native_parquet`) are read by it instead, so
+   no row crosses into Python; the ``scan.reader`` log line says which reader ran. A task's inventory error (a
+   data file whose MD5 is not the manifest's) is raised on the driver as that error. Each row is valid or gets
+   the inventory reader's malformed reason (:mod:`remote_storage.inventory`: wrong column count, undecodable key,
+   missing key, bad size, bad last modified date): malformed rows are counted by reason with examples, never
+   dropped silently.
 2. **Keys** are parsed with fixed widths (ids are 22 characters, offsets 20 digits), ``get``/``try_cast`` and
    anchored character-class patterns, never a backtracking regex: Spark 4 runs with ANSI mode on, and one junk key
    must not fail the job. A key this parser accepts is one :func:`remote_storage.keys.parse_key` accepts.
@@ -140,9 +143,48 @@ def _csv_rows(spark: Any, src: InventorySource) -> Any:
     )
 
 
-def _parquet_rows(spark: Any, src: InventorySource) -> Any:
+def native_files(src: InventorySource) -> tuple[sources.NativeParquet, ...] | None:
+    """Every data file as Spark's own Parquet reader can read it, or None when one of them cannot (see
+    :func:`sources.native_parquet`): then all go through pyarrow on the executors."""
+    if src.file_format != "parquet":
+        return None
+    native = tuple(sources.native_parquet(f) for f in src.files)
+    return None if any(n is None for n in native) else tuple(n for n in native if n is not None)
+
+
+def _native_parquet_rows(spark: Any, native: tuple[sources.NativeParquet, ...]) -> Any:
+    """:data:`sources.PARQUET_ROWS_SCHEMA` rows read by Spark itself (no row crosses into Python): one read per
+    group of files with the same column types, the conversions of :func:`sources._parquet_rows` as expressions."""
     F = _F()
-    df = _file_rows(spark, src, sources.PARQUET_ROWS_SCHEMA)
+    groups: dict[tuple[str, ...], list[sources.NativeParquet]] = {}
+    for f in native:
+        groups.setdefault(f.signature, []).append(f)
+    frames = []
+    for files in groups.values():
+        first = files[0]
+        df = spark.read.parquet(*[f.path for f in files])
+        if first.last_modified == "timestamp":  # with or without a time zone: the instant, floored to ms
+            lm = F.unix_millis(F.col("last_modified_date").cast("timestamp"))
+        elif first.last_modified == "integer":
+            lm = F.col("last_modified_date").cast("bigint")
+        else:
+            lm = F.lit(None).cast("bigint")
+        bucket = F.col("bucket").cast("string") if first.has_bucket else F.lit(None).cast("string")
+        frames.append(
+            df.select(
+                F.col("_metadata.file_path").alias("file"),
+                bucket.alias("bucket"),
+                F.col("key").cast("string").alias("key"),
+                F.col("size").cast("string").alias("size"),
+                lm.alias("last_modified_ms"),
+            )
+        )
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _parquet_rows(spark: Any, src: InventorySource, native: tuple[sources.NativeParquet, ...] | None) -> Any:
+    F = _F()
+    df = _native_parquet_rows(spark, native) if native else _file_rows(spark, src, sources.PARQUET_ROWS_SCHEMA)
     size = F.col("size").try_cast("bigint")
     reason = F.when(F.col("key").isNull() | (F.col("key") == ""), F.lit(inv.MISSING_KEY)).when(
         size.isNull() | (size < 0), F.lit(inv.BAD_SIZE)
@@ -463,8 +505,11 @@ def _run_scan(
 
     say(f"reading {len(source.files)} inventory data file(s) ({source.file_format})")
 
+    native = native_files(source)
+    log.info("scan.reader", reader="spark parquet" if native else "python", files=len(source.files))
+
     def read_rows() -> Any:
-        return _csv_rows(spark, source) if source.file_format == "csv" else _parquet_rows(spark, source)
+        return _csv_rows(spark, source) if source.file_format == "csv" else _parquet_rows(spark, source, native)
 
     # Not cached: the classification reads the rows once; malformed rows are counted by a second, narrow read.
     valid = read_rows().filter(F.col("malformed").isNull()).select("key", "size", "last_modified_ms")
@@ -496,7 +541,7 @@ def _run_scan(
     malformed = read_rows().filter(F.col("malformed").isNotNull())
     malformed_counts = {r["malformed"]: r["count"] for r in malformed.groupBy("malformed").count().collect()}
     examples = [
-        {"file": r["file"], "reason": r["malformed"], "raw": (r["raw"] or "")[:500]}
+        {"file": sources.file_name(native or (), r["file"]), "reason": r["malformed"], "raw": (r["raw"] or "")[:500]}
         for r in malformed.limit(settings.max_examples).collect()
     ]
     seen_ids = {r["topic_id"] for r in grouped if r["topic_id"] is not None}

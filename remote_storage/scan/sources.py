@@ -227,3 +227,75 @@ def _parquet_rows(path: Path, name: str) -> Iterator[tuple[Any, ...]]:
         columns = [bucket, col["key"].cast(pa.string()), col["size"].cast(pa.string()), lm]
         for bucket_, key, size, last_modified_ms in zip(*(c.to_pylist() for c in columns), strict=True):
             yield (name, bucket_, key, size, last_modified_ms)
+
+
+# -- on the driver: which files Spark's own Parquet reader can read --------------------------------------------------
+
+# Characters Spark's path handling treats as glob syntax or a path list: a file named with one goes through pyarrow.
+_GLOB_CHARS = frozenset("*?[]{}\\,")
+_WANTED = ("bucket", "key", "size", "last_modified_date")
+
+
+@dataclass(frozen=True, slots=True)
+class NativeParquet:
+    """A local Parquet data file that Spark's own reader reads into exactly the rows :func:`_parquet_rows` yields.
+
+    ``signature`` is the Arrow types of the scan's columns: files with the same one are read in one go."""
+
+    path: str
+    name: str
+    has_bucket: bool
+    last_modified: str | None  # "timestamp", "integer", or None (absent or another type: every value is null)
+    signature: tuple[str, ...]
+
+
+def native_parquet(ref: DataFileRef) -> NativeParquet | None:
+    """How Spark can read ``ref`` natively, or None when only pyarrow on the executors reads it the scan's way: an
+    ``s3://`` file (no Hadoop S3A), a glob character in its path, two columns whose names differ only in case
+    (Spark resolves names case-insensitively), or a column type Spark would convert differently (a non-string
+    key or bucket, a size that is neither an integer nor a string, nanosecond timestamps, which Spark does not
+    read). A file without a ``key`` or ``size`` column is refused here, as the executors would refuse it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if ref.bucket or _GLOB_CHARS & set(ref.location):
+        return None
+    schema = pq.read_schema(ref.location)
+    names = schema.names
+    for required in ("key", "size"):
+        if required not in names:
+            raise inv.InventoryError(f"inventory data file {ref.name} has no {required!r} column")
+    lowered = [n.lower() for n in names]
+    if any(lowered.count(w) > 1 for w in _WANTED):
+        return None
+
+    def stringy(t: Any) -> bool:
+        return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+    types = {n: schema.field(n).type for n in _WANTED if n in names}
+    if not stringy(types["key"]) or ("bucket" in types and not stringy(types["bucket"])):
+        return None
+    if not (stringy(types["size"]) or pa.types.is_int32(types["size"]) or pa.types.is_int64(types["size"])):
+        return None
+    last_modified = None
+    lm = types.get("last_modified_date")
+    if lm is not None and pa.types.is_timestamp(lm):
+        if lm.unit not in ("ms", "us"):
+            return None
+        last_modified = "timestamp"
+    elif lm is not None and pa.types.is_int64(lm):
+        last_modified = "integer"
+    signature = tuple(f"{n}:{types[n]}" if n in types else f"{n}:-" for n in _WANTED)
+    return NativeParquet(ref.location, ref.name, "bucket" in types, last_modified, signature)
+
+
+def file_name(native: tuple[NativeParquet, ...], spark_path: str) -> str:
+    """The inventory's name (``DataFileRef.name``) of the file Spark calls ``spark_path`` (``_metadata.file_path``:
+    a ``file:`` URI, possibly percent-encoded); ``spark_path`` itself when no file matches."""
+    from urllib.parse import unquote, urlparse
+
+    path = unquote(urlparse(spark_path).path) if spark_path.startswith("file:") else spark_path
+    for f in native:
+        if f.path == path:
+            return f.name
+    return spark_path
