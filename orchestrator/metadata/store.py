@@ -408,7 +408,7 @@ def page_log(
                     raise truncated(expected, start)
                 on_missing(expected)
                 raise MetadataLogCorrupt(f"metadata log offset {expected} is missing (next stored: {offset})")
-            yield LogEntry(offset, verified(data, crc, offset), controller_epoch=epoch)
+            yield LogEntry(offset, verified(data, crc, offset), epoch)
             expected += 1
         if remaining is not None:
             remaining -= len(rows)
