@@ -192,13 +192,18 @@ def _dec_null(src: _Source, ind: int, f: FieldPlan, var: str) -> None:
         src.emit(ind, f"raise _PE({('null value for non-nullable field ' + f.label)!r})")
 
 
+def _dec_length_or_null(src: _Source, ind: int, f: FieldPlan, var: str, *, long_length: bool) -> None:
+    """The length ``n``; a null sets ``var`` (or is refused) and the caller's code goes in the ``else`` at ind+1."""
+    _dec_length(src, ind, f, long_length)
+    src.emit(ind, "if n == -1:")
+    _dec_null(src, ind + 1, f, var)
+    src.emit(ind, "else:")
+
+
 def _dec_field(src: _Source, ind: int, f: FieldPlan, var: str) -> None:
     kind = f.kind
     if kind == "string":
-        _dec_length(src, ind, f, long_length=False)
-        src.emit(ind, "if n == -1:")
-        _dec_null(src, ind + 1, f, var)
-        src.emit(ind, "else:")
+        _dec_length_or_null(src, ind, f, var, long_length=False)
         src.emit(ind + 1, "if n > 0x7FFF:")
         src.emit(ind + 2, f"raise _PE({f.label + ': string length '!r} + str(n) + ' exceeds 32767')")
         src.emit(ind + 1, "if n > end - pos:")
@@ -211,10 +216,7 @@ def _dec_field(src: _Source, ind: int, f: FieldPlan, var: str) -> None:
     elif kind == "array":
         char = ARRAY_CHARS[f.type[2:]]
         width = struct.calcsize(">" + char)
-        _dec_length(src, ind, f, long_length=True)
-        src.emit(ind, "if n == -1:")
-        _dec_null(src, ind + 1, f, var)
-        src.emit(ind, "else:")
+        _dec_length_or_null(src, ind, f, var, long_length=True)
         src.emit(ind + 1, f"if n * {width} > end - pos:")
         msg = f"{f.label}: array of "
         src.emit(ind + 2, f"raise _PE({msg!r} + str(n) + ' elements but only ' + str(end - pos) + ' bytes left')")
@@ -224,10 +226,7 @@ def _dec_field(src: _Source, ind: int, f: FieldPlan, var: str) -> None:
         src.emit(ind + 1, "else:")
         src.emit(ind + 2, f"{var} = []")
     elif kind == "uuids":
-        _dec_length(src, ind, f, long_length=True)
-        src.emit(ind, "if n == -1:")
-        _dec_null(src, ind + 1, f, var)
-        src.emit(ind, "else:")
+        _dec_length_or_null(src, ind, f, var, long_length=True)
         src.emit(ind + 1, "if n * 16 > end - pos:")
         src.emit(ind + 2, "raise _trunc(n * 16, pos, end)")
         src.emit(ind + 1, f"{var} = [_Uuid(bytes(buf[k:k + 16])) for k in range(pos, pos + n * 16, 16)]")

@@ -18,16 +18,9 @@ from orchestrator.errors import ProtocolError, UnsupportedVersion
 from orchestrator.ids import Uuid
 from orchestrator.protocol import codec
 from orchestrator.protocol.schema import MessageSchema, load_schemas
-from tests.orchestrator.protocol.test_codec_roundtrip import CASES, IDS, value_strategy
+from tests.orchestrator.protocol.test_codec_roundtrip import CASES, IDS, SETTINGS, value_strategy
 
 pytestmark = pytest.mark.unit
-
-SETTINGS = settings(
-    max_examples=12,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 
 def _decode(c: codec.StructCodec, data: bytes) -> tuple[str, Any]:
