@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from remote_storage import inventory as inv
 from remote_storage.inventory.location import Location
@@ -292,8 +293,6 @@ def native_parquet(ref: DataFileRef) -> NativeParquet | None:
 def file_name(native: tuple[NativeParquet, ...], spark_path: str) -> str:
     """The inventory's name (``DataFileRef.name``) of the file Spark calls ``spark_path`` (``_metadata.file_path``:
     a ``file:`` URI, possibly percent-encoded); ``spark_path`` itself when no file matches."""
-    from urllib.parse import unquote, urlparse
-
     path = unquote(urlparse(spark_path).path) if spark_path.startswith("file:") else spark_path
     for f in native:
         if f.path == path:
