@@ -144,29 +144,23 @@ def decode_record(data: bytes | bytearray | memoryview, *, rlmm: bool = False) -
             raise ProtocolError(f"unknown metadata record frame version {frame_version}")
         api_key = r.uvarint()
         version = r.uvarint()
-    s, c, version = _decoder(rlmm, api_key, version)
+    s, c = _decoder(rlmm, api_key, version)
     fields = c.decode_from(r)
     if r.pos != r.end:
         raise ProtocolError(f"{s.name} v{version}: {r.end - r.pos} trailing bytes")
     return MetadataRecord(s.name, version, fields)
 
 
-_DECODERS: dict[tuple[bool, int, int], tuple[MessageSchema, codec.StructCodec, int]] = {}
-
-
-def _decoder(rlmm: bool, api_key: int, version: int) -> tuple[MessageSchema, codec.StructCodec, int]:
-    """The schema and codec of a record type at a version (memoized: a dict look-up per record on replay)."""
-    key = (rlmm, api_key, version)
-    found = _DECODERS.get(key)
-    if found is None:
-        _, cluster, remote = _record_schemas()
-        s = (remote if rlmm else cluster).get(api_key)
-        if s is None:
-            kind = "remote log metadata" if rlmm else "metadata"
-            raise ProtocolError(f"unknown {kind} record type {api_key}")
-        try:
-            found = (s, codec.compiled(s, version), version)
-        except UnsupportedVersion as exc:
-            raise ProtocolError(str(exc)) from exc
-        _DECODERS[key] = found  # bounded: one entry per known (type, version)
-    return found
+@cache
+def _decoder(rlmm: bool, api_key: int, version: int) -> tuple[MessageSchema, codec.StructCodec]:
+    """The schema and codec of a record type at a version (memoized: one look-up per record on replay; an unknown
+    type or version raises ProtocolError and is not memoized)."""
+    _, cluster, remote = _record_schemas()
+    s = (remote if rlmm else cluster).get(api_key)
+    if s is None:
+        kind = "remote log metadata" if rlmm else "metadata"
+        raise ProtocolError(f"unknown {kind} record type {api_key}")
+    try:
+        return s, codec.compiled(s, version)
+    except UnsupportedVersion as exc:
+        raise ProtocolError(str(exc)) from exc

@@ -29,7 +29,15 @@ from typing import Any
 
 from orchestrator.errors import ProtocolError, UnsupportedVersion
 from orchestrator.ids import ZERO_UUID, Uuid
-from orchestrator.protocol.codegen import MISSING, FieldPlan, StructPlan, build_decoder, build_encoder, write_uvarint
+from orchestrator.protocol.codegen import (
+    ARRAY_CHARS,
+    MISSING,
+    FieldPlan,
+    StructPlan,
+    build_decoder,
+    build_encoder,
+    write_uvarint,
+)
 from orchestrator.protocol.schema import FieldSpec, MessageSchema
 
 __all__ = ["Reader", "StructCodec", "compiled", "decode", "decode_from", "encode", "encode_into", "write_uvarint"]
@@ -37,23 +45,9 @@ __all__ = ["Reader", "StructCodec", "compiled", "decode", "decode_from", "encode
 Encoder = Callable[[Any, bytearray], None]
 Decoder = Callable[["Reader"], Any]
 
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_U16 = struct.Struct(">H")
-_I32 = struct.Struct(">i")
-_U32 = struct.Struct(">I")
-_I64 = struct.Struct(">q")
-_F64 = struct.Struct(">d")
-
-_FIXED = {
-    "int8": _I8,
-    "int16": _I16,
-    "uint16": _U16,
-    "int32": _I32,
-    "uint32": _U32,
-    "int64": _I64,
-    "float64": _F64,
-}
+# The fixed-width ints and floats, from the generator's table of format characters (one definition of both).
+_FIXED = {t: struct.Struct(">" + c) for t, c in ARRAY_CHARS.items()}
+_I8, _I16, _I32 = _FIXED["int8"], _FIXED["int16"], _FIXED["int32"]
 
 
 class Reader:
