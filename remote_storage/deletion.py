@@ -91,10 +91,12 @@ def delete_segments(
                 if crash_point is not None:
                     crash_points.reached(crash_point)
                 finished += [s for s in batch if not any(k in outcome.failed for k in keys_of[s.segment_id])]
-            rlmm.transition(finished, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=broker_id, now_ms=now_ms())
+            moved = rlmm.transition(
+                finished, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=broker_id, now_ms=now_ms()
+            )
             done += len(finished)
-            if rsm.metrics is not None:
-                rsm.metrics.segments_removed(len(finished), sum(s.size_bytes for s in finished))
+            if rsm.metrics is not None:  # only what this call finished first: a racing deleter counted the rest
+                rsm.metrics.segments_removed(len(moved), sum(s.size_bytes for s in moved))
             if on_progress is not None:
                 on_progress(done, total)
             log.info(

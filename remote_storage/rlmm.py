@@ -10,7 +10,10 @@ StaleTieredEpoch, and nothing of that call is written.
 This manager tails the store from the last offset it folded, so every process (several brokers, the
 controller, the scan's export) sees the same states without re-reading the whole RLMM. States only move forward:
 STARTED -> FINISHED -> DELETE_STARTED -> DELETE_FINISHED; an update that would move a segment backwards is
-refused before it is written.
+refused before it is written. Two writers can still race (two brokers deleting one leaderless partition: each checked
+the state before the other appended), so the fold also never moves a segment back or to where it is already: such a
+record is moot, and :meth:`RemoteLogMetadataManager.transition` reports only the segments its own records moved. A
+segment is thus counted as moved (e.g. deleted, in the metrics) by exactly one writer, the one first in the log.
 
 Partition deletion (KIP-405, a deleted topic's remote data): RemotePartitionDeleteMetadataRecord moves a
 partition DELETE_PARTITION_MARKED -> STARTED -> FINISHED, never back. Once a partition is marked, this manager
@@ -135,6 +138,7 @@ class RemoteLogMetadataManager:
         self._partition_deletes: dict[tuple[Uuid, int], PartitionDeleteState] = {}
         self._partitions_of: dict[Uuid, set[int]] = {}  # topic id -> partitions with segments or a delete state
         self._topic_names: dict[Uuid, str] = {}
+        self._moot: set[int] = set()  # offsets of update records that moved nothing (lost a race; rare)
 
     # -- folding ----------------------------------------------------------------------------------------------
 
@@ -148,7 +152,7 @@ class RemoteLogMetadataManager:
         """Fold every RLMM record appended since the last refresh (by any process)."""
         with self._lock:
             for entry in self._store.read_remote_log_metadata(from_offset=self._next_offset):
-                self._fold(entry.record)
+                self._fold(entry.offset, entry.record)
                 self._next_offset = entry.offset + 1
 
     def _put(self, seg: RemoteSegment) -> None:
@@ -157,7 +161,7 @@ class RemoteLogMetadataManager:
         self._topic_names.setdefault(seg.topic_id, seg.topic)
         self._by_partition.setdefault((seg.topic_id, seg.partition), {})[seg.segment_id] = seg
 
-    def _fold(self, record: MetadataRecord) -> None:
+    def _fold(self, offset: int, record: MetadataRecord) -> None:
         f = record.fields
         if record.name == "RemoteLogSegmentMetadataRecord":
             sid = f["remote_log_segment_id"]
@@ -181,14 +185,11 @@ class RemoteLogMetadataManager:
             )
         elif record.name == "RemoteLogSegmentMetadataUpdateRecord":
             seg = self._segments.get(f["remote_log_segment_id"]["id"])
-            if seg is not None:
-                self._put(
-                    replace(
-                        seg,
-                        state=SegmentState(f["remote_log_segment_state"]),
-                        event_timestamp_ms=f["event_timestamp_ms"],
-                    )
-                )
+            state = SegmentState(f["remote_log_segment_state"])
+            if seg is not None and _ORDER[state] > _ORDER[seg.state]:
+                self._put(replace(seg, state=state, event_timestamp_ms=f["event_timestamp_ms"]))
+            else:  # a writer that lost a race, or an unknown segment: states never go back (see the docstring)
+                self._moot.add(offset)
         elif record.name == "RemotePartitionDeleteMetadataRecord":
             tp = f["topic_id_partition"]
             key = (tp["id"], tp["partition"])
@@ -201,18 +202,24 @@ class RemoteLogMetadataManager:
 
     # -- writing ----------------------------------------------------------------------------------------------
 
-    def _append(self, records: Sequence[MetadataRecord], *, now_ms: int) -> None:
-        """Append ``records`` and fold them. When they landed right after the last record folded (nobody appended
-        in between), they are folded as written instead of read back and decoded again; otherwise, or if another
-        thread refreshed meanwhile, a refresh reads whatever is new, ours included."""
-        if records:
-            last = self._store.append_remote_log_metadata(records, now_ms=now_ms)
-            with self._lock:
-                if last - len(records) + 1 == self._next_offset:
-                    for record in records:
-                        self._fold(record)
-                    self._next_offset = last + 1
+    def _append(self, records: Sequence[MetadataRecord], *, now_ms: int) -> list[bool]:
+        """Append ``records`` and fold them; return, per record, whether it took effect (False: moot, see the
+        module docstring). When they landed right after the last record folded (nobody appended in between), they
+        are folded as written instead of read back and decoded again; otherwise, or if another thread refreshed
+        meanwhile, a refresh reads whatever is new, ours included."""
+        if not records:
+            self.refresh()
+            return []
+        last = self._store.append_remote_log_metadata(records, now_ms=now_ms)
+        first = last - len(records) + 1
+        with self._lock:
+            if first == self._next_offset:
+                for offset, record in enumerate(records, start=first):
+                    self._fold(offset, record)
+                self._next_offset = last + 1
         self.refresh()
+        with self._lock:
+            return [offset not in self._moot for offset in range(first, last + 1)]
 
     def copy_started(self, seg: RemoteSegment, *, now_ms: int) -> RemoteSegment:
         """Record a copy about to start; refused (StaleTieredEpoch) unless the topic is ENABLED at its epoch and the
@@ -224,10 +231,14 @@ class RemoteLogMetadataManager:
 
     def transition(
         self, segments: Iterable[RemoteSegment], state: SegmentState, *, broker_id: int, now_ms: int
-    ) -> None:
-        """Move these segments to ``state`` in one atomic append; segments already there are skipped."""
+    ) -> list[RemoteSegment]:
+        """Move these segments to ``state`` in one atomic append; segments already there are skipped. Return the
+        segments this call moved (as they were before): not those already there (or, for a deletion state, further),
+        nor those another writer moved first while this call was deciding. Moving a segment back to a copy state is
+        refused (InvalidRequest), nothing written."""
         self.refresh()
         records = []
+        moving = []
         for seg in segments:
             current = self._segments.get(seg.segment_id)
             if current is None:
@@ -235,12 +246,16 @@ class RemoteLogMetadataManager:
             if state in _COPY_STATES:
                 self._check_not_deleting(current, state)
             if _ORDER[current.state] > _ORDER[state]:
-                raise InvalidRequest(
-                    f"segment {seg.segment_id} is {current.state.name}; cannot go back to {state.name}"
-                )
+                if state in _COPY_STATES:
+                    raise InvalidRequest(
+                        f"segment {seg.segment_id} is {current.state.name}; cannot go back to {state.name}"
+                    )
+                continue  # further along its deletion already (another deleter): nothing left to do
             if current.state != state:
                 records.append(update_record(current, state, broker_id=broker_id, now_ms=now_ms))
-        self._append(records, now_ms=now_ms)
+                moving.append(current)
+        took = self._append(records, now_ms=now_ms)
+        return [seg for seg, moved in zip(moving, took, strict=True) if moved]
 
     def _check_not_deleting(self, seg: RemoteSegment, state: SegmentState) -> None:
         """The zombie-upload fence: no copy record for a partition whose remote data is marked for deletion."""

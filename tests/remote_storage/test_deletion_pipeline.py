@@ -12,10 +12,13 @@ from typing import Any
 
 import botocore.exceptions as bce
 import pytest
+from prometheus_client import CollectorRegistry
 
+from orchestrator.errors import InvalidRequest
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState, TieredState, make_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.metrics import RemoteStorageMetrics
 from remote_storage.deletion import delete_segments
 from remote_storage.keys import segment_keys, topic_prefix
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment, copy_started_record, update_record
@@ -169,3 +172,46 @@ def test_the_rlmm_folds_its_own_append_without_reading_it_back_unless_another_wr
     states = world.states()
     assert states[first.segment_id] == SegmentState.DELETE_SEGMENT_FINISHED
     assert states[second.segment_id] == SegmentState.DELETE_SEGMENT_STARTED
+
+
+def test_two_deleters_racing_on_the_same_segments_count_each_segment_once_and_never_move_one_back(world):
+    """Two brokers deleting one partition (a leaderless partition assigned to one while its old leader still
+    works on it): the second checks the states before the first journals FINISHED and appends its own FINISHED
+    after. Each segment is counted as deleted once, by the first in the log, and a late DELETE_STARTED does not
+    move a deleted segment back."""
+    registries = [CollectorRegistry(), CollectorRegistry()]
+    metrics = [RemoteStorageMetrics(r) for r in registries]
+    first_rlmm = RemoteLogMetadataManager(world.store)
+    first = S3RemoteStorage(client=world.s3, bucket=world.bucket, prefix=PREFIX, metrics=metrics[0])
+    second = S3RemoteStorage(client=world.s3, bucket=world.bucket, prefix=PREFIX, metrics=metrics[1])
+    real_append = world.store.append_remote_log_metadata
+    raced: list[int] = []
+
+    class Racing:  # the second broker's store: the first broker deletes everything just before its FINISHED lands
+        def __getattr__(self, name: str) -> Any:
+            return getattr(world.store, name)
+
+        def append_remote_log_metadata(self, records: Any, **kw: Any) -> Any:
+            if not raced and records[0].fields["remote_log_segment_state"] == SegmentState.DELETE_SEGMENT_FINISHED:
+                raced.append(1)
+                whole = delete_segments(world.segments, rsm=first, rlmm=first_rlmm, broker_id=1, now_ms=lambda: 0)
+                assert whole.complete and whole.segments_deleted == SEGMENTS
+            return real_append(records, **kw)
+
+    second_rlmm = RemoteLogMetadataManager(Racing())  # type: ignore[arg-type]
+    result = delete_segments(world.segments, rsm=second, rlmm=second_rlmm, broker_id=2, now_ms=lambda: 0)
+    assert raced and result.complete
+    counted = [r.get_sample_value("tieredctl_remote_segments_deleted_total") for r in registries]
+    assert counted == [SEGMENTS, 0], "the first FINISHED in the log counts; the second broker's is moot"
+    assert [r.get_sample_value("tieredctl_remote_bytes_deleted_total") for r in registries] == [30 * SEGMENTS, 0]
+    assert world.keys() == set() and set(world.states().values()) == {SegmentState.DELETE_SEGMENT_FINISHED}
+
+    late = first_rlmm.transition(world.segments[:3], SegmentState.DELETE_SEGMENT_STARTED, broker_id=1, now_ms=0)
+    assert late == [], "already deleted: nothing to move, nothing written"
+    stale = update_record(world.segments[0], SegmentState.DELETE_SEGMENT_STARTED, broker_id=3, now_ms=0)
+    assert first_rlmm._append([stale], now_ms=0) == [False], "a record that would move a segment back is moot"
+    replayed = RemoteLogMetadataManager(world.store)
+    replayed.refresh()
+    assert {s.state for s in replayed.segments(world.tid)} == {SegmentState.DELETE_SEGMENT_FINISHED}
+    with pytest.raises(InvalidRequest, match="cannot go back"):
+        first_rlmm.transition(world.segments[:1], SegmentState.COPY_SEGMENT_FINISHED, broker_id=1, now_ms=0)
