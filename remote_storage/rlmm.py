@@ -185,9 +185,9 @@ class RemoteLogMetadataManager:
             )
         elif record.name == "RemoteLogSegmentMetadataUpdateRecord":
             seg = self._segments.get(f["remote_log_segment_id"]["id"])
-            state = SegmentState(f["remote_log_segment_state"])
-            if seg is not None and _ORDER[state] > _ORDER[seg.state]:
-                self._put(replace(seg, state=state, event_timestamp_ms=f["event_timestamp_ms"]))
+            moved_to = SegmentState(f["remote_log_segment_state"])
+            if seg is not None and _ORDER[moved_to] > _ORDER[seg.state]:
+                self._put(replace(seg, state=moved_to, event_timestamp_ms=f["event_timestamp_ms"]))
             else:  # a writer that lost a race, or an unknown segment: states never go back (see the docstring)
                 self._moot.add(offset)
         elif record.name == "RemotePartitionDeleteMetadataRecord":
