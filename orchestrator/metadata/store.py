@@ -265,6 +265,19 @@ FenceLookup = Callable[[Uuid], "tuple[int, TieredState] | None"]
 FenceChanges = dict[Uuid, "tuple[int, TieredState] | None"]
 
 
+def fence_topic_ids(records: Iterable[MetadataRecord]) -> list[Uuid]:
+    """The topic ids whose fence a metadata-log batch may change (its TieredStateRecords and RemoveTopicRecords),
+    each once: what a backend reads in one query before :func:`plan_fence_changes`. A malformed topic id is left
+    out (the plan refuses its record)."""
+    found: dict[Uuid, None] = {}
+    for record in records:
+        if record.name in (TIERED_STATE_RECORD, REMOVE_TOPIC_RECORD):
+            topic_id = record.fields.get("topic_id")
+            if isinstance(topic_id, Uuid):
+                found[topic_id] = None
+    return list(found)
+
+
 def plan_fence_changes(records: Iterable[MetadataRecord], lookup: FenceLookup) -> FenceChanges:
     """The tiered-state changes a metadata-log batch makes (``None`` = topic removed), in batch order.
 

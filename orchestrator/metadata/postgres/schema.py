@@ -31,7 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -161,16 +161,30 @@ def fence_lookup(conn: Connection, topic_id: Uuid) -> tuple[int, TieredState] | 
     return None if row is None else (int(row[0]), TieredState(row[1]))
 
 
+def fence_lookup_many(conn: Connection, topic_ids: Sequence[Uuid]) -> dict[Uuid, tuple[int, TieredState]]:
+    """The fence of each of ``topic_ids`` that has one, in one query."""
+    if not topic_ids:
+        return {}
+    by_uuid = {t.to_uuid(): t for t in topic_ids}
+    rows = conn.execute(
+        "SELECT topic_id, tiered_epoch, tiered_state FROM tiered_state WHERE topic_id = ANY(%s)", (list(by_uuid),)
+    ).fetchall()
+    return {by_uuid[row[0]]: (int(row[1]), TieredState(row[2])) for row in rows}
+
+
 def apply_fence_changes(conn: Connection, changes: dict[Uuid, tuple[int, TieredState] | None]) -> None:
-    for topic_id, state in changes.items():
-        if state is None:
-            conn.execute("DELETE FROM tiered_state WHERE topic_id = %s", (topic_id.to_uuid(),))
-        else:
-            conn.execute(
+    """Write a batch's fence changes: one statement for the removed topics, one for the others."""
+    removed = [t.to_uuid() for t, state in changes.items() if state is None]
+    if removed:
+        conn.execute("DELETE FROM tiered_state WHERE topic_id = ANY(%s)", (removed,))
+    kept = [(t.to_uuid(), state[0], int(state[1])) for t, state in changes.items() if state is not None]
+    if kept:
+        with conn.cursor() as cur:
+            cur.executemany(
                 "INSERT INTO tiered_state (topic_id, tiered_epoch, tiered_state) VALUES (%s, %s, %s) "
                 "ON CONFLICT (topic_id) DO UPDATE SET tiered_epoch = EXCLUDED.tiered_epoch, "
                 "tiered_state = EXCLUDED.tiered_state",
-                (topic_id.to_uuid(), state[0], int(state[1])),
+                kept,
             )
 
 
@@ -207,6 +221,7 @@ __all__ = [
     "Migration",
     "apply_fence_changes",
     "fence_lookup",
+    "fence_lookup_many",
     "log_rows",
     "migrate",
     "rebuild_fence",

@@ -12,6 +12,11 @@ across every process and connection, as SQLite's ``BEGIN IMMEDIATE`` serializes 
 * an RLMM append reads the fence table after the lock, so no metadata-log append can change a topic's tiered
   state between the fence check and the RLMM write (invariant 4).
 
+Appends (to either log) from concurrent threads of one process are group-committed (:mod:`..group_commit`): one
+transaction, one commit, each append in its own savepoint (a nested psycopg transaction), so one append's refusal
+changes nothing of the others; the lease row read at the start of the transaction stays locked, so every append
+of the group is checked against the same lease.
+
 Serializing RLMM appends with metadata-log writes costs throughput, not correctness; both are small and rare
 next to the data path, and one lock leaves no lock ordering to get wrong. Reads are single statements, a page
 (:data:`~.schema.PAGE_ROWS` rows) at a time, and take no lock.
@@ -62,6 +67,7 @@ from psycopg import sql
 from orchestrator import crash_points
 from orchestrator.errors import KafkaStorageError, MetadataLogCorrupt, ProtocolError, StaleControllerEpoch
 from orchestrator.ids import Uuid
+from orchestrator.metadata.group_commit import GroupCommit
 from orchestrator.metadata.postgres.connection import (
     Connection,
     SessionTimeouts,
@@ -75,6 +81,7 @@ from orchestrator.metadata.postgres.schema import (
     PAGE_ROWS,
     apply_fence_changes,
     fence_lookup,
+    fence_lookup_many,
     log_rows,
     migrate,
     rebuild_fence,
@@ -95,6 +102,7 @@ from orchestrator.metadata.store import (
     checksum,
     encode_all,
     encode_snapshot,
+    fence_topic_ids,
     log_recovery,
     page_log,
     plan_fence_changes,
@@ -173,6 +181,9 @@ class PostgresMetadataStore:
         self._listen_lock = threading.Lock()
         self._listener: Connection | None = None  # LISTENs on CHANGE_CHANNEL; opened by the first wait_for_change
         self._closed = False
+        self._group: GroupCommit[tuple[Connection, _LeaseRow]] = GroupCommit(
+            self._write, lambda db_lease: db_lease[0].transaction()
+        )
         self.last_recovery: RecoveryReport | None = None
         try:
             with self._lock, self._pg_errors():
@@ -197,9 +208,10 @@ class PostgresMetadataStore:
 
     def append(self, records: Sequence[MetadataRecord], *, controller_epoch: int) -> int:
         encoded = encode_all(records, rlmm=False)
-        with self._write() as (db, lease):
+
+        def write(db: Connection, lease: _LeaseRow) -> int:
             self._check_epoch(lease, controller_epoch, what="append to the metadata log")
-            changes = plan_fence_changes(records, lambda tid: fence_lookup(db, tid))
+            changes = plan_fence_changes(records, fence_lookup_many(db, fence_topic_ids(records)).get)
             start = _next_offset(db, "log")
             if encoded:
                 with db.cursor() as cur:
@@ -211,6 +223,18 @@ class PostgresMetadataStore:
             if encoded:
                 self._notify(db)
             return start + len(encoded) - 1
+
+        return self._grouped(write)
+
+    def _grouped(self, write: Callable[[Connection, _LeaseRow], int]) -> int:
+        """Run an append in a transaction shared with concurrent appends (:mod:`..group_commit`; a nested
+        psycopg transaction is its savepoint), its errors translated like any other's."""
+
+        def unit(db_lease: tuple[Connection, _LeaseRow]) -> int:
+            with self._pg_errors():
+                return write(*db_lease)
+
+        return self._group.run(unit)
 
     def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]:
         check_read_range(from_offset, limit)
@@ -347,7 +371,8 @@ class PostgresMetadataStore:
 
     def append_remote_log_metadata(self, records: Sequence[MetadataRecord], *, now_ms: int | None = None) -> int:
         encoded = encode_all(records, rlmm=True)
-        with self._write() as (db, _lease):
+
+        def write(db: Connection, _lease: _LeaseRow) -> int:
             topic_ids = check_rlmm_fence(records, lambda tid: fence_lookup(db, tid))
             start = _next_offset(db, "rlmm")
             if encoded:
@@ -361,6 +386,8 @@ class PostgresMetadataStore:
                         ],
                     )
             return start + len(encoded) - 1
+
+        return self._grouped(write)
 
     def read_remote_log_metadata(self, *, topic_id: Uuid | None = None, from_offset: int = 0) -> Iterator[LogEntry]:
         check_read_range(from_offset, None)

@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from orchestrator.errors import MetadataLogCorrupt
 from orchestrator.ids import Uuid
@@ -70,15 +71,33 @@ def fence_lookup(db: sqlite3.Connection, topic_id: Uuid) -> tuple[int, TieredSta
     return None if row is None else (int(row[0]), TieredState(row[1]))
 
 
+_IN_CHUNK = 500  # topic ids per IN (...) query: below SQLite's bound-parameter limit on every build
+
+
+def fence_lookup_many(db: sqlite3.Connection, topic_ids: Sequence[Uuid]) -> dict[Uuid, tuple[int, TieredState]]:
+    """The fence of each of ``topic_ids`` that has one, in one query per 500 ids."""
+    found: dict[Uuid, tuple[int, TieredState]] = {}
+    for i in range(0, len(topic_ids), _IN_CHUNK):
+        chunk = {t.raw: t for t in topic_ids[i : i + _IN_CHUNK]}
+        rows = db.execute(
+            f"SELECT topic_id, tiered_epoch, tiered_state FROM tiered_state WHERE topic_id IN "
+            f"({', '.join('?' * len(chunk))})",
+            list(chunk),
+        )
+        for raw, epoch, state in rows:
+            found[chunk[raw]] = (int(epoch), TieredState(state))
+    return found
+
+
 def apply_fence_changes(db: sqlite3.Connection, changes: dict[Uuid, tuple[int, TieredState] | None]) -> None:
-    for topic_id, state in changes.items():
-        if state is None:
-            db.execute("DELETE FROM tiered_state WHERE topic_id = ?", (topic_id.raw,))
-        else:
-            db.execute(
-                "INSERT OR REPLACE INTO tiered_state (topic_id, tiered_epoch, tiered_state) VALUES (?, ?, ?)",
-                (topic_id.raw, state[0], int(state[1])),
-            )
+    """Write a batch's fence changes: one statement for the removed topics, one for the others."""
+    db.executemany(
+        "DELETE FROM tiered_state WHERE topic_id = ?", [(t.raw,) for t, state in changes.items() if state is None]
+    )
+    db.executemany(
+        "INSERT OR REPLACE INTO tiered_state (topic_id, tiered_epoch, tiered_state) VALUES (?, ?, ?)",
+        [(t.raw, state[0], int(state[1])) for t, state in changes.items() if state is not None],
+    )
 
 
 def rebuild_fence(db: sqlite3.Connection) -> None:
@@ -104,4 +123,12 @@ def rebuild_fence(db: sqlite3.Connection) -> None:
     apply_fence_changes(db, {tid: s for tid, s in changes.items() if s is not None})
 
 
-__all__ = ["FORMAT_VERSION", "SCHEMA", "apply_fence_changes", "create_tables", "fence_lookup", "rebuild_fence"]
+__all__ = [
+    "FORMAT_VERSION",
+    "SCHEMA",
+    "apply_fence_changes",
+    "create_tables",
+    "fence_lookup",
+    "fence_lookup_many",
+    "rebuild_fence",
+]

@@ -5,6 +5,8 @@ acknowledged) and a busy timeout; every write is one ``BEGIN IMMEDIATE`` transac
 standbys and the brokers (separate OS processes) can share the file. A fencing check and the write it guards
 are in the same transaction: an append reads the lease and the tiered-state fence table and writes the log rows
 and the fence table atomically. A store opened by one thread may be used by others (one lock, one connection).
+Appends (to either log) from concurrent threads of one process are group-committed (:mod:`..group_commit`): one
+transaction, one commit, each append in its own savepoint, so one append's refusal changes nothing of the others.
 
 The package: this module is the :class:`MetadataStore` contract (log, snapshots, lease, RLMM, fences), the
 connection and the order of recovery; :mod:`.schema` the file's layout (format 1) and the fence table derived
@@ -52,6 +54,7 @@ from orchestrator.errors import (
     StaleControllerEpoch,
 )
 from orchestrator.ids import Uuid
+from orchestrator.metadata.group_commit import DEFAULT_MAX_GROUP, GroupCommit, sql_savepoint
 from orchestrator.metadata.records import MetadataRecord, TieredState, decode_record
 from orchestrator.metadata.sqlite.salvage import Salvage, finish_salvage, replace_with_salvage
 from orchestrator.metadata.sqlite.schema import (
@@ -59,6 +62,7 @@ from orchestrator.metadata.sqlite.schema import (
     apply_fence_changes,
     create_tables,
     fence_lookup,
+    fence_lookup_many,
     rebuild_fence,
 )
 from orchestrator.metadata.sqlite.wal import WalInspection, inspect_wal, sidecar
@@ -78,6 +82,7 @@ from orchestrator.metadata.store import (
     checksum,
     encode_all,
     encode_snapshot,
+    fence_topic_ids,
     log_recovery,
     page_log,
     plan_fence_changes,
@@ -129,7 +134,9 @@ class SqliteMetadataStore:
         busy_timeout_ms: int = 10_000,
         recover_on_open: bool = True,
         clock: Callable[[], float] = time.time,
+        max_group_commit: int = DEFAULT_MAX_GROUP,
     ) -> None:
+        """``max_group_commit``: appends one transaction takes at most (1: a transaction per append)."""
         self.path = Path(path)
         self._busy_timeout_ms = busy_timeout_ms
         self._clock = clock
@@ -137,6 +144,9 @@ class SqliteMetadataStore:
         self._conn: sqlite3.Connection | None = None
         self._file_id: tuple[int, int] | None = None
         self._closed = False
+        self._group: GroupCommit[sqlite3.Connection] = GroupCommit(
+            self._write, lambda db: sql_savepoint(db.execute), max_group=max_group_commit
+        )
         self.last_recovery: RecoveryReport | None = None
         finish_salvage(self.path)
         if recover_on_open:
@@ -155,9 +165,10 @@ class SqliteMetadataStore:
 
     def append(self, records: Sequence[MetadataRecord], *, controller_epoch: int) -> int:
         encoded = encode_all(records, rlmm=False)
-        with self._write() as db:
+
+        def write(db: sqlite3.Connection) -> int:
             self._check_epoch(db, controller_epoch, what="append to the metadata log")
-            changes = plan_fence_changes(records, lambda tid: fence_lookup(db, tid))
+            changes = plan_fence_changes(records, fence_lookup_many(db, fence_topic_ids(records)).get)
             start = int(db.execute("SELECT COALESCE(MAX(offset) + 1, 0) FROM log").fetchone()[0])
             db.executemany(
                 "INSERT INTO log (offset, controller_epoch, data, crc) VALUES (?, ?, ?, ?)",
@@ -165,6 +176,18 @@ class SqliteMetadataStore:
             )
             apply_fence_changes(db, changes)
             return start + len(encoded) - 1
+
+        return self._grouped(write)
+
+    def _grouped(self, write: Callable[[sqlite3.Connection], int]) -> int:
+        """Run an append in a transaction shared with concurrent appends (:mod:`..group_commit`), its SQLite
+        errors translated like any other's."""
+
+        def unit(db: sqlite3.Connection) -> int:
+            with self._sqlite_errors():
+                return write(db)
+
+        return self._group.run(unit)
 
     def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]:
         check_read_range(from_offset, limit)
@@ -294,7 +317,8 @@ class SqliteMetadataStore:
 
     def append_remote_log_metadata(self, records: Sequence[MetadataRecord], *, now_ms: int | None = None) -> int:
         encoded = encode_all(records, rlmm=True)
-        with self._write() as db:
+
+        def write(db: sqlite3.Connection) -> int:
             topic_ids = check_rlmm_fence(records, lambda tid: fence_lookup(db, tid))
             start = int(db.execute("SELECT COALESCE(MAX(offset) + 1, 0) FROM rlmm").fetchone()[0])
             db.executemany(
@@ -305,6 +329,8 @@ class SqliteMetadataStore:
                 ],
             )
             return start + len(encoded) - 1
+
+        return self._grouped(write)
 
     def read_remote_log_metadata(self, *, topic_id: Uuid | None = None, from_offset: int = 0) -> Iterator[LogEntry]:
         check_read_range(from_offset, None)

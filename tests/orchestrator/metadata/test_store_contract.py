@@ -614,6 +614,37 @@ def test_tiered_state_follows_the_metadata_log(store: MetadataStore) -> None:
     assert store.tiered_state(tid) is None
 
 
+def test_a_batch_of_many_topics_moves_every_fence_at_once_and_one_stale_epoch_among_them_writes_nothing(
+    store: MetadataStore,
+) -> None:
+    """More topics in one batch than a backend reads in one query (SQLite: 500 ids a query): some removed, some
+    moved up, some new, one topic twice; then the same many with one epoch going down."""
+    epoch = _lease(store).controller_epoch
+    tids = [Uuid.random() for _ in range(1200)]
+    store.append(
+        [r for i, t in enumerate(tids) for r in (topic(f"t{i}", t), tiered(t, 2, TieredState.ENABLED))],
+        controller_epoch=epoch,
+    )
+    batch = [remove_topic(t) for t in tids[:300]]
+    batch += [tiered(t, 3, TieredState.DISABLING, DisablePolicy.DELETE) for t in tids[300:1100]]
+    fresh = [Uuid.random() for _ in range(200)]
+    batch += [tiered(t, 1, TieredState.ENABLED) for t in fresh]
+    batch += [tiered(tids[1099], 4, TieredState.DISABLED, DisablePolicy.DELETE)]
+    store.append(batch, controller_epoch=epoch)
+    assert [store.tiered_state(t) for t in tids[:300]] == [None] * 300
+    assert {store.tiered_state(t) for t in tids[300:1099]} == {(3, TieredState.DISABLING)}
+    assert store.tiered_state(tids[1099]) == (4, TieredState.DISABLED)
+    assert {store.tiered_state(t) for t in tids[1100:]} == {(2, TieredState.ENABLED)}
+    assert {store.tiered_state(t) for t in fresh} == {(1, TieredState.ENABLED)}
+
+    end = store.end_offset()
+    stale = [tiered(t, 5, TieredState.ENABLED) for t in tids[300:1200]] + [tiered(fresh[-1], 0, TieredState.ENABLED)]
+    with pytest.raises(StaleTieredEpoch, match="at tiered epoch 0 is below the current epoch 1"):
+        store.append(stale, controller_epoch=epoch)
+    assert store.end_offset() == end
+    assert {store.tiered_state(t) for t in tids[300:1099]} == {(3, TieredState.DISABLING)}, "nothing written"
+
+
 # --- checksums and recovery ------------------------------------------------------------------------------------
 
 
