@@ -11,7 +11,9 @@ store and reloads from the latest snapshot instead of failing (``metadata.follow
 the same happens if records are deleted while a refresh is reading them.
 
 Replays run with the cycle collector paused (:mod:`orchestrator.collector`): a replay allocates only what the
-image keeps or reference counting frees.
+image keeps or reference counting frees. A refresh that moved the image on then lets the collector settle
+(:func:`~orchestrator.collector.settle_if_grown`): once the heap grew enough, what is alive is frozen, so later
+full collections do not walk the image again.
 
 If the store's log now ends before the image's offset (recovery cut a corrupt tail the image had already
 applied), the follower drops its image and rebuilds from the snapshot and the log: an image never describes
@@ -24,7 +26,7 @@ import threading
 
 import structlog
 
-from orchestrator.collector import collector_paused
+from orchestrator.collector import collector_paused, settle_if_grown
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, from_snapshot, replay
 from orchestrator.metadata.store import LogTruncated, MetadataStore
 
@@ -59,7 +61,10 @@ class MetadataFollower:
                     log.info("metadata.follower.reload", image_offset=self._image.offset, reason=exc.message)
                     self._started = False
                     continue
+                grew = image.offset != self._image.offset
                 self._image = image
+                if grew:  # what it just built is long-lived: see orchestrator/collector.py
+                    settle_if_grown()
                 return image
             raise AssertionError("unreachable")  # pragma: no cover
 
