@@ -77,7 +77,7 @@ class MetadataFollower:
             image = self._load_start()
             self._started = True
         entries = self._store.read(from_offset=image.offset + 1)
-        return replay(image, ((e.offset, e.record) for e in entries))
+        return replay(image, entries)
 
     def _load_start(self) -> MetadataImage:
         """The image to replay the log onto: the latest snapshot's, or the empty image if there is none."""

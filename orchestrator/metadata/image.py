@@ -26,7 +26,7 @@ Invariants kept by replay:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -473,17 +473,23 @@ _APPLY = {
 }
 
 
-def replay(image: MetadataImage, entries: Iterable[tuple[int, MetadataRecord]]) -> MetadataImage:
-    """Apply ``(offset, record)`` pairs in order and return the new image; ``image`` is left unchanged.
+def replay(image: MetadataImage, entries: Iterable[Sequence[Any]]) -> MetadataImage:
+    """Apply ``(offset, record)`` pairs in order and return the new image; ``image`` is left unchanged. Any
+    sequence whose first two items are the offset and the record will do (the store's log entries are).
 
     Partition maps are folded into their topics when the batch ends, so a topic re-read mid-batch (e.g. by a
     TieredStateRecord after a PartitionRecord) keeps its pending partitions.
     """
     b = _Builder(image)
-    for offset, record in entries:
+    rules = _APPLY  # _apply inlined: this loop runs once per record of every replay
+    for entry in entries:
+        offset, record = entry[0], entry[1]
         if offset <= b.offset:
             raise ValueError(f"record offset {offset} is not after the image's offset {b.offset}")
-        _apply(b, record)
+        apply = rules.get(record.name)
+        if apply is None:
+            raise ValueError(f"no replay rule for {record.name}")
+        apply(b, record.fields)
         b.offset = offset
     return b.build()
 
