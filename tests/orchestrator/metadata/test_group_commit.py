@@ -109,6 +109,11 @@ def test_a_caller_alone_is_one_transaction_of_one_unit() -> None:
     assert gc.run(_write("a", "b")) == "b"
     assert journal.committed == ["a", "b"] and journal.transactions == [["a", "b"]]
     assert (gc.transactions, gc.units, gc.waiting) == (1, 1, 0)
+    refused = StaleTieredEpoch("below the current epoch")
+    with pytest.raises(StaleTieredEpoch) as raised:
+        gc.run(_write("c", fail=refused))
+    assert raised.value is refused, "a lone unit's own error, not a wrapper"
+    assert journal.committed == ["a", "b"], "its transaction rolled back: nothing of it written"
 
 
 def test_units_handed_in_while_a_transaction_runs_share_the_next_one_in_order() -> None:
