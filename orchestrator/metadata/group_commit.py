@@ -44,20 +44,24 @@ class _Unit:
 
 
 class GroupCommit(Generic[C]):
-    """``transaction()`` opens a write transaction and commits it on a clean exit (rolls back otherwise);
-    ``savepoint(conn)`` runs its body inside a savepoint, rolling back to it and re-raising on an error."""
+    """``transaction()`` opens a write transaction and commits it on a clean exit (rolls back otherwise; it must
+    raise if it could not commit); ``savepoint(conn)`` runs its body inside a savepoint, rolling back to it and
+    re-raising on an error (:func:`sql_savepoint`); ``errors()`` translates the backend's errors around each unit,
+    its savepoint included, so a caller gets the store's typed errors whichever statement failed."""
 
     def __init__(
         self,
         transaction: Callable[[], contextlib.AbstractContextManager[C]],
         savepoint: Callable[[C], contextlib.AbstractContextManager[Any]],
         *,
+        errors: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
         max_group: int = DEFAULT_MAX_GROUP,
     ) -> None:
         if max_group < 1:
             raise ValueError(f"max_group must be >= 1, got {max_group}")
         self._transaction = transaction
         self._savepoint = savepoint
+        self._errors = errors
         self._max_group = max_group
         self._queue_lock = threading.Lock()
         self._queue: list[_Unit] = []
@@ -96,11 +100,12 @@ class GroupCommit(Generic[C]):
         try:
             with self._transaction() as conn:
                 if len(group) == 1:  # its failure rolls the transaction back: the same as its savepoint would
-                    group[0].value = group[0].work(conn)
+                    with self._errors():
+                        group[0].value = group[0].work(conn)
                     return
                 for unit in group:
                     try:
-                        with self._savepoint(conn):
+                        with self._errors(), self._savepoint(conn):
                             unit.value = unit.work(conn)
                     except TransactionLost as lost:  # the whole transaction is gone: stop, fail the group
                         raise lost.cause from None
@@ -128,8 +133,11 @@ class TransactionLost(Exception):
 def sql_savepoint(execute: Callable[[str], object], name: str = "unit") -> Iterator[None]:
     """A savepoint through SQL (SQLite and PostgreSQL spell it the same): rolled back to and released on an
     error, which is re-raised; released on success. If it cannot be rolled back to, the transaction is lost:
-    :class:`TransactionLost` carrying the error."""
-    execute(f"SAVEPOINT {name}")
+    :class:`TransactionLost` carrying the error; so it is when the savepoint cannot even be opened."""
+    try:
+        execute(f"SAVEPOINT {name}")
+    except Exception as exc:
+        raise TransactionLost(exc) from exc
     try:
         yield
     except BaseException as exc:

@@ -13,7 +13,7 @@ across every process and connection, as SQLite's ``BEGIN IMMEDIATE`` serializes 
   state between the fence check and the RLMM write (invariant 4).
 
 Appends (to either log) from concurrent threads of one process are group-committed (:mod:`..group_commit`): one
-transaction, one commit, each append in its own savepoint (a nested psycopg transaction), so one append's refusal
+transaction, one commit, each append in its own savepoint, so one append's refusal
 changes nothing of the others; the lease row read at the start of the transaction stays locked, so every append
 of the group is checked against the same lease.
 
@@ -67,7 +67,7 @@ from psycopg import sql
 from orchestrator import crash_points
 from orchestrator.errors import KafkaStorageError, MetadataLogCorrupt, ProtocolError, StaleControllerEpoch
 from orchestrator.ids import Uuid
-from orchestrator.metadata.group_commit import GroupCommit
+from orchestrator.metadata.group_commit import GroupCommit, sql_savepoint
 from orchestrator.metadata.postgres.connection import (
     Connection,
     SessionTimeouts,
@@ -182,7 +182,7 @@ class PostgresMetadataStore:
         self._listener: Connection | None = None  # LISTENs on CHANGE_CHANNEL; opened by the first wait_for_change
         self._closed = False
         self._group: GroupCommit[tuple[Connection, _LeaseRow]] = GroupCommit(
-            self._write, lambda db_lease: db_lease[0].transaction()
+            self._write, lambda db_lease: sql_savepoint(db_lease[0].execute), errors=self._pg_errors
         )
         self.last_recovery: RecoveryReport | None = None
         try:
@@ -224,17 +224,7 @@ class PostgresMetadataStore:
                 self._notify(db)
             return start + len(encoded) - 1
 
-        return self._grouped(write)
-
-    def _grouped(self, write: Callable[[Connection, _LeaseRow], int]) -> int:
-        """Run an append in a transaction shared with concurrent appends (:mod:`..group_commit`; a nested
-        psycopg transaction is its savepoint), its errors translated like any other's."""
-
-        def unit(db_lease: tuple[Connection, _LeaseRow]) -> int:
-            with self._pg_errors():
-                return write(*db_lease)
-
-        return self._group.run(unit)
+        return self._group.run(lambda db_lease: write(*db_lease))
 
     def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]:
         check_read_range(from_offset, limit)
@@ -387,7 +377,7 @@ class PostgresMetadataStore:
                     )
             return start + len(encoded) - 1
 
-        return self._grouped(write)
+        return self._group.run(lambda db_lease: write(*db_lease))
 
     def read_remote_log_metadata(self, *, topic_id: Uuid | None = None, from_offset: int = 0) -> Iterator[LogEntry]:
         check_read_range(from_offset, None)
@@ -611,8 +601,12 @@ class PostgresMetadataStore:
         """One write transaction, holding the lease row's lock from its first statement (see the module docstring)."""
         with self._lock, self._pg_errors():
             db = self._db()
-            with db.transaction():
+            with db.transaction() as tx:
                 yield db, _lock_lease(db)
+            if tx.status != tx.Status.COMMITTED:  # psycopg leaves a block quietly when the connection broke in it
+                raise KafkaStorageError(
+                    f"the connection to {self.location} was lost before the commit: nothing of it was written"
+                )
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------

@@ -146,7 +146,7 @@ class SqliteMetadataStore:
         self._file_id: tuple[int, int] | None = None
         self._closed = False
         self._group: GroupCommit[sqlite3.Connection] = GroupCommit(
-            self._write, lambda db: sql_savepoint(db.execute), max_group=max_group_commit
+            self._write, lambda db: sql_savepoint(db.execute), errors=self._sqlite_errors, max_group=max_group_commit
         )
         self.last_recovery: RecoveryReport | None = None
         finish_salvage(self.path)
@@ -178,17 +178,7 @@ class SqliteMetadataStore:
             apply_fence_changes(db, changes)
             return start + len(encoded) - 1
 
-        return self._grouped(write)
-
-    def _grouped(self, write: Callable[[sqlite3.Connection], int]) -> int:
-        """Run an append in a transaction shared with concurrent appends (:mod:`..group_commit`), its SQLite
-        errors translated like any other's."""
-
-        def unit(db: sqlite3.Connection) -> int:
-            with self._sqlite_errors():
-                return write(db)
-
-        return self._group.run(unit)
+        return self._group.run(write)
 
     def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]:
         check_read_range(from_offset, limit)
@@ -331,7 +321,7 @@ class SqliteMetadataStore:
             )
             return start + len(encoded) - 1
 
-        return self._grouped(write)
+        return self._group.run(write)
 
     def read_remote_log_metadata(self, *, topic_id: Uuid | None = None, from_offset: int = 0) -> Iterator[LogEntry]:
         check_read_range(from_offset, None)

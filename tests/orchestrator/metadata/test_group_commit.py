@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import StaleControllerEpoch, StaleTieredEpoch
+from orchestrator.errors import KafkaStorageError, StaleControllerEpoch, StaleTieredEpoch
 from orchestrator.ids import Uuid
 from orchestrator.metadata.group_commit import GroupCommit, TransactionLost, sql_savepoint
 from orchestrator.metadata.postgres import PostgresMetadataStore
@@ -283,3 +283,54 @@ def test_appends_from_many_threads_share_transactions_and_a_refused_one_changes_
         assert [e.record["name"] for e in entries[last - 2 : last + 1]] in names
     assert store.tiered_state(tid) == (2, TieredState.ENABLED)
     assert [e.offset for e in store.read_remote_log_metadata()] == [0] and outcomes[8] == 0
+
+
+@pytest.mark.integration
+def test_postgres_a_session_killed_in_the_middle_of_a_group_writes_nothing_of_it_and_the_store_goes_on(
+    postgres_dsn: str,
+) -> None:
+    """The server ends the session while a group's second unit runs: every unit of the group fails (nothing is
+    written, whatever each caller is told), and the next append reconnects and lands right after the log's end."""
+    store = PostgresMetadataStore(postgres_dsn)
+    lease = store.acquire_lease(holder="c", now_ms=0, ttl_ms=10**12)
+    assert lease is not None
+    epoch = lease.controller_epoch
+    store.append([topic("before", Uuid.random())], controller_epoch=epoch)
+
+    def killed(db_lease: Any) -> int:
+        db_lease[0].execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return -1
+
+    calls: list[Callable[[], Any]] = [
+        lambda: store.append([topic("first", Uuid.random())], controller_epoch=epoch),
+        lambda: store.append([topic("a", Uuid.random())], controller_epoch=epoch),
+        lambda: store._group.run(killed),
+        lambda: store.append([topic("b", Uuid.random())], controller_epoch=epoch),
+    ]
+    outcomes: list[Any] = [None] * len(calls)
+
+    def call(i: int) -> None:
+        try:
+            outcomes[i] = calls[i]()
+        except Exception as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
+    before = store._group.transactions
+    with store._lock:  # the first append leads a group of one; the other three queue, in order, behind it
+        threads[0].start()
+        _until(lambda: store._group.transactions == before + 1)
+        for i, t in enumerate(threads[1:], start=1):
+            t.start()
+            _until(lambda i=i: store._group.waiting == i)  # type: ignore[misc]
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive()
+    try:
+        assert outcomes[0] == 1
+        assert all(isinstance(o, KafkaStorageError) for o in outcomes[1:]), outcomes
+        assert [e.record["name"] for e in store.read()] == ["before", "first"], "nothing of the killed group"
+        assert store.append([topic("after", Uuid.random())], controller_epoch=epoch) == 2
+        assert [e.record["name"] for e in store.read()] == ["before", "first", "after"]
+    finally:
+        store.close()
