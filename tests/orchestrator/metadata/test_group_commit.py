@@ -219,6 +219,34 @@ def test_sql_savepoint_on_a_lost_transaction_raises_transaction_lost_with_the_ca
 # --- the stores ------------------------------------------------------------------------------------------------
 
 
+def _queue_behind_the_store(
+    store: SqliteMetadataStore | PostgresMetadataStore, calls: list[Callable[[], Any]]
+) -> list[Any]:
+    """Run ``calls`` on threads while the store's lock is held: the first leads a group of one and waits for the
+    lock; the others queue behind it, in order, and make the next group. The outcome of each, in order (its
+    value or the exception it raised)."""
+    outcomes: list[Any] = [None] * len(calls)
+
+    def call(i: int) -> None:
+        try:
+            outcomes[i] = calls[i]()
+        except Exception as exc:
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
+    before = store._group.transactions
+    with store._lock:
+        threads[0].start()
+        _until(lambda: store._group.transactions == before + 1)
+        for i, t in enumerate(threads[1:], start=1):
+            t.start()
+            _until(lambda i=i: store._group.waiting == i)  # type: ignore[misc]
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive()
+    return outcomes
+
+
 @pytest.fixture(
     params=[pytest.param("sqlite", marks=pytest.mark.unit), pytest.param("postgresql", marks=pytest.mark.integration)]
 )
@@ -250,25 +278,7 @@ def test_appends_from_many_threads_share_transactions_and_a_refused_one_changes_
     batches.append(lambda: store.append([tiered(tid, 1, TieredState.ENABLED)], controller_epoch=epoch))
     batches.append(lambda: store.append_remote_log_metadata([copy_started(tid, 2)]))
     batches.append(lambda: store.append_remote_log_metadata([copy_started(tid, 1)]))  # below the fence's epoch
-    outcomes: list[Any] = [None] * len(batches)
-
-    def call(i: int) -> None:
-        try:
-            outcomes[i] = batches[i]()
-        except Exception as exc:
-            outcomes[i] = exc
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(batches))]
-    with store._lock:  # hold the file: the first append leads a group of one and waits for it
-        threads[0].start()
-        _until(lambda: store._group.transactions == before + 1)
-        for t in threads[1:]:  # ... and every other append queues behind it
-            t.start()
-        _until(lambda: store._group.waiting == len(batches) - 1)
-    for t in threads:
-        t.join(30)
-        assert not t.is_alive()
-
+    outcomes = _queue_behind_the_store(store, batches)
     assert store._group.transactions - before == 2, "the first append, then all the others in one"
     assert isinstance(outcomes[6], StaleControllerEpoch)
     assert isinstance(outcomes[7], StaleTieredEpoch)
@@ -307,25 +317,7 @@ def test_postgres_a_session_killed_in_the_middle_of_a_group_writes_nothing_of_it
         lambda: store._group.run(killed),
         lambda: store.append([topic("b", Uuid.random())], controller_epoch=epoch),
     ]
-    outcomes: list[Any] = [None] * len(calls)
-
-    def call(i: int) -> None:
-        try:
-            outcomes[i] = calls[i]()
-        except Exception as exc:
-            outcomes[i] = exc
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
-    before = store._group.transactions
-    with store._lock:  # the first append leads a group of one; the other three queue, in order, behind it
-        threads[0].start()
-        _until(lambda: store._group.transactions == before + 1)
-        for i, t in enumerate(threads[1:], start=1):
-            t.start()
-            _until(lambda i=i: store._group.waiting == i)  # type: ignore[misc]
-    for t in threads:
-        t.join(30)
-        assert not t.is_alive()
+    outcomes = _queue_behind_the_store(store, calls)  # "first" alone, then a, the killer and b in one group
     try:
         assert outcomes[0] == 1
         assert all(isinstance(o, KafkaStorageError) for o in outcomes[1:]), outcomes
