@@ -65,10 +65,11 @@ def settle_if_grown(*, min_interval_s: float = 1.0, clock: Callable[[], float] =
         if now - _checked_at[0] < min_interval_s:
             return False
         _checked_at[0] = now
-        unfrozen_old = len(gc.get_objects(generation=2))
-        if unfrozen_old < max(SETTLE_MIN_OBJECTS, SETTLE_GROWTH * gc.get_freeze_count()):
-            return False
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
-        return True
+    unfrozen_old = len(gc.get_objects(generation=2))
+    if unfrozen_old < max(SETTLE_MIN_OBJECTS, SETTLE_GROWTH * gc.get_freeze_count()):
+        return False
+    # Outside the lock: a collection runs finalizers, and one that paused the collector must not wait for us.
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    return True
