@@ -8,35 +8,48 @@ trees: reference counting frees them). :func:`collector_paused` stops automatic 
 Once built, the image lives on, and every full collection walks it again: on a 2,000-topic cluster one full
 collection stalls the controller for 100-200 ms, several times during a bulk disablement, for nothing found.
 :func:`settle_if_grown` moves what is alive into the collector's permanent generation (``gc.freeze``) once the
-old generation has grown enough since the last settle; full collections then walk only what came after.
+heap has grown enough since the last settle; full collections then walk only what came after. A settle is itself
+a full collection, so it waits for a quiet moment: the callers (the metadata followers, on every refresh) say
+whether the image just moved, and a grown heap is settled once no refresh moved it for ``quiet_s``, not in the
+middle of a burst of work (a bulk disablement right after thousands of topics were created, say).
 
 Invariants:
 * Pauses nest and may overlap across threads: the collector is re-enabled when the last pause ends, and only if
   it was enabled when the first one began (a process that turned it off keeps it off).
 * Objects are still freed by reference counting while paused; only cycles wait for the next collection.
 * A settle is one full collection of everything (frozen objects included: it unfreezes first), then a freeze:
-  a cycle among frozen objects waits at most until the next settle, never forever. It runs only when the old,
-  unfrozen generation holds at least :data:`SETTLE_MIN_OBJECTS` objects and as many as are frozen (the heap
-  doubled), so settles walk the heap a bounded number of times per doubling: over any growth their cost is at
-  most about twice the final heap. Between settles the collector's own full collections walk only the unfrozen
-  part. Never while paused or when the process turned the collector off; checked at most once per
-  ``min_interval_s``.
+  a cycle among frozen objects waits at most until the next settle, never forever.
+* The heap is measured in allocated memory blocks (``sys.getallocatedblocks``: constant time in the number of
+  objects, where listing the old generation costs a third of a collection). A settle runs only when the heap
+  holds at least :data:`SETTLE_MIN_BLOCKS` blocks and :data:`SETTLE_GROWTH` times as many as after the last
+  settle (it doubled), and then only after ``quiet_s`` without a busy refresh, unless it holds
+  :data:`SETTLE_FORCE` times that many (a process that is never quiet still settles). So settles walk the heap a
+  bounded number of times per doubling: over any growth their cost is at most a few times the final heap.
+  Between settles the collector's own full collections walk only the unfrozen part.
+* Never while paused or when the process turned the collector off; checked at most once per ``min_interval_s``
+  (a busy refresh is noted even when the check is skipped).
 """
 
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import structlog
+
+log = structlog.get_logger(__name__)
+
 _lock = threading.Lock()
 _state = {"depth": 0, "was_enabled": False}  # process-wide, like the collector itself
-_checked_at = [float("-inf")]
+_settle = {"checked_at": float("-inf"), "busy_at": float("-inf"), "settled_blocks": 0}
 
-SETTLE_MIN_OBJECTS = 20_000
-SETTLE_GROWTH = 1.0
+SETTLE_MIN_BLOCKS = 500_000
+SETTLE_GROWTH = 2.0
+SETTLE_FORCE = 2.0
 
 
 @contextmanager
@@ -55,21 +68,36 @@ def collector_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def settle_if_grown(*, min_interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> bool:
-    """Collect everything and freeze what survives, if the old generation grew enough (module docstring);
-    return whether it did."""
+def settle_if_grown(
+    *,
+    busy: bool,
+    min_interval_s: float = 1.0,
+    quiet_s: float = 0.5,
+    clock: Callable[[], float] = time.monotonic,
+    heap_blocks: Callable[[], int] = sys.getallocatedblocks,
+) -> bool:
+    """Collect everything and freeze what survives, if the heap grew enough and (unless it grew a lot) nothing was
+    busy for ``quiet_s`` (module docstring); ``busy`` says the caller's image just moved. Return whether it did."""
     with _lock:
-        if _state["depth"] or not gc.isenabled():
-            return False
         now = clock()
-        if now - _checked_at[0] < min_interval_s:
+        if busy:
+            _settle["busy_at"] = now
+        if _state["depth"] or not gc.isenabled() or now - _settle["checked_at"] < min_interval_s:
             return False
-        _checked_at[0] = now
-    unfrozen_old = len(gc.get_objects(generation=2))
-    if unfrozen_old < max(SETTLE_MIN_OBJECTS, SETTLE_GROWTH * gc.get_freeze_count()):
-        return False
+        _settle["checked_at"] = now
+        blocks = heap_blocks()
+        settled = _settle["settled_blocks"]
+        due = max(SETTLE_MIN_BLOCKS, SETTLE_GROWTH * settled)
+        quiet = now - _settle["busy_at"] >= quiet_s
+        if blocks < (due if quiet else SETTLE_FORCE * due):
+            return False
     # Outside the lock: a collection runs finalizers, and one that paused the collector must not wait for us.
+    started = time.perf_counter()
     gc.unfreeze()
-    gc.collect()
+    found = gc.collect()
     gc.freeze()
+    took_ms = round((time.perf_counter() - started) * 1000, 1)
+    with _lock:
+        _settle["settled_blocks"] = after = heap_blocks()
+    log.info("collector.settled", blocks=after, grown_from=settled, quiet=quiet, collected=found, took_ms=took_ms)
     return True

@@ -11,9 +11,9 @@ store and reloads from the latest snapshot instead of failing (``metadata.follow
 the same happens if records are deleted while a refresh is reading them.
 
 Replays run with the cycle collector paused (:mod:`orchestrator.collector`): a replay allocates only what the
-image keeps or reference counting frees. A refresh that moved the image on then lets the collector settle
-(:func:`~orchestrator.collector.settle_if_grown`): once the heap grew enough, what is alive is frozen, so later
-full collections do not walk the image again.
+image keeps or reference counting frees. Every refresh then lets the collector settle, saying whether it moved
+the image on (:func:`~orchestrator.collector.settle_if_grown`): once the heap grew enough and the image is quiet,
+what is alive is frozen, so later full collections do not walk the image again.
 
 If the store's log now ends before the image's offset (recovery cut a corrupt tail the image had already
 applied), the follower drops its image and rebuilds from the snapshot and the log: an image never describes
@@ -63,8 +63,7 @@ class MetadataFollower:
                     continue
                 grew = image.offset != self._image.offset
                 self._image = image
-                if grew:  # what it just built is long-lived: see orchestrator/collector.py
-                    settle_if_grown()
+                settle_if_grown(busy=grew)  # what a replay built is long-lived: see orchestrator/collector.py
                 return image
             raise AssertionError("unreachable")  # pragma: no cover
 

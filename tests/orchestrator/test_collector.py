@@ -1,9 +1,11 @@
 """The cycle collector pause: nests, overlaps across threads, and leaves a disabled collector disabled. The settle:
-freezes a grown heap, not again until it grows, collects frozen cycles at the next settle, never while paused."""
+freezes a grown heap, not again until it doubles, waits for a quiet moment unless the heap grew a lot, collects
+frozen cycles at the next settle, never while paused."""
 
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import weakref
 from collections.abc import Iterator
@@ -11,7 +13,13 @@ from collections.abc import Iterator
 import pytest
 
 from orchestrator import collector
-from orchestrator.collector import SETTLE_GROWTH, SETTLE_MIN_OBJECTS, collector_paused, settle_if_grown
+from orchestrator.collector import (
+    SETTLE_FORCE,
+    SETTLE_GROWTH,
+    SETTLE_MIN_BLOCKS,
+    collector_paused,
+    settle_if_grown,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -84,70 +92,129 @@ class _Node:
 
 @pytest.fixture
 def _unfrozen(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Nothing frozen, and no settle checked yet (the interval is process-wide state)."""
-    monkeypatch.setattr(collector, "_checked_at", [float("-inf")])
+    """Nothing frozen, nothing settled, checked or busy yet (process-wide state)."""
+    fresh = {"checked_at": float("-inf"), "busy_at": float("-inf"), "settled_blocks": 0}
+    monkeypatch.setattr(collector, "_settle", fresh)
     gc.unfreeze()
     gc.collect()
     yield
     gc.unfreeze()
 
 
-def _clock() -> Iterator[float]:
-    t = 0.0
-    while True:
-        t += 10.0
-        yield t
+class _Heap:
+    """An injected clock (10 s a call: every check is past the interval) and heap size."""
+
+    def __init__(self, blocks: int) -> None:
+        self.now = 0.0
+        self.blocks = blocks
+
+    def clock(self) -> float:
+        self.now += 10.0
+        return self.now
+
+    def settle(self, *, busy: bool = False) -> bool:
+        return settle_if_grown(busy=busy, clock=self.clock, heap_blocks=lambda: self.blocks)
 
 
 @pytest.mark.usefixtures("_unfrozen")
-def test_a_grown_heap_settles_into_the_permanent_generation_and_is_not_settled_again_until_it_grows() -> None:
+def test_a_grown_heap_settles_into_the_permanent_generation_and_is_not_settled_again_until_it_doubles() -> None:
     gc.enable()
-    tick = _clock().__next__
     kept = [[i] for i in range(60_000)]  # long-lived, like an image (lists are always tracked)
     gc.collect()  # ... and already in the old generation
-    assert settle_if_grown(clock=tick)
+    heap = _Heap(SETTLE_MIN_BLOCKS - 1)
+    assert not heap.settle(), "below the minimum"
+    heap.blocks = SETTLE_MIN_BLOCKS
+    assert heap.settle()
     frozen = gc.get_freeze_count()
     assert frozen >= len(kept)
-    assert len(gc.get_objects(generation=2)) < SETTLE_MIN_OBJECTS
-    assert not settle_if_grown(clock=tick), "nothing grew"
-    more = [[i] for i in range(max(SETTLE_MIN_OBJECTS, int(frozen * SETTLE_GROWTH)) + 1000)]
+    assert len(gc.get_objects(generation=2)) < len(kept), "what was alive is frozen: full collections skip it"
+    assert not heap.settle(), "nothing grew"
+    heap.blocks = int(SETTLE_MIN_BLOCKS * SETTLE_GROWTH) - 1
+    assert not heap.settle(), "grown, but not doubled"
+    more = [[i] for i in range(10_000)]
     gc.collect()
-    assert settle_if_grown(clock=tick), "doubled"
+    heap.blocks += 1
+    assert heap.settle(), "doubled"
     assert gc.get_freeze_count() >= frozen + len(more)
+
+
+@pytest.mark.usefixtures("_unfrozen")
+def test_a_real_heap_measure_settles_a_heap_that_grew_past_the_minimum() -> None:
+    """The default measure is the interpreter's allocated blocks: a heap of a million small lists passes it."""
+    gc.enable()
+    assert sys.getallocatedblocks() < SETTLE_MIN_BLOCKS * 10
+    kept = [[i] for i in range(max(0, SETTLE_MIN_BLOCKS * 2 - sys.getallocatedblocks()) // 2 + 1)]
+    assert settle_if_grown(busy=False, clock=lambda: 1e9)
+    assert gc.get_freeze_count() >= len(kept)
+    assert not settle_if_grown(busy=False, clock=lambda: 1e9 + 10), "nothing grew"
+
+
+@pytest.mark.usefixtures("_unfrozen")
+def test_a_grown_heap_waits_for_a_quiet_moment_unless_it_grew_a_lot() -> None:
+    gc.enable()
+    heap = _Heap(SETTLE_MIN_BLOCKS)
+    assert not heap.settle(busy=True), "the first settle waits too"
+    assert heap.settle()
+    heap.blocks = int(SETTLE_MIN_BLOCKS * SETTLE_GROWTH)
+    assert not heap.settle(busy=True), "the image just moved"
+    assert heap.settle(busy=False), "ten seconds without a busy refresh"
+    settled = heap.blocks
+    heap.blocks = int(settled * SETTLE_GROWTH * SETTLE_FORCE) - 1
+    assert not heap.settle(busy=True)
+    assert not heap.settle(busy=True)
+    heap.blocks += 1
+    assert heap.settle(busy=True), "a heap that never stops growing is still settled"
+
+
+@pytest.mark.usefixtures("_unfrozen")
+def test_a_busy_refresh_is_noted_even_when_the_check_is_skipped() -> None:
+    gc.enable()
+    blocks = [SETTLE_MIN_BLOCKS]
+    at = [100.0]
+
+    def settle(*, busy: bool) -> bool:
+        return settle_if_grown(busy=busy, clock=lambda: at[0], heap_blocks=lambda: blocks[0], quiet_s=0.5)
+
+    assert settle(busy=False)
+    blocks[0] *= 2
+    at[0] = 100.9
+    assert not settle(busy=True), "within the interval: not checked"
+    at[0] = 101.1
+    assert not settle(busy=False), "checked: doubled, but the image moved 0.2 s ago"
+    at[0] = 102.2
+    assert settle(busy=False)
 
 
 @pytest.mark.usefixtures("_unfrozen")
 def test_a_cycle_that_was_frozen_is_collected_at_the_next_settle() -> None:
     gc.enable()
-    tick = _clock().__next__
+    heap = _Heap(SETTLE_MIN_BLOCKS)
     a, b = _Node(), _Node()
     a.other, b.other = b, a
     gone = weakref.ref(a)
-    filler = [[i] for i in range(SETTLE_MIN_OBJECTS + 1000)]
-    gc.collect()
-    assert settle_if_grown(clock=tick)
+    assert heap.settle()
     del a, b
     gc.collect()
     assert gone() is not None, "frozen: a full collection does not look at it"
-    filler += [[i] for i in range(SETTLE_MIN_OBJECTS + int(gc.get_freeze_count() * SETTLE_GROWTH))]
-    gc.collect()
-    assert settle_if_grown(clock=tick)
+    heap.blocks *= 2
+    assert heap.settle()
     assert gone() is None, "the settle unfreezes, collects everything, then freezes"
 
 
 @pytest.mark.usefixtures("_unfrozen")
 def test_no_settle_while_paused_with_the_collector_off_or_within_the_interval() -> None:
     gc.enable()
-    kept = [[i] for i in range(SETTLE_MIN_OBJECTS * 2)]
-    gc.collect()
+    blocks = [SETTLE_MIN_BLOCKS]
+
+    def settle(at: float) -> bool:
+        return settle_if_grown(busy=False, clock=lambda: at, heap_blocks=lambda: blocks[0])
+
     with collector_paused():
-        assert not settle_if_grown(clock=lambda: 1e9)
+        assert not settle(1e9)
     gc.disable()
-    assert not settle_if_grown(clock=lambda: 2e9)
+    assert not settle(2e9)
     gc.enable()
-    assert settle_if_grown(clock=lambda: 3e9)
-    kept += [[i] for i in range(max(SETTLE_MIN_OBJECTS, int(gc.get_freeze_count() * SETTLE_GROWTH)) + 1000)]
-    gc.collect()
-    assert not settle_if_grown(clock=lambda: 3e9 + 0.5), "checked half a second ago"
-    assert settle_if_grown(clock=lambda: 3e9 + 1.5)
-    assert gc.get_freeze_count() >= len(kept)
+    assert settle(3e9)
+    blocks[0] *= 2
+    assert not settle(3e9 + 0.5), "checked half a second ago"
+    assert settle(3e9 + 1.5)
