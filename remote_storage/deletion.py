@@ -10,6 +10,13 @@ any point leaves segments STARTED-but-not-FINISHED, which the next plan includes
 object is a success, so a rerun finishes the job (DESIGN §4 invariants 4, 7, 8). Keys that fail for good are
 reported in the result and keep their segment unfinished; they are never counted as deleted.
 
+Counted once: two deleters can race on one segment (a leaderless partition assigned to one broker while its old
+leader still works on it). Both delete its objects (idempotent) and both journal FINISHED, but only the first
+FINISHED in the log moves the segment (the RLMM's ``transition`` returns the segments its records moved). What a
+call reports as *counted* (``segments_counted``, the progress callback's third number, the metrics) is only what it
+moved first, so counts summed over brokers name every deleted segment once. ``segments_deleted`` is what the call
+finished, counted or not: the work left shrinks by it.
+
 Used by the policies' executors (the delete policy, retention expiry) and by the broker's clean-up of a copy that
 failed or was fenced.
 """
@@ -34,16 +41,17 @@ log = structlog.get_logger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class DeleteResult:
-    segments_deleted: int = 0
+    segments_deleted: int = 0  # finished by this call, whether or not a racing deleter finished them first
     objects_deleted: int = 0
     failed_keys: Mapping[str, str] = field(default_factory=dict)
+    segments_counted: int = 0  # of those, the ones this call's FINISHED moved first (module docstring)
 
     @property
     def complete(self) -> bool:
         return not self.failed_keys
 
 
-ProgressCallback = Callable[[int, int], None]  # (segments done, segments planned)
+ProgressCallback = Callable[[int, int, int], None]  # (segments done, segments planned, segments counted)
 
 
 DEFAULT_CONCURRENCY = 8  # DeleteObjects calls in flight per deletion (each up to 999 keys)
@@ -71,7 +79,7 @@ def delete_segments(
     tids = {s.topic_id for b in plan_batches for s in b}
     if len(tids) > 1:
         raise ValueError(f"a deletion must hold one topic id, got {len(tids)}")
-    done = objects = 0
+    done = objects = counted = 0
     failed: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="s3-delete") as pool:
         for start in range(0, len(plan_batches), concurrency):
@@ -95,10 +103,11 @@ def delete_segments(
                 finished, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=broker_id, now_ms=now_ms()
             )
             done += len(finished)
+            counted += len(moved)
             if rsm.metrics is not None:  # only what this call finished first: a racing deleter counted the rest
                 rsm.metrics.segments_removed(len(moved), sum(s.size_bytes for s in moved))
             if on_progress is not None:
-                on_progress(done, total)
+                on_progress(done, total, counted)
             log.info(
                 "policy.delete_batch",
                 topic_id=str(first.topic_id),
@@ -106,4 +115,4 @@ def delete_segments(
                 segments=len(finished),
                 failed=sum(len(o.failed) for o in outcomes),
             )
-    return DeleteResult(done, objects, failed)
+    return DeleteResult(done, objects, failed, counted)

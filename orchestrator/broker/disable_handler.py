@@ -26,6 +26,9 @@ KAFKA_STORAGE_ERROR for a storage failure, and a message with the cause: the S3 
 partition and the bucket) and restarts the job, which resumes where the RLMM journal says it stopped. So the
 controller sees the error, shows it, and backs off (``controller/queue.py``); the restarted job keeps counting
 ``segments_deleted`` from where the failed one stopped, so the counts only show progress when there is some.
+``segments_deleted`` counts only the segments this broker's journal record deleted first: when two brokers race
+on a partition (its old leader and the broker it was assigned to), the counts summed over brokers still name
+each segment once (``remote_storage/deletion.py``).
 
 Never acknowledged without the policy applied: a partition this broker leads but whose local log is not open (its
 directory could not be created or opened, e.g. a read-only disk) makes the request fail with KAFKA_STORAGE_ERROR
@@ -361,10 +364,14 @@ class DisableRemoteTopicHandler:
             deleted_base, remaining_base = job.segments_deleted, job.segments_remaining
 
         def progress(
-            done: int, _total: int, deleted_base: int = deleted_base, remaining_base: int = remaining_base
+            done: int,
+            _total: int,
+            counted: int,
+            deleted_base: int = deleted_base,
+            remaining_base: int = remaining_base,
         ) -> None:
             with self._lock:
-                job.segments_deleted = deleted_base + done
+                job.segments_deleted = deleted_base + counted  # each segment once, if another broker raced
                 job.segments_remaining = remaining_base - done
 
         def advance(_partition: int, offset: int, plog: PartitionLog | None = plog) -> None:

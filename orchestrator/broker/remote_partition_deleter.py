@@ -183,9 +183,9 @@ class DeleteRemotePartitionsHandler:
                 job.segments_remaining += plan.segment_count
                 deleted_base, remaining_base = job.segments_deleted, job.segments_remaining
 
-            def progress(done: int, _total: int) -> None:
+            def progress(done: int, _total: int, counted: int) -> None:
                 with self._lock:
-                    job.segments_deleted = deleted_base + done
+                    job.segments_deleted = deleted_base + counted  # each segment once, if another broker raced
                     job.segments_remaining = remaining_base - done
                 crash_points.reached("broker.mid_partition_delete")  # a batch journaled; the partition not FINISHED
 

@@ -113,12 +113,12 @@ def test_delete_objects_calls_overlap_but_never_exceed_the_concurrency_and_the_j
         return real_append(records, **kw)
 
     world.store.append_remote_log_metadata = counting  # type: ignore[method-assign]
-    progress: list[tuple[int, int]] = []
-    result = world.delete(concurrency=3, on_progress=lambda d, t: progress.append((d, t)))
+    progress: list[tuple[int, int, int]] = []
+    result = world.delete(concurrency=3, on_progress=lambda d, t, c: progress.append((d, t, c)))
     assert result.complete and result.segments_deleted == SEGMENTS and result.objects_deleted == 3 * SEGMENTS
     assert peak[0] == 3, f"three calls in flight at once, never more (saw {peak[0]})"
     assert len(appends) == 2 * 4, "10 batches in windows of 3: 4 windows, a STARTED and a FINISHED append each"
-    assert progress == [(12, 40), (24, 40), (36, 40), (40, 40)]
+    assert progress == [(12, 40, 12), (24, 40, 24), (36, 40, 36), (40, 40, 40)]
     assert world.keys() == set() and set(world.states().values()) == {SegmentState.DELETE_SEGMENT_FINISHED}
 
 
@@ -195,12 +195,22 @@ def test_two_deleters_racing_on_the_same_segments_count_each_segment_once_and_ne
             if not raced and records[0].fields["remote_log_segment_state"] == SegmentState.DELETE_SEGMENT_FINISHED:
                 raced.append(1)
                 whole = delete_segments(world.segments, rsm=first, rlmm=first_rlmm, broker_id=1, now_ms=lambda: 0)
-                assert whole.complete and whole.segments_deleted == SEGMENTS
+                assert whole.complete and whole.segments_deleted == whole.segments_counted == SEGMENTS
             return real_append(records, **kw)
 
     second_rlmm = RemoteLogMetadataManager(Racing())  # type: ignore[arg-type]
-    result = delete_segments(world.segments, rsm=second, rlmm=second_rlmm, broker_id=2, now_ms=lambda: 0)
+    progress: list[tuple[int, int, int]] = []
+    result = delete_segments(
+        world.segments,
+        rsm=second,
+        rlmm=second_rlmm,
+        broker_id=2,
+        now_ms=lambda: 0,
+        on_progress=lambda d, t, c: progress.append((d, t, c)),
+    )
     assert raced and result.complete
+    assert (result.segments_deleted, result.segments_counted) == (SEGMENTS, 0), "finished all, first to none"
+    assert progress == [(SEGMENTS, SEGMENTS, 0)], "its progress says the work is done and counts nothing"
     counted = [r.get_sample_value("tieredctl_remote_segments_deleted_total") for r in registries]
     assert counted == [SEGMENTS, 0], "the first FINISHED in the log counts; the second broker's is moot"
     assert [r.get_sample_value("tieredctl_remote_bytes_deleted_total") for r in registries] == [30 * SEGMENTS, 0]

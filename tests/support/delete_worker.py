@@ -28,7 +28,7 @@ def main() -> None:
     tid = Uuid.from_string(topic_id)
     plan = plan_delete(tid, rlmm.segments(tid), {}, batch_segments=3)
 
-    def progress(done: int, total: int) -> None:
+    def progress(done: int, total: int, _counted: int) -> None:
         print(f"progress {done} {total}", flush=True)
         time.sleep(float(pause))
 

@@ -261,3 +261,59 @@ def test_a_version_1_request_from_a_deposed_controller_is_refused_whole_and_star
     answer = env.handler.handle_topics(body)  # type: ignore[arg-type]
     assert answer["error_code"] == StaleControllerEpoch.code and answer["topics"] == []
     assert env.jobs == [] and env.objects(tid) != []
+
+
+def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(
+    env: Env, tmp_path: Any, s3_client: Any, bucket: str
+) -> None:
+    """A leaderless partition assigned to broker 2 while broker 1 (its old leader) still deletes it: broker 1's job
+    runs whole between broker 2's DELETE_SEGMENT_STARTED and its FINISHED. Both jobs end DONE, and the
+    ``segments_deleted`` the controller sums over brokers names each segment once (broker 2's FINISHED moved none)."""
+    tid = _tiered(env, "orders", 1)
+    segments = len(env.objects(tid)) // 3
+    assert segments > 1
+    change = {"topic_id": tid, "partition_id": 0, "leader": -1, "isr": [1]}
+    env.writer.store.append([make_record("PartitionChangeRecord", **change)], controller_epoch=env.writer.epoch)
+    epoch = env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+    broker_2 = BrokerUnderTest(
+        broker_id=2,
+        data_dir=tmp_path / "broker-2",
+        store_path=tmp_path / "metadata.db",
+        s3_client=s3_client,
+        bucket=bucket,
+    )
+    jobs_2: list[Callable[[], None]] = []
+    handler_2 = DisableRemoteTopicHandler(
+        broker_id=2,
+        store=broker_2.store,
+        rlm=broker_2.rlm,
+        logs=broker_2.logs,
+        refresh_image=broker_2.follower.refresh,
+        now_ms=broker_2.now_ms,
+        run_in_background=jobs_2.append,
+    )
+    body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": epoch, "controller_epoch": env.writer.epoch}
+    assigned = {**body, "assigned_partitions": [0]}
+    raced: list[int] = []
+
+    def broker_1_first(**_: Any) -> None:  # broker 2's first DeleteObjects: broker 1 deletes everything first
+        if not raced:
+            raced.append(1)
+            assert env.handler.handle(assigned)["status"] == DisableStatus.IN_PROGRESS  # type: ignore[arg-type]
+            env.run_jobs()
+
+    s3_client.meta.events.register("before-send.s3.DeleteObjects", broker_1_first)
+    try:
+        assert handler_2.handle(assigned)["status"] == DisableStatus.IN_PROGRESS  # type: ignore[arg-type]
+        jobs_2.pop(0)()
+        assert raced
+        answers = [dict(h.handle(assigned)) for h in (env.handler, handler_2)]  # type: ignore[arg-type]
+        assert [(a["error_code"], a["status"]) for a in answers] == [(0, DisableStatus.DONE)] * 2, answers
+        assert [a["segments_deleted"] for a in answers] == [segments, 0], "each segment counted once, by broker 1"
+        assert [a["segments_remaining"] for a in answers] == [0, 0]
+        assert env.objects(tid) == []
+        broker_2.rlmm.refresh()
+        assert {s.state for s in broker_2.rlmm.segments(tid, 0)} == {SegmentState.DELETE_SEGMENT_FINISHED}
+    finally:
+        s3_client.meta.events.unregister("before-send.s3.DeleteObjects", broker_1_first)
+        broker_2.close()
