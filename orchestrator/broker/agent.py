@@ -104,7 +104,7 @@ from orchestrator.errors import (
 from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
-from orchestrator.metadata.image import MetadataImage
+from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.open import open_store, parse_store_spec, read_password
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
@@ -468,17 +468,27 @@ class BrokerAgent:
         await self._remove_expired_stale_dirs()
 
     async def _open_hosted_logs(self, image: MetadataImage) -> None:
-        """Open every hosted partition's log not open yet. A round whose image is the one a previous round found
-        every hosted log open for has nothing to do (images are immutable; logs close only when the image drops
-        their partition), so thousands of partitions cost a scan per metadata change, not per round."""
-        if image is self._all_hosted_open:
+        """Open every hosted partition's log not open yet. Logs close only when the image drops their partition, and
+        images are immutable and copy-on-write, so only what changed since the last image every hosted log was found
+        open for is looked at: nothing when the image is that one, and otherwise only the topics whose partitions are
+        not the very same map as then (new topics, partitions added, replicas moved). A change of thousands of
+        topics' tiered state (a bulk disablement) looks at no partition at all."""
+        opened = self._all_hosted_open
+        if image is opened:
             return
-        not_open = [
-            (topic.topic_id, p.partition_id)
-            for topic in image.topics.values()
-            for p in topic.partitions.values()
-            if self.settings.broker_id in p.replicas and (topic.topic_id, p.partition_id) not in self.logs
-        ]
+        before: Mapping[Uuid, TopicImage] = opened.topics if opened is not None else {}
+        broker_id, logs = self.settings.broker_id, self.logs
+        not_open: list[tuple[Uuid, int]] = []
+        for topic in image.topics.values():
+            then = before.get(topic.topic_id)
+            if then is not None and then.partitions is topic.partitions:
+                continue  # every hosted partition of it had its log open, and none was dropped since
+            tid = topic.topic_id
+            not_open += [
+                (tid, p.partition_id)
+                for p in topic.partitions.values()
+                if broker_id in p.replicas and (tid, p.partition_id) not in logs
+            ]
         self._open_retry.forget_all_but(not_open)  # e.g. a log that a produce opened meanwhile
         for key in not_open:
             open_log = functools.partial(asyncio.to_thread, self._open_hosted_log, image, *key)

@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 from orchestrator.broker import agent as agent_module
 from orchestrator.broker.agent import BrokerAgent
 from orchestrator.errors import KafkaStorageError
+from orchestrator.metadata.records import DisablePolicy, TieredState, make_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.record_batch import build_batch, encode_batch
@@ -164,6 +165,7 @@ def broker(tmp_path):
     agent = BrokerAgent(settings, clock=clock)
     agent.blocked = data_dir
     agent.topic_id = topic_id
+    agent.writer = writer
     agent.fake_clock = clock
     try:
         yield agent
@@ -197,6 +199,47 @@ def test_a_partition_whose_directory_cannot_be_created_is_retried_by_the_metadat
     assert sorted(p for _, p in broker.logs) == [0, 1]
     assert directory.is_dir() and (broker.blocked / "orders-1").is_dir()
     assert sorted(e["partition"] for e in _events(logs, "broker.loop_recovered", loop="metadata")) == [0, 1]
+
+
+class CountingLogs(dict):
+    """The broker's open logs, noting which partitions a round looks up."""
+
+    def __init__(self, logs: dict) -> None:
+        super().__init__(logs)
+        self.looked_up: set = set()
+
+    def __contains__(self, key: object) -> bool:
+        self.looked_up.add(key)
+        return super().__contains__(key)
+
+
+def test_a_metadata_round_looks_only_at_the_partitions_of_topics_whose_partitions_changed(broker):
+    """Thousands of topics changing tiered state (a bulk disablement) must not make every round walk every
+    partition: only new topics, added partitions and moved replicas are looked at, and they are opened."""
+    broker.blocked.unlink()
+    asyncio.run(broker._metadata_round())
+    assert sorted(p for _, p in broker.logs) == [0, 1]
+    broker.logs = CountingLogs(broker.logs)
+    writer = broker.writer
+
+    writer.set_state(broker.topic_id, TieredState.DISABLING, DisablePolicy.RETAIN)
+    payments = writer.create_topic("payments", partitions=3, leader=1)
+    writer.create_topic("elsewhere", partitions=2, leader=2)  # hosted by another broker: nothing to open
+    asyncio.run(broker._metadata_round())
+    new = {(payments, p) for p in range(3)}
+    assert broker.logs.looked_up == new, "the new hosted partitions only: not orders' (its state changed, not them)"
+    assert sorted(k for k in broker.logs if k[0] == payments) == [(payments, p) for p in range(3)]
+
+    broker.logs.looked_up = set()
+    asyncio.run(broker._metadata_round())
+    assert broker.logs.looked_up == set(), "the same image: nothing to look at"
+
+    added = {"topic_id": broker.topic_id, "partition_id": 2, "replicas": [1], "isr": [1], "leader": 1}
+    epochs = {"leader_epoch": 0, "partition_epoch": 0}
+    writer.store.append([make_record("PartitionRecord", **added, **epochs)], controller_epoch=writer.epoch)
+    asyncio.run(broker._metadata_round())
+    assert broker.logs.looked_up == {(broker.topic_id, p) for p in range(3)}, "orders' partitions changed: all three"
+    assert (broker.topic_id, 2) in broker.logs, "the added partition's log is open"
 
 
 def _produce(broker, partition: int) -> dict:
