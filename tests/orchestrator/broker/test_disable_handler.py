@@ -27,16 +27,7 @@ class Env:
     def __init__(self, writer: ControllerWriter, broker: BrokerUnderTest, s3: Any, bucket: str) -> None:
         self.writer, self.broker, self.s3, self.bucket = writer, broker, s3, bucket
         self.jobs: list[Callable[[], None]] = []
-        self.handler = DisableRemoteTopicHandler(
-            broker_id=broker.broker_id,
-            store=broker.store,
-            rlm=broker.rlm,
-            logs=broker.logs,
-            refresh_image=broker.follower.refresh,
-            now_ms=broker.now_ms,
-            run_in_background=self.jobs.append,
-            data_dir=broker.data_dir,
-        )
+        self.handler = _handler(broker, self.jobs)
 
     def ask(self, tid: Uuid) -> dict[str, Any]:
         """One DisableRemoteTopic for the topic's current epoch, as the controller sends it."""
@@ -76,6 +67,31 @@ def _tiered(env: Env, name: str, partitions: int, *, produced_to: range | None =
         assert env.broker.tier(tid, p) > 0
         env.broker.trim_local(tid, p)
     return tid
+
+
+def _second_broker(tmp_path: Any, s3_client: Any, bucket: str) -> BrokerUnderTest:
+    """Broker 2, on the same store and bucket as the fixture's broker 1."""
+    return BrokerUnderTest(
+        broker_id=2,
+        data_dir=tmp_path / "broker-2",
+        store_path=tmp_path / "metadata.db",
+        s3_client=s3_client,
+        bucket=bucket,
+    )
+
+
+def _handler(broker: BrokerUnderTest, jobs: list[Callable[[], None]]) -> DisableRemoteTopicHandler:
+    """``broker``'s DisableRemoteTopic handler, its jobs collected in ``jobs`` instead of run."""
+    return DisableRemoteTopicHandler(
+        broker_id=broker.broker_id,
+        store=broker.store,
+        rlm=broker.rlm,
+        logs=broker.logs,
+        refresh_image=broker.follower.refresh,
+        now_ms=broker.now_ms,
+        run_in_background=jobs.append,
+        data_dir=broker.data_dir,
+    )
 
 
 def test_a_failed_job_is_answered_with_its_storage_error_and_cause_then_restarted_where_it_stopped(env: Env) -> None:
@@ -157,23 +173,9 @@ def test_a_leaderless_partition_assigned_to_a_broker_has_its_remote_segments_del
     change = {"topic_id": tid, "partition_id": 1, "leader": -1, "isr": [1]}
     env.writer.store.append([make_record("PartitionChangeRecord", **change)], controller_epoch=env.writer.epoch)
     env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
-    broker_2 = BrokerUnderTest(
-        broker_id=2,
-        data_dir=tmp_path / "broker-2",
-        store_path=tmp_path / "metadata.db",
-        s3_client=s3_client,
-        bucket=bucket,
-    )
+    broker_2 = _second_broker(tmp_path, s3_client, bucket)
     jobs: list[Callable[[], None]] = []
-    handler = DisableRemoteTopicHandler(
-        broker_id=2,
-        store=broker_2.store,
-        rlm=broker_2.rlm,
-        logs=broker_2.logs,
-        refresh_image=broker_2.follower.refresh,
-        now_ms=broker_2.now_ms,
-        run_in_background=jobs.append,
-    )
+    handler = _handler(broker_2, jobs)
 
     def ask(epoch: int, assigned: list[int]) -> dict[str, Any]:
         body = {
@@ -275,23 +277,9 @@ def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(
     change = {"topic_id": tid, "partition_id": 0, "leader": -1, "isr": [1]}
     env.writer.store.append([make_record("PartitionChangeRecord", **change)], controller_epoch=env.writer.epoch)
     epoch = env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
-    broker_2 = BrokerUnderTest(
-        broker_id=2,
-        data_dir=tmp_path / "broker-2",
-        store_path=tmp_path / "metadata.db",
-        s3_client=s3_client,
-        bucket=bucket,
-    )
+    broker_2 = _second_broker(tmp_path, s3_client, bucket)
     jobs_2: list[Callable[[], None]] = []
-    handler_2 = DisableRemoteTopicHandler(
-        broker_id=2,
-        store=broker_2.store,
-        rlm=broker_2.rlm,
-        logs=broker_2.logs,
-        refresh_image=broker_2.follower.refresh,
-        now_ms=broker_2.now_ms,
-        run_in_background=jobs_2.append,
-    )
+    handler_2 = _handler(broker_2, jobs_2)
     body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": epoch, "controller_epoch": env.writer.epoch}
     assigned = {**body, "assigned_partitions": [0]}
     raced: list[int] = []
