@@ -29,6 +29,10 @@ Invariants:
   again); a refusal (stale epoch, unknown topic) carries none. DescribeTieredState shows, per pending broker, the
   queue's last error, attempts without progress and next attempt (-1 while a request is in flight or it is fenced).
 * :meth:`DisablementDriver.describe_tiered_state` never writes.
+* The timer walks the queue only when something can have changed: the queue is not the very object the last walk
+  left (a reply, an image, a send), or the clock reached the earliest time at which a backoff ends, a request times
+  out or a wait reaches the stall threshold (:func:`queue.next_event_ms`). Until then expiring, sending and stall
+  reports would find nothing, so a tick over thousands of queued topics costs O(1).
 * Each DISABLED appended is one observation of ``tieredctl_disablement_duration_seconds`` (when metrics are given):
   from when this controller's queue took the topic's epoch in to the append.
 """
@@ -161,6 +165,27 @@ class DisablementDriver:
         self._owed_reported: dict[tuple[Uuid, int], frozenset[int]] = {}
         self._stalled_reported: set[tuple[Uuid, int]] = set()
         self._progress: dict[Uuid, dict[int, dict[int, tuple[int, int]]]] = {}  # topic -> epoch -> broker -> counts
+        # The queue as the last scan left it, and when time alone next changes anything in it (dq.next_event_ms).
+        self._unchanged_until: tuple[dq.DisablementQueue, float] | None = None
+        self._stalls_checked_ms = -1
+
+    def _nothing_due(self, now: int) -> bool:
+        """Whether the queue is the very one the last scan left and nothing in it is due yet: then expiring,
+        sending and stall reports have nothing to do, and the queue is not walked (a tick every 100 ms over
+        thousands of queued topics would otherwise be most of a bulk disablement's work)."""
+        memo = self._unchanged_until
+        return memo is not None and memo[0] is self._state.queue and now < memo[1]
+
+    def _note_scanned(self) -> None:
+        queue = self._state.queue
+        settings = self._settings
+        until = dq.next_event_ms(
+            queue,
+            timeout_ms=settings.request_timeout_ms,
+            stall_threshold_ms=settings.stall_threshold_ms,
+            stalls_after_ms=self._stalls_checked_ms,
+        )
+        self._unchanged_until = (queue, until)
 
     def due_requests(self) -> list[tuple[int, DisableRequestBody]]:
         """The DisableRemoteTopic requests to send now, as (broker id, request body); they are now in flight.
@@ -170,11 +195,14 @@ class DisablementDriver:
         state = self._state
         state.refresh()
         now = state.now_ms()
+        if self._nothing_due(now):
+            return []
         expired = dq.expire(state.queue, now, timeout_ms=self._settings.request_timeout_ms, rng=state.rng)
         queue, sends = dq.due(expired, now)
         if sends:
             state.check_lease()
         state.queue = queue
+        self._note_scanned()
         out: list[tuple[int, DisableRequestBody]] = []
         if sends:
             per_broker: dict[int, int] = {}
@@ -314,6 +342,8 @@ class DisablementDriver:
     def expire_requests(self, now: int) -> None:
         """Give up on requests in flight for longer than the request timeout (they are retried after a backoff)."""
         state = self._state
+        if self._nothing_due(now):
+            return
         state.queue = dq.expire(state.queue, now, timeout_ms=self._settings.request_timeout_ms, rng=state.rng)
 
     def complete_finished(self, only: Iterable[Uuid] | None = None) -> None:
@@ -395,7 +425,10 @@ class DisablementDriver:
         """Log each (topic, broker) pair once when it becomes stalled, with its last error; again if it recovers
         and stalls anew."""
         queue = self._state.queue
+        if self._nothing_due(now):
+            return
         stalled = set(dq.stalled(queue, now, self._settings.stall_threshold_ms))
+        self._stalls_checked_ms = now
         for topic_id, broker_id in sorted(stalled - self._stalled_reported, key=lambda p: (str(p[0]), p[1])):
             entry = queue.topic(topic_id)
             pb = entry.pending.get(broker_id) if entry is not None else None

@@ -695,3 +695,51 @@ def test_alter_configs_goes_through_the_kip950_state_machine_like_the_incrementa
     ]
     refused = c.core.alter_configs({"resources": [{"resource_type": 2, "resource_name": "t", "configs": delete}]}, 1)
     assert refused["responses"][0]["error_code"] != 0, "a disablement in progress cannot change policy"
+
+
+def test_ticks_over_an_unchanged_queue_do_not_walk_it_yet_a_repoll_and_a_timeout_come_on_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A controller ticks every 100 ms; over thousands of queued topics a walk of the queue per tick was most of a
+    bulk disablement's work. Ticks that find the very queue the last walk left, before its next event, walk nothing;
+    the repoll and the timeout still happen at their time."""
+    from orchestrator.controller import queue as dq
+
+    walks: list[int] = []
+    real_due = dq.due
+    monkeypatch.setattr(dq, "due", lambda q, now: (walks.append(now), real_due(q, now))[1])
+    c = CoreHarness()
+    c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
+    c.alter("t", {"remote.storage.enable": "false"})
+    sent = dict(c.core.due_disable_requests())
+    assert sorted(sent) == [1, 2, 3]
+    progress = {"error_code": 0, "status": 1, "tiered_epoch": 2, "partitions_done": 1, "partitions_total": 2}
+    c.core.on_disable_response(1, sent[1], progress, None)  # asked again after repoll_ms
+    c.core.on_disable_response(3, sent[3], {"error_code": 0, "status": 0}, None)  # done; broker 2 never answers
+    sent_at = c.clock
+
+    def tick() -> list[int]:
+        c.core.tick()
+        return [b for b, _ in c.core.due_disable_requests()]
+
+    assert tick() == [], "the replies changed the queue: walked once, nothing due"
+    walks.clear()
+    for _ in range(5):
+        c.clock += 10
+        assert tick() == []
+    assert walks == [], "the same queue, before its next event: not walked"
+    c.clock = sent_at + DISABLEMENT.repoll_ms
+    assert tick() == [1], "the repoll goes out at its time"
+    c.core.on_disable_response(1, sent[1], None, None)  # a late duplicate of the first attempt: ignored
+    c.clock = sent_at + DISABLEMENT.stall_threshold_ms
+    assert tick() == [] and walks, "walked when the waits reached the stall threshold (stalls reported)"
+    walks.clear()
+    c.clock = sent_at + DISABLEMENT.request_timeout_ms - 1
+    assert tick() == [] and walks == [], "nothing new since: not walked"
+    c.clock += 1
+    tick()
+    pending = {
+        p["broker_id"]: p for p in c.core.describe_tiered_state({"topics": ["t"]})["topics"][0]["pending_brokers"]
+    }
+    assert pending[2]["last_error"].startswith("REQUEST_TIMED_OUT"), "broker 2's request timed out at its time"
+    assert walks, "walked at the timeout"

@@ -601,3 +601,30 @@ def test_reopen_changes_nothing_when_nobody_acknowledged_can_answer_for_the_owed
     assert dq.reopen(q, image, T, [1], reason="x", now_ms=NOW, rng=random.Random(0)) is q  # 2 is still pending
     assert dq.reopen(q, image, T, [99], reason="x", now_ms=NOW, rng=random.Random(0)) is q  # no such partition
     assert dq.reopen(q, image, OTHER, [0], reason="x", now_ms=NOW, rng=random.Random(0)) is q
+
+
+def test_next_event_is_the_earliest_timeout_backoff_end_or_new_stall_and_never_for_a_fenced_broker() -> None:
+    def topic(**brokers: dq.PendingBroker) -> dq.PendingTopic:
+        pending = {int(b[1:]): pb for b, pb in brokers.items()}
+        return dq.PendingTopic(Uuid.random(), "t", 2, DisablePolicy.RETAIN, since_ms=0, pending=pending)
+
+    def queue(*topics: dq.PendingTopic) -> dq.DisablementQueue:
+        return dq.DisablementQueue(immutables.Map({t.topic_id: t for t in topics}))
+
+    waiting = dq.PendingBroker(broker_epoch=1, duty=Duty(), next_attempt_ms=5_000, waiting_since_ms=1_000)
+    in_flight = dq.PendingBroker(broker_epoch=1, duty=Duty(), in_flight=True, last_attempt_ms=2_000)
+    fenced = dq.PendingBroker(broker_epoch=1, duty=Duty(), fenced=True, next_attempt_ms=0, waiting_since_ms=1_000)
+
+    def nxt(q: dq.DisablementQueue, *, stalls_after: int = 0, stall: int = 100_000) -> float:
+        return dq.next_event_ms(q, timeout_ms=10_000, stall_threshold_ms=stall, stalls_after_ms=stalls_after)
+
+    assert nxt(dq.EMPTY_QUEUE) == float("inf")
+    assert nxt(queue(topic(b1=waiting))) == 5_000, "its backoff ends"
+    assert nxt(queue(topic(b1=in_flight))) == 12_000, "its request times out"
+    assert nxt(queue(topic(b1=waiting), topic(b2=in_flight))) == 5_000, "the earliest of all topics"
+    assert nxt(queue(topic(b1=fenced))) == 101_000, "a fenced broker is sent to only when an image unfences it"
+    assert nxt(queue(topic(b1=fenced)), stalls_after=101_000) == float("inf"), "already stalled: nothing new"
+    assert nxt(queue(topic(b1=waiting)), stall=2_000) == 3_000, "it stalls before its backoff ends"
+    q = queue(topic(b1=waiting))
+    assert dq.due(q, 4_999) == (q, []), "nothing due before the next event: the queue as it was"
+    assert dq.due(q, 5_000)[1], "due at the next event"
