@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator.admin_api import reads
+from orchestrator.controller import queue as dq
 from orchestrator.controller.core import ControllerCore
 from orchestrator.errors import StaleControllerEpoch
 from orchestrator.ids import ZERO_UUID, Uuid
@@ -703,11 +704,14 @@ def test_ticks_over_an_unchanged_queue_do_not_walk_it_yet_a_repoll_and_a_timeout
     """A controller ticks every 100 ms; over thousands of queued topics a walk of the queue per tick was most of a
     bulk disablement's work. Ticks that find the very queue the last walk left, before its next event, walk nothing;
     the repoll and the timeout still happen at their time."""
-    from orchestrator.controller import queue as dq
-
     walks: list[int] = []
     real_due = dq.due
-    monkeypatch.setattr(dq, "due", lambda q, now: (walks.append(now), real_due(q, now))[1])
+
+    def counted_due(queue: dq.DisablementQueue, now: int) -> tuple[dq.DisablementQueue, list[dq.SendDisable]]:
+        walks.append(now)
+        return real_due(queue, now)
+
+    monkeypatch.setattr(dq, "due", counted_due)
     c = CoreHarness()
     c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
     c.alter("t", {"remote.storage.enable": "false"})
