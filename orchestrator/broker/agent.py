@@ -24,9 +24,10 @@ changed, and a request that finds its partition's directory held by a deleted to
 
 Open logs: ``self.logs`` is shared with the RemoteLogManager and the DisableRemoteTopic handler. Every append,
 read and tiering pass runs under ``_log_lock``, and every open under ``_open_lock``; a log is closed and dropped
-only under both, so closing never races an append, a fetch or a tiering pass. A log is opened only for a topic id
-the newest image still has, so a request or loop holding an older image cannot re-create a retired topic's
-directory: a request for a deleted topic id gets UNKNOWN_TOPIC_ID.
+only under both, so closing never races an append, a fetch or a tiering pass. A delete-policy job moves a log's
+start offset from its own thread, outside ``_log_lock``: each log's own lock keeps that apart from the rest. A log
+is opened only for a topic id the newest image still has, so a request or loop holding an older image cannot
+re-create a retired topic's directory: a request for a deleted topic id gets UNKNOWN_TOPIC_ID.
 
 Requests are fenced: DisableRemoteTopic with a broker epoch other than this process's current one was meant for
 another incarnation and is refused with STALE_BROKER_EPOCH; the handler itself fences controller and tiered

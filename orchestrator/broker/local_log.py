@@ -20,6 +20,9 @@ Invariants:
 * A directory whose ``partition.metadata`` names another topic id is stale (the topic was deleted and re-created,
   KIP-516) and is refused with :class:`InconsistentTopicId`; it is never served.
 * Closed segments are immutable; only the active (last) segment is appended to.
+* One operation at a time: every public method holds the log's lock, so a start offset moved on one thread (a
+  delete-policy job) and retention applied on another (a tiering pass) never interleave, in memory or in the
+  checkpoint file.
 
 Disk errors (KIP-112's failed log directory):
 * Every ``OSError`` of a partition's files leaves :class:`PartitionLog` as :class:`KafkaStorageError`
@@ -42,6 +45,7 @@ import functools
 import json
 import os
 import struct
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,15 +101,17 @@ def log_directory_error(directory: Path, exc: OSError) -> KafkaStorageError:
 def _on_log_directory(
     method: Callable[Concatenate[PartitionLog, _P], _R],
 ) -> Callable[Concatenate[PartitionLog, _P], _R]:
-    """The one boundary between the disk and the rest of the broker: an ``OSError`` inside ``method`` leaves it
-    as :func:`log_directory_error` of the partition's directory. Every public method that touches files has it."""
+    """The one boundary between the disk and the rest of the broker: ``method`` runs under the log's lock, and an
+    ``OSError`` inside it leaves it as :func:`log_directory_error` of the partition's directory. Every public method
+    that touches files has it."""
 
     @functools.wraps(method)
     def translated(self: PartitionLog, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return method(self, *args, **kwargs)
-        except OSError as exc:
-            raise log_directory_error(self.directory, exc) from exc
+        with self._mutex:
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as exc:
+                raise log_directory_error(self.directory, exc) from exc
 
     return translated
 
@@ -274,12 +280,13 @@ class _Segment:
 
 
 class PartitionLog:
-    """One partition's local log. Not thread-safe: one owner (the broker's partition task) drives it.
+    """One partition's local log, safe to share between threads: every public method runs under the log's own
+    (re-entrant) lock. The broker serializes appends, reads and tiering passes itself, but a delete-policy job moves
+    the log start offset from a thread of its own while a tiering pass may be applying retention to the same log.
 
     Every public method that touches the disk raises :class:`KafkaStorageError` for an OS error (see the module
     docstring)."""
 
-    @_on_log_directory
     def __init__(
         self,
         directory: Path,
@@ -289,6 +296,12 @@ class PartitionLog:
         clock: Callable[[], int],
     ) -> None:
         self.directory = directory
+        self._mutex = threading.RLock()
+        self._open(topic_id, config, clock)
+
+    @_on_log_directory
+    def _open(self, topic_id: Uuid, config: LogConfig, clock: Callable[[], int]) -> None:
+        directory = self.directory
         self.topic_id = topic_id
         self.config = config
         self._clock = clock
@@ -508,11 +521,13 @@ class PartitionLog:
         self.close()
 
     def segments(self) -> list[SegmentInfo]:
-        return [s.info() for s in self._segments]
+        with self._mutex:
+            return [s.info() for s in self._segments]
 
     def closed_segments(self) -> list[SegmentInfo]:
         """Every segment but the active one: candidates for tiering and local retention."""
-        return [s.info() for s in self._segments[:-1] if s.size]
+        with self._mutex:
+            return [s.info() for s in self._segments[:-1] if s.size]
 
     # -- retention and start offsets --------------------------------------------------------------------------
 

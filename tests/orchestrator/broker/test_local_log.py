@@ -1,3 +1,6 @@
+import sys
+import threading
+
 import pytest
 
 from orchestrator.broker.local_log import LogConfig, PartitionLog
@@ -190,3 +193,39 @@ def test_start_offsets_move_forward_and_survive_a_restart(tmp_path):
     reopened = _log(tmp_path)
     assert reopened.log_start_offset == segs[2].base_offset == reopened.local_log_start_offset
     assert reopened.read(reopened.local_log_start_offset)[0].offset == segs[2].base_offset
+
+
+def test_a_start_offset_moved_on_one_thread_while_another_applies_retention_is_checkpointed_without_a_clash(
+    tmp_path,
+):
+    """A delete-policy job moves the log start offset on its own thread while the tiering pass applies retention to
+    the same log: both checkpoint the start offsets. Neither may find the other's checkpoint file gone, and the
+    checkpoint on disk ends at the last offset moved to."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can: the clash needs no luck
+    log = _log(tmp_path)
+    _each(log, [b"%d" % i for i in range(600)])
+    last = log.closed_segments()[-1].end_offset
+    moved = threading.Event()
+    errors: list[BaseException] = []
+
+    def retention() -> None:
+        try:
+            while not moved.is_set():
+                log.delete_local_segments_before(0)  # drops nothing, checkpoints offsets moved but not yet saved
+        except BaseException as exc:  # handed to the test thread
+            errors.append(exc)
+
+    other = threading.Thread(target=retention)
+    other.start()
+    try:
+        for offset in range(1, last + 1):
+            log.advance_log_start_offset(offset)
+    finally:
+        moved.set()
+        other.join(timeout=60)
+        sys.setswitchinterval(previous)
+    assert not other.is_alive()
+    assert errors == []
+    reopened = _log(tmp_path)
+    assert reopened.log_start_offset == last
