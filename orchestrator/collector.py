@@ -17,6 +17,9 @@ Invariants:
 * Pauses nest and may overlap across threads: the collector is re-enabled when the last pause ends, and only if
   it was enabled when the first one began (a process that turned it off keeps it off).
 * Objects are still freed by reference counting while paused; only cycles wait for the next collection.
+* A burst (:func:`run_as_burst`) is a pause around one bounded piece of work, then a settle check: busy refreshes
+  inside it are still noted, so a process whose every refresh runs inside bursts (the active controller) still
+  settles once quiet.
 * A settle is one full collection of everything (frozen objects included: it unfreezes first), then a freeze:
   a cycle among frozen objects waits at most until the next settle, never forever.
 * The heap is measured in allocated memory blocks (``sys.getallocatedblocks``: constant time in the number of
@@ -38,10 +41,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import structlog
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _state = {"depth": 0, "was_enabled": False}  # process-wide, like the collector itself
@@ -66,6 +72,19 @@ def collector_paused() -> Iterator[None]:
             _state["depth"] -= 1
             if _state["depth"] == 0 and _state["was_enabled"]:
                 gc.enable()
+
+
+def run_as_burst(fn: Callable[[], T]) -> T:
+    """Run ``fn``, one burst of work that builds long-lived state (a bulk alter, a batch of replies), with the
+    collector paused; then offer the settle that a refresh inside could not make while paused.
+
+    Without the pause, a burst that builds a million objects on a large heap triggers full collections part way,
+    each walking every object not frozen yet, to find nothing (measured on 10,000 topics: 40% of a bulk
+    disablement's controller time). With it, what the burst built is walked by the next collections after it."""
+    with collector_paused():
+        result = fn()
+    settle_if_grown(busy=False)
+    return result
 
 
 def settle_if_grown(

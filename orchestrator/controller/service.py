@@ -18,7 +18,9 @@ the TTL; a renewal refused (StaleControllerEpoch), or none by then, makes it ste
 and drops its core; every append of a deposed controller is refused by the store anyway (DESIGN §4 invariant 6).
 
 All calls into the (synchronous) ControllerCore run on ONE worker thread, so the core is never used
-concurrently and the event loop never blocks on SQLite.
+concurrently and the event loop never blocks on SQLite. Each call runs with the cycle collector paused
+(:func:`~orchestrator.collector.run_as_burst`): a bulk alter or a batch of replies builds long-lived state, and
+collections part way through it walk the whole unfrozen heap for nothing.
 
 The active controller snapshots its image (:mod:`orchestrator.controller.snapshots`, ``[snapshots]`` settings):
 a snapshot task checks every ``SNAPSHOT_CHECK_S`` whether one is due and writes it on a third worker thread with
@@ -70,6 +72,7 @@ from orchestrator.admin_api import envelope, reads
 from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
 from orchestrator.admin_api.refusals import refusal
+from orchestrator.collector import run_as_burst
 from orchestrator.controller.core import ControllerCore
 from orchestrator.controller.disablement import (
     DisableOutcome,
@@ -207,7 +210,8 @@ class ControllerService:
         self.crashed_loop: str | None = None  # set when the lease loop ended while running: main() exits nonzero
 
     async def _on_core(self, fn: Callable[[], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+        """Run ``fn`` on the core's thread as one burst: no automatic cycle collection part way through it."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(run_as_burst, fn))
 
     async def _on_lease(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._lease_executor, fn)

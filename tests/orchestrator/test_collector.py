@@ -18,6 +18,7 @@ from orchestrator.collector import (
     SETTLE_GROWTH,
     SETTLE_MIN_BLOCKS,
     collector_paused,
+    run_as_burst,
     settle_if_grown,
 )
 
@@ -82,6 +83,24 @@ def test_overlapping_pauses_in_two_threads() -> None:
     for t in threads:
         t.join(10)
     assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_a_burst_runs_with_the_collector_paused_then_offers_a_settle(monkeypatch: pytest.MonkeyPatch) -> None:
+    gc.enable()
+    offered: list[tuple[bool, bool]] = []  # (busy, collector on) at each settle offer
+
+    def offer(*, busy: bool) -> bool:
+        offered.append((busy, gc.isenabled()))
+        return False
+
+    monkeypatch.setattr(collector, "settle_if_grown", offer)
+    inside = run_as_burst(lambda: (gc.isenabled(), list(offered)))
+    assert inside == (False, []), "paused inside, and no settle offered part way"
+    assert offered == [(False, True)], "offered once after, with the collector back on"
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        run_as_burst(lambda: (_ for _ in ()).throw(RuntimeError("boom")))
     assert gc.isenabled()
 
 
