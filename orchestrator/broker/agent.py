@@ -105,7 +105,7 @@ from orchestrator.errors import (
 from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
-from orchestrator.metadata.image import MetadataImage, TopicImage
+from orchestrator.metadata.image import MetadataImage, TopicImage, same_topic_ids, topics_with_new_partitions
 from orchestrator.metadata.open import open_store, parse_store_spec, read_password
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
@@ -227,7 +227,7 @@ class BrokerAgent:
         self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff()
         self._all_hosted_open: MetadataImage | None = None  # the image every hosted log was last found open for
         self._tiering_retry: RetryBackoff[PartitionKey] = RetryBackoff()
-        self._reconciled_topic_ids: frozenset[Uuid] | None = None  # the image's topic ids at the last reconciliation
+        self._reconciled_topics: Mapping[Uuid, TopicImage] | None = None  # the topics at the last reconciliation
         self._next_stale_dir_check = -math.inf  # self._clock() time; the first metadata round looks
         self.crashed_loop: str | None = None  # set when a loop ended while the broker ran: main() exits nonzero
 
@@ -366,12 +366,12 @@ class BrokerAgent:
             if newest.offset > image.offset:
                 image = newest  # an older image would condemn a partition created since, whose log may be open
             moved = retire_stale_partitions(self.data_dir, image, self.logs, now_ms=self._wall_clock_ms())
-            self._reconciled_topic_ids = frozenset(image.topics)
+            self._reconciled_topics = image.topics
         return moved
 
     async def _reconcile_if_topics_changed(self, image: MetadataImage) -> None:
         """Reconcile when a topic was created or deleted since the last time (a cheap check every round)."""
-        if frozenset(image.topics) == self._reconciled_topic_ids:
+        if self._reconciled_topics is not None and same_topic_ids(self._reconciled_topics, image.topics):
             return
         async with self._log_lock:
             await asyncio.to_thread(self.reconcile_partition_dirs, image)
@@ -480,10 +480,7 @@ class BrokerAgent:
         before: Mapping[Uuid, TopicImage] = opened.topics if opened is not None else {}
         broker_id, logs = self.settings.broker_id, self.logs
         not_open: list[tuple[Uuid, int]] = []
-        for topic in image.topics.values():
-            then = before.get(topic.topic_id)
-            if then is not None and then.partitions is topic.partitions:
-                continue  # every hosted partition of it had its log open, and none was dropped since
+        for topic in topics_with_new_partitions(before, image.topics):  # the others had every hosted log open
             tid = topic.topic_id
             not_open += [
                 (tid, p.partition_id)

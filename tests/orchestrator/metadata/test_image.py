@@ -4,7 +4,13 @@ from hypothesis import strategies as st
 
 from orchestrator.errors import ResourceNotFound, StaleTieredEpoch, UnknownTopicId
 from orchestrator.ids import Uuid
-from orchestrator.metadata.image import EMPTY_IMAGE, replay
+from orchestrator.metadata.image import (
+    EMPTY_IMAGE,
+    from_snapshot,
+    replay,
+    same_topic_ids,
+    topics_with_new_partitions,
+)
 from orchestrator.metadata.records import (
     ConfigResourceType,
     DisablePolicy,
@@ -243,3 +249,58 @@ def test_removing_an_acl_or_a_credential_the_image_does_not_hold_is_refused():
         replay(EMPTY_IMAGE, [(0, make_record("RemoveAccessControlEntryRecord", id=Uuid.random()))])
     with pytest.raises(ResourceNotFound):
         replay(EMPTY_IMAGE, [(0, make_record("RemoveUserScramCredentialRecord", name="alice", mechanism=1))])
+
+
+def _many_topics(n):
+    tids = [Uuid.random() for _ in range(n)]
+    recs = [r for i, tid in enumerate(tids) for r in _topic(f"t{i}", tid)]
+    return tids, replay(EMPTY_IMAGE, _numbered(recs))
+
+
+def _then(image, *records):
+    return replay(image, _numbered(records, image.offset + 1))
+
+
+def test_images_derived_from_each_other_are_compared_without_hashing_a_topic_id(monkeypatch):
+    """A tiered-state change of every topic (a bulk disablement) leaves the topic ids and every partitions map as
+    they were: both questions are answered without one Uuid hash."""
+    tids, before = _many_topics(50)
+    states = [
+        make_record("TieredStateRecord", topic_id=tid, tiered_epoch=1, tiered_state=TieredState.DISABLING, policy=0)
+        for tid in tids
+    ]
+    after = _then(before, *states)
+    hashed = []
+    real_hash = Uuid.__hash__
+    monkeypatch.setattr(Uuid, "__hash__", lambda self: hashed.append(self) or real_hash(self))
+    assert same_topic_ids(before.topics, after.topics)
+    assert topics_with_new_partitions(before.topics, after.topics) == []
+    assert hashed == []
+
+
+def test_new_topics_moved_partitions_and_removed_topics_are_found_the_same_with_or_without_aligned_ids():
+    tids, before = _many_topics(6)
+    new = Uuid.random()
+    after = _then(
+        before,
+        *_topic("fresh", new),
+        make_record("PartitionChangeRecord", topic_id=tids[2], partition_id=0, leader=2, isr=[2]),
+    )
+    assert [t.topic_id for t in topics_with_new_partitions(before.topics, after.topics)] == [tids[2], new]
+    assert not same_topic_ids(before.topics, after.topics)
+
+    removed = _then(after, make_record("RemoveTopicRecord", topic_id=tids[4]))
+    assert not same_topic_ids(after.topics, removed.topics)
+    assert topics_with_new_partitions(after.topics, removed.topics) == []
+
+    # An image rebuilt from a snapshot holds equal ids but other objects: compared by id, with the same answers.
+    rebuilt = from_snapshot(removed.offset, removed.to_records())
+    assert same_topic_ids(removed.topics, rebuilt.topics)
+    assert not same_topic_ids(after.topics, rebuilt.topics)
+    changed = topics_with_new_partitions(before.topics, rebuilt.topics)
+    assert {t.topic_id for t in changed} == set(rebuilt.topics), "every partitions map is a new object"
+    replaced = {**removed.topics}  # same ids, another order: not aligned, still the same set
+    first = next(iter(replaced))
+    replaced[first] = replaced.pop(first)
+    assert same_topic_ids(removed.topics, replaced)
+    assert topics_with_new_partitions(removed.topics, replaced) == []
