@@ -537,12 +537,12 @@ _PARTITIONS = operator.attrgetter("partitions")
 def _aligned(before: Mapping[Uuid, TopicImage], now: Mapping[Uuid, TopicImage]) -> bool:
     """Whether both maps hold the very same key objects in the same order (one derived from the other, no topic
     added or removed): checked without hashing."""
-    return len(before) == len(now) and all(map(operator.is_, before, now))
+    return before is now or (len(before) == len(now) and all(map(operator.is_, before, now)))
 
 
 def same_topic_ids(before: Mapping[Uuid, TopicImage], now: Mapping[Uuid, TopicImage]) -> bool:
     """Whether two images' ``topics`` hold the same topic ids."""
-    return _aligned(before, now) or (len(before) == len(now) and before.keys() == now.keys())
+    return _aligned(before, now) or before.keys() == now.keys()
 
 
 def topics_with_new_partitions(before: Mapping[Uuid, TopicImage], now: Mapping[Uuid, TopicImage]) -> list[TopicImage]:

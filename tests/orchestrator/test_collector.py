@@ -99,9 +99,14 @@ def test_a_burst_runs_with_the_collector_paused_then_offers_a_settle(monkeypatch
     assert inside == (False, []), "paused inside, and no settle offered part way"
     assert offered == [(False, True)], "offered once after, with the collector back on"
     assert gc.isenabled()
+
+    def fail() -> None:
+        raise RuntimeError("boom")
+
     with pytest.raises(RuntimeError):
-        run_as_burst(lambda: (_ for _ in ()).throw(RuntimeError("boom")))
-    assert gc.isenabled()
+        run_as_burst(fail)
+    assert gc.isenabled(), "an error inside still re-enables the collector"
+    assert offered == [(False, True)], "and offers no settle: the next burst does"
 
 
 class _Node:

@@ -201,8 +201,6 @@ def test_a_start_offset_moved_on_one_thread_while_another_applies_retention_is_c
     """A delete-policy job moves the log start offset on its own thread while the tiering pass applies retention to
     the same log: both checkpoint the start offsets. Neither may find the other's checkpoint file gone, and the
     checkpoint on disk ends at the last offset moved to."""
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can: the clash needs no luck
     log = _log(tmp_path)
     _each(log, [b"%d" % i for i in range(600)])
     last = log.closed_segments()[-1].end_offset
@@ -216,9 +214,11 @@ def test_a_start_offset_moved_on_one_thread_while_another_applies_retention_is_c
         except BaseException as exc:  # handed to the test thread
             errors.append(exc)
 
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can: the clash needs no luck
     other = threading.Thread(target=retention)
-    other.start()
     try:
+        other.start()
         for offset in range(1, last + 1):
             log.advance_log_start_offset(offset)
     finally:

@@ -293,6 +293,11 @@ def test_new_topics_moved_partitions_and_removed_topics_are_found_the_same_with_
     assert not same_topic_ids(after.topics, removed.topics)
     assert topics_with_new_partitions(after.topics, removed.topics) == []
 
+    # One topic deleted and another created between two rounds: as many topics as before, not the same ids.
+    swapped = _then(removed, *_topic("other", newer := Uuid.random()))
+    assert len(swapped.topics) == len(after.topics) and not same_topic_ids(after.topics, swapped.topics)
+    assert [t.topic_id for t in topics_with_new_partitions(after.topics, swapped.topics)] == [newer]
+
     # An image rebuilt from a snapshot holds equal ids but other objects: compared by id, with the same answers.
     rebuilt = from_snapshot(removed.offset, removed.to_records())
     assert same_topic_ids(removed.topics, rebuilt.topics)
