@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.broker.agent import BrokerAgent
-from orchestrator.broker.disable_handler import DisableRemoteTopicHandler, DisableStatus
+from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
+from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.broker.local_log import LogConfig, PartitionLog
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.ids import Uuid
@@ -140,7 +141,7 @@ class BrokerUnderTest:
         deadline = time.monotonic() + timeout_s
         while True:
             resp = self.handler.handle(body)
-            if resp["error_code"] != 0 or resp["status"] == DisableStatus.DONE:
+            if resp["error_code"] != 0 or resp["status"] == BrokerJobStatus.DONE:
                 return resp
             if time.monotonic() > deadline:
                 raise TimeoutError(f"DisableRemoteTopic still in progress: {resp}")

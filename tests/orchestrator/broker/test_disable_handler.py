@@ -12,7 +12,8 @@ from typing import Any
 import botocore.exceptions as bce
 import pytest
 
-from orchestrator.broker.disable_handler import DisableRemoteTopicHandler, DisableStatus
+from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
+from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.errors import KafkaStorageError, StaleControllerEpoch, StaleTieredEpoch, UnknownTopicId
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState, make_record
@@ -108,7 +109,7 @@ def test_a_failed_job_is_answered_with_its_storage_error_and_cause_then_restarte
     env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
 
     started = env.ask(tid)
-    assert (started["error_code"], started["status"]) == (0, DisableStatus.IN_PROGRESS)
+    assert (started["error_code"], started["status"]) == (0, BrokerJobStatus.IN_PROGRESS)
     env.run_jobs()  # partition 0 is deleted, partition 1 fails after the S3 retries
 
     failed = env.ask(tid)
@@ -120,7 +121,7 @@ def test_a_failed_job_is_answered_with_its_storage_error_and_cause_then_restarte
     assert len(env.jobs) == 1, "the request that found the failure restarted the job"
 
     restarted = env.ask(tid)
-    assert (restarted["error_code"], restarted["status"]) == (0, DisableStatus.IN_PROGRESS)
+    assert (restarted["error_code"], restarted["status"]) == (0, BrokerJobStatus.IN_PROGRESS)
     assert restarted["segments_deleted"] == per_partition[0], "the restarted job counts on from the failed one"
     assert env.ask(tid) == restarted, "a job in progress is reported, not started again"
     assert len(env.jobs) == 1
@@ -128,7 +129,7 @@ def test_a_failed_job_is_answered_with_its_storage_error_and_cause_then_restarte
     s3_down_for_partition_1[0] = False
     env.run_jobs()
     done = env.ask(tid)
-    assert (done["error_code"], done["status"]) == (0, DisableStatus.DONE)
+    assert (done["error_code"], done["status"]) == (0, BrokerJobStatus.DONE)
     assert done["segments_deleted"] == sum(per_partition.values()) and done["partitions_done"] == 2
     assert env.objects(tid) == []
     env.broker.rlmm.refresh()
@@ -156,7 +157,7 @@ def test_a_led_partition_whose_log_is_not_open_is_never_acknowledged(env: Env, p
     env.ask(tid)
     env.run_jobs()
     done = env.ask(tid)
-    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, DisableStatus.DONE, 2)
+    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, BrokerJobStatus.DONE, 2)
     assert (env.objects(tid) == []) == (policy == DisablePolicy.DELETE)
 
 
@@ -198,7 +199,7 @@ def test_a_leaderless_partition_assigned_to_a_broker_has_its_remote_segments_del
         assert len(jobs) == 1, "an assignment the finished job did not cover starts a new job"
         jobs.pop(0)()
         done = ask(2, [1])
-        assert (done["error_code"], done["status"], done["partitions_done"]) == (0, DisableStatus.DONE, 1), done
+        assert (done["error_code"], done["status"], done["partitions_done"]) == (0, BrokerJobStatus.DONE, 1), done
         assert done["segments_deleted"] == len(partition_1) // 3
         assert not [k for k in env.objects(tid) if f"-{tid}/1/" in k], "partition 1's objects are gone"
         assert [k for k in env.objects(tid) if f"-{tid}/0/" in k], "partition 0 is its leader's (broker 1's) to delete"
@@ -241,16 +242,16 @@ def test_a_version_1_request_answers_each_of_its_topics_in_its_own_entry_in_orde
     assert first["error_code"] == 0
     answers = first["topics"]
     assert [a["topic_id"] for a in answers] == [deleted, unknown, retained, enabled], "one entry per topic, in order"
-    assert (answers[0]["error_code"], answers[0]["status"]) == (0, DisableStatus.IN_PROGRESS)
+    assert (answers[0]["error_code"], answers[0]["status"]) == (0, BrokerJobStatus.IN_PROGRESS)
     assert answers[0]["partitions_total"] == 2 and answers[0]["tiered_epoch"] == 2
     assert answers[1]["error_code"] == UnknownTopicId.code and str(unknown) in answers[1]["error_message"]
-    assert (answers[2]["error_code"], answers[2]["status"]) == (0, DisableStatus.DONE), "retain: fenced at once"
+    assert (answers[2]["error_code"], answers[2]["status"]) == (0, BrokerJobStatus.DONE), "retain: fenced at once"
     assert answers[3]["error_code"] == StaleTieredEpoch.code, "ENABLED: nothing to disable at that epoch"
     assert len(env.jobs) == 1, "only the delete policy has work in the background"
 
     env.run_jobs()
     again = env.handler.handle_topics(body)["topics"]  # type: ignore[arg-type]
-    assert (again[0]["error_code"], again[0]["status"], again[0]["partitions_done"]) == (0, DisableStatus.DONE, 2)
+    assert (again[0]["error_code"], again[0]["status"], again[0]["partitions_done"]) == (0, BrokerJobStatus.DONE, 2)
     assert env.objects(deleted) == [] and env.objects(retained, "payments") and env.objects(enabled, "audit")
     assert again[2] == answers[2] and env.jobs == [], "re-delivered: each job is reported, nothing started twice"
 
@@ -287,16 +288,16 @@ def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(
     def broker_1_first(**_: Any) -> None:  # broker 2's first DeleteObjects: broker 1 deletes everything first
         if not raced:
             raced.append(1)
-            assert env.handler.handle(assigned)["status"] == DisableStatus.IN_PROGRESS  # type: ignore[arg-type]
+            assert env.handler.handle(assigned)["status"] == BrokerJobStatus.IN_PROGRESS  # type: ignore[arg-type]
             env.run_jobs()
 
     s3_client.meta.events.register("before-send.s3.DeleteObjects", broker_1_first)
     try:
-        assert handler_2.handle(assigned)["status"] == DisableStatus.IN_PROGRESS  # type: ignore[arg-type]
+        assert handler_2.handle(assigned)["status"] == BrokerJobStatus.IN_PROGRESS  # type: ignore[arg-type]
         jobs_2.pop(0)()
         assert raced
         answers = [dict(h.handle(assigned)) for h in (env.handler, handler_2)]  # type: ignore[arg-type]
-        assert [(a["error_code"], a["status"]) for a in answers] == [(0, DisableStatus.DONE)] * 2, answers
+        assert [(a["error_code"], a["status"]) for a in answers] == [(0, BrokerJobStatus.DONE)] * 2, answers
         assert [a["segments_deleted"] for a in answers] == [segments, 0], "each segment counted once, by broker 1"
         assert [a["segments_remaining"] for a in answers] == [0, 0]
         assert env.objects(tid) == []

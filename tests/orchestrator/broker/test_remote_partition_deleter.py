@@ -12,7 +12,7 @@ from typing import Any
 import botocore.exceptions as bce
 import pytest
 
-from orchestrator.broker.disable_handler import DisableStatus
+from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.errors import InvalidRequest, KafkaStorageError, StaleControllerEpoch, StaleTieredEpoch
 from orchestrator.ids import Uuid
@@ -105,10 +105,11 @@ def test_a_deleted_topics_partitions_are_deleted_every_object_goes_and_each_part
     env.delete_topic(tid, "clicks", range(2))
 
     started = env.ask(tid, [0, 1])
-    assert (started["error_code"], started["status"], started["partitions_total"]) == (0, DisableStatus.IN_PROGRESS, 2)
+    first_answer = (started["error_code"], started["status"], started["partitions_total"])
+    assert first_answer == (0, BrokerJobStatus.IN_PROGRESS, 2)
     env.run_jobs()
     done = env.ask(tid, [0, 1])
-    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, DisableStatus.DONE, 2)
+    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, BrokerJobStatus.DONE, 2)
     assert done["segments_deleted"] == segments and done["segments_remaining"] == 0
     assert env.objects(tid) == []
     assert env.partition_states(tid, range(2)) == [FINISHED, FINISHED]
@@ -149,8 +150,25 @@ def test_an_s3_failure_is_answered_with_its_cause_and_the_restarted_job_resumes_
     assert len(env.jobs) == 1, "the request that found the failure restarted the job"
     down[0] = False
     env.run_jobs()
-    assert env.ask(tid, [0, 1])["status"] == DisableStatus.DONE
+    assert env.ask(tid, [0, 1])["status"] == BrokerJobStatus.DONE
     assert env.objects(tid) == [] and env.partition_states(tid, range(2)) == [FINISHED, FINISHED]
+
+
+def test_a_partition_the_ended_job_did_not_cover_starts_a_new_job_even_if_another_broker_finished_it(
+    env: Env,
+) -> None:
+    tid = _tiered(env, 2)
+    env.delete_topic(tid, "clicks", range(2))
+    env.ask(tid, [0])
+    env.run_jobs()
+    assert env.ask(tid, [0])["status"] == BrokerJobStatus.DONE
+    env.controller_rlmm.mark_partitions_delete("clicks", tid, [1], FINISHED, broker_id=2, now_ms=1)  # broker 2's
+    wider = env.ask(tid, [0, 1])
+    assert (wider["status"], wider["partitions_total"]) == (BrokerJobStatus.IN_PROGRESS, 2) and len(env.jobs) == 1
+    env.run_jobs()
+    done = env.ask(tid, [0, 1])
+    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, BrokerJobStatus.DONE, 2)
+    assert env.jobs == [] and env.partition_states(tid, range(2)) == [FINISHED, FINISHED]
 
 
 def test_the_rlmm_refuses_copies_of_a_partition_marked_for_deletion(env: Env) -> None:
