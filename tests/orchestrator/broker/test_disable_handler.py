@@ -6,6 +6,7 @@ collected instead of run on its pool, so each test runs them when it chooses and
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,18 +18,15 @@ from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.errors import KafkaStorageError, StaleControllerEpoch, StaleTieredEpoch, UnknownTopicId
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState, make_record
-from orchestrator.metadata.sqlite import SqliteMetadataStore
-from remote_storage.keys import topic_prefix
-from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
+from tests.support.broker_harness import BrokerJobsWorld, BrokerUnderTest
 
 pytestmark = pytest.mark.integration
 
 
-class Env:
-    def __init__(self, writer: ControllerWriter, broker: BrokerUnderTest, s3: Any, bucket: str) -> None:
-        self.writer, self.broker, self.s3, self.bucket = writer, broker, s3, bucket
-        self.jobs: list[Callable[[], None]] = []
-        self.handler = _handler(broker, self.jobs)
+class Env(BrokerJobsWorld):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.handler = _handler(self.broker, self.jobs)
 
     def ask(self, tid: Uuid) -> dict[str, Any]:
         """One DisableRemoteTopic for the topic's current epoch, as the controller sends it."""
@@ -36,29 +34,11 @@ class Env:
         body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": epoch, "controller_epoch": self.writer.epoch}
         return dict(self.handler.handle(body))  # type: ignore[arg-type]
 
-    def run_jobs(self) -> None:
-        while self.jobs:
-            self.jobs.pop(0)()
-
-    def objects(self, tid: Uuid, name: str = "orders") -> list[str]:
-        pages = self.s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=topic_prefix("tiered/", name, tid)
-        )
-        return [o["Key"] for p in pages for o in p.get("Contents", [])]
-
 
 @pytest.fixture
 def env(tmp_path, s3_client, bucket) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    store_path = tmp_path / "metadata.db"
-    writer_store = SqliteMetadataStore(store_path)
-    broker = BrokerUnderTest(
-        broker_id=1, data_dir=tmp_path / "broker-1", store_path=store_path, s3_client=s3_client, bucket=bucket
-    )
-    try:
-        yield Env(ControllerWriter(writer_store), broker, s3_client, bucket)
-    finally:
-        broker.close()
-        writer_store.close()
+    with contextlib.closing(Env(tmp_path, s3_client, bucket)) as world:
+        yield world
 
 
 def _tiered(env: Env, name: str, partitions: int, *, produced_to: range | None = None) -> Uuid:
@@ -68,17 +48,6 @@ def _tiered(env: Env, name: str, partitions: int, *, produced_to: range | None =
         assert env.broker.tier(tid, p) > 0
         env.broker.trim_local(tid, p)
     return tid
-
-
-def _second_broker(tmp_path: Any, s3_client: Any, bucket: str) -> BrokerUnderTest:
-    """Broker 2, on the same store and bucket as the fixture's broker 1."""
-    return BrokerUnderTest(
-        broker_id=2,
-        data_dir=tmp_path / "broker-2",
-        store_path=tmp_path / "metadata.db",
-        s3_client=s3_client,
-        bucket=bucket,
-    )
 
 
 def _handler(broker: BrokerUnderTest, jobs: list[Callable[[], None]]) -> DisableRemoteTopicHandler:
@@ -162,7 +131,7 @@ def test_a_led_partition_whose_log_is_not_open_is_never_acknowledged(env: Env, p
 
 
 def test_a_leaderless_partition_assigned_to_a_broker_has_its_remote_segments_deleted_from_the_rlmm_alone(
-    env: Env, tmp_path: Any, s3_client: Any, bucket: str
+    env: Env,
 ) -> None:
     """Replication factor 1: broker 1 tiered both partitions and died; partition 1 is leaderless (leader -1).
     Broker 2 hosts nothing of the topic and is assigned partition 1: it deletes that partition's remote segments
@@ -174,7 +143,7 @@ def test_a_leaderless_partition_assigned_to_a_broker_has_its_remote_segments_del
     change = {"topic_id": tid, "partition_id": 1, "leader": -1, "isr": [1]}
     env.writer.store.append([make_record("PartitionChangeRecord", **change)], controller_epoch=env.writer.epoch)
     env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
-    broker_2 = _second_broker(tmp_path, s3_client, bucket)
+    broker_2 = env.another_broker(2)
     jobs: list[Callable[[], None]] = []
     handler = _handler(broker_2, jobs)
 
@@ -266,9 +235,7 @@ def test_a_version_1_request_from_a_deposed_controller_is_refused_whole_and_star
     assert env.jobs == [] and env.objects(tid) != []
 
 
-def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(
-    env: Env, tmp_path: Any, s3_client: Any, bucket: str
-) -> None:
+def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(env: Env) -> None:
     """A leaderless partition assigned to broker 2 while broker 1 (its old leader) still deletes it: broker 1's job
     runs whole between broker 2's DELETE_SEGMENT_STARTED and its FINISHED. Both jobs end DONE, and the
     ``segments_deleted`` the controller sums over brokers names each segment once (broker 2's FINISHED moved none)."""
@@ -278,7 +245,7 @@ def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(
     change = {"topic_id": tid, "partition_id": 0, "leader": -1, "isr": [1]}
     env.writer.store.append([make_record("PartitionChangeRecord", **change)], controller_epoch=env.writer.epoch)
     epoch = env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
-    broker_2 = _second_broker(tmp_path, s3_client, bucket)
+    broker_2 = env.another_broker(2)
     jobs_2: list[Callable[[], None]] = []
     handler_2 = _handler(broker_2, jobs_2)
     body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": epoch, "controller_epoch": env.writer.epoch}
@@ -291,7 +258,7 @@ def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(
             assert env.handler.handle(assigned)["status"] == BrokerJobStatus.IN_PROGRESS  # type: ignore[arg-type]
             env.run_jobs()
 
-    s3_client.meta.events.register("before-send.s3.DeleteObjects", broker_1_first)
+    env.s3.meta.events.register("before-send.s3.DeleteObjects", broker_1_first)
     try:
         assert handler_2.handle(assigned)["status"] == BrokerJobStatus.IN_PROGRESS  # type: ignore[arg-type]
         jobs_2.pop(0)()
@@ -304,5 +271,5 @@ def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(
         broker_2.rlmm.refresh()
         assert {s.state for s in broker_2.rlmm.segments(tid, 0)} == {SegmentState.DELETE_SEGMENT_FINISHED}
     finally:
-        s3_client.meta.events.unregister("before-send.s3.DeleteObjects", broker_1_first)
+        env.s3.meta.events.unregister("before-send.s3.DeleteObjects", broker_1_first)
         broker_2.close()
