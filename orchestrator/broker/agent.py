@@ -72,7 +72,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import structlog
 
@@ -83,6 +83,7 @@ from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
 from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.fencing import ControllerEpochFence
+from orchestrator.broker.job_registry import error_body
 from orchestrator.broker.local_log import LogConfig, PartitionLog
 from orchestrator.broker.metrics_view import broker_view
 from orchestrator.broker.partition_dirs import (
@@ -100,7 +101,6 @@ from orchestrator.errors import (
     StaleBrokerEpoch,
     TieredError,
     UnknownTopicId,
-    as_wire_error,
 )
 from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
@@ -135,18 +135,11 @@ BROKER_READS = (ApiKey.METADATA, ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_CLUSTE
 STALE_DIR_CHECK_INTERVAL_S = 60.0
 
 
-# The responses this broker serves; each carries error_code and error_message.
-_Response = TypeVar(
-    "_Response",
-    m.DisableRemoteTopicResponse,
-    m.DeleteRemotePartitionsResponse,
-)
-
-
-def _error_body(exc: TieredError, response: type[_Response]) -> _Response:
-    """What a request answers for ``exc``: its Kafka code (a storage failure is KAFKA_STORAGE_ERROR)."""
-    wire = as_wire_error(exc)
-    return response(error_code=wire.code, error_message=wire.message)
+def _stale_broker_epoch(requested: int, current: int) -> StaleBrokerEpoch | None:
+    """A controller's request meant for another incarnation of this broker (-1: for whichever one serves it)."""
+    if requested >= 0 and requested != current:
+        return StaleBrokerEpoch(f"request for broker epoch {requested}; this incarnation has {current}")
+    return None
 
 
 class BrokerAgent:
@@ -585,22 +578,16 @@ class BrokerAgent:
 
     async def _on_disable(self, request: Request) -> m.DisableRemoteTopicResponse:
         body = cast(m.DisableRemoteTopicRequest, request.body)
-        if body["broker_epoch"] >= 0 and body["broker_epoch"] != self.broker_epoch:
-            stale = StaleBrokerEpoch(
-                f"request for broker epoch {body['broker_epoch']}; this incarnation has {self.broker_epoch}"
-            )
-            return _error_body(stale, m.DisableRemoteTopicResponse)
+        if (stale := _stale_broker_epoch(body["broker_epoch"], self.broker_epoch)) is not None:
+            return error_body(stale, m.DisableRemoteTopicResponse)
         if request.header.api_version >= 1:  # many topics in one request, each answered in its own entry
             return await asyncio.to_thread(self.disable_handler.handle_topics, body)
         return await asyncio.to_thread(self.disable_handler.handle, body)
 
     async def _on_delete_remote_partitions(self, request: Request) -> m.DeleteRemotePartitionsResponse:
         body = cast(m.DeleteRemotePartitionsRequest, request.body)
-        if body["broker_epoch"] >= 0 and body["broker_epoch"] != self.broker_epoch:
-            stale = StaleBrokerEpoch(
-                f"request for broker epoch {body['broker_epoch']}; this incarnation has {self.broker_epoch}"
-            )
-            return _error_body(stale, m.DeleteRemotePartitionsResponse)
+        if (stale := _stale_broker_epoch(body["broker_epoch"], self.broker_epoch)) is not None:
+            return error_body(stale, m.DeleteRemotePartitionsResponse)
         return await asyncio.to_thread(self.remote_delete_handler.handle, body)
 
     def _leader_log(self, topic_id: Uuid, partition: int) -> PartitionLog:

@@ -8,7 +8,9 @@ Fencing, checked in this order, each refusal changing nothing:
 3. tiered epoch: the request must name the topic's current tiered epoch (the broker first catches its image up
    with the store), and the topic must be DISABLING or DISABLED at it: STALE_TIERED_EPOCH otherwise.
 
-Work: one job per (topic id, tiered epoch), run in the background so the controller's request never waits on S3:
+Work: one job per (topic id, tiered epoch), kept and run by the broker's job registry
+(:mod:`orchestrator.broker.job_registry`, shared with DeleteRemotePartitions), in the background so the
+controller's request never waits on S3:
 ``stop_partitions`` (no copy below the epoch, in-flight copies finished or cleaned), then, for the delete policy,
 on each partition this broker leads: the log start offset moves to the local log start offset and every remote
 segment of the partition is deleted (journaled, resumable); and on each partition the request assigns it
@@ -17,9 +19,12 @@ segment of the partition is deleted (journaled, resumable); and on each partitio
 local log and no log start offset to move, fenced by the tiered epoch exactly as led partitions are (the checks
 above). Assignments are ignored under retain. The response says DONE or IN_PROGRESS with progress counts. A
 re-delivered request (a retry, or a new controller after failover) finds the job and reports it, so nothing is done
-twice (DESIGN §4 invariant 7); a finished delete job is started again if the request names a partition it did not
-cover, or if the RLMM still holds a segment of a partition it covered that is not deleted (the controller's
-backstop asks again when it sees one: the answer "done" must mean the remote data is gone).
+twice (DESIGN §4 invariant 7); a finished job is started again if the request names a partition it did not cover
+(a leadership change while DISABLING), or, for the delete policy, if the RLMM still holds a segment of a partition
+it covered that is not deleted (the controller's backstop asks again when it sees one: the answer "done" must mean
+the remote data is gone). Re-applying the policy to covered partitions is harmless: a plan only holds segments not
+yet deleted. Retain only has to fence the copies: when none is in flight the fence is complete at once, and the
+first request is answered DONE.
 
 Failures are answered, never swallowed: the request that finds its job failed gets that failure (its Kafka code,
 KAFKA_STORAGE_ERROR for a storage failure, and a message with the cause: the S3 error's class and text, the
@@ -28,7 +33,10 @@ controller sees the error, shows it, and backs off (``controller/queue.py``); th
 ``segments_deleted`` from where the failed one stopped, so the counts only show progress when there is some.
 ``segments_deleted`` counts only the segments this broker's journal record deleted first: when two brokers race
 on a partition (its old leader and the broker it was assigned to), the counts summed over brokers still name
-each segment once (``remote_storage/deletion.py``).
+each segment once (``remote_storage/deletion.py``). These rules are the registry's; this module keeps the fencing,
+the choice of partitions (led, and assigned under delete) and the work. Log events: ``disable.started``,
+``disable.done``, ``disable.failed``, ``disable.crashed`` (the registry's, under these names), ``disable.refused``
+and ``disable.batch``; crash points ``broker.mid_delete_batch`` and ``broker.before_disable_ack``.
 
 Never acknowledged without the policy applied: a partition this broker leads but whose local log is not open (its
 directory could not be created or opened, e.g. a read-only disk) makes the request fail with KAFKA_STORAGE_ERROR
@@ -39,62 +47,43 @@ until every led partition's log is open.
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from enum import IntEnum
 from pathlib import Path
 
 import structlog
 
 from orchestrator import crash_points
 from orchestrator.broker.fencing import ControllerEpochFence
+from orchestrator.broker.job_registry import (
+    BrokerJobStatus,
+    JobEvents,
+    JobProgress,
+    JobRegistry,
+    JobRun,
+    Work,
+    job_answer,
+    refused,
+)
 from orchestrator.broker.jobs import start_job
 from orchestrator.broker.local_log import PartitionLog
+from orchestrator.broker.partition_deletion import delete_planned_segments, no_log_start_to_move
 from orchestrator.broker.remote_log_manager import RemoteLogManager
-from orchestrator.errors import (
-    KafkaError,
-    KafkaStorageError,
-    StaleTieredEpoch,
-    TieredError,
-    UnknownTopicId,
-    as_wire_error,
-    error_name,
-)
+from orchestrator.errors import KafkaStorageError, StaleTieredEpoch, TieredError, UnknownTopicId, error_name
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.protocol import messages as m
 from policies.disable import plan_delete
-from policies.disable_executor import execute_delete_plan
 
 log = structlog.get_logger(__name__)
 
 ALL_PARTITIONS = -1
 
-
-class DisableStatus(IntEnum):
-    DONE = 0
-    IN_PROGRESS = 1
-
-
-@dataclass
-class _Job:
-    """Progress of one disablement on this broker; written by its worker thread, read under the lock."""
-
-    topic_id: Uuid
-    topic_name: str
-    tiered_epoch: int
-    policy: DisablePolicy
-    partitions_total: int
-    partitions_done: int = 0
-    segments_deleted: int = 0
-    segments_remaining: int = 0
-    done: bool = False
-    error: KafkaError | None = None
-    covered: frozenset[int] = frozenset()  # the partitions this job applies the policy to (led and assigned)
+EVENTS = JobEvents(started="disable.started", done="disable.done", failed="disable.failed", crashed="disable.crashed")
 
 
 class DisableRemoteTopicHandler:
@@ -110,19 +99,21 @@ class DisableRemoteTopicHandler:
         run_in_background: Callable[[Callable[[], None]], None] = start_job,
         fence: ControllerEpochFence | None = None,
         data_dir: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``data_dir`` is where the broker keeps its partition directories (``<topic>-<partition>``, Kafka's
-        layout); when given, a log that is not open is reported with its directory and what is wrong with it."""
+        layout); when given, a log that is not open is reported with its directory and what is wrong with it.
+        ``clock`` (seconds) times the jobs for their log lines."""
         self.broker_id = broker_id
         self._store = store
         self._rlm = rlm
         self._logs = logs
         self._refresh_image = refresh_image
         self._now_ms = now_ms
-        self._run = run_in_background
         self._data_dir = data_dir
-        self._lock = threading.Lock()
-        self._jobs: dict[tuple[Uuid, int], _Job] = {}
+        self._jobs: JobRegistry[tuple[Uuid, int]] = JobRegistry(
+            events=EVENTS, run_in_background=run_in_background, clock=clock
+        )
         self._fence = fence if fence is not None else ControllerEpochFence(store)
 
     def handle(self, body: m.DisableRemoteTopicRequest) -> m.DisableRemoteTopicResponse:
@@ -137,10 +128,8 @@ class DisableRemoteTopicHandler:
                 body.get("assigned_partitions") or (),
             )
         except TieredError as exc:
-            wire = as_wire_error(exc)
-            log.warning("disable.refused", error=wire.name, detail=wire.message)
-            return {"error_code": wire.code, "error_message": wire.message}
-        if response["error_code"] == 0 and response.get("status") == DisableStatus.DONE:
+            return refused(exc, m.DisableRemoteTopicResponse, "disable.refused")
+        if response["error_code"] == 0 and response.get("status") == BrokerJobStatus.DONE:
             crash_points.reached("broker.before_disable_ack")
         return response
 
@@ -152,9 +141,9 @@ class DisableRemoteTopicHandler:
             self._fence.admit(body["controller_epoch"])
             image = self._refresh_image()
         except TieredError as exc:
-            wire = as_wire_error(exc)
-            log.warning("disable.refused", error=wire.name, detail=wire.message, topics=len(body["topics"]))
-            return {"error_code": wire.code, "error_message": wire.message, "topics": []}
+            whole = refused(exc, m.DisableRemoteTopicResponse, "disable.refused", topics=len(body["topics"]))
+            whole["topics"] = []
+            return whole
         results: list[m.DisableTopicResult] = []
         answered: dict[str, int] = {}  # DONE, IN_PROGRESS or an error name -> topics
         for entry in body["topics"]:
@@ -169,17 +158,17 @@ class DisableRemoteTopicHandler:
                     batched=True,
                 )
             except TieredError as exc:
-                wire = as_wire_error(exc)
-                log.info("disable.refused", topic_id=str(topic_id), error=wire.name, detail=wire.message)
-                answer = {"error_code": wire.code, "error_message": wire.message}
+                answer = refused(
+                    exc, m.DisableRemoteTopicResponse, "disable.refused", quiet=True, topic_id=str(topic_id)
+                )
             if answer["error_code"] == 0:
-                outcome = DisableStatus(answer.get("status", DisableStatus.DONE)).name
+                outcome = BrokerJobStatus(answer.get("status", BrokerJobStatus.DONE)).name
             else:  # refused, or the job's failure (answered once, then the job restarts)
                 outcome = error_name(answer["error_code"])
             answered[outcome] = answered.get(outcome, 0) + 1
             results.append(_topic_result(topic_id, answer))
         log.info("disable.batch", topics=len(body["topics"]), answered=answered)
-        if answered.get(DisableStatus.DONE.name):
+        if answered.get(BrokerJobStatus.DONE.name):
             crash_points.reached("broker.before_disable_ack")
         return {"error_code": 0, "topics": results}
 
@@ -204,7 +193,6 @@ class DisableRemoteTopicHandler:
                 f"request for tiered epoch {tiered_epoch}; {topic.name} is {topic.tiered_state.name} "
                 f"at epoch {topic.tiered_epoch}"
             )
-        key = (topic_id, tiered_epoch)
         led = sorted(
             p.partition_id
             for p in topic.partitions.values()
@@ -216,54 +204,29 @@ class DisableRemoteTopicHandler:
             assigned = sorted(
                 p for p in named if p in topic.partitions and p not in led and wanted in (ALL_PARTITIONS, p)
             )
-        with self._lock:
-            finished = self._jobs.get(key)
-        left = self._remote_left(finished) if finished is not None and finished.done and not finished.error else False
-        with self._lock:
-            job = self._jobs.get(key)
-            # A new job when there is none, the last one failed, this broker now leads (or is assigned) partitions
-            # the finished job did not cover (a leadership change while DISABLING), or the RLMM still holds remote
-            # data of a covered partition: the policy must be applied to them (again). Re-applying it to covered
-            # partitions is harmless: a plan only holds segments not yet deleted.
-            covered = set(led) | set(assigned)
-            if job is not None and job.error is None and (not job.done or (covered <= job.covered and not left)):
-                return self._response(job)
-            self._check_logs_open(topic, led)
-            failed = self._response(job) if job is not None and job.error is not None else None
-            job = _Job(
-                topic_id,
-                topic.name,
-                tiered_epoch,
-                topic.policy,
-                partitions_total=len(led) + len(assigned),
-                segments_deleted=job.segments_deleted if job is not None else 0,
-                covered=frozenset(covered),
-            )
-            self._jobs[key] = job
-            where = {"topic_id": str(topic_id), "tiered_epoch": tiered_epoch}
-            restarted = {"restarted_after": failed.get("error_message")} if failed is not None else {}
-            # A batched request logs one summary line instead (handle_topics); a restart is always worth a line.
-            (log.info if failed is not None or not batched else log.debug)(
-                "disable.started",
-                **where,
-                policy=topic.policy.name,
-                partitions=len(led),
-                assigned_partitions=assigned,
-                **restarted,
-            )
-            # Retain only has to fence the copies. If none is in flight the fence is complete at once (it is set
-            # under the lock copies start under), so answer DONE now instead of IN_PROGRESS and a re-poll.
-            if topic.policy != DisablePolicy.DELETE and self._rlm.stop_partitions(
-                topic_id, tiered_epoch=tiered_epoch, timeout_s=0
-            ):
-                job.partitions_done = len(led)
-                job.done = True
-                (log.debug if batched else log.info)("disable.done", **where, segments_deleted=0)
-            else:
-                self._run(lambda: self._work(job, led, assigned))
-            # The failure the last job ended with is this request's answer: the controller records it and backs
-            # off; the job it just restarted is reported to the next request.
-            return failed if failed is not None else self._response(job)
+        progress = self._jobs.request(
+            (topic_id, tiered_epoch),
+            covers=[*led, *assigned],
+            begin=functools.partial(self._begin, topic, led, assigned),
+            work_left=functools.partial(self._remote_left, topic),
+            context={"topic_id": str(topic_id), "tiered_epoch": tiered_epoch},
+            started={"policy": topic.policy.name, "partitions": len(led), "assigned_partitions": assigned},
+            quiet=batched,
+        )
+        answer = job_answer(progress, m.DisableRemoteTopicResponse)
+        answer["tiered_epoch"] = tiered_epoch
+        return answer
+
+    def _begin(self, topic: TopicImage, led: list[int], assigned: list[int]) -> Work | None:
+        """Before a job starts: every led partition's log must be open. Retain only has to fence the copies: if
+        none is in flight the fence is complete at once (it is set under the lock copies start under), so the job
+        is DONE now (None) instead of IN_PROGRESS and a re-poll."""
+        self._check_logs_open(topic, led)
+        if topic.policy != DisablePolicy.DELETE and self._rlm.stop_partitions(
+            topic.topic_id, tiered_epoch=topic.tiered_epoch, timeout_s=0
+        ):
+            return None
+        return functools.partial(self._work, topic, led, assigned)
 
     def _check_logs_open(self, topic: TopicImage, led: list[int]) -> None:
         """Raise KAFKA_STORAGE_ERROR naming every led partition whose local log is not open."""
@@ -287,117 +250,64 @@ class DisableRemoteTopicHandler:
             return f"{what} (log directory {directory} does not exist and {self._data_dir} is not writable)"
         return f"{what} (log directory {directory} does not exist: not created yet, or creating it failed)"
 
-    def _response(self, job: _Job) -> m.DisableRemoteTopicResponse:
-        out: m.DisableRemoteTopicResponse = {
-            "error_code": 0,
-            "status": int(DisableStatus.DONE if job.done else DisableStatus.IN_PROGRESS),
-            "tiered_epoch": job.tiered_epoch,
-            "partitions_total": job.partitions_total,
-            "partitions_done": job.partitions_done,
-            "segments_deleted": job.segments_deleted,
-            "segments_remaining": job.segments_remaining,
-        }
-        if job.error is not None:
-            out["error_code"] = job.error.code
-            out["error_message"] = job.error.message
-        return out
-
-    def _remote_left(self, job: _Job) -> bool:
+    def _remote_left(self, topic: TopicImage, job: JobProgress) -> bool:
         """Whether the RLMM holds a segment not yet deleted of a partition this delete job covered."""
-        if job.policy != DisablePolicy.DELETE:
+        if topic.policy != DisablePolicy.DELETE:
             return False
         rlmm = self._rlm.rlmm
         rlmm.refresh()
         return any(
             s.state != SegmentState.DELETE_SEGMENT_FINISHED
-            for p in sorted(job.covered)
-            for s in rlmm.segments(job.topic_id, p)
+            for p in sorted(job.covers)
+            for s in rlmm.segments(topic.topic_id, p)
         )
 
-    def _work(self, job: _Job, partitions: list[int], assigned: list[int]) -> None:
-        try:
-            if not self._rlm.stop_partitions(job.topic_id, tiered_epoch=job.tiered_epoch):
-                raise KafkaStorageError(f"copies of {job.topic_name} still in flight; will retry")
-            if job.policy == DisablePolicy.DELETE:
-                self._apply_delete(job, partitions, assigned)
-            else:
-                with self._lock:
-                    job.partitions_done = len(partitions)
-            with self._lock:
-                job.done = True
-            where = {"topic_id": str(job.topic_id), "tiered_epoch": job.tiered_epoch}
-            log.info("disable.done", **where, segments_deleted=job.segments_deleted)
-        except TieredError as exc:  # a storage failure is answered as KAFKA_STORAGE_ERROR: retried, then resumed
-            wire = as_wire_error(exc)
-            where = {"topic_id": str(job.topic_id), "tiered_epoch": job.tiered_epoch}
-            log.warning("disable.failed", **where, error=exc.name, detail=exc.message)
-            with self._lock:
-                job.error = wire
-        except Exception as exc:  # a bug or an unexpected library error: report it, keep the broker serving
-            log.exception("disable.crashed", topic_id=str(job.topic_id))
-            with self._lock:
-                job.error = KafkaStorageError(f"{type(exc).__name__}: {exc}")
-
-    def _apply_delete(self, job: _Job, partitions: list[int], assigned: list[int]) -> None:
-        """The delete policy on the led ``partitions`` (log start offset, then remote segments), then on the
-        ``assigned`` leaderless ones (remote segments only)."""
+    def _work(self, topic: TopicImage, led: list[int], assigned: list[int], run: JobRun) -> None:
+        if not self._rlm.stop_partitions(topic.topic_id, tiered_epoch=topic.tiered_epoch):
+            raise KafkaStorageError(f"copies of {topic.name} still in flight; will retry")
+        if topic.policy != DisablePolicy.DELETE:
+            run.partitions_finished(len(led))
+            return
+        # The delete policy on the led partitions (log start offset, then remote segments), then on the assigned
+        # leaderless ones (remote segments only).
         self._rlm.rlmm.refresh()
-        for partition in partitions:
-            plog = self._logs.get((job.topic_id, partition))
+        for partition in led:
+            plog = self._logs.get((topic.topic_id, partition))
             if plog is None:  # checked before the job started; a log is never closed under it, but never skip one
                 raise KafkaStorageError(
-                    f"{self._unopened_log(job.topic_name, partition)}: the delete policy cannot be applied"
+                    f"{self._unopened_log(topic.name, partition)}: the delete policy cannot be applied"
                 )
-            self._delete_partition(job, partition, plog)
+            self._delete_partition(run, topic, partition, plog)
         for partition in assigned:
-            self._delete_partition(job, partition, None)
+            self._delete_partition(run, topic, partition, None)
 
-    def _delete_partition(self, job: _Job, partition: int, plog: PartitionLog | None) -> None:
+    def _delete_partition(self, run: JobRun, topic: TopicImage, partition: int, plog: PartitionLog | None) -> None:
         """Delete every remote segment of ``partition`` not yet deleted; with ``plog`` (a led partition) move its log
         start offset to the local log start offset first. Without it (an assigned leaderless partition), the RLMM
         alone says what to delete."""
-        rlmm = self._rlm.rlmm
         local_starts = {} if plog is None else {partition: plog.local_log_start_offset}
-        plan = plan_delete(job.topic_id, rlmm.segments(job.topic_id, partition), local_starts)
-        with self._lock:
-            job.segments_remaining += plan.segment_count
-            deleted_base, remaining_base = job.segments_deleted, job.segments_remaining
-
-        def progress(
-            done: int,
-            _total: int,
-            counted: int,
-            deleted_base: int = deleted_base,
-            remaining_base: int = remaining_base,
-        ) -> None:
-            with self._lock:
-                job.segments_deleted = deleted_base + counted  # each segment once, if another broker raced
-                job.segments_remaining = remaining_base - done
-
-        def advance(_partition: int, offset: int, plog: PartitionLog | None = plog) -> None:
-            assert plog is not None  # a plan moves only the offsets it was given: led partitions' only
-            plog.advance_log_start_offset(offset)
-
-        result = execute_delete_plan(
+        plan = plan_delete(topic.topic_id, self._rlm.rlmm.segments(topic.topic_id, partition), local_starts)
+        delete_planned_segments(
+            run,
             plan,
-            rsm=self._rlm.rsm,
-            rlmm=rlmm,
+            rlm=self._rlm,
             broker_id=self.broker_id,
             now_ms=self._now_ms,
-            advance_log_start=advance,
-            on_progress=progress,
+            partition_name=f"{topic.name}-{partition}",
+            advance_log_start=no_log_start_to_move if plog is None else _log_start_mover(plog),
             crash_point="broker.mid_delete_batch",
         )
-        if not result.complete:
-            key, cause = next(iter(result.failed_keys.items()))
-            causes = len(set(result.failed_keys.values()))
-            others = f" (and {causes - 1} other cause(s))" if causes > 1 else ""
-            raise KafkaStorageError(
-                f"{len(result.failed_keys)} object(s) of {job.topic_name}-{partition} could not be deleted from "
-                f"bucket {self._rlm.rsm.bucket}: {cause}{others}; e.g. {key}; resumes on the next request"
-            )
-        with self._lock:
-            job.partitions_done += 1
+        run.partitions_finished()
+
+
+def _log_start_mover(plog: PartitionLog) -> Callable[[int, int], None]:
+    """A plan's log start offset move, applied to the led partition's log (a plan moves only the offsets it was
+    given: led partitions' only)."""
+
+    def advance(_partition: int, offset: int) -> None:
+        plog.advance_log_start_offset(offset)
+
+    return advance
 
 
 def _topic_result(topic_id: Uuid, answer: m.DisableRemoteTopicResponse) -> m.DisableTopicResult:
@@ -406,7 +316,7 @@ def _topic_result(topic_id: Uuid, answer: m.DisableRemoteTopicResponse) -> m.Dis
         topic_id=topic_id,
         error_code=answer["error_code"],
         error_message=answer.get("error_message"),
-        status=answer.get("status", int(DisableStatus.DONE)),
+        status=answer.get("status", int(BrokerJobStatus.DONE)),
         tiered_epoch=answer.get("tiered_epoch", -1),
         partitions_total=answer.get("partitions_total", 0),
         partitions_done=answer.get("partitions_done", 0),

@@ -11,7 +11,8 @@ Fencing, in this order, each refusal changing nothing:
    otherwise. The topic is not in the image any more, so the RLMM's partition-delete state is the fence here,
    as the tiered epoch is for DisableRemoteTopic. (The broker epoch is checked by the agent.)
 
-Work: one job per topic id, in the background (the controller's request never waits on S3). First the broker's
+Work: one job per topic id, kept and run by the broker's job registry (:mod:`orchestrator.broker.job_registry`,
+shared with DisableRemoteTopic), in the background (the controller's request never waits on S3). First the broker's
 copies of the topic in flight are waited for (none starts again: the topic is gone, and the RLMM refuses copy
 records of a marked partition); then, per partition not FINISHED: STARTED, every segment not DELETE_SEGMENT_FINISHED
 deleted (COPY_SEGMENT_STARTED ones too: their objects may exist), journaled batch by batch
@@ -20,55 +21,46 @@ partition STARTED with segments a rerun finds again. The answer is DONE (every p
 IN_PROGRESS with counts; a re-delivered request finds the job and reports it; a request naming a partition the job
 does not cover, or one that is not FINISHED after the job, starts a new job once the current one ended. A failed
 job's failure is the next request's answer (its Kafka code, KAFKA_STORAGE_ERROR for a storage failure, with the
-cause), and that request restarts it, which resumes where the RLMM journal says it stopped.
+cause), and that request restarts it, which resumes where the RLMM journal says it stopped. ``segments_deleted``
+counts only the segments this broker's journal record deleted first, so racing deleters count each once. These
+rules are the registry's; this module keeps the fencing, the partitions (the request's) and the work. Log events:
+``remote_delete.started``, ``.done``, ``.failed``, ``.crashed`` (the registry's, under these names),
+``remote_delete.refused`` and ``remote_delete.partition_finished``; crash point ``broker.mid_partition_delete``
+(a batch journaled, the partition not FINISHED).
 """
 
 from __future__ import annotations
 
-import threading
+import functools
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import structlog
 
-from orchestrator import crash_points
-from orchestrator.broker.disable_handler import DisableStatus
 from orchestrator.broker.fencing import ControllerEpochFence
+from orchestrator.broker.job_registry import JobEvents, JobRegistry, JobRun, job_answer, refused
 from orchestrator.broker.jobs import start_job
+from orchestrator.broker.partition_deletion import delete_planned_segments
 from orchestrator.broker.remote_log_manager import RemoteLogManager
-from orchestrator.errors import (
-    InvalidRequest,
-    KafkaError,
-    KafkaStorageError,
-    TieredError,
-    as_wire_error,
-)
+from orchestrator.errors import InvalidRequest, KafkaStorageError, TieredError
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.records import PartitionDeleteState
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.protocol import messages as m
 from policies.disable import plan_delete
-from policies.disable_executor import execute_delete_plan
 
 log = structlog.get_logger(__name__)
 
 COPIES_STOPPED_EPOCH = 2**31 - 1  # stop_partitions at this epoch: no copy of a deleted topic id ever starts again
 COPY_WAIT_S = 60.0
 
-
-@dataclass
-class _Job:
-    """One deletion job on this broker; written by its worker thread, read under the lock."""
-
-    topic_id: Uuid
-    topic_name: str
-    partitions: frozenset[int]
-    partitions_done: int = 0
-    segments_deleted: int = 0
-    segments_remaining: int = 0
-    done: bool = False
-    error: KafkaError | None = None
+EVENTS = JobEvents(
+    started="remote_delete.started",
+    done="remote_delete.done",
+    failed="remote_delete.failed",
+    crashed="remote_delete.crashed",
+)
 
 
 class DeleteRemotePartitionsHandler:
@@ -82,24 +74,22 @@ class DeleteRemotePartitionsHandler:
         now_ms: Callable[[], int],
         run_in_background: Callable[[Callable[[], None]], None] = start_job,
         fence: ControllerEpochFence | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock`` (seconds) times the jobs for their log lines."""
         self.broker_id = broker_id
         self._store = store
         self._rlm = rlm
         self._refresh_image = refresh_image
         self._now_ms = now_ms
-        self._run = run_in_background
-        self._lock = threading.Lock()
-        self._jobs: dict[Uuid, _Job] = {}
+        self._jobs: JobRegistry[Uuid] = JobRegistry(events=EVENTS, run_in_background=run_in_background, clock=clock)
         self._fence = fence if fence is not None else ControllerEpochFence(store)
 
     def handle(self, body: m.DeleteRemotePartitionsRequest) -> m.DeleteRemotePartitionsResponse:
         try:
             return self._handle(body)
         except TieredError as exc:
-            wire = as_wire_error(exc)
-            log.warning("remote_delete.refused", error=wire.name, detail=wire.message)
-            return {"error_code": wire.code, "error_message": wire.message}
+            return refused(exc, m.DeleteRemotePartitionsResponse, "remote_delete.refused")
 
     def _handle(self, body: m.DeleteRemotePartitionsRequest) -> m.DeleteRemotePartitionsResponse:
         topic_id = body["topic_id"]
@@ -118,100 +108,48 @@ class DeleteRemotePartitionsHandler:
         if unmarked:
             raise InvalidRequest(f"partition(s) {unmarked} of topic id {topic_id} are not marked for deletion")
         finished = PartitionDeleteState.DELETE_PARTITION_FINISHED
-        left = {p for p in wanted if rlmm.partition_delete_state(topic_id, p) != finished}
-        with self._lock:
-            job = self._jobs.get(topic_id)
-            if job is not None and job.error is None and (not job.done or not left):
-                return self._response(job, wanted)
-            failed = self._response(job, wanted) if job is not None and job.error is not None else None
-            new = _Job(
-                topic_id,
-                body.get("topic_name") or rlmm.topic_name(topic_id) or "",
-                wanted,
-                segments_deleted=job.segments_deleted if job is not None else 0,
-            )
-            self._jobs[topic_id] = new
-            restarted = {"restarted_after": failed.get("error_message")} if failed is not None else {}
-            log.info("remote_delete.started", topic_id=str(topic_id), partitions=sorted(wanted), **restarted)
-            self._run(lambda: self._work(new))
-            return failed if failed is not None else self._response(new, wanted)
+        left = any(rlmm.partition_delete_state(topic_id, p) != finished for p in wanted)
+        topic_name = body.get("topic_name") or rlmm.topic_name(topic_id) or ""
+        progress = self._jobs.request(
+            topic_id,
+            covers=wanted,
+            begin=lambda: functools.partial(self._work, topic_id, topic_name, sorted(wanted)),
+            work_left=lambda _job: left,
+            context={"topic_id": str(topic_id)},
+            started={"partitions": sorted(wanted)},
+        )
+        return job_answer(progress, m.DeleteRemotePartitionsResponse)
 
-    def _response(self, job: _Job, wanted: frozenset[int]) -> m.DeleteRemotePartitionsResponse:
-        out: m.DeleteRemotePartitionsResponse = {
-            "error_code": 0,
-            "status": int(DisableStatus.DONE if job.done and wanted <= job.partitions else DisableStatus.IN_PROGRESS),
-            "partitions_total": len(job.partitions),
-            "partitions_done": job.partitions_done,
-            "segments_deleted": job.segments_deleted,
-            "segments_remaining": job.segments_remaining,
-        }
-        if job.error is not None:
-            out["error_code"] = job.error.code
-            out["error_message"] = job.error.message
-        return out
+    def _work(self, topic_id: Uuid, topic_name: str, partitions: list[int], run: JobRun) -> None:
+        if not self._rlm.stop_partitions(topic_id, tiered_epoch=COPIES_STOPPED_EPOCH, timeout_s=COPY_WAIT_S):
+            raise KafkaStorageError(f"copies of {topic_name} still in flight on broker {self.broker_id}")
+        for partition in partitions:
+            self._delete_partition(run, topic_id, topic_name, partition)
 
-    def _work(self, job: _Job) -> None:
-        where = {"topic_id": str(job.topic_id)}
-        try:
-            if not self._rlm.stop_partitions(job.topic_id, tiered_epoch=COPIES_STOPPED_EPOCH, timeout_s=COPY_WAIT_S):
-                raise KafkaStorageError(f"copies of {job.topic_name} still in flight on broker {self.broker_id}")
-            for partition in sorted(job.partitions):
-                self._delete_partition(job, partition)
-            with self._lock:
-                job.done = True
-            log.info("remote_delete.done", **where, segments_deleted=job.segments_deleted)
-        except TieredError as exc:
-            wire = as_wire_error(exc)
-            log.warning("remote_delete.failed", **where, error=exc.name, detail=exc.message)
-            with self._lock:
-                job.error = wire
-        except Exception as exc:  # a bug or an unexpected library error: report it, keep the broker serving
-            log.exception("remote_delete.crashed", **where)
-            with self._lock:
-                job.error = KafkaStorageError(f"{type(exc).__name__}: {exc}")
-
-    def _delete_partition(self, job: _Job, partition: int) -> None:
+    def _delete_partition(self, run: JobRun, topic_id: Uuid, topic_name: str, partition: int) -> None:
         rlmm = self._rlm.rlmm
         rlmm.refresh()
-        state = rlmm.partition_delete_state(job.topic_id, partition)
+        state = rlmm.partition_delete_state(topic_id, partition)
         mark = {"broker_id": self.broker_id}
         if state != PartitionDeleteState.DELETE_PARTITION_FINISHED:
             started = PartitionDeleteState.DELETE_PARTITION_STARTED
-            rlmm.mark_partition_delete(job.topic_name, job.topic_id, partition, started, **mark, now_ms=self._now_ms())
-            plan = plan_delete(job.topic_id, rlmm.segments(job.topic_id, partition), {})
-            with self._lock:
-                job.segments_remaining += plan.segment_count
-                deleted_base, remaining_base = job.segments_deleted, job.segments_remaining
-
-            def progress(done: int, _total: int, counted: int) -> None:
-                with self._lock:
-                    job.segments_deleted = deleted_base + counted  # each segment once, if another broker raced
-                    job.segments_remaining = remaining_base - done
-                crash_points.reached("broker.mid_partition_delete")  # a batch journaled; the partition not FINISHED
-
-            result = execute_delete_plan(
-                plan,
-                rsm=self._rlm.rsm,
-                rlmm=rlmm,
+            rlmm.mark_partition_delete(topic_name, topic_id, partition, started, **mark, now_ms=self._now_ms())
+            delete_planned_segments(
+                run,
+                plan_delete(topic_id, rlmm.segments(topic_id, partition), {}),  # the topic is gone: no log start
+                rlm=self._rlm,
                 broker_id=self.broker_id,
                 now_ms=self._now_ms,
-                advance_log_start=lambda _p, _o: None,  # the topic is gone: no log start offset to move
-                on_progress=progress,
+                partition_name=f"deleted topic {topic_name}-{partition}",
+                journaled_crash_point="broker.mid_partition_delete",  # a batch journaled; the partition not FINISHED
             )
-            if not result.complete:
-                key, cause = next(iter(result.failed_keys.items()))
-                raise KafkaStorageError(
-                    f"{len(result.failed_keys)} object(s) of deleted topic {job.topic_name}-{partition} could not be "
-                    f"deleted from bucket {self._rlm.rsm.bucket}: {cause}; e.g. {key}; resumes on the next request"
-                )
             rlmm.refresh()
-            undeleted = [s for s in rlmm.segments(job.topic_id, partition) if not s.deleted]
+            undeleted = [s for s in rlmm.segments(topic_id, partition) if not s.deleted]
             if undeleted:  # cannot happen (copy records of a marked partition are refused); never finish over one
                 raise KafkaStorageError(
-                    f"{len(undeleted)} segment(s) of {job.topic_name}-{partition} appeared during its deletion"
+                    f"{len(undeleted)} segment(s) of {topic_name}-{partition} appeared during its deletion"
                 )
             finished = PartitionDeleteState.DELETE_PARTITION_FINISHED
-            rlmm.mark_partition_delete(job.topic_name, job.topic_id, partition, finished, **mark, now_ms=self._now_ms())
-            log.info("remote_delete.partition_finished", topic_id=str(job.topic_id), partition=partition)
-        with self._lock:
-            job.partitions_done += 1
+            rlmm.mark_partition_delete(topic_name, topic_id, partition, finished, **mark, now_ms=self._now_ms())
+            log.info("remote_delete.partition_finished", topic_id=str(topic_id), partition=partition)
+        run.partitions_finished()

@@ -1,7 +1,8 @@
 """An in-process broker on a real SQLite store and moto's S3 server, plus a minimal controller-side writer.
 
 The writer appends the metadata records a controller would (topic, partitions, configs, tiered state) under a
-real lease; the broker replays them through a MetadataFollower exactly as a broker agent does.
+real lease; the broker replays them through a MetadataFollower exactly as a broker agent does. A
+:class:`BrokerJobsWorld` puts the two together for the tests of the broker's remote-data job handlers.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.broker.agent import BrokerAgent
-from orchestrator.broker.disable_handler import DisableRemoteTopicHandler, DisableStatus
+from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
+from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.broker.local_log import LogConfig, PartitionLog
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.ids import Uuid
@@ -21,6 +23,7 @@ from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState, make_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.settings import BrokerSettings
+from remote_storage.keys import topic_prefix
 from remote_storage.rlmm import RemoteLogMetadataManager
 from remote_storage.s3 import S3RemoteStorage
 
@@ -140,7 +143,7 @@ class BrokerUnderTest:
         deadline = time.monotonic() + timeout_s
         while True:
             resp = self.handler.handle(body)
-            if resp["error_code"] != 0 or resp["status"] == DisableStatus.DONE:
+            if resp["error_code"] != 0 or resp["status"] == BrokerJobStatus.DONE:
                 return resp
             if time.monotonic() > deadline:
                 raise TimeoutError(f"DisableRemoteTopic still in progress: {resp}")
@@ -163,6 +166,45 @@ class BrokerUnderTest:
         for plog in self.logs.values():
             plog.close()
         self.store.close()
+
+
+class BrokerJobsWorld:
+    """Broker 1 and the controller's writer on one SQLite store in ``directory`` and one moto bucket, for the tests
+    of the remote-data job handlers: the jobs a handler starts are collected in ``jobs`` (pass ``jobs.append`` as
+    its ``run_in_background``) and run when the test chooses, so it reads every answer in between."""
+
+    topic_name = "orders"  # the topic ``objects`` lists by default
+
+    def __init__(self, directory: Path, s3_client: Any, bucket: str) -> None:
+        self.directory, self.s3, self.bucket = directory, s3_client, bucket
+        writer_store = SqliteMetadataStore(directory / "metadata.db")
+        self.broker = self.another_broker(1)
+        self.writer = ControllerWriter(writer_store)
+        self.jobs: list[Callable[[], None]] = []
+
+    def another_broker(self, broker_id: int) -> BrokerUnderTest:
+        """A broker on the same store and bucket as broker 1 (the caller closes it)."""
+        return BrokerUnderTest(
+            broker_id=broker_id,
+            data_dir=self.directory / f"broker-{broker_id}",
+            store_path=self.directory / "metadata.db",
+            s3_client=self.s3,
+            bucket=self.bucket,
+        )
+
+    def run_jobs(self) -> None:
+        while self.jobs:
+            self.jobs.pop(0)()
+
+    def objects(self, tid: Uuid, name: str | None = None) -> list[str]:
+        """The keys of the topic's objects in the bucket."""
+        prefix = topic_prefix("tiered/", name if name is not None else self.topic_name, tid)
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+        return [o["Key"] for p in pages for o in p.get("Contents", [])]
+
+    def close(self) -> None:
+        self.broker.close()
+        self.writer.store.close()
 
 
 @contextlib.contextmanager

@@ -6,28 +6,27 @@ collected instead of run on its pool, so each test runs them when it chooses and
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import botocore.exceptions as bce
 import pytest
 
-from orchestrator.broker.disable_handler import DisableRemoteTopicHandler, DisableStatus
+from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
+from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.errors import KafkaStorageError, StaleControllerEpoch, StaleTieredEpoch, UnknownTopicId
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState, make_record
-from orchestrator.metadata.sqlite import SqliteMetadataStore
-from remote_storage.keys import topic_prefix
-from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
+from tests.support.broker_harness import BrokerJobsWorld, BrokerUnderTest
 
 pytestmark = pytest.mark.integration
 
 
-class Env:
-    def __init__(self, writer: ControllerWriter, broker: BrokerUnderTest, s3: Any, bucket: str) -> None:
-        self.writer, self.broker, self.s3, self.bucket = writer, broker, s3, bucket
-        self.jobs: list[Callable[[], None]] = []
-        self.handler = _handler(broker, self.jobs)
+class Env(BrokerJobsWorld):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.handler = _handler(self.broker, self.jobs)
 
     def ask(self, tid: Uuid) -> dict[str, Any]:
         """One DisableRemoteTopic for the topic's current epoch, as the controller sends it."""
@@ -35,29 +34,11 @@ class Env:
         body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": epoch, "controller_epoch": self.writer.epoch}
         return dict(self.handler.handle(body))  # type: ignore[arg-type]
 
-    def run_jobs(self) -> None:
-        while self.jobs:
-            self.jobs.pop(0)()
-
-    def objects(self, tid: Uuid, name: str = "orders") -> list[str]:
-        pages = self.s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=topic_prefix("tiered/", name, tid)
-        )
-        return [o["Key"] for p in pages for o in p.get("Contents", [])]
-
 
 @pytest.fixture
 def env(tmp_path, s3_client, bucket) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    store_path = tmp_path / "metadata.db"
-    writer_store = SqliteMetadataStore(store_path)
-    broker = BrokerUnderTest(
-        broker_id=1, data_dir=tmp_path / "broker-1", store_path=store_path, s3_client=s3_client, bucket=bucket
-    )
-    try:
-        yield Env(ControllerWriter(writer_store), broker, s3_client, bucket)
-    finally:
-        broker.close()
-        writer_store.close()
+    with contextlib.closing(Env(tmp_path, s3_client, bucket)) as world:
+        yield world
 
 
 def _tiered(env: Env, name: str, partitions: int, *, produced_to: range | None = None) -> Uuid:
@@ -67,17 +48,6 @@ def _tiered(env: Env, name: str, partitions: int, *, produced_to: range | None =
         assert env.broker.tier(tid, p) > 0
         env.broker.trim_local(tid, p)
     return tid
-
-
-def _second_broker(tmp_path: Any, s3_client: Any, bucket: str) -> BrokerUnderTest:
-    """Broker 2, on the same store and bucket as the fixture's broker 1."""
-    return BrokerUnderTest(
-        broker_id=2,
-        data_dir=tmp_path / "broker-2",
-        store_path=tmp_path / "metadata.db",
-        s3_client=s3_client,
-        bucket=bucket,
-    )
 
 
 def _handler(broker: BrokerUnderTest, jobs: list[Callable[[], None]]) -> DisableRemoteTopicHandler:
@@ -108,7 +78,7 @@ def test_a_failed_job_is_answered_with_its_storage_error_and_cause_then_restarte
     env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
 
     started = env.ask(tid)
-    assert (started["error_code"], started["status"]) == (0, DisableStatus.IN_PROGRESS)
+    assert (started["error_code"], started["status"]) == (0, BrokerJobStatus.IN_PROGRESS)
     env.run_jobs()  # partition 0 is deleted, partition 1 fails after the S3 retries
 
     failed = env.ask(tid)
@@ -120,7 +90,7 @@ def test_a_failed_job_is_answered_with_its_storage_error_and_cause_then_restarte
     assert len(env.jobs) == 1, "the request that found the failure restarted the job"
 
     restarted = env.ask(tid)
-    assert (restarted["error_code"], restarted["status"]) == (0, DisableStatus.IN_PROGRESS)
+    assert (restarted["error_code"], restarted["status"]) == (0, BrokerJobStatus.IN_PROGRESS)
     assert restarted["segments_deleted"] == per_partition[0], "the restarted job counts on from the failed one"
     assert env.ask(tid) == restarted, "a job in progress is reported, not started again"
     assert len(env.jobs) == 1
@@ -128,7 +98,7 @@ def test_a_failed_job_is_answered_with_its_storage_error_and_cause_then_restarte
     s3_down_for_partition_1[0] = False
     env.run_jobs()
     done = env.ask(tid)
-    assert (done["error_code"], done["status"]) == (0, DisableStatus.DONE)
+    assert (done["error_code"], done["status"]) == (0, BrokerJobStatus.DONE)
     assert done["segments_deleted"] == sum(per_partition.values()) and done["partitions_done"] == 2
     assert env.objects(tid) == []
     env.broker.rlmm.refresh()
@@ -156,12 +126,12 @@ def test_a_led_partition_whose_log_is_not_open_is_never_acknowledged(env: Env, p
     env.ask(tid)
     env.run_jobs()
     done = env.ask(tid)
-    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, DisableStatus.DONE, 2)
+    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, BrokerJobStatus.DONE, 2)
     assert (env.objects(tid) == []) == (policy == DisablePolicy.DELETE)
 
 
 def test_a_leaderless_partition_assigned_to_a_broker_has_its_remote_segments_deleted_from_the_rlmm_alone(
-    env: Env, tmp_path: Any, s3_client: Any, bucket: str
+    env: Env,
 ) -> None:
     """Replication factor 1: broker 1 tiered both partitions and died; partition 1 is leaderless (leader -1).
     Broker 2 hosts nothing of the topic and is assigned partition 1: it deletes that partition's remote segments
@@ -173,7 +143,7 @@ def test_a_leaderless_partition_assigned_to_a_broker_has_its_remote_segments_del
     change = {"topic_id": tid, "partition_id": 1, "leader": -1, "isr": [1]}
     env.writer.store.append([make_record("PartitionChangeRecord", **change)], controller_epoch=env.writer.epoch)
     env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
-    broker_2 = _second_broker(tmp_path, s3_client, bucket)
+    broker_2 = env.another_broker(2)
     jobs: list[Callable[[], None]] = []
     handler = _handler(broker_2, jobs)
 
@@ -198,7 +168,7 @@ def test_a_leaderless_partition_assigned_to_a_broker_has_its_remote_segments_del
         assert len(jobs) == 1, "an assignment the finished job did not cover starts a new job"
         jobs.pop(0)()
         done = ask(2, [1])
-        assert (done["error_code"], done["status"], done["partitions_done"]) == (0, DisableStatus.DONE, 1), done
+        assert (done["error_code"], done["status"], done["partitions_done"]) == (0, BrokerJobStatus.DONE, 1), done
         assert done["segments_deleted"] == len(partition_1) // 3
         assert not [k for k in env.objects(tid) if f"-{tid}/1/" in k], "partition 1's objects are gone"
         assert [k for k in env.objects(tid) if f"-{tid}/0/" in k], "partition 0 is its leader's (broker 1's) to delete"
@@ -241,16 +211,16 @@ def test_a_version_1_request_answers_each_of_its_topics_in_its_own_entry_in_orde
     assert first["error_code"] == 0
     answers = first["topics"]
     assert [a["topic_id"] for a in answers] == [deleted, unknown, retained, enabled], "one entry per topic, in order"
-    assert (answers[0]["error_code"], answers[0]["status"]) == (0, DisableStatus.IN_PROGRESS)
+    assert (answers[0]["error_code"], answers[0]["status"]) == (0, BrokerJobStatus.IN_PROGRESS)
     assert answers[0]["partitions_total"] == 2 and answers[0]["tiered_epoch"] == 2
     assert answers[1]["error_code"] == UnknownTopicId.code and str(unknown) in answers[1]["error_message"]
-    assert (answers[2]["error_code"], answers[2]["status"]) == (0, DisableStatus.DONE), "retain: fenced at once"
+    assert (answers[2]["error_code"], answers[2]["status"]) == (0, BrokerJobStatus.DONE), "retain: fenced at once"
     assert answers[3]["error_code"] == StaleTieredEpoch.code, "ENABLED: nothing to disable at that epoch"
     assert len(env.jobs) == 1, "only the delete policy has work in the background"
 
     env.run_jobs()
     again = env.handler.handle_topics(body)["topics"]  # type: ignore[arg-type]
-    assert (again[0]["error_code"], again[0]["status"], again[0]["partitions_done"]) == (0, DisableStatus.DONE, 2)
+    assert (again[0]["error_code"], again[0]["status"], again[0]["partitions_done"]) == (0, BrokerJobStatus.DONE, 2)
     assert env.objects(deleted) == [] and env.objects(retained, "payments") and env.objects(enabled, "audit")
     assert again[2] == answers[2] and env.jobs == [], "re-delivered: each job is reported, nothing started twice"
 
@@ -265,9 +235,7 @@ def test_a_version_1_request_from_a_deposed_controller_is_refused_whole_and_star
     assert env.jobs == [] and env.objects(tid) != []
 
 
-def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(
-    env: Env, tmp_path: Any, s3_client: Any, bucket: str
-) -> None:
+def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(env: Env) -> None:
     """A leaderless partition assigned to broker 2 while broker 1 (its old leader) still deletes it: broker 1's job
     runs whole between broker 2's DELETE_SEGMENT_STARTED and its FINISHED. Both jobs end DONE, and the
     ``segments_deleted`` the controller sums over brokers names each segment once (broker 2's FINISHED moved none)."""
@@ -277,7 +245,7 @@ def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(
     change = {"topic_id": tid, "partition_id": 0, "leader": -1, "isr": [1]}
     env.writer.store.append([make_record("PartitionChangeRecord", **change)], controller_epoch=env.writer.epoch)
     epoch = env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
-    broker_2 = _second_broker(tmp_path, s3_client, bucket)
+    broker_2 = env.another_broker(2)
     jobs_2: list[Callable[[], None]] = []
     handler_2 = _handler(broker_2, jobs_2)
     body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": epoch, "controller_epoch": env.writer.epoch}
@@ -287,21 +255,21 @@ def test_two_brokers_racing_on_one_partition_report_each_deleted_segment_once(
     def broker_1_first(**_: Any) -> None:  # broker 2's first DeleteObjects: broker 1 deletes everything first
         if not raced:
             raced.append(1)
-            assert env.handler.handle(assigned)["status"] == DisableStatus.IN_PROGRESS  # type: ignore[arg-type]
+            assert env.handler.handle(assigned)["status"] == BrokerJobStatus.IN_PROGRESS  # type: ignore[arg-type]
             env.run_jobs()
 
-    s3_client.meta.events.register("before-send.s3.DeleteObjects", broker_1_first)
+    env.s3.meta.events.register("before-send.s3.DeleteObjects", broker_1_first)
     try:
-        assert handler_2.handle(assigned)["status"] == DisableStatus.IN_PROGRESS  # type: ignore[arg-type]
+        assert handler_2.handle(assigned)["status"] == BrokerJobStatus.IN_PROGRESS  # type: ignore[arg-type]
         jobs_2.pop(0)()
         assert raced
         answers = [dict(h.handle(assigned)) for h in (env.handler, handler_2)]  # type: ignore[arg-type]
-        assert [(a["error_code"], a["status"]) for a in answers] == [(0, DisableStatus.DONE)] * 2, answers
+        assert [(a["error_code"], a["status"]) for a in answers] == [(0, BrokerJobStatus.DONE)] * 2, answers
         assert [a["segments_deleted"] for a in answers] == [segments, 0], "each segment counted once, by broker 1"
         assert [a["segments_remaining"] for a in answers] == [0, 0]
         assert env.objects(tid) == []
         broker_2.rlmm.refresh()
         assert {s.state for s in broker_2.rlmm.segments(tid, 0)} == {SegmentState.DELETE_SEGMENT_FINISHED}
     finally:
-        s3_client.meta.events.unregister("before-send.s3.DeleteObjects", broker_1_first)
+        env.s3.meta.events.unregister("before-send.s3.DeleteObjects", broker_1_first)
         broker_2.close()

@@ -6,21 +6,21 @@ collected and run when each test chooses.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import botocore.exceptions as bce
 import pytest
 
-from orchestrator.broker.disable_handler import DisableStatus
+from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.errors import InvalidRequest, KafkaStorageError, StaleControllerEpoch, StaleTieredEpoch
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import PartitionDeleteState, SegmentState
-from orchestrator.metadata.sqlite import SqliteMetadataStore
-from remote_storage.keys import Suffix, build_key, topic_prefix
+from remote_storage.keys import Suffix, build_key
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
-from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
+from tests.support.broker_harness import BrokerJobsWorld, BrokerUnderTest
 
 pytestmark = pytest.mark.integration
 
@@ -28,12 +28,17 @@ MARKED = PartitionDeleteState.DELETE_PARTITION_MARKED
 FINISHED = PartitionDeleteState.DELETE_PARTITION_FINISHED
 
 
-class Env:
-    def __init__(self, writer: ControllerWriter, broker: BrokerUnderTest, s3: Any, bucket: str) -> None:
-        self.writer, self.broker, self.s3, self.bucket = writer, broker, s3, bucket
-        self.controller_rlmm = RemoteLogMetadataManager(writer.store)
-        self.jobs: list[Callable[[], None]] = []
-        self.handler = DeleteRemotePartitionsHandler(
+class Env(BrokerJobsWorld):
+    topic_name = "clicks"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.controller_rlmm = RemoteLogMetadataManager(self.writer.store)
+        self.handler = self.handler_of(self.broker)
+
+    def handler_of(self, broker: BrokerUnderTest) -> DeleteRemotePartitionsHandler:
+        """``broker``'s DeleteRemotePartitions handler, its jobs collected in ``jobs`` instead of run."""
+        return DeleteRemotePartitionsHandler(
             broker_id=broker.broker_id,
             store=broker.store,
             rlm=broker.rlm,
@@ -52,16 +57,6 @@ class Env:
         body = {"topic_id": tid, "topic_name": "clicks", "partitions": partitions, "controller_epoch": epoch}
         return dict(self.handler.handle(body))  # type: ignore[arg-type]
 
-    def run_jobs(self) -> None:
-        while self.jobs:
-            self.jobs.pop(0)()
-
-    def objects(self, tid: Uuid, name: str = "clicks") -> list[str]:
-        pages = self.s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=topic_prefix("tiered/", name, tid)
-        )
-        return [o["Key"] for p in pages for o in p.get("Contents", [])]
-
     def partition_states(self, tid: Uuid, partitions: range) -> list[PartitionDeleteState | None]:
         self.controller_rlmm.refresh()
         return [self.controller_rlmm.partition_delete_state(tid, p) for p in partitions]
@@ -69,16 +64,8 @@ class Env:
 
 @pytest.fixture
 def env(tmp_path, s3_client, bucket) -> Iterator[Env]:  # type: ignore[no-untyped-def]
-    store_path = tmp_path / "metadata.db"
-    writer_store = SqliteMetadataStore(store_path)
-    broker = BrokerUnderTest(
-        broker_id=1, data_dir=tmp_path / "broker-1", store_path=store_path, s3_client=s3_client, bucket=bucket
-    )
-    try:
-        yield Env(ControllerWriter(writer_store), broker, s3_client, bucket)
-    finally:
-        broker.close()
-        writer_store.close()
+    with contextlib.closing(Env(tmp_path, s3_client, bucket)) as world:
+        yield world
 
 
 def _tiered(env: Env, partitions: int) -> Uuid:
@@ -105,10 +92,11 @@ def test_a_deleted_topics_partitions_are_deleted_every_object_goes_and_each_part
     env.delete_topic(tid, "clicks", range(2))
 
     started = env.ask(tid, [0, 1])
-    assert (started["error_code"], started["status"], started["partitions_total"]) == (0, DisableStatus.IN_PROGRESS, 2)
+    first_answer = (started["error_code"], started["status"], started["partitions_total"])
+    assert first_answer == (0, BrokerJobStatus.IN_PROGRESS, 2)
     env.run_jobs()
     done = env.ask(tid, [0, 1])
-    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, DisableStatus.DONE, 2)
+    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, BrokerJobStatus.DONE, 2)
     assert done["segments_deleted"] == segments and done["segments_remaining"] == 0
     assert env.objects(tid) == []
     assert env.partition_states(tid, range(2)) == [FINISHED, FINISHED]
@@ -149,8 +137,25 @@ def test_an_s3_failure_is_answered_with_its_cause_and_the_restarted_job_resumes_
     assert len(env.jobs) == 1, "the request that found the failure restarted the job"
     down[0] = False
     env.run_jobs()
-    assert env.ask(tid, [0, 1])["status"] == DisableStatus.DONE
+    assert env.ask(tid, [0, 1])["status"] == BrokerJobStatus.DONE
     assert env.objects(tid) == [] and env.partition_states(tid, range(2)) == [FINISHED, FINISHED]
+
+
+def test_a_partition_the_ended_job_did_not_cover_starts_a_new_job_even_if_another_broker_finished_it(
+    env: Env,
+) -> None:
+    tid = _tiered(env, 2)
+    env.delete_topic(tid, "clicks", range(2))
+    env.ask(tid, [0])
+    env.run_jobs()
+    assert env.ask(tid, [0])["status"] == BrokerJobStatus.DONE
+    env.controller_rlmm.mark_partitions_delete("clicks", tid, [1], FINISHED, broker_id=2, now_ms=1)  # broker 2's
+    wider = env.ask(tid, [0, 1])
+    assert (wider["status"], wider["partitions_total"]) == (BrokerJobStatus.IN_PROGRESS, 2) and len(env.jobs) == 1
+    env.run_jobs()
+    done = env.ask(tid, [0, 1])
+    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, BrokerJobStatus.DONE, 2)
+    assert env.jobs == [] and env.partition_states(tid, range(2)) == [FINISHED, FINISHED]
 
 
 def test_the_rlmm_refuses_copies_of_a_partition_marked_for_deletion(env: Env) -> None:
@@ -163,28 +168,13 @@ def test_the_rlmm_refuses_copies_of_a_partition_marked_for_deletion(env: Env) ->
     assert seg.segment_id not in {s.segment_id for s in env.broker.rlmm.segments(tid)}
 
 
-def test_a_copy_in_flight_when_its_topic_is_deleted_does_not_land_its_objects_are_removed(
-    env: Env, tmp_path, s3_client, bucket
-) -> None:  # type: ignore[no-untyped-def]
+def test_a_copy_in_flight_when_its_topic_is_deleted_does_not_land_its_objects_are_removed(env: Env) -> None:
     """The zombie upload: COPY_SEGMENT_STARTED is accepted, then the topic is deleted and another broker deletes the
     partition's remote data (the started segment included) before the upload lands. The finish is refused and the
     copier removes what it uploaded, so the bucket holds nothing of the topic id. (On the copying broker itself the
     deletion first waits for its copies in flight.)"""
-    other = BrokerUnderTest(
-        broker_id=2,
-        data_dir=tmp_path / "broker-2",
-        store_path=tmp_path / "metadata.db",
-        s3_client=s3_client,
-        bucket=bucket,
-    )
-    env.handler = DeleteRemotePartitionsHandler(
-        broker_id=2,
-        store=other.store,
-        rlm=other.rlm,
-        refresh_image=other.follower.refresh,
-        now_ms=other.now_ms,
-        run_in_background=env.jobs.append,
-    )
+    other = env.another_broker(2)
+    env.handler = env.handler_of(other)
     tid = env.writer.create_topic("clicks", partitions=1)
     env.broker.produce(tid, 60)
     env.broker.log(tid).roll()

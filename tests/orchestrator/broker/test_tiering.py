@@ -2,6 +2,7 @@
 
 import pytest
 
+from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.partition_dirs import STALE_DIR, retire_stale_partitions
 from orchestrator.errors import InconsistentTopicId, OffsetOutOfRange, StaleTieredEpoch
@@ -303,8 +304,6 @@ def test_a_broker_that_becomes_leader_after_acknowledging_applies_the_policy_to_
 
 
 def test_retain_with_no_copy_in_flight_answers_done_on_the_first_request(env):
-    from orchestrator.broker.disable_handler import DisableStatus
-
     writer, broker, _s3, _bucket = env
     tid = writer.create_topic("orders")
     broker.produce(tid, 40)
@@ -312,7 +311,7 @@ def test_retain_with_no_copy_in_flight_answers_done_on_the_first_request(env):
     epoch = writer.set_state(tid, TieredState.DISABLING, DisablePolicy.RETAIN)
     body = {"topic_id": tid, "partition_id": -1, "tiered_epoch": epoch, "controller_epoch": writer.epoch}
     first = broker.handler.handle(body)
-    assert first["error_code"] == 0 and first["status"] == DisableStatus.DONE
+    assert first["error_code"] == 0 and first["status"] == BrokerJobStatus.DONE
     # And the topic tiers nothing more (DISABLING alone refuses copies; the fence itself is covered by the RLMM
     # fence tests and by stop_partitions waiting for in-flight copies in the delete tests).
     broker.produce(tid, 40)
