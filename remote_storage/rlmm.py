@@ -1,6 +1,7 @@
 """The remote log metadata manager (RLMM): segment states kept in the metadata store, folded in memory.
 
-Records are Kafka's RLMM records plus ``tieredEpoch`` (KIP-950): RemoteLogSegmentMetadataRecord starts a
+Records are Kafka's RLMM records plus ``tieredEpoch`` (KIP-950; our tagged field 10950, see
+``orchestrator/metadata/records.py``), made at version 0: RemoteLogSegmentMetadataRecord starts a
 segment at COPY_SEGMENT_STARTED; RemoteLogSegmentMetadataUpdateRecord moves it to COPY_SEGMENT_FINISHED,
 DELETE_SEGMENT_STARTED or DELETE_SEGMENT_FINISHED; RemotePartitionDeleteMetadataRecord marks a partition's
 remote data deleted. The store appends them atomically per call and applies the copy fence (DESIGN §4

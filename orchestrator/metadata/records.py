@@ -6,21 +6,68 @@ codec's encoding. Cluster metadata records and RLMM records have separate type n
 the RLMM records travel in their own topic), so decoding says which one it reads.
 
 The enums below are the wire values of the tiering fields; they never change meaning once written.
+
+RLMM records are Kafka's (``storage/src/main/resources/message/*.json``, versions 0 and 1) plus our tagged
+``TieredEpoch`` on tag 10950. :func:`make_record` builds them at :data:`RLMM_RECORD_VERSION` (0) unless told
+otherwise: every Kafka release with tiered storage (3.6 on) reads version 0, while a reader whose schemas stop at
+version 0 (3.9, 4.x) refuses a version-1 record outright.
+
+The tiered epoch has not always been on tag 10950: stores written before hold version-0 records with it on tag 1
+(RemoteLogSegmentMetadataRecord) or tag 0 (the update and the partition-delete records), tags Kafka has since given
+to BrokerLeaderEpoch (version 1 and up only). Decoding keeps reading them (the legacy rule,
+:func:`_legacy_tiered_epoch_schema`): in a version-0 RLMM record those tags can only be ours, because at version 0
+Kafka defines no tag but TxnIndexEmpty's tag 0 in RemoteLogSegmentMetadataRecord. Such a record reads back with
+its tiered epoch and, written again, carries it on tag 10950.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from functools import cache
 from typing import Any
 
-from orchestrator.errors import ProtocolError, UnsupportedVersion
+from orchestrator.errors import ProtocolError
 from orchestrator.protocol import codec
-from orchestrator.protocol.schema import MessageSchema, is_rlmm_record, load_schemas
+from orchestrator.protocol.schema import MessageSchema, Versions, is_rlmm_record, load_schemas
 
 FRAME_VERSION = 1
+
+#: The version :func:`make_record` gives an RLMM record unless told otherwise (see the module docstring).
+RLMM_RECORD_VERSION = 0
+
+#: Where TieredEpoch sat in version-0 RLMM records before it moved to tag 10950: the legacy rule's table.
+LEGACY_TIERED_EPOCH_TAGS = {
+    "RemoteLogSegmentMetadataRecord": 1,
+    "RemoteLogSegmentMetadataUpdateRecord": 0,
+    "RemotePartitionDeleteMetadataRecord": 0,
+}
+_LEGACY_KEY = "legacy_tiered_epoch"
+
+
+class UnknownRecordType(ProtocolError):
+    """A record whose type (the frame's apiKey) this build does not know."""
+
+    name, retriable = "UNKNOWN_RECORD_TYPE", False
+
+    def __init__(self, api_key: int, *, rlmm: bool) -> None:
+        kind = "remote log metadata" if rlmm else "metadata"
+        super().__init__(f"unknown {kind} record type (apiKey) {api_key}")
+        self.api_key = api_key
+        self.rlmm = rlmm
+
+
+class UnknownRecordVersion(ProtocolError):
+    """A record of a known type at a version this build does not know (a newer writer's)."""
+
+    name, retriable = "UNKNOWN_RECORD_VERSION", False
+
+    def __init__(self, record_name: str, api_key: int, version: int, valid: Versions) -> None:
+        super().__init__(f"{record_name} (apiKey {api_key}) version {version} is not known (known: {valid})")
+        self.record_name = record_name
+        self.api_key = api_key
+        self.version = version
 
 
 class TieredState(IntEnum):
@@ -95,18 +142,25 @@ def record_schema_by_name(name: str) -> MessageSchema:
 
 
 def make_record(record_type: str, version: int | None = None, /, **fields: Any) -> MetadataRecord:
-    """A ``record_type`` record at ``version`` (default: the newest this build knows) with these field values."""
+    """A ``record_type`` record at ``version`` with these field values. The default version is the newest this
+    build knows for cluster metadata records, :data:`RLMM_RECORD_VERSION` for RLMM records."""
     name = record_type
     s = record_schema_by_name(name)
     if version is None:
-        if s.valid_versions.hi is None:  # pragma: no cover - record schemas declare closed ranges
-            raise ProtocolError(f"{name} declares no highest version")
-        version = s.valid_versions.hi
+        version = default_record_version(s)
     c = codec.compiled(s, version)
     unknown = set(fields) - c.field_names
     if unknown:
         raise ValueError(f"{name} has no field(s) {sorted(unknown)}")
     return MetadataRecord(name, version, c.normalize(fields))
+
+
+def default_record_version(s: MessageSchema) -> int:
+    if is_rlmm_record(s):
+        return RLMM_RECORD_VERSION
+    if s.valid_versions.hi is None:  # pragma: no cover - record schemas declare closed ranges
+        raise ProtocolError(f"{s.name} declares no highest version")
+    return s.valid_versions.hi
 
 
 def encode_record(record: MetadataRecord) -> bytes:
@@ -134,7 +188,8 @@ def is_rlmm_type(name: str) -> bool:
 
 
 def decode_record(data: bytes | bytearray | memoryview, *, rlmm: bool = False) -> MetadataRecord:
-    """Decode one record; any malformation (incl. an unknown type or version) raises ProtocolError."""
+    """Decode one record; any malformation raises ProtocolError: :class:`UnknownRecordType` and
+    :class:`UnknownRecordVersion` name what is unknown."""
     r = codec.Reader(data)
     if len(data) > 2 and data[0] == FRAME_VERSION and data[1] < 0x80 and data[2] < 0x80:  # one-byte varints
         api_key, version, r.pos = data[1], data[2], 3
@@ -144,23 +199,53 @@ def decode_record(data: bytes | bytearray | memoryview, *, rlmm: bool = False) -
             raise ProtocolError(f"unknown metadata record frame version {frame_version}")
         api_key = r.uvarint()
         version = r.uvarint()
-    s, c = _decoder(rlmm, api_key, version)
+    s, c, legacy = _decoder(rlmm, api_key, version)
     fields = c.decode_from(r)
     if r.pos != r.end:
         raise ProtocolError(f"{s.name} v{version}: {r.end - r.pos} trailing bytes")
+    if legacy:
+        _apply_legacy_tiered_epoch(s.name, fields)
     return MetadataRecord(s.name, version, fields)
 
 
+def _apply_legacy_tiered_epoch(name: str, fields: dict[str, Any]) -> None:
+    """Fold a legacy tag's tiered epoch into ``tiered_epoch``. Both tags set (no writer ever did) is an error."""
+    old = fields.pop(_LEGACY_KEY)
+    if old == -1:
+        return
+    if fields["tiered_epoch"] not in (-1, old):
+        raise ProtocolError(
+            f"{name} v0 holds two tiered epochs: {old} on the legacy tag and {fields['tiered_epoch']} on tag 10950"
+        )
+    fields["tiered_epoch"] = old
+
+
 @cache
-def _decoder(rlmm: bool, api_key: int, version: int) -> tuple[MessageSchema, codec.StructCodec]:
-    """The schema and codec of a record type at a version (memoized: one look-up per record on replay; an unknown
-    type or version raises ProtocolError and is not memoized)."""
+def _decoder(rlmm: bool, api_key: int, version: int) -> tuple[MessageSchema, codec.StructCodec, bool]:
+    """The schema and codec of a record type at a version, and whether the legacy rule applies (memoized: one
+    look-up per record on replay; an unknown type or version raises and is not memoized)."""
     _, cluster, remote = _record_schemas()
     s = (remote if rlmm else cluster).get(api_key)
     if s is None:
-        kind = "remote log metadata" if rlmm else "metadata"
-        raise ProtocolError(f"unknown {kind} record type {api_key}")
-    try:
-        return s, codec.compiled(s, version)
-    except UnsupportedVersion as exc:
-        raise ProtocolError(str(exc)) from exc
+        raise UnknownRecordType(api_key, rlmm=rlmm)
+    if version not in s.valid_versions:
+        raise UnknownRecordVersion(s.name, api_key, version, s.valid_versions)
+    if rlmm and version == 0 and s.name in LEGACY_TIERED_EPOCH_TAGS:
+        return s, codec.compiled(_legacy_tiered_epoch_schema(s), 0), True
+    return s, codec.compiled(s, version), False
+
+
+@cache
+def _legacy_tiered_epoch_schema(s: MessageSchema) -> MessageSchema:
+    """``s`` for reading version 0 only, with the tiered epoch's old tag as one more tagged field.
+
+    The old tag must be one no field of ``s`` holds at version 0 (true of Kafka's schemas: checked here, so a
+    schema change that breaks the rule fails loudly instead of misreading a Kafka field)."""
+    tag = LEGACY_TIERED_EPOCH_TAGS[s.name]
+    taken = {f.tag for f in s.fields if f.tag is not None and 0 in f.versions and 0 in f.tagged_versions}
+    if tag in taken:
+        raise ProtocolError(f"{s.name}: legacy tiered-epoch tag {tag} is a field of version 0")
+    current = next(f for f in s.fields if f.py_name == "tiered_epoch")
+    v0 = Versions(0, 0)
+    legacy = replace(current, name="LegacyTieredEpoch", py_name=_LEGACY_KEY, versions=v0, tagged_versions=v0, tag=tag)
+    return replace(s, fields=(*s.fields, legacy))

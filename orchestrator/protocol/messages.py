@@ -1165,7 +1165,7 @@ class RegisterBrokerRecord(TypedDict, total=False):
 
 
 class RemoteLogSegmentMetadataRecord(TypedDict, total=False):
-    """RemoteLogSegmentMetadataRecord (metadata, api key 0; versions 0-0)."""
+    """RemoteLogSegmentMetadataRecord (metadata, api key 0; versions 0-1)."""
 
     remote_log_segment_id: RemoteLogSegmentIdEntry
     start_offset: int
@@ -1178,27 +1178,32 @@ class RemoteLogSegmentMetadataRecord(TypedDict, total=False):
     custom_metadata: bytes | None
     remote_log_segment_state: int
     txn_index_empty: bool
+    broker_leader_epoch: int
     tiered_epoch: int
 
 
 class RemoteLogSegmentMetadataUpdateRecord(TypedDict, total=False):
-    """RemoteLogSegmentMetadataUpdateRecord (metadata, api key 1; versions 0-0)."""
+    """RemoteLogSegmentMetadataUpdateRecord (metadata, api key 1; versions 0-1)."""
 
     remote_log_segment_id: RemoteLogSegmentIdEntry
     broker_id: int
     event_timestamp_ms: int
     custom_metadata: bytes | None
     remote_log_segment_state: int
+    broker_leader_epoch: int
+    end_offset: int
     tiered_epoch: int
 
 
 class RemotePartitionDeleteMetadataRecord(TypedDict, total=False):
-    """RemotePartitionDeleteMetadataRecord (metadata, api key 2; versions 0-0)."""
+    """RemotePartitionDeleteMetadataRecord (metadata, api key 2; versions 0-1)."""
 
     topic_id_partition: TopicIdPartitionEntry
     broker_id: int
     event_timestamp_ms: int
     remote_partition_delete_state: int
+    broker_leader_epoch: int
+    end_offset: int
     tiered_epoch: int
 
 

@@ -761,62 +761,68 @@ def _golden_cases() -> Iterator[tuple[str, int, dict[str, Any], bytes]]:
     yield "UserScramCredentialRecord", 0, value, body
     yield "RemoveUserScramCredentialRecord", 0, {"name": "alice", "mechanism": 2}, cstr("alice") + i8(2) + NO_TAGS
 
-    # --- remote log metadata records, each with our extra tagged TieredEpoch
+    # --- remote log metadata records at versions 0 and 1, each with our extra TieredEpoch on tag 10950
     tip = {"name": "orders", "id": U1, "partition": 3}
     tip_bytes = cstr("orders") + uid(U1) + i32(3) + NO_TAGS
     seg = {"topic_id_partition": tip, "id": U2}
     seg_bytes = tip_bytes + uid(U2) + NO_TAGS
-    for tiered_epoch, custom in ((5, b"\x01\x02"), (-1, None)):
-        value = {
-            "remote_log_segment_id": seg,
-            "start_offset": 100,
-            "end_offset": 199,
-            "broker_id": 2,
-            "max_timestamp_ms": 1_700_000_000_000,
-            "event_timestamp_ms": 1_700_000_000_500,
-            "segment_leader_epochs": [{"leader_epoch": 4, "offset": 100}, {"leader_epoch": 5, "offset": 150}],
-            "segment_size_in_bytes": 4096,
-            "custom_metadata": custom,
-            "remote_log_segment_state": 1,
-            "txn_index_empty": True,
-            "tiered_epoch": tiered_epoch,
-        }
-        body = seg_bytes + i64(100) + i64(199) + i32(2) + i64(1_700_000_000_000) + i64(1_700_000_000_500)
-        body += carr(value["segment_leader_epochs"], lambda e: i32(e["leader_epoch"]) + i64(e["offset"]) + NO_TAGS)
-        body += i32(4096) + cbytes(custom) + i8(1)
-        tagged = [(0, boolean(True))] + ([(1, i32(tiered_epoch))] if tiered_epoch != -1 else [])
-        yield "RemoteLogSegmentMetadataRecord", 0, value, body + tags(*tagged)
+    tiered_tag = 10950
+    for v in range(2):
+        for tiered_epoch, custom in ((5, b"\x01\x02"), (-1, None)):
+            ours = [(tiered_tag, i32(tiered_epoch))] if tiered_epoch != -1 else []
+            value = {
+                "remote_log_segment_id": seg,
+                "start_offset": 100,
+                "end_offset": 199,
+                "broker_id": 2,
+                "max_timestamp_ms": 1_700_000_000_000,
+                "event_timestamp_ms": 1_700_000_000_500,
+                "segment_leader_epochs": [{"leader_epoch": 4, "offset": 100}, {"leader_epoch": 5, "offset": 150}],
+                "segment_size_in_bytes": 4096,
+                "custom_metadata": custom,
+                "remote_log_segment_state": 1,
+                "txn_index_empty": True,
+                "tiered_epoch": tiered_epoch,
+            }
+            body = seg_bytes + i64(100) + i64(199) + i32(2) + i64(1_700_000_000_000) + i64(1_700_000_000_500)
+            body += carr(value["segment_leader_epochs"], lambda e: i32(e["leader_epoch"]) + i64(e["offset"]) + NO_TAGS)
+            body += i32(4096) + cbytes(custom) + i8(1)
+            tagged = [(0, boolean(True)), *ours]
+            if v >= 1:
+                value["broker_leader_epoch"] = 5
+                tagged.append((1, i32(5)))
+            yield "RemoteLogSegmentMetadataRecord", v, value, body + tags(*tagged)
 
-        value = {
-            "remote_log_segment_id": seg,
-            "broker_id": 2,
-            "event_timestamp_ms": 1_700_000_001_000,
-            "custom_metadata": custom,
-            "remote_log_segment_state": 3,
-            "tiered_epoch": tiered_epoch,
-        }
-        body = seg_bytes + i32(2) + i64(1_700_000_001_000) + cbytes(custom) + i8(3)
-        yield (
-            "RemoteLogSegmentMetadataUpdateRecord",
-            0,
-            value,
-            body + tags(*([(0, i32(tiered_epoch))] if tiered_epoch != -1 else [])),
-        )
+            value = {
+                "remote_log_segment_id": seg,
+                "broker_id": 2,
+                "event_timestamp_ms": 1_700_000_001_000,
+                "custom_metadata": custom,
+                "remote_log_segment_state": 3,
+                "tiered_epoch": tiered_epoch,
+            }
+            body = seg_bytes + i32(2) + i64(1_700_000_001_000) + cbytes(custom) + i8(3)
+            tagged = list(ours)
+            if v >= 1:  # BrokerLeaderEpoch and EndOffset default to -1: -1 is not written, anything else is
+                value["broker_leader_epoch"] = -1 if custom else 0
+                value["end_offset"] = 199
+                tagged += ([] if custom else [(0, i32(0))]) + [(1, i64(199))]
+            yield "RemoteLogSegmentMetadataUpdateRecord", v, value, body + tags(*tagged)
 
-        value = {
-            "topic_id_partition": tip,
-            "broker_id": 1,
-            "event_timestamp_ms": 1_700_000_002_000,
-            "remote_partition_delete_state": 2,
-            "tiered_epoch": tiered_epoch,
-        }
-        body = tip_bytes + i32(1) + i64(1_700_000_002_000) + i8(2)
-        yield (
-            "RemotePartitionDeleteMetadataRecord",
-            0,
-            value,
-            body + tags(*([(0, i32(tiered_epoch))] if tiered_epoch != -1 else [])),
-        )
+            value = {
+                "topic_id_partition": tip,
+                "broker_id": 1,
+                "event_timestamp_ms": 1_700_000_002_000,
+                "remote_partition_delete_state": 2,
+                "tiered_epoch": tiered_epoch,
+            }
+            body = tip_bytes + i32(1) + i64(1_700_000_002_000) + i8(2)
+            tagged = list(ours)
+            if v >= 1:  # no default in Kafka's schema here: 0 is the default, -1 is written
+                value["broker_leader_epoch"] = -1
+                value["end_offset"] = 0 if custom else 4999
+                tagged += [(0, i32(-1))] + ([] if custom else [(1, i64(4999))])
+            yield "RemotePartitionDeleteMetadataRecord", v, value, body + tags(*tagged)
 
     # --- our own messages (pins their wire format)
     yield (
