@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from orchestrator.cli.output import JsonOutput
-from orchestrator.client import RemoteDeletionStatus, TieredClient, TieringStatus
+from orchestrator.client import BrokerProgressView, PendingBroker, RemoteDeletionStatus, TieredClient, TieringStatus
+from orchestrator.client.views import broker_progress
 from orchestrator.errors import UnknownTopicOrPartition
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, TieredState
@@ -267,3 +268,25 @@ def test_a_topic_the_controller_could_not_describe_is_raised_as_its_kafka_error(
     unknown = {**DISABLING_ORDERS, "error_code": UnknownTopicOrPartition.code, "error_message": "no such topic"}
     with pytest.raises(UnknownTopicOrPartition, match="topic 'orders': no such topic"):
         ask(DescribingController(described(topics=[unknown])), lambda c: c.tiering_status(["orders"]))
+
+
+def test_a_broker_owing_a_disablement_and_one_deleting_partitions_are_one_view():
+    pending = broker_progress(DISABLING_ORDERS["pending_brokers"][0])
+    deleting = broker_progress(DELETED_CLICKS["brokers"][0])
+    assert type(pending) is type(deleting) is BrokerProgressView is PendingBroker
+    assert (pending.partitions, pending.stalled, pending.attempts_without_progress) == ((), True, 3)
+
+
+def test_what_a_deletions_entry_does_not_carry_reads_as_never_attempted_not_fenced_not_stalled():
+    deleting = broker_progress(DELETED_CLICKS["brokers"][0])
+    assert deleting == BrokerProgressView(
+        broker_id=1,
+        attempts=2,
+        last_error="S3 said no",
+        next_attempt_ms=5_000,
+        last_attempt_ms=-1,
+        fenced=False,
+        stalled=False,
+        attempts_without_progress=0,
+        partitions=(0,),
+    )
