@@ -3,17 +3,16 @@ bulk change answers each topic on its own."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from orchestrator.client import TieredClient
 from orchestrator.errors import InvalidRequest, UnknownServerError
 from orchestrator.metadata.records import ConfigResourceType
 from orchestrator.metadata.topic_configs import AlterConfigOp
 from orchestrator.protocol.api_keys import ApiKey
+from tests.support.controller_stand_in import StandInController, run_with
 
 pytestmark = pytest.mark.unit
 
@@ -23,7 +22,7 @@ DISABLE_WITH_DELETE = [
 ]
 
 
-class AlteringController:
+class AlteringController(StandInController):
     """The active controller behind ``TieredClient.admin``: accepts every IncrementalAlterConfigs resource except
     those named in ``refused`` (INVALID_REQUEST) and leaves those in ``unanswered`` out of its answer."""
 
@@ -48,23 +47,11 @@ class AlteringController:
         ]
         return {"throttle_time_ms": 0, "responses": answers}
 
-    async def close(self) -> None:
-        pass
-
-
-def ask(controller: AlteringController, request: Any) -> Any:
-    async def session() -> Any:
-        async with TieredClient("controller.invalid:9093") as client:
-            client.admin = controller  # type: ignore[assignment]
-            return await request(client)
-
-    return asyncio.run(session())
-
 
 def test_disabling_one_topic_and_many_send_the_same_config_change():
     one, many = AlteringController(), AlteringController()
-    ask(one, lambda c: c.disable_tiering("orders", "delete"))
-    ask(many, lambda c: c.disable_tiering_many(["orders", "clicks"], "delete"))
+    run_with(one, lambda c: c.disable_tiering("orders", "delete"))
+    run_with(many, lambda c: c.disable_tiering_many(["orders", "clicks"], "delete"))
     ((single,),) = [b["resources"] for b in one.bodies]
     assert single == {
         "resource_type": ConfigResourceType.TOPIC,
@@ -80,7 +67,7 @@ def test_disabling_one_topic_and_many_send_the_same_config_change():
 
 def test_enabling_sets_remote_storage_enable_and_deletes_nothing():
     controller = AlteringController()
-    ask(controller, lambda c: c.enable_tiering("orders"))
+    run_with(controller, lambda c: c.enable_tiering("orders"))
     ((resource,),) = [b["resources"] for b in controller.bodies]
     assert resource["configs"] == [
         {"name": "remote.storage.enable", "config_operation": AlterConfigOp.SET, "value": "true"}
@@ -89,7 +76,7 @@ def test_enabling_sets_remote_storage_enable_and_deletes_nothing():
 
 def test_a_bulk_change_answers_each_topic_on_its_own_in_the_order_asked():
     controller = AlteringController(refused=frozenset({"b"}), unanswered=frozenset({"c"}))
-    changes = ask(controller, lambda c: c.disable_tiering_many(["a", "b", "c"]))
+    changes = run_with(controller, lambda c: c.disable_tiering_many(["a", "b", "c"]))
     assert [(ch.topic, ch.ok, ch.error) for ch in changes] == [
         ("a", True, None),
         ("b", False, "INVALID_REQUEST"),
@@ -100,4 +87,4 @@ def test_a_bulk_change_answers_each_topic_on_its_own_in_the_order_asked():
 
 def test_a_refused_change_of_one_topic_is_raised_with_the_controllers_message():
     with pytest.raises(InvalidRequest, match="altering configs of 'orders': refused"):
-        ask(AlteringController(refused=frozenset({"orders"})), lambda c: c.disable_tiering("orders"))
+        run_with(AlteringController(refused=frozenset({"orders"})), lambda c: c.disable_tiering("orders"))

@@ -8,19 +8,19 @@ through the CLI's own JSON renderer, and read the views from a DescribeTieredSta
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from orchestrator.cli.output import JsonOutput
-from orchestrator.client import BrokerProgressView, PendingBroker, RemoteDeletionStatus, TieredClient, TieringStatus
+from orchestrator.client import BrokerProgressView, PendingBroker, RemoteDeletionStatus, TieringStatus
 from orchestrator.client.views import broker_progress
 from orchestrator.errors import UnknownTopicOrPartition
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, TieredState
 from orchestrator.protocol.api_keys import ApiKey
+from tests.support.controller_stand_in import StandInController, run_with
 
 pytestmark = pytest.mark.unit
 
@@ -175,7 +175,7 @@ CLICKS_JSON = """\
   }"""
 
 
-class DescribingController:
+class DescribingController(StandInController):
     """The active controller behind ``TieredClient.admin``, answering every DescribeTieredState with ``answer``."""
 
     def __init__(self, answer: Mapping[str, Any]) -> None:
@@ -188,21 +188,9 @@ class DescribingController:
         self.asked.append((api_key, body, options))
         return self.answer
 
-    async def close(self) -> None:
-        pass
-
 
 def described(*, topics: Sequence[Any] = (), deleting: Sequence[Any] = ()) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": 0, "topics": list(topics), "deleting_topics": list(deleting)}
-
-
-def ask(controller: DescribingController, request: Any) -> Any:
-    async def session() -> Any:
-        async with TieredClient("controller.invalid:9093") as client:
-            client.admin = controller  # type: ignore[assignment]
-            return await request(client)
-
-    return asyncio.run(session())
 
 
 def printed(statuses: list[TieringStatus], deletions: list[RemoteDeletionStatus], capsys: Any) -> str:
@@ -212,25 +200,25 @@ def printed(statuses: list[TieringStatus], deletions: list[RemoteDeletionStatus]
 
 
 def test_a_disabling_topic_prints_the_readme_keys_in_their_order_with_its_pending_brokers_and_owed_partitions(capsys):
-    statuses = ask(DescribingController(described(topics=[DISABLING_ORDERS])), lambda c: c.tiering_status())
+    statuses = run_with(DescribingController(described(topics=[DISABLING_ORDERS])), lambda c: c.tiering_status())
     assert printed(statuses, [], capsys) == f"[\n{ORDERS_JSON}\n]\n"
 
 
 def test_a_deleted_topic_prints_as_deleted_with_its_brokers_as_pending_and_its_remote_deletion(capsys):
-    deletions = ask(DescribingController(described(deleting=[DELETED_CLICKS])), lambda c: c.remote_deletions())
+    deletions = run_with(DescribingController(described(deleting=[DELETED_CLICKS])), lambda c: c.remote_deletions())
     assert printed([], deletions, capsys) == f"[\n{CLICKS_JSON}\n]\n"
 
 
 def test_topics_then_deleted_topics_print_as_one_list(capsys):
     controller = DescribingController(described(topics=[DISABLING_ORDERS], deleting=[DELETED_CLICKS]))
-    statuses = ask(controller, lambda c: c.tiering_status())
-    deletions = ask(controller, lambda c: c.remote_deletions())
+    statuses = run_with(controller, lambda c: c.tiering_status())
+    deletions = run_with(controller, lambda c: c.remote_deletions())
     assert printed(statuses, deletions, capsys) == f"[\n{ORDERS_JSON},\n{CLICKS_JSON}\n]\n"
 
 
 def test_the_views_read_every_field_of_the_answer():
     controller = DescribingController(described(topics=[DISABLING_ORDERS], deleting=[DELETED_CLICKS]))
-    (orders,) = ask(controller, lambda c: c.tiering_status(["orders"]))
+    (orders,) = run_with(controller, lambda c: c.tiering_status(["orders"]))
     assert (orders.topic, orders.topic_id, orders.state, orders.policy) == (
         "orders",
         ORDERS,
@@ -245,7 +233,7 @@ def test_the_views_read_every_field_of_the_answer():
     (owed,) = orders.owed_partitions
     assert (owed.partition, owed.assigned_broker, owed.leaderless) == (1, 2, True)
 
-    (clicks,) = ask(controller, lambda c: c.remote_deletions(["clicks"]))
+    (clicks,) = run_with(controller, lambda c: c.remote_deletions(["clicks"]))
     assert (clicks.topic, clicks.topic_id, clicks.partitions_remaining) == ("clicks", CLICKS, (0, 2))
     assert [(b.broker_id, b.partitions, b.attempts, b.last_error) for b in clicks.brokers] == [
         (1, (0,), 2, "S3 said no"),
@@ -256,8 +244,8 @@ def test_the_views_read_every_field_of_the_answer():
 
 def test_both_views_ask_describe_tiered_state_for_the_names_given_or_every_topic_as_a_request_safe_to_repeat():
     controller = DescribingController(described())
-    ask(controller, lambda c: c.tiering_status(["orders"]))
-    ask(controller, lambda c: c.remote_deletions())
+    run_with(controller, lambda c: c.tiering_status(["orders"]))
+    run_with(controller, lambda c: c.remote_deletions())
     assert controller.asked == [
         (ApiKey.DESCRIBE_TIERED_STATE, {"topics": ["orders"]}, {"idempotent": True}),
         (ApiKey.DESCRIBE_TIERED_STATE, {"topics": None}, {"idempotent": True}),
@@ -267,7 +255,7 @@ def test_both_views_ask_describe_tiered_state_for_the_names_given_or_every_topic
 def test_a_topic_the_controller_could_not_describe_is_raised_as_its_kafka_error():
     unknown = {**DISABLING_ORDERS, "error_code": UnknownTopicOrPartition.code, "error_message": "no such topic"}
     with pytest.raises(UnknownTopicOrPartition, match="topic 'orders': no such topic"):
-        ask(DescribingController(described(topics=[unknown])), lambda c: c.tiering_status(["orders"]))
+        run_with(DescribingController(described(topics=[unknown])), lambda c: c.tiering_status(["orders"]))
 
 
 def test_a_broker_owing_a_disablement_and_one_deleting_partitions_are_one_view():
