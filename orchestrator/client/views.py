@@ -1,8 +1,8 @@
 """The client's views of DescribeTieredState: a tiered topic's state and disablement, and a deleted topic's remote
 data still being deleted, read from the controller's answer by pure functions.
 
-Disabling a topic and deleting a deleted topic's remote data are one machine on the controller (a broker is asked,
-retried with backoff until it answers, fenced brokers wait): so a broker that still owes either job is one view,
+Disabling a topic and deleting a deleted topic's remote data are the same machine (a broker is asked, and asked
+again with backoff until it answers; a fenced broker waits): so a broker that still owes either job is one view,
 :class:`BrokerProgressView`, its attempts, last error, next attempt, fencing and stall as the controller reports
 them. A deletion's entry names the partitions given to the broker and carries no last-attempt time, fencing, stall
 or count of attempts without progress: those read as never, not fenced, not stalled and 0.
