@@ -1,0 +1,239 @@
+"""The data plane of a session: Kafka's Produce, Fetch and ListOffsets, sent as any Kafka client sends them to each
+partition's leader, found from Metadata and refreshed on NOT_LEADER_OR_FOLLOWER.
+
+Invariants:
+
+* A request names one partition and goes to that partition's leader; a retriable error (no leader yet, a connection
+  that failed, a retriable code in the partition's entry) is retried with fresh metadata, a bounded number of times,
+  and the last error met is raised when they run out (:meth:`DataPlane._leader_call`).
+* A produce is acknowledged by all replicas (acks=all), one record batch of at most ``max_batch_bytes`` of values per
+  request; a failure after some batches were acknowledged says how many records were written and where.
+* A consume reads up to the log end its leader reported when the read began, and a read that ends short of it is
+  RECORDS_MISSING, never a quiet success with fewer records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.client.answers import check
+from orchestrator.client.session import ClientSession
+from orchestrator.errors import (
+    KafkaError,
+    NotLeaderOrFollower,
+    ProtocolError,
+    RecordsMissing,
+    UnknownTopicOrPartition,
+    for_code,
+)
+from orchestrator.protocol import messages as m
+from orchestrator.protocol.api_keys import ApiKey
+from orchestrator.protocol.record_batch import build_batch, encode_batch, records_at_or_after
+
+# Kafka's data plane, as this client speaks it to a partition's leader (the newest versions the brokers serve).
+PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION = 9, 12, 9
+EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -4, -5  # ListOffsets' special timestamps
+
+
+def _batches(values: Sequence[bytes], max_bytes: int) -> list[Sequence[bytes]]:
+    """``values`` cut into runs of at most ``max_bytes`` (at least one value each), in order."""
+    out: list[Sequence[bytes]] = []
+    start = size = 0
+    for i, value in enumerate(values):
+        if i > start and size + len(value) > max_bytes:
+            out.append(values[start:i])
+            start, size = i, 0
+        size += len(value)
+    if start < len(values):
+        out.append(values[start:])
+    return out
+
+
+def _partition_entry(response: Mapping[str, Any]) -> dict[str, Any]:
+    """The one partition entry of a Produce, Fetch or ListOffsets answer about one partition."""
+    topics = response.get("responses", response.get("topics")) or []
+    partitions = [p for t in topics for p in t.get("partition_responses", t.get("partitions")) or []]
+    if len(partitions) != 1:
+        raise ProtocolError(f"expected an answer about one partition, got {len(partitions)}")
+    return dict(partitions[0])
+
+
+@dataclass(frozen=True)
+class FetchedRecord:
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    remote: bool  # below the local log start offset when the read began: served from the remote tier
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """A partition's offsets as its leader answers ListOffsets."""
+
+    log_start_offset: int  # the first offset readable from either tier
+    local_log_start_offset: int  # the first offset on the leader's disk (KIP-405)
+    log_end_offset: int  # the offset the next record gets
+    highest_tiered_offset: int  # the last offset copied to the remote tier, -1 when none
+
+
+class DataPlane(ClientSession):
+    """Produce, ListOffsets, Fetch and consume, each sent to the partition's leader."""
+
+    async def _leader_call(
+        self, name: str, partition: int, api_key: int, version: int, body: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """``body`` (naming this one partition) sent to the partition's leader; returns the partition's entry of
+        the answer (Produce, Fetch and ListOffsets all answer per topic, then per partition).
+
+        The leader is taken from this client's last metadata of the topic; a retriable error (no leader yet, a
+        connection that failed, a retriable code in the entry such as NOT_LEADER_OR_FOLLOWER after a leader change,
+        or KAFKA_STORAGE_ERROR) is retried, up to 10 attempts with a growing pause and fresh metadata. When they run
+        out, the last error actually met is raised, with the leader's message (a storage error names the broker's
+        failed log directory); NOT_LEADER_OR_FOLLOWER "no reachable leader" only when no leader was ever named.
+        Other codes are returned in the entry."""
+        attempts = 10
+        last_error: KafkaError | None = None
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(min(0.1 * 2 ** (attempt - 1), 2))
+            cached = self._leaders.get(name) if attempt == 0 else None
+            topic = cached or await self.topic(name)
+            parts = {p["partition_index"]: p for p in topic["partitions"]}
+            if partition not in parts and cached is not None:  # grown since: look again
+                topic = await self.topic(name)
+                parts = {p["partition_index"]: p for p in topic["partitions"]}
+            if partition not in parts:
+                raise UnknownTopicOrPartition(f"topic '{name}' has no partition {partition}")
+            self._leaders[name] = topic
+            leader = parts[partition]["leader_id"]
+            if leader < 0:
+                continue
+            addr = await self.node_address(leader)
+            try:
+                raw = await self.pool.request(addr, api_key, version, body, timeout_s=self.timeout_s)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                last_error = exc
+                continue
+            check(raw.get("error_code", 0), None, f"{name}-{partition} on broker {leader}")  # Fetch's top level
+            entry = _partition_entry(raw)
+            code = entry["error_code"]
+            if code and for_code(code).retriable:
+                message = entry.get("error_message") or for_code(code).name
+                last_error = for_code(code)(f"{name}-{partition} on broker {leader}: {message}")
+                continue
+            return entry
+        if last_error is not None:
+            raise last_error
+        raise NotLeaderOrFollower(f"no reachable leader for {name}-{partition} after {attempts} attempts")
+
+    async def produce(
+        self, name: str, values: Sequence[bytes], *, partition: int = 0, key: bytes | None = None
+    ) -> tuple[int, int]:
+        """Append ``values`` in order (acks=all), as record batches of at most ``max_batch_bytes`` of values (at
+        least one record each; one Produce per batch, as Kafka allows one batch per partition per request); returns
+        the offsets of the first and last. If a batch fails after others were acknowledged, the error says how many
+        records were written and where."""
+        first: int | None = None
+        done = 0
+        for chunk in _batches(values, self.max_batch_bytes):
+            try:
+                base = await self._produce_batch(name, partition, key, chunk)
+            except KafkaError as exc:
+                if first is None:
+                    raise
+                raise type(exc)(
+                    f"{exc.message} (after {done} of {len(values)} records were acknowledged at offsets "
+                    f"{first}-{first + done - 1} of {name}-{partition})"
+                ) from exc
+            first = base if first is None else first
+            done += len(chunk)
+        assert first is not None, "values must not be empty"
+        return first, first + done - 1
+
+    async def _produce_batch(self, name: str, partition: int, key: bytes | None, values: Sequence[bytes]) -> int:
+        now = int(time.time() * 1000)
+        batch = encode_batch(build_batch(0, [(key, value, now, ()) for value in values]))
+        body: m.ProduceRequest = {
+            "acks": -1,
+            "timeout_ms": int(self.timeout_s * 1000),
+            "topic_data": [{"name": name, "partition_data": [{"index": partition, "records": batch}]}],
+        }
+        entry = await self._leader_call(name, partition, ApiKey.PRODUCE, PRODUCE_VERSION, body)
+        check(entry["error_code"], entry.get("error_message"), f"producing to {name}-{partition}")
+        base: int = entry["base_offset"]
+        return base
+
+    async def list_offset(self, name: str, partition: int, timestamp: int) -> int:
+        """The offset ListOffsets answers for ``timestamp`` (-2 earliest, -1 latest, -4 earliest local, -5 latest
+        tiered, or a time in ms: the first record at or after it, -1 when none)."""
+        body: m.ListOffsetsRequest = {
+            "replica_id": -1,
+            "topics": [{"name": name, "partitions": [{"partition_index": partition, "timestamp": timestamp}]}],
+        }
+        entry = await self._leader_call(name, partition, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
+        check(entry["error_code"], None, f"listing offsets of {name}-{partition} at {timestamp}")
+        offset: int = entry["offset"]
+        return offset
+
+    async def offsets(self, name: str, partition: int = 0) -> PartitionOffsets:
+        """The partition's log start, local log start, log end and highest tiered offsets (ListOffsets)."""
+        found = [await self.list_offset(name, partition, t) for t in (EARLIEST, EARLIEST_LOCAL, LATEST, LATEST_TIERED)]
+        return PartitionOffsets(*found)
+
+    async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> dict[str, Any]:
+        """One Fetch of a partition at ``offset`` (no waiting); returns the partition's entry: ``error_code``,
+        ``high_watermark``, ``log_start_offset`` and ``records`` (record batches, possibly from below the
+        offset)."""
+        body: m.FetchRequest = {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 0,
+            "max_bytes": max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": name,
+                    "partitions": [{"partition": partition, "fetch_offset": offset, "partition_max_bytes": max_bytes}],
+                }
+            ],
+            "forgotten_topics_data": [],
+        }
+        return await self._leader_call(name, partition, ApiKey.FETCH, FETCH_VERSION, body)
+
+    async def consume(
+        self, name: str, partition: int = 0, *, from_beginning: bool = True, max_records: int | None = None
+    ) -> AsyncIterator[FetchedRecord]:
+        """Records of one partition from its log start offset (or its end) up to its end when the read began,
+        read with Fetch; a record below the local log start offset at that time is marked ``remote``."""
+        bounds = await self.offsets(name, partition)
+        offset = bounds.log_start_offset if from_beginning else bounds.log_end_offset
+        end = bounds.log_end_offset
+        seen = 0
+        while offset < end and (max_records is None or seen < max_records):
+            entry = await self.fetch(name, partition, offset)
+            check(entry["error_code"], None, f"fetching {name}-{partition} at {offset}")
+            data = entry["records"] or b""
+            records = list(records_at_or_after(data, offset))
+            if not records:
+                raise RecordsMissing(
+                    f"{name}-{partition}: read {seen} record(s), then the leader returned none at offset {offset} "
+                    f"though its log ends at {end} (log start {bounds.log_start_offset})"
+                )
+            for at, timestamp, record in records:
+                if at >= end:
+                    return
+                remote = at < bounds.local_log_start_offset
+                yield FetchedRecord(at, timestamp, record.key, record.value, remote)
+                seen += 1
+                if max_records is not None and seen >= max_records:
+                    return
+            offset = records[-1][0] + 1
