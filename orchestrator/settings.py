@@ -11,9 +11,13 @@ A process that listens on an address other than loopback without authentication 
 required client certificates) is refused at load time unless ``[security] allow_insecure = true``: anyone who
 can reach such a port can delete topics.
 
-Unknown tables or keys, and values of the wrong type, are refused with :class:`SettingsError` naming the table
-and the key, so a typo never silently falls back to a default. Paths are resolved relative to the file's
-directory; a ``metadata_store`` that is a URL (``postgresql://...``) is kept as written, never taken for a path.
+Unknown tables or keys, and values of the wrong type, are refused with :class:`SettingsError` naming the file,
+the table and the key (and for a type, the one expected and the one given), so a typo never silently falls back to
+a default. Types are checked against each field's real type (its annotation resolved), the way TOML writes them:
+an integer is never taken for a boolean nor a boolean for a number, an integer is taken where a float is expected
+(TOML writes ``30`` for 30.0) and held as a float, an array is held as a tuple. Paths are resolved relative to the
+file's directory; a ``metadata_store`` that is a URL (``postgresql://...``) is kept as written, never taken for a
+path.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import tomllib
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -268,58 +274,121 @@ def _groups(cls: type[Any]) -> dict[str, type[Any]]:
     return out
 
 
-def _check_type(where: str, name: str, hint: str, value: Any) -> None:
-    if hint.startswith("int") and (not isinstance(value, int) or isinstance(value, bool)):
-        raise SettingsError(f"[{where}] {name} must be an integer, got {value!r}")
-    if hint.startswith("bool") and not isinstance(value, bool):
-        raise SettingsError(f"[{where}] {name} must be true or false, got {value!r}")
-    if hint.startswith("str") and not isinstance(value, str):
-        raise SettingsError(f"[{where}] {name} must be a string, got {value!r}")
-    if hint.startswith("tuple[str") and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-        raise SettingsError(f"[{where}] {name} must be a list of strings, got {value!r}")
+_NOT_ACCEPTED = object()  # what _accepted answers for a value a field does not take
 
 
-def _build(cls: type[T], values: Any, where: str, base: Path, nested: dict[str, Any] | None = None) -> T:
+def _field_types(cls: type[Any]) -> dict[str, Any]:
+    """The real type of each field of a settings dataclass (its annotations are text: ``from __future__``)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _accepted(hint: Any, value: Any) -> Any:
+    """``value`` as a field of type ``hint`` holds it, or :data:`_NOT_ACCEPTED`. TOML has its own types: an
+    integer is not a boolean (nor the other way round), an integer is taken where a float is expected (TOML writes
+    ``30`` for 30.0) and becomes one, and an array becomes a tuple."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        for arm in typing.get_args(hint):
+            taken = _accepted(arm, value)
+            if taken is not _NOT_ACCEPTED:
+                return taken
+        return _NOT_ACCEPTED
+    if origin is tuple:
+        if not isinstance(value, list):
+            return _NOT_ACCEPTED
+        args = typing.get_args(hint)
+        items = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        if len(items) != len(value):
+            return _NOT_ACCEPTED
+        taken_items = tuple(_accepted(item, v) for item, v in zip(items, value, strict=True))
+        return _NOT_ACCEPTED if _NOT_ACCEPTED in taken_items else taken_items
+    if origin is typing.Literal:
+        choices = typing.get_args(hint)
+        return value if any(type(value) is type(c) and value == c for c in choices) else _NOT_ACCEPTED
+    if hint is float:
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else _NOT_ACCEPTED
+    if hint is int:
+        return value if isinstance(value, int) and not isinstance(value, bool) else _NOT_ACCEPTED
+    if isinstance(hint, type):
+        return value if isinstance(value, hint) else _NOT_ACCEPTED
+    raise TypeError(f"a setting annotated {hint!r} cannot be read from TOML")
+
+
+def _expected(hint: Any) -> str:
+    """What a field of type ``hint`` takes, in words (``None`` left out: TOML cannot write it)."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return " or ".join(_expected(arm) for arm in typing.get_args(hint) if arm is not type(None))
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"a list of {_PLURALS.get(args[0], _expected(args[0]))}"
+        return f"a list of {len(args)}: " + ", ".join(_expected(arg) for arg in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(choice) for choice in typing.get_args(hint))
+    return _WORDS.get(hint, getattr(hint, "__name__", repr(hint)))
+
+
+_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_PLURALS = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
+# What TOML wrote, in its own words (tomllib's types: strings, integers, floats, booleans, arrays, tables, dates).
+_TOML_WORDS = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "an array"}
+
+
+def _given(value: Any) -> str:
+    kind = _TOML_WORDS.get(type(value), "a table" if isinstance(value, dict) else f"a {type(value).__name__}")
+    return f"{kind} ({value!r})"
+
+
+def _checked(source: Path, where: str, name: str, hint: Any, value: Any) -> Any:
+    """``value`` as the field holds it; :class:`SettingsError` naming the file, table, key, expected and given."""
+    taken = _accepted(hint, value)
+    if taken is _NOT_ACCEPTED:
+        raise SettingsError(f"{source}: [{where}] {name} must be {_expected(hint)}, got {_given(value)}")
+    return taken
+
+
+def _build(cls: type[T], values: Any, where: str, source: Path, nested: dict[str, Any] | None = None) -> T:
     if not isinstance(values, dict):
-        raise SettingsError(f"[{where}] must be a table, got {values!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    settable = set(fields) - set(nested or {})
+        raise SettingsError(f"{source}: [{where}] must be a table, got {_given(values)}")
+    types_of = _field_types(cls)
+    settable = set(types_of) - set(nested or {})
     unknown = sorted(set(values) - settable)
     if unknown:
-        raise SettingsError(f"unknown key(s) {unknown} in [{where}]; known: {sorted(settable)}")
+        raise SettingsError(f"{source}: unknown key(s) {unknown} in [{where}]; known: {sorted(settable)}")
     out: dict[str, Any] = dict(nested or {})
     for name, value in values.items():
-        _check_type(where, name, str(fields[name].type), value)
-        is_path = name in _PATH_KEYS and value and not _URL.match(value)
-        out[name] = str((base / value).resolve()) if is_path else tuple(value) if isinstance(value, list) else value
+        taken = _checked(source, where, name, types_of[name], value)
+        is_path = name in _PATH_KEYS and isinstance(taken, str) and taken and not _URL.match(taken)
+        out[name] = str((source.parent / taken).resolve()) if is_path else taken
     try:
         return cls(**out)
     except TypeError as exc:
-        raise SettingsError(f"[{where}]: {exc}") from exc
+        raise SettingsError(f"{source}: [{where}]: {exc}") from exc
 
 
-def _read(path: str | Path) -> tuple[dict[str, Any], Path]:
-    p = Path(path)
+def _read(path: Path) -> dict[str, Any]:
     try:
-        doc = tomllib.loads(p.read_text())
+        return tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise SettingsError(f"settings file {p} does not exist") from None
+        raise SettingsError(f"settings file {path} does not exist") from None
     except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"settings file {p} is not valid TOML: {exc}") from exc
-    return doc, p.parent
+        raise SettingsError(f"settings file {path} is not valid TOML: {exc}") from exc
 
 
 def load_settings(cls: type[T], table: str, path: str | Path) -> T:
     """The ``cls`` settings in the file at ``path``: ``[table]`` plus one table per nested group."""
-    doc, base = _read(path)
+    source = Path(path)
+    doc = _read(source)
     groups = _groups(cls)
     expected = [table, *groups]
     extra = sorted(set(doc) - set(expected))
     if extra or table not in doc:
         tables = ", ".join(f"[{t}]" for t in expected)
         raise SettingsError(f"{path}: expected the tables {tables} ([{table}] is required); got {sorted(doc)}")
-    nested = {name: _build(group, doc.get(name, {}), name, base) for name, group in groups.items()}
-    return _build(cls, doc[table], table, base, nested)
+    nested = {name: _build(group, doc.get(name, {}), name, source) for name, group in groups.items()}
+    return _build(cls, doc[table], table, source, nested)
 
 
 def load_broker_settings(path: str | Path) -> BrokerSettings:

@@ -154,7 +154,8 @@ class RecoveryReport:
 
 
 class MetadataStore(Protocol):
-    """The store interface (DESIGN §2). Backends: :class:`SqliteMetadataStore`, :class:`InMemoryMetadataStore`.
+    """The store interface (DESIGN §2). Backends: the SQL core (:class:`~orchestrator.metadata.sql.SqlMetadataStore`)
+    on SQLite and on PostgreSQL, and the in-memory fake (:class:`InMemoryMetadataStore`).
 
     Offsets returned are the last offset written; ``end_offset()`` is the next offset to be written and
     ``start_offset()`` the first one still held (0 until a snapshot let older records go). ``save_snapshot``
@@ -390,43 +391,6 @@ def check_snapshot_offset(offset: int, start_offset: int, end_offset: int, retai
         raise InvalidRequest(
             f"snapshot offset {offset} is not in the log: offsets run from {start_offset} to {end_offset - 1}"
         )
-
-
-LogRow = tuple[int, int, bytes, int]
-"""One stored metadata-log row as a backend reads it: (offset, controller epoch, encoded record, CRC)."""
-
-
-def page_log(
-    fetch_page: Callable[[int, int], Sequence[LogRow]],
-    *,
-    expected: int,
-    limit: int | None,
-    page_rows: int,
-    start_offset: Callable[[], int],
-    verified: Callable[[bytes, int, int], MetadataRecord],
-    on_missing: Callable[[int], None],
-) -> Iterator[LogEntry]:
-    """The metadata log from ``expected`` on, ``page_rows`` rows a read (``fetch_page(from_offset, rows)``), each
-    record checked by ``verified(data, crc, offset)``. A gap is :class:`LogTruncated` when it lies below
-    ``start_offset()`` (deleted behind a snapshot), else damage: ``on_missing(offset)`` (the backend logs it), then
-    :class:`MetadataLogCorrupt` naming the missing offset (invariant 6). Shared by the SQL backends."""
-    remaining = limit
-    while remaining is None or remaining > 0:
-        page = page_rows if remaining is None else min(page_rows, remaining)
-        rows = fetch_page(expected, page)
-        for offset, epoch, data, crc in rows:
-            if offset != expected:
-                start = start_offset()
-                if expected < start:
-                    raise truncated(expected, start)
-                on_missing(expected)
-                raise MetadataLogCorrupt(f"metadata log offset {expected} is missing (next stored: {offset})")
-            yield LogEntry(offset, verified(data, crc, offset), epoch)
-            expected += 1
-        if remaining is not None:
-            remaining -= len(rows)
-        if len(rows) < page:
-            return
 
 
 def truncated(from_offset: int, start_offset: int) -> LogTruncated:

@@ -1,3 +1,5 @@
+from dataclasses import dataclass, field
+
 import pytest
 
 from orchestrator.errors import SettingsError
@@ -7,6 +9,7 @@ from orchestrator.settings import (
     MetricsSettings,
     load_broker_settings,
     load_controller_settings,
+    load_settings,
 )
 from tests.support import REPO_ROOT
 
@@ -154,3 +157,87 @@ def test_a_broker_registers_its_bound_port_unless_an_advertised_port_is_set(tmp_
         path.write_text(BROKER_BASICS + f"advertised_port = {bad}\n")
         with pytest.raises(SettingsError, match=match):
             load_broker_settings(path)
+
+
+# --- types are checked against each field's real type, the way TOML writes them ---------------------------------
+
+
+@dataclass(frozen=True)
+class _Backoff:
+    """A settings group with the field types TOML values must fit (not shipped: only these tests read it)."""
+
+    base_s: float = 0.2
+    cap_s: float | None = None
+    attempts: int = 5
+    jitter: bool = True
+    codes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Process:
+    name: str
+    ratio: float = 1.0
+    backoff: _Backoff = field(default_factory=_Backoff)
+
+
+def _load_process(tmp_path, text):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    return load_settings(_Process, "process", path), path
+
+
+def test_a_float_setting_given_a_string_is_refused_naming_the_file_the_key_and_both_types(tmp_path):
+    with pytest.raises(SettingsError) as refused:
+        _load_process(tmp_path, "[process]\nname = 'p'\nratio = 'fast'\n")
+    message = str(refused.value)
+    assert str(tmp_path / "p.toml") in message
+    assert "[process] ratio must be a number, got a string ('fast')" in message
+
+
+@pytest.mark.parametrize(
+    "backoff,expected",
+    [
+        ("base_s = '0.5'", "[backoff] base_s must be a number, got a string ('0.5')"),
+        ("base_s = true", "[backoff] base_s must be a number, got a boolean (True)"),
+        ("cap_s = [30]", "[backoff] cap_s must be a number, got an array ([30])"),
+        ("attempts = true", "[backoff] attempts must be an integer, got a boolean (True)"),
+        ("attempts = 2.5", "[backoff] attempts must be an integer, got a float (2.5)"),
+        ("jitter = 1", "[backoff] jitter must be true or false, got an integer (1)"),
+        ("codes = [500, '503']", "[backoff] codes must be a list of integers, got an array ([500, '503'])"),
+        ("codes = 503", "[backoff] codes must be a list of integers, got an integer (503)"),
+    ],
+)
+def test_a_value_of_another_type_is_refused_whatever_the_fields_type(tmp_path, backoff, expected):
+    with pytest.raises(SettingsError) as refused:
+        _load_process(tmp_path, f"[process]\nname = 'p'\n[backoff]\n{backoff}\n")
+    assert expected in str(refused.value)
+    assert str(tmp_path / "p.toml") in str(refused.value)
+
+
+def test_an_integer_is_taken_where_a_float_is_expected_and_held_as_a_float(tmp_path):
+    settings, _path = _load_process(tmp_path, "[process]\nname = 'p'\nratio = 2\n[backoff]\nbase_s = 1\ncap_s = 30\n")
+    assert settings.ratio == 2.0 and type(settings.ratio) is float
+    assert settings.backoff.base_s == 1.0 and type(settings.backoff.base_s) is float
+    assert settings.backoff.cap_s == 30.0 and type(settings.backoff.cap_s) is float
+
+
+def test_values_of_the_fields_types_are_held_as_written_and_arrays_as_tuples(tmp_path):
+    settings, _path = _load_process(
+        tmp_path,
+        "[process]\nname = 'p'\nratio = 0.5\n[backoff]\ncap_s = 2.5\nattempts = 3\njitter = false\n"
+        "codes = [500, 503]\n",
+    )
+    assert settings == _Process(
+        name="p", ratio=0.5, backoff=_Backoff(cap_s=2.5, attempts=3, jitter=False, codes=(500, 503))
+    )
+
+
+def test_a_shipped_setting_given_the_wrong_type_names_the_file_the_table_and_the_key(tmp_path):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_BASICS + "[store]\nlock_timeout_ms = 5000.0\n")
+    with pytest.raises(SettingsError) as refused:
+        load_broker_settings(path)
+    assert f"{path}: [store] lock_timeout_ms must be an integer, got a float (5000.0)" in str(refused.value)
+    path.write_text(BROKER_BASICS + "rack = 3\n")
+    with pytest.raises(SettingsError, match=r"\[broker\] rack must be a string, got an integer \(3\)"):
+        load_broker_settings(path)

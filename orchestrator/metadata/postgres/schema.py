@@ -22,16 +22,15 @@ Invariants:
   first opens (several processes) therefore apply each migration exactly once: the others wait for the lock,
   then find nothing left to do. A failed migration leaves nothing behind (PostgreSQL's DDL is transactional).
 * A store at a schema version newer than this build knows is refused, never written to.
-* ``tiered_state`` holds nothing the log does not say: an append changes it in the same transaction as the log
-  rows (:func:`apply_fence_changes`), and whoever cuts the log recomputes it (:func:`rebuild_fence`): from offset
-  0 while the log starts there, else from the newest snapshot the remaining log continues plus the records after
-  it (``store`` invariant 7).
+* :data:`STATEMENTS` is the SQL core's one set of statements (:mod:`orchestrator.metadata.sql.dialect`) in this
+  layout's names: ``%s`` placeholders, ``record_offset`` / ``snapshot_offset`` columns, ``uuid`` topic ids, and
+  the lease row read ``FOR UPDATE`` when a write begins. ``tiered_state`` is kept by the core
+  (:mod:`orchestrator.metadata.sql.tables`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -40,12 +39,10 @@ from psycopg import sql
 from orchestrator.errors import MetadataLogCorrupt
 from orchestrator.ids import Uuid
 from orchestrator.metadata.postgres.connection import Connection
-from orchestrator.metadata.records import TieredState, decode_record
-from orchestrator.metadata.store import CHECKSUM_ALGORITHM, plan_fence_changes, snapshot_base
+from orchestrator.metadata.sql.dialect import statements
+from orchestrator.metadata.store import CHECKSUM_ALGORITHM
 
 log = structlog.get_logger(__name__)
-
-PAGE_ROWS = 512  # rows per statement when a whole log is read: each statement stays far below statement_timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,97 +129,15 @@ def migrate(conn: Connection, *, schema: str) -> tuple[int, int]:
     return found, LATEST_VERSION
 
 
-# --- reading a whole log in pages --------------------------------------------------------------------------------
+# The SQL core's statements on this layout: a topic id is bound as a ``uuid``, and a write transaction locks the
+# lease row (the store's write lock) with the read that begins it.
+STATEMENTS = statements(
+    param="%s",
+    offset="record_offset",
+    snapshot_offset="snapshot_offset",
+    lock_lease=" FOR UPDATE",
+    topic_key=Uuid.to_uuid,
+)
 
 
-def log_rows(conn: Connection, table: str, *, from_offset: int = 0) -> Iterator[tuple[int, bytes, int]]:
-    """Every ``(record_offset, data, crc)`` of ``table`` (``log`` or ``rlmm``) from ``from_offset``, in offset
-    order, one page per statement (keyset pagination)."""
-    query = sql.SQL(
-        "SELECT record_offset, data, crc FROM {} WHERE record_offset >= %s ORDER BY record_offset LIMIT %s"
-    ).format(sql.Identifier(table))
-    expected = from_offset
-    while True:
-        rows = conn.execute(query, (expected, PAGE_ROWS)).fetchall()
-        for offset, data, crc in rows:
-            yield int(offset), bytes(data), int(crc)
-        if len(rows) < PAGE_ROWS:
-            return
-        expected = int(rows[-1][0]) + 1
-
-
-# --- the RLMM fence (derived from the metadata log) --------------------------------------------------------------
-
-
-def fence_lookup(conn: Connection, topic_id: Uuid) -> tuple[int, TieredState] | None:
-    row = conn.execute(
-        "SELECT tiered_epoch, tiered_state FROM tiered_state WHERE topic_id = %s", (topic_id.to_uuid(),)
-    ).fetchone()
-    return None if row is None else (int(row[0]), TieredState(row[1]))
-
-
-def fence_lookup_many(conn: Connection, topic_ids: Sequence[Uuid]) -> dict[Uuid, tuple[int, TieredState]]:
-    """The fence of each of ``topic_ids`` that has one, in one query."""
-    if not topic_ids:
-        return {}
-    by_uuid = {t.to_uuid(): t for t in topic_ids}
-    rows = conn.execute(
-        "SELECT topic_id, tiered_epoch, tiered_state FROM tiered_state WHERE topic_id = ANY(%s)", (list(by_uuid),)
-    ).fetchall()
-    return {by_uuid[row[0]]: (int(row[1]), TieredState(row[2])) for row in rows}
-
-
-def apply_fence_changes(conn: Connection, changes: dict[Uuid, tuple[int, TieredState] | None]) -> None:
-    """Write a batch's fence changes: one statement for the removed topics, one for the others."""
-    removed = [t.to_uuid() for t, state in changes.items() if state is None]
-    if removed:
-        conn.execute("DELETE FROM tiered_state WHERE topic_id = ANY(%s)", (removed,))
-    kept = [(t.to_uuid(), state[0], int(state[1])) for t, state in changes.items() if state is not None]
-    if kept:
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO tiered_state (topic_id, tiered_epoch, tiered_state) VALUES (%s, %s, %s) "
-                "ON CONFLICT (topic_id) DO UPDATE SET tiered_epoch = EXCLUDED.tiered_epoch, "
-                "tiered_state = EXCLUDED.tiered_state",
-                kept,
-            )
-
-
-def rebuild_fence(conn: Connection) -> None:
-    """Recompute the RLMM fence from the metadata log (after the log lost a tail): the whole log while it starts at
-    offset 0, else the newest snapshot it continues plus the records after that snapshot."""
-    bounds = conn.execute(
-        "SELECT COALESCE(MIN(record_offset), 0), COALESCE(MAX(record_offset) + 1, 0) FROM log"
-    ).fetchone()
-    start, end = (int(bounds[0]), int(bounds[1])) if bounds else (0, 0)
-    base: list[bytes] = []
-    after = -1
-    if start > 0:
-        snapshots = [
-            (int(o), bytes(d), int(c)) for o, d, c in conn.execute("SELECT snapshot_offset, data, crc FROM snapshots")
-        ]
-        found = snapshot_base(snapshots, start_offset=start, end_offset=end)
-        if found is None:
-            raise MetadataLogCorrupt(
-                f"the metadata log starts at offset {start} and no snapshot it continues verifies: "
-                "the fence cannot be rebuilt"
-            )
-        after, base = found
-    tail = (data for _offset, data, _crc in log_rows(conn, "log", from_offset=after + 1))
-    records = [decode_record(data) for data in base] + [decode_record(data) for data in tail]
-    changes = plan_fence_changes(records, lambda _tid: None)
-    conn.execute("DELETE FROM tiered_state")
-    apply_fence_changes(conn, {tid: s for tid, s in changes.items() if s is not None})
-
-
-__all__ = [
-    "LATEST_VERSION",
-    "MIGRATIONS",
-    "Migration",
-    "apply_fence_changes",
-    "fence_lookup",
-    "fence_lookup_many",
-    "log_rows",
-    "migrate",
-    "rebuild_fence",
-]
+__all__ = ["LATEST_VERSION", "MIGRATIONS", "STATEMENTS", "Migration", "migrate"]

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.metadata.sqlite.schema import FORMAT_VERSION, create_tables, rebuild_fence
+from orchestrator.metadata.sql.tables import rebuild_fence
+from orchestrator.metadata.sqlite.schema import FORMAT_VERSION, STATEMENTS, create_tables
 from orchestrator.metadata.sqlite.wal import sidecar
 from orchestrator.metadata.store import CHECKSUM_ALGORITHM, checksum
 
@@ -207,7 +208,7 @@ def _write_salvage(tmp: Path, salvage: Salvage, *, corrupt_name: str, now_ms: in
         # Free, whatever the damaged file said: the active controller's image may hold records that are gone, so
         # it must re-acquire (at epoch + 1) and rebuild from the salvaged log (see the module docstring).
         db.execute("UPDATE lease SET holder = NULL, controller_epoch = ?, expires_at_ms = 0 WHERE id = 1", (floor,))
-        rebuild_fence(db)
+        rebuild_fence(db, STATEMENTS)
         db.executemany(
             "INSERT INTO meta (key, value) VALUES (?, ?)",
             [("salvaged_at_ms", str(now_ms)), ("corrupt_copy", corrupt_name), ("salvage_complete", "1")],

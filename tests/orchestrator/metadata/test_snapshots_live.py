@@ -84,13 +84,9 @@ def test_a_restarted_broker_and_a_failover_controller_start_from_a_snapshot(live
         lambda: _log_events(broker.log, "metadata.snapshot_loaded", after_byte=offset_in_log),
     )
     assert loaded[0]["snapshot_offset"] >= start and loaded[0]["log_start_offset"] > 0
-    led = [
-        (t, p["partition_index"])
-        for t in OLD_TOPICS
-        for p in live.call(lambda c, t=t: c.topic(t))["partitions"]
-        if p["leader_id"] == 1
-    ]
-    assert led, "broker 1 leads some partition"
+    # A broker down longer than the session timeout was fenced, and its partitions (one replica each) are leaderless
+    # until it has registered again: it loads the snapshot before that, so its leadership comes back a little later.
+    led = wait_until("broker 1 to lead some partition of an old topic again", lambda: _led_by(live, 1, OLD_TOPICS))
     topic, partition = led[0]
     base, last = wait_until(
         "a produce to the restarted broker",
@@ -115,6 +111,15 @@ def test_a_restarted_broker_and_a_failover_controller_start_from_a_snapshot(live
     names = wait_until("the new controller to list the topics", lambda: _try(lambda: _topic_names(live)))
     assert set(TOPICS) <= names
     assert _store_bounds(live)[0] > 0
+
+
+def _led_by(live: LiveCluster, broker_id: int, topics: list[str]) -> list[tuple[str, int]]:
+    return [
+        (t, p["partition_index"])
+        for t in topics
+        for p in live.call(lambda c, t=t: c.topic(t))["partitions"]
+        if p["leader_id"] == broker_id
+    ]
 
 
 def _topic_names(live: LiveCluster) -> set[str]:
