@@ -19,7 +19,8 @@ This module is a facade: it builds the state and the three parts that act on it,
   out and in, rebuilt from the RLMM at every start.
 
 Below them, pure: ``partitions.py`` (partition records, placement, leadership), ``tiering.py`` (DESIGN §4's state
-machine), ``queue.py`` (the disablement queue) and ``deletion_queue.py`` (the remote deletion queue). The reads
+machine), and the retry queue (``retry_queue.py``) with its two policies, ``disablement_queue.py`` (the disablement
+queue) and ``deletion_queue.py`` (the remote deletion queue). The reads
 (Metadata, DescribeConfigs) and the response shaping are shared with every node (:mod:`orchestrator.admin_api`).
 """
 
@@ -39,14 +40,15 @@ from orchestrator.protocol import messages as m
 from orchestrator.settings import BrokerMembership, DisablementSettings, TopicDefaults
 from remote_storage.rlmm import RemoteLogMetadataManager
 
-from . import deletion_queue as rq
-from . import queue as dq
+from . import deletion_queue as dlq
+from . import disablement_queue as dq
+from . import retry_queue as rq
 from .admin import AdminApi
 from .disablement import DisablementDriver, DisableOutcome, DisableRequestBody
 from .membership import BrokerLifecycle
 from .security_admin import SecurityAdmin
 from .state import ControllerState
-from .topic_deletion import DeleteRemotePartitionsBody, RemoteDeletionDriver
+from .topic_deletion import DeleteOutcome, DeleteRemotePartitionsBody, RemoteDeletionDriver
 
 log = structlog.get_logger(__name__)
 
@@ -93,7 +95,7 @@ class ControllerCore:
             controller_epoch=controller_epoch,
             log_end_offset=self.image.offset + 1,
             disabling_topics=len(self.queue.topics),
-            pending_acks=dq.pending_count(self.queue),
+            pending_acks=rq.pending_count(self.queue),
             deleting_topics=len(self._deletion.queue.topics),
         )
 
@@ -158,7 +160,7 @@ class ControllerCore:
         return self._security.describe_user_scram_credentials(body, version)
 
     @property
-    def deletion_queue(self) -> rq.RemoteDeletionQueue:
+    def deletion_queue(self) -> dlq.RemoteDeletionQueue:
         return self._deletion.queue
 
     def describe_tiered_state(self, body: m.DescribeTieredStateRequest) -> m.DescribeTieredStateResponse:
@@ -237,3 +239,7 @@ class ControllerCore:
     ) -> None:
         """Feed the outcome of a request :meth:`due_remote_delete_requests` gave out."""
         self._deletion.on_response(broker_id, request_body, response_body, error)
+
+    def on_remote_delete_responses(self, broker_id: int, outcomes: Sequence[DeleteOutcome]) -> None:
+        """Feed the outcomes of several requests to one broker at once."""
+        self._deletion.on_responses(broker_id, outcomes)
