@@ -5,6 +5,7 @@ Layers, top to bottom (declared as the ``controller-layers`` import-linter contr
 * ``service``: the process, which wires its rooms and runs their lifecycle;
 * ``admin_dispatch`` | ``sender`` | ``snapshot_loop``: the admin API by table; the requests to brokers, by a table of
   request kinds (asyncio); the snapshot loop;
+* ``host``: what the process gives those rooms (the active core, its thread, stepping down);
 * ``lease`` | ``core``: the election; :class:`~orchestrator.controller.core.ControllerCore`, the facade the service
   calls;
 * ``admin`` | ``membership`` | ``security_admin``: the admin API; broker registration, heartbeats and fencing; ACLs

@@ -18,8 +18,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import structlog
 
@@ -43,11 +43,11 @@ from orchestrator.protocol.framing import Request
 from orchestrator.settings import ControllerSettings
 
 from .core import ControllerCore
+from .host import CoreHost
 from .lease import LeaseElection, wall_ms, who_is_active
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
 CoreCall = Callable[[ControllerCore, Any, int], Mapping[str, object]]  # (core, request body, version) -> response
 ReadCall = Callable[[MetadataImage, reads.ClusterView, Any, int], Mapping[str, object]]
 
@@ -94,20 +94,15 @@ class AdminEndpoint:
         store: MetadataStore,
         follower: MetadataFollower,
         lease: LeaseElection,
-        active: Callable[[], ControllerCore | None],
-        on_core: Callable[[Callable[[], Any]], Awaitable[Any]],
-        step_down: Callable[[str], Awaitable[None]],
+        host: CoreHost,
         wrote: Callable[[], None],
     ) -> None:
-        """``active`` is the active core (None while standby); ``on_core`` runs a call on the core's thread;
-        ``wrote`` is told of every write the core answered (the sender wakes)."""
+        """``wrote`` is told of every write the core answered (the sender wakes)."""
         self._settings = settings
         self._store = store
         self._follower = follower
         self._lease = lease
-        self._active = active
-        self._on_core = on_core
-        self._step_down = step_down
+        self._host = host
         self._wrote = wrote
         self._pool: ConnectionPool | None = None
         self._forwarder: Forwarder | None = None
@@ -125,27 +120,27 @@ class AdminEndpoint:
 
     def handler(self, api_key: int) -> Handler:
         async def handle(request: Request) -> Mapping[str, object]:
-            core = self._active()
+            core = self._host.active_core()
             body, version = request.body, request.header.api_version
             if api_key in READS:
-                return cast(Mapping[str, object], await self._on_core(lambda: self._read(core, api_key, body, version)))
+                return await self._host.on_core(lambda: self._read(core, api_key, body, version))
             if core is None:
                 if api_key in FORWARDED and self._forwarder is not None and not await self._lease.holds():
                     return await self._forwarder.forward(request)
                 return refusal(api_key, version, body, NotController(self._who_is_active()))
             try:
-                answer = await self._on_core(lambda: call_core(core, api_key, body, version))
+                answer = await self._host.on_core(lambda: call_core(core, api_key, body, version))
                 self._wrote()
-                return cast(Mapping[str, object], answer)
+                return answer
             except StaleControllerEpoch as exc:
-                await self._step_down(f"fenced: {exc.message}")
+                await self._host.step_down(f"fenced: {exc.message}")
                 return refusal(api_key, version, body, NotController(self._who_is_active()))
 
         return handle
 
     def current_image(self) -> MetadataImage:
         """The image this controller decides with: the core's when active, the follower's when standby."""
-        core = self._active()
+        core = self._host.active_core()
         return core.image if core is not None else self._follower.image
 
     def _read(self, core: ControllerCore | None, api_key: int, body: Any, version: int) -> Mapping[str, object]:

@@ -215,8 +215,8 @@ class ControllerCore:
         error: TieredError | None,
     ) -> None:
         """Feed the outcome (reply, error, or neither: a timeout) of a request :meth:`due_disable_requests` gave out;
-        see :meth:`DisablementDriver.on_response`."""
-        self._driver.on_response(broker_id, request_body, response_body, error)
+        see :meth:`DisablementDriver.on_responses`."""
+        self._driver.on_responses(broker_id, [(request_body, response_body, error)])
 
     def on_disable_responses(self, broker_id: int, outcomes: Sequence[DisableOutcome]) -> None:
         """Feed the outcomes of several requests to one broker at once (the topics of one batched request): DISABLED
@@ -238,7 +238,7 @@ class ControllerCore:
         error: TieredError | None,
     ) -> None:
         """Feed the outcome of a request :meth:`due_remote_delete_requests` gave out."""
-        self._deletion.on_response(broker_id, request_body, response_body, error)
+        self._deletion.on_responses(broker_id, [(request_body, response_body, error)])
 
     def on_remote_delete_responses(self, broker_id: int, outcomes: Sequence[DeleteOutcome]) -> None:
         """Feed the outcomes of several requests to one broker at once."""

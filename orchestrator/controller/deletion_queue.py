@@ -4,7 +4,7 @@ retry queue, pure and immutable.
 The machine (in flight, attempts, backoff, progress, expiry, due, replies, next event) is ``retry_queue.py``, the
 one the disablement runs on; this module says who owes the work and when it is done. Nothing here reads a clock,
 sleeps or does I/O; the driver (``topic_deletion.py``) feeds it targets read from the RLMM and replies, and sends
-the :class:`SendDeleteRemotePartitions` commands it returns.
+the requests :func:`retry_queue.due` hands out (as DeleteRemotePartitions, naming the broker's ``duty``).
 
 What is owed comes from the RLMM, not from replies: a target is a topic id the metadata image no longer has whose
 RLMM partitions are not all DELETE_PARTITION_FINISHED, with those partitions. So the queue after a controller start
@@ -56,24 +56,8 @@ RemoteDeletionQueue = rq.RetryQueue[QueuedDeletion]
 EMPTY_DELETION_QUEUE: RemoteDeletionQueue = rq.RetryQueue()
 
 
-@dataclass(frozen=True, slots=True)
-class SendDeleteRemotePartitions:
-    """A command: send DeleteRemotePartitions for these partitions of ``topic_id`` to ``broker_id``."""
-
-    topic_id: Uuid
-    name: str
-    broker_id: int
-    broker_epoch: int
-    partitions: frozenset[int]
-    attempt: int
-
-
-def _command(job: QueuedDeletion, broker_id: int, entry: rq.QueuedBroker[Partitions]) -> SendDeleteRemotePartitions:
-    return SendDeleteRemotePartitions(job.topic_id, job.name, broker_id, entry.broker_epoch, entry.duty, entry.attempts)
-
-
-# A broker's "done" is not credited: the RLMM says when partitions are FINISHED (the driver reconciles after a reply).
-DELETION = rq.JobPolicy(command=_command, credit=None)
+SendDeleteRemotePartitions = rq.Send[QueuedDeletion, Partitions]
+"""A command: send DeleteRemotePartitions for the partitions of ``duty`` of the job's topic."""
 
 
 def assignment(partitions: Iterable[int], live: Sequence[int]) -> dict[int, Partitions]:
@@ -123,11 +107,6 @@ def reconcile(
     return rq.RetryQueue(updated) if changed else queue
 
 
-def due(queue: RemoteDeletionQueue, now_ms: int) -> tuple[RemoteDeletionQueue, list[SendDeleteRemotePartitions]]:
-    """The DeleteRemotePartitions requests to send now, and the queue with them in flight."""
-    return rq.due(queue, now_ms, DELETION)
-
-
 def on_response(
     queue: RemoteDeletionQueue,
     topic_id: Uuid,
@@ -141,9 +120,10 @@ def on_response(
 ) -> RemoteDeletionQueue:
     """Feed one reply (or a timeout) to the request ``attempt`` to ``broker_id``.
 
-    Done is not credited here: the driver reconciles with the RLMM next, which drops the broker once its partitions
-    are FINISHED. If they are not, the broker is asked again after the backoff, as for a reply without progress.
+    Done is not credited here (no credit): the driver reconciles with the RLMM next, which drops the broker once its
+    partitions are FINISHED. If they are not, the broker is asked again after the backoff, as for a reply without
+    progress.
     """
     return rq.on_reply(
-        queue, topic_id, broker_id, outcome, attempt=attempt, now_ms=now_ms, rng=rng, retries=retries, policy=DELETION
+        queue, topic_id, broker_id, outcome, attempt=attempt, now_ms=now_ms, rng=rng, retries=retries, credit=None
     )

@@ -77,7 +77,7 @@ class DisableRequestBody(m.DisableRemoteTopicRequest):
     """A DisableRemoteTopic request as the driver hands it out, to be given back with its outcome.
 
     Besides the schema's fields it carries ``attempt``: not a wire field (the codec encodes schema fields only), it
-    numbers the request so that :meth:`DisablementDriver.on_response`, given the same body back, can tell a late
+    numbers the request so that :meth:`DisablementDriver.on_responses`, given the same body back, can tell a late
     reply to an attempt already timed out from the reply to the attempt in flight.
     """
 
@@ -168,7 +168,7 @@ class DisablementDriver:
         self._owed_reported: dict[tuple[Uuid, int], frozenset[int]] = {}
         self._stalled_reported: set[tuple[Uuid, int]] = set()
         self._progress: dict[Uuid, dict[int, dict[int, tuple[int, int]]]] = {}  # topic -> epoch -> broker -> counts
-        self._walk = QueueWalk(state, settings, dq.DISABLEMENT, watch_stalls=True)
+        self._walk: QueueWalk[dq.QueuedDisablement] = QueueWalk(state, settings, watch_stalls=True)
 
     def due_requests(self) -> list[tuple[int, DisableRequestBody]]:
         """The DisableRemoteTopic requests to send now, as (broker id, request body); they are now in flight.
@@ -188,26 +188,15 @@ class DisablementDriver:
             body = DisableRequestBody(
                 partition_id=ALL_PARTITIONS,
                 topic_id=s.topic_id,
-                tiered_epoch=s.tiered_epoch,
+                tiered_epoch=s.job.tiered_epoch,
                 controller_epoch=state.controller_epoch,
                 broker_epoch=s.broker_epoch,
-                policy=int(s.policy),
-                assigned_partitions=sorted(s.assigned),
+                policy=int(s.job.policy),
+                assigned_partitions=sorted(s.duty.assigned),
                 attempt=s.attempt,
             )
             out.append((s.broker_id, body))
         return out
-
-    def on_response(
-        self,
-        broker_id: int,
-        request_body: DisableRequestBody,
-        response_body: m.DisableRemoteTopicResponse | None,
-        error: TieredError | None,
-    ) -> None:
-        """Feed the outcome of one DisableRemoteTopic: a response body, a transport error, or neither (timeout).
-        See :meth:`on_responses`."""
-        self.on_responses(broker_id, [(request_body, response_body, error)])
 
     def on_responses(self, broker_id: int, outcomes: Sequence[DisableOutcome]) -> None:
         """Feed the outcomes of requests to ``broker_id`` (the topics of one batched request, or one request), each

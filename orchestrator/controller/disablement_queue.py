@@ -4,8 +4,8 @@ policy, pure and immutable.
 For every topic that is DISABLING at tiered epoch E it tracks which brokers still owe an acknowledgement of E. The
 machine (in flight, attempts, backoff, progress, expiry, due, replies, next event) is ``retry_queue.py``; this module
 says who owes the work and when it is done. Every function takes the queue (and ``now_ms``, and an ``rng`` where
-randomness is needed) and returns a new queue; the controller core feeds it images and replies and executes the
-:class:`SendDisable` commands it returns.
+randomness is needed) and returns a new queue; the controller core feeds it images and replies and sends the
+requests :func:`retry_queue.due` hands out (as DisableRemoteTopic).
 
 Who must acknowledge (DESIGN §4): every *registered* broker that hosts a replica of the topic, and every broker
 assigned a leaderless partition (below). A broker's duty is the set of partitions it hosts, the set it leads and
@@ -109,41 +109,19 @@ DisablementQueue = rq.RetryQueue[QueuedDisablement]
 EMPTY_QUEUE: DisablementQueue = rq.RetryQueue()
 
 
-@dataclass(frozen=True, slots=True)
-class SendDisable:
-    """A command: send DisableRemoteTopic for ``topic_id`` at ``tiered_epoch`` to ``broker_id``."""
-
-    topic_id: Uuid
-    broker_id: int
-    broker_epoch: int
-    tiered_epoch: int
-    policy: DisablePolicy
-    attempt: int
-    assigned: frozenset[int] = frozenset()  # leaderless partitions whose remote data the broker is to delete
-
-
-def _command(job: QueuedDisablement, broker_id: int, entry: rq.QueuedBroker[Duty]) -> SendDisable:
-    return SendDisable(
-        job.topic_id,
-        broker_id,
-        entry.broker_epoch,
-        job.tiered_epoch,
-        job.policy,
-        entry.attempts,
-        assigned=entry.duty.assigned,
-    )
+SendDisable = rq.Send[QueuedDisablement, Duty]
+"""A command: send DisableRemoteTopic about the job's topic at its tiered epoch and policy, its ``duty.assigned``
+naming the leaderless partitions whose remote data the broker is to delete."""
 
 
 def _acknowledged(
     job: QueuedDisablement, broker_id: int, entry: rq.QueuedBroker[Duty], now_ms: int
 ) -> QueuedDisablement:
+    """The policy's "done": the broker moves from pending to acknowledged, for the duty its request covered."""
     assert entry.sent_duty is not None  # in flight: sent with a duty
     pending = {b: p for b, p in job.pending.items() if b != broker_id}
     acked = {**job.acked, broker_id: Ack(entry.sent_duty, now_ms)}
     return replace(job, pending=MappingProxyType(pending), acked=MappingProxyType(acked))
-
-
-DISABLEMENT = rq.JobPolicy(command=_command, credit=_acknowledged)
 
 
 # --- who owes ------------------------------------------------------------------------------------------------------
@@ -266,12 +244,7 @@ def _reconcile(entry: QueuedDisablement, topic: TopicImage, image: MetadataImage
     return replace(entry, pending=MappingProxyType(pending), acked=MappingProxyType(acked))
 
 
-# --- the machine, with this policy -------------------------------------------------------------------------------
-
-
-def due(queue: DisablementQueue, now_ms: int) -> tuple[DisablementQueue, list[SendDisable]]:
-    """The DisableRemoteTopic requests to send now, and the queue with them in flight (:func:`retry_queue.due`)."""
-    return rq.due(queue, now_ms, DISABLEMENT)
+# --- replies ------------------------------------------------------------------------------------------------------
 
 
 def on_response(
@@ -287,8 +260,8 @@ def on_response(
     attempt: int | None = None,
 ) -> DisablementQueue:
     """Feed one reply (or timeout) for the request to ``broker_id`` about ``tiered_epoch``; a reply for an epoch (or
-    a topic) no longer queued changes nothing. ``attempt`` is the :attr:`SendDisable.attempt` the reply answers;
-    None matches the request in flight. An IN_PROGRESS reply without counts shows no progress."""
+    a topic) no longer queued changes nothing. ``attempt`` is the :attr:`retry_queue.Send.attempt` the reply
+    answers; None matches the request in flight. An IN_PROGRESS reply without counts shows no progress."""
     job = queue.topics.get(topic_id)
     if job is None or job.tiered_epoch != tiered_epoch:
         return queue
@@ -301,7 +274,7 @@ def on_response(
         now_ms=now_ms,
         rng=rng,
         retries=retries,
-        policy=DISABLEMENT,
+        credit=_acknowledged,
     )
 
 

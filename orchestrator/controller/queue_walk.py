@@ -21,22 +21,14 @@ from typing import Any, Generic
 from orchestrator.settings import DisablementSettings
 
 from . import retry_queue as rq
-from .retry_queue import C, J
+from .retry_queue import J
 from .state import ControllerState
 
 
-class QueueWalk(Generic[J, C]):
-    def __init__(
-        self,
-        state: ControllerState,
-        settings: DisablementSettings,
-        policy: rq.JobPolicy[J, C],
-        *,
-        watch_stalls: bool,
-    ) -> None:
+class QueueWalk(Generic[J]):
+    def __init__(self, state: ControllerState, settings: DisablementSettings, *, watch_stalls: bool) -> None:
         """``watch_stalls``: whether a wait reaching ``settings.stall_threshold_ms`` is an event (stall reports)."""
         self._state = state
-        self._policy = policy
         self.retries = rq.Retries.of(settings)
         self._timeout_ms = settings.request_timeout_ms
         self._stall_threshold_ms = settings.stall_threshold_ms if watch_stalls else math.inf
@@ -64,12 +56,12 @@ class QueueWalk(Generic[J, C]):
             return queue
         return rq.expire(queue, now_ms, timeout_ms=self._timeout_ms, rng=self._state.rng, retries=self.retries)
 
-    def take_due(self, queue: rq.RetryQueue[J]) -> tuple[rq.RetryQueue[J], list[C]]:
+    def take_due(self, queue: rq.RetryQueue[J]) -> tuple[rq.RetryQueue[J], list[rq.Send[J, Any]]]:
         """The requests to send now, and ``queue`` with them in flight (lost ones expired first)."""
         now = self._state.now_ms()
         if self.nothing_due(queue, now):
             return queue, []
-        queue, sends = rq.due(self.expire(queue, now), now, self._policy)
+        queue, sends = rq.due(self.expire(queue, now), now)
         if sends:
             self._state.check_lease()
         self.walked(queue)

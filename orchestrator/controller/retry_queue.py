@@ -56,7 +56,6 @@ from orchestrator.metadata.image import MetadataImage
 from orchestrator.settings import DisablementSettings
 
 W = TypeVar("W")  # what a broker owes for one job (its duty): the policy's
-C = TypeVar("C")  # the command a policy makes of a due request
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
@@ -193,16 +192,26 @@ class RetryQueue(Generic[J]):
         return _EMPTY if job is None else job.pending
 
 
+Credit = Callable[[J, int, QueuedBroker[Any], int], J]
+"""A policy's "done": (job, broker id, its entry, now_ms) -> the job once that broker's reply that it is done (to a
+request whose duty did not move) is taken. A policy without one does not take a reply's word for it: the job is done
+when a store says so."""
+
+
 @dataclass(frozen=True, slots=True)
-class JobPolicy(Generic[J, C]):
-    """What a policy plugs into the machine: the request a due broker is sent, and what its "done" does.
+class Send(Generic[J, W]):
+    """A command: send ``broker_id`` (at ``broker_epoch``) the request numbered ``attempt`` about ``job``, covering
+    ``duty``; the driver makes the wire request of it."""
 
-    ``credit`` takes a broker's "done" (to a request whose duty did not move) and returns the job without it
-    pending; None when the policy does not take a reply's word for it (the job is done when a store says so).
-    """
+    job: J
+    broker_id: int
+    broker_epoch: int
+    attempt: int
+    duty: W
 
-    command: Callable[[J, int, QueuedBroker[Any]], C]  # (job, broker id, the broker's entry now in flight)
-    credit: Callable[[J, int, QueuedBroker[Any], int], J] | None  # (job, broker id, its entry, now_ms)
+    @property
+    def topic_id(self) -> Uuid:
+        return self.job.topic_id
 
 
 # --- who can be asked ---------------------------------------------------------------------------------------------
@@ -249,9 +258,9 @@ def owe(current: QueuedBroker[W] | None, duty: W, *, broker_epoch: int, fenced: 
 # --- requests out -------------------------------------------------------------------------------------------------
 
 
-def due(queue: RetryQueue[J], now_ms: int, policy: JobPolicy[J, C]) -> tuple[RetryQueue[J], list[C]]:
+def due(queue: RetryQueue[J], now_ms: int) -> tuple[RetryQueue[J], list[Send[J, Any]]]:
     """The requests to send now (unfenced, not in flight, backoff elapsed), and the queue with them in flight."""
-    sends: list[C] = []
+    sends: list[Send[J, Any]] = []
     with queue.topics.mutate() as topics:
         for topic_id, job in queue.topics.items():
             pending: dict[int, QueuedBroker[Any]] | None = None
@@ -269,7 +278,7 @@ def due(queue: RetryQueue[J], now_ms: int, policy: JobPolicy[J, C]) -> tuple[Ret
                     duty_moved=False,
                 )
                 pending[broker_id] = sent
-                sends.append(policy.command(job, broker_id, sent))
+                sends.append(Send(job, broker_id, sent.broker_epoch, sent.attempts, sent.duty))
             if pending is not None:
                 topics[topic_id] = replace(job, pending=MappingProxyType(pending))
         updated = topics.finish()
@@ -304,10 +313,10 @@ def on_reply(
     now_ms: int,
     rng: random.Random,
     retries: Retries,
-    policy: JobPolicy[J, Any],
+    credit: Credit[J] | None,
 ) -> RetryQueue[J]:
     """Feed one reply (or a timeout: a REQUEST_TIMED_OUT outcome) to the request ``attempt`` to ``broker_id``;
-    ``attempt`` None matches the request in flight."""
+    ``attempt`` None matches the request in flight. ``credit`` is the policy's "done" (:data:`Credit`)."""
     job = queue.topics.get(topic_id)
     entry = job.pending.get(broker_id) if job is not None else None
     if job is None or entry is None or not entry.in_flight or (attempt is not None and attempt != entry.attempts):
@@ -318,12 +327,12 @@ def on_reply(
         entry = replace(entry, progress=progress.merged(entry.progress))
     if not outcome.ok:
         return _with_broker(queue, job, broker_id, _failed(entry, reply_error(outcome), now_ms, rng, retries))
-    if not outcome.in_progress and policy.credit is not None and not entry.duty_moved:
-        return RetryQueue(queue.topics.set(topic_id, policy.credit(job, broker_id, entry, now_ms)))
+    if not outcome.in_progress and credit is not None and not entry.duty_moved:
+        return RetryQueue(queue.topics.set(topic_id, credit(job, broker_id, entry, now_ms)))
     # Not (or not provably) the whole duty: asked again at once if the duty moved, soon if the job moved on, and
     # after a growing backoff if it did not. A "done" the duty moved under is progress; a "done" the policy does
     # not credit is not (the store will say; until it does, the broker is asked again ever more rarely).
-    moved_on = progressed if outcome.in_progress else policy.credit is not None
+    moved_on = progressed if outcome.in_progress else credit is not None
     polled = _polled(entry, progressed=moved_on, now_ms=now_ms, rng=rng, retries=retries)
     if entry.duty_moved:
         polled = replace(polled, next_attempt_ms=now_ms)

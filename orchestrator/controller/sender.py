@@ -33,9 +33,9 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 
@@ -50,11 +50,11 @@ from orchestrator.supervision import log_loop_failure, log_loop_recovered, loop_
 
 from .core import ControllerCore
 from .disablement import batch_request, split_batch_response
+from .host import CoreHost
 from .metrics_view import disable_result
 
 log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
 SENDER_INTERVAL_S = 0.1
 SENDER_FAILURES_BEFORE_STEP_DOWN = 5  # a sender failing this many rounds in a row steps down (see the docstring)
 
@@ -136,23 +136,12 @@ class Sender:
     """The sender of one controller process; :meth:`run` sends for one core while it is the active one."""
 
     def __init__(
-        self,
-        settings: DisablementSettings,
-        pool: ConnectionPool,
-        metrics: ControllerMetrics,
-        *,
-        on_core: Callable[[Callable[[], Any]], Awaitable[Any]],
-        step_down: Callable[[str], Awaitable[None]],
-        active: Callable[[], ControllerCore | None],
+        self, settings: DisablementSettings, pool: ConnectionPool, metrics: ControllerMetrics, *, host: CoreHost
     ) -> None:
-        """``on_core`` runs a call on the core's thread; ``step_down`` steps the controller down; ``active`` is the
-        active core (None while standby)."""
         self._settings = settings
         self._pool = pool
         self._metrics = metrics
-        self._on_core = on_core
-        self._step_down = step_down
-        self._active = active
+        self._host = host
         self._wake = asyncio.Event()
         self._broker_slots: dict[int, asyncio.Semaphore] = {}
         self._in_flight: set[asyncio.Task[None]] = set()
@@ -167,18 +156,18 @@ class Sender:
     async def run(self, core: ControllerCore) -> None:
         """Send rounds for ``core`` for as long as it is the active one."""
         failures = 0
-        while self._active() is core:
+        while self._host.active_core() is core:
             try:
-                collected = await self._on_core(lambda: tick_and_collect(core))
+                collected = await self._host.on_core(lambda: tick_and_collect(core))
             except StaleControllerEpoch as exc:
-                await asyncio.shield(self._step_down(f"fenced: {exc.message}"))
+                await asyncio.shield(self._host.step_down(f"fenced: {exc.message}"))
                 return
             except Exception as exc:
                 failures += 1
                 pause_s = loop_backoff_s(failures)
                 log_loop_failure("controller", "sender", exc, attempt=failures, retry_in_s=pause_s)
                 if failures >= SENDER_FAILURES_BEFORE_STEP_DOWN:
-                    await asyncio.shield(self._step_down(f"the sender failed {failures} rounds in a row"))
+                    await asyncio.shield(self._host.step_down(f"the sender failed {failures} rounds in a row"))
                     return
                 await asyncio.sleep(pause_s)
                 continue
@@ -217,12 +206,12 @@ class Sender:
                 outcomes = [(b, None, exc) for b in bodies]
             if kind.observe is not None:
                 kind.observe(self._metrics, version, exchanges, outcomes, time.monotonic() - started)
-        if self._active() is not core:
+        if self._host.active_core() is not core:
             return
         try:
-            await self._on_core(lambda: kind.feed(core, broker_id, outcomes))
+            await self._host.on_core(lambda: kind.feed(core, broker_id, outcomes))
         except StaleControllerEpoch as exc:
-            await self._step_down(f"fenced: {exc.message}")
+            await self._host.step_down(f"fenced: {exc.message}")
 
     async def _version(self, kind: RequestKind, address: Address) -> int:
         """The highest version of ``kind`` the broker and this controller both speak."""

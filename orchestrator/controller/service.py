@@ -94,9 +94,7 @@ class ControllerService:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="controller-core")
         # The lease and the snapshots have their own threads and store connections (see their modules).
         self.lease = LeaseElection(open_(recover_on_open=False), ttl_ms=settings.lease_ttl_ms)
-        self.snapshots = SnapshotLoop(
-            open_(recover_on_open=False), settings.snapshots, step_down=self._step_down, active=self._active
-        )
+        self.snapshots = SnapshotLoop(open_(recover_on_open=False), settings.snapshots, host=self)
         self.metrics = ControllerMetrics()
         self.metrics.observe(self._metrics_view)
         self._open_store = open_
@@ -107,9 +105,7 @@ class ControllerService:
             store=self.store,
             follower=self.follower,
             lease=self.lease,
-            active=self._active,
-            on_core=self._on_core,
-            step_down=self._step_down,
+            host=self,
             wrote=self._wake_sender,
         )
         self.sender: Sender | None = None  # run() starts it once it can reach the brokers
@@ -126,14 +122,14 @@ class ControllerService:
     def snapshot_store(self) -> MetadataStore:
         return self.snapshots.store
 
-    def _active(self) -> ControllerCore | None:
+    def active_core(self) -> ControllerCore | None:
         return self.core
 
     def _wake_sender(self) -> None:
         if self.sender is not None:
             self.sender.wake()
 
-    async def _on_core(self, fn: Callable[[], T]) -> T:
+    async def on_core(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the core's thread as one burst: no automatic cycle collection part way through it."""
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(run_as_burst, fn))
 
@@ -166,14 +162,7 @@ class ControllerService:
         identity = node_client_security(self.settings.tls, self.settings.security)
         client_ssl = identity.ssl_context()  # read the certificate files once
         pool = ConnectionPool(ssl_context=client_ssl, sasl=identity.sasl)
-        self.sender = Sender(
-            self.settings.disablement,
-            pool,
-            self.metrics,
-            on_core=self._on_core,
-            step_down=self._step_down,
-            active=self._active,
-        )
+        self.sender = Sender(self.settings.disablement, pool, self.metrics, host=self)
         # A standby forwards admin writes to the active controller, which its own Metadata names (from the lease).
         own_address = [(self._reachable_host(), self.port)]
         forwarder = Forwarder(AdminClient(own_address, ssl_context=client_ssl, sasl=identity.sasl))
@@ -191,7 +180,7 @@ class ControllerService:
         finally:
             lease_task.cancel()
             await asyncio.gather(lease_task, return_exceptions=True)
-            await self._step_down("shutdown")
+            await self.step_down("shutdown")
             await server.stop()
             if self._metrics_endpoint is not None:
                 self._metrics_endpoint.close()
@@ -244,7 +233,7 @@ class ControllerService:
                 failures += 1
                 pause_s = min(loop_backoff_s(failures), self.settings.lease_ttl_ms / 1000)
                 log_loop_failure("controller", "lease", exc, attempt=failures, retry_in_s=pause_s)
-                await self._step_down(f"lease loop failed: {type(exc).__name__}")
+                await self.step_down(f"lease loop failed: {type(exc).__name__}")
             else:
                 if failures:
                     log_loop_recovered("controller", "lease", failed_attempts=failures)
@@ -263,11 +252,11 @@ class ControllerService:
             if lease is not None:
                 await self._become_active(lease.controller_epoch)
                 return self.settings.lease_ttl_ms / 4000
-            await self._on_core(self.follower.refresh)
+            await self.on_core(self.follower.refresh)
             return self.lease.standby_pause_s()
         renewal = await self.lease.renew(self.core.controller_epoch)
         if renewal.lost is not None:
-            await self._step_down(renewal.lost)
+            await self.step_down(renewal.lost)
         return renewal.pause_s
 
     async def _become_active(self, epoch: int) -> None:
@@ -287,7 +276,7 @@ class ControllerService:
                 follower=self.follower,  # current as of the last standby round: only the tail is replayed
             )
 
-        self.core = await self._on_core(new_core)
+        self.core = await self.on_core(new_core)
         log.info("controller.active", controller_epoch=epoch)
         assert self.sender is not None  # the lease loop starts once the sender exists
         self._active_tasks = [
@@ -295,7 +284,7 @@ class ControllerService:
             asyncio.create_task(self.snapshots.run(self.core), name="snapshots"),
         ]
 
-    async def _step_down(self, reason: str) -> None:
+    async def step_down(self, reason: str) -> None:
         if self.core is None:
             return
         log.warning("controller.step_down", reason=reason, controller_epoch=self.core.controller_epoch)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TypeVar
 
 from orchestrator.errors import StaleControllerEpoch
@@ -24,6 +24,7 @@ from orchestrator.settings import SnapshotSettings
 from orchestrator.supervision import log_loop_failure, log_loop_recovered, loop_backoff_s
 
 from .core import ControllerCore
+from .host import CoreHost
 from .lease import wall_ms
 from .snapshots import SnapshotWriter
 
@@ -32,20 +33,11 @@ SNAPSHOT_CHECK_S = 0.5  # how often the active controller checks whether a snaps
 
 
 class SnapshotLoop:
-    def __init__(
-        self,
-        store: MetadataStore,
-        settings: SnapshotSettings,
-        *,
-        step_down: Callable[[str], Awaitable[None]],
-        active: Callable[[], ControllerCore | None],
-    ) -> None:
-        """``store``: a connection of the loop's own; ``step_down`` steps the controller down; ``active`` is the
-        active core (None while standby)."""
+    def __init__(self, store: MetadataStore, settings: SnapshotSettings, *, host: CoreHost) -> None:
+        """``store``: a connection of the loop's own."""
         self.store = store
         self._settings = settings
-        self._step_down = step_down
-        self._active = active
+        self._host = host
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="snapshot")
 
     async def _on_snapshot(self, fn: Callable[[], T]) -> T:
@@ -56,18 +48,18 @@ class SnapshotLoop:
         failures = 0
         pause_s = SNAPSHOT_CHECK_S
         writer: SnapshotWriter | None = None
-        while self._active() is core:
+        while self._host.active_core() is core:
             await asyncio.sleep(pause_s)
             try:
                 if writer is None:
                     resume = functools.partial(SnapshotWriter.resume, self.store, self._settings, now_ms=wall_ms)
                     writer = await self._on_snapshot(resume)
                 image = core.image  # immutable: read here, serialized on the snapshot thread
-                if self._active() is core and writer.due(image):
+                if self._host.active_core() is core and writer.due(image):
                     write = functools.partial(writer.write, image, controller_epoch=core.controller_epoch)
                     await self._on_snapshot(write)
             except StaleControllerEpoch as exc:
-                await asyncio.shield(self._step_down(f"fenced: {exc.message}"))
+                await asyncio.shield(self._host.step_down(f"fenced: {exc.message}"))
                 return
             except Exception as exc:
                 failures += 1

@@ -61,7 +61,7 @@ class RemoteDeletionDriver:
     ) -> None:
         self._state = state
         self._rlmm = remote_log
-        self._walk = QueueWalk(state, settings, dlq.DELETION, watch_stalls=False)
+        self._walk: QueueWalk[dlq.QueuedDeletion] = QueueWalk(state, settings, watch_stalls=False)
         self.queue = dlq.EMPTY_DELETION_QUEUE
         self._done_topics: set[Uuid] = set()  # finished deletions already seen: not looked at again
         self._synced: tuple[int, int, bool] | None = None  # (RLMM offset, image offset, mark) of the last sync
@@ -127,29 +127,17 @@ class RemoteDeletionDriver:
         self.queue, sends = self._walk.take_due(self.queue)
         out = []
         for s in sends:
-            log.debug(
-                "topic_deletion.send", topic_id=str(s.topic_id), broker_id=s.broker_id, partitions=sorted(s.partitions)
-            )
+            log.debug("topic_deletion.send", topic_id=str(s.topic_id), broker_id=s.broker_id, partitions=sorted(s.duty))
             body = DeleteRemotePartitionsBody(
                 topic_id=s.topic_id,
-                topic_name=s.name,
-                partitions=sorted(s.partitions),
+                topic_name=s.job.name,
+                partitions=sorted(s.duty),
                 controller_epoch=state.controller_epoch,
                 broker_epoch=s.broker_epoch,
                 attempt=s.attempt,
             )
             out.append((s.broker_id, body))
         return out
-
-    def on_response(
-        self,
-        broker_id: int,
-        request_body: DeleteRemotePartitionsBody,
-        response_body: m.DeleteRemotePartitionsResponse | None,
-        error: TieredError | None,
-    ) -> None:
-        """Feed the outcome of one DeleteRemotePartitions (a reply, a transport error, or neither: a timeout)."""
-        self.on_responses(broker_id, [(request_body, response_body, error)])
 
     def on_responses(self, broker_id: int, outcomes: Sequence[DeleteOutcome]) -> None:
         """Feed the outcomes of requests to ``broker_id``, then reconcile with the RLMM (which says what is done).

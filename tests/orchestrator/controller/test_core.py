@@ -707,9 +707,9 @@ def test_ticks_over_an_unchanged_queue_do_not_walk_it_yet_a_repoll_and_a_timeout
     walks: list[int] = []
     real_due = rq.due
 
-    def counted_due(queue: rq.RetryQueue[Any], now: int, policy: rq.JobPolicy[Any, Any]) -> tuple[Any, list[Any]]:
+    def counted_due(queue: rq.RetryQueue[Any], now: int) -> tuple[rq.RetryQueue[Any], list[rq.Send[Any, Any]]]:
         walks.append(now)
-        return real_due(queue, now, policy)
+        return real_due(queue, now)
 
     monkeypatch.setattr(rq, "due", counted_due)
     c = CoreHarness()

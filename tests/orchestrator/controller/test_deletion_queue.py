@@ -23,7 +23,7 @@ def _target(*partitions: int) -> dlq.DeletionTarget:
 def _sent(
     queue: dlq.RemoteDeletionQueue, now: int = NOW
 ) -> tuple[dlq.RemoteDeletionQueue, dict[int, dlq.SendDeleteRemotePartitions]]:
-    queue, sends = dlq.due(queue, now)
+    queue, sends = rq.due(queue, now)
     return queue, {s.broker_id: s for s in sends}
 
 
@@ -31,14 +31,14 @@ def test_each_partition_left_goes_to_a_live_broker_spread_by_partition_id_and_fe
     image = brokers(1, 2, 3, fenced=(2,))
     queue = dlq.reconcile(dlq.EMPTY_DELETION_QUEUE, [_target(0, 1, 2, 3)], image, NOW)
     _, sends = _sent(queue)
-    assert {b: sorted(s.partitions) for b, s in sends.items()} == {1: [0, 2], 3: [1, 3]}
-    assert sends[1].broker_epoch == 11 and sends[1].name == "clicks" and sends[1].attempt == 1
+    assert {b: sorted(s.duty) for b, s in sends.items()} == {1: [0, 2], 3: [1, 3]}
+    assert sends[1].broker_epoch == 11 and sends[1].job.name == "clicks" and sends[1].attempt == 1
 
 
 def test_with_no_live_broker_nothing_is_sent_and_the_topic_waits() -> None:
     queue = dlq.reconcile(dlq.EMPTY_DELETION_QUEUE, [_target(0)], brokers(1, fenced=(1,)), NOW)
     assert queue.topics[T].remaining == {0} and not queue.topics[T].pending
-    assert dlq.due(queue, NOW)[1] == []
+    assert rq.due(queue, NOW)[1] == []
 
 
 def test_a_rebuild_from_the_rlmm_state_asks_every_broker_at_once_and_finished_topics_leave() -> None:
@@ -75,7 +75,7 @@ def test_partitions_handed_to_a_broker_while_its_request_is_in_flight_are_asked_
     """Its request named the partitions it had when it was sent: whatever it answers, the ones it was handed since
     were not asked for, so it is asked again at once, naming them."""
     queue, sends = _sent(dlq.reconcile(dlq.EMPTY_DELETION_QUEUE, [_target(0, 1)], brokers(1, 2), NOW))
-    assert sends[1].partitions == {0}
+    assert sends[1].duty == {0}
     queue = dlq.reconcile(queue, [_target(0, 1)], brokers(1, 2, fenced=(2,)), NOW + 1)
     entry = queue.topics[T].pending[1]
     assert entry.in_flight and entry.duty_moved and entry.duty == {0, 1}
@@ -84,4 +84,4 @@ def test_partitions_handed_to_a_broker_while_its_request_is_in_flight_are_asked_
     )
     assert answered.topics[T].pending[1].next_attempt_ms == NOW + 2
     _, sends = _sent(answered, NOW + 2)
-    assert sends[1].partitions == {0, 1} and sends[1].attempt == 2
+    assert sends[1].duty == {0, 1} and sends[1].attempt == 2

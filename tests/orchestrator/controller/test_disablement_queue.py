@@ -32,7 +32,7 @@ pytestmark = pytest.mark.unit
 
 
 def _send_all(q: dq.DisablementQueue, now: int = NOW) -> tuple[dq.DisablementQueue, dict[int, dq.SendDisable]]:
-    q, sends = dq.due(q, now)
+    q, sends = rq.due(q, now)
     return q, {s.broker_id: s for s in sends}
 
 
@@ -70,9 +70,18 @@ def test_rebuild_queues_every_disabling_topic_with_every_registered_broker_hosti
     assert entry.pending[2].duty == Duty(frozenset({0, 1}), frozenset({1}))
     q, sends = _send_all(q)
     assert sorted(sends) == [1, 2]
-    assert sends[1] == dq.SendDisable(T, 1, 10, 2, DisablePolicy.DELETE, attempt=1)
+    s = sends[1]
+    assert (s.topic_id, s.broker_id, s.broker_epoch, s.job.tiered_epoch, s.job.policy, s.attempt, s.duty.assigned) == (
+        T,
+        1,
+        10,
+        2,
+        DisablePolicy.DELETE,
+        1,
+        frozenset(),
+    )
     assert all(pb.in_flight and pb.attempts == 1 for pb in q.topics[T].pending.values())
-    assert dq.due(q, NOW + 10**9)[1] == [], "nothing is sent twice while a request is in flight"
+    assert rq.due(q, NOW + 10**9)[1] == [], "nothing is sent twice while a request is in flight"
 
 
 def test_the_topic_completes_only_when_every_required_broker_acknowledged_the_epoch() -> None:
@@ -264,7 +273,7 @@ def test_leaderless_partitions_of_a_delete_topic_are_spread_over_the_live_broker
     assert dq.deleting_brokers(topic, image) == {0: 1, 1: 2, 2: 3, 3: 1, 4: 1}
     q, sends = _send_all(dq.rebuild(image, NOW))
     assert sorted(sends) == [1, 2, 3], "brokers 2 and 3 host nothing of it but owe the remote data they are assigned"
-    assert sends[1].assigned == frozenset({0, 3}) and sends[2].assigned == frozenset({1})
+    assert sends[1].duty.assigned == frozenset({0, 3}) and sends[2].duty.assigned == frozenset({1})
     assert q.topics[T].pending[1].duty == Duty(frozenset({4}), frozenset({4}), frozenset({0, 3}))
     for b in (1, 2):
         q = _ack(q, b)
@@ -326,7 +335,7 @@ def test_an_assignment_that_changes_while_the_request_is_in_flight_is_not_credit
     q = _ack(q, 2, now=NOW + 2)  # answers a request that named {1}; it now owes {1, 3}
     assert 2 in q.topics[T].pending and 2 not in q.topics[T].acked
     q, sends = _send_all(q, NOW + 2)
-    assert sends[2].assigned == frozenset({1, 3})
+    assert sends[2].duty.assigned == frozenset({1, 3})
 
 
 def test_an_acknowledgement_as_leader_covers_the_same_partition_assigned() -> None:
@@ -352,7 +361,7 @@ def test_reopen_takes_back_the_acknowledgement_of_the_broker_answerable_for_owed
     assert NOW + 5 + rq.DEFAULT_RETRIES.backoff.floor <= pb.next_attempt_ms <= NOW + 5 + 200
     assert dq.completed(q, image) == []
     q, sends = _send_all(q, NOW + 1_000)
-    assert sends[2].assigned == frozenset({1})
+    assert sends[2].duty.assigned == frozenset({1})
     for b in (1, 2):
         q = _ack(q, b, now=NOW + 1_001)
     q = dq.reopen(q, image, T, [1], reason="still owed", now_ms=NOW + 2_000, rng=rng)

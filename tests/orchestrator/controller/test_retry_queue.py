@@ -54,7 +54,7 @@ def _disable_answer(
 DISABLEMENT = Pipeline(
     "disablement",
     start=lambda: dq.rebuild(cluster(), NOW),
-    due=dq.due,
+    due=rq.due,
     answer=_disable_answer,
     reincarnate=lambda q, b, epoch, now: dq.on_image(q, apply_records(cluster(), register(b, epoch)), now),
     credits_done=True,
@@ -75,7 +75,7 @@ def _delete_answer(
 DELETION = Pipeline(
     "deletion",
     start=lambda: dlq.reconcile(dlq.EMPTY_DELETION_QUEUE, [TARGET], brokers(1, 2), NOW),
-    due=dlq.due,
+    due=rq.due,
     answer=_delete_answer,
     reincarnate=lambda q, b, epoch, now: dlq.reconcile(
         q, [TARGET], apply_records(brokers(1, 2), register(b, epoch)), now
@@ -370,5 +370,5 @@ def test_next_event_is_the_earliest_timeout_backoff_end_or_new_stall_and_never_f
             pending={1: waiting},
         )
     )
-    assert dq.due(q, 4_999) == (q, []), "nothing due before the next event: the queue as it was"
-    assert dq.due(q, 5_000)[1], "due at the next event"
+    assert rq.due(q, 4_999) == (q, []), "nothing due before the next event: the queue as it was"
+    assert rq.due(q, 5_000)[1], "due at the next event"
