@@ -1,9 +1,11 @@
 """The controller's logic, synchronous and free of networking: typed request bodies in, typed response bodies out.
 
-:class:`ControllerCore` is what the active controller runs. The asyncio driver (``service.py``) decodes Kafka
-requests, calls the method for the api, encodes the returned body; it calls :meth:`ControllerCore.tick` on a timer,
-sends the DisableRemoteTopic requests :meth:`ControllerCore.due_disable_requests` returns, and feeds every outcome
-(reply, error, or timeout) to :meth:`ControllerCore.on_disable_response`. Time and randomness are injected
+:class:`ControllerCore` is what the active controller runs. The process (``service.py`` and its rooms) decodes Kafka
+requests, calls the method for the api (``admin_dispatch.py``), encodes the returned body; its sender
+(``sender.py``) calls :meth:`ControllerCore.tick` on a timer, sends the DisableRemoteTopic and DeleteRemotePartitions
+requests :meth:`ControllerCore.due_disable_requests` and :meth:`ControllerCore.due_remote_delete_requests` return,
+and feeds every outcome (reply, error, or timeout) back, those of one exchange in one call
+(:meth:`ControllerCore.on_disable_responses`). Time and randomness are injected
 (``now_ms``, ``rng``), so tests drive the core with a fake clock and a seeded generator. The core is not
 thread-safe: one task calls it.
 

@@ -1,6 +1,6 @@
 """The disablement driver: DisableRemoteTopic requests out, their outcomes in, DISABLED appended when a topic is done.
 
-The asyncio driver (``service.py``) sends the requests :meth:`DisablementDriver.due_requests` returns (coalesced per
+The sender (``sender.py``) sends the requests :meth:`DisablementDriver.due_requests` returns (coalesced per
 broker into version 1 requests of many topics: :func:`batch_request`, :func:`split_batch_response`) and feeds every
 outcome (reply, error, or timeout) to :meth:`DisablementDriver.on_responses`, all of one exchange at once; the
 controller's timer expires lost requests, completes finished topics and reports stalled ones. A reply costs the
