@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from orchestrator.controller import queue as dq
+from orchestrator.controller import disablement_queue as dq
 from orchestrator.controller.core import ControllerCore
 from orchestrator.errors import (
     BrokerNotAvailable,

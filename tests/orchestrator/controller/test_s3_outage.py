@@ -19,6 +19,7 @@ import pytest
 from orchestrator.client import PendingBroker
 from orchestrator.errors import KafkaStorageError
 from orchestrator.metadata.records import SegmentState, TieredState
+from orchestrator.settings import DisablementSettings
 from remote_storage.keys import topic_prefix
 from tests.support.live_cluster import FAST_CONTROLLER, LiveCluster, bucket_keys, wait_until
 from tests.support.tcp_gate import TcpGate
@@ -26,7 +27,7 @@ from tests.support.tcp_gate import TcpGate
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 REPOLL_MS = FAST_CONTROLLER["disablement"]["repoll_ms"]
-CAP_MS = 30_000  # DISABLE_RPC_WAIT's cap
+CAP_MS = DisablementSettings().retry_backoff_max_ms  # the retry backoff's cap (the live cluster keeps the default)
 CAUSE = re.compile(r"could not be deleted from bucket \S+: (ConnectionClosedError|EndpointConnectionError): \S")
 
 

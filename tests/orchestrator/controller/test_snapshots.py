@@ -139,9 +139,9 @@ def test_the_service_writes_snapshots_on_its_own_thread_while_active(tmp_path: A
                 while service.core is None:
                     await asyncio.sleep(0.02)
                 core = service.core
-                await service._on_core(lambda: _register_broker(core))
+                await service.on_core(lambda: _register_broker(core))
                 for i in range(10):
-                    await service._on_core(lambda i=i: _create(core, f"t{i}"))  # type: ignore[misc]
+                    await service.on_core(lambda i=i: _create(core, f"t{i}"))  # type: ignore[misc]
                 while service.snapshot_store.start_offset() == 0 or service.snapshot_store.latest_snapshot() is None:
                     await asyncio.sleep(0.05)
                 snap = service.snapshot_store.latest_snapshot()

@@ -14,6 +14,7 @@ for the frozen node fails the test instead of passing slowly; only tests of the 
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 from collections.abc import Coroutine
 from typing import Any
@@ -182,11 +183,14 @@ def test_a_stale_controller_id_from_metadata_is_retried_until_the_cluster_settle
                 if len(sleep.calls) == 2:
                     cluster.controller_id = 1
 
-            async with AdminClient(cluster.bootstrap(2, 1), sleep=settle_after_two_sleeps, timeout_s=5) as client:
+            bootstrap = cluster.bootstrap(2, 1)
+            rng = random.Random(11)
+            async with AdminClient(bootstrap, sleep=settle_after_two_sleeps, timeout_s=5, rng=rng) as client:
                 body = await describe_on_controller(client, "t")
                 assert body["topics"][0]["tiered_epoch"] == 1
-            assert len(sleep.calls) == 2
-            assert sleep.calls[0] <= sleep.calls[1] <= 1.0 + 0.05  # exponential, capped (plus jitter)
+            # Full jitter in a window that doubles from backoff_initial_s (0.05 s), drawn from the client's rng.
+            expected = random.Random(11)
+            assert sleep.calls == [expected.uniform(0, 0.05), expected.uniform(0, 0.1)]
 
     run(main())
 
@@ -383,7 +387,12 @@ def test_idempotent_retries_after_timeouts_are_bounded_and_follow_the_backoff_sc
         async with FakeNodes() as cluster:
             cluster.freeze(2)  # Metadata from node 1 keeps naming the frozen node 2
             async with AdminClient(
-                cluster.bootstrap(1), timeout_s=0.3, sleep=sleep, max_attempts=3, backoff_max_s=0.08
+                cluster.bootstrap(1),
+                timeout_s=0.3,
+                sleep=sleep,
+                max_attempts=3,
+                backoff_max_s=0.08,
+                rng=random.Random(4),
             ) as client:
                 with capture_logs() as logs, pytest.raises(RequestTimedOut, match="no response within"):
                     await client.send_to_controller(DESCRIBE, (0, 0), {"topics": ["t"]}, idempotent=True)
@@ -391,8 +400,8 @@ def test_idempotent_retries_after_timeouts_are_bounded_and_follow_the_backoff_sc
             assert len(sent) == 3 and {e["node_id"] for e in sent} == {2}
             # Node 2 read only the first: a Kafka server reads a connection's next request after answering.
             assert cluster.admin_requests == {1: 0, 2: 1}
-            assert len(sleep.calls) == 2
-            assert 0.05 <= sleep.calls[0] <= 0.05 + 0.05 and 0.08 <= sleep.calls[1] <= 0.08 + 0.05  # capped, jitter
+            expected = random.Random(4)  # full jitter: 0.05 s, then 0.1 s capped at backoff_max_s
+            assert sleep.calls == [expected.uniform(0, 0.05), expected.uniform(0, 0.08)]
 
     run(main())
 
