@@ -1,4 +1,4 @@
-"""What every command receives (``@click.pass_obj``): the renderer chosen by ``--output`` and the way to the cluster.
+"""What every command receives (``@click.pass_obj``): the output chosen by ``--output`` and the way to the cluster.
 
 A command sends its requests with ``obj.run(lambda c: c.tiering_status())``: one :class:`TieredClient` session to
 ``--bootstrap-server`` (or ``TIEREDCTL_BOOTSTRAP_SERVER``, or the local cluster in ``./var/cluster``), connecting as
@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import click
 
-from orchestrator.cli.output import OUTPUT_FORMATS, Output
+from orchestrator.cli.output import Output
 from orchestrator.client import TieredClient
 from orchestrator.errors import LocalClusterError
 from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, is_ours
@@ -49,8 +49,8 @@ class Ctx:
     def from_global_options(
         cls, *, output: str = "text", bootstrap_server: str | None = None, command_config: str | None = None
     ) -> Ctx:
-        """``output``: a key of :data:`OUTPUT_FORMATS`."""
-        return cls(output=OUTPUT_FORMATS[output](), bootstrap_server=bootstrap_server, command_config=command_config)
+        """``output``: one of :data:`~orchestrator.cli.output.OUTPUT_FORMATS`."""
+        return cls(output=Output(output), bootstrap_server=bootstrap_server, command_config=command_config)
 
     def with_global_options(
         self, *, output: str | None = None, bootstrap_server: str | None = None, command_config: str | None = None
@@ -58,7 +58,7 @@ class Ctx:
         """This context with the global options given after the command (None: not given there) replacing these."""
         changes: dict[str, Any] = {}
         if output is not None:
-            changes["output"] = OUTPUT_FORMATS[output]()
+            changes["output"] = Output(output)
         if bootstrap_server is not None:
             changes["bootstrap_server"] = bootstrap_server
         if command_config is not None:

@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextCol
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.progress import progress_bar
+from orchestrator.cli.views import BulkTieringChanged, TieringChanged, TieringReport, TieringTimedOut
 from orchestrator.client import RemoteDeletionStatus, TieredClient, TieringStatus
 from orchestrator.errors import RequestTimedOut, for_code
 from orchestrator.metadata.records import TieredState
@@ -83,9 +84,9 @@ def _progress_extra(st: TieringStatus) -> str:
 def _finish_wait(obj: Ctx, st: TieringStatus, target: str, timeout: float) -> None:
     """Show the topic in ``target``, or show where it stands and fail with REQUEST_TIMED_OUT."""
     if st.state.name == target:
-        obj.output.tiering_state(st)
+        obj.output.show(TieringChanged(st))
         return
-    obj.output.tiering_timed_out(st)
+    obj.output.show(TieringTimedOut(st, now_ms=obj.output.now_ms()))
     pending = ", ".join(
         f"broker {p.broker_id} ({p.attempts} attempts): {p.last_error or 'no answer yet'}" for p in st.pending_brokers
     )
@@ -154,7 +155,7 @@ def tiering_disable(
         timed_out = [st for st in statuses.values() if st.state.name != "DISABLED"]
     elif accepted:
         statuses = {st.topic: st for st in obj.run(lambda c: c.tiering_status(accepted), timeout_s=120)}
-    obj.output.tiering_bulk(changes, statuses)
+    obj.output.show(BulkTieringChanged(changes, statuses))
     failed = [c for c in changes if not c.ok]
     if failed:
         first = failed[0]
@@ -229,7 +230,7 @@ def _disable_one(obj: Ctx, name: str, policy: str, wait: bool, timeout: float) -
     if wait:
         _finish_wait(obj, _wait_for(obj, name, "DISABLED", timeout), "DISABLED", timeout)
     else:
-        obj.output.tiering_state(obj.run(lambda c: c.tiering_status([name]))[0], policy=policy)
+        obj.output.show(TieringChanged(obj.run(lambda c: c.tiering_status([name]))[0], policy=policy))
 
 
 @tiering.command("enable")
@@ -243,7 +244,7 @@ def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float) -> None:
     if wait:
         _finish_wait(obj, _wait_for(obj, name, "ENABLED", timeout), "ENABLED", timeout)
     else:
-        obj.output.tiering_state(obj.run(lambda c: c.tiering_status([name]))[0])
+        obj.output.show(TieringChanged(obj.run(lambda c: c.tiering_status([name]))[0]))
 
 
 @tiering.command("status")
@@ -260,4 +261,4 @@ def tiering_status(obj: Ctx, name: str | None) -> None:
         return await c.tiering_status(names), await c.remote_deletions(names)
 
     statuses, deletions = obj.run(both)
-    obj.output.tiering_status(statuses, deletions=deletions)
+    obj.output.show(TieringReport(statuses, deletions, now_ms=obj.output.now_ms()))

@@ -24,7 +24,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.cli.acls import acls, bindings_to_add, selection_filters
 from orchestrator.cli.context import Ctx
-from orchestrator.cli.output import TextOutput
+from orchestrator.cli.output import Output
 from orchestrator.cli.users import users
 from orchestrator.client import (
     ACL_VERSIONS,
@@ -159,7 +159,7 @@ def controller() -> Controller:
 
 
 def invoke(controller: Controller, group: click.Group, *args: str, stdin: str | None = None) -> Result:
-    obj = LocalCtx(output=TextOutput(), bootstrap_server=None, controller=controller)
+    obj = LocalCtx(output=Output("text"), bootstrap_server=None, controller=controller)
     return CliRunner().invoke(group, list(args), obj=obj, input=stdin)
 
 
