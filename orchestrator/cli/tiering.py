@@ -29,6 +29,7 @@ from orchestrator.errors import RequestTimedOut, for_code
 from orchestrator.metadata.records import TieredState
 
 POLL_INTERVAL_S = 0.25
+BULK_TIMEOUT_S = 120.0  # a request's timeout in a change of many topics (one client session: all its requests)
 
 
 @click.group(cls=NounGroup)
@@ -65,7 +66,7 @@ def _wait_for(obj: Ctx, name: str, target: str, timeout: float) -> TieringStatus
                     return st
                 await asyncio.sleep(POLL_INTERVAL_S)
 
-    return obj.run(poll, timeout_s=30)
+    return obj.run(poll)
 
 
 def _progress_extra(st: TieringStatus) -> str:
@@ -146,7 +147,7 @@ def tiering_disable(
         raise click.UsageError(
             f"--policy delete would delete the remote data of {len(chosen)} topic(s): {shown}. Add --yes to go ahead."
         )
-    changes = obj.run(lambda c: c.disable_tiering_many(chosen, policy), timeout_s=120)
+    changes = obj.run(lambda c: c.disable_tiering_many(chosen, policy), timeout_s=BULK_TIMEOUT_S)
     accepted = [c.topic for c in changes if c.ok]
     statuses: dict[str, TieringStatus] = {}
     timed_out: list[TieringStatus] = []
@@ -154,7 +155,7 @@ def tiering_disable(
         statuses = _wait_for_all(obj, accepted, timeout)
         timed_out = [st for st in statuses.values() if st.state.name != "DISABLED"]
     elif accepted:
-        statuses = {st.topic: st for st in obj.run(lambda c: c.tiering_status(accepted), timeout_s=120)}
+        statuses = {st.topic: st for st in obj.run(lambda c: c.tiering_status(accepted), timeout_s=BULK_TIMEOUT_S)}
     obj.output.show(BulkTieringChanged(changes, statuses))
     failed = [c for c in changes if not c.ok]
     if failed:
@@ -180,7 +181,7 @@ def _select(obj: Ctx, regex: str | None) -> list[str]:
             pattern = re.compile(regex)
         except re.error as exc:
             raise click.BadParameter(f"{regex!r} is not a regular expression: {exc}", param_hint="--regex") from exc
-    statuses = obj.run(lambda c: c.tiering_status(), timeout_s=120)
+    statuses = obj.run(lambda c: c.tiering_status(), timeout_s=BULK_TIMEOUT_S)
     chosen = sorted(
         st.topic
         for st in statuses
@@ -208,7 +209,7 @@ def _wait_for_all(obj: Ctx, names: list[str], timeout: float) -> dict[str, Tieri
                     return statuses
                 await asyncio.sleep(POLL_INTERVAL_S)
 
-    return obj.run(poll, timeout_s=120)
+    return obj.run(poll, timeout_s=BULK_TIMEOUT_S)
 
 
 def _bulk_extra(statuses: Iterable[TieringStatus]) -> str:
