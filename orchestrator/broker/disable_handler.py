@@ -15,7 +15,7 @@ controller's request never waits on S3:
 on each partition this broker leads: the log start offset moves to the local log start offset and every remote
 segment of the partition is deleted (journaled, resumable); and on each partition the request assigns it
 (``assigned_partitions``: the controller gives every partition with no live leader to a live broker, see
-``controller/queue.py``): every remote segment of the partition is deleted from what the RLMM knows alone, with no
+``controller/disablement_queue.py``): every remote segment of the partition is deleted from what the RLMM knows alone, with no
 local log and no log start offset to move, fenced by the tiered epoch exactly as led partitions are (the checks
 above). Assignments are ignored under retain. The response says DONE or IN_PROGRESS with progress counts. A
 re-delivered request (a retry, or a new controller after failover) finds the job and reports it, so nothing is done
@@ -29,7 +29,7 @@ first request is answered DONE.
 Failures are answered, never swallowed: the request that finds its job failed gets that failure (its Kafka code,
 KAFKA_STORAGE_ERROR for a storage failure, and a message with the cause: the S3 error's class and text, the
 partition and the bucket) and restarts the job, which resumes where the RLMM journal says it stopped. So the
-controller sees the error, shows it, and backs off (``controller/queue.py``); the restarted job keeps counting
+controller sees the error, shows it, and backs off (``controller/retry_queue.py``); the restarted job keeps counting
 ``segments_deleted`` from where the failed one stopped, so the counts only show progress when there is some.
 ``segments_deleted`` counts only the segments this broker's journal record deleted first: when two brokers race
 on a partition (its old leader and the broker it was assigned to), the counts summed over brokers still name

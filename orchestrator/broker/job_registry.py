@@ -18,7 +18,7 @@ Invariants:
 3. Failures are answered, never swallowed: a failed job keeps its failure until a request finds it; that request is
    answered with the failure (its Kafka code, the cause in the message, the counts the job reached) and restarts the
    job, which resumes where the RLMM journal says it stopped. So each failure is answered once, the controller shows
-   it and backs off (``controller/queue.py``), and the next request sees the restarted job.
+   it and backs off (``controller/retry_queue.py``), and the next request sees the restarted job.
 4. Counts only show progress: a new job of a key counts ``segments_deleted`` on from the last one, and a deletion
    step counts only the segments its own journal record deleted first (``segments_counted`` of
    ``remote_storage/deletion.py``), so when two brokers race on one partition (its old leader and the broker it was

@@ -11,7 +11,7 @@ from orchestrator.cli.output import Output
 from orchestrator.cli.render_json import JSON
 from orchestrator.cli.render_text import TEXT, Echo, Rich
 from orchestrator.cli.views import VIEWS, Message, TieringReport, TieringTimedOut
-from orchestrator.client import PendingBroker, TieringStatus
+from orchestrator.client import BrokerProgressView, TieringStatus
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, TieredState
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.unit
 NOW_MS = 1_700_000_000_000
 
 
-def _disabling(*pending: PendingBroker) -> TieringStatus:
+def _disabling(*pending: BrokerProgressView) -> TieringStatus:
     return TieringStatus(
         topic="orders",
         topic_id=Uuid.random(),
@@ -33,8 +33,8 @@ def _disabling(*pending: PendingBroker) -> TieringStatus:
     )
 
 
-def _pending(broker_id: int, *, next_attempt_ms: int, fenced: bool = False) -> PendingBroker:
-    return PendingBroker(
+def _pending(broker_id: int, *, next_attempt_ms: int, fenced: bool = False) -> BrokerProgressView:
+    return BrokerProgressView(
         broker_id=broker_id,
         attempts=3,
         last_error="KAFKA_STORAGE_ERROR: s3 unreachable",

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from orchestrator.client import PendingBroker
+from orchestrator.client import BrokerProgressView
 from orchestrator.errors import KafkaStorageError
 from orchestrator.metadata.records import SegmentState, TieredState
 from orchestrator.settings import DisablementSettings
@@ -59,7 +59,7 @@ def test_an_s3_outage_shows_each_brokers_error_and_next_attempt_backs_off_and_th
 
     # Every broker with something to delete fails, over and over: watch the status until each has failed (or made
     # no progress) six times in a row, collecting what it said about every attempt it saw.
-    seen: dict[int, dict[int, PendingBroker]] = {}  # broker -> attempt number -> the broker's entry at that attempt
+    seen: dict[int, dict[int, BrokerProgressView]] = {}  # broker -> attempt -> its entry then
 
     def every_broker_backed_off_six_times() -> bool:
         st = live.status("orders")
