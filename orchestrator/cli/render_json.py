@@ -4,7 +4,7 @@ A function returns the document as plain data (dicts, lists, strings, numbers); 
 Output` serialises it (``json.dumps(data, indent=2, default=str)``), never through rich and never wrapped. ``None``
 means the view puts nothing on stdout in JSON: the records ``topic consume`` reads (their totals come as one
 document at the end), and the note that a scan is over its threshold (the exit status and ``summary["alert"]`` say
-it). The keys are a contract (DESIGN §8, the README): add, never rename.
+it). The keys are a contract (ARCHITECTURE §8, the README): add, never rename.
 """
 
 from __future__ import annotations
