@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from orchestrator.controller import deletion_queue as rq
 from orchestrator.controller.queue import Progress, backoff_ms
 from orchestrator.errors import KafkaStorageError
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, replay
 from orchestrator.metadata.records import MetadataRecord, make_record
+
+pytestmark = pytest.mark.unit
 
 T = Uuid.from_string("AAAAAAAAQACAAAAAAAAAAQ")
 NOW = 1_000_000
