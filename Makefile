@@ -71,11 +71,12 @@ mypy: venv
 lint-imports: venv
 	$(VENV)/bin/lint-imports --no-cache
 
-# pytest-xdist: TEST_WORKERS processes (auto: one per core). --dist loadgroup hands out tests one by one, except that
-# the tests of one xdist_group (all the Spark ones: one SparkSession JVM per run) go to one worker. Each worker has its
-# own moto server, PostgreSQL server, temporary directories and slice of ports (tests/conftest.py).
+# pytest-xdist: TEST_WORKERS processes (auto: one per core). --dist loadscope hands out whole modules, so a module's
+# live cluster (a module-scoped fixture) starts once, and tests that read what earlier tests of their module left
+# (the clients' request traces) run in order on one worker. Each worker has its own moto server, PostgreSQL server,
+# SparkSession, temporary directories and slice of ports (tests/conftest.py).
 TEST_WORKERS ?= auto
-PYTEST_PARALLEL := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup
+PYTEST_PARALLEL := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope
 
 # The whole suite, from a fresh clone: set-up, lint, then every test on every core. CI runs exactly this.
 test: setup

@@ -10,7 +10,7 @@ The loop (README, "Tests"):
 * ``--soak`` runs the soak-sized tests at full size (:mod:`tests.support.soak`), and ``--examples-cap=N`` runs
   every property test with at most N examples (:mod:`tests.support.examples`, for ``make check``);
 * under pytest-xdist every worker has its own moto server, PostgreSQL server, temporary directories and slice of
-  ports (:mod:`tests.support.ports`), and the Spark tests share one worker (one SparkSession JVM per run).
+  ports (:mod:`tests.support.ports`) and its own SparkSession; ``make test`` hands out whole modules.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from remote_storage.s3 import make_s3_client
 from tests.support import soak
 from tests.support.durations import DurationsReport
 from tests.support.examples import cap_examples
-from tests.support.markers import SPARK_GROUP, kind_problem, unmarked_report
+from tests.support.markers import kind_problem, unmarked_report
 from tests.support.postgres_server import PostgresServer, running_postgres
 from tests.support.unit_guard import forbidding_io
 
@@ -87,13 +87,10 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.C
     return report
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     cap = config.getoption("examples_cap")
-    for item in items:
-        if item.get_closest_marker("spark") is not None:
-            item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
-        if cap is not None:
+    if cap is not None:
+        for item in items:
             cap_examples(getattr(item, "obj", None), getattr(item, "cls", None), cap)
 
 

@@ -6,8 +6,8 @@ of the first; so collection fails (``tests/conftest.py``) naming every test that
 * ``unit``: pure logic: starts no process, touches no network, never sleeps (checked at run time:
   :mod:`tests.support.unit_guard`);
 * ``integration``: real processes, moto's server, real files, PostgreSQL, real Kafka clients;
-* ``spark``: a SparkSession or a Spark JVM (local, standalone or spark-submit). Under pytest-xdist they all run on
-  one worker (the ``spark`` xdist group), so one run starts one session JVM, not one per worker.
+* ``spark``: a SparkSession or a Spark JVM (local, standalone or spark-submit); under pytest-xdist, each worker
+  that runs one starts its own local session (one JVM of 1 GiB heap per worker).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 KINDS = ("unit", "integration", "spark")
-SPARK_GROUP = "spark"
 
 
 def kind_problem(marker_names: Iterable[str]) -> str | None:

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.unit
 
 def test_one_kind_with_any_other_markers_is_fine() -> None:
     assert kind_problem(["unit"]) is None
-    assert kind_problem(["spark", "timeout", "soak", "xdist_group", "parametrize"]) is None
+    assert kind_problem(["spark", "timeout", "soak", "parametrize"]) is None
 
 
 def test_no_kind_is_named_as_such() -> None:
