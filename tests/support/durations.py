@@ -26,7 +26,7 @@ from typing import Any
 from tests.support import REPO_ROOT
 
 REPORT_DIR = REPO_ROOT / "var" / "test-reports"
-KEEP = 20
+KEEP = 50  # a day of make check runs must not push out the last full run
 FORMAT = 1
 PHASES = ("setup", "call", "teardown")
 
