@@ -35,6 +35,10 @@ Requests are fenced: DisableRemoteTopic with a broker epoch other than this proc
 another incarnation and is refused with STALE_BROKER_EPOCH; the handler itself fences controller and tiered
 epochs. Blocking work (S3, SQLite, segment files) runs in worker threads, never on the event loop.
 
+Remote storage (:mod:`orchestrator.broker.remote_storage_setup`): ``[s3]`` and ``[rsm]`` make the
+RemoteStorageManager (Aiven's object format, the key pairs' files read once at start) and its range reader with
+the chunk cache, shared by the RemoteLogManager's copies and reads.
+
 Metrics (:mod:`orchestrator.metrics`, ``[metrics]`` settings): an HTTP port of its own, written to the ready file
 as ``metrics_port``; S3 request latency and errors by operation, remote objects, segments and bytes deleted, and,
 read at scrape time, the copy lag of the partitions it leads (``broker/metrics_view.py``), its image's offset and
@@ -98,6 +102,7 @@ from orchestrator.broker.partition_dirs import (
 from orchestrator.broker.producer_ids import ProducerIdAllocator
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
+from orchestrator.broker.remote_storage_setup import remote_storage
 from orchestrator.errors import (
     InconsistentTopicId,
     NotLeaderOrFollower,
@@ -121,7 +126,6 @@ from orchestrator.protocol.framing import Request
 from orchestrator.settings import BrokerSettings, load_broker_settings
 from orchestrator.supervision import RetryBackoff, Sleep, log_loop_failure, log_loop_recovered, supervise
 from remote_storage.rlmm import RemoteLogMetadataManager
-from remote_storage.s3 import S3RemoteStorage, make_s3_client
 
 log = structlog.get_logger(__name__)
 
@@ -153,6 +157,10 @@ class BrokerAgent:
             advertised_port=lambda: settings.advertised_port or self.port,
             image_offset=lambda: self.follower.image.offset,
         )
+        self.metrics = BrokerMetrics()
+        # First, before anything is opened: a key file that cannot be read refuses the start (SettingsError).
+        storage = remote_storage(settings.s3, settings.rsm, metrics=self.metrics.remote_storage)
+        self.rsm = storage.rsm
         self._open_store = functools.partial(
             open_store,
             settings.metadata_store,
@@ -163,13 +171,9 @@ class BrokerAgent:
         self.store = self._open_store()
         self.follower = MetadataFollower(self.store)
         self.rlmm = RemoteLogMetadataManager(self.store)
-        self.metrics = BrokerMetrics()
         self.metrics.observe(self._metrics_view)
         self.metrics_store: MetadataStore | None = None  # run() opens it when the metrics are served
         self._metrics_endpoint: MetricsEndpoint | None = None
-        s3, observed = settings.s3, self.metrics.remote_storage
-        client = make_s3_client(endpoint_url=s3.endpoint_url, region=s3.region, metrics=observed)
-        self.rsm = S3RemoteStorage(client=client, bucket=s3.bucket, prefix=s3.prefix, metrics=observed)
         self.logs: dict[tuple[Uuid, int], PartitionLog] = {}
         self.data_dir = Path(settings.data_dir)
         self.rlm = RemoteLogManager(
@@ -179,6 +183,7 @@ class BrokerAgent:
             logs=self.logs,
             image=lambda: self.follower.image,
             now_ms=now_ms,
+            reader=storage.reader,
         )
         fence = ControllerEpochFence(self.store)  # one for every API a controller calls
         self.disable_handler = DisableRemoteTopicHandler(
