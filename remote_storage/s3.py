@@ -342,11 +342,6 @@ class S3RemoteStorage:
 
     # -- delete -----------------------------------------------------------------------------------------------
 
-    def delete_segment(self, segment: SegmentKey, *, within_prefix: str) -> DeleteOutcome:
-        return self.delete_keys(
-            [build_key(self.prefix, segment, s) for s in SEGMENT_SUFFIXES], within_prefix=within_prefix
-        )
-
     def delete_keys(self, keys: Sequence[str], *, within_prefix: str) -> DeleteOutcome:
         """Delete ``keys``, all of which must start with ``within_prefix`` (else nothing is deleted)."""
         if not within_prefix or not within_prefix.endswith("/"):
