@@ -137,7 +137,7 @@ def _remote_segment(s: SegmentMeta) -> RemoteSegment:
 def classify_object(
     obj: BucketObject, meta: Metadata, *, prefix: str, now_ms: int, grace_ms: int
 ) -> tuple[ObjectVerdict, ObjectKey | None]:
-    """The category, reclaimability and object-level anomaly of one object (DESIGN §7, contract order)."""
+    """The category, reclaimability and object-level anomaly of one object (ARCHITECTURE §7, contract order)."""
 
     def verdict(category: str, anomaly: str | None = None, parsed: ObjectKey | None = None) -> ObjectVerdict:
         age = now_ms - obj.last_modified_ms if obj.last_modified_ms >= 0 else -1

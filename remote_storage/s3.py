@@ -17,7 +17,7 @@ Invariants:
   it outgrows ``multipart_threshold``, so memory holds about one part and one chunk, whatever the segment's size.
   A failed multipart upload is aborted, so no invisible parts stay billed.
 * :meth:`S3RemoteStorage.delete_keys` deletes only keys under the prefix it is given (a policy passes its topic
-  id's prefix) and refuses the whole call otherwise, before any request is made (DESIGN §4 invariant 5). It uses
+  id's prefix) and refuses the whole call otherwise, before any request is made (ARCHITECTURE §4 invariant 5). It uses
   DeleteObjects with at most 1000 keys per call and reads the per-key errors: retriable ones are retried, a
   missing key counts as deleted (deletion is idempotent), permanent ones are reported, never dropped.
 * One retry layer: :mod:`remote_storage.retry` (botocore's own retries are off).

@@ -26,7 +26,7 @@ Retention follows :func:`policies.retention.plan_remote_expiry` with no log star
 ``max_timestamp_ms < now - retention_ms`` (when ``retention_ms >= 0``) or the partition's remaining bytes exceed
 ``retention_bytes`` (when ``>= 0``); the first survivor keeps every later segment.
 
-**Anomalies** (DESIGN §7), by type:
+**Anomalies** (ARCHITECTURE §7), by type:
 
 * object level (the ``anomaly`` column of ``objects.parquet``, at most one per object, in this order):
   ``unparseable_key``; ``delete_incomplete`` (an object of a DISABLED delete-policy topic, of a
@@ -152,7 +152,7 @@ ANOMALY_COLUMNS: Final = (
     ("detail", "string"),
 )
 
-# Exit status of `scan run` when the anomalies exceed the alert threshold (0, 1, 2 keep DESIGN §8's meanings).
+# Exit status of `scan run` when the anomalies exceed the alert threshold (0, 1, 2 keep ARCHITECTURE §8's meanings).
 EXIT_ANOMALIES: Final = 3
 
 DEFAULT_GRACE_MS: Final = 3 * 24 * 3600 * 1000  # longer than an upload plus AWS inventory's up-to-48h lag

@@ -19,7 +19,7 @@ from remote_storage.scan.job import ScanSettings, run_scan
 from remote_storage.scan.sources import InventorySource
 from tests.support.scan_world import GRACE_MS, PREFIX, World, worlds
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
 
 def spark_scan(spark: Any, world: World, root: Path, fmt: str) -> tuple[dict[str, tuple[Any, ...]], Counter[Any]]:
