@@ -329,22 +329,15 @@ def _run_scan(
     say("classifying objects against the metadata export")
     expired = expired_segments(segments, topics, now_ms=now_ms)
     broadcast = segments.count() <= settings.broadcast_segments_max
-    recorded = recorded_locations(segments, settings.prefix)
-    recorded_keys = recorded.count()
-    prefixes = sorted(
-        r["object_prefix"]
-        for r in segments.select("object_prefix").distinct().collect()
-        if r["object_prefix"] is not None and r["object_prefix"] != settings.prefix
-    )
-    if recorded_keys:
-        log.info("scan.recorded_locations", keys=recorded_keys, other_prefixes=prefixes)
-    broadcast_recorded = recorded_keys <= settings.broadcast_segments_max
-    keyed = locate(
-        parse_keys(valid, settings.prefix),
-        recorded if recorded_keys else None,
-        settings.prefix,
-        broadcast=broadcast_recorded,
-    )
+    # One small job: the prefixes the segments that record a location record (None: a key under the scanned one).
+    recording = segments.filter(F.col("object_prefix").isNotNull() | F.col("object_key").isNotNull())
+    recorded_under = [r["object_prefix"] for r in recording.select("object_prefix").distinct().collect()]
+    prefixes = sorted(p for p in recorded_under if p is not None and p != settings.prefix)
+    if recorded_under:
+        log.info("scan.recorded_locations", other_prefixes=prefixes)
+    # Three keys per segment that records a location, and never more segments than the ones broadcast.
+    recorded = recorded_locations(segments, settings.prefix) if recorded_under else None
+    keyed = locate(parse_keys(valid, settings.prefix), recorded, settings.prefix, broadcast=broadcast)
     objects = classify_objects(
         keyed, topics, segments, expired, grace_ms=settings.grace_ms, now_ms=now_ms, broadcast=broadcast
     )
