@@ -32,7 +32,7 @@ from chaos.link_proxy import LinkProxy
 from orchestrator.client import TieredClient
 from orchestrator.errors import TieredError
 from orchestrator.local import cluster as lc
-from orchestrator.local.cluster import _read_toml, _with_overrides, _write_toml
+from orchestrator.local.settings_files import read_toml, with_overrides, write_toml
 from orchestrator.local.state import LocalClusterState, ProcessInfo
 
 _LOOPBACK = "127.0.0.1"
@@ -82,10 +82,8 @@ def insert_link_proxies(directory: Path, *, timeout_s: float = 30.0) -> Links:
 def _route_through(broker: ProcessInfo, *, controllers: str, advertised_port: int) -> None:
     assert broker.config is not None, f"broker {broker.id} has no settings file"
     path = Path(broker.config)
-    _write_toml(
-        path,
-        _with_overrides(_read_toml(path), {"broker": {"controllers": controllers, "advertised_port": advertised_port}}),
-    )
+    route = {"broker": {"controllers": controllers, "advertised_port": advertised_port}}
+    write_toml(path, with_overrides(read_toml(path), route))
 
 
 def registered_ports(state: LocalClusterState) -> dict[int, int]:

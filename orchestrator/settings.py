@@ -149,11 +149,16 @@ class TopicDefaults:
 
 @dataclass(frozen=True)
 class DisablementSettings:
-    """The disablement queue's timings and the DisableRemoteTopic sender's limits."""
+    """The controller's retry queue's timings (DisableRemoteTopic and DeleteRemotePartitions alike) and the
+    sender's limits."""
 
-    request_timeout_ms: int = 10_000  # an unanswered DisableRemoteTopic counts as timed out after this
+    request_timeout_ms: int = 10_000  # an unanswered request counts as timed out after this
     repoll_ms: int = 200  # a broker whose IN_PROGRESS showed progress is asked again after this long; one whose
-    # counts did not move, after the retry backoff (at least this long, growing up to 30 s)
+    # counts did not move, after the retry backoff (at least this long, growing up to retry_backoff_max_ms)
+    # The retry backoff (full jitter, orchestrator.backoff): after n attempts without progress in a row a broker is
+    # asked again after a random wait of at most retry_backoff_ms * 2**(n-1), and never more than the cap.
+    retry_backoff_ms: int = 200
+    retry_backoff_max_ms: int = 30_000
     stall_threshold_ms: int = 60_000  # a pending broker without progress for this long is reported stalled
     max_in_flight_per_broker: int = 512  # DisableRemoteTopic requests in flight to one broker at most
     max_topics_per_request: int = 1000  # topics one (version 1) DisableRemoteTopic request carries at most
@@ -163,6 +168,11 @@ class DisablementSettings:
             raise SettingsError(
                 "[disablement] max_in_flight_per_broker and max_topics_per_request must be >= 1, got "
                 f"{self.max_in_flight_per_broker} and {self.max_topics_per_request}"
+            )
+        if not 0 < self.retry_backoff_ms <= self.retry_backoff_max_ms:
+            raise SettingsError(
+                "[disablement] retry_backoff_ms must be > 0 and at most retry_backoff_max_ms, got "
+                f"{self.retry_backoff_ms} and {self.retry_backoff_max_ms}"
             )
 
 

@@ -7,41 +7,42 @@ message and cause (and the traceback when the error is not one of ours), and is 
 first success after failures logs ``<component>.loop_recovered`` and resets the backoff.
 
 Invariants:
-* Every backoff follows ONE declared policy, :data:`LOOP_RETRY_WAIT` (exponential with full jitter, capped, never
-  below 0.1 s so a failing round cannot spin); sleep is injected, and :class:`RetryBackoff` takes the time from
-  its caller, so nothing here reads a clock.
+* Every backoff follows ONE declared schedule, :data:`LOOP_RETRY_WAIT` (:mod:`orchestrator.backoff`: exponential
+  with full jitter, capped, never below 0.1 s so a failing round cannot spin); sleep is injected, and
+  :class:`RetryBackoff` takes the time from its caller, so nothing here reads a clock. A caller may pass its own
+  schedule (``wait``: consecutive failures -> seconds), e.g. a deterministic one in tests.
 * Only cancellation ends :func:`supervise`; whoever starts a supervised task treats any other end as a crash.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Awaitable, Callable, Collection, Hashable
 from typing import Generic, NoReturn, TypeVar
 
 import structlog
-import tenacity
 
+from orchestrator.backoff import Backoff
 from orchestrator.errors import TieredError
 
 log = structlog.get_logger(__name__)
 
-# Full jitter in a window that doubles per consecutive failure (0.2 s, 0.4 s, 0.8 s ... capped at 10 s). The cap
-# is low because the work is local (a disk, the store, a peer on the LAN): once the cause is gone, the process
-# catches up within seconds.
-LOOP_RETRY_WAIT = tenacity.wait_random_exponential(multiplier=0.2, min=0.1, max=10)
-_RETRY_STATE_OWNER = tenacity.Retrying(wait=LOOP_RETRY_WAIT)
+# Full jitter in a window that doubles per consecutive failure (0.2 s, 0.4 s, 0.8 s ... capped at 10 s), in
+# seconds. The cap is low because the work is local (a disk, the store, a peer on the LAN): once the cause is gone,
+# the process catches up within seconds.
+LOOP_RETRY_WAIT = Backoff(base=0.2, cap=10.0, floor=0.1)
+_RNG = random.Random()
 
 Sleep = Callable[[float], Awaitable[None]]
-WaitPolicy = Callable[[tenacity.RetryCallState], float]
+WaitPolicy = Callable[[int], float]  # consecutive failures (>= 1) -> seconds to wait
 _Key = TypeVar("_Key", bound=Hashable)
 
 
-def loop_backoff_s(failures: int, wait: WaitPolicy = LOOP_RETRY_WAIT) -> float:
-    """Seconds to wait after ``failures`` consecutive failures (>= 1), drawn from ``wait``."""
-    state = tenacity.RetryCallState(_RETRY_STATE_OWNER, fn=None, args=(), kwargs={})
-    state.attempt_number = max(1, failures)
-    return float(wait(state))
+def loop_backoff_s(failures: int, rng: random.Random = _RNG) -> float:
+    """Seconds to wait after ``failures`` consecutive failures (>= 1; fewer counts as one), per
+    :data:`LOOP_RETRY_WAIT`, drawn from ``rng``."""
+    return LOOP_RETRY_WAIT.delay(failures, rng)
 
 
 class RetryBackoff(Generic[_Key]):
@@ -50,7 +51,7 @@ class RetryBackoff(Generic[_Key]):
     Bookkeeping only: the caller passes the time; nothing here sleeps or reads a clock. A unit that never failed,
     or that succeeded since, is always due."""
 
-    def __init__(self, wait: WaitPolicy = LOOP_RETRY_WAIT) -> None:
+    def __init__(self, wait: WaitPolicy = loop_backoff_s) -> None:
         self._wait = wait
         self._failing: dict[_Key, tuple[int, float]] = {}  # key -> (consecutive failures, due again at)
 
@@ -61,7 +62,7 @@ class RetryBackoff(Generic[_Key]):
     def failed(self, key: _Key, *, now: float) -> tuple[int, float]:
         """Record a failure; return (consecutive failures, seconds until the unit is due again)."""
         attempt = self._failing.get(key, (0, now))[0] + 1
-        delay = loop_backoff_s(attempt, self._wait)
+        delay = self._wait(attempt)
         self._failing[key] = (attempt, now + delay)
         return attempt, delay
 
@@ -106,7 +107,7 @@ async def supervise(
     component: str,
     interval_s: float,
     sleep: Sleep = asyncio.sleep,
-    wait: WaitPolicy = LOOP_RETRY_WAIT,
+    wait: WaitPolicy = loop_backoff_s,
     on_failure: Callable[[int], Awaitable[None]] | None = None,
     pause: Callable[[float], Awaitable[object]] | None = None,
 ) -> NoReturn:
@@ -122,7 +123,7 @@ async def supervise(
             await one_round()
         except Exception as exc:
             failures += 1
-            delay = loop_backoff_s(failures, wait)
+            delay = wait(failures)
             log_loop_failure(component, loop, exc, attempt=failures, retry_in_s=delay)
             if on_failure is not None:
                 await on_failure(failures)

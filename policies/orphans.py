@@ -201,7 +201,7 @@ def _remote_segment(s: SegmentMeta) -> RemoteSegment:
 def classify_object(
     obj: BucketObject, meta: Metadata, *, prefix: str, now_ms: int, grace_ms: int
 ) -> tuple[ObjectVerdict, ObjectKey | None]:
-    """The category, reclaimability and object-level anomaly of one object (DESIGN §7, contract order)."""
+    """The category, reclaimability and object-level anomaly of one object (ARCHITECTURE §7, contract order)."""
     parsed: ObjectKey | None = None
     found_under: str | None = None
 

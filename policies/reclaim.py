@@ -1,7 +1,7 @@
 """The reclaim planner: which objects of a scan's output may be deleted now, decided from facts and time alone.
 
 A scan (``objects.parquet``) says which objects looked reclaimable when its inventory was taken. An inventory lags
-the bucket and metadata moves on, so nothing is deleted on the scan's word alone (DESIGN §7): each candidate is
+the bucket and metadata moves on, so nothing is deleted on the scan's word alone (ARCHITECTURE §7): each candidate is
 re-checked against what is true *now* (a HEAD of the object, and :func:`policies.orphans.classify_object` run on
 current metadata at the current time). :func:`plan_reclaim` takes those facts as arguments and returns an immutable
 :class:`ReclaimPlan`: batches of keys to delete, grouped by topic prefix, and every other candidate with a stable
@@ -35,7 +35,7 @@ Invariants:
   segment whose custom metadata records another prefix, that one (then the object is re-checked as found there, by
   the current metadata's record); each batch holds the keys of one such prefix only, and at most
   ``batch_size`` (<= 1000, S3's DeleteObjects limit) of them. The executor passes that prefix to the storage
-  layer, which refuses anything outside it (DESIGN §4 invariant 5).
+  layer, which refuses anything outside it (ARCHITECTURE §4 invariant 5).
 * Never a live segment: a planned key's current category is in :data:`remote_storage.scan.contract.RECLAIM_CAN_DELETE`
   (which excludes ``live`` and ``past_retention``) and its current verdict is reclaimable.
 * Never an object younger than ``older_than_ms`` at ``now_ms``, by its current last-modified time.

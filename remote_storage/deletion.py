@@ -7,7 +7,7 @@ appended, once for the window, for the segments whose every object is gone. So t
 window, not two per batch, and S3 sees ``concurrency`` calls in flight. Invariants, whatever the window size:
 a segment is STARTED before any of its objects is deleted, and FINISHED only once all of them are gone. A crash at
 any point leaves segments STARTED-but-not-FINISHED, which the next plan includes again; deleting an already deleted
-object is a success, so a rerun finishes the job (DESIGN §4 invariants 4, 7, 8). Keys that fail for good are
+object is a success, so a rerun finishes the job (ARCHITECTURE §4 invariants 4, 7, 8). Keys that fail for good are
 reported in the result and keep their segment unfinished; they are never counted as deleted.
 
 Counted once: two deleters can race on one segment (a leaderless partition assigned to one broker while its old

@@ -6,7 +6,7 @@ same name is a different id) with ``deleted=True`` and the name, tiered state, e
 they had when they were removed. ``segments.parquet`` has one row per RLMM segment of any topic id, live, deleted
 or never seen in the metadata log, with its latest state. ``epochs.parquet`` is the tiered-state history: one row
 per (topic id, tiered epoch, state) the metadata log recorded, so the scan can tell whether a copy was made at an
-epoch at which its topic was ENABLED (DESIGN §7).
+epoch at which its topic was ENABLED (ARCHITECTURE §7).
 
 Invariants:
 * The files, their columns and the rows read back are :mod:`remote_storage.export_format`'s.

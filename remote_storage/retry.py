@@ -6,25 +6,31 @@ never botocore's attempts multiplied by ours. What is retriable is decided by :f
 throttling (503 SlowDown), 5xx, and connection-level failures (reset, closed, timeouts). 4xx answers such as
 AccessDenied or NoSuchBucket are permanent and surface at once.
 
-The schedule is exponential backoff with full jitter; ``sleep`` is injected so tests assert the schedule
-without waiting. This module is also where botocore's failures are told apart for the errors raised from them:
-:func:`is_missing_credentials` (no credentials to sign with: :class:`~orchestrator.errors.MissingCredentialsError`,
-whatever the call) and :func:`is_not_found`.
+The schedule is :data:`S3_BACKOFF`, exponential backoff with full jitter (:mod:`orchestrator.backoff`, as tenacity's
+``wait``); ``sleep`` and ``rng`` are injected so tests assert the schedule without waiting. This module is also
+where botocore's failures are told apart for the errors raised from them: :func:`is_missing_credentials` (no
+credentials to sign with: :class:`~orchestrator.errors.MissingCredentialsError`, whatever the call) and
+:func:`is_not_found`.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import botocore.exceptions as bce
 import structlog
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+
+from orchestrator.backoff import Backoff, tenacity_wait
 
 log = structlog.get_logger(__name__)
 
 S3_MAX_ATTEMPTS = 8
+S3_BACKOFF = Backoff(base=0.05, cap=5.0)  # seconds: a random wait of at most 0.05, 0.1, 0.2 ... 5
+_RNG = random.Random()
 _RETRIABLE_CODES = frozenset(
     {
         "SlowDown",
@@ -89,10 +95,12 @@ def _log_retry(state: RetryCallState) -> None:
     )
 
 
-def s3_retrying(*, sleep: Callable[[float], None] = time.sleep, max_attempts: int = S3_MAX_ATTEMPTS) -> Retrying:
+def s3_retrying(
+    *, sleep: Callable[[float], None] = time.sleep, max_attempts: int = S3_MAX_ATTEMPTS, rng: random.Random = _RNG
+) -> Retrying:
     return Retrying(
         retry=retry_if_exception(is_retriable_s3_error),
-        wait=wait_random_exponential(multiplier=0.05, max=5.0),
+        wait=tenacity_wait(S3_BACKOFF, rng),
         stop=stop_after_attempt(max_attempts),
         sleep=sleep,
         before_sleep=_log_retry,

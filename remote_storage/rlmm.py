@@ -4,7 +4,7 @@ Records are Kafka's RLMM records plus ``tieredEpoch`` (KIP-950; our tagged field
 ``orchestrator/metadata/records.py``), made at version 0: RemoteLogSegmentMetadataRecord starts a
 segment at COPY_SEGMENT_STARTED; RemoteLogSegmentMetadataUpdateRecord moves it to COPY_SEGMENT_FINISHED,
 DELETE_SEGMENT_STARTED or DELETE_SEGMENT_FINISHED; RemotePartitionDeleteMetadataRecord marks a partition's
-remote data deleted. The store appends them atomically per call and applies the copy fence (DESIGN §4
+remote data deleted. The store appends them atomically per call and applies the copy fence (ARCHITECTURE §4
 invariant 3): a copy record whose tiered epoch is not the topic's ENABLED epoch is refused with
 StaleTieredEpoch, and nothing of that call is written.
 

@@ -8,7 +8,7 @@ Invariants:
   the whole object set was written. Every object carries the S3 tag ``tieredEpoch=<n>``.
 * Large logs go up as multipart uploads; a failed multipart upload is aborted, so no invisible parts stay billed.
 * :meth:`S3RemoteStorage.delete_keys` deletes only keys under the prefix it is given (a policy passes its topic
-  id's prefix) and refuses the whole call otherwise, before any request is made (DESIGN §4 invariant 5). It uses
+  id's prefix) and refuses the whole call otherwise, before any request is made (ARCHITECTURE §4 invariant 5). It uses
   DeleteObjects with at most 1000 keys per call and reads the per-key errors: retriable ones are retried, a
   missing key counts as deleted (deletion is idempotent), permanent ones are reported, never dropped.
 * One retry layer: :mod:`remote_storage.retry` (botocore's own retries are off).

@@ -2,7 +2,7 @@
 
 Fencing, checked in this order, each refusal changing nothing:
 1. controller epoch: a request whose ControllerEpoch is below the highest this broker has seen, or below the
-   store's current lease epoch, comes from a deposed controller: STALE_CONTROLLER_EPOCH (DESIGN §4 inv. 6; the
+   store's current lease epoch, comes from a deposed controller: STALE_CONTROLLER_EPOCH (ARCHITECTURE §4 inv. 6; the
    broker's one :class:`~orchestrator.broker.fencing.ControllerEpochFence`, shared with DeleteRemotePartitions);
 2. topic: unknown topic id: UNKNOWN_TOPIC_ID;
 3. tiered epoch: the request must name the topic's current tiered epoch (the broker first catches its image up
@@ -11,25 +11,25 @@ Fencing, checked in this order, each refusal changing nothing:
 Work: one job per (topic id, tiered epoch), kept and run by the broker's job registry
 (:mod:`orchestrator.broker.job_registry`, shared with DeleteRemotePartitions), in the background so the
 controller's request never waits on S3:
-``stop_partitions`` (no copy below the epoch, in-flight copies finished or cleaned), then, for the delete policy,
-on each partition this broker leads: the log start offset moves to the local log start offset and every remote
-segment of the partition is deleted (journaled, resumable); and on each partition the request assigns it
+``stop_partitions`` (no copy below the epoch, in-flight copies finished or cleaned), then, for the delete policy, on
+each partition this broker leads: the log start offset moves to the local log start offset and every remote segment
+of the partition is deleted (journaled, resumable); and on each partition the request assigns it
 (``assigned_partitions``: the controller gives every partition with no live leader to a live broker, see
-``controller/queue.py``): every remote segment of the partition is deleted from what the RLMM knows alone, with no
-local log and no log start offset to move, fenced by the tiered epoch exactly as led partitions are (the checks
-above). Assignments are ignored under retain. The response says DONE or IN_PROGRESS with progress counts. A
-re-delivered request (a retry, or a new controller after failover) finds the job and reports it, so nothing is done
-twice (DESIGN §4 invariant 7); a finished job is started again if the request names a partition it did not cover
-(a leadership change while DISABLING), or, for the delete policy, if the RLMM still holds a segment of a partition
-it covered that is not deleted (the controller's backstop asks again when it sees one: the answer "done" must mean
-the remote data is gone). Re-applying the policy to covered partitions is harmless: a plan only holds segments not
-yet deleted. Retain only has to fence the copies: when none is in flight the fence is complete at once, and the
-first request is answered DONE.
+``controller/disablement_queue.py``): every remote segment of the partition is deleted from what the RLMM knows
+alone, with no local log and no log start offset to move, fenced by the tiered epoch exactly as led partitions are
+(the checks above). Assignments are ignored under retain. The response says DONE or IN_PROGRESS with progress
+counts. A re-delivered request (a retry, or a new controller after failover) finds the job and reports it, so
+nothing is done twice (ARCHITECTURE §4 invariant 7); a finished job is started again if the request names a partition it
+did not cover (a leadership change while DISABLING), or, for the delete policy, if the RLMM still holds a segment of
+a partition it covered that is not deleted (the controller's backstop asks again when it sees one: the answer "done"
+must mean the remote data is gone). Re-applying the policy to covered partitions is harmless: a plan only holds
+segments not yet deleted. Retain only has to fence the copies: when none is in flight the fence is complete at once,
+and the first request is answered DONE.
 
 Failures are answered, never swallowed: the request that finds its job failed gets that failure (its Kafka code,
 KAFKA_STORAGE_ERROR for a storage failure, and a message with the cause: the S3 error's class and text, the
 partition and the bucket) and restarts the job, which resumes where the RLMM journal says it stopped. So the
-controller sees the error, shows it, and backs off (``controller/queue.py``); the restarted job keeps counting
+controller sees the error, shows it, and backs off (``controller/retry_queue.py``); the restarted job keeps counting
 ``segments_deleted`` from where the failed one stopped, so the counts only show progress when there is some.
 ``segments_deleted`` counts only the segments this broker's journal record deleted first: when two brokers race
 on a partition (its old leader and the broker it was assigned to), the counts summed over brokers still name

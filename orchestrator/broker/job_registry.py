@@ -11,14 +11,14 @@ Invariants:
 
 1. One job per key at a time. A request whose job is running, or ended DONE covering every partition the request
    names with no work left, is answered with the job's progress and starts nothing: a re-delivered request (a retry,
-   or a new controller after a failover) finds its job, so nothing is done twice (DESIGN §4 invariant 7).
+   or a new controller after a failover) finds its job, so nothing is done twice (ARCHITECTURE §4 invariant 7).
 2. A request naming partitions the current job does not cover, or finding work left after it ended DONE (the
    handler says what is left, from the RLMM: the answer "done" must mean the remote data is gone), starts a new job
    covering what this request names, once the current one ended, never beside it.
 3. Failures are answered, never swallowed: a failed job keeps its failure until a request finds it; that request is
    answered with the failure (its Kafka code, the cause in the message, the counts the job reached) and restarts the
    job, which resumes where the RLMM journal says it stopped. So each failure is answered once, the controller shows
-   it and backs off (``controller/queue.py``), and the next request sees the restarted job.
+   it and backs off (``controller/retry_queue.py``), and the next request sees the restarted job.
 4. Counts only show progress: a new job of a key counts ``segments_deleted`` on from the last one, and a deletion
    step counts only the segments its own journal record deleted first (``segments_counted`` of
    ``remote_storage/deletion.py``), so when two brokers race on one partition (its old leader and the broker it was

@@ -5,7 +5,7 @@ RLMM COPY_SEGMENT_STARTED at the topic's current tiered epoch (the store's fence
 upload ``.log``, ``.indexes``, ``.rsm-manifest``, then RLMM COPY_SEGMENT_FINISHED (fenced again). A copy
 refused at start uploads nothing. A copy that fails, or whose finish is refused because the topic was disabled
 meanwhile (a zombie upload), has its objects deleted and its RLMM entry moved to DELETE_SEGMENT_FINISHED, so
-nothing of it stays behind or is ever served (DESIGN §4 invariant 3). The same holds when the copy's topic is
+nothing of it stays behind or is ever served (ARCHITECTURE §4 invariant 3). The same holds when the copy's topic is
 deleted meanwhile: its finish is refused (the store's fence: the topic id is gone; the RLMM's: the partition is
 marked for deletion), and if the partition's deletion already deleted the segment (its objects may have been
 uploaded after that), the copier deletes the objects it uploaded itself, with no journal entry left to write.

@@ -1,11 +1,13 @@
-"""``tieredctl``: the ops CLI (DESIGN §8), one module per noun.
+"""``tieredctl``: the ops CLI (ARCHITECTURE §8), one module per noun.
 
 - ``root``: the ``tieredctl`` group (``--output``, ``--bootstrap-server``), the table of nouns loaded lazily, error
   translation and :func:`main`, the console script;
 - ``command``: the click classes of the nouns and their commands, which take the global options after the command
   as well;
-- ``context``: what every command receives: the output and the way to the cluster;
-- ``output``: one :class:`~orchestrator.cli.output.Output`, rendered as text or as JSON;
+- ``context``: what every command receives: the output and the way to the cluster; ``session``: the one client
+  session (and event loop) all the requests of one command share;
+- ``views``: what a command shows, as values; ``render_text`` and ``render_json``: one renderer per format;
+  ``output``: the :class:`~orchestrator.cli.output.Output` a command hands its views to;
 - ``options``: options several commands share, declared once; ``progress``: progress bars; ``bucket``: where the
   bucket is and listing it into an inventory;
 - the nouns: ``controller``, ``broker``, ``local_cluster`` (``tieredctl cluster``), ``topic``, ``tiering``,

@@ -19,7 +19,8 @@ import click
 
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
-from orchestrator.cli.output import acl_name
+from orchestrator.cli.render_text import acl_name
+from orchestrator.cli.views import AclList, AclsAdded, AclsRemoved
 from orchestrator.security.acls import (
     CLUSTER_RESOURCE_NAME,
     WILDCARD,
@@ -195,7 +196,7 @@ def acls_add(
         deny=deny,
     )
     obj.run(lambda c: c.create_acls(bindings))
-    obj.output.acls_added(bindings)
+    obj.output.show(AclsAdded(bindings))
 
 
 @acls.command("list")
@@ -206,7 +207,7 @@ def acls_list(obj: Ctx, principal: str | None, topic: str | None, cluster: bool,
     """ACLs, all of them unless --principal, --topic, --cluster or --prefixed narrow them."""
     (acl_filter,) = selection_filters(principal=principal, topic=topic, cluster=cluster, prefixed=prefixed)
     found = obj.run(lambda c: c.describe_acls(acl_filter))
-    obj.output.acls(_sorted(found))
+    obj.output.show(AclList(_sorted(found)))
 
 
 @acls.command("remove")
@@ -236,4 +237,4 @@ def acls_remove(
         principal=principal, topic=topic, cluster=cluster, prefixed=prefixed, operations=operations
     )
     removed = obj.run(lambda c: c.delete_acls(filters))
-    obj.output.acls_removed(_sorted(removed))
+    obj.output.show(AclsRemoved(_sorted(removed)))

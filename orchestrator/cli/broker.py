@@ -9,7 +9,7 @@ from orchestrator.broker.agent import main as run_broker
 from orchestrator.cli import options
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
-from orchestrator.cli.output import BrokerRow
+from orchestrator.cli.views import BrokerList, BrokerRow, Message
 from orchestrator.client import TieredClient
 from orchestrator.protocol import messages as m
 
@@ -40,7 +40,7 @@ def broker_list(obj: Ctx) -> None:
         }
         for b in md["brokers"]
     ]
-    obj.output.brokers(rows)
+    obj.output.show(BrokerList(rows))
 
 
 async def _nodes_and_active_controller(c: TieredClient) -> tuple[m.MetadataResponse, int | None]:
@@ -55,4 +55,4 @@ async def _nodes_and_active_controller(c: TieredClient) -> tuple[m.MetadataRespo
 def broker_decommission(obj: Ctx, broker_id: int) -> None:
     """Remove a dead broker for good: it leaves every pending disablement (UnregisterBroker)."""
     obj.run(lambda c: c.decommission_broker(broker_id))
-    obj.output.message({"broker_id": broker_id, "decommissioned": True}, f"decommissioned broker {broker_id}")
+    obj.output.show(Message({"broker_id": broker_id, "decommissioned": True}, f"decommissioned broker {broker_id}"))

@@ -6,6 +6,9 @@ without saying so; a noun that is itself a command (``reclaim``) is ``@click.com
 command appends :func:`~orchestrator.cli.options.global_options` to its own parameters (after them in ``--help``);
 what they do is said there, once. ``tests/orchestrator/cli/test_global_options.py`` checks that every command of
 every noun is a :class:`LeafCommand`.
+
+A leaf command is also where one command's client session ends (:mod:`orchestrator.cli.session`): when it returns
+or raises, the session its requests opened is closed, before the root group turns an error into an exit status.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 import click
 
+from orchestrator.cli.context import Ctx
 from orchestrator.cli.options import global_options
 
 
@@ -28,6 +32,14 @@ class LeafCommand(click.Command):
         if clashes:
             raise TypeError(f"command {self.name!r} declares the global option(s) {sorted(clashes)} itself")
         self.params.extend(extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command, then close the client session its requests opened (one command, one session)."""
+        try:
+            return super().invoke(ctx)
+        finally:
+            if isinstance(ctx.obj, Ctx):
+                ctx.obj.session.close()
 
 
 class NounGroup(click.Group):

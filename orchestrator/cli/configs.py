@@ -11,6 +11,7 @@ import click
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.options import parse_key_values
+from orchestrator.cli.views import Message, TopicConfigs
 
 
 @click.group(cls=NounGroup)
@@ -29,7 +30,7 @@ def configs_alter(obj: Ctx, name: str, sets: tuple[str, ...], deletes: tuple[str
         raise click.UsageError("nothing to change: give --set KEY=VALUE or --delete KEY")
     kv = parse_key_values(sets, option="--set")
     obj.run(lambda c: c.alter_configs(name, kv, list(deletes)))
-    obj.output.message({"topic": name, "set": kv, "deleted": list(deletes)}, f"altered configs of {name}")
+    obj.output.show(Message({"topic": name, "set": kv, "deleted": list(deletes)}, f"altered configs of {name}"))
 
 
 @configs.command("describe")
@@ -37,4 +38,4 @@ def configs_alter(obj: Ctx, name: str, sets: tuple[str, ...], deletes: tuple[str
 @click.pass_obj
 def configs_describe(obj: Ctx, name: str) -> None:
     """Every config of topic NAME."""
-    obj.output.topic_configs(obj.run(lambda c: c.describe_configs(name)))
+    obj.output.show(TopicConfigs(obj.run(lambda c: c.describe_configs(name))))

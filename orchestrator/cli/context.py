@@ -1,9 +1,11 @@
-"""What every command receives (``@click.pass_obj``): the renderer chosen by ``--output`` and the way to the cluster.
+"""What every command receives (``@click.pass_obj``): the output chosen by ``--output`` and the way to the cluster.
 
-A command sends its requests with ``obj.run(lambda c: c.tiering_status())``: one :class:`TieredClient` session to
-``--bootstrap-server`` (or ``TIEREDCTL_BOOTSTRAP_SERVER``, or the local cluster in ``./var/cluster``), connecting as
-``--command-config`` says (or, for the local cluster, as its own ``client.properties`` says: TLS and the admin's
-login when the cluster was started with them; plaintext otherwise). No cluster to
+A command sends its requests with ``obj.run(lambda c: c.tiering_status())``. All the requests of one command go
+through one :class:`TieredClient` session on one event loop (:mod:`.session`), opened by the first and closed when
+the command ends (:class:`~orchestrator.cli.command.LeafCommand`), to ``--bootstrap-server`` (or
+``TIEREDCTL_BOOTSTRAP_SERVER``, or the local cluster in ``./var/cluster``), connecting as ``--command-config`` says
+(or, for the local cluster, as its own ``client.properties`` says: TLS and the admin's login when the cluster was
+started with them; plaintext otherwise). No cluster to
 talk to is a usage error (exit status 2); an error of ours raised by a request is exit status 1 (see ``root``). A
 local cluster whose record is there but none of whose controllers runs (stopped with ``cluster down``; checked in
 /proc by :func:`orchestrator.local.state.is_ours`, with no connection) is a LOCAL_CLUSTER_ERROR that says how to start
@@ -15,16 +17,16 @@ The global options may be given before the command (the root group makes the con
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from orchestrator.cli.output import OUTPUT_FORMATS, Output
+from orchestrator.cli.output import Output
+from orchestrator.cli.session import CommandSession
 from orchestrator.client import TieredClient
 from orchestrator.errors import LocalClusterError
 from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, is_ours
@@ -35,6 +37,8 @@ T = TypeVar("T")
 
 DEFAULT_CLUSTER_DIR = Path("./var/cluster")
 """Where ``tieredctl cluster up`` puts a local cluster, and where commands look for one when told nothing."""
+DEFAULT_TIMEOUT_S = 30.0
+"""A request's timeout, unless the command asks for another for all of its requests."""
 
 
 @dataclass(frozen=True)
@@ -44,13 +48,16 @@ class Ctx:
     output: Output
     bootstrap_server: str | None  # --bootstrap-server or TIEREDCTL_BOOTSTRAP_SERVER
     command_config: str | None = None  # --command-config or TIEREDCTL_COMMAND_CONFIG
+    # The command's client session, opened by its first request. Not an option: a context made with other options
+    # (dataclasses.replace) gets a new one.
+    session: CommandSession = field(default_factory=CommandSession, init=False, repr=False, compare=False)
 
     @classmethod
     def from_global_options(
         cls, *, output: str = "text", bootstrap_server: str | None = None, command_config: str | None = None
     ) -> Ctx:
-        """``output``: a key of :data:`OUTPUT_FORMATS`."""
-        return cls(output=OUTPUT_FORMATS[output](), bootstrap_server=bootstrap_server, command_config=command_config)
+        """``output``: one of :data:`~orchestrator.cli.output.OUTPUT_FORMATS`."""
+        return cls(output=Output(output), bootstrap_server=bootstrap_server, command_config=command_config)
 
     def with_global_options(
         self, *, output: str | None = None, bootstrap_server: str | None = None, command_config: str | None = None
@@ -58,7 +65,7 @@ class Ctx:
         """This context with the global options given after the command (None: not given there) replacing these."""
         changes: dict[str, Any] = {}
         if output is not None:
-            changes["output"] = OUTPUT_FORMATS[output]()
+            changes["output"] = Output(output)
         if bootstrap_server is not None:
             changes["bootstrap_server"] = bootstrap_server
         if command_config is not None:
@@ -94,12 +101,13 @@ class Ctx:
             "up'); or pass --bootstrap-server HOST:PORT or set TIEREDCTL_BOOTSTRAP_SERVER"
         )
 
-    def run(self, request: Callable[[TieredClient], Coroutine[Any, Any, T]], *, timeout_s: float = 30.0) -> T:
-        """Run ``request`` in one client session and return its result."""
-        bootstrap, security = self.bootstrap(), self.security()
+    def run(
+        self, request: Callable[[TieredClient], Coroutine[Any, Any, T]], *, timeout_s: float = DEFAULT_TIMEOUT_S
+    ) -> T:
+        """Run ``request`` on the command's client session (opened by its first request, with ``timeout_s``: every
+        request of a command asks for the same) and return its result."""
+        return self.session.run(request, connect=self.new_client, timeout_s=timeout_s)
 
-        async def session() -> T:
-            async with TieredClient(bootstrap, timeout_s=timeout_s, security=security) as client:
-                return await request(client)
-
-        return asyncio.run(session())
+    def new_client(self, timeout_s: float) -> TieredClient:
+        """The client of a command's session, not connected yet: to the cluster this context names."""
+        return TieredClient(self.bootstrap(), timeout_s=timeout_s, security=self.security())

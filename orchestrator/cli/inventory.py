@@ -9,6 +9,7 @@ from orchestrator.cli import options
 from orchestrator.cli.bucket import BucketTarget, InventoryFormat, list_into_inventory
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
+from orchestrator.cli.views import Message
 
 
 @click.group(cls=NounGroup)
@@ -36,4 +37,4 @@ def inventory_build(
     target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix)
     manifest = list_into_inventory(obj.output, target, dest=dest, fmt=fmt, rows_per_file=rows_per_file)
     data = {"manifest": manifest, "bucket": target.bucket, "prefix": target.prefix, "format": fmt}
-    obj.output.message(data, f"inventory of s3://{target.bucket}/{target.prefix} written: {manifest}")
+    obj.output.show(Message(data, f"inventory of s3://{target.bucket}/{target.prefix} written: {manifest}"))

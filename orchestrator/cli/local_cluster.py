@@ -11,6 +11,7 @@ import click
 from orchestrator.cli import options
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
+from orchestrator.cli.views import ClusterStarted, ClusterStatus, ClusterStopped
 from orchestrator.local import cluster as local_cluster
 from orchestrator.local.security import LocalSecurity
 from orchestrator.local.state import DEFAULT_BUCKET
@@ -83,7 +84,7 @@ def cluster_up(
         security=LocalSecurity(tls=tls, sasl=sasl, acls=acls),
         progress=obj.output.progress,
     )
-    obj.output.cluster_started(state)
+    obj.output.show(ClusterStarted(state))
 
 
 @cluster.command("down")
@@ -100,7 +101,7 @@ def cluster_down(obj: Ctx, cluster_dir: str, purge: bool) -> None:
     With --purge, delete the cluster as well: cluster.json, config/, run/, data/ (every broker's records), logs/,
     the metadata store and s3/ (the embedded S3's objects). Objects in an external bucket are not deleted, nor is
     the metadata in an external PostgreSQL store (--store)."""
-    obj.output.cluster_stopped(local_cluster.down(Path(cluster_dir), purge=purge))
+    obj.output.show(ClusterStopped(local_cluster.down(Path(cluster_dir), purge=purge)))
 
 
 @cluster.command("status")
@@ -109,4 +110,4 @@ def cluster_down(obj: Ctx, cluster_dir: str, purge: bool) -> None:
 def cluster_status(obj: Ctx, cluster_dir: str) -> None:
     """Every process of the local cluster: role, id, pid, alive, which controller is active, and the URL of each
     controller's and broker's Prometheus metrics."""
-    obj.output.cluster_status(local_cluster.status(Path(cluster_dir)))
+    obj.output.show(ClusterStatus(local_cluster.status(Path(cluster_dir))))

@@ -55,7 +55,7 @@ def global_options(*, after_command: bool) -> list[click.Option]:
         return [
             click.Option(
                 ["--output", "-o"],
-                type=click.Choice(list(OUTPUT_FORMATS)),
+                type=click.Choice(OUTPUT_FORMATS),
                 default="text",
                 show_default=True,
                 help=output_help,
@@ -70,7 +70,7 @@ def global_options(*, after_command: bool) -> list[click.Option]:
         return click.Option(flags, default=None, expose_value=False, callback=_given_after_the_command, **attrs)
 
     return [
-        after(["--output", "-o"], type=click.Choice(list(OUTPUT_FORMATS)), help=output_help),
+        after(["--output", "-o"], type=click.Choice(OUTPUT_FORMATS), help=output_help),
         after(["--bootstrap-server"], help=bootstrap_help),
         after(["--command-config"], type=command_config_type, help=command_config_help),
     ]

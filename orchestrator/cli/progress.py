@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from rich.progress import Progress, ProgressColumn
 
-from orchestrator.cli.output import Output, console
+from orchestrator.cli.output import Output
+from orchestrator.cli.render_text import console
 
 
 def progress_bar(output: Output, *columns: str | ProgressColumn, transient: bool = False) -> Progress:

@@ -22,6 +22,7 @@ from orchestrator.cli.bucket import BucketTarget
 from orchestrator.cli.command import LeafCommand
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.progress import progress_bar
+from orchestrator.cli.views import ReclaimOutcome
 from orchestrator.errors import TieredError
 from policies import reclaim_executor as rx
 from policies.reclaim import reclaim_categories
@@ -117,7 +118,7 @@ def reclaim(
         )
     for warning in result.warnings:
         out.warning(warning)
-    out.reclaim_result(result)
+    out.show(ReclaimOutcome(result))
     for refusal in result.refusals:
         out.error(refusal)
     if result.failed_keys:

@@ -17,6 +17,7 @@ from orchestrator.cli import options
 from orchestrator.cli.bucket import BucketTarget, list_into_inventory
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
+from orchestrator.cli.views import ScanOverThreshold, ScanSummary
 from orchestrator.metadata.open import parse_store_spec
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanSettings
@@ -142,9 +143,9 @@ def scan_run(
         driver_memory=driver_memory,
         progress=step,
     )
-    out.scan_summary(outcome.summary, report=outcome.report, render_text=render_text)
+    out.show(ScanSummary(outcome.summary, outcome.report, render_text))
     if outcome.exit_status:
-        out.scan_over_threshold(outcome.summary, threshold=max_anomalies, exit_status=outcome.exit_status)
+        out.show(ScanOverThreshold(outcome.summary, threshold=max_anomalies, exit_status=outcome.exit_status))
     sys.exit(outcome.exit_status)
 
 
@@ -162,4 +163,4 @@ def scan_report(obj: Ctx, directory: Path, max_anomaly_rows: int) -> None:
     """Re-render DIRECTORY/report.html from a scan's summary.json; print the per-topic totals."""
     summary = load_summary(directory)
     path = write_html_report(directory, max_anomaly_rows=max_anomaly_rows)
-    obj.output.scan_summary(summary, report=path, render_text=render_text)
+    obj.output.show(ScanSummary(summary, path, render_text))

@@ -23,11 +23,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextCol
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.progress import progress_bar
+from orchestrator.cli.views import BulkTieringChanged, TieringChanged, TieringReport, TieringTimedOut
 from orchestrator.client import RemoteDeletionStatus, TieredClient, TieringStatus
 from orchestrator.errors import RequestTimedOut, for_code
 from orchestrator.metadata.records import TieredState
 
 POLL_INTERVAL_S = 0.25
+BULK_TIMEOUT_S = 120.0  # a request's timeout in a change of many topics (one client session: all its requests)
 
 
 @click.group(cls=NounGroup)
@@ -64,7 +66,7 @@ def _wait_for(obj: Ctx, name: str, target: str, timeout: float) -> TieringStatus
                     return st
                 await asyncio.sleep(POLL_INTERVAL_S)
 
-    return obj.run(poll, timeout_s=30)
+    return obj.run(poll)
 
 
 def _progress_extra(st: TieringStatus) -> str:
@@ -83,9 +85,9 @@ def _progress_extra(st: TieringStatus) -> str:
 def _finish_wait(obj: Ctx, st: TieringStatus, target: str, timeout: float) -> None:
     """Show the topic in ``target``, or show where it stands and fail with REQUEST_TIMED_OUT."""
     if st.state.name == target:
-        obj.output.tiering_state(st)
+        obj.output.show(TieringChanged(st))
         return
-    obj.output.tiering_timed_out(st)
+    obj.output.show(TieringTimedOut(st, now_ms=obj.output.now_ms()))
     pending = ", ".join(
         f"broker {p.broker_id} ({p.attempts} attempts): {p.last_error or 'no answer yet'}" for p in st.pending_brokers
     )
@@ -145,7 +147,7 @@ def tiering_disable(
         raise click.UsageError(
             f"--policy delete would delete the remote data of {len(chosen)} topic(s): {shown}. Add --yes to go ahead."
         )
-    changes = obj.run(lambda c: c.disable_tiering_many(chosen, policy), timeout_s=120)
+    changes = obj.run(lambda c: c.disable_tiering_many(chosen, policy), timeout_s=BULK_TIMEOUT_S)
     accepted = [c.topic for c in changes if c.ok]
     statuses: dict[str, TieringStatus] = {}
     timed_out: list[TieringStatus] = []
@@ -153,8 +155,8 @@ def tiering_disable(
         statuses = _wait_for_all(obj, accepted, timeout)
         timed_out = [st for st in statuses.values() if st.state.name != "DISABLED"]
     elif accepted:
-        statuses = {st.topic: st for st in obj.run(lambda c: c.tiering_status(accepted), timeout_s=120)}
-    obj.output.tiering_bulk(changes, statuses)
+        statuses = {st.topic: st for st in obj.run(lambda c: c.tiering_status(accepted), timeout_s=BULK_TIMEOUT_S)}
+    obj.output.show(BulkTieringChanged(changes, statuses))
     failed = [c for c in changes if not c.ok]
     if failed:
         first = failed[0]
@@ -179,7 +181,7 @@ def _select(obj: Ctx, regex: str | None) -> list[str]:
             pattern = re.compile(regex)
         except re.error as exc:
             raise click.BadParameter(f"{regex!r} is not a regular expression: {exc}", param_hint="--regex") from exc
-    statuses = obj.run(lambda c: c.tiering_status(), timeout_s=120)
+    statuses = obj.run(lambda c: c.tiering_status(), timeout_s=BULK_TIMEOUT_S)
     chosen = sorted(
         st.topic
         for st in statuses
@@ -207,7 +209,7 @@ def _wait_for_all(obj: Ctx, names: list[str], timeout: float) -> dict[str, Tieri
                     return statuses
                 await asyncio.sleep(POLL_INTERVAL_S)
 
-    return obj.run(poll, timeout_s=120)
+    return obj.run(poll, timeout_s=BULK_TIMEOUT_S)
 
 
 def _bulk_extra(statuses: Iterable[TieringStatus]) -> str:
@@ -229,7 +231,7 @@ def _disable_one(obj: Ctx, name: str, policy: str, wait: bool, timeout: float) -
     if wait:
         _finish_wait(obj, _wait_for(obj, name, "DISABLED", timeout), "DISABLED", timeout)
     else:
-        obj.output.tiering_state(obj.run(lambda c: c.tiering_status([name]))[0], policy=policy)
+        obj.output.show(TieringChanged(obj.run(lambda c: c.tiering_status([name]))[0], policy=policy))
 
 
 @tiering.command("enable")
@@ -243,7 +245,7 @@ def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float) -> None:
     if wait:
         _finish_wait(obj, _wait_for(obj, name, "ENABLED", timeout), "ENABLED", timeout)
     else:
-        obj.output.tiering_state(obj.run(lambda c: c.tiering_status([name]))[0])
+        obj.output.show(TieringChanged(obj.run(lambda c: c.tiering_status([name]))[0]))
 
 
 @tiering.command("status")
@@ -260,4 +262,4 @@ def tiering_status(obj: Ctx, name: str | None) -> None:
         return await c.tiering_status(names), await c.remote_deletions(names)
 
     statuses, deletions = obj.run(both)
-    obj.output.tiering_status(statuses, deletions=deletions)
+    obj.output.show(TieringReport(statuses, deletions, now_ms=obj.output.now_ms()))

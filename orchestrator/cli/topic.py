@@ -16,8 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.options import parse_key_values
-from orchestrator.cli.output import PartitionRow
 from orchestrator.cli.progress import progress_bar
+from orchestrator.cli.views import ConsumedRecord, Message, PartitionRow, TopicDescription, TopicList
 from orchestrator.client import TieredClient, TieringStatus
 from orchestrator.errors import TieredError
 from orchestrator.ids import Uuid
@@ -43,14 +43,15 @@ def topic_create(obj: Ctx, name: str, partitions: int, replication_factor: int, 
         return await c.create_topic(name, partitions=partitions, replication_factor=replication_factor, configs=cfg)
 
     tid = obj.run(create)
-    obj.output.message({"topic": name, "topic_id": str(tid), "partitions": partitions}, f"created topic {name} ({tid})")
+    data = {"topic": name, "topic_id": str(tid), "partitions": partitions}
+    obj.output.show(Message(data, f"created topic {name} ({tid})"))
 
 
 @topic.command("list")
 @click.pass_obj
 def topic_list(obj: Ctx) -> None:
     """Every topic with its id, partitions and tiered state."""
-    obj.output.topics(obj.run(lambda c: c.tiering_status()))
+    obj.output.show(TopicList(obj.run(lambda c: c.tiering_status())))
 
 
 @topic.command("describe")
@@ -73,7 +74,7 @@ def topic_describe(obj: Ctx, name: str) -> None:
         }
         for p in by_index
     ]
-    obj.output.topic_description(status, partitions=partitions, configs=configs)
+    obj.output.show(TopicDescription(status, partitions, configs))
 
 
 @topic.command("delete")
@@ -82,7 +83,7 @@ def topic_describe(obj: Ctx, name: str) -> None:
 def topic_delete(obj: Ctx, name: str) -> None:
     """Delete topic NAME (its remote data becomes orphaned; 'tieredctl scan' finds it, 'reclaim' removes it)."""
     obj.run(lambda c: c.delete_topic(name))
-    obj.output.message({"topic": name, "deleted": True}, f"deleted topic {name}")
+    obj.output.show(Message({"topic": name, "deleted": True}, f"deleted topic {name}"))
 
 
 @topic.command("add-partitions")
@@ -92,7 +93,7 @@ def topic_delete(obj: Ctx, name: str) -> None:
 def topic_add_partitions(obj: Ctx, name: str, total: int) -> None:
     """Grow topic NAME to --total partitions (new ones inherit its tiered state)."""
     obj.run(lambda c: c.add_partitions(name, total))
-    obj.output.message({"topic": name, "partitions": total}, f"topic {name} now has {total} partitions")
+    obj.output.show(Message({"topic": name, "partitions": total}, f"topic {name} now has {total} partitions"))
 
 
 @topic.command("produce")
@@ -147,7 +148,7 @@ def topic_produce(obj: Ctx, name: str, records: int, record_size: int, batch: in
         "records_per_partition": {str(p): n for p, (_, _, n) in sorted(acked.items())},
     }
     if failure is None:
-        obj.output.message(data, f"produced {records} records to {name} ({len(acked)} partitions)")
+        obj.output.show(Message(data, f"produced {records} records to {name} ({len(acked)} partitions)"))
         return
     written = "; ".join(f"partition {p} {r}" for p, r in ranges.items()) or "nothing"
     detail = f"{done} of {records} records were acknowledged before this failure ({written})"
@@ -159,7 +160,7 @@ def topic_produce(obj: Ctx, name: str, records: int, record_size: int, batch: in
         )
     detail += f"; produce only the remaining {records - done} to finish"
     data["error"] = str(failure)
-    obj.output.message(data, f"produced {done} of {records} records to {name} before failing: {written}")
+    obj.output.show(Message(data, f"produced {done} of {records} records to {name} before failing: {written}"))
     partial = copy.copy(failure)  # the same error (name, code, exit status), its message saying what was written
     partial.message = f"{failure.message}; {detail}"
     partial.args = (partial.message,)
@@ -189,7 +190,7 @@ def topic_consume(
             if left is not None and left <= 0:
                 break
             async for rec in c.consume(name, p, from_beginning=from_beginning, max_records=left):
-                obj.output.consumed_record(rec, partition=p, index=total + n)
+                obj.output.show(ConsumedRecord(rec, partition=p, index=total + n))
                 first = rec.offset if first < 0 else first
                 last = rec.offset
                 n += 1
@@ -201,4 +202,4 @@ def topic_consume(
 
     data = obj.run(consume, timeout_s=60)
     text = f"consumed {data['records']} records from {name} ({data['remote_records']} read from remote storage)"
-    obj.output.message(data, text)
+    obj.output.show(Message(data, text))

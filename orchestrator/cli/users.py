@@ -14,6 +14,7 @@ import click
 
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
+from orchestrator.cli.views import Message, ScramUsers
 from orchestrator.client import SCRAM_MECHANISMS
 from orchestrator.security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
 
@@ -63,7 +64,7 @@ def users_add(obj: Ctx, name: str, mechanism: str, iterations: int, password_fil
         password = click.prompt(f"Password of {name}", hide_input=True, confirmation_prompt=True, err=True)
     obj.run(lambda c: c.upsert_scram_user(name, password, mechanism=mechanism, iterations=iterations))
     data = {"user": name, "mechanism": mechanism, "iterations": iterations}
-    obj.output.message(data, f"user {name}: {mechanism} credential set ({iterations} iterations)")
+    obj.output.show(Message(data, f"user {name}: {mechanism} credential set ({iterations} iterations)"))
 
 
 @users.command("list")
@@ -72,7 +73,7 @@ def users_add(obj: Ctx, name: str, mechanism: str, iterations: int, password_fil
 def users_list(obj: Ctx, names: tuple[str, ...]) -> None:
     """Users with SCRAM credentials (NAMES only, if given), with their mechanisms and iterations."""
     found = obj.run(lambda c: c.describe_scram_users(list(names) or None))
-    obj.output.scram_users(sorted(found, key=lambda u: u.name))
+    obj.output.show(ScramUsers(sorted(found, key=lambda u: u.name)))
 
 
 @users.command("remove")
@@ -84,4 +85,5 @@ def users_remove(obj: Ctx, name: str, mechanism: str | None) -> None:
     mechanisms = None if mechanism is None else [mechanism]
     removed = obj.run(lambda c: c.delete_scram_user(name, mechanisms=mechanisms))
     data = {"user": name, "removed": removed}
-    obj.output.message(data, f"user {name}: removed {', '.join(removed)} credential{'s' if len(removed) > 1 else ''}")
+    credentials = f"credential{'s' if len(removed) > 1 else ''}"
+    obj.output.show(Message(data, f"user {name}: removed {', '.join(removed)} {credentials}"))

@@ -19,6 +19,5 @@ from orchestrator.client.security import scram_deletion_request as scram_deletio
 from orchestrator.client.security import scram_upsertion_request as scram_upsertion_request
 from orchestrator.client.tiered_client import TieredClient as TieredClient
 from orchestrator.client.views import BrokerProgressView as BrokerProgressView
-from orchestrator.client.views import PendingBroker as PendingBroker
 from orchestrator.client.views import RemoteDeletionStatus as RemoteDeletionStatus
 from orchestrator.client.views import TieringStatus as TieringStatus

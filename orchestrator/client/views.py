@@ -59,9 +59,6 @@ class BrokerProgressView:
         return {key: _plain(getattr(self, key)) for key in keys}
 
 
-PendingBroker = BrokerProgressView  # the name callers imported before the two status views were one
-
-
 @dataclass(frozen=True)
 class OwedPartitionView:
     """A partition of a delete-policy topic whose remote segments are not all deleted in the RLMM yet."""

@@ -1,9 +1,11 @@
 """The controller's logic, synchronous and free of networking: typed request bodies in, typed response bodies out.
 
-:class:`ControllerCore` is what the active controller runs. The asyncio driver (``service.py``) decodes Kafka
-requests, calls the method for the api, encodes the returned body; it calls :meth:`ControllerCore.tick` on a timer,
-sends the DisableRemoteTopic requests :meth:`ControllerCore.due_disable_requests` returns, and feeds every outcome
-(reply, error, or timeout) to :meth:`ControllerCore.on_disable_response`. Time and randomness are injected
+:class:`ControllerCore` is what the active controller runs. The process (``service.py`` and its rooms) decodes Kafka
+requests, calls the method for the api (``admin_dispatch.py``), encodes the returned body; its sender
+(``sender.py``) calls :meth:`ControllerCore.tick` on a timer, sends the DisableRemoteTopic and DeleteRemotePartitions
+requests :meth:`ControllerCore.due_disable_requests` and :meth:`ControllerCore.due_remote_delete_requests` return,
+and feeds every outcome (reply, error, or timeout) back, those of one exchange in one call
+(:meth:`ControllerCore.on_disable_responses`). Time and randomness are injected
 (``now_ms``, ``rng``), so tests drive the core with a fake clock and a seeded generator. The core is not
 thread-safe: one task calls it.
 
@@ -18,8 +20,9 @@ This module is a facade: it builds the state and the three parts that act on it,
 * ``topic_deletion.py``: a deleted topic's remote data (KIP-405 partition deletion): marking, DeleteRemotePartitions
   out and in, rebuilt from the RLMM at every start.
 
-Below them, pure: ``partitions.py`` (partition records, placement, leadership), ``tiering.py`` (DESIGN §4's state
-machine), ``queue.py`` (the disablement queue) and ``deletion_queue.py`` (the remote deletion queue). The reads
+Below them, pure: ``partitions.py`` (partition records, placement, leadership), ``tiering.py`` (ARCHITECTURE §4's state
+machine), and the retry queue (``retry_queue.py``) with its two policies, ``disablement_queue.py`` (the disablement
+queue) and ``deletion_queue.py`` (the remote deletion queue). The reads
 (Metadata, DescribeConfigs) and the response shaping are shared with every node (:mod:`orchestrator.admin_api`).
 """
 
@@ -39,14 +42,15 @@ from orchestrator.protocol import messages as m
 from orchestrator.settings import BrokerMembership, DisablementSettings, TopicDefaults
 from remote_storage.rlmm import RemoteLogMetadataManager
 
-from . import deletion_queue as rq
-from . import queue as dq
+from . import deletion_queue as dlq
+from . import disablement_queue as dq
+from . import retry_queue as rq
 from .admin import AdminApi
 from .disablement import DisablementDriver, DisableOutcome, DisableRequestBody
 from .membership import BrokerLifecycle
 from .security_admin import SecurityAdmin
 from .state import ControllerState
-from .topic_deletion import DeleteRemotePartitionsBody, RemoteDeletionDriver
+from .topic_deletion import DeleteOutcome, DeleteRemotePartitionsBody, RemoteDeletionDriver
 
 log = structlog.get_logger(__name__)
 
@@ -93,7 +97,7 @@ class ControllerCore:
             controller_epoch=controller_epoch,
             log_end_offset=self.image.offset + 1,
             disabling_topics=len(self.queue.topics),
-            pending_acks=dq.pending_count(self.queue),
+            pending_acks=rq.pending_count(self.queue),
             deleting_topics=len(self._deletion.queue.topics),
         )
 
@@ -158,7 +162,7 @@ class ControllerCore:
         return self._security.describe_user_scram_credentials(body, version)
 
     @property
-    def deletion_queue(self) -> rq.RemoteDeletionQueue:
+    def deletion_queue(self) -> dlq.RemoteDeletionQueue:
         return self._deletion.queue
 
     def describe_tiered_state(self, body: m.DescribeTieredStateRequest) -> m.DescribeTieredStateResponse:
@@ -213,8 +217,8 @@ class ControllerCore:
         error: TieredError | None,
     ) -> None:
         """Feed the outcome (reply, error, or neither: a timeout) of a request :meth:`due_disable_requests` gave out;
-        see :meth:`DisablementDriver.on_response`."""
-        self._driver.on_response(broker_id, request_body, response_body, error)
+        see :meth:`DisablementDriver.on_responses`."""
+        self._driver.on_responses(broker_id, [(request_body, response_body, error)])
 
     def on_disable_responses(self, broker_id: int, outcomes: Sequence[DisableOutcome]) -> None:
         """Feed the outcomes of several requests to one broker at once (the topics of one batched request): DISABLED
@@ -236,4 +240,8 @@ class ControllerCore:
         error: TieredError | None,
     ) -> None:
         """Feed the outcome of a request :meth:`due_remote_delete_requests` gave out."""
-        self._deletion.on_response(broker_id, request_body, response_body, error)
+        self._deletion.on_responses(broker_id, [(request_body, response_body, error)])
+
+    def on_remote_delete_responses(self, broker_id: int, outcomes: Sequence[DeleteOutcome]) -> None:
+        """Feed the outcomes of several requests to one broker at once."""
+        self._deletion.on_responses(broker_id, outcomes)

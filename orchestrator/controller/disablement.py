@@ -1,24 +1,25 @@
 """The disablement driver: DisableRemoteTopic requests out, their outcomes in, DISABLED appended when a topic is done.
 
-The asyncio driver (``service.py``) sends the requests :meth:`DisablementDriver.due_requests` returns (coalesced per
+The sender (``sender.py``) sends the requests :meth:`DisablementDriver.due_requests` returns (coalesced per
 broker into version 1 requests of many topics: :func:`batch_request`, :func:`split_batch_response`) and feeds every
 outcome (reply, error, or timeout) to :meth:`DisablementDriver.on_responses`, all of one exchange at once; the
 controller's timer expires lost requests, completes finished topics and reports stalled ones. A reply costs the
-queue O(log n) (a persistent map, ``queue.py``), and the topics one exchange completes are appended DISABLED in one
-batch, so a bulk disablement of thousands of topics costs what it sends, not the square of the queue. The queue
-itself (who owes what, backoff, late replies) is ``queue.py``, pure; this module applies it to the
-:class:`ControllerState`.
+queue O(log n) (a persistent map, ``retry_queue.py``), and the topics one exchange completes are appended DISABLED in
+one batch, so a bulk disablement of thousands of topics costs what it sends, not the square of the queue. The queue
+itself is pure: who owes what is ``disablement_queue.py``, the machine (backoff, late replies) ``retry_queue.py``;
+this module applies it to the :class:`ControllerState`.
 
 Invariants:
 * DISABLED for (topic, epoch E) is appended only when the queue says every required broker acknowledged E for its
   current duty, and only while the image says DISABLING at E, so it is appended at most once: after the append the
-  image says DISABLED and the topic leaves the queue (DESIGN §4 invariants 2 and 7).
-* DISABLED(delete) means the remote data is gone, whoever led it (DESIGN §4 invariant 4): leaderless partitions are
-  assigned to live brokers by the queue and named in their requests (``assigned_partitions``), and before the
+  image says DISABLED and the topic leaves the queue (ARCHITECTURE §4 invariants 2 and 7).
+* DISABLED(delete) means the remote data is gone, whoever led it (ARCHITECTURE §4 invariant 4): leaderless partitions
+  are assigned to live brokers by the queue and named in their requests (``assigned_partitions``), and before the
   append the controller's RLMM (the shared store, folded here) must hold no segment of the topic id that is not
   DELETE_SEGMENT_FINISHED. Otherwise the topic stays DISABLING, the brokers answerable for the partitions left are
-  asked again (:func:`queue.reopen`), and ``disable.remote_data_owed`` is logged (once per topic, epoch and set of
-  partitions). DescribeTieredState lists those partitions (``owed_partitions``: who deletes them, what is left).
+  asked again (:func:`disablement_queue.reopen`), and ``disable.remote_data_owed`` is logged (once per topic, epoch
+  and set of partitions). DescribeTieredState lists those partitions (``owed_partitions``: who deletes them, what
+  is left).
 * A deposed controller hands out no request: :meth:`DisablementDriver.due_requests` checks the lease first. A broker
   answering STALE_CONTROLLER_EPOCH raises :class:`StaleControllerEpoch` (after its reply is recorded), so the
   driver steps down (invariant 6).
@@ -31,8 +32,8 @@ Invariants:
 * :meth:`DisablementDriver.describe_tiered_state` never writes.
 * The timer walks the queue only when something can have changed: the queue is not the very object the last walk
   left (a reply, an image, a send), or the clock reached the earliest time at which a backoff ends, a request times
-  out or a wait reaches the stall threshold (:func:`queue.next_event_ms`). Until then expiring, sending and stall
-  reports would find nothing, so a tick over thousands of queued topics costs O(1).
+  out or a wait reaches the stall threshold (:class:`~orchestrator.controller.queue_walk.QueueWalk`). Until then
+  expiring, sending and stall reports would find nothing, so a tick over thousands of queued topics costs O(1).
 * Each DISABLED appended is one observation of ``tieredctl_disablement_duration_seconds`` (when metrics are given):
   from when this controller's queue took the topic's epoch in to the append.
 """
@@ -61,8 +62,10 @@ from orchestrator.protocol import messages as m
 from orchestrator.settings import DisablementSettings
 from remote_storage.rlmm import RemoteLogMetadataManager
 
-from . import queue as dq
+from . import disablement_queue as dq
+from . import retry_queue as rq
 from . import tiering
+from .queue_walk import QueueWalk
 from .state import ControllerState
 
 log = structlog.get_logger(__name__)
@@ -74,7 +77,7 @@ class DisableRequestBody(m.DisableRemoteTopicRequest):
     """A DisableRemoteTopic request as the driver hands it out, to be given back with its outcome.
 
     Besides the schema's fields it carries ``attempt``: not a wire field (the codec encodes schema fields only), it
-    numbers the request so that :meth:`DisablementDriver.on_response`, given the same body back, can tell a late
+    numbers the request so that :meth:`DisablementDriver.on_responses`, given the same body back, can tell a late
     reply to an attempt already timed out from the reply to the attempt in flight.
     """
 
@@ -165,27 +168,7 @@ class DisablementDriver:
         self._owed_reported: dict[tuple[Uuid, int], frozenset[int]] = {}
         self._stalled_reported: set[tuple[Uuid, int]] = set()
         self._progress: dict[Uuid, dict[int, dict[int, tuple[int, int]]]] = {}  # topic -> epoch -> broker -> counts
-        # The queue as the last scan left it, and when time alone next changes anything in it (dq.next_event_ms).
-        self._unchanged_until: tuple[dq.DisablementQueue, float] | None = None
-        self._stalls_checked_ms = -1
-
-    def _nothing_due(self, now: int) -> bool:
-        """Whether the queue is the very one the last scan left and nothing in it is due yet: then expiring,
-        sending and stall reports have nothing to do, and the queue is not walked (a tick every 100 ms over
-        thousands of queued topics would otherwise be most of a bulk disablement's work)."""
-        memo = self._unchanged_until
-        return memo is not None and memo[0] is self._state.queue and now < memo[1]
-
-    def _note_scanned(self) -> None:
-        queue = self._state.queue
-        settings = self._settings
-        until = dq.next_event_ms(
-            queue,
-            timeout_ms=settings.request_timeout_ms,
-            stall_threshold_ms=settings.stall_threshold_ms,
-            stalls_after_ms=self._stalls_checked_ms,
-        )
-        self._unchanged_until = (queue, until)
+        self._walk: QueueWalk[dq.QueuedDisablement] = QueueWalk(state, settings, watch_stalls=True)
 
     def due_requests(self) -> list[tuple[int, DisableRequestBody]]:
         """The DisableRemoteTopic requests to send now, as (broker id, request body); they are now in flight.
@@ -194,15 +177,7 @@ class DisablementDriver:
         """
         state = self._state
         state.refresh()
-        now = state.now_ms()
-        if self._nothing_due(now):
-            return []
-        expired = dq.expire(state.queue, now, timeout_ms=self._settings.request_timeout_ms, rng=state.rng)
-        queue, sends = dq.due(expired, now)
-        if sends:
-            state.check_lease()
-        state.queue = queue
-        self._note_scanned()
+        state.queue, sends = self._walk.take_due(state.queue)
         out: list[tuple[int, DisableRequestBody]] = []
         if sends:
             per_broker: dict[int, int] = {}
@@ -213,26 +188,15 @@ class DisablementDriver:
             body = DisableRequestBody(
                 partition_id=ALL_PARTITIONS,
                 topic_id=s.topic_id,
-                tiered_epoch=s.tiered_epoch,
+                tiered_epoch=s.job.tiered_epoch,
                 controller_epoch=state.controller_epoch,
                 broker_epoch=s.broker_epoch,
-                policy=int(s.policy),
-                assigned_partitions=sorted(s.assigned),
+                policy=int(s.job.policy),
+                assigned_partitions=sorted(s.duty.assigned),
                 attempt=s.attempt,
             )
             out.append((s.broker_id, body))
         return out
-
-    def on_response(
-        self,
-        broker_id: int,
-        request_body: DisableRequestBody,
-        response_body: m.DisableRemoteTopicResponse | None,
-        error: TieredError | None,
-    ) -> None:
-        """Feed the outcome of one DisableRemoteTopic: a response body, a transport error, or neither (timeout).
-        See :meth:`on_responses`."""
-        self.on_responses(broker_id, [(request_body, response_body, error)])
 
     def on_responses(self, broker_id: int, outcomes: Sequence[DisableOutcome]) -> None:
         """Feed the outcomes of requests to ``broker_id`` (the topics of one batched request, or one request), each
@@ -249,7 +213,7 @@ class DisablementDriver:
         """
         state = self._state
         acked: list[dict[str, object]] = []
-        retried: dict[tuple[int, str | None], list[tuple[str, dq.PendingBroker]]] = {}
+        retried: dict[tuple[int, str | None], list[tuple[str, rq.QueuedBroker[dq.Duty]]]] = {}
         stale_epoch: list[str] = []
         deposed = False
         for request_body, response_body, error in outcomes:
@@ -272,16 +236,13 @@ class DisablementDriver:
                 error_code=code,
                 detail=message,
                 topic_ids=[t for t, _ in topics],
-                attempts_without_progress=max(p.failures for _, p in topics),
+                attempts_without_progress=max(p.attempts_without_progress for _, p in topics),
                 next_attempt_ms=min(p.next_attempt_ms for _, p in topics),
             )
         if stale_epoch:
             log.info("disable.stale_tiered_epoch", broker_id=broker_id, topic_ids=stale_epoch)
         if deposed:
-            state.log_deposed()
-            raise StaleControllerEpoch(
-                f"broker {broker_id} knows a newer controller than epoch {state.controller_epoch}"
-            )
+            state.deposed_by_broker(broker_id)
         self.complete_finished(only=[body["topic_id"] for body, _, _ in outcomes])
 
     def _record(
@@ -297,7 +258,7 @@ class DisablementDriver:
         topic_id = request_body["topic_id"]
         tiered_epoch = request_body["tiered_epoch"]
         about_the_job = response_body is not None and response_body.get("tiered_epoch", -1) == tiered_epoch
-        outcome = dq.read_outcome(response_body, error, about_the_job=about_the_job)
+        outcome = rq.read_outcome(response_body, error, about_the_job=about_the_job)
         code, message, in_progress = outcome.error_code, outcome.error_message, outcome.in_progress
         if code == 0 and response_body is not None:
             self._record_progress(topic_id, tiered_epoch, broker_id, response_body)
@@ -307,15 +268,11 @@ class DisablementDriver:
             topic_id,
             broker_id,
             tiered_epoch,
-            ok=code == 0,
-            in_progress=in_progress,
-            error_code=code,
-            error_message=message,
+            outcome,
             now_ms=state.now_ms(),
             rng=state.rng,
-            repoll_ms=self._settings.repoll_ms,
+            retries=self._walk.retries,
             attempt=request_body["attempt"],
-            progress=outcome.progress,
         )
         fields = {"topic_id": str(topic_id), "broker_id": broker_id, "tiered_epoch": tiered_epoch}
         if state.queue is before:
@@ -333,7 +290,7 @@ class DisablementDriver:
                 partitions_total=response_body.get("partitions_total"),
                 segments_deleted=response_body.get("segments_deleted"),
                 segments_remaining=response_body.get("segments_remaining"),
-                attempts_without_progress=pending.failures,
+                attempts_without_progress=pending.attempts_without_progress,
                 next_attempt_ms=pending.next_attempt_ms,
             )
             return "in_progress", code, message
@@ -342,9 +299,7 @@ class DisablementDriver:
     def expire_requests(self, now: int) -> None:
         """Give up on requests in flight for longer than the request timeout (they are retried after a backoff)."""
         state = self._state
-        if self._nothing_due(now):
-            return
-        state.queue = dq.expire(state.queue, now, timeout_ms=self._settings.request_timeout_ms, rng=state.rng)
+        state.queue = self._walk.expire(state.queue, now)
 
     def complete_finished(self, only: Iterable[Uuid] | None = None) -> None:
         """Append DISABLED for every topic (of ``only``, if given) whose required brokers all acknowledged and, under
@@ -375,7 +330,7 @@ class DisablementDriver:
 
     def _remote_data_gone(self, topic: TopicImage) -> bool:
         """The backstop before DISABLED: True unless ``topic`` is delete-policy and the RLMM still holds some of its
-        remote segments; then the brokers answerable for them are asked again (:func:`queue.reopen`)."""
+        remote segments; then the brokers answerable for them are asked again (:func:`disablement_queue.reopen`)."""
         if topic.policy != DisablePolicy.DELETE:
             return True
         owed = self.owed_remote_data(topic)
@@ -391,7 +346,14 @@ class DisablementDriver:
         )
         before = state.queue
         state.queue = dq.reopen(
-            before, state.image, topic.topic_id, partitions, reason=reason, now_ms=state.now_ms(), rng=state.rng
+            before,
+            state.image,
+            topic.topic_id,
+            partitions,
+            reason=reason,
+            now_ms=state.now_ms(),
+            rng=state.rng,
+            retries=self._walk.retries,
         )
         key = (topic.topic_id, topic.tiered_epoch)
         if state.queue is not before or self._owed_reported.get(key) != partitions:
@@ -425,10 +387,10 @@ class DisablementDriver:
         """Log each (topic, broker) pair once when it becomes stalled, with its last error; again if it recovers
         and stalls anew."""
         queue = self._state.queue
-        if self._nothing_due(now):
+        if self._walk.nothing_due(queue, now):
             return
-        stalled = set(dq.stalled(queue, now, self._settings.stall_threshold_ms))
-        self._stalls_checked_ms = now
+        stalled = set(rq.stalled(queue, now, self._settings.stall_threshold_ms))
+        self._walk.stalls_checked_ms = now
         for topic_id, broker_id in sorted(stalled - self._stalled_reported, key=lambda p: (str(p[0]), p[1])):
             entry = queue.topic(topic_id)
             pb = entry.pending.get(broker_id) if entry is not None else None
@@ -447,7 +409,7 @@ class DisablementDriver:
         req = normalized("DescribeTieredStateRequest", 0, body)
         state = self._state
         image = state.refresh()
-        stalled = set(dq.stalled(state.queue, state.now_ms(), self._settings.stall_threshold_ms))
+        stalled = set(rq.stalled(state.queue, state.now_ms(), self._settings.stall_threshold_ms))
         names = req["topics"]
         wanted = sorted(image.topics_by_name) if names is None else list(names)
         out: list[m.DescribedTopic] = []
@@ -469,7 +431,7 @@ class DisablementDriver:
                     fenced=pb.fenced,
                     stalled=(topic.topic_id, b) in stalled,
                     next_attempt_ms=-1 if pb.in_flight or pb.fenced else pb.next_attempt_ms,
-                    attempts_without_progress=pb.failures,
+                    attempts_without_progress=pb.attempts_without_progress,
                 )
                 for b, pb in sorted(state.queue.pending_brokers(topic.topic_id).items())
             ]

@@ -19,8 +19,9 @@ from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.records import TieredState
 from orchestrator.metrics import ControllerView, DisablementQueueView, MetadataView
 
-from . import deletion_queue as rq
-from . import queue as dq
+from . import deletion_queue as dlq
+from . import disablement_queue as dq
+from . import retry_queue as rq
 
 ACKNOWLEDGED = "acknowledged"
 IN_PROGRESS = "in_progress"
@@ -30,7 +31,7 @@ TIMEOUT = "timeout"
 def disable_result(response: Mapping[str, Any] | None, error: TieredError | None) -> str:
     """The ``result`` label of one DisableRemoteTopic exchange: acknowledged (done), in_progress, timeout, or the
     Kafka error's name (what the broker answered, or why no answer came)."""
-    outcome = dq.read_outcome(response, error)
+    outcome = rq.read_outcome(response, error)
     if outcome.in_progress:
         return IN_PROGRESS
     if outcome.ok:
@@ -41,13 +42,13 @@ def disable_result(response: Mapping[str, Any] | None, error: TieredError | None
 
 
 def queue_view(
-    queue: dq.DisablementQueue, deletions: rq.RemoteDeletionQueue, *, now_ms: int, stall_threshold_ms: int
+    queue: dq.DisablementQueue, deletions: dlq.RemoteDeletionQueue, *, now_ms: int, stall_threshold_ms: int
 ) -> DisablementQueueView:
     oldest = min((t.since_ms for t in queue.topics.values()), default=now_ms)
     return DisablementQueueView(
         topics=len(queue.topics),
-        pending_acks=dq.pending_count(queue),
-        stalled_acks=len(dq.stalled(queue, now_ms, stall_threshold_ms)),
+        pending_acks=rq.pending_count(queue),
+        stalled_acks=len(rq.stalled(queue, now_ms, stall_threshold_ms)),
         oldest_age_s=max(0, now_ms - oldest) / 1000,
         remote_deletion_topics=len(deletions.topics),
     )

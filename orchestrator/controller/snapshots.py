@@ -8,9 +8,9 @@ invariant 7), so every process starts from the latest snapshot plus a short tail
 Invariants:
 * Only the lease holder writes: :meth:`SnapshotWriter.write` passes the controller epoch and the store refuses a
   stale one (:class:`StaleControllerEpoch`) in the same transaction as the write, exactly like an append.
-* The decision (:meth:`SnapshotWriter.due`) is pure bookkeeping on the offset and the caller's clock; the service
-  calls :meth:`SnapshotWriter.write` on a worker thread of its own, never on the event loop and never on the core's
-  thread, so a large image never delays a request.
+* The decision (:meth:`SnapshotWriter.due`) is pure bookkeeping on the offset and the caller's clock; the snapshot
+  loop (``snapshot_loop.py``) calls :meth:`SnapshotWriter.write` on a worker thread of its own, never on the event
+  loop and never on the core's thread, so a large image never delays a request.
 * A snapshot is never written twice at one offset, nor for an image that has not moved since the last one.
 """
 

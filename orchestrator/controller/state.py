@@ -2,16 +2,16 @@
 
 :class:`ControllerState` is shared by the admin API, the broker lifecycle and the disablement driver: the metadata
 image (a :class:`MetadataFollower` over the store: the log is the only source of truth), the disablement queue
-(``queue.py``, rebuilt from the log on construction: KIP-950's failover rule), who this controller is (``holder``,
-``controller_epoch``) and the injected clock (``now_ms``) and randomness (``rng``). It is not thread-safe: one task
-uses it.
+(``disablement_queue.py``, rebuilt from the log on construction: KIP-950's failover rule), who this controller is
+(``holder``, ``controller_epoch``) and the injected clock (``now_ms``) and randomness (``rng``). It is not
+thread-safe: one task uses it.
 
 Invariants:
 * Every write is :meth:`ControllerState.append`, i.e. ``store.append(..., controller_epoch=controller_epoch)``; a
   deposed controller's write raises :class:`StaleControllerEpoch`, which is logged as ``controller.deposed`` and
-  propagates (never turned into a per-topic error code) so that the driver steps down (DESIGN §4 invariant 6).
+  propagates (never turned into a per-topic error code) so that the driver steps down (ARCHITECTURE §4 invariant 6).
 * The queue sees every image: :meth:`refresh` reconciles it with each newer image, and :meth:`append` refreshes
-  after writing (this controller is the only writer, so no image is skipped). ``queue.py`` relies on this to tell
+  after writing (this controller is the only writer, so no image is skipped). The queue relies on this to tell
   a broker whose duty changed while its request was in flight.
 * One request's change to one topic (or resource, or broker) is one :meth:`append`: all of it is written, or none.
 """
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import structlog
 
@@ -29,7 +30,7 @@ from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.records import MetadataRecord
 from orchestrator.metadata.store import MetadataStore
 
-from . import queue as dq
+from . import disablement_queue as dq
 
 log = structlog.get_logger(__name__)
 
@@ -92,6 +93,12 @@ class ControllerState:
                 f"controller epoch {self.controller_epoch} no longer holds the lease "
                 f"({'none' if lease is None else lease.controller_epoch} does)"
             )
+
+    def deposed_by_broker(self, broker_id: int) -> NoReturn:
+        """A broker answered STALE_CONTROLLER_EPOCH: it knows a newer controller. Raises
+        :class:`StaleControllerEpoch` (the driver steps down)."""
+        self.log_deposed()
+        raise StaleControllerEpoch(f"broker {broker_id} knows a newer controller than epoch {self.controller_epoch}")
 
     def log_deposed(self) -> None:
         log.warning("controller.deposed", holder=self.holder, controller_epoch=self.controller_epoch)

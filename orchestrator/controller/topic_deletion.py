@@ -9,16 +9,20 @@ partitions without a delete state is marked. Sync reads the RLMM *before* it ref
 there was admitted by the store's fence while its topic existed, so the image read after it has that topic unless it
 was removed since (a topic created meanwhile is never taken for a deleted one).
 
-The queue (``deletion_queue.py``, pure) is rebuilt from the RLMM on every sync, so after a controller start or
-failover it holds every partition MARKED or STARTED and not FINISHED; requests go to live brokers
-(DeleteRemotePartitions, fenced there by controller epoch, broker epoch and the partition's RLMM delete state), with
-the disablement's timeouts and backoff (:class:`~orchestrator.settings.DisablementSettings`). A topic leaves the
-queue when the RLMM shows all its partitions FINISHED (``topic_deletion.completed`` is logged). A deposed controller
-hands out no request (the lease is checked first), and a broker answering STALE_CONTROLLER_EPOCH makes it step down.
+The queue (``deletion_queue.py``: the disablement's retry queue with the deletion's policy, pure) is rebuilt from
+the RLMM on every sync, so after a controller start or failover it holds every partition MARKED or STARTED and not
+FINISHED; requests go to live brokers (DeleteRemotePartitions, fenced there by controller epoch, broker epoch and the
+partition's RLMM delete state), with the disablement's timeouts and backoff
+(:class:`~orchestrator.settings.DisablementSettings`), the queue walked only when something can be due
+(``queue_walk.py``). A topic leaves the queue when the RLMM shows all its partitions FINISHED
+(``topic_deletion.completed`` is logged). A deposed controller hands out no request (the lease is checked first),
+and a broker answering STALE_CONTROLLER_EPOCH makes it step down.
 DescribeTieredState lists the topics still being deleted (:meth:`RemoteDeletionDriver.describe`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import structlog
 
@@ -30,8 +34,9 @@ from orchestrator.protocol import messages as m
 from orchestrator.settings import DisablementSettings
 from remote_storage.rlmm import RemoteLogMetadataManager
 
-from . import deletion_queue as rq
-from .queue import read_outcome
+from . import deletion_queue as dlq
+from . import retry_queue as rq
+from .queue_walk import QueueWalk
 from .state import ControllerState
 
 log = structlog.get_logger(__name__)
@@ -46,14 +51,18 @@ class DeleteRemotePartitionsBody(m.DeleteRemotePartitionsRequest):
     attempt: int
 
 
+DeleteOutcome = tuple[DeleteRemotePartitionsBody, m.DeleteRemotePartitionsResponse | None, TieredError | None]
+"""One request's outcome as the sender hands it back: the body it was given, and a reply, an error, or neither."""
+
+
 class RemoteDeletionDriver:
     def __init__(
         self, state: ControllerState, settings: DisablementSettings, *, remote_log: RemoteLogMetadataManager
     ) -> None:
         self._state = state
-        self._settings = settings
         self._rlmm = remote_log
-        self.queue = rq.EMPTY_DELETION_QUEUE
+        self._walk: QueueWalk[dlq.QueuedDeletion] = QueueWalk(state, settings, watch_stalls=False)
+        self.queue = dlq.EMPTY_DELETION_QUEUE
         self._done_topics: set[Uuid] = set()  # finished deletions already seen: not looked at again
         self._synced: tuple[int, int, bool] | None = None  # (RLMM offset, image offset, mark) of the last sync
 
@@ -85,7 +94,7 @@ class RemoteDeletionDriver:
         seen = (rlmm.applied_offset, image.offset, mark)
         if seen == self._synced:
             return
-        targets: list[rq.DeletionTarget] = []
+        targets: list[dlq.DeletionTarget] = []
         for topic_id in rlmm.topic_ids() - self._done_topics:
             if topic_id in image.topics:
                 continue
@@ -104,9 +113,9 @@ class RemoteDeletionDriver:
                 log.info("topic_deletion.marked", topic=name, topic_id=str(topic_id), partitions=len(unmarked))
             finished = PartitionDeleteState.DELETE_PARTITION_FINISHED
             remaining = frozenset(p.partition for p in partitions if p.delete_state != finished)
-            targets.append(rq.DeletionTarget(topic_id, name, remaining))
+            targets.append(dlq.DeletionTarget(topic_id, name, remaining))
         before = self.queue
-        self.queue = rq.reconcile(before, targets, image, state.now_ms())
+        self.queue = dlq.reconcile(before, targets, image, state.now_ms())
         for topic_id in set(before.topics) - set(self.queue.topics):
             log.info("topic_deletion.completed", topic=before.topics[topic_id].name, topic_id=str(topic_id))
         self._synced = seen  # only once the whole sync is done: one that raised is done again
@@ -115,21 +124,14 @@ class RemoteDeletionDriver:
         """The DeleteRemotePartitions requests to send now, as (broker id, body); they are now in flight.
         Raises :class:`StaleControllerEpoch` instead once the lease has moved on."""
         state = self._state
-        now = state.now_ms()
-        expired = rq.expire(self.queue, now, timeout_ms=self._settings.request_timeout_ms, rng=state.rng)
-        queue, sends = rq.due(expired, now)
-        if sends:
-            state.check_lease()
-        self.queue = queue
+        self.queue, sends = self._walk.take_due(self.queue)
         out = []
         for s in sends:
-            log.debug(
-                "topic_deletion.send", topic_id=str(s.topic_id), broker_id=s.broker_id, partitions=sorted(s.partitions)
-            )
+            log.debug("topic_deletion.send", topic_id=str(s.topic_id), broker_id=s.broker_id, partitions=sorted(s.duty))
             body = DeleteRemotePartitionsBody(
                 topic_id=s.topic_id,
-                topic_name=s.name,
-                partitions=sorted(s.partitions),
+                topic_name=s.job.name,
+                partitions=sorted(s.duty),
                 controller_epoch=state.controller_epoch,
                 broker_epoch=s.broker_epoch,
                 attempt=s.attempt,
@@ -137,42 +139,32 @@ class RemoteDeletionDriver:
             out.append((s.broker_id, body))
         return out
 
-    def on_response(
-        self,
-        broker_id: int,
-        request_body: DeleteRemotePartitionsBody,
-        response_body: m.DeleteRemotePartitionsResponse | None,
-        error: TieredError | None,
-    ) -> None:
-        """Feed the outcome of one DeleteRemotePartitions (a reply, a transport error, or neither: a timeout)."""
+    def on_responses(self, broker_id: int, outcomes: Sequence[DeleteOutcome]) -> None:
+        """Feed the outcomes of requests to ``broker_id``, then reconcile with the RLMM (which says what is done).
+        Raises :class:`StaleControllerEpoch` if the broker says a newer controller exists (after recording them)."""
         state = self._state
-        topic_id = request_body["topic_id"]
-        outcome = read_outcome(response_body, error)
-        code, message, in_progress = outcome.error_code, outcome.error_message, outcome.in_progress
-        self.queue = rq.on_response(
-            self.queue,
-            topic_id,
-            broker_id,
-            attempt=request_body["attempt"],
-            ok=code == 0,
-            in_progress=in_progress,
-            error_code=code,
-            error_message=message,
-            now_ms=state.now_ms(),
-            rng=state.rng,
-            repoll_ms=self._settings.repoll_ms,
-            progress=outcome.progress,
-        )
-        fields = {"topic_id": str(topic_id), "broker_id": broker_id, "error_code": code}
-        if code != 0:
-            log.warning("topic_deletion.retry", **fields, detail=message)
-        else:
-            log.debug("topic_deletion.reply", **fields, in_progress=in_progress)
-        if code == StaleControllerEpoch.code:
-            state.log_deposed()
-            raise StaleControllerEpoch(
-                f"broker {broker_id} knows a newer controller than epoch {state.controller_epoch}"
+        deposed = False
+        for request_body, response_body, error in outcomes:
+            topic_id = request_body["topic_id"]
+            outcome = rq.read_outcome(response_body, error)
+            self.queue = dlq.on_response(
+                self.queue,
+                topic_id,
+                broker_id,
+                outcome,
+                attempt=request_body["attempt"],
+                now_ms=state.now_ms(),
+                rng=state.rng,
+                retries=self._walk.retries,
             )
+            fields = {"topic_id": str(topic_id), "broker_id": broker_id, "error_code": outcome.error_code}
+            if not outcome.ok:
+                log.warning("topic_deletion.retry", **fields, detail=outcome.error_message)
+            else:
+                log.debug("topic_deletion.reply", **fields, in_progress=outcome.in_progress)
+            deposed = deposed or outcome.error_code == StaleControllerEpoch.code
+        if deposed:
+            state.deposed_by_broker(broker_id)
         self.sync()
 
     def describe(self, names: list[str] | None) -> list[m.DeletingTopic]:
@@ -188,12 +180,12 @@ class RemoteDeletionDriver:
             brokers = [
                 m.DeletingBroker(
                     broker_id=b,
-                    partitions=sorted(d.partitions),
+                    partitions=sorted(d.duty),
                     attempts=d.attempts,
                     last_error=d.last_error,
                     next_attempt_ms=-1 if d.in_flight else max(d.next_attempt_ms, now),
                 )
-                for b, d in sorted(t.brokers.items())
+                for b, d in sorted(t.pending.items())
             ]
             out.append(
                 m.DeletingTopic(

@@ -20,13 +20,13 @@ cluster; Kafka clients take it as it is). Every file here is 0600 in 0700 direct
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator.controller.bootstrap import bootstrap_scram_users
 from orchestrator.local.certificates import issue_local_certificates
+from orchestrator.local.settings_files import Tables
 from orchestrator.local.state import CLIENT_PROPERTIES
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.net.client_properties import write_client_properties
@@ -39,8 +39,6 @@ ADMIN = "admin"
 CLIENT_MECHANISM = "SCRAM-SHA-512"
 TLS_DIR = "security/tls"
 PASSWORD_DIR = "security/passwords"
-
-Tables = Mapping[str, Mapping[str, Any]]
 
 
 @dataclass(frozen=True)

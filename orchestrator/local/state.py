@@ -1,7 +1,8 @@
 """The record of a local cluster: ``cluster.json`` under its directory, and where its files are.
 
 Light on purpose (json, dataclasses): the CLI reads it for every command that falls back to the local cluster,
-and must not load the object-store client to do so. Starting and stopping processes is :mod:`.cluster`.
+and must not load the object-store client to do so. Starting and stopping processes is :mod:`.processes`; the
+cluster as a whole is :mod:`.cluster`.
 
 Invariants: ``cluster.json`` is replaced atomically (written to a temporary file, then renamed), so a reader sees
 the old record or the new one; it names every process the cluster started, with the settings file that
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import LocalClusterError
+from orchestrator.local.s3_snapshot import SNAPSHOT_DIR
 from orchestrator.private_files import write_private
 
 STATE_FILE = "cluster.json"
@@ -26,6 +28,22 @@ DEFAULT_PREFIX = "tiered/"
 # The embedded S3 (moto's server) accepts any key pair; this one is for it alone and never leaves the machine. A
 # cluster made since secret keys were generated keeps its own random secret key in cluster.json (0600) instead.
 EMBEDDED_S3_CREDENTIALS = ("local", "local")
+
+CLUSTER_FILES = (
+    STATE_FILE,
+    CLIENT_PROPERTIES,
+    "security",
+    STORE_FILE,
+    f"{STORE_FILE}-wal",
+    f"{STORE_FILE}-shm",
+    "config",
+    "run",
+    "data",
+    "logs",
+    SNAPSHOT_DIR,
+)
+"""Everything a local cluster writes under its directory: ``cluster down --purge`` deletes exactly these, and
+``cluster up`` refuses a directory that holds any of them without a ``cluster.json`` to resume from."""
 
 
 @dataclass

@@ -25,10 +25,11 @@ Invariants:
   re-discovers the controller instead of waiting on the same silent node again.
 * **It follows a failover by itself.** A response whose top-level ``error_code`` is NOT_CONTROLLER (41) (or on every
   entry of a per-resource list), a controller id that names no known node, or a connection that cannot be made or
-  dies: refresh Metadata and try again, at most ``max_attempts`` times with exponential backoff and jitter
-  (tenacity; ``sleep`` is injected so tests check the schedule without waiting). When attempts run out the last
-  error is raised as is. A controller that does not answer ApiVersions on a new connection is unavailable
-  (BrokerNotAvailable): the admin request itself was not sent.
+  dies: refresh Metadata and try again, at most ``max_attempts`` times, tenacity retrying the call in place with
+  the full-jitter backoff of :mod:`orchestrator.backoff` (``backoff_initial_s`` doubling per attempt, capped at
+  ``backoff_max_s``; ``sleep`` and ``rng`` are injected so tests check the schedule without waiting). When attempts
+  run out the last error is raised as is. A controller that does not answer ApiVersions on a new connection is
+  unavailable (BrokerNotAvailable): the admin request itself was not sent.
 * **A timeout is retried only when the caller says the request is idempotent.** A RequestTimedOut of a request that
   was sent may mean it was applied, so by default it is raised (after the controller was forgotten). A caller whose
   request may be applied twice (a heartbeat, a registration with the same incarnation id, Metadata, a describe)
@@ -43,21 +44,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import random
 import ssl
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import structlog
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-    wait_random,
-)
-from tenacity.wait import wait_base
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from orchestrator.backoff import Backoff, tenacity_wait
 from orchestrator.errors import (
     BrokerNotAvailable,
     InvalidArgument,
@@ -193,6 +188,7 @@ class AdminClient:
         backoff_max_s: float = 1.0,
         probe_stagger_s: float = DEFAULT_PROBE_STAGGER_S,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
@@ -205,10 +201,10 @@ class AdminClient:
         )
         self._timeout_s = timeout_s
         self._max_attempts = max_attempts
-        # backoff_initial_s * 2**(attempt - 1), capped at backoff_max_s, plus up to backoff_initial_s of jitter so
-        # that clients thrown off by the same failover do not come back in lockstep.
-        exponential = wait_exponential(multiplier=backoff_initial_s, max=backoff_max_s)
-        self._backoff: wait_base = exponential + wait_random(0, backoff_initial_s)
+        # A random wait of at most backoff_initial_s * 2**(attempt - 1), capped at backoff_max_s: clients thrown off
+        # by the same failover do not come back in lockstep.
+        backoff = Backoff(base=backoff_initial_s, cap=backoff_max_s)
+        self._backoff = tenacity_wait(backoff, rng if rng is not None else random.Random())
         self._sleep = sleep
         # A deadline on waiting for a probe's answer, not a sleep: the event loop's own timer, like request timeouts.
         self._probe_stagger_s = probe_stagger_s

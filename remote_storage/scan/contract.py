@@ -56,7 +56,7 @@ The scan's executors read the manifests themselves, one GET per segment that rea
 the inventory and nothing else: none for untransformed segments or segments with ``remote_size``, at most one per
 COPY_SEGMENT_FINISHED segment. More than ``max_manifest_reads`` of them stops the scan, saying so.
 
-**Anomalies** (DESIGN §7), by type:
+**Anomalies** (ARCHITECTURE §7), by type:
 
 * object level (the ``anomaly`` column of ``objects.parquet``, at most one per object, in this order):
   ``unparseable_key``; ``delete_incomplete`` (an object of a DISABLED delete-policy topic, of a
@@ -203,7 +203,7 @@ ANOMALY_COLUMNS: Final = (
     ("detail", "string"),
 )
 
-# Exit status of `scan run` when the anomalies exceed the alert threshold (0, 1, 2 keep DESIGN §8's meanings).
+# Exit status of `scan run` when the anomalies exceed the alert threshold (0, 1, 2 keep ARCHITECTURE §8's meanings).
 EXIT_ANOMALIES: Final = 3
 
 DEFAULT_GRACE_MS: Final = 3 * 24 * 3600 * 1000  # longer than an upload plus AWS inventory's up-to-48h lag

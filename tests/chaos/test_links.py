@@ -15,6 +15,7 @@ import pytest
 from chaos.links import Links, insert_link_proxies, registered_ports
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
+from orchestrator.local.settings_files import read_toml
 from orchestrator.local.state import LocalClusterState
 from tests.support.live_cluster import LiveCluster, run, wait_until
 
@@ -42,7 +43,7 @@ def test_brokers_register_behind_their_ingress_proxies_and_every_link_relays(lin
     state = LocalClusterState.load(cluster.dir)
     assert registered_ports(state) == {1: links.to_broker[1].port, 2: links.to_broker[2].port}
     for b in (1, 2):  # the settings files name the proxies, for every later restart too
-        config = lc._read_toml(Path(str(state.find("broker", b).config)))
+        config = read_toml(Path(str(state.find("broker", b).config)))
         assert config["broker"]["controllers"] == f"{CONTROLLER}@127.0.0.1:{links.to_controller[(b, CONTROLLER)].port}"
         assert config["broker"]["advertised_port"] == links.to_broker[b].port
 

@@ -65,7 +65,7 @@ class ControllerWriter:
         return tid
 
     def set_state(self, tid: Uuid, state: TieredState, policy: DisablePolicy = DisablePolicy.NONE) -> int:
-        """Move the topic to ``state``; the epoch is bumped except for DISABLING -> DISABLED (DESIGN §4)."""
+        """Move the topic to ``state``; the epoch is bumped except for DISABLING -> DISABLED (ARCHITECTURE §4)."""
         topic = self.follower.refresh().topics[tid]
         epoch = topic.tiered_epoch if state == TieredState.DISABLED else topic.tiered_epoch + 1
         new_state = {"tiered_epoch": epoch, "tiered_state": int(state), "policy": int(policy)}

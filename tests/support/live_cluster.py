@@ -6,10 +6,11 @@ Every process is started by :mod:`orchestrator.local.cluster` and stopped by pid
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -141,6 +142,20 @@ class LiveCluster:
             if lc.is_ours(p):
                 os.kill(p.pid, signal.SIGCONT)
         lc.down(self.dir, purge=True, timeout_s=10)
+
+
+@contextlib.contextmanager
+def live_cluster(directory: Path, **options: Any) -> Iterator[LiveCluster]:
+    """A :class:`LiveCluster` (``options`` as it takes them) for the body of the ``with``, stopped and purged at
+    its end; then none of the processes it recorded may still run. A fixture yields from inside the ``with``."""
+    cluster = LiveCluster(directory, **options)
+    try:
+        yield cluster
+    finally:
+        processes = LocalClusterState.load(cluster.dir).processes
+        cluster.close()
+    for p in processes:
+        assert not lc.is_ours(p), f"{p.role} {p.id} (pid {p.pid}) still runs after the cluster was stopped"
 
 
 def bucket_keys(s3_client: Any, bucket: str, prefix: str = "") -> list[str]:

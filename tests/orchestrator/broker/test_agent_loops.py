@@ -9,10 +9,10 @@ the failed disk (a real OS error, which works as root too). Nothing here talks t
 
 import asyncio
 import errno
+import random
 import time
 
 import pytest
-import tenacity
 from structlog.testing import capture_logs
 
 from orchestrator.broker import agent as agent_module
@@ -77,7 +77,10 @@ def test_a_round_that_raises_anything_is_logged_with_its_cause_and_retried_after
             raise outcome
 
     sleep = RecordingSleep(rounds=6)
-    deterministic = tenacity.wait_exponential(multiplier=1, max=3)  # 1, 2, 3 (capped), ...
+
+    def deterministic(failures: int) -> float:  # 1, 2, 3 (capped), ...
+        return min(3, 2 ** (failures - 1))
+
     with capture_logs() as logs, pytest.raises(StopLoop):
         asyncio.run(
             supervise("tiering", one_round, component="broker", interval_s=0.5, sleep=sleep, wait=deterministic)
@@ -120,11 +123,15 @@ def test_the_declared_loop_backoff_is_exponential_with_full_jitter_capped_and_ne
         draws = [loop_backoff_s(n) for _ in range(50)]
         assert all(0.1 <= d <= upper for d in draws), (n, upper, draws)
     assert max(loop_backoff_s(30) for _ in range(200)) > 5  # the window at the cap is 0.1-10 s, not a fixed value
-    assert loop_backoff_s(0, LOOP_RETRY_WAIT) <= 0.2  # zero failures counts as the first
+    assert loop_backoff_s(0) <= 0.2  # zero failures counts as the first
+    assert (LOOP_RETRY_WAIT.base, LOOP_RETRY_WAIT.cap, LOOP_RETRY_WAIT.floor) == (0.2, 10.0, 0.1)
+    # A seeded generator reproduces the schedule exactly: a uniform draw between 0.1 s and the window.
+    schedule = [loop_backoff_s(n, random.Random(3)) for n in (1, 4, 12)]
+    assert schedule == [random.Random(3).uniform(0.1, upper) for upper in (0.2, 1.6, 10.0)]
 
 
 def test_each_partition_backs_off_alone_and_a_success_resets_it():
-    retry: RetryBackoff[str] = RetryBackoff(tenacity.wait_exponential(multiplier=1, max=4))
+    retry: RetryBackoff[str] = RetryBackoff(lambda failures: min(4, 2 ** (failures - 1)))
     assert retry.due("p0", now=0) and retry.due("p1", now=0)
     assert retry.failed("p0", now=0) == (1, 1)
     assert not retry.due("p0", now=0.5) and retry.due("p1", now=0.5)

@@ -16,11 +16,9 @@ from typing import Any
 import pytest
 
 from orchestrator.broker.local_log import read_partition_metadata
-from orchestrator.local import cluster as lc
-from orchestrator.local.state import LocalClusterState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.rlmm import RemoteLogMetadataManager
-from tests.support.live_cluster import LiveCluster, wait_until
+from tests.support.live_cluster import LiveCluster, live_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -32,14 +30,8 @@ RECORDS = 60  # of about 200 bytes: three or four of the live cluster's 4 KiB se
 
 @pytest.fixture
 def live(tmp_path):
-    cluster = LiveCluster(tmp_path / "cluster", brokers=1, controllers=1)
-    try:
+    with live_cluster(tmp_path / "cluster", brokers=1, controllers=1) as cluster:
         yield cluster
-    finally:
-        processes = LocalClusterState.load(cluster.dir).processes
-        cluster.close()
-    for p in processes:
-        assert not lc.is_ours(p)
 
 
 def _values(generation: str, partition: int) -> list[bytes]:

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from orchestrator.cli.output import JsonOutput, TextOutput
+from orchestrator.cli.output import Output
+from orchestrator.cli.views import ClusterStatus
 
 pytestmark = pytest.mark.unit
 
@@ -43,7 +44,7 @@ STATUS = {
 
 
 def test_the_text_status_shows_each_process_metrics_url(capsys):
-    TextOutput().cluster_status(STATUS)
+    Output("text").show(ClusterStatus(STATUS))
     lines = capsys.readouterr().out.splitlines()
     (controller,) = [ln for ln in lines if ln.startswith("controller")]
     (broker,) = [ln for ln in lines if ln.startswith("broker")]
@@ -54,6 +55,6 @@ def test_the_text_status_shows_each_process_metrics_url(capsys):
 
 
 def test_the_json_status_carries_the_metrics_urls_as_they_are(capsys):
-    JsonOutput().cluster_status(STATUS)
+    Output("json").show(ClusterStatus(STATUS))
     doc = json.loads(capsys.readouterr().out)
     assert [p["metrics_url"] for p in doc["processes"]] == [None, *(p["metrics_url"] for p in STATUS["processes"][1:])]

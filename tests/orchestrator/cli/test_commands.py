@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
+from chaos.link_proxy import LinkProxy
 from orchestrator.ids import Uuid
-from orchestrator.local.state import STATE_FILE
+from orchestrator.local.state import STATE_FILE, LocalClusterState
 from tests.support.live_cluster import LiveCluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -221,3 +222,23 @@ def test_tiering_disable_takes_many_topics_by_name_or_pattern_each_answered_on_i
     text = tieredctl("tiering", "disable", "--regex", "bulk-.", "--wait", bootstrap=live.bootstrap, check=0).stdout
     assert "2 of 2 topic(s) accepted" in text and "bulk-c" in text and "bulk-d" in text
     assert states("bulk-c", "bulk-d", "other-e") == {"bulk-c": "DISABLED", "bulk-d": "DISABLED", "other-e": "ENABLED"}
+
+
+def test_one_command_of_many_steps_connects_once_to_each_controller(live):
+    """``tiering disable --regex P --wait`` lists the topics, disables those that match and polls until they are
+    DISABLED: three steps, many polls, one client session. Reached through a proxy in front of each controller
+    (``id@host:port`` pins a node to the address given), the command connects to each at most once."""
+    for name in ("session-a", "session-b"):
+        jsonout(live, "topic", "create", name, *TIERED)
+    controllers = [p for p in LocalClusterState.load(live.dir).processes if p.role == "controller"]
+    proxies = {p.id: LinkProxy("127.0.0.1", p.port, name=f"controller-{p.id}") for p in controllers}
+    try:
+        bootstrap = ",".join(f"{node}@127.0.0.1:{proxy.port}" for node, proxy in proxies.items())
+        args = ["--output", "json", "tiering", "disable", "--regex", "session-.", "--wait", "--timeout", "120"]
+        answer = json.loads(tieredctl(*args, bootstrap=bootstrap, check=0).stdout)
+        connections = {node: proxy.connections for node, proxy in proxies.items()}
+    finally:
+        for proxy in proxies.values():
+            proxy.close()
+    assert [(t["topic"], t["state"]) for t in answer["topics"]] == [(n, "DISABLED") for n in ("session-a", "session-b")]
+    assert sum(connections.values()) >= 1 and all(n <= 1 for n in connections.values()), connections

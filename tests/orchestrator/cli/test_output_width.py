@@ -3,7 +3,8 @@ path, a command line or a topic id printed for people stays on one line, whole."
 
 import pytest
 
-from orchestrator.cli.output import TextOutput
+from orchestrator.cli.output import Output
+from orchestrator.cli.views import ReclaimOutcome, TopicList
 from orchestrator.client import TieringStatus
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, TieredState
@@ -30,7 +31,7 @@ def test_a_path_in_the_reclaim_result_is_never_broken(capsys):
         planned_by_category={},
         planned_by_topic={},
     )
-    TextOutput().reclaim_result(result)
+    Output("text").show(ReclaimOutcome(result))
     lines = _lines(capsys)
     assert any(LONG_PATH in line for line in lines), lines
     assert all(len(line) == len(line.rstrip()) for line in lines)  # and nothing padded to a huge width
@@ -48,6 +49,6 @@ def test_a_table_wider_than_80_columns_keeps_its_cells_whole(capsys):
         partition_count=6,
         pending_brokers=(),
     )
-    TextOutput().topics([status])
+    Output("text").show(TopicList([status]))
     row = [line for line in _lines(capsys) if name in line]
     assert len(row) == 1 and str(topic_id) in row[0] and "ENABLED" in row[0]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.cli.output import TextOutput
+from orchestrator.cli.output import Output
+from orchestrator.cli.views import TieringReport
 from orchestrator.client import RemoteDeletionStatus
 from orchestrator.ids import Uuid
 
@@ -13,13 +14,13 @@ pytestmark = pytest.mark.unit
 
 
 def test_no_topic_and_nothing_being_deleted_says_no_topics(capsys):
-    TextOutput().tiering_status([])
+    Output("text").show(TieringReport([], [], now_ms=0))
     assert capsys.readouterr().out.strip() == "no topics"
 
 
 def test_a_deleted_topic_still_being_removed_is_shown_when_no_topic_is_left(capsys):
     deletion = RemoteDeletionStatus("clicks", Uuid.random(), (0, 2), 5, 1234, ())
-    TextOutput().tiering_status([], deletions=[deletion])
+    Output("text").show(TieringReport([], [deletion], now_ms=0))
     out = capsys.readouterr().out
     assert "no topics" not in out
     assert "clicks" in out and "DELETED, remote data still being deleted: 5 remote segments (1234 bytes)" in out

@@ -4,16 +4,15 @@ client's request bodies on their own are tested in ``tests/orchestrator/client/t
 
 The commands run against the controller's own security admin API (:class:`SecurityAdmin` on an in-memory metadata
 store), reached through the real :class:`TieredClient` methods, every request and answer encoded and decoded at each
-version the client offers, as the wire would. Only ``Ctx.run``'s connection is replaced. The same against a live
-cluster is the lead's end-to-end test.
+version the client offers, as the wire would. Only the connection of ``Ctx``'s client is replaced
+(:meth:`Ctx.new_client`). The same against a live cluster is the lead's end-to-end test.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -24,7 +23,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.cli.acls import acls, bindings_to_add, selection_filters
 from orchestrator.cli.context import Ctx
-from orchestrator.cli.output import TextOutput
+from orchestrator.cli.output import Output
 from orchestrator.cli.users import users
 from orchestrator.client import SCRAM_SALT_BYTES, TieredClient
 from orchestrator.controller.security_admin import SecurityAdmin
@@ -131,13 +130,10 @@ class LocalCtx(Ctx):
 
     controller: Controller = field(default_factory=Controller)
 
-    def run(self, request: Callable[[TieredClient], Coroutine[Any, Any, T]], *, timeout_s: float = 30.0) -> T:
-        async def session() -> T:
-            async with TieredClient("controller.invalid:9093") as client:
-                client.admin = self.controller  # type: ignore[assignment]
-                return await request(client)
-
-        return asyncio.run(session())
+    def new_client(self, timeout_s: float) -> TieredClient:
+        client = TieredClient("controller.invalid:9093", timeout_s=timeout_s)
+        client.admin = self.controller  # type: ignore[assignment]
+        return client
 
 
 @pytest.fixture
@@ -146,7 +142,7 @@ def controller() -> Controller:
 
 
 def invoke(controller: Controller, group: click.Group, *args: str, stdin: str | None = None) -> Result:
-    obj = LocalCtx(output=TextOutput(), bootstrap_server=None, controller=controller)
+    obj = LocalCtx(output=Output("text"), bootstrap_server=None, controller=controller)
     return CliRunner().invoke(group, list(args), obj=obj, input=stdin)
 
 

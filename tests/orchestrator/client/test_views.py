@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.cli.output import JsonOutput
-from orchestrator.client import BrokerProgressView, PendingBroker, RemoteDeletionStatus, TieringStatus
+from orchestrator.cli.output import Output
+from orchestrator.cli.views import TieringReport
+from orchestrator.client import BrokerProgressView, RemoteDeletionStatus, TieringStatus
 from orchestrator.client.views import broker_progress
 from orchestrator.errors import UnknownTopicOrPartition
 from orchestrator.ids import Uuid
@@ -194,7 +195,7 @@ def described(*, topics: Sequence[Any] = (), deleting: Sequence[Any] = ()) -> di
 
 
 def printed(statuses: list[TieringStatus], deletions: list[RemoteDeletionStatus], capsys: Any) -> str:
-    JsonOutput().tiering_status(statuses, deletions=deletions)
+    Output("json").show(TieringReport(statuses, deletions, now_ms=0))
     out: str = capsys.readouterr().out
     return out
 
@@ -261,7 +262,7 @@ def test_a_topic_the_controller_could_not_describe_is_raised_as_its_kafka_error(
 def test_a_broker_owing_a_disablement_and_one_deleting_partitions_are_one_view():
     pending = broker_progress(DISABLING_ORDERS["pending_brokers"][0])
     deleting = broker_progress(DELETED_CLICKS["brokers"][0])
-    assert type(pending) is type(deleting) is BrokerProgressView is PendingBroker
+    assert type(pending) is type(deleting) is BrokerProgressView
     assert (pending.partitions, pending.stalled, pending.attempts_without_progress) == ((), True, 3)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator.admin_api import reads
-from orchestrator.controller import queue as dq
+from orchestrator.controller import retry_queue as rq
 from orchestrator.controller.core import ControllerCore
 from orchestrator.errors import StaleControllerEpoch
 from orchestrator.ids import ZERO_UUID, Uuid
@@ -705,13 +705,13 @@ def test_ticks_over_an_unchanged_queue_do_not_walk_it_yet_a_repoll_and_a_timeout
     bulk disablement's work. Ticks that find the very queue the last walk left, before its next event, walk nothing;
     the repoll and the timeout still happen at their time."""
     walks: list[int] = []
-    real_due = dq.due
+    real_due = rq.due
 
-    def counted_due(queue: dq.DisablementQueue, now: int) -> tuple[dq.DisablementQueue, list[dq.SendDisable]]:
+    def counted_due(queue: rq.RetryQueue[Any], now: int) -> tuple[rq.RetryQueue[Any], list[rq.Send[Any, Any]]]:
         walks.append(now)
         return real_due(queue, now)
 
-    monkeypatch.setattr(dq, "due", counted_due)
+    monkeypatch.setattr(rq, "due", counted_due)
     c = CoreHarness()
     c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
     c.alter("t", {"remote.storage.enable": "false"})

@@ -16,9 +16,10 @@ import sys
 
 import pytest
 
-from orchestrator.client import PendingBroker
+from orchestrator.client import BrokerProgressView
 from orchestrator.errors import KafkaStorageError
 from orchestrator.metadata.records import SegmentState, TieredState
+from orchestrator.settings import DisablementSettings
 from remote_storage.keys import topic_prefix
 from tests.support.live_cluster import FAST_CONTROLLER, LiveCluster, bucket_keys, wait_until
 from tests.support.tcp_gate import TcpGate
@@ -26,7 +27,7 @@ from tests.support.tcp_gate import TcpGate
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 REPOLL_MS = FAST_CONTROLLER["disablement"]["repoll_ms"]
-CAP_MS = 30_000  # DISABLE_RPC_WAIT's cap
+CAP_MS = DisablementSettings().retry_backoff_max_ms  # the retry backoff's cap (the live cluster keeps the default)
 CAUSE = re.compile(r"could not be deleted from bucket \S+: (ConnectionClosedError|EndpointConnectionError): \S")
 
 
@@ -58,7 +59,7 @@ def test_an_s3_outage_shows_each_brokers_error_and_next_attempt_backs_off_and_th
 
     # Every broker with something to delete fails, over and over: watch the status until each has failed (or made
     # no progress) six times in a row, collecting what it said about every attempt it saw.
-    seen: dict[int, dict[int, PendingBroker]] = {}  # broker -> attempt number -> the broker's entry at that attempt
+    seen: dict[int, dict[int, BrokerProgressView]] = {}  # broker -> attempt -> its entry then
 
     def every_broker_backed_off_six_times() -> bool:
         st = live.status("orders")

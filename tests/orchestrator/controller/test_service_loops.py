@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from orchestrator.controller import sender as sender_module
 from orchestrator.controller import service as service_module
 from orchestrator.controller.service import ControllerService
 from orchestrator.settings import ControllerSettings
 
-pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)  # each test's kind is beside it
 
 
 def _events(logs: list[dict[str, Any]], name: str, **fields: object) -> list[dict[str, Any]]:
@@ -42,6 +43,7 @@ async def _run_until(service: ControllerService, done: Callable[[], bool], timeo
         await asyncio.wait_for(task, 10)
 
 
+@pytest.mark.integration
 def test_a_lease_round_that_raises_is_logged_with_its_cause_and_retried_until_the_controller_is_active(tmp_path):
     service = _service(tmp_path)
     real_acquire = service.lease_store.acquire_lease
@@ -64,9 +66,10 @@ def test_a_lease_round_that_raises_is_logged_with_its_cause_and_retried_until_th
     assert service.crashed_loop is None
 
 
+@pytest.mark.integration
 def test_a_sender_that_keeps_failing_steps_down_and_the_controller_comes_back_with_a_fresh_core(tmp_path, monkeypatch):
     service = _service(tmp_path)
-    failures = {"left": service_module.SENDER_FAILURES_BEFORE_STEP_DOWN}
+    failures = {"left": sender_module.SENDER_FAILURES_BEFORE_STEP_DOWN}
 
     def failing_tick(core: Any) -> Any:
         if failures["left"] > 0:
@@ -74,7 +77,7 @@ def test_a_sender_that_keeps_failing_steps_down_and_the_controller_comes_back_wi
             raise ValueError("a bug in a tick")
         return [], []  # no DisableRemoteTopic, no DeleteRemotePartitions
 
-    monkeypatch.setattr(service_module, "_tick_and_collect", failing_tick)
+    monkeypatch.setattr(sender_module, "tick_and_collect", failing_tick)
     cores: list[object] = []
 
     def second_core() -> bool:
@@ -85,7 +88,7 @@ def test_a_sender_that_keeps_failing_steps_down_and_the_controller_comes_back_wi
     with capture_logs() as logs:
         asyncio.run(_run_until(service, second_core))
     failed = _events(logs, "controller.loop_failed", loop="sender")
-    assert [e["attempt"] for e in failed] == list(range(1, service_module.SENDER_FAILURES_BEFORE_STEP_DOWN + 1))
+    assert [e["attempt"] for e in failed] == list(range(1, sender_module.SENDER_FAILURES_BEFORE_STEP_DOWN + 1))
     assert failed[0]["error"] == "ValueError" and failed[0]["detail"] == "a bug in a tick"
     assert next(e["reason"] for e in _events(logs, "controller.step_down")).startswith("the sender failed 5 rounds")
     assert len(cores) == 2, "after stepping down it took the lease again with a new core"
@@ -95,6 +98,7 @@ class LoopEnded(BaseException):
     """Stands for any way the lease task can end while the controller runs (a bug past every handler)."""
 
 
+@pytest.mark.unit
 def test_a_lease_loop_that_ends_stops_the_controller_and_main_exits_nonzero(tmp_path, monkeypatch):
     async def broken_loop(self: ControllerService) -> None:
         raise LoopEnded("lease loop escaped")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from orchestrator.controller.core import ControllerCore
-from orchestrator.controller.service import STANDBY_EXPIRY_MARGIN_MS, standby_pause_s
+from orchestrator.controller.lease import STANDBY_EXPIRY_MARGIN_MS, standby_pause_s
 from orchestrator.ids import Uuid
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.records import make_record

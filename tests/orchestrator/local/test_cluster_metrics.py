@@ -9,9 +9,8 @@ from urllib.parse import urlparse
 import pytest
 
 from orchestrator.local import cluster as lc
-from orchestrator.local.state import LocalClusterState
 from orchestrator.metadata.records import SegmentState, TieredState
-from tests.support.live_cluster import LiveCluster, wait_until
+from tests.support.live_cluster import LiveCluster, live_cluster, wait_until
 from tests.support.monitoring import exposed_names, referenced_names, sampled_names, samples, scrape, total
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -19,14 +18,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 @pytest.fixture
 def live(tmp_path):
-    cluster = LiveCluster(tmp_path / "cluster", brokers=2, controllers=2)
-    try:
+    with live_cluster(tmp_path / "cluster", brokers=2, controllers=2) as cluster:
         yield cluster
-    finally:
-        processes = LocalClusterState.load(cluster.dir).processes
-        cluster.close()
-    for p in processes:
-        assert not lc.is_ours(p)
 
 
 def _urls(live: LiveCluster) -> dict[tuple[str, int], str]:

@@ -3,33 +3,30 @@
 Faults are real signals: SIGSTOP/SIGCONT pause a broker, SIGKILL kills the active controller.
 """
 
+import contextlib
 import os
 import signal
 import socket
 import struct
+from collections.abc import Iterator
 
 import pytest
 
+from orchestrator.ids import Uuid
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import LocalClusterState
 from orchestrator.metadata.records import SegmentState, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.connection import KafkaConnection
-from tests.support.live_cluster import LiveCluster, run, wait_until
+from tests.support.live_cluster import LiveCluster, live_cluster, run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
 @pytest.fixture
 def live(tmp_path):
-    cluster = LiveCluster(tmp_path / "cluster", brokers=3, controllers=2)
-    try:
+    with live_cluster(tmp_path / "cluster", brokers=3, controllers=2) as cluster:
         yield cluster
-    finally:
-        processes = LocalClusterState.load(cluster.dir).processes
-        cluster.close()
-    for p in processes:
-        assert not lc.is_ours(p)
 
 
 def _tiered_topic(live: LiveCluster, name: str, partitions: int = 3) -> None:
@@ -43,13 +40,27 @@ def _tiered_topic(live: LiveCluster, name: str, partitions: int = 3) -> None:
     live.call(produce)
 
 
-def test_disable_with_delete_waits_for_a_paused_broker_and_completes_when_it_resumes(live):
-    _tiered_topic(live, "orders")
-    tid = live.status("orders").topic_id
+def _settled_tiered_topic(live: LiveCluster, name: str) -> tuple[Uuid, int]:
+    """A tiered topic of three partitions whose segments are all copied: its id, and the leader of partition 0."""
+    _tiered_topic(live, name)
+    tid = live.status(name).topic_id
     live.wait_tiering_settled(tid, 3)
-    leader_of_0 = live.call(lambda c: c.topic("orders"))["partitions"][0]["leader_id"]
-    live.signal("broker", leader_of_0, signal.SIGSTOP)
+    return tid, live.call(lambda c: c.topic(name))["partitions"][0]["leader_id"]
+
+
+@contextlib.contextmanager
+def _paused(live: LiveCluster, broker_id: int) -> Iterator[None]:
+    """Broker ``broker_id`` stopped (SIGSTOP) for the body of the ``with``, then continued, whatever happened."""
+    live.signal("broker", broker_id, signal.SIGSTOP)
     try:
+        yield
+    finally:
+        live.signal("broker", broker_id, signal.SIGCONT)
+
+
+def test_disable_with_delete_waits_for_a_paused_broker_and_completes_when_it_resumes(live):
+    tid, leader_of_0 = _settled_tiered_topic(live, "orders")
+    with _paused(live, leader_of_0):
         live.call(lambda c: c.disable_tiering("orders", "delete"))
         st = wait_until("the paused broker to be pending", lambda: (s := live.status("orders")).pending_brokers and s)
         assert st.state == TieredState.DISABLING
@@ -59,8 +70,6 @@ def test_disable_with_delete_waits_for_a_paused_broker_and_completes_when_it_res
 
         wait_until("the others to acknowledge", lambda: pending_broker_ids() == [leader_of_0])
         assert live.status("orders").state == TieredState.DISABLING
-    finally:
-        live.signal("broker", leader_of_0, signal.SIGCONT)
     final = wait_until("DISABLED", lambda: (s := live.status("orders")).state == TieredState.DISABLED and s, 60)
     assert final.pending_brokers == ()
     segs = live.segments(tid)
@@ -68,18 +77,12 @@ def test_disable_with_delete_waits_for_a_paused_broker_and_completes_when_it_res
 
 
 def test_killing_the_active_controller_mid_disable_ends_disabled_with_the_policy_applied_once(live):
-    _tiered_topic(live, "payments")
-    tid = live.status("payments").topic_id
-    live.wait_tiering_settled(tid, 3)
-    paused = live.call(lambda c: c.topic("payments"))["partitions"][0]["leader_id"]
-    live.signal("broker", paused, signal.SIGSTOP)
-    try:
+    tid, leader_of_0 = _settled_tiered_topic(live, "payments")
+    with _paused(live, leader_of_0):
         live.call(lambda c: c.disable_tiering("payments", "delete"))
         wait_until("DISABLING with a pending broker", lambda: live.status("payments").pending_brokers)
         active = live.active_controller()
         os.kill(active.pid, signal.SIGKILL)
-    finally:
-        live.signal("broker", paused, signal.SIGCONT)
 
     def disabled_status():
         s = live.status("payments")

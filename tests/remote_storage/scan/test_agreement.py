@@ -21,7 +21,7 @@ from remote_storage.scan.job import ManifestSource, ScanSettings, run_scan
 from remote_storage.scan.sources import InventorySource, ObjectStoreAccess
 from tests.support.scan_world import GRACE_MS, PREFIX, World, worlds
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
 
 def spark_scan(

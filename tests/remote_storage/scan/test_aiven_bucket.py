@@ -51,7 +51,7 @@ from tests.support.aiven_objects import aiven_objects, key_ring, legacy_manifest
 from tests.support.broker_harness import ControllerWriter
 from tests.support.rlmm_records import finish_copy
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
 PREFIX = "tiered/"
 OTHER_PREFIX = "old-cluster/"

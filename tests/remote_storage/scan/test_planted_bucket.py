@@ -29,7 +29,7 @@ from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.run import scan
 from tests.support.broker_harness import ControllerWriter
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
 PREFIX = "tiered/"
 HOUR = 3_600_000

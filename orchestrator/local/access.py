@@ -1,0 +1,31 @@
+"""How the operator reaches a local cluster: a client of its S3, and the security its admin connects with.
+
+Both read only the cluster's record and files (``cluster.json``, ``client.properties``): they start nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState
+from orchestrator.net.client_properties import read_command_config
+from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
+from remote_storage.s3 import make_s3_client
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+
+def s3_client(state: LocalClusterState) -> S3Client:
+    """A client of the cluster's S3 (with the embedded server's key pair when it is the embedded one)."""
+    access_key_id, secret_access_key = state.s3_credentials or (None, None)
+    return make_s3_client(
+        endpoint_url=state.s3_endpoint, access_key_id=access_key_id, secret_access_key=secret_access_key
+    )
+
+
+def operator_security(state: LocalClusterState) -> ClientSecurity:
+    """How the operator connects to the cluster: as its ``client.properties`` says (plaintext without one)."""
+    properties = Path(state.dir) / CLIENT_PROPERTIES
+    return read_command_config(properties) if properties.exists() else PLAINTEXT

@@ -1,0 +1,92 @@
+"""Starting one stopped (or killed) process of a running local cluster again, on the address it had.
+
+Invariants:
+* A process is restarted from the settings file it was started with, so it comes back with the same node id,
+  data directory and ports; ``cluster.json`` is updated with its new pid before it is waited on.
+* A port bound with port 0 is ephemeral: while its process is down, an outgoing connection of the machine may be
+  given it. A broker whose port was taken comes back on a new one (it registers its new address, and clients follow
+  Metadata); a controller (its address is in every bootstrap list) or the embedded S3 whose port was taken is a
+  :class:`LocalClusterError` that says so, not a process that dies at bind.
+* The embedded S3 comes back with the objects of its last clean stop, and refuses to start if it was killed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from orchestrator.errors import LocalClusterError
+from orchestrator.local.nodes import StartingNode
+from orchestrator.local.processes import (
+    broker_command,
+    controller_command,
+    embedded_s3_command,
+    port_free,
+    process_env,
+    reap_if_dead,
+    spawn,
+    wait_for,
+)
+from orchestrator.local.s3_snapshot import SNAPSHOT_DIR
+from orchestrator.local.settings_files import Tables, read_toml, with_overrides, write_toml
+from orchestrator.local.state import LocalClusterState, ProcessInfo, is_ours
+
+
+def restart(
+    directory: Path, role: str, ident: int, *, timeout_s: float = 30.0, env: Mapping[str, str] | None = None
+) -> ProcessInfo:
+    """Start a stopped (or killed) process of a running cluster again, on the address it had; updates cluster.json.
+    A broker whose port was taken while it was down comes back on a new one (it registers its new address, and
+    clients follow Metadata); a controller or the embedded S3 whose port was taken is a :class:`LocalClusterError`.
+    ``env`` is added to the environment it starts with (e.g. a crash point armed, :mod:`orchestrator.crash_points`);
+    a process that exits before it is ready makes this raise :class:`LocalClusterError` with the end of its log.
+
+    The embedded S3 comes back with the objects of its last clean stop, and refuses to start (so this raises) if it
+    was killed: its objects died with it."""
+    state = LocalClusterState.load(directory.resolve())
+    p = state.find(role, ident)
+    if is_ours(p):
+        raise LocalClusterError(f"{role} {ident} is still running (pid {p.pid})")
+    if p.config is None:
+        raise LocalClusterError(f"{role} {ident} cannot be restarted")
+    reap_if_dead(p)  # our child that died by itself (a crash, a crash point): reaped, not left a zombie
+    moved = _move_if_port_taken(state, p)
+    ready, command = _ready_file_and_command(state, p)
+    ready.unlink(missing_ok=True)
+    proc = spawn(command, Path(p.log), process_env(state) | dict(env or {}))
+    p.pid = proc.pid
+    state.save()
+    if moved is not None:
+        StartingNode(p, proc, ready, moved).wait(timeout_s)  # learns the new ports and writes them into the settings
+        state.save()
+    else:
+        wait_for(f"{role} {ident} to restart", ready.exists, timeout_s, Path(p.log), proc)
+    return p
+
+
+def _move_if_port_taken(state: LocalClusterState, p: ProcessInfo) -> Tables | None:
+    """When a port of ``p`` was taken while it was down: a broker's settings, rewritten to bind new ports (returned,
+    to learn them once it is ready); anything else is refused. None when its ports are free."""
+    taken = [port for port in (p.port, p.metrics_port) if port and not port_free(port)]
+    if not taken:
+        return None
+    if p.role != "broker":
+        raise LocalClusterError(
+            f"{p.role} {p.id} cannot restart: its port(s) {taken} on 127.0.0.1 were taken by another process while "
+            "it was down; a controller's address is in every bootstrap list, so it cannot move. Free the port, or "
+            f"'tieredctl cluster down --dir {state.dir}' then 'cluster up' to start it anew"
+        )
+    assert p.config is not None
+    settings = read_toml(Path(p.config))
+    write_toml(Path(p.config), with_overrides(settings, {p.role: {"port": 0}, "metrics": {"port": 0}}))
+    return settings
+
+
+def _ready_file_and_command(state: LocalClusterState, p: ProcessInfo) -> tuple[Path, list[str]]:
+    assert p.config is not None
+    if p.role == "s3":  # its ready file is the file that identifies it
+        ready = Path(p.config)
+        return ready, embedded_s3_command(ready, port=p.port, snapshot_dir=Path(state.dir) / SNAPSHOT_DIR)
+    ready = Path(state.dir) / "run" / f"{p.role}-{p.id}.ready"
+    config = Path(p.config)
+    return ready, controller_command(config) if p.role == "controller" else broker_command(config)

@@ -1,0 +1,50 @@
+"""What ``cluster status`` reports: every process of a local cluster, whether it runs, which controller is active,
+and where the cluster answers. Reads the record, /proc and the store's lease: it connects to no process.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from orchestrator.local.cluster_store import open_cluster_store
+from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, ProcessInfo, is_ours
+from orchestrator.metadata.open import parse_store_spec
+
+
+def status(directory: Path) -> dict[str, Any]:
+    """The contract of ``cluster status --output json``."""
+    state = LocalClusterState.load(directory.resolve())
+    active = _active_controller(state)
+    return {
+        "dir": state.dir,
+        "bootstrap_server": state.bootstrap_server,
+        "s3_endpoint": state.s3_endpoint,
+        "bucket": state.bucket,
+        "prefix": state.prefix,
+        "store": parse_store_spec(state.store_spec).location,  # never a password
+        "security": {"tls": state.tls, "sasl": state.sasl, "acls": state.acls},
+        "client_properties": str(Path(state.dir) / CLIENT_PROPERTIES) if state.tls or state.sasl else None,
+        "processes": [_process_entry(p, active) for p in state.processes],
+    }
+
+
+def _active_controller(state: LocalClusterState) -> int | None:
+    """The node id of the controller holding an unexpired lease, from the store (None: none, or no store yet)."""
+    if state.store is None and not state.metadata_store.exists():
+        return None
+    with open_cluster_store(state) as s:
+        lease = s.current_lease()
+    if lease is None or lease.expired(int(time.time() * 1000)):
+        return None
+    return int(lease.holder.split("@", 1)[0]) if "@" in lease.holder else None
+
+
+def _process_entry(p: ProcessInfo, active: int | None) -> dict[str, Any]:
+    alive = is_ours(p)
+    entry: dict[str, Any] = {"role": p.role, "id": p.id, "pid": p.pid, "port": p.port, "alive": alive, "log": p.log}
+    entry["metrics_url"] = f"http://127.0.0.1:{p.metrics_port}/metrics" if p.metrics_port else None
+    if p.role == "controller":
+        entry["active"] = entry["alive"] and p.id == active
+    return entry
