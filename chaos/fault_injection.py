@@ -1,0 +1,237 @@
+"""The faults of a chaos run, injected and lifted, and the control of its processes: who is down, paused or armed.
+
+:meth:`FaultInjector.inject` applies one :class:`~chaos.scenario.Fault`: a SIGKILL (the process is restarted once the
+run reaches the operation its ``restart_after`` names), a SIGSTOP (continued by a timer after ``duration_s``), a
+crash point (every process of the role restarted armed with it), an S3 fault rule on the proxy or a mode on a link
+(each lifted by a timer). :meth:`FaultInjector.revive`, called around every operation and while healing, restarts
+what died at a crash point or is due back, and reports one dead for no reason the run knows as an *unexpected
+exit* (a violation). :meth:`FaultInjector.lift_all` and :meth:`FaultInjector.disarm` are healing's part.
+
+Invariants:
+
+* A process is restarted unarmed unless a crash point is being armed; the armed set is what still carries one.
+* A crash point's record line is read only after its process was seen dead (it writes the line first, then dies),
+  so a death at a crash point is never taken for an unexpected exit.
+* The paused set and the S3 rules are changed under one lock: the timers that lift faults run on their own threads.
+* Every timer started is cancelled by :meth:`FaultInjector.cancel_timers` (healing and the run's close call it); a
+  pause lifted by healing is not lifted again by its timer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from chaos import checker as ck
+from chaos.history import History
+from chaos.link_proxy import LinkProxy
+from chaos.rig import Rig
+from chaos.s3_proxy import S3Fault
+from chaos.scenario import Fault
+from orchestrator import crash_points
+from orchestrator.errors import TieredError
+from orchestrator.local import cluster as lc
+from orchestrator.local.state import LocalClusterState, is_ours
+
+
+class FaultInjector:
+    def __init__(self, rig: Rig, history: History, crash_record: Path) -> None:
+        self.rig = rig
+        self.history = history
+        self.crash_record = crash_record
+        self.injected: Counter[str] = Counter()  # by kind (S3 faults served are counted by the proxy)
+        self.unexpected: list[ck.Violation] = []
+        self.crash_points_hit: list[str] = []
+        self.op_index = 0  # the operation the run is at: a killed process is restarted this many operations on
+        self._down: dict[tuple[str, int], int] = {}  # (role, id) -> op index from which it is restarted
+        self._paused: set[tuple[str, int]] = set()
+        self._armed: set[tuple[str, int]] = set()
+        self._timers: list[threading.Timer] = []
+        self._lock = threading.Lock()
+        self._s3_rules: dict[int, S3Fault] = {}
+        self._crash_lines_seen = 0
+        self._crashed_pids: set[int] = set()
+        self._slots = 0
+
+    # -- injecting ------------------------------------------------------------------------------------------------
+
+    def _later(self, seconds: float, fn: Callable[[], None]) -> None:
+        timer = threading.Timer(seconds, fn)
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def cancel_timers(self) -> None:
+        for t in self._timers:
+            t.cancel()
+
+    def inject(self, f: Fault) -> None:
+        self.injected[f.kind] += 1
+        self.history.record("fault", kind=f.kind, role=f.role, target=f.target, **f.args)
+        if f.kind in ("kill", "pause"):
+            ident = self.rig.controller_id(f.target) if f.role == "controller" else f.target
+            key = (f.role, ident)
+            p = self.rig.process(*key)
+            if not is_ours(p) or key in self._paused:
+                return
+            if f.kind == "kill":
+                lc.kill_process(p)
+                self._down[key] = self.op_index + f.args["restart_after"]
+            else:
+                os.kill(p.pid, signal.SIGSTOP)
+                with self._lock:
+                    self._paused.add(key)
+                self._later(f.args["duration_s"], lambda: self._resume(key, p.pid))
+        elif f.kind == "crash_point":
+            point = f"{f.args['point']}@{f.args['hit']}"
+            # Every process of the role is armed: which one reaches the moment first is up to the cluster.
+            scenario = self.rig.scenario
+            targets = (
+                [("controller", lc.CONTROLLER_ID_BASE + i) for i in range(scenario.controllers)]
+                if f.role == "controller"
+                else [("broker", b) for b in range(1, scenario.brokers + 1)]
+            )
+            for key in targets:
+                if key in self._paused or key in self._down:
+                    continue
+                self._restart(key, armed=point)
+        elif f.kind == "s3":
+            proxy = self.rig.proxy
+            assert proxy is not None
+            rule = S3Fault(
+                f.args["fault"],
+                operation=f.args["operation"],
+                probability=f.args["probability"],
+                delay_s=f.args.get("delay_s", 0.0),
+            )
+            with self._lock:
+                self._slots += 1
+                slot = self._slots
+                self._s3_rules[slot] = rule
+                proxy.set_faults(list(self._s3_rules.values()))
+            self._later(f.args["duration_s"], lambda: self._lift_s3(slot))
+        elif f.kind == "link":
+            link = self._link(f.args)
+            link.set_mode(f.args["mode"], delay_s=f.args.get("delay_s", 0.0))
+            self._later(f.args["duration_s"], lambda: link.set_mode("pass"))
+
+    def decommission(self, broker: int, dead_for: int) -> None:
+        """Kill a broker about to be decommissioned; it comes back ``dead_for`` operations on."""
+        p = self.rig.process("broker", broker)
+        if is_ours(p):
+            lc.kill_process(p)
+            self.history.record("fault", kind="kill", role="broker", id=broker, why="decommission")
+        self._down[("broker", broker)] = self.op_index + dead_for
+
+    def _link(self, args: dict[str, Any]) -> LinkProxy:
+        links = self.rig.links
+        assert links is not None
+        if args["link"] == "to_broker":
+            return links.to_broker[args["broker"]]
+        return links.to_controller[(args["broker"], lc.CONTROLLER_ID_BASE + args["controller"])]
+
+    # -- lifting --------------------------------------------------------------------------------------------------
+
+    def _lift_s3(self, slot: int) -> None:
+        proxy = self.rig.proxy
+        assert proxy is not None
+        with self._lock:
+            self._s3_rules.pop(slot, None)
+            proxy.set_faults(list(self._s3_rules.values()))
+
+    def _resume(self, key: tuple[str, int], pid: int) -> None:
+        with self._lock:
+            if key not in self._paused:
+                return
+            self._paused.discard(key)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+        self.history.record("fault_lifted", kind="pause", role=key[0], id=key[1])
+
+    def lift_all(self) -> None:
+        """Every fault lifted at once: timers cancelled, S3 rules cleared, links passed, paused processes continued
+        (the dead and the armed are :meth:`revive`'s and :meth:`disarm`'s)."""
+        self.cancel_timers()
+        proxy, links = self.rig.proxy, self.rig.links
+        assert proxy is not None and links is not None
+        with self._lock:
+            self._s3_rules.clear()
+            proxy.clear()
+            paused, self._paused = set(self._paused), set()
+        for link in links.all():
+            link.set_mode("pass")
+        for key in paused:
+            p = self.rig.process(*key)
+            if is_ours(p):
+                os.kill(p.pid, signal.SIGCONT)
+
+    def disarm(self) -> list[tuple[str, int]]:
+        """Restart unarmed every process still armed with a crash point; which ones were."""
+        still_armed = sorted(self._armed)
+        for key in still_armed:
+            self._restart(key)
+        return still_armed
+
+    # -- the processes --------------------------------------------------------------------------------------------
+
+    def _restart(self, key: tuple[str, int], *, armed: str | None = None) -> None:
+        """Start (or kill and start again) one process, armed with a crash point or not."""
+        p = self.rig.process(*key)
+        if is_ours(p):
+            lc.kill_process(p)
+        env = {}
+        if armed:
+            env = {crash_points.ENV_VAR: armed, crash_points.RECORD_ENV_VAR: str(self.crash_record)}
+            self._armed.add(key)
+        else:
+            self._armed.discard(key)
+        try:
+            p = lc.restart(self.rig.cluster_dir, key[0], key[1], env=env)
+            self.history.record("restart", role=key[0], id=key[1], armed=armed)
+            links = self.rig.links
+            link = links.to_broker.get(key[1]) if links is not None and key[0] == "broker" else None
+            if link is not None and link.target[1] != p.port:  # its old port was taken: it came back on another
+                link.target = ("127.0.0.1", p.port)
+                self.history.record("moved", role=key[0], id=key[1], port=p.port)
+        except TieredError as exc:  # died before it was ready (a crash point reached early): the next look restarts
+            self.history.record("restart_failed", role=key[0], id=key[1], armed=armed, error=str(exc)[:500])
+
+    def _crashes(self) -> list[dict[str, Any]]:
+        if not self.crash_record.exists():
+            return []
+        lines = self.crash_record.read_text().splitlines()
+        new = [json.loads(line) for line in lines[self._crash_lines_seen :] if line.strip()]
+        self._crash_lines_seen = len(lines)
+        return new
+
+    def read_crashes(self) -> None:
+        for c in self._crashes():
+            self._crashed_pids.add(c["pid"])
+            self.crash_points_hit.append(c["point"])
+            self.history.record("crash_point_hit", point=c["point"], pid=c["pid"], hit=c.get("hit"))
+
+    def revive(self, *, healing: bool = False) -> None:
+        """Restart what died at a crash point or is due back; report what died for no reason the run knows."""
+        state = LocalClusterState.load(self.rig.cluster_dir)
+        for p in state.processes:
+            key = (p.role, p.id)
+            if p.role == "s3" or is_ours(p) or key in self._paused:
+                continue
+            due = self._down.get(key)
+            if due is not None and due > self.op_index and not healing:
+                continue
+            self.read_crashes()  # read after the process was seen dead: its record line, written first, is there
+            if due is None and p.pid not in self._crashed_pids:
+                tail = "\n".join(Path(p.log).read_text(errors="replace").splitlines()[-12:]) if p.log else ""
+                why = f"{p.role} {p.id} (pid {p.pid}) exited, killed by no fault of the run"
+                self.unexpected.append(ck.Violation("process", why, None, (tail,)))
+                self.history.record("unexpected_exit", role=p.role, id=p.id, pid=p.pid, log_tail=tail)
+            self._down.pop(key, None)
+            self._restart(key)

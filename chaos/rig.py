@@ -1,0 +1,141 @@
+"""The rig of one chaos run: the real processes and proxies it drives, started in order and stopped by pid.
+
+A :class:`Rig` is, all on 127.0.0.1: the embedded S3 (moto's server) behind an :class:`~chaos.s3_proxy.S3FaultProxy`,
+the controllers and brokers of :mod:`orchestrator.local.cluster` (with this suite's fast timings), sentinel objects in
+the bucket outside every topic's prefix, and a :class:`~chaos.link_proxy.LinkProxy` on every link between a broker and
+a controller. It also opens a :class:`~orchestrator.client.TieredClient` per call (:meth:`Rig.call`) and finds a
+process of the cluster by role and id.
+
+Invariants: :meth:`Rig.close` stops every process the rig started, by pid, whatever part of the start-up was reached
+(every piece is ``None`` until it is up); paused processes are continued first, so that they can be stopped; the
+sentinels are written straight to moto's server, never through the fault proxy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from chaos.links import Links, insert_link_proxies
+from chaos.s3_proxy import S3FaultProxy
+from chaos.scenario import Scenario
+from orchestrator.client import TieredClient
+from orchestrator.local import cluster as lc
+from orchestrator.local.state import LocalClusterState, ProcessInfo, is_ours
+from remote_storage.s3 import make_s3_client
+
+T = TypeVar("T")
+
+# The fast timings of a test cluster; tests/support/live_cluster.py uses them too.
+FAST_BROKER = {
+    "broker": {
+        "heartbeat_interval_ms": 200,
+        "metadata_poll_ms": 50,
+        "tiering_interval_ms": 200,
+        "segment_bytes": 4096,
+        "segment_ms": 600_000,
+        "request_timeout_ms": 3000,
+    }
+}
+FAST_CONTROLLER = {
+    "controller": {"lease_ttl_ms": 1500},
+    "membership": {"session_timeout_ms": 2500},
+    "disablement": {"request_timeout_ms": 2000, "repoll_ms": 100},
+}
+CONTROLLER_SETTINGS = {
+    **FAST_CONTROLLER,
+    # Snapshots often enough that a run writes some (and can crash in one). A snapshot lets the records before
+    # the oldest one kept go: the run tails the log every TAIL_INTERVAL_S (chaos.log_tail) so it has read them first.
+    "snapshots": {"every_records": 40, "retained": 2},
+}
+OP_TIMEOUT_S = 20.0
+CLIENT_TIMEOUT_S = 5.0
+SENTINELS = (
+    "outside/keep.bin",
+    "{prefix}chaos-0-sentinel/keep.bin",
+    "{prefix}chaos-10-AAAAAAAAAAAAAAAAAAAAAA/0/keep.bin",
+)
+BUCKET = "chaos"
+PREFIX = "tiered/"
+
+
+class Rig:
+    def __init__(self, directory: Path, scenario: Scenario) -> None:
+        self.dir = directory
+        self.cluster_dir = directory / "cluster"
+        self.scenario = scenario
+        self.s3: ProcessInfo | None = None
+        self.proxy: S3FaultProxy | None = None
+        self.links: Links | None = None
+        self.bootstrap = ""
+        self.sentinels = frozenset(s.format(prefix=PREFIX) for s in SENTINELS)
+
+    # -- set-up and tear-down ---------------------------------------------------------------------------------
+
+    def start_cluster(self) -> None:
+        """S3 and its fault proxy, then the cluster, every S3 request of which goes through the proxy."""
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "chaos")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "chaos")
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        self.s3 = lc.start_embedded_s3(self.dir / "s3.log")
+        target = f"http://127.0.0.1:{self.s3.port}"
+        self.proxy = S3FaultProxy(target, seed=self.scenario.seed)
+        self.direct_s3 = make_s3_client(endpoint_url=target)
+        state = lc.up(
+            self.cluster_dir,
+            brokers=self.scenario.brokers,
+            controllers=self.scenario.controllers,
+            s3_endpoint=self.proxy.url,
+            bucket=BUCKET,
+            prefix=PREFIX,
+            broker_overrides=FAST_BROKER,
+            controller_overrides=CONTROLLER_SETTINGS,
+        )
+        self.bootstrap = state.bootstrap_server
+
+    def plant_sentinels(self) -> None:
+        for key in self.sentinels:
+            self.direct_s3.put_object(Bucket=BUCKET, Key=key, Body=b"not a topic's: never touched")
+
+    def insert_links(self) -> None:
+        self.links = insert_link_proxies(self.cluster_dir)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if LocalClusterState.load_if_present(self.cluster_dir) is not None:
+                for p in LocalClusterState.load(self.cluster_dir).processes:
+                    if is_ours(p):
+                        os.kill(p.pid, signal.SIGCONT)
+                lc.down(self.cluster_dir, purge=False, timeout_s=10)
+        if self.links is not None:
+            self.links.close()
+        if self.proxy is not None:
+            self.proxy.close()
+        if self.s3 is not None:
+            lc.stop_process(self.s3, timeout_s=5)
+
+    # -- using it -------------------------------------------------------------------------------------------------
+
+    def call(self, fn: Callable[[TieredClient], Coroutine[Any, Any, T]], timeout_s: float = OP_TIMEOUT_S) -> T:
+        """One call through a client of its own, within ``timeout_s``."""
+
+        async def go() -> T:
+            async with TieredClient(self.bootstrap, timeout_s=CLIENT_TIMEOUT_S) as c:
+                return await asyncio.wait_for(fn(c), timeout_s)
+
+        return asyncio.run(go())
+
+    def process(self, role: str, ident: int) -> ProcessInfo:
+        return LocalClusterState.load(self.cluster_dir).find(role, ident)
+
+    def controller_id(self, target: int) -> int:
+        """Controller ``target`` (0-based), or the active one when ``target`` is negative."""
+        if target >= 0:
+            return lc.CONTROLLER_ID_BASE + target
+        active = [p["id"] for p in lc.status(self.cluster_dir)["processes"] if p.get("active")]
+        return int(active[0]) if active else lc.CONTROLLER_ID_BASE
