@@ -233,7 +233,7 @@ def test_a_handler_returning_a_body_that_does_not_encode_closes_only_its_connect
             await h.good_client_is_served()
             async with await KafkaConnection.open(*server.address) as victim:
                 with pytest.raises(BrokerNotAvailable, match="closed by the server"):
-                    await victim.request(DISABLE, 0, {"topic_id": Uuid.random()}, timeout_s=5)
+                    await victim.request(DISABLE, 0, {"topic_id": Uuid.random()}, timeout_s=25)
             assert server.handler_failures == 1
             await h.good_client_is_served()
 
