@@ -71,7 +71,7 @@ from orchestrator.protocol.record_batch import decode_batches
 from orchestrator.settings import BrokerSettings, RemoteLogMetadataTopicSettings
 from orchestrator.supervision import RetryBackoff, log_loop_failure, log_loop_recovered
 from remote_storage.rlmm_topic.layout import TOPIC_NAME
-from remote_storage.rlmm_topic.publishing import metadata_partition_of, publish_batch, store_offset_of
+from remote_storage.rlmm_topic.publishing import last_published_in, metadata_partition_of, publish_batch
 from remote_storage.rlmm_topic.serde import decode_value, encode_value
 
 log = structlog.get_logger(__name__)
@@ -95,29 +95,20 @@ def last_published(plog: PartitionLog) -> LastPublished | None:
     """The last record of ``plog`` naming a store offset (None: none does). The log's last batch is read first; a
     log whose last record names none (records a client wrote before the topic was internal) is read whole."""
     end = plog.log_end_offset
-    start = plog.local_log_start_offset
-    if end <= start:
+    offset = plog.local_log_start_offset
+    if end <= offset:
         return None
-    found = _last_in(plog.read_batches(end - 1))
-    offset = start
-    while found is None and offset < end:  # rare: a log that ends in records of nobody's publisher
+    found = last_published_in(plog.read_batches(end - 1))
+    if found is not None:
+        return LastPublished(*found)
+    while offset < end:  # rare: a log that ends in records of nobody's publisher
         data = plog.read_batches(offset, max_bytes=READ_WINDOW_BYTES)
         batches = list(decode_batches(data))
         if not batches:
             break
-        found = _last_in(data) or found
+        found = last_published_in(data) or found
         offset = batches[-1].next_offset
-    return found
-
-
-def _last_in(data: bytes) -> LastPublished | None:
-    found = None
-    for batch in decode_batches(data):
-        for record in batch.records:
-            offset = store_offset_of(record.headers)
-            if offset is not None and record.value is not None:
-                found = LastPublished(offset, bytes(record.value))
-    return found
+    return None if found is None else LastPublished(*found)
 
 
 def matches_store(last: LastPublished, entry: LogEntry | None) -> bool:

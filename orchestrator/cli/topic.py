@@ -54,9 +54,7 @@ def topic_list(obj: Ctx, include_internal: bool) -> None:
     """Every topic with its id, partitions and tiered state (internal ones with --include-internal)."""
 
     async def listing(c: TieredClient) -> tuple[list[TieringStatus], frozenset[str]]:
-        statuses = await c.tiering_status()
-        metadata = await c.metadata()  # which topics are internal: Metadata's is_internal, as Kafka's admin reads it
-        return statuses, frozenset(t["name"] for t in metadata["topics"] if t["is_internal"] and t["name"])
+        return await c.tiering_status(), await c.internal_topics()
 
     statuses, internal = obj.run(listing)
     shown = statuses if include_internal else [s for s in statuses if s.topic not in internal]

@@ -10,14 +10,14 @@ appended record is, so that a partition's log is a function of the store alone:
   ``EventTimestampMs``;
 * one header, :data:`STORE_OFFSET_HEADER`, holds the record's offset in the store's RLMM log (ASCII decimal). Kafka's
   readers ignore headers they do not know; the publisher reads it back to resume after the last record its log
-  holds (:func:`last_store_offset`), which is why nothing is published twice or skipped.
+  holds (:func:`last_published_in`), which is why nothing is published twice or skipped.
 
 Invariants:
 * :func:`metadata_partition_of` is Kafka's ``RemoteLogMetadataTopicPartitioner`` applied to the record's topic id and
   partition, so every record of one topic-partition lands in one partition of the topic, in store order.
 * :func:`publish_batch` of the same entries gives the same bytes (offsets aside, which the log assigns): two brokers
   that build one partition from the store build the same records at the same offsets.
-* :func:`last_store_offset` raises nothing on records that carry no header of ours (a topic a client wrote to before
+* :func:`last_published_in` raises nothing on records that carry no header of ours (a topic a client wrote to before
   it was internal): they are passed over.
 """
 
@@ -74,13 +74,13 @@ def publish_batch(entries: Sequence[LogEntry], *, version: int) -> bytes:
     return encode_batch(build_batch(0, [published_record(e, version=version) for e in entries]))
 
 
-def last_store_offset(batches: bytes | bytearray | memoryview) -> int | None:
-    """The store offset named by the last record of ``batches`` (a log's record batches, in order) that names one;
-    None when no record does."""
+def last_published_in(batches: bytes | bytearray | memoryview) -> tuple[int, bytes] | None:
+    """The store offset and value of the last record of ``batches`` (a log's record batches, in order) that names a
+    store offset; None when no record does."""
     found = None
     for batch in decode_batches(batches):
         for record in batch.records:
             offset = store_offset_of(record.headers)
-            if offset is not None:
-                found = offset
+            if offset is not None and record.value is not None:
+                found = offset, bytes(record.value)
     return found

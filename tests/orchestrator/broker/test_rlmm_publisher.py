@@ -205,6 +205,19 @@ def test_a_restarted_broker_resumes_after_the_last_store_offset_its_log_holds(en
         env.assert_complete(p)
 
 
+def test_records_a_client_wrote_before_the_topic_was_internal_are_passed_over_when_resuming(env: Env) -> None:
+    env.write_rlmm(30)
+    env.publish()
+    victim = max(LED, key=lambda p: len(env.expected(p)))
+    foreign = [(None, f"a client's record {i}".encode(), 1, ()) for i in range(3)]
+    env.log(victim).append_batches([encode_batch(build_batch(0, foreign))])
+    env.write_rlmm(20)
+    env.publish(env.new_publisher())
+    ours = [(r.store_offset, r.value) for r in env.published(victim) if r.store_offset is not None]
+    assert ours == env.expected(victim), "resumed after its last record of ours, the client's records skipped"
+    assert len(env.published(victim)) == len(ours) + 3
+
+
 def test_a_torn_last_batch_is_cut_off_when_the_log_opens_and_published_again_exactly_once(env: Env) -> None:
     env.write_rlmm(30)
     env.publish()

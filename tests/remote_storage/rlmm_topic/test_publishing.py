@@ -14,7 +14,7 @@ from orchestrator.protocol.record_batch import build_batch, decode_batches, enco
 from remote_storage.rlmm_topic.partitioner import metadata_partition
 from remote_storage.rlmm_topic.publishing import (
     STORE_OFFSET_HEADER,
-    last_store_offset,
+    last_published_in,
     metadata_partition_of,
     publish_batch,
     published_record,
@@ -112,9 +112,11 @@ def test_the_same_entries_give_the_same_batch_bytes_whoever_builds_them() -> Non
 
 def test_where_a_log_stands_is_the_last_store_offset_it_holds_and_foreign_records_are_passed_over() -> None:
     rng = random.Random(4)
-    ours = publish_batch([LogEntry(i, copy_started(0, Uuid.random(rng.randbytes))) for i in (5, 6, 9)], version=0)
+    entries = [LogEntry(i, copy_started(0, Uuid.random(rng.randbytes))) for i in (5, 6, 9)]
+    ours = publish_batch(entries, version=0)
     foreign = encode_batch(build_batch(0, [(None, b"written by a client", 1, ()), (b"k", None, 2, (("x", b"7"),))]))
-    assert last_store_offset(ours) == 9
-    assert last_store_offset(ours + foreign) == 9
-    assert last_store_offset(foreign) is None and last_store_offset(b"") is None
+    last = (9, encode_value(entries[-1].record, version=0))
+    assert last_published_in(ours) == last
+    assert last_published_in(ours + foreign) == last
+    assert last_published_in(foreign) is None and last_published_in(b"") is None
     assert store_offset_of([(STORE_OFFSET_HEADER, b"not a number"), (STORE_OFFSET_HEADER, None)]) is None
