@@ -1,4 +1,5 @@
-# tieredctl: the two commands a fresh machine needs are `make demo` and `make test`.
+# tieredctl: the two commands a fresh machine needs are `make demo` and `make test`; `make check` is the minute-long
+# loop while working (lint and every unit test), `make soak` the long runs at full size.
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 PYTHON ?= python3
@@ -6,7 +7,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-12)
 
-.PHONY: all venv java-check clients kcat postgres lint typecheck test unit demo bench chaos clean
+.PHONY: all venv java-check clients kcat postgres setup lint ruff-check ruff-format mypy lint-imports test check \
+	unit unit-tests soak slowest demo bench chaos clean
 
 all: test
 
@@ -51,17 +53,57 @@ postgres:
 	  apt-get install -y -q postgresql >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q postgresql >/dev/null; } || { echo "error: 'apt-get install -y postgresql' failed; install PostgreSQL 15's server by hand and retry." >&2; exit 1; }; \
 	}
 
-lint: venv
+# Everything `make test` needs on a fresh machine: the venv, Java, the Kafka clients, PostgreSQL's binaries.
+setup: venv java-check clients postgres
+
+# The four linters are independent: `make -j4 lint` (as `make check` does) runs them side by side.
+lint: ruff-check ruff-format mypy lint-imports
+
+ruff-check: venv
 	$(VENV)/bin/ruff check .
+
+ruff-format: venv
 	$(VENV)/bin/ruff format --check .
+
+mypy: venv
 	$(VENV)/bin/mypy
+
+lint-imports: venv
 	$(VENV)/bin/lint-imports --no-cache
 
-test: venv java-check clients postgres lint
-	$(VENV)/bin/pytest
+# pytest-xdist: TEST_WORKERS processes (auto: one per core). --dist loadscope hands out whole modules, so a module's
+# live cluster (a module-scoped fixture) starts once, and tests that read what earlier tests of their module left
+# (the clients' request traces) run in order on one worker. Each worker has its own moto server, PostgreSQL server,
+# SparkSession, temporary directories and slice of ports (tests/conftest.py).
+TEST_WORKERS ?= auto
+PYTEST_PARALLEL := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope
 
-unit: venv
-	$(VENV)/bin/pytest -m unit
+# The whole suite, from a fresh clone: set-up, lint, then every test on every core. CI runs exactly this.
+test: setup
+	$(MAKE) --no-print-directory -j4 --output-sync=target lint
+	$(PYTEST_PARALLEL)
+
+# The loop while working, under a minute: the linters and every unit test (pure logic, selected by marker), side
+# by side. Needs only the venv. Property tests run CHECK_EXAMPLES examples each here (tests/support/examples.py);
+# `make test` runs them at their full count.
+CHECK_EXAMPLES ?= 2
+check: venv
+	$(MAKE) --no-print-directory -j5 --output-sync=target ruff-check ruff-format mypy lint-imports unit-tests
+
+unit-tests: venv
+	$(VENV)/bin/pytest -m unit -q -n $(TEST_WORKERS) --examples-cap=$(CHECK_EXAMPLES)
+
+unit: unit-tests
+
+# The tests that exist to run long, at full size (`make test` runs them smaller): the 50 local clusters under port
+# churn, ten more chaos seeds at make chaos's size, the standalone Spark cluster in both inventory formats, the
+# demo. The soak marker selects them; --soak sizes them (tests/support/soak.py).
+soak: setup
+	$(PYTEST_PARALLEL) --soak -m soak
+
+# The 30 slowest tests of the newest run (every run writes var/test-reports/durations-*.json).
+slowest: venv
+	$(PY) -m tests.support.durations --top 30
 
 demo: venv java-check
 	$(PY) -m orchestrator.demo

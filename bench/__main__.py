@@ -1,5 +1,5 @@
 """Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, metadata-postgres, snapshots,
-delete, controller, failover-postgres, copy, scan, dataplane."""
+delete, controller, failover-postgres, copy, remote-format, scan, dataplane."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from bench import (
     failover_postgres,
     metadata_log,
     metadata_postgres,
+    remote_format,
     scan,
     snapshots,
 )
@@ -25,6 +26,7 @@ SECTIONS = {
     "controller": controller.run,
     "failover-postgres": failover_postgres.run,
     "copy": copy.run,
+    "remote-format": remote_format.run,
     "scan": scan.run,
     "dataplane": dataplane.run,
 }

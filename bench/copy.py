@@ -2,10 +2,11 @@
 
 Throughput: 2 topics x 3 partitions on 3 brokers, 16 KiB segments. A backlog is produced with tiering off, then
 tiering is turned on for both topics at once (NOT_TIERED -> ENABLED); measured: segments and bytes per second until
-the RLMM holds every closed segment COPY_SEGMENT_FINISHED. Reference in the same run: bare PutObject calls of the
-same objects (each closed segment's ``.log`` file, its index bytes and a manifest of the same size, three PUTs a
-segment, as ours uploads) to the same endpoint from one process, ``BARE_THREADS`` at a time (ours copies one
-segment at a time per broker: 3 in flight).
+the RLMM holds every closed segment COPY_SEGMENT_FINISHED. The brokers write Aiven's object format with its
+defaults (one 4 MiB chunk per segment here, compression and encryption off: ``python -m bench remote-format``
+measures them on and off). Reference in the same run: bare PutObject calls of the same objects (the three objects
+each segment got, read back from the bucket first, three PUTs a segment, as ours uploads) to the same endpoint
+from one process, ``BARE_THREADS`` at a time (ours copies one segment at a time per broker: 3 in flight).
 
 Copy lag under a steady produce rate: while a producer writes ``STEADY_RATE`` records/s (200-byte values) to one
 tiered partition for ``STEADY_S`` seconds, every second the closed segments on disk that the RLMM does not hold
@@ -121,16 +122,21 @@ def run() -> list[Figure]:
                 secret_access_key=credentials[1] if credentials else None,
             )
 
-            def put(i_seg: tuple[int, tuple[Path, Path]]) -> None:
-                i, (log_file, index_file) = i_seg
-                key = f"bare/{i:06d}"
-                client.put_object(Bucket=state.bucket, Key=f"{key}.log", Body=log_file.read_bytes())
-                client.put_object(Bucket=state.bucket, Key=f"{key}.indexes", Body=index_file.read_bytes())
-                client.put_object(Bucket=state.bucket, Key=f"{key}.rsm-manifest", Body=b"m" * 300)
+            uploaded = [
+                client.get_object(Bucket=state.bucket, Key=o["Key"])["Body"].read()
+                for page in client.get_paginator("list_objects_v2").paginate(Bucket=state.bucket, Prefix=state.prefix)
+                for o in page.get("Contents", [])
+            ]
+            by_segment = [uploaded[i : i + 3] for i in range(0, len(uploaded), 3)]  # keys list a segment's three
+
+            def put(i_objects: tuple[int, list[bytes]]) -> None:
+                i, objects = i_objects
+                for suffix, body in zip(("indexes", "log", "rsm-manifest"), objects, strict=True):
+                    client.put_object(Bucket=state.bucket, Key=f"bare/{i:06d}.{suffix}", Body=body)
 
             t0 = time.perf_counter()
             with ThreadPoolExecutor(BARE_THREADS) as pool:
-                list(pool.map(put, enumerate(closed)))
+                list(pool.map(put, enumerate(by_segment)))
             bare_s = time.perf_counter() - t0
 
             async def steady() -> tuple[int, float]:

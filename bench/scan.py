@@ -44,11 +44,13 @@ from remote_storage import inventory as inv
 from remote_storage.inventory import parquet_schema
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanSettings, run_scan
+from remote_storage.scan.manifest_reading import ManifestReading
 from remote_storage.scan.session import build_session
 from remote_storage.scan.sources import InventorySource
 from remote_storage.scan.summary import build_summary, summarise_totals, write_summary
 
 PREFIX = "tiered/"
+OTHER_PREFIX = "custom/"  # the prefix some generated segments record in their custom metadata
 BUCKET = "bench-tiered-storage"
 NOW_MS = 1_767_225_600_000  # the inventory's creationTimestamp: "now" for every age decision
 GRACE_MS = c.DEFAULT_GRACE_MS
@@ -75,6 +77,7 @@ class Dataset:
     rows: int
     segments: int
     seconds: float
+    manifests_file: Path  # what the manifests the size rule needs say, as if the executors had read them
 
 
 def _uid(seed: str) -> str:
@@ -152,6 +155,17 @@ WITH base AS (
              WHEN u < 0.0105 * {rare} AND j > 0 THEN 'gap'
              WHEN u < 0.0115 * {rare} AND j > 0 THEN 'overlap'
              WHEN u < 0.0315 * {rare} AND kind = {reenabled} THEN 'stale_epoch'
+             -- Aiven's format: a compressed .log (its manifest read, or its size in custom metadata), ours from
+             -- before it, an unreadable manifest, objects recorded under another prefix or key, bad custom metadata
+             WHEN u >= 0.0315 * {rare} AND u < 0.034 * {rare} THEN 'compressed'
+             WHEN u >= 0.0315 * {rare} AND u < 0.035 * {rare} THEN 'compressed_truncated'
+             WHEN u >= 0.0315 * {rare} AND u < 0.036 * {rare} THEN 'legacy_wrong'
+             WHEN u >= 0.0315 * {rare} AND u < 0.0365 * {rare} THEN 'unreadable_manifest'
+             WHEN u >= 0.0315 * {rare} AND u < 0.039 * {rare} THEN 'remote_size_ok'
+             WHEN u >= 0.0315 * {rare} AND u < 0.0395 * {rare} THEN 'remote_size_wrong'
+             WHEN u >= 0.0315 * {rare} AND u < 0.041 * {rare} THEN 'other_prefix'
+             WHEN u >= 0.0315 * {rare} AND u < 0.0415 * {rare} THEN 'explicit_key'
+             WHEN u >= 0.0315 * {rare} AND u < 0.042 * {rare} THEN 'bad_custom_metadata'
              ELSE 'ok' END AS fate
     FROM placed
 ), timed AS (
@@ -187,8 +201,30 @@ SELECT g, ti, kind, has_rlmm, topic_id, name AS topic, partition::INTEGER AS par
          ELSE [0, 1, 2] END AS present,
     CASE WHEN state = 'COPY_SEGMENT_FINISHED' AND fate = 'orphan_copy'
          THEN CASE WHEN h % 2 = 0 THEN [0, 1, 2] ELSE [0] END ELSE [] END AS orphans,
-    has_rlmm AND NOT (state = 'COPY_SEGMENT_FINISHED' AND fate = 'not_in_rlmm') AS exported
+    has_rlmm AND NOT (state = 'COPY_SEGMENT_FINISHED' AND fate = 'not_in_rlmm') AS exported,
+    -- the .log as stored (compressed: 60%), and the custom metadata the COPY_SEGMENT_FINISHED record carried
+    CASE WHEN fate IN ('compressed', 'compressed_truncated', 'remote_size_ok', 'remote_size_wrong')
+         THEN size_bytes * 6 // 10 ELSE size_bytes END AS stored_log,
+    CASE WHEN fate IN ('remote_size_ok', 'remote_size_wrong')
+         THEN size_bytes * 6 // 10 + 4096 + h % 20000 + 300 + h % 200 + CASE WHEN fate = 'remote_size_wrong' THEN 1
+                                                                          ELSE 0 END END::BIGINT AS remote_size,
+    CASE WHEN fate = 'other_prefix' THEN '{other_prefix}' END AS object_prefix,
+    CASE WHEN fate = 'explicit_key' THEN 'keyed/' || uid('segment:' || g) END AS object_key,
+    CASE WHEN fate = 'bad_custom_metadata' THEN 'custom metadata: truncated the field count' END
+        AS custom_metadata_error
 FROM timed
+"""
+
+# What the scan's executors would read in the manifests of the generated segments that need one (check only).
+_MANIFESTS_SQL = """
+SELECT topic_id, segment_id,
+    CASE WHEN fate IN ('compressed', 'compressed_truncated') THEN 'aiven'
+         WHEN fate = 'legacy_wrong' THEN 'legacy' ELSE 'unreadable' END AS m_kind,
+    CASE WHEN fate = 'compressed' THEN stored_log WHEN fate = 'compressed_truncated' THEN stored_log + 7 END::BIGINT
+        AS m_size,
+    CASE WHEN fate = 'unreadable_manifest' THEN 'manifest is not JSON' END AS m_detail
+FROM seg WHERE g < {cut} AND exported AND fate IN ('compressed', 'compressed_truncated', 'legacy_wrong',
+                                                   'unreadable_manifest')
 """
 
 # The objects of the kept segments (and their orphaned duplicate uploads), in segment order.
@@ -196,19 +232,23 @@ _SEGMENT_OBJECTS_SQL = """
 WITH kept AS (SELECT * FROM seg WHERE g < {cut}),
 objs AS (
     SELECT g, 0 AS dup, topic, topic_id, partition, start_offset, segment_id AS sid, unnest(present) AS sfx,
-           size_bytes, fate, h, last_modified_ms
+           size_bytes, stored_log, fate, h, last_modified_ms, object_prefix, object_key
     FROM kept
     UNION ALL
-    SELECT g, 1, topic, topic_id, partition, start_offset, orphan_id, unnest(orphans), size_bytes, fate, h,
-           last_modified_ms - 3600000
+    SELECT g, 1, topic, topic_id, partition, start_offset, orphan_id, unnest(orphans), size_bytes, size_bytes,
+           fate, h, last_modified_ms - 3600000, NULL, NULL
     FROM kept WHERE len(orphans) > 0
 )
 SELECT '{bucket}' AS bucket,
-    '{prefix}' || topic || '-' || topic_id || '/' || partition || '/' || lpad(start_offset::VARCHAR, 20, '0')
-        || '-' || sid || '.' || ['log', 'indexes', 'rsm-manifest'][sfx + 1] AS key,
+    coalesce(object_prefix, '{prefix}')
+        || coalesce(object_key, topic || '-' || topic_id || '/' || partition || '/'
+                                || lpad(start_offset::VARCHAR, 20, '0') || '-' || sid)
+        || '.' || ['log', 'indexes', 'rsm-manifest'][sfx + 1] AS key,
     CASE WHEN sfx = 0 AND dup = 0 AND fate = 'size_mismatch'
              THEN CASE WHEN h % 2 = 0 THEN size_bytes + 1 + h % 1000 ELSE size_bytes // 2 END
-         WHEN sfx = 0 THEN size_bytes
+         WHEN sfx = 0 AND dup = 0 AND fate = 'legacy_wrong' THEN size_bytes - 1
+         WHEN sfx = 0 AND dup = 0 AND fate = 'unreadable_manifest' THEN size_bytes // 3
+         WHEN sfx = 0 THEN stored_log
          WHEN sfx = 1 THEN 4096 + h % 20000
          ELSE 300 + h % 200 END AS size,
     epoch_ms(last_modified_ms) AS last_modified_date,
@@ -394,6 +434,7 @@ def generate(
             "reenabled": REENABLED,
             "now": NOW_MS,
             "grace": GRACE_MS,
+            "other_prefix": OTHER_PREFIX,
         }
         con.execute(_SEGMENTS_SQL.format(**params))
         edges = _edge_rows(con) if edge_cases else []
@@ -469,8 +510,11 @@ def generate(
     seg_cols = ", ".join(export_format.segments_schema().names)
     segments = con.sql(f"SELECT {seg_cols} FROM seg WHERE g < {cut} AND exported ORDER BY g").to_arrow_table()
     pq.write_table(segments.cast(export_format.segments_schema()), export_dir / export_format.SEGMENTS_FILE)
+    manifests_file = root / "manifests.parquet"
+    pq.write_table(con.sql(_MANIFESTS_SQL.format(cut=cut)).to_arrow_table(), manifests_file)
     con.close()
-    return Dataset(root, inv_dir, export_dir, tuple(files), rows, segments.num_rows, time.perf_counter() - t_start)
+    seconds = time.perf_counter() - t_start
+    return Dataset(root, inv_dir, export_dir, tuple(files), rows, segments.num_rows, seconds, manifests_file)
 
 
 # -- the DuckDB reference ---------------------------------------------------------------------------------------------
@@ -510,6 +554,28 @@ WITH finished AS (
 )
 SELECT DISTINCT segment_id FROM run WHERE expired;
 
+-- The keys segments record in their custom metadata (a prefix, a key, or both): one owner per key, the smallest
+-- (topic id, segment id).
+CREATE TEMP TABLE recorded AS
+WITH located AS (
+    SELECT topic_id, segment_id, topic, partition, start_offset,
+        coalesce(object_prefix, getvariable('prefix')) AS found_under,
+        coalesce(object_prefix, getvariable('prefix'))
+            || coalesce(object_key, topic || '-' || topic_id || '/' || partition || '/'
+                        || CASE WHEN start_offset >= 0 THEN lpad(start_offset::VARCHAR, 20, '0')
+                                ELSE '-' || lpad((-start_offset)::VARCHAR, 19, '0') END
+                        || '-' || segment_id) AS base
+    FROM segments WHERE object_prefix IS NOT NULL OR object_key IS NOT NULL
+), per_suffix AS (
+    SELECT *, unnest(['log', 'indexes', 'rsm-manifest']) AS suffix FROM located
+)
+SELECT base || '.' || suffix AS key, topic_id, segment_id, topic, partition, start_offset, suffix, found_under
+FROM per_suffix
+QUALIFY row_number() OVER (PARTITION BY base || '.' || suffix ORDER BY topic_id, segment_id) = 1;
+
+-- What the manifests the size rule needs said when read (empty when they were not read).
+CREATE TEMP TABLE manifest_readings AS SELECT * FROM {manifests};
+
 -- Every inventory row: malformed (as the inventory reader decides), or parsed and classified.
 CREATE TEMP TABLE classified AS
 WITH inventory AS (
@@ -534,7 +600,7 @@ WITH inventory AS (
                  false) AS parsed,
         m
     FROM matched
-), keyed AS (
+), laid_out AS (
     SELECT key, size, last_modified_ms, malformed, under_prefix, parsed,
         CASE WHEN parsed THEN m.topic END AS topic,
         CASE WHEN parsed THEN m.topic_id END AS topic_id,
@@ -543,6 +609,21 @@ WITH inventory AS (
         CASE WHEN parsed THEN m.segment_id END AS segment_id,
         CASE WHEN parsed THEN m.suffix END AS suffix
     FROM parsed
+), keyed AS (
+    -- a key a segment records is that segment's object, whatever prefix it is under
+    SELECT l.key, l.size, l.last_modified_ms, l.malformed,
+        l.under_prefix OR (l.malformed IS NULL AND r.key IS NOT NULL) AS under_prefix,
+        l.parsed OR (l.malformed IS NULL AND r.key IS NOT NULL) AS parsed,
+        CASE WHEN l.malformed IS NULL AND r.key IS NOT NULL THEN r.topic ELSE l.topic END AS topic,
+        CASE WHEN l.malformed IS NULL AND r.key IS NOT NULL THEN r.topic_id ELSE l.topic_id END AS topic_id,
+        CASE WHEN l.malformed IS NULL AND r.key IS NOT NULL THEN r.partition ELSE l.partition END AS partition,
+        CASE WHEN l.malformed IS NULL AND r.key IS NOT NULL THEN r.start_offset ELSE l.start_offset END
+            AS start_offset,
+        CASE WHEN l.malformed IS NULL AND r.key IS NOT NULL THEN r.segment_id ELSE l.segment_id END AS segment_id,
+        CASE WHEN l.malformed IS NULL AND r.key IS NOT NULL THEN r.suffix ELSE l.suffix END AS suffix,
+        CASE WHEN l.malformed IS NULL AND r.key IS NOT NULL THEN r.found_under
+             WHEN l.parsed THEN getvariable('prefix') END AS object_prefix
+    FROM laid_out l LEFT JOIN recorded r ON r.key = l.key
 ), joined AS (
     SELECT k.*, t.topic_id IS NOT NULL AS known, t.deleted AS t_deleted, t.state AS t_state, t.policy AS t_policy,
         s.state AS segment_state, s.tiered_epoch AS segment_epoch, s.size_bytes AS s_size,
@@ -577,8 +658,8 @@ SELECT key, size, last_modified_ms, age_ms, topic, topic_id, partition, start_of
          WHEN category = 'rlmm_deleted' THEN 'delete_incomplete'
          WHEN category = 'pending_delete' AND s_event >= 0
               AND getvariable('now_ms') - s_event >= getvariable('grace_ms') THEN 'delete_incomplete'
-         WHEN category IN ('live', 'past_retention') AND suffix = 'log' AND size <> s_size THEN 'size_mismatch'
          END AS anomaly,
+    object_prefix,
     malformed
 FROM categorised;
 
@@ -586,7 +667,9 @@ FROM categorised;
 -- within a (topic id, partition, tiered epoch) chain, copies at an epoch the topic was not ENABLED at).
 CREATE TEMP TABLE anomalies AS
 WITH known_segments AS (
-    SELECT s.*, t.deleted AS t_deleted FROM segments s JOIN topics t USING (topic_id)
+    SELECT s.*, t.deleted AS t_deleted,
+           t.state IN ('DISABLING', 'DISABLED') AND t.policy = 'DELETE' AS t_deletes_all
+    FROM segments s JOIN topics t USING (topic_id)
 ), stale AS (
     SELECT k.* FROM known_segments k
     WHERE k.state IN ('COPY_SEGMENT_STARTED', 'COPY_SEGMENT_FINISHED')
@@ -594,16 +677,40 @@ WITH known_segments AS (
 ), finished AS (
     SELECT * FROM known_segments WHERE NOT t_deleted AND state = 'COPY_SEGMENT_FINISHED'
 ), present AS (
-    SELECT topic_id, segment_id, count(DISTINCT suffix) AS n
+    -- what the inventory holds of each segment: its suffixes, all its bytes, its .log and manifest (smallest key)
+    SELECT topic_id, segment_id, count(DISTINCT suffix) AS n, sum(size) AS total_size,
+           min(key) FILTER (WHERE suffix = 'log') AS log_key,
+           arg_min(size, key) FILTER (WHERE suffix = 'log') AS log_size,
+           min(key) FILTER (WHERE suffix = 'rsm-manifest') AS manifest_key,
+           arg_min(size, key) FILTER (WHERE suffix = 'rsm-manifest') AS manifest_size
     FROM classified WHERE topic_id IS NOT NULL GROUP BY topic_id, segment_id
 ), object_sets AS (
-    SELECT f.*, coalesce(p.n, 0) AS n
+    SELECT f.*, coalesce(p.n, 0) AS n, p.log_key, p.manifest_key
     FROM finished f LEFT JOIN present p USING (topic_id, segment_id)
     WHERE coalesce(p.n, 0) < 3
 ), chained AS (
     SELECT *, lag(end_offset) OVER (PARTITION BY topic_id, partition, tiered_epoch
                                     ORDER BY start_offset, end_offset, segment_id) AS prev_end
     FROM finished
+), sized AS (
+    -- the size rule (remote_storage.scan.contract): REMOTE_SIZE, else the RLMM's size, else the manifest
+    SELECT f.*, p.n, p.total_size, p.log_key, p.log_size, p.manifest_key, p.manifest_size, r.m_kind, r.m_size,
+        r.m_detail,
+        CASE WHEN f.remote_size IS NOT NULL
+                  THEN CASE WHEN p.n = 3 AND p.total_size <> f.remote_size THEN 'size_mismatch' END
+             WHEN p.log_size = f.size_bytes THEN NULL
+             WHEN p.manifest_key IS NOT NULL THEN 'needs_manifest' END AS step
+    FROM finished f JOIN present p USING (topic_id, segment_id)
+    LEFT JOIN manifest_readings r USING (topic_id, segment_id)
+    WHERE NOT f.t_deletes_all AND p.log_key IS NOT NULL
+), judged AS (
+    SELECT *,
+        CASE WHEN step = 'size_mismatch' THEN 'size_mismatch'
+             WHEN step = 'needs_manifest' AND NOT getvariable('manifests_read') THEN 'size_mismatch'
+             WHEN step = 'needs_manifest' AND m_kind = 'unreadable' THEN 'manifest_unreadable'
+             WHEN step = 'needs_manifest' AND (m_kind = 'legacy' OR (m_kind = 'aiven' AND m_size <> log_size))
+                  THEN 'size_mismatch' END AS found
+    FROM sized
 )
 SELECT anomaly AS type, topic, topic_id, partition, segment_id, key, size AS bytes,
        'object classified ' || category AS detail
@@ -613,14 +720,25 @@ SELECT 'stale_epoch_copy', topic, topic_id, partition, segment_id, NULL, size_by
        'copied at tiered epoch ' || tiered_epoch || ', not an epoch at which the topic was ENABLED'
 FROM stale
 UNION ALL
-SELECT CASE WHEN n = 0 THEN 'missing_objects' ELSE 'incomplete_object_set' END, topic, topic_id, partition,
+SELECT 'custom_metadata_unreadable', topic, topic_id, partition, segment_id, NULL, size_bytes, custom_metadata_error
+FROM known_segments WHERE custom_metadata_error IS NOT NULL
+UNION ALL
+SELECT CASE WHEN n = 0 THEN 'missing_objects'
+            WHEN log_key IS NOT NULL AND manifest_key IS NULL THEN 'manifest_missing'
+            ELSE 'incomplete_object_set' END, topic, topic_id, partition,
        segment_id, NULL, size_bytes, n || ' of 3 objects in the inventory; the RLMM says COPY_SEGMENT_FINISHED'
 FROM object_sets
 UNION ALL
 SELECT CASE WHEN start_offset > prev_end + 1 THEN 'offset_gap' ELSE 'offset_overlap' END, topic, topic_id,
        partition, segment_id, NULL, size_bytes,
        'starts at ' || start_offset || ', the previous segment of this epoch ends at ' || prev_end
-FROM chained WHERE start_offset > prev_end + 1 OR start_offset <= prev_end;
+FROM chained WHERE start_offset > prev_end + 1 OR start_offset <= prev_end
+UNION ALL
+SELECT found, topic, topic_id, partition, segment_id,
+       CASE WHEN found = 'manifest_unreadable' THEN manifest_key ELSE log_key END,
+       CASE WHEN found = 'manifest_unreadable' THEN manifest_size ELSE log_size END,
+       coalesce(m_detail, '.log is ' || log_size || ' bytes')
+FROM judged WHERE found IS NOT NULL;
 
 COPY (SELECT * EXCLUDE (malformed) FROM classified WHERE malformed IS NULL) TO {objects_out} (FORMAT PARQUET);
 COPY anomalies TO {anomalies_out} (FORMAT PARQUET);
@@ -663,10 +781,27 @@ def totals_from(
     return totals
 
 
+_NO_READINGS = (
+    "(SELECT NULL::VARCHAR AS topic_id, NULL::VARCHAR AS segment_id, NULL::VARCHAR AS m_kind, "
+    "NULL::BIGINT AS m_size, NULL::VARCHAR AS m_detail WHERE false)"
+)
+
+
 def duckdb_scan(
-    files: list[str], export_dir: Path, out_dir: Path, *, prefix: str, now_ms: int, grace_ms: int, threads: int
+    files: list[str],
+    export_dir: Path,
+    out_dir: Path,
+    *,
+    prefix: str,
+    now_ms: int,
+    grace_ms: int,
+    threads: int,
+    manifests: Path | None = None,
 ) -> dict[str, Any]:
-    """Run :data:`DUCKDB_SCRIPT` and write ``objects.parquet``, ``anomalies.parquet`` and ``summary.json``."""
+    """Run :data:`DUCKDB_SCRIPT` and write ``objects.parquet``, ``anomalies.parquet`` and ``summary.json``.
+
+    ``manifests``: what the manifests the size rule needs said (:data:`_MANIFESTS_SQL`'s columns), as if read; None:
+    manifests are not read (the Spark job without access to a bucket)."""
     import duckdb
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -675,7 +810,9 @@ def duckdb_scan(
     con.execute("SET VARIABLE prefix = ?", [prefix])
     con.execute("SET VARIABLE now_ms = ?::BIGINT", [now_ms])
     con.execute("SET VARIABLE grace_ms = ?::BIGINT", [grace_ms])
+    con.execute("SET VARIABLE manifests_read = ?::BOOLEAN", [manifests is not None])
     script = DUCKDB_SCRIPT.format(
+        manifests=_NO_READINGS if manifests is None else f"read_parquet({_sql_str(str(manifests))})",
         files="[" + _sql_list(files) + "]",
         topics=_sql_str(str(export_dir / export_format.TOPICS_FILE)),
         segments=_sql_str(str(export_dir / export_format.SEGMENTS_FILE)),
@@ -935,13 +1072,25 @@ def run_size(n: int) -> tuple[list[Figure], dict[str, Any], dict[str, Any]]:
 # -- the agreement check against policies.orphans -----------------------------------------------------------------
 
 
-def _reference(data: Dataset) -> tuple[dict[str, tuple[str, bool, str | None]], Counter[tuple[Any, ...]], int]:
-    """policies.orphans.classify on the generated bucket: per-key verdicts, anomalies, malformed row count."""
+def manifest_readings(data: Dataset) -> dict[tuple[str, str], ManifestReading]:
+    """What the generated segments' manifests say (as if the scan's executors had read them)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(data.manifests_file).to_pylist()
+    return {(r["topic_id"], r["segment_id"]): ManifestReading(r["m_kind"], r["m_size"], r["m_detail"]) for r in rows}
+
+
+def _reference(
+    data: Dataset, *, manifests_read: bool = False
+) -> tuple[dict[str, tuple[str, bool, str | None]], Counter[tuple[Any, ...]], int]:
+    """policies.orphans.classify on the generated bucket: per-key verdicts, anomalies, malformed row count; with
+    ``manifests_read``, the size rule reads :func:`manifest_readings`."""
     topics, segments, epochs = export.load_export(data.export_dir)
     meta = o.Metadata.build(topics, segments, epochs, now_ms=NOW_MS)
     inventory = inv.read_inventory(str(data.inventory_dir))
     objs = [o.BucketObject(r.key, r.size, r.last_modified_ms) for r in inventory.rows()]
-    result = o.classify(objs, meta, prefix=PREFIX, now_ms=NOW_MS, grace_ms=GRACE_MS)
+    readings = manifest_readings(data) if manifests_read else None
+    result = o.classify(objs, meta, prefix=PREFIX, now_ms=NOW_MS, grace_ms=GRACE_MS, manifests=readings)
     verdicts = {v.key: (v.category, v.reclaimable, v.anomaly) for v in result.objects}
     assert len(verdicts) == len(objs), "generated keys are not unique"
     anomalies = Counter((a.type, a.topic_id, a.segment_id, a.key) for a in result.anomalies)
@@ -978,27 +1127,28 @@ def check(rows: int = 20_000, *, spark: bool = True) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-scan-check-") as tmp:
         root = Path(tmp)
         data = generate(root / "data", rows, topics=20, partitions=3, rare=5.0, edge_cases=True)
-        expected, expected_anomalies, malformed = _reference(data)
+        expected, expected_anomalies, malformed = _reference(data, manifests_read=True)
         cats = Counter(v[0] for v in expected.values())
         by_category = dict(sorted(cats.items()))
         print(f"generated {rows:,} rows ({malformed} malformed), {data.segments:,} segments; categories {by_category}")
         files = [str(f) for f in data.data_files]
         duck_dir = root / "duckdb"
-        duck = duckdb_scan(
-            files, data.export_dir, duck_dir, prefix=PREFIX, now_ms=NOW_MS, grace_ms=GRACE_MS, threads=THREADS
-        )
+        options: dict[str, Any] = {"prefix": PREFIX, "now_ms": NOW_MS, "grace_ms": GRACE_MS, "threads": THREADS}
+        duck = duckdb_scan(files, data.export_dir, duck_dir, **options, manifests=data.manifests_file)
         got, got_anomalies = _read_outputs(duck_dir)
         bad = _diff("duckdb", expected, got, expected_anomalies, got_anomalies)
         if duck["totals"]["anomalies"][c.MALFORMED_INVENTORY_ROW] != malformed:
             print(f"  duckdb malformed rows {duck['totals']['anomalies'][c.MALFORMED_INVENTORY_ROW]}, want {malformed}")
             bad += 1
-        if spark:
+        if spark:  # no bucket to read manifests from: both sides judge sizes without them
+            unread, unread_anomalies, _ = _reference(data)
+            unread_duck = duckdb_scan(files, data.export_dir, root / "duckdb-unread", **options)
             common = {"export_dir": str(data.export_dir), "prefix": PREFIX, "now_ms": NOW_MS, "grace_ms": GRACE_MS}
             spark_args = {"out_dir": str(root / "spark"), "inventory_dir": str(data.inventory_dir), **common}
             result = _child_spark(spark_args)
             got, got_anomalies = _read_outputs(root / "spark")
-            bad += _diff("spark", expected, got, expected_anomalies, got_anomalies)
-            for line in compare_totals(result["totals"], duck["totals"]):
+            bad += _diff("spark", unread, got, unread_anomalies, got_anomalies)
+            for line in compare_totals(result["totals"], unread_duck["totals"]):
                 print(f"  totals {line}")
                 bad += 1
     return bad

@@ -1,1 +1,1 @@
-"""The fault suite: fault proxies, a scenario runner and a checker of DESIGN §4's invariants (`make chaos`)."""
+"""The fault suite: fault proxies, a scenario runner and a checker of ARCHITECTURE §4's invariants (`make chaos`)."""

@@ -1,10 +1,10 @@
-"""The checker: DESIGN §4's invariants, and what a user was promised, over what a chaos run observed.
+"""The checker: ARCHITECTURE §4's invariants, and what a user was promised, over what a chaos run observed.
 
 Pure: :func:`check` reads an :class:`Observation` (gathered by the run once the cluster healed) and returns the
 violations; it never talks to the cluster. It does not reuse the code under test to interpret what it sees: it walks
 the metadata log's records itself.
 
-What is checked (the number is the invariant of DESIGN §4 it shows; "promise" are the issue's other checks):
+What is checked (the number is the invariant of ARCHITECTURE §4 it shows; "promise" are the issue's other checks):
 
 1. every topic id's ``tiered_epoch`` never goes down; a change of state bumps it by exactly one, except
    DISABLING -> DISABLED, which keeps the epoch it completes; a repeated state at the same epoch is a duplicate;

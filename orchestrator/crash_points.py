@@ -1,5 +1,5 @@
 """Named crash points: moments in the controller and the broker where the fault suite kills the process (kill -9)
-to show that nothing acknowledged is lost and that the system converges once the process is back (DESIGN §4
+to show that nothing acknowledged is lost and that the system converges once the process is back (ARCHITECTURE §4
 invariant 8, §10).
 
 A process is armed from its environment, by its entry point, before it does anything (:func:`arm_from_env`):

@@ -35,7 +35,7 @@ from typing import TypeVar
 from wsgiref.simple_server import WSGIServer
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 log = structlog.get_logger(__name__)
@@ -212,11 +212,27 @@ class RemoteStorageMetrics:
             "Bytes of the remote segments deleted (their log size as the RLMM records it)",
             registry=registry,
         )
+        self.chunk_cache_hits = Counter(
+            PREFIX + "remote_chunk_cache_hits",
+            "Remote segment chunks and indexes a fetch found in the broker's chunk cache",
+            registry=registry,
+        )
+        self.chunk_cache_misses = Counter(
+            PREFIX + "remote_chunk_cache_misses",
+            "Remote segment chunks and indexes a fetch did not find in the chunk cache (read from S3)",
+            registry=registry,
+        )
+        self.chunk_cache_bytes = Gauge(
+            PREFIX + "remote_chunk_cache_bytes", "Bytes the broker's chunk cache holds", registry=registry
+        )
 
     def request_done(self, operation: str, seconds: float, *, error_code: str | None = None) -> None:
         self.request_seconds.labels(operation).observe(seconds)
         if error_code is not None:
             self.request_errors.labels(operation, error_code).inc()
+
+    def chunk_cache_lookup(self, *, hit: bool) -> None:
+        (self.chunk_cache_hits if hit else self.chunk_cache_misses).inc()
 
     def segments_removed(self, segments: int, size_bytes: int) -> None:
         self.segments_deleted.inc(segments)

@@ -1,11 +1,17 @@
 """Process settings: frozen dataclasses in groups, with commented defaults, read from TOML at entry points only.
 
 A settings file has one table for the process (``[broker]`` or ``[controller]``) and one table per group the
-process nests (``[s3]``, ``[tls]``, ``[security]``, ``[metrics]``, ``[remote_log_metadata]``; a controller also
-``[membership]``, ``[topic_defaults]``, ``[disablement]``, ``[snapshots]``). A group is one dataclass, held by the
-process settings as a field of the same name, and handed whole to the part that uses it (the controller core gets
-``membership``, ``topic_defaults``, ``disablement`` and ``remote_log_metadata``), never copied field by field.
-``[store]`` says how the ``metadata_store`` is reached (PostgreSQL's password file, schema, timeouts).
+process nests (``[s3]``, ``[tls]``, ``[security]``, ``[metrics]``, ``[remote_log_metadata]``; a broker also
+``[rsm]``; a controller also ``[membership]``, ``[topic_defaults]``, ``[disablement]``, ``[snapshots]``). A group is
+one dataclass, held by the process settings as a field of the same name, and handed whole to the part that uses it
+(the controller core gets ``membership``, ``topic_defaults``, ``disablement`` and ``remote_log_metadata``), never
+copied field by field. ``[store]`` says how the ``metadata_store`` is reached (PostgreSQL's password file, schema,
+timeouts).
+
+A broker's ``[rsm]`` says how its RemoteStorageManager writes and reads a segment's objects (Aiven's format: chunk
+size, compression, encryption and its key pairs, custom metadata, the chunk cache); the key files it names are read
+by the broker's entry point (``orchestrator/broker/remote_storage_setup.py``), which refuses a missing or unreadable
+one by name, never here and never logged.
 
 A process that listens on an address other than loopback without authentication (neither SASL mechanisms nor
 required client certificates) is refused at load time unless ``[security] allow_insecure = true``: anyone who
@@ -37,6 +43,8 @@ DEFAULT_CLUSTER_ID = "tieredctl"
 _PATH_KEYS = frozenset(
     {"data_dir", "metadata_store", "ready_file", "certfile", "keyfile", "cafile", "password_file", "sasl_password_file"}
 )
+# Keys whose value is a list of [name, path, path...] entries: the paths are resolved like a path key's.
+_PATH_LIST_KEYS = frozenset({"encryption_key_pairs"})
 # A value of a path key that starts with a URL scheme (``postgresql://``, ``sqlite:///``) is a URL, kept as written.
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -47,6 +55,62 @@ class S3Settings:
     bucket: str = "tiered-storage"
     prefix: str = "tiered/"  # every object key starts with this
     region: str = "us-east-1"
+
+
+# Aiven's RemoteStorageManagerConfig bounds chunk.size to [1, Integer.MAX_VALUE / 2]
+# (remote_storage.segment_format.transform.MAX_CHUNK_SIZE, which this layer cannot import).
+MAX_CHUNK_SIZE = (2**31 - 1) // 2
+CUSTOM_METADATA_FIELDS = ("REMOTE_SIZE", "OBJECT_PREFIX", "OBJECT_KEY")  # Aiven's SegmentCustomMetadataField
+
+
+@dataclass(frozen=True)
+class RemoteStorageManagerSettings:
+    """How a broker writes segments to remote storage and reads them back, in Aiven's format. Each setting is one of
+    Aiven's ``rsm.config.*`` (named beside it); both transforms are off by default, as in Aiven."""
+
+    # chunk.size: the .log is stored in chunks of this many bytes, each compressed/encrypted on its own and the unit
+    # of a range read. 4 MiB, where Aiven says to start: a ~1 MiB fetch reads at most two chunks (8 MiB); smaller
+    # chunks cost more per byte (a zstd frame, an IV and tag, a manifest entry, a GET each).
+    chunk_size: int = 4 * 1024 * 1024
+    compression_enabled: bool = False  # compression.enabled: zstd each chunk (level 3)
+    encryption_enabled: bool = False  # encryption.enabled: AES-256-GCM each chunk and index, RSA-wrapped data keys
+    encryption_key_pair_id: str | None = None  # encryption.key.pair.id: the pair new data keys are wrapped with
+    # encryption.key.pairs with their encryption.key.pairs.<id>.public.key.file / .private.key.file: one entry per key
+    # pair, [id, public key PEM file, private key PEM file]. Keep retired pairs here: their segments stay readable.
+    # Key pairs given with encryption off are used to read what was written encrypted.
+    encryption_key_pairs: tuple[tuple[str, str, str], ...] = ()
+    # custom.metadata.fields.include: which of REMOTE_SIZE, OBJECT_PREFIX, OBJECT_KEY the COPY_SEGMENT_FINISHED record
+    # carries (none by default: no custom metadata)
+    custom_metadata_fields_include: tuple[str, ...] = ()
+    # Bytes of detransformed chunks and indexes kept in memory for the next reads (LRU); 0 keeps none. Ours: Aiven's
+    # fetch.chunk.cache.size belongs to a cache of another design.
+    chunk_cache_bytes: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.chunk_size <= MAX_CHUNK_SIZE:
+            raise SettingsError(
+                f"[rsm] chunk_size must be in [1, {MAX_CHUNK_SIZE}] (Aiven's bounds), got {self.chunk_size}"
+            )
+        if self.chunk_cache_bytes < 0:
+            raise SettingsError(f"[rsm] chunk_cache_bytes must be >= 0, got {self.chunk_cache_bytes}")
+        unknown = [f for f in self.custom_metadata_fields_include if f not in CUSTOM_METADATA_FIELDS]
+        if unknown:
+            raise SettingsError(
+                f"[rsm] custom_metadata_fields_include: unknown field(s) {unknown}; "
+                f"known: {list(CUSTOM_METADATA_FIELDS)}"
+            )
+        ids = [pair[0] for pair in self.encryption_key_pairs]
+        for key_pair_id in ids:
+            if not key_pair_id.strip() or ":" in key_pair_id:
+                raise SettingsError(f"[rsm] a key pair id is not blank and holds no ':', got {key_pair_id!r}")
+        if len(set(ids)) != len(ids):
+            raise SettingsError(f"[rsm] encryption_key_pairs names a key pair twice: {ids}")
+        if self.encryption_enabled and self.encryption_key_pair_id is None:
+            raise SettingsError("[rsm] encryption_enabled needs encryption_key_pair_id and encryption_key_pairs")
+        if self.encryption_key_pair_id is not None and self.encryption_key_pair_id not in ids:
+            raise SettingsError(
+                f"[rsm] encryption_key_pair_id {self.encryption_key_pair_id!r} is not in encryption_key_pairs {ids}"
+            )
 
 
 @dataclass(frozen=True)
@@ -277,6 +341,7 @@ class BrokerSettings:
     # brokers reach its successor before it fences them (defaults: 3 s + 2 s < 6 s).
     request_timeout_ms: int = 2_000
     s3: S3Settings = field(default_factory=S3Settings)
+    rsm: RemoteStorageManagerSettings = field(default_factory=RemoteStorageManagerSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     store: StoreSettings = field(default_factory=StoreSettings)
@@ -412,6 +477,8 @@ def _build(cls: type[T], values: Any, where: str, source: Path, nested: dict[str
         taken = _checked(source, where, name, types_of[name], value)
         is_path = name in _PATH_KEYS and isinstance(taken, str) and taken and not _URL.match(taken)
         out[name] = str((source.parent / taken).resolve()) if is_path else taken
+        if name in _PATH_LIST_KEYS:
+            out[name] = tuple((entry[0], *(str((source.parent / p).resolve()) for p in entry[1:])) for entry in taken)
     try:
         return cls(**out)
     except TypeError as exc:

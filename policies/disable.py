@@ -4,7 +4,7 @@ Pure: it reads the RLMM's segments and the local log start offsets given to it, 
 returns an immutable :class:`DeletePlan`; :mod:`policies.disable_executor` applies it. ``retain`` needs no plan:
 its remote data stays until retention expiry (:mod:`policies.retention`) deletes it.
 
-Invariants (DESIGN §4 items 4 and 5):
+Invariants (ARCHITECTURE §4 items 4 and 5):
 * A plan for a topic id only ever names segments of that topic id; its deletions are confined to
   :func:`remote_storage.keys.topic_prefix` of that id, which the executor passes to the storage layer.
 * delete: every segment of the topic id that is not DELETE_SEGMENT_FINISHED is planned for deletion (in-flight

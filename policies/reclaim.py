@@ -1,7 +1,7 @@
 """The reclaim planner: which objects of a scan's output may be deleted now, decided from facts and time alone.
 
 A scan (``objects.parquet``) says which objects looked reclaimable when its inventory was taken. An inventory lags
-the bucket and metadata moves on, so nothing is deleted on the scan's word alone (DESIGN §7): each candidate is
+the bucket and metadata moves on, so nothing is deleted on the scan's word alone (ARCHITECTURE §7): each candidate is
 re-checked against what is true *now* (a HEAD of the object, and :func:`policies.orphans.classify_object` run on
 current metadata at the current time). :func:`plan_reclaim` takes those facts as arguments and returns an immutable
 :class:`ReclaimPlan`: batches of keys to delete, grouped by topic prefix, and every other candidate with a stable
@@ -10,13 +10,15 @@ skip reason. :mod:`policies.reclaim_executor` gathers the facts and applies the 
 Skip reasons (stable names: JSON keys and journal values), checked in this order, the first that applies:
 
 =========================  ==================================================================================
-``outside_topic_prefix``   the key does not parse under the scanned prefix, or not as an object of the topic
-                           (name and id) its scan row was classified under
+``outside_topic_prefix``   the key does not parse under the prefix it was found under (the scanned prefix, or the
+                           one its segment's custom metadata records), or not as an object of the topic (name and
+                           id) its scan row was classified under
 ``duplicate_row``          the same key appeared earlier in the scan output
 ``already_deleted``        a previous run's journal records the key as deleted
 ``gone``                   HEAD found no object
 ``changed_since_scan``     the object's size or last-modified time is not the scan row's
-``no_longer_reclaimable``  the current verdict is not reclaimable, or its category is not one being reclaimed
+``no_longer_reclaimable``  the current verdict is not reclaimable, or its category is not one being reclaimed, or
+                           it was not found under the prefix the scan found it under
 ``too_young``              ``now - last_modified < older_than`` (or the last-modified time is unknown)
 ``ratio_guard``            refused by a safety guard (below), unless forced
 =========================  ==================================================================================
@@ -29,9 +31,11 @@ keys are more than ``max_orphan_ratio`` of all parsed objects in the scan.
 
 Invariants:
 * A planned key is under :func:`remote_storage.keys.topic_prefix` of its own parsed topic name and id, which is
-  the topic id its scan row was classified under; each batch holds the keys of one such prefix only, and at most
+  the topic id its scan row was classified under, below the prefix it was found under: the scanned prefix, or for a
+  segment whose custom metadata records another prefix, that one (then the object is re-checked as found there, by
+  the current metadata's record); each batch holds the keys of one such prefix only, and at most
   ``batch_size`` (<= 1000, S3's DeleteObjects limit) of them. The executor passes that prefix to the storage
-  layer, which refuses anything outside it (DESIGN §4 invariant 5).
+  layer, which refuses anything outside it (ARCHITECTURE §4 invariant 5).
 * Never a live segment: a planned key's current category is in :data:`remote_storage.scan.contract.RECLAIM_CAN_DELETE`
   (which excludes ``live`` and ``past_retention``) and its current verdict is reclaimable.
 * Never an object younger than ``older_than_ms`` at ``now_ms``, by its current last-modified time.
@@ -102,6 +106,7 @@ class ScanRow:
     topic_id: str | None
     category: str
     reclaimable: bool
+    object_prefix: str | None = None  # the prefix the scan found it under; None: the scanned prefix (older scans)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,21 +238,34 @@ def _same_object(row: ScanRow, current: CurrentObject) -> bool:
     return row.last_modified_ms // 1000 == current.last_modified_ms // 1000
 
 
+def found_under(row: ScanRow, prefix: str) -> str:
+    """The prefix the scan found the row's object under: its own, or the scanned one."""
+    return prefix if row.object_prefix is None else row.object_prefix
+
+
 def _own_prefix(row: ScanRow, prefix: str) -> tuple[str, str, str] | None:
-    """(topic prefix, topic, topic id) of the key's own parsed topic, if that is the topic id the row names."""
+    """(topic prefix, topic, topic id) of the key's own parsed topic, below the prefix it was found under, if that
+    is the topic id the row names."""
+    base = found_under(row, prefix)
     try:
-        parsed = parse_key(row.key, prefix)
+        parsed = parse_key(row.key, base)
     except KeyParseError:
         return None
     seg = parsed.segment
     if row.topic_id is None or row.topic is None or str(seg.topic_id) != row.topic_id or seg.topic != row.topic:
         return None
-    own = topic_prefix(prefix, seg.topic, seg.topic_id)
+    own = topic_prefix(base, seg.topic, seg.topic_id)
     return (own, row.topic, row.topic_id) if row.key.startswith(own) else None
 
 
 def _skip_reason(
-    cand: Candidate, *, now_ms: int, older_than_ms: int, categories: frozenset[str], already_deleted: Collection[str]
+    cand: Candidate,
+    *,
+    prefix: str,
+    now_ms: int,
+    older_than_ms: int,
+    categories: frozenset[str],
+    already_deleted: Collection[str],
 ) -> str | None:
     row = cand.row
     if row.key in already_deleted:
@@ -260,6 +278,8 @@ def _skip_reason(
     if not _same_object(row, cand.current):
         return CHANGED_SINCE_SCAN
     if v.category not in c.RECLAIM_CAN_DELETE or v.category not in categories:
+        return NO_LONGER_RECLAIMABLE
+    if v.object_prefix != found_under(row, prefix):  # the metadata no longer records it where the scan found it
         return NO_LONGER_RECLAIMABLE
     lm = cand.current.last_modified_ms
     if lm < 0 or now_ms - lm < older_than_ms:
@@ -311,7 +331,12 @@ def plan_reclaim(
             continue
         seen.add(row.key)
         reason = _skip_reason(
-            cand, now_ms=now_ms, older_than_ms=older_than_ms, categories=categories, already_deleted=already_deleted
+            cand,
+            prefix=prefix,
+            now_ms=now_ms,
+            older_than_ms=older_than_ms,
+            categories=categories,
+            already_deleted=already_deleted,
         )
         if reason is not None or cand.current is None or cand.verdict is None:
             skipped.append(SkippedKey(row.key, reason or GONE))

@@ -11,7 +11,8 @@ The I/O around the pure planner, in this order:
 4. The plan is made. A dry run stops here and deletes nothing.
 5. ``execute``: per batch, an ``intent`` line listing its keys is appended to ``reclaim-journal.jsonl`` in the scan's
    output directory and fsynced, the keys are deleted with ``S3RemoteStorage.delete_keys`` confined to the batch's
-   topic prefix, and a ``result`` line with the deleted and failed keys is appended and fsynced.
+   topic prefix (under the scanned prefix, or under the prefix a segment's custom metadata records, where the scan
+   found its objects), and a ``result`` line with the deleted and failed keys is appended and fsynced.
 
 Invariants:
 * Nothing is deleted that the planner did not plan, and only under the batch's own topic prefix (the storage layer
@@ -64,6 +65,7 @@ DEFAULT_HEAD_WORKERS = 16
 _HEAD_CHUNK = 2000  # candidates in flight at once: bounds the futures held, whatever the candidate count
 _READ_BATCH = 65_536
 _SCAN_COLUMNS = ("key", "size", "last_modified_ms", "topic", "topic_id", "category", "reclaimable")
+_OPTIONAL_SCAN_COLUMNS = ("object_prefix",)  # absent from scans made before it: then the scanned prefix
 
 ProgressCallback = Callable[[str, int, int], None]  # (phase "recheck" | "delete", done, total)
 
@@ -123,6 +125,7 @@ def _scan_row(r: Mapping[str, Any]) -> ScanRow:
         topic_id=r["topic_id"],
         category=r["category"],
         reclaimable=bool(r["reclaimable"]),
+        object_prefix=r.get("object_prefix"),
     )
 
 
@@ -144,8 +147,9 @@ def read_scan(objects_dir: Path, categories: frozenset[str]) -> tuple[list[ScanR
                 f"{objects_dir} has no column(s) {', '.join(missing)}: not a scan's objects.parquet; "
                 f"{_scan_hint(objects_dir.parent)}"
             )
+        columns = [*_SCAN_COLUMNS, *(col for col in _OPTIONAL_SCAN_COLUMNS if col in dataset.schema.names)]
         batches: Iterator[Any] = (
-            dataset.to_batches(columns=list(_SCAN_COLUMNS), batch_size=_READ_BATCH) if dataset.files else iter(())
+            dataset.to_batches(columns=columns, batch_size=_READ_BATCH) if dataset.files else iter(())
         )
         for batch in batches:
             tids = batch.column("topic_id")

@@ -7,7 +7,7 @@ appended, once for the window, for the segments whose every object is gone. So t
 window, not two per batch, and S3 sees ``concurrency`` calls in flight. Invariants, whatever the window size:
 a segment is STARTED before any of its objects is deleted, and FINISHED only once all of them are gone. A crash at
 any point leaves segments STARTED-but-not-FINISHED, which the next plan includes again; deleting an already deleted
-object is a success, so a rerun finishes the job (DESIGN §4 invariants 4, 7, 8). Keys that fail for good are
+object is a success, so a rerun finishes the job (ARCHITECTURE §4 invariants 4, 7, 8). Keys that fail for good are
 reported in the result and keep their segment unfinished; they are never counted as deleted.
 
 Counted once: two deleters can race on one segment (a leaderless partition assigned to one broker while its old
@@ -16,6 +16,13 @@ FINISHED in the log moves the segment (the RLMM's ``transition`` returns the seg
 call reports as *counted* (``segments_counted``, the progress callback's third number, the metrics) is only what it
 moved first, so counts summed over brokers name every deleted segment once. ``segments_deleted`` is what the call
 finished, counted or not: the work left shrinks by it.
+
+Where each segment's objects are, and the one prefix its delete may touch, are the segment's own (``RemoteSegment``'s
+``object_keys`` and ``objects_topic_prefix``): a segment whose custom metadata recorded another prefix is deleted
+there, confined to its topic's own prefix within that prefix. A segment whose recorded key lies outside it, or
+whose custom metadata does not decode, is refused: none of its objects is deleted, its keys are reported failed
+(``OutsideTopicPrefix``, ``BadCustomMetadata``) and it stays DELETE_SEGMENT_STARTED, for an operator to look at.
+DeleteObjects calls go per prefix within a batch, so one call never mixes two prefixes' keys.
 
 Used by the policies' executors (the delete policy, retention expiry) and by the broker's clean-up of a copy that
 failed or was fenced.
@@ -32,9 +39,9 @@ import structlog
 
 from orchestrator import crash_points
 from orchestrator.metadata.records import SegmentState
-from remote_storage.keys import segment_keys, topic_prefix
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
-from remote_storage.s3 import S3RemoteStorage
+from remote_storage.s3 import DeleteOutcome, S3RemoteStorage
+from remote_storage.segment_format.errors import SegmentFormatError
 
 log = structlog.get_logger(__name__)
 
@@ -55,6 +62,45 @@ ProgressCallback = Callable[[int, int, int], None]  # (segments done, segments p
 
 
 DEFAULT_CONCURRENCY = 8  # DeleteObjects calls in flight per deletion (each up to 999 keys)
+
+
+@dataclass(frozen=True, slots=True)
+class _SegmentObjects:
+    """One segment's object keys and the prefix they must lie under, or why none of them may be deleted."""
+
+    keys: tuple[str, ...]
+    within: str
+    refused: str | None = None
+
+
+def _objects_of(seg: RemoteSegment, configured_prefix: str) -> _SegmentObjects:
+    try:
+        keys = tuple(seg.object_keys(configured_prefix).values())
+        within = seg.objects_topic_prefix(configured_prefix)
+    except SegmentFormatError as exc:  # reported under the segment's id: where its objects are is unknown
+        return _SegmentObjects((f"<segment {seg.segment_id}>",), "", f"BadCustomMetadata: {exc.message}")
+    outside = [k for k in keys if not k.startswith(within)]
+    if outside:
+        reason = f"OutsideTopicPrefix: {outside[0]!r} is not under {within!r}, where the segment was recorded"
+        return _SegmentObjects(keys, within, reason)
+    return _SegmentObjects(keys, within)
+
+
+def _delete_batch(rsm: S3RemoteStorage, objects: list[_SegmentObjects]) -> DeleteOutcome:
+    """Delete one batch's objects, one DeleteObjects call per prefix; refused segments' keys fail unrequested."""
+    deleted: list[str] = []
+    failed: dict[str, str] = {}
+    by_prefix: dict[str, list[str]] = {}
+    for obj in objects:
+        if obj.refused is not None:
+            failed.update({key: obj.refused for key in obj.keys})
+        else:
+            by_prefix.setdefault(obj.within, []).extend(obj.keys)
+    for within, keys in by_prefix.items():
+        outcome = rsm.delete_keys(keys, within_prefix=within)
+        deleted.extend(outcome.deleted)
+        failed.update(outcome.failed)
+    return DeleteOutcome(tuple(deleted), failed)
 
 
 def delete_segments(
@@ -85,20 +131,19 @@ def delete_segments(
         for start in range(0, len(plan_batches), concurrency):
             window = plan_batches[start : start + concurrency]
             first = window[0][0]
-            prefix = topic_prefix(rsm.prefix, first.topic, first.topic_id)
             started = [s for b in window for s in b]
             rlmm.transition(started, SegmentState.DELETE_SEGMENT_STARTED, broker_id=broker_id, now_ms=now_ms())
-            keys_of = {s.segment_id: list(segment_keys(rsm.prefix, s.key).values()) for s in started}
+            objects_of = {s.segment_id: _objects_of(s, rsm.prefix) for s in started}
 
-            key_lists = [[k for s in batch for k in keys_of[s.segment_id]] for batch in window]
-            outcomes = list(pool.map(functools.partial(rsm.delete_keys, within_prefix=prefix), key_lists))
+            per_batch = [[objects_of[s.segment_id] for s in batch] for batch in window]
+            outcomes = list(pool.map(functools.partial(_delete_batch, rsm), per_batch))
             finished: list[RemoteSegment] = []
             for batch, outcome in zip(window, outcomes, strict=True):
                 failed.update(outcome.failed)
                 objects += len(outcome.deleted)
                 if crash_point is not None:
                     crash_points.reached(crash_point)
-                finished += [s for s in batch if not any(k in outcome.failed for k in keys_of[s.segment_id])]
+                finished += [s for s in batch if not any(k in outcome.failed for k in objects_of[s.segment_id].keys)]
             moved = rlmm.transition(
                 finished, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=broker_id, now_ms=now_ms()
             )

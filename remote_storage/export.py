@@ -6,7 +6,7 @@ same name is a different id) with ``deleted=True`` and the name, tiered state, e
 they had when they were removed. ``segments.parquet`` has one row per RLMM segment of any topic id, live, deleted
 or never seen in the metadata log, with its latest state. ``epochs.parquet`` is the tiered-state history: one row
 per (topic id, tiered epoch, state) the metadata log recorded, so the scan can tell whether a copy was made at an
-epoch at which its topic was ENABLED (DESIGN §7).
+epoch at which its topic was ENABLED (ARCHITECTURE §7).
 
 Invariants:
 * The files, their columns and the rows read back are :mod:`remote_storage.export_format`'s.
@@ -18,6 +18,13 @@ Invariants:
   even once the log's old records were deleted behind a snapshot), so the sets are disjoint and consistent.
   Segments are written in batches: memory is flat in their number.
 * Files are written to a temporary name and renamed, so a present file is a complete one.
+* A segment's custom metadata (Aiven's tagged fields, :mod:`remote_storage.segment_format.custom_metadata`) is read
+  from the ``CustomMetadata`` bytes of its RLMM records (the last record that carries any: the COPY_SEGMENT_FINISHED
+  update, which Kafka's later DELETE updates do not repeat) and decoded here, once, into the segment columns
+  ``remote_size``, ``object_prefix`` and ``object_key``. Bytes that do not decode (or a negative remote size) never
+  stop the export: the three columns stay null, ``custom_metadata_error`` says why, the segment is counted in
+  :attr:`ExportResult.custom_metadata_errors` and logged (``metadata_export.bad_custom_metadata``), and the scan
+  reports it as the anomaly ``custom_metadata_unreadable``.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from orchestrator.metadata.store import MetadataStore
 from orchestrator.metadata.topic_configs import default_int, int_value
 from orchestrator.settings import StoreSettings
 from remote_storage.export_format import (
+    ADDED_SEGMENT_COLUMNS,
     EPOCHS_FILE,
     SEGMENTS_FILE,
     TOPICS_FILE,
@@ -51,10 +59,14 @@ from remote_storage.export_format import (
     topics_schema,
 )
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
+from remote_storage.segment_format.custom_metadata import decode_custom_metadata
+from remote_storage.segment_format.errors import SegmentFormatError
 
 log = structlog.get_logger(__name__)
 
 _BATCH = 50_000
+_LOGGED_BAD_CUSTOM_METADATA = 10  # segments logged one by one; the rest only counted
+_RLMM_SEGMENT_RECORDS = ("RemoteLogSegmentMetadataRecord", "RemoteLogSegmentMetadataUpdateRecord")
 
 
 class MetadataExportError(ScanInputError):
@@ -83,6 +95,7 @@ class ExportResult:
     deleted_topics: int
     segments: int
     metadata_offset: int  # the last metadata log offset the export reflects
+    custom_metadata_errors: int = 0  # segments whose recorded custom metadata did not decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,10 +143,38 @@ def _topic_rows(topics: Iterable[ExportedTopic]) -> dict[str, list[Any]]:
     return cols
 
 
-def _segment_batches(segments: Iterable[RemoteSegment]) -> Iterator[dict[str, list[Any]]]:
+@dataclass(frozen=True, slots=True)
+class CustomMetadataColumns:
+    """A segment's custom metadata as the export's columns (all None: none recorded)."""
+
+    remote_size: int | None = None
+    object_prefix: str | None = None
+    object_key: str | None = None
+    error: str | None = None
+
+
+def custom_metadata_columns(raw: bytes | None) -> CustomMetadataColumns:
+    """The columns of recorded custom-metadata bytes (None or empty: no field); a value that does not decode gives
+    only ``error``."""
+    if not raw:
+        return CustomMetadataColumns()
+    try:
+        fields = decode_custom_metadata(raw)
+    except SegmentFormatError as exc:
+        return CustomMetadataColumns(error=exc.message)
+    if fields.remote_size is not None and fields.remote_size < 0:
+        return CustomMetadataColumns(error=f"custom metadata: REMOTE_SIZE is negative ({fields.remote_size})")
+    return CustomMetadataColumns(fields.remote_size, fields.object_prefix, fields.object_key)
+
+
+def _segment_batches(
+    segments: Iterable[RemoteSegment], custom: Mapping[Uuid, CustomMetadataColumns]
+) -> Iterator[dict[str, list[Any]]]:
     names = segments_schema().names
     cols: dict[str, list[Any]] = {n: [] for n in names}
+    none = CustomMetadataColumns()
     for s in segments:
+        fields = custom.get(s.segment_id, none)
         cols["topic_id"].append(str(s.topic_id))
         cols["topic"].append(s.topic)
         cols["partition"].append(s.partition)
@@ -145,6 +186,10 @@ def _segment_batches(segments: Iterable[RemoteSegment]) -> Iterator[dict[str, li
         cols["state"].append(s.state.name)
         cols["max_timestamp_ms"].append(s.max_timestamp_ms)
         cols["event_timestamp_ms"].append(s.event_timestamp_ms)
+        cols["remote_size"].append(fields.remote_size)
+        cols["object_prefix"].append(fields.object_prefix)
+        cols["object_key"].append(fields.object_key)
+        cols["custom_metadata_error"].append(fields.error)
         if len(cols["topic_id"]) >= _BATCH:
             yield cols
             cols = {n: [] for n in names}
@@ -152,13 +197,34 @@ def _segment_batches(segments: Iterable[RemoteSegment]) -> Iterator[dict[str, li
         yield cols
 
 
-def _rlmm_topic_ids(store: MetadataStore) -> set[Uuid]:
-    """Every topic id an RLMM segment record names (including ids the metadata log never held)."""
+@dataclass(frozen=True, slots=True)
+class RlmmRecordFacts:
+    """What the export takes from the RLMM records themselves, beside the manager's folded segment states."""
+
+    topic_ids: set[Uuid]  # every topic id a segment record names (including ids the metadata log never held)
+    custom_metadata: dict[Uuid, CustomMetadataColumns]  # segment id -> its decoded custom metadata, when recorded
+    custom_metadata_errors: int
+
+
+def _rlmm_record_facts(store: MetadataStore) -> RlmmRecordFacts:
+    """One pass over the RLMM records: the topic ids they name, and each segment's last recorded custom metadata."""
     ids: set[Uuid] = set()
+    raw: dict[Uuid, bytes] = {}
     for entry in store.read_remote_log_metadata():
-        if entry.record.name == "RemoteLogSegmentMetadataRecord":
-            ids.add(entry.record.fields["remote_log_segment_id"]["topic_id_partition"]["id"])
-    return ids
+        record = entry.record
+        if record.name not in _RLMM_SEGMENT_RECORDS:
+            continue
+        segment_id = record.fields["remote_log_segment_id"]
+        if record.name == "RemoteLogSegmentMetadataRecord":
+            ids.add(segment_id["topic_id_partition"]["id"])
+        blob = record.fields.get("custom_metadata")
+        if blob:
+            raw[segment_id["id"]] = bytes(blob)
+    custom = {sid: custom_metadata_columns(blob) for sid, blob in raw.items()}
+    errors = [(sid, c.error) for sid, c in custom.items() if c.error is not None]
+    for sid, error in errors[:_LOGGED_BAD_CUSTOM_METADATA]:
+        log.warning("metadata_export.bad_custom_metadata", segment_id=str(sid), error=error)
+    return RlmmRecordFacts(ids, custom, len(errors))
 
 
 def export_store_file(
@@ -209,7 +275,8 @@ def export_metadata(
     topics = sorted(live + gone, key=lambda t: (t.name, str(t.topic_id)))
     manager = rlmm or RemoteLogMetadataManager(store)
     manager.refresh()
-    ids = sorted({t.topic_id for t in topics} | _rlmm_topic_ids(store), key=str)
+    facts = _rlmm_record_facts(store)
+    ids = sorted({t.topic_id for t in topics} | facts.topic_ids, key=str)
 
     topics_path = dest / TOPICS_FILE
     segments_path = dest / SEGMENTS_FILE
@@ -228,13 +295,16 @@ def export_metadata(
         segments = 0
         tmp = segments_path.with_name(f".{SEGMENTS_FILE}.tmp")
         with pq.ParquetWriter(tmp, segments_schema()) as writer:
-            for batch in _segment_batches(s for tid in ids for s in manager.segments(tid)):
+            all_segments = (s for tid in ids for s in manager.segments(tid))
+            for batch in _segment_batches(all_segments, facts.custom_metadata):
                 writer.write_table(pa.Table.from_pydict(batch, schema=segments_schema()))
                 segments += len(batch["topic_id"])
         os.replace(tmp, segments_path)
     except OSError as exc:
         raise MetadataExportError(f"cannot write the metadata export under {dest}: {exc}") from exc
-    result = ExportResult(topics_path, segments_path, epochs_path, len(topics), len(gone), segments, image.offset)
+    errors = facts.custom_metadata_errors
+    counts = (len(topics), len(gone), segments, image.offset, errors)
+    result = ExportResult(topics_path, segments_path, epochs_path, *counts)
     log.info(
         "metadata_export.written",
         dest=str(dest),
@@ -242,6 +312,7 @@ def export_metadata(
         deleted_topics=result.deleted_topics,
         segments=segments,
         metadata_offset=image.offset,
+        custom_metadata_errors=errors,
     )
     return result
 
@@ -252,7 +323,8 @@ def load_export(
     """Read an export written by :func:`export_metadata` back as the classifier's rows (topics, segments, epochs).
 
     Raises :class:`MetadataExportError` naming the file when one is missing or unreadable. An export made before
-    ``epochs.parquet`` existed has no tiered-state history: it reads as an empty one.
+    ``epochs.parquet`` existed has no tiered-state history: it reads as an empty one; one made before the custom
+    metadata columns (:data:`~remote_storage.export_format.ADDED_SEGMENT_COLUMNS`) reads them as null.
     """
     import pyarrow.parquet as pq
 
@@ -292,6 +364,12 @@ def load_export(
         "event_timestamp_ms",
     )
     topics = [TopicMeta(**{column: r[column] for column in topic_columns}) for r in rows(TOPICS_FILE)]
-    segments = [SegmentMeta(**{column: r[column] for column in segment_columns}) for r in rows(SEGMENTS_FILE)]
+
+    def segment(r: dict[str, Any]) -> SegmentMeta:
+        values: dict[str, Any] = {column: r[column] for column in segment_columns}
+        values.update({column: r.get(column) for column in ADDED_SEGMENT_COLUMNS})  # absent in older exports: None
+        return SegmentMeta(**values)
+
+    segments = [segment(r) for r in rows(SEGMENTS_FILE)]
     epochs = [(r["topic_id"], r["tiered_epoch"], r["state"]) for r in rows(EPOCHS_FILE, required=False)]
     return topics, segments, epochs

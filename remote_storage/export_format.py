@@ -8,6 +8,16 @@ when asked for.
 Invariants: column names and types are fixed by :func:`topics_schema`, :func:`segments_schema` and
 :func:`epochs_schema` (an empty export has the same schema); ids are their 22-character KIP-516 strings, states
 and policies their enum names; a row class has exactly its file's columns, in order.
+
+Compatibility: columns are only ever added, at the end and nullable. :data:`ADDED_SEGMENT_COLUMNS` are the ones an
+export written before them lacks; every reader (:func:`remote_storage.export.load_export`, the Spark job) reads such
+an export with those columns null, which is what they hold for a segment without custom metadata.
+
+The added segment columns carry what the scan needs of Aiven's custom metadata (the ``CustomMetadata`` bytes of the
+segment's COPY_SEGMENT_FINISHED record, :mod:`remote_storage.segment_format.custom_metadata`), decoded once at
+export: ``remote_size`` (field 0: the bytes of all the segment's objects), ``object_prefix`` and ``object_key``
+(fields 1 and 2: where its objects are), each null when absent; ``custom_metadata_error`` says why bytes that were
+recorded did not decode (then the three are null), and is null otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +28,9 @@ from typing import Any
 TOPICS_FILE = "topics.parquet"
 SEGMENTS_FILE = "segments.parquet"
 EPOCHS_FILE = "epochs.parquet"
+
+# Segment columns added after the first exports (nullable, at the end): an older export reads them as null.
+ADDED_SEGMENT_COLUMNS = ("remote_size", "object_prefix", "object_key", "custom_metadata_error")
 
 
 def _pa() -> Any:
@@ -58,6 +71,10 @@ def segments_schema() -> Any:
             pa.field("state", pa.string(), nullable=False),
             pa.field("max_timestamp_ms", pa.int64(), nullable=False),
             pa.field("event_timestamp_ms", pa.int64(), nullable=False),
+            pa.field("remote_size", pa.int64(), nullable=True),
+            pa.field("object_prefix", pa.string(), nullable=True),
+            pa.field("object_key", pa.string(), nullable=True),
+            pa.field("custom_metadata_error", pa.string(), nullable=True),
         ]
     )
 
@@ -102,3 +119,12 @@ class SegmentMeta:
     state: str  # SegmentState name
     max_timestamp_ms: int
     event_timestamp_ms: int
+    remote_size: int | None = None  # custom metadata REMOTE_SIZE: bytes of all the segment's objects
+    object_prefix: str | None = None  # custom metadata OBJECT_PREFIX: the prefix its objects are under
+    object_key: str | None = None  # custom metadata OBJECT_KEY: the main path of its objects' keys
+    custom_metadata_error: str | None = None  # why recorded custom metadata did not decode
+
+    @property
+    def recorded_location(self) -> bool:
+        """Its custom metadata says where its objects are (a prefix, a key, or both)."""
+        return self.object_prefix is not None or self.object_key is not None

@@ -9,7 +9,7 @@ name on ``-``. Digits are ASCII only, a partition fits Kafka's int32 and an offs
 scan's fixed-width parser (:mod:`remote_storage.scan.job`) accepts exactly the keys this module accepts.
 
 Invariants: ``parse_key(build_key(k)) == k`` for every valid key; :func:`topic_prefix` is the one prefix under
-which a policy may delete for a topic id (DESIGN §4 invariant 5): two topics with the same name and different
+which a policy may delete for a topic id (ARCHITECTURE §4 invariant 5): two topics with the same name and different
 ids have disjoint prefixes, and no topic's prefix is a prefix of another's (it ends with ``/``).
 """
 

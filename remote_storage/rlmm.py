@@ -4,7 +4,7 @@ Records are Kafka's RLMM records plus ``tieredEpoch`` (KIP-950; our tagged field
 ``orchestrator/metadata/records.py``), made at version 0: RemoteLogSegmentMetadataRecord starts a
 segment at COPY_SEGMENT_STARTED; RemoteLogSegmentMetadataUpdateRecord moves it to COPY_SEGMENT_FINISHED,
 DELETE_SEGMENT_STARTED or DELETE_SEGMENT_FINISHED; RemotePartitionDeleteMetadataRecord marks a partition's
-remote data deleted. The store appends them atomically per call and applies the copy fence (DESIGN §4
+remote data deleted. The store appends them atomically per call and applies the copy fence (ARCHITECTURE §4
 invariant 3): a copy record whose tiered epoch is not the topic's ENABLED epoch is refused with
 StaleTieredEpoch, and nothing of that call is written.
 
@@ -15,6 +15,13 @@ refused before it is written. Two writers can still race (two brokers deleting o
 the state before the other appended), so the fold also never moves a segment back or to where it is already: such a
 record is moot, and :meth:`RemoteLogMetadataManager.transition` reports only the segments its own records moved. A
 segment is thus counted as moved (e.g. deleted, in the metrics) by exactly one writer, the one first in the log.
+
+Custom metadata (Aiven's, :mod:`remote_storage.segment_format.custom_metadata`): the RemoteStorageManager may
+return a blob with a copy, which the COPY_SEGMENT_FINISHED record carries as Kafka's ``CustomMetadata`` and which
+the fold keeps, raw, as :attr:`RemoteSegment.custom_metadata`. When it records an object prefix or key, the
+segment's objects are there, not under the configured prefix: :meth:`RemoteSegment.object_keys` is where every
+reader and deleter finds them, and :meth:`RemoteSegment.objects_topic_prefix` the one prefix a delete of them may
+touch (the topic's own prefix within the prefix the segment was recorded under).
 
 Partition deletion (KIP-405, a deleted topic's remote data): RemotePartitionDeleteMetadataRecord moves a
 partition DELETE_PARTITION_MARKED -> STARTED -> FINISHED, never back. Once a partition is marked, this manager
@@ -34,7 +41,9 @@ from orchestrator.errors import InvalidRequest, StaleTieredEpoch
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord, PartitionDeleteState, SegmentState, make_record
 from orchestrator.metadata.store import MetadataStore
-from remote_storage.keys import SegmentKey
+from remote_storage.keys import SEGMENT_SUFFIXES, SegmentKey, Suffix, topic_prefix
+from remote_storage.segment_format.custom_metadata import SegmentCustomMetadata, decode_custom_metadata
+from remote_storage.segment_format.object_keys import segment_object_key
 
 _ORDER = {
     SegmentState.COPY_SEGMENT_STARTED: 0,
@@ -58,11 +67,43 @@ class RemoteSegment:
     state: SegmentState = SegmentState.COPY_SEGMENT_STARTED
     broker_id: int = -1
     event_timestamp_ms: int = -1
-    leader_epoch: int = 0
+    leader_epoch: int = 0  # the first of leader_epochs (0 when the segment's batches carried none)
+    # (leader epoch, its first offset in the segment), ascending; empty: one, leader_epoch from start_offset
+    leader_epochs: tuple[tuple[int, int], ...] = ()
+    # Aiven's custom metadata, raw as Kafka carries it (the COPY_SEGMENT_FINISHED record's CustomMetadata)
+    custom_metadata: bytes | None = None
 
     @property
     def key(self) -> SegmentKey:
         return SegmentKey(self.topic, self.topic_id, self.partition, self.start_offset, self.segment_id)
+
+    @property
+    def epochs(self) -> tuple[tuple[int, int], ...]:
+        """The segment's leader epochs, each with its first offset (never empty)."""
+        return self.leader_epochs or ((self.leader_epoch, self.start_offset),)
+
+    def recorded_location(self) -> SegmentCustomMetadata | None:
+        """The custom metadata's fields (SegmentFormatError when the blob does not decode); None without any."""
+        return None if self.custom_metadata is None else decode_custom_metadata(self.custom_metadata)
+
+    def object_keys(self, configured_prefix: str) -> dict[Suffix, str]:
+        """Where the segment's objects are: under the prefix and key its custom metadata recorded, if any, else the
+        configured prefix and the key layout's path."""
+        recorded = self.recorded_location()
+        return {
+            suffix: segment_object_key(
+                configured_prefix=configured_prefix, segment=self.key, suffix=suffix, custom_metadata=recorded
+            ).value
+            for suffix in SEGMENT_SUFFIXES
+        }
+
+    def objects_topic_prefix(self, configured_prefix: str) -> str:
+        """The only prefix a delete of the segment's objects may touch: its topic's own prefix
+        (``<prefix><topic>-<topicId>/``) under the prefix the segment was recorded under, else the configured one. A
+        recorded key outside it is refused by the delete, never followed."""
+        recorded = self.recorded_location()
+        prefix = configured_prefix if recorded is None or recorded.object_prefix is None else recorded.object_prefix
+        return topic_prefix(prefix, self.topic, self.topic_id)
 
     @property
     def deleted(self) -> bool:
@@ -111,19 +152,23 @@ def copy_started_record(seg: RemoteSegment, *, now_ms: int) -> MetadataRecord:
         broker_id=seg.broker_id,
         max_timestamp_ms=seg.max_timestamp_ms,
         event_timestamp_ms=now_ms,
-        segment_leader_epochs=[{"leader_epoch": seg.leader_epoch, "offset": seg.start_offset}],
+        segment_leader_epochs=[{"leader_epoch": epoch, "offset": offset} for epoch, offset in seg.epochs],
         segment_size_in_bytes=seg.size_bytes,
         remote_log_segment_state=int(SegmentState.COPY_SEGMENT_STARTED),
         tiered_epoch=seg.tiered_epoch,
+        txn_index_empty=True,  # we serve no transactions: no segment has a transaction index
     )
 
 
-def update_record(seg: RemoteSegment, state: SegmentState, *, broker_id: int, now_ms: int) -> MetadataRecord:
+def update_record(
+    seg: RemoteSegment, state: SegmentState, *, broker_id: int, now_ms: int, custom_metadata: bytes | None = None
+) -> MetadataRecord:
     return make_record(
         "RemoteLogSegmentMetadataUpdateRecord",
         remote_log_segment_id=_segment_id_fields(seg),
         broker_id=broker_id,
         event_timestamp_ms=now_ms,
+        custom_metadata=custom_metadata,
         remote_log_segment_state=int(state),
         tiered_epoch=seg.tiered_epoch,
     )
@@ -182,13 +227,17 @@ class RemoteLogMetadataManager:
                     broker_id=f["broker_id"],
                     event_timestamp_ms=f["event_timestamp_ms"],
                     leader_epoch=(f["segment_leader_epochs"] or [{"leader_epoch": 0}])[0]["leader_epoch"],
+                    leader_epochs=tuple((e["leader_epoch"], e["offset"]) for e in f["segment_leader_epochs"] or ()),
                 )
             )
         elif record.name == "RemoteLogSegmentMetadataUpdateRecord":
             seg = self._segments.get(f["remote_log_segment_id"]["id"])
             moved_to = SegmentState(f["remote_log_segment_state"])
             if seg is not None and _ORDER[moved_to] > _ORDER[seg.state]:
-                self._put(replace(seg, state=moved_to, event_timestamp_ms=f["event_timestamp_ms"]))
+                moved = replace(seg, state=moved_to, event_timestamp_ms=f["event_timestamp_ms"])
+                if moved_to == SegmentState.COPY_SEGMENT_FINISHED and f["custom_metadata"] is not None:
+                    moved = replace(moved, custom_metadata=f["custom_metadata"])
+                self._put(moved)
             else:  # a writer that lost a race, or an unknown segment: states never go back (see the docstring)
                 self._moot.add(offset)
         elif record.name == "RemotePartitionDeleteMetadataRecord":
@@ -228,6 +277,23 @@ class RemoteLogMetadataManager:
         self.refresh()
         self._check_not_deleting(seg, SegmentState.COPY_SEGMENT_STARTED)
         self._append([copy_started_record(seg, now_ms=now_ms)], now_ms=now_ms)
+        return self._segments[seg.segment_id]
+
+    def copy_finished(self, seg: RemoteSegment, *, broker_id: int, now_ms: int) -> RemoteSegment:
+        """Record a copy finished, with the custom metadata ``seg`` carries (the RemoteStorageManager's); the same
+        refusals as :meth:`transition`. Returns the segment as the RLMM now has it."""
+        self.refresh()
+        current = self._segments.get(seg.segment_id)
+        if current is None:
+            raise InvalidRequest(f"unknown remote segment {seg.segment_id}")
+        self._check_not_deleting(current, SegmentState.COPY_SEGMENT_FINISHED)
+        if current.state != SegmentState.COPY_SEGMENT_STARTED:
+            raise InvalidRequest(f"segment {seg.segment_id} is {current.state.name}; its copy cannot finish")
+        finished = SegmentState.COPY_SEGMENT_FINISHED
+        record = update_record(
+            current, finished, broker_id=broker_id, now_ms=now_ms, custom_metadata=seg.custom_metadata
+        )
+        self._append([record], now_ms=now_ms)
         return self._segments[seg.segment_id]
 
     def transition(

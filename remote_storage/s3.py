@@ -3,12 +3,21 @@
 The client is passed in (built by :func:`make_s3_client` at an entry point), so tests point it at moto's server
 and production at AWS S3, MinIO or Ceph by endpoint URL.
 
+A segment is written as Aiven's RemoteStorageManager writes it (:mod:`remote_storage.segment_format`, settings in
+:class:`~remote_storage.object_format.ObjectFormat`): the ``.log`` in chunks, each zstd-compressed and/or
+AES-GCM-encrypted when so configured; the ``.indexes`` with the five indexes; the ``.rsm-manifest`` as
+``SegmentManifestV1`` JSON; and, when configured, Aiven's custom metadata for the RLMM's COPY_SEGMENT_FINISHED
+record. Reading a segment back by ranges is :mod:`remote_storage.remote_segments`.
+
 Invariants:
 * A segment's objects are written ``.log``, ``.indexes``, then ``.rsm-manifest`` last: a present manifest means
-  the whole object set was written. Every object carries the S3 tag ``tieredEpoch=<n>``.
-* Large logs go up as multipart uploads; a failed multipart upload is aborted, so no invisible parts stay billed.
+  the whole object set was written. Every object carries the S3 tag ``tieredEpoch=<n>``, our tiered epoch, which
+  is never written into the manifest (Aiven's reader refuses a member it does not know).
+* The ``.log`` is streamed: read a chunk at a time, transformed, and sent as the parts of a multipart upload once
+  it outgrows ``multipart_threshold``, so memory holds about one part and one chunk, whatever the segment's size.
+  A failed multipart upload is aborted, so no invisible parts stay billed.
 * :meth:`S3RemoteStorage.delete_keys` deletes only keys under the prefix it is given (a policy passes its topic
-  id's prefix) and refuses the whole call otherwise, before any request is made (DESIGN §4 invariant 5). It uses
+  id's prefix) and refuses the whole call otherwise, before any request is made (ARCHITECTURE §4 invariant 5). It uses
   DeleteObjects with at most 1000 keys per call and reads the per-key errors: retriable ones are retried, a
   missing key counts as deleted (deletion is idempotent), permanent ones are reported, never dropped.
 * One retry layer: :mod:`remote_storage.retry` (botocore's own retries are off).
@@ -19,7 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
-import json
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +43,15 @@ from botocore.config import Config
 from orchestrator.errors import InvalidArgument, MissingCredentialsError, RemoteStorageError
 from orchestrator.metrics import RemoteStorageMetrics
 from remote_storage.keys import SEGMENT_SUFFIXES, SegmentKey, Suffix, build_key
+from remote_storage.object_format import DEFAULT_OBJECT_FORMAT, ChunkedLog, ObjectFormat
 from remote_storage.retry import error_code, is_missing_credentials, is_not_found, is_retriable_code, s3_retrying
+from remote_storage.segment_format.custom_metadata import build_custom_metadata, encode_custom_metadata
+from remote_storage.segment_format.encryption import RandomBytes
+from remote_storage.segment_format.kafka_metadata import RemoteLogSegmentMetadata
+from remote_storage.segment_format.manifest import SegmentManifestV1, manifest_to_json, wrap_encryption
+from remote_storage.segment_format.object_keys import main_path
+from remote_storage.segment_format.segment_indexes import SegmentIndexFiles, build_indexes_object
+from remote_storage.segment_format.transform import ChunkTransforms
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -118,6 +135,9 @@ def observe_requests(
 class UploadedSegment:
     keys: Mapping[Suffix, str]
     sizes: Mapping[Suffix, int]
+    manifest: SegmentManifestV1
+    # Aiven's custom metadata for the COPY_SEGMENT_FINISHED record (the fields ObjectFormat includes), or None
+    custom_metadata: bytes | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -159,6 +179,8 @@ class S3RemoteStorage:
         part_size: int = 8 * 1024 * 1024,
         sleep: Callable[[float], None] = time.sleep,
         metrics: RemoteStorageMetrics | None = None,
+        object_format: ObjectFormat = DEFAULT_OBJECT_FORMAT,
+        random_bytes: RandomBytes = os.urandom,
     ) -> None:
         if part_size < MIN_PART_SIZE:
             raise InvalidArgument(f"part_size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")
@@ -169,6 +191,8 @@ class S3RemoteStorage:
         self.part_size = part_size
         self._sleep = sleep
         self.metrics = metrics  # counts what is deleted; the client's own requests are timed by make_s3_client
+        self.object_format = object_format
+        self._random_bytes = random_bytes  # data keys, AADs and IVs
 
     def _call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         try:
@@ -193,55 +217,90 @@ class S3RemoteStorage:
         segment: SegmentKey,
         *,
         log_file: Path,
-        indexes: bytes,
-        manifest: Mapping[str, Any],
+        index_files: SegmentIndexFiles,
+        metadata: RemoteLogSegmentMetadata,
         tiered_epoch: int,
     ) -> UploadedSegment:
-        """Upload one segment's object set, manifest last. Raises RemoteStorageError; the caller cleans up."""
+        """Upload one segment's object set in Aiven's format, manifest last, each object tagged with
+        ``tiered_epoch``. Raises RemoteStorageError (or OSError reading ``log_file``); the caller cleans up."""
+        fmt = self.object_format
         keys = {s: build_key(self.prefix, segment, s) for s in SEGMENT_SUFFIXES}
         tagging = f"{TIERED_EPOCH_TAG}={tiered_epoch}"
+        data_key = fmt.new_data_key(self._random_bytes)
+        transforms = ChunkTransforms(compression=fmt.compression, encryption=data_key)
+        chunked = ChunkedLog(chunk_size=fmt.chunk_size, transforms=transforms, random_bytes=self._random_bytes)
         sizes: dict[Suffix, int] = {}
-        sizes[Suffix.LOG] = self._upload_file(keys[Suffix.LOG], log_file, tagging)
-        indexes_upload = dict(Bucket=self.bucket, Key=keys[Suffix.INDEXES], Body=indexes, Tagging=tagging)
+        sizes[Suffix.LOG] = self._upload_chunks(keys[Suffix.LOG], log_file, chunked, tagging)
+        indexes = build_indexes_object(index_files, encryption_key=data_key, random_bytes=self._random_bytes)
+        indexes_upload = dict(Bucket=self.bucket, Key=keys[Suffix.INDEXES], Body=indexes.body, Tagging=tagging)
         self._call("upload indexes", self.client.put_object, **indexes_upload)
-        sizes[Suffix.INDEXES] = len(indexes)
-        body = json.dumps({**manifest, "tieredEpoch": tiered_epoch}, sort_keys=True).encode()
+        sizes[Suffix.INDEXES] = len(indexes.body)
+        encryption = None
+        if data_key is not None and fmt.key_ring is not None:
+            encryption = wrap_encryption(data_key, fmt.key_ring, random_bytes=self._random_bytes)
+        manifest = SegmentManifestV1(chunked.chunk_index(), indexes.indexes, fmt.compression, encryption, metadata)
+        body = manifest_to_json(manifest).encode("utf-8")
         manifest_upload = dict(
             Bucket=self.bucket, Key=keys[Suffix.MANIFEST], Body=body, Tagging=tagging, ContentType="application/json"
         )
         self._call("upload manifest", self.client.put_object, **manifest_upload)
         sizes[Suffix.MANIFEST] = len(body)
+        custom = None
+        if fmt.custom_metadata_fields:
+            uploaded = {suffix.value: size for suffix, size in sizes.items()}
+            fields = build_custom_metadata(
+                fmt.custom_metadata_fields,
+                uploaded_bytes=uploaded,
+                object_prefix=self.prefix,
+                object_key=main_path(segment),
+            )
+            custom = encode_custom_metadata(fields)
         log.debug("rsm.segment_copied", key=keys[Suffix.LOG], bytes=sum(sizes.values()), tiered_epoch=tiered_epoch)
-        return UploadedSegment(keys, sizes)
+        return UploadedSegment(keys, sizes, manifest, custom)
 
-    def _upload_file(self, key: str, path: Path, tagging: str) -> int:
-        size = path.stat().st_size
-        if size < self.multipart_threshold:
-            data = path.read_bytes()
-            self._call("upload log", self.client.put_object, Bucket=self.bucket, Key=key, Body=data, Tagging=tagging)
-            return len(data)
-        upload_target = dict(Bucket=self.bucket, Key=key, Tagging=tagging)
-        upload = self._call("start multipart upload", self.client.create_multipart_upload, **upload_target)
-        upload_id = upload["UploadId"]
-        multipart_upload = dict(Bucket=self.bucket, Key=key, UploadId=upload_id)
+    def _upload_chunks(self, key: str, path: Path, chunked: ChunkedLog, tagging: str) -> int:
+        """Upload ``path`` as ``chunked`` stores it, read a chunk at a time: one PutObject while it fits under
+        ``multipart_threshold``, else the parts of a multipart upload as they fill up. Returns the bytes stored."""
+        buffer = bytearray()
+        upload_id: str | None = None
+        parts: list[dict[str, Any]] = []
+
+        def send_part(data: bytes) -> None:
+            nonlocal upload_id
+            if upload_id is None:
+                upload = self._call("start multipart upload", self.client.create_multipart_upload, **target)
+                upload_id = upload["UploadId"]
+            number = len(parts) + 1
+            part = dict(Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=data)
+            resp = self._call("upload part", self.client.upload_part, **part)
+            parts.append({"PartNumber": number, "ETag": resp["ETag"]})
+
+        target = dict(Bucket=self.bucket, Key=key, Tagging=tagging)
         try:
-            parts = []
             with path.open("rb") as f:
-                number = 1
-                while chunk := f.read(self.part_size):
-                    part = dict(**multipart_upload, PartNumber=number, Body=chunk)
-                    resp = self._call("upload part", self.client.upload_part, **part)
-                    parts.append({"PartNumber": number, "ETag": resp["ETag"]})
-                    number += 1
-            completion = dict(**multipart_upload, MultipartUpload={"Parts": parts})
+                while chunk := f.read(chunked.chunk_size):
+                    buffer += chunked.stored(chunk)
+                    while len(buffer) >= self.part_size and (
+                        upload_id is not None or len(buffer) >= self.multipart_threshold
+                    ):
+                        send_part(bytes(buffer[: self.part_size]))
+                        del buffer[: self.part_size]
+            if upload_id is None:
+                self._call("upload log", self.client.put_object, **target, Body=bytes(buffer))
+                return chunked.stored_size
+            if buffer:
+                send_part(bytes(buffer))
+            completion = dict(Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts})
             self._call("complete multipart upload", self.client.complete_multipart_upload, **completion)
         except BaseException:
-            try:
-                self._call("abort multipart upload", self.client.abort_multipart_upload, **multipart_upload)
-            except RemoteStorageError as abort_exc:
-                log.error("rsm.multipart_abort_failed", key=key, upload_id=upload_id, error=str(abort_exc))
+            if upload_id is not None:
+                aborted = dict(Bucket=self.bucket, Key=key, UploadId=upload_id)
+                try:
+                    self._call("abort multipart upload", self.client.abort_multipart_upload, **aborted)
+                except RemoteStorageError as abort_exc:
+                    log.error("rsm.multipart_abort_failed", key=key, upload_id=upload_id, error=str(abort_exc))
             raise
-        return size
+        return chunked.stored_size
 
     # -- read -------------------------------------------------------------------------------------------------
 
@@ -255,16 +314,6 @@ class S3RemoteStorage:
 
         data: bytes = self._call("fetch", get)
         return data
-
-    def fetch_manifest(self, segment: SegmentKey) -> dict[str, Any]:
-        raw = self.fetch(build_key(self.prefix, segment, Suffix.MANIFEST))
-        try:
-            doc = json.loads(raw)
-        except ValueError as exc:
-            raise RemoteStorageError(f"manifest of {segment} is not JSON: {exc}") from exc
-        if not isinstance(doc, dict):
-            raise RemoteStorageError(f"manifest of {segment} is not a JSON object")
-        return doc
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
@@ -292,11 +341,6 @@ class S3RemoteStorage:
             token = page["NextContinuationToken"]
 
     # -- delete -----------------------------------------------------------------------------------------------
-
-    def delete_segment(self, segment: SegmentKey, *, within_prefix: str) -> DeleteOutcome:
-        return self.delete_keys(
-            [build_key(self.prefix, segment, s) for s in SEGMENT_SUFFIXES], within_prefix=within_prefix
-        )
 
     def delete_keys(self, keys: Sequence[str], *, within_prefix: str) -> DeleteOutcome:
         """Delete ``keys``, all of which must start with ``within_prefix`` (else nothing is deleted)."""

@@ -1,4 +1,17 @@
-"""Shared fixtures. Every server a test starts binds 127.0.0.1 on a free port and is stopped by the test."""
+"""Shared fixtures and the rules of the test loop. Every server a test starts binds 127.0.0.1 on a free port and
+is stopped by the test.
+
+The loop (README, "Tests"):
+
+* every test is exactly one kind, ``unit``, ``integration`` or ``spark``; collection fails naming any that is not
+  (:mod:`tests.support.markers`), and a ``unit`` test that connects a socket, starts a process or sleeps fails
+  (:mod:`tests.support.unit_guard`);
+* every run writes each test's durations to ``var/test-reports/`` (:mod:`tests.support.durations`);
+* ``--soak`` runs the soak-sized tests at full size (:mod:`tests.support.soak`), and ``--examples-cap=N`` runs
+  every property test with at most N examples (:mod:`tests.support.examples`, for ``make check``);
+* under pytest-xdist every worker has its own moto server, PostgreSQL server, temporary directories and slice of
+  ports (:mod:`tests.support.ports`) and its own SparkSession; ``make test`` hands out whole modules.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +21,15 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from remote_storage.s3 import make_s3_client
+from tests.support import soak
+from tests.support.durations import DurationsReport
+from tests.support.examples import cap_examples
+from tests.support.markers import kind_problem, unmarked_report
 from tests.support.postgres_server import PostgresServer, running_postgres
+from tests.support.unit_guard import forbidding_io
 
 # boto3 needs credentials even for moto; these fake ones never leave the machine.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
@@ -19,6 +38,70 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+# No test asserts how long a step takes (timings belong in `make bench`): hypothesis's per-example deadline and its
+# too-slow health check would do exactly that, and fail on a loaded machine. Tests still choose their sizes.
+settings.register_profile("tieredctl", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tieredctl")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--soak",
+        action="store_true",
+        default=False,
+        help="run the soak-sized tests at full size (make soak: pytest --soak -m soak); sets TIEREDCTL_SOAK=1",
+    )
+    parser.addoption(
+        "--examples-cap",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run every hypothesis test with at most N examples (make check; see tests/support/examples.py)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("soak"):
+        os.environ[soak.ENV] = "1"  # before the test modules are imported: their sizes are read at import
+    if not hasattr(config, "workerinput"):  # the process that reports: serial, or pytest-xdist's controller
+        config.pluginmanager.register(DurationsReport(list(config.invocation_params.args)), "tieredctl-durations")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.CollectReport]:
+    """A module (or class) with a test that is not exactly one kind fails to collect, naming each such test: an
+    error in every run, serial or parallel, before -m selects anything, so none can slip out of make check."""
+    report: pytest.CollectReport = yield
+    if report.passed:
+        problems = {}
+        for item in report.result:
+            if isinstance(item, pytest.Item):
+                why = kind_problem(mark.name for mark in item.iter_markers())
+                if why is not None:
+                    problems[item.nodeid] = why
+        if problems:
+            report.outcome = "failed"
+            report.longrepr = unmarked_report(problems)
+            report.result = []
+    return report
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cap = config.getoption("examples_cap")
+    if cap is not None:
+        for item in items:
+            cap_examples(getattr(item, "obj", None), getattr(item, "cls", None), cap)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_stay_pure(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A ``unit`` test that connects a socket, starts a process or sleeps fails (see tests.support.unit_guard)."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    with forbidding_io():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """The broker agent process: one per broker id.
 
 It registers with the active controller (broker id, a fresh incarnation id per process start, and the address the
-others reach it at: ``host`` and ``advertised_port``, else the bound port) and heart-beats; tails the metadata log
+others reach it at: ``host`` and ``advertised_port``, else the bound port) and heart-beats
+(:mod:`orchestrator.broker.controller_link`); tails the metadata log
 from the shared store into its image (every ``metadata_poll_ms``; on a PostgreSQL store, on each append's
 notification and at least every ``metadata_notified_poll_ms``); hosts its partitions' local logs; runs the
 RemoteLogManager's copy, local retention and remote expiry for the partitions it leads; and serves, over the Kafka
@@ -11,8 +12,9 @@ producers (idempotent ones too) and consumers read and write, across both tiers.
 
 Kafka clients learn of the brokers from Metadata and send admin requests to any of them, so a broker serves the
 admin API too (:mod:`orchestrator.admin_api`): Metadata, DescribeConfigs and DescribeCluster from its own image,
-refreshed from the store before each answer, and the admin writes (CreateTopics, DeleteTopics, CreatePartitions,
-AlterConfigs, IncrementalAlterConfigs) forwarded to the active controller, as Kafka's brokers do since KIP-590.
+refreshed from the store before each answer (:mod:`orchestrator.broker.admin_reads`), and the admin writes
+(CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs) forwarded to the active
+controller, as Kafka's brokers do since KIP-590.
 
 Partition directories follow the image (KIP-516/KIP-631; :mod:`orchestrator.broker.partition_dirs`): a
 directory whose topic id no longer exists, or whose name now belongs to another topic id, is stale: its log is
@@ -32,6 +34,10 @@ re-create a retired topic's directory: a request for a deleted topic id gets UNK
 Requests are fenced: DisableRemoteTopic with a broker epoch other than this process's current one was meant for
 another incarnation and is refused with STALE_BROKER_EPOCH; the handler itself fences controller and tiered
 epochs. Blocking work (S3, SQLite, segment files) runs in worker threads, never on the event loop.
+
+Remote storage (:mod:`orchestrator.broker.remote_storage_setup`): ``[s3]`` and ``[rsm]`` make the
+RemoteStorageManager (Aiven's object format, the key pairs' files read once at start) and its range reader with
+the chunk cache, shared by the RemoteLogManager's copies and reads.
 
 Metrics (:mod:`orchestrator.metrics`, ``[metrics]`` settings): an HTTP port of its own, written to the ready file
 as ``metrics_port``; S3 request latency and errors by operation, remote objects, segments and bytes deleted, and,
@@ -77,9 +83,10 @@ from typing import Any, cast
 import structlog
 
 from orchestrator import crash_points
-from orchestrator.admin_api import reads
 from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
+from orchestrator.broker.admin_reads import BROKER_READS, answer_read
+from orchestrator.broker.controller_link import ControllerLink, stale_broker_epoch
 from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.fencing import ControllerEpochFence
@@ -95,11 +102,11 @@ from orchestrator.broker.partition_dirs import (
 from orchestrator.broker.producer_ids import ProducerIdAllocator
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
+from orchestrator.broker.remote_storage_setup import remote_storage
 from orchestrator.broker.rlmm_publisher import RemoteLogMetadataPublisher
 from orchestrator.errors import (
     InconsistentTopicId,
     NotLeaderOrFollower,
-    StaleBrokerEpoch,
     TieredError,
     UnknownTopicId,
 )
@@ -120,7 +127,6 @@ from orchestrator.protocol.framing import Request
 from orchestrator.settings import BrokerSettings, load_broker_settings
 from orchestrator.supervision import RetryBackoff, Sleep, log_loop_failure, log_loop_recovered, supervise
 from remote_storage.rlmm import RemoteLogMetadataManager
-from remote_storage.s3 import S3RemoteStorage, make_s3_client
 
 log = structlog.get_logger(__name__)
 
@@ -129,18 +135,8 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-# The admin reads a broker answers from its own image (a Kafka client sends them to any node it knows of).
-BROKER_READS = (ApiKey.METADATA, ApiKey.DESCRIBE_CONFIGS, ApiKey.DESCRIBE_CLUSTER)
-
 # How often the metadata loop looks for moved-aside directories past their retention (a listing of data_dir/stale/).
 STALE_DIR_CHECK_INTERVAL_S = 60.0
-
-
-def _stale_broker_epoch(requested: int, current: int) -> StaleBrokerEpoch | None:
-    """A controller's request meant for another incarnation of this broker (-1: for whichever one serves it)."""
-    if requested >= 0 and requested != current:
-        return StaleBrokerEpoch(f"request for broker epoch {requested}; this incarnation has {current}")
-    return None
 
 
 class BrokerAgent:
@@ -157,8 +153,15 @@ class BrokerAgent:
         self._sleep = sleep
         self._clock = clock  # seconds: the backoff of partitions whose work failed, when to look at stale/ again
         self._wall_clock_ms = wall_clock_ms  # when a directory was moved aside, and how long ago (across restarts)
-        self.incarnation_id = Uuid.random()
-        self.broker_epoch = -1
+        self.controller_link = ControllerLink(
+            settings,
+            advertised_port=lambda: settings.advertised_port or self.port,
+            image_offset=lambda: self.follower.image.offset,
+        )
+        self.metrics = BrokerMetrics()
+        # First, before anything is opened: a key file that cannot be read refuses the start (SettingsError).
+        storage = remote_storage(settings.s3, settings.rsm, metrics=self.metrics.remote_storage)
+        self.rsm = storage.rsm
         self._open_store = functools.partial(
             open_store,
             settings.metadata_store,
@@ -169,13 +172,9 @@ class BrokerAgent:
         self.store = self._open_store()
         self.follower = MetadataFollower(self.store)
         self.rlmm = RemoteLogMetadataManager(self.store)
-        self.metrics = BrokerMetrics()
         self.metrics.observe(self._metrics_view)
         self.metrics_store: MetadataStore | None = None  # run() opens it when the metrics are served
         self._metrics_endpoint: MetricsEndpoint | None = None
-        s3, observed = settings.s3, self.metrics.remote_storage
-        client = make_s3_client(endpoint_url=s3.endpoint_url, region=s3.region, metrics=observed)
-        self.rsm = S3RemoteStorage(client=client, bucket=s3.bucket, prefix=s3.prefix, metrics=observed)
         self.logs: dict[tuple[Uuid, int], PartitionLog] = {}
         self.data_dir = Path(settings.data_dir)
         self.rlm = RemoteLogManager(
@@ -185,6 +184,7 @@ class BrokerAgent:
             logs=self.logs,
             image=lambda: self.follower.image,
             now_ms=now_ms,
+            reader=storage.reader,
         )
         fence = ControllerEpochFence(self.store)  # one for every API a controller calls
         self.disable_handler = DisableRemoteTopicHandler(
@@ -267,14 +267,17 @@ class BrokerAgent:
             self._metrics_endpoint = MetricsEndpoint.start(self.metrics.registry, host=metrics.host, port=metrics.port)
         self._write_ready_file()
         store = parse_store_spec(self.settings.metadata_store).location  # never the password
-        log.info("broker.started", port=self.port, incarnation_id=str(self.incarnation_id), store=store)
+        incarnation = str(self.controller_link.incarnation_id)
+        log.info("broker.started", port=self.port, incarnation_id=incarnation, store=store)
         controllers = AdminClient(
             self.settings.controllers, ssl_context=client_ssl, sasl=identity.sasl, timeout_s=request_timeout_s
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
-        heartbeats = functools.partial(self._heartbeat_loop, controllers)  # a loop of its own: restarted if it fails
+        heartbeats = functools.partial(
+            self.controller_link.heartbeat_loop, controllers
+        )  # a loop of its own: restarted if it fails
         tasks = [
             self._start_loop("heartbeat", heartbeats, self.settings.heartbeat_interval_ms),
             self._start_loop(
@@ -384,64 +387,6 @@ class BrokerAgent:
         await asyncio.to_thread(remove, now_ms=self._wall_clock_ms())
 
     # -- loops ------------------------------------------------------------------------------------------------
-
-    async def _register(self, controllers: AdminClient) -> None:
-        listener: m.Listener = {
-            "name": "PLAINTEXT",
-            "host": self.settings.host,
-            "port": self.settings.advertised_port or self.port,
-            "security_protocol": 1 if self.settings.tls.enabled else 0,
-        }
-        body: m.BrokerRegistrationRequest = {
-            "broker_id": self.settings.broker_id,
-            "cluster_id": self.settings.cluster_id,
-            "incarnation_id": self.incarnation_id,
-            "listeners": [listener],
-            "features": [],
-            "rack": self.settings.rack,
-        }
-        # Idempotent: the controller gives a retried registration of the same incarnation the same epoch, so one that
-        # timed out (a frozen controller) is sent again to whichever controller Metadata then names.
-        resp = await controllers.call(
-            ApiKey.BROKER_REGISTRATION, (0, 4), body, m.BrokerRegistrationResponse, idempotent=True
-        )
-        if resp["error_code"] != 0:
-            raise StaleBrokerEpoch(f"registration refused with error {resp['error_code']}")
-        self.broker_epoch = resp["broker_epoch"]
-        log.info("broker.registered", broker_epoch=self.broker_epoch)
-
-    async def _heartbeat_loop(self, controllers: AdminClient) -> None:
-        """Heart-beat the active controller every interval, registering first when this incarnation has no epoch.
-
-        A heartbeat is idempotent, so one the controller does not answer within ``request_timeout_ms`` is sent
-        again (the AdminClient forgets a silent controller and asks the other controllers of the bootstrap list who
-        is active): a frozen active controller costs this broker about one request timeout, after which it beats
-        the controller that took the lease. That one gives every broker a full session from its start, so when the
-        request timeout is shorter than lease TTL + session timeout the broker is not even fenced."""
-        interval = self.settings.heartbeat_interval_ms / 1000
-        while True:
-            try:
-                if self.broker_epoch < 0:
-                    await self._register(controllers)
-                heartbeat: m.BrokerHeartbeatRequest = {
-                    "broker_id": self.settings.broker_id,
-                    "broker_epoch": self.broker_epoch,
-                    "current_metadata_offset": self.follower.image.offset,
-                    "want_fence": False,
-                    "want_shut_down": False,
-                }
-                resp = await controllers.call(
-                    ApiKey.BROKER_HEARTBEAT, (0, 1), heartbeat, m.BrokerHeartbeatResponse, idempotent=True
-                )
-                if resp["error_code"] == StaleBrokerEpoch.code:
-                    log.warning("broker.heartbeat_stale_epoch", broker_epoch=self.broker_epoch)
-                    self.broker_epoch = -1
-                    continue
-            except TieredError as exc:
-                log.warning("broker.heartbeat_failed", error=exc.name, detail=exc.message)
-            except OSError as exc:
-                log.warning("broker.heartbeat_failed", error=type(exc).__name__, detail=str(exc))
-            await asyncio.sleep(interval)
 
     async def _wait_for_metadata(self, poll_s: float) -> None:
         """Between metadata rounds: sleep the poll interval, or, on a store that notifies appends (PostgreSQL),
@@ -570,19 +515,12 @@ class BrokerAgent:
 
     def _read(self, request: Request) -> Mapping[str, object]:
         image = self.follower.refresh()
-        body, version = request.body, request.header.api_version
-        holder = reads.live_holder(self.store.current_lease(), self._wall_clock_ms())
-        view = reads.cluster_view(image, holder, cluster_id=self.settings.cluster_id)
-        api_key = request.header.api_key
-        if api_key == ApiKey.METADATA:
-            return reads.metadata(image, cast(m.MetadataRequest, body), version, view)
-        if api_key == ApiKey.DESCRIBE_CONFIGS:
-            return reads.describe_configs(image, cast(m.DescribeConfigsRequest, body), version)
-        return reads.describe_cluster(cast(m.DescribeClusterRequest, body), version, view)
+        lease, now = self.store.current_lease(), self._wall_clock_ms()
+        return answer_read(request, image=image, lease=lease, now_ms=now, cluster_id=self.settings.cluster_id)
 
     async def _on_disable(self, request: Request) -> m.DisableRemoteTopicResponse:
         body = cast(m.DisableRemoteTopicRequest, request.body)
-        if (stale := _stale_broker_epoch(body["broker_epoch"], self.broker_epoch)) is not None:
+        if (stale := stale_broker_epoch(body["broker_epoch"], self.controller_link.broker_epoch)) is not None:
             return error_body(stale, m.DisableRemoteTopicResponse)
         if request.header.api_version >= 1:  # many topics in one request, each answered in its own entry
             return await asyncio.to_thread(self.disable_handler.handle_topics, body)
@@ -590,7 +528,7 @@ class BrokerAgent:
 
     async def _on_delete_remote_partitions(self, request: Request) -> m.DeleteRemotePartitionsResponse:
         body = cast(m.DeleteRemotePartitionsRequest, request.body)
-        if (stale := _stale_broker_epoch(body["broker_epoch"], self.broker_epoch)) is not None:
+        if (stale := stale_broker_epoch(body["broker_epoch"], self.controller_link.broker_epoch)) is not None:
             return error_body(stale, m.DeleteRemotePartitionsResponse)
         return await asyncio.to_thread(self.remote_delete_handler.handle, body)
 

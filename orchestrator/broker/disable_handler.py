@@ -2,7 +2,7 @@
 
 Fencing, checked in this order, each refusal changing nothing:
 1. controller epoch: a request whose ControllerEpoch is below the highest this broker has seen, or below the
-   store's current lease epoch, comes from a deposed controller: STALE_CONTROLLER_EPOCH (DESIGN §4 inv. 6; the
+   store's current lease epoch, comes from a deposed controller: STALE_CONTROLLER_EPOCH (ARCHITECTURE §4 inv. 6; the
    broker's one :class:`~orchestrator.broker.fencing.ControllerEpochFence`, shared with DeleteRemotePartitions);
 2. topic: unknown topic id: UNKNOWN_TOPIC_ID;
 3. tiered epoch: the request must name the topic's current tiered epoch (the broker first catches its image up
@@ -19,7 +19,7 @@ of the partition is deleted (journaled, resumable); and on each partition the re
 alone, with no local log and no log start offset to move, fenced by the tiered epoch exactly as led partitions are
 (the checks above). Assignments are ignored under retain. The response says DONE or IN_PROGRESS with progress
 counts. A re-delivered request (a retry, or a new controller after failover) finds the job and reports it, so
-nothing is done twice (DESIGN §4 invariant 7); a finished job is started again if the request names a partition it
+nothing is done twice (ARCHITECTURE §4 invariant 7); a finished job is started again if the request names a partition it
 did not cover (a leadership change while DISABLING), or, for the delete policy, if the RLMM still holds a segment of
 a partition it covered that is not deleted (the controller's backstop asks again when it sees one: the answer "done"
 must mean the remote data is gone). Re-applying the policy to covered partitions is harmless: a plan only holds

@@ -1,4 +1,4 @@
-"""The broker's fence against deposed controllers (DESIGN §4 invariant 6), one per broker process.
+"""The broker's fence against deposed controllers (ARCHITECTURE §4 invariant 6), one per broker process.
 
 Every request a controller sends a broker (DisableRemoteTopic, DeleteRemotePartitions) carries its controller
 epoch. Invariant: a request whose epoch is below the highest this broker has seen from any controller, on any of

@@ -11,7 +11,7 @@ Invariants:
 
 1. One job per key at a time. A request whose job is running, or ended DONE covering every partition the request
    names with no work left, is answered with the job's progress and starts nothing: a re-delivered request (a retry,
-   or a new controller after a failover) finds its job, so nothing is done twice (DESIGN §4 invariant 7).
+   or a new controller after a failover) finds its job, so nothing is done twice (ARCHITECTURE §4 invariant 7).
 2. A request naming partitions the current job does not cover, or finding work left after it ended DONE (the
    handler says what is left, from the RLMM: the answer "done" must mean the remote data is gone), starts a new job
    covering what this request names, once the current one ended, never beside it.

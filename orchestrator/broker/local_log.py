@@ -1,14 +1,28 @@
 """A partition's local log: real segment files on disk, an offset index, checkpoints of the start offsets.
 
-Layout of a partition directory ``<data_dir>/<topic>-<partition>/`` (Kafka's naming):
+Layout of a partition directory ``<data_dir>/<topic>-<partition>/`` (Kafka's naming and formats):
 
-* ``<baseOffset:20>.log``: Kafka record batches (magic 2, :mod:`orchestrator.protocol.record_batch`) one after
-  the other, each with its absolute base offset and the leader epoch it was appended in: byte for byte what a
-  Kafka broker writes, so the remote tier holds what a Kafka broker would upload;
-* ``<baseOffset:20>.index``: Kafka's offset index, entries ``relativeOffset:uint32 | position:uint32`` (the last
-  offset of a batch, relative to the segment's base, and the batch's position) every ``index_interval_bytes``;
+* per segment (:mod:`orchestrator.broker.log_segment`): ``<baseOffset:20>.log``, Kafka record batches (magic 2,
+  :mod:`orchestrator.protocol.record_batch`) one after the other, each with its absolute base offset and the leader
+  epoch it was appended in: byte for byte what a Kafka broker writes, so the remote tier holds what a Kafka broker
+  would upload; ``<baseOffset:20>.index``, Kafka's offset index; ``<baseOffset:20>.timeindex``, Kafka's time index;
+* ``<offset:20>.snapshot``: the idempotent producers' state as of ``offset``, written as each segment is closed at
+  the offset the next one starts (Kafka's producer snapshot, :mod:`orchestrator.broker.producer_state`);
+* ``leader-epoch-checkpoint``: the partition's leader-epoch cache (:mod:`orchestrator.broker.leader_epochs`),
+  rewritten whenever an append starts a new leader epoch or the log start offset moves;
 * ``partition.metadata``: ``version: 0`` and ``topic_id: <id>`` (KIP-516), written once, checked on open;
 * ``offsets.checkpoint``: JSON with ``log_start_offset`` and ``local_log_start_offset``, replaced atomically.
+
+What a remote segment needs beside its ``.log`` (the five indexes of a RemoteStorageManager) is thus kept here:
+the offset and time indexes, the producer snapshot at its end and the leader-epoch cache cut at its end
+(:meth:`PartitionLog.leader_epoch_checkpoint`); there is no transaction index (we serve no transactions).
+
+Every file but the logs is derived from the logs and rebuilt on open where missing or unreadable: both indexes of
+every segment always (so a torn tail, or a directory written before the time index existed, gets exact ones), a
+closed segment's missing or corrupt snapshot from the producer state folded up to its end, and the leader-epoch
+cache from the batches' epochs (a checkpoint that is missing keeps only the epochs of the local batches; one that
+is present also keeps older epochs, as Kafka's does). Files are replaced atomically (written aside, synced,
+renamed), so a kill at any moment leaves the old file or the new one.
 
 Invariants:
 * Offsets are dense and increase by one per record; a batch's offsets are assigned here (its base offset rewritten
@@ -44,40 +58,46 @@ import bisect
 import functools
 import json
 import os
-import struct
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 import structlog
 
-from orchestrator.broker.log_reads import (
-    Record,
-    first_at_or_after,
-    max_timestamp,
-    position_before,
-    read_batches,
-    records_from,
+from orchestrator.broker.leader_epochs import (
+    CHECKPOINT_FILE,
+    CheckpointFormatError,
+    EpochEntry,
+    LeaderEpochCache,
+    checkpoint_text,
+    parse_checkpoint,
 )
-from orchestrator.broker.producer_state import ProducedBatch, ProducerStates, last_sequence_of
-from orchestrator.errors import CorruptMessage, InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
+from orchestrator.broker.log_reads import Record, find_timestamp, read_batches, records_from, timestamp_search_position
+from orchestrator.broker.log_segment import LogSegment, SegmentInfo
+from orchestrator.broker.producer_state import (
+    ProducedBatch,
+    ProducerStates,
+    SnapshotFormatError,
+    last_sequence_of,
+    parse_snapshot,
+    snapshot_bytes,
+)
+from orchestrator.errors import InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
 from orchestrator.ids import Uuid
 from orchestrator.protocol.record_batch import (
     NO_PARTITION_LEADER_EPOCH,
     BatchHeader,
     batch_header,
     build_batch,
-    crc_matches,
     encode_batch,
-    frames,
     rebased,
 )
 
 log = structlog.get_logger(__name__)
 
-_INDEX = struct.Struct(">II")
+__all__ = ["AppendInfo", "LogConfig", "PartitionLog", "SegmentInfo", "log_directory_error"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -116,13 +136,6 @@ def _on_log_directory(
     return translated
 
 
-def _write_all(f: BinaryIO, data: bytes) -> None:
-    """Write every byte: an unbuffered file may write less than asked (a disk filling up) without raising."""
-    view = memoryview(data)
-    while view:
-        view = view[f.write(view) :]
-
-
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     segment_bytes: int = 1024 * 1024  # segment.bytes: roll when the active segment would exceed this
@@ -135,148 +148,6 @@ class AppendInfo(NamedTuple):
 
     first_offset: int
     last_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentInfo:
-    """A segment as the rest of the broker sees it (RemoteLogManager, retention)."""
-
-    base_offset: int
-    end_offset: int  # last offset in the segment (base_offset - 1 when empty)
-    size_bytes: int
-    max_timestamp_ms: int
-    first_timestamp_ms: int
-    log_path: Path
-    index_path: Path
-
-
-class _Segment:
-    def __init__(self, directory: Path, base_offset: int) -> None:
-        self.base_offset = base_offset
-        self.log_path = directory / f"{base_offset:020d}.log"
-        self.index_path = directory / f"{base_offset:020d}.index"
-        self.size = 0
-        self.next_offset = base_offset
-        self.max_timestamp_ms = -1
-        self.first_timestamp_ms = -1
-        self.index: list[tuple[int, int]] = []  # (offset, position)
-        self._bytes_since_index = 0
-        self._log_file: BinaryIO | None = None
-        self._index_file: BinaryIO | None = None
-
-    def write(self, batch: bytes, last_offset: int, max_timestamp: int, index_interval: int) -> None:
-        """Append one batch (its offsets assigned); unbuffered, so it is in the OS before this returns (safe against
-        SIGKILL).
-
-        A write that fails changes nothing in memory and closes the files, so the next write reopens them and
-        cuts off whatever part of this one reached the disk."""
-        if self._log_file is None or self._index_file is None:
-            self._log_file, self._index_file = self._open_for_append()
-        indexed = self._bytes_since_index >= index_interval or not self.index
-        try:
-            if indexed:
-                _write_all(self._index_file, _INDEX.pack(last_offset - self.base_offset, self.size))
-            _write_all(self._log_file, batch)
-        except BaseException:
-            self.close()
-            raise
-        self._account(last_offset, self.size, len(batch), max_timestamp, indexed)
-
-    def _account(self, last_offset: int, position: int, size: int, max_timestamp: int, indexed: bool) -> None:
-        if indexed:
-            self.index.append((last_offset, position))
-            self._bytes_since_index = 0
-        self._bytes_since_index += size
-        self.size = position + size
-        self.next_offset = last_offset + 1
-        self.max_timestamp_ms = max(self.max_timestamp_ms, max_timestamp)
-        if self.first_timestamp_ms < 0:
-            self.first_timestamp_ms = max_timestamp
-
-    def _open_for_append(self) -> tuple[BinaryIO, BinaryIO]:
-        """The log and index files opened for appending, cut back to the bytes this segment accounts for."""
-        files: list[BinaryIO] = []
-        try:
-            for path, size in ((self.log_path, self.size), (self.index_path, len(self.index) * _INDEX.size)):
-                opened: BinaryIO = path.open("ab", buffering=0)
-                files.append(opened)
-                if os.fstat(opened.fileno()).st_size > size:  # the torn end of a write that failed
-                    opened.truncate(size)
-        except BaseException:
-            for f in files:
-                f.close()
-            raise
-        return files[0], files[1]
-
-    def close(self) -> None:
-        files, (self._log_file, self._index_file) = (self._log_file, self._index_file), (None, None)
-        for f in files:
-            if f is not None:
-                f.close()
-
-    def info(self) -> SegmentInfo:
-        return SegmentInfo(
-            self.base_offset,
-            self.next_offset - 1,
-            self.size,
-            self.max_timestamp_ms,
-            self.first_timestamp_ms,
-            self.log_path,
-            self.index_path,
-        )
-
-    def load(self, index_interval: int, *, active: bool, on_batch: Callable[[BatchHeader], None]) -> None:
-        """Scan the log file's batch headers (each whole one passed to ``on_batch``) and rebuild the index; for the
-        active segment, also check each batch's CRC-32C and truncate a torn or corrupt tail (a closed segment that
-        does not frame is an error)."""
-        data = self.log_path.read_bytes() if self.log_path.exists() else b""
-        self.index = []
-        self._bytes_since_index = index_interval  # index the first batch
-        valid_end = 0
-        problem = ""
-        try:
-            for position, raw in frames(data):
-                header = batch_header(raw)
-                if header.base_offset != self.next_offset or header.last_offset_delta < 0:
-                    problem = f"batch at offset {header.base_offset} where {self.next_offset} was due"
-                    break
-                if active and not crc_matches(raw):
-                    problem = f"batch at offset {header.base_offset} fails its CRC-32C"
-                    break
-                indexed = self._bytes_since_index >= index_interval
-                self._account(header.last_offset, position, header.size, header.max_timestamp, indexed)
-                on_batch(header)
-                valid_end = position + header.size
-        except CorruptMessage as exc:
-            problem = exc.message
-        if valid_end < len(data):
-            if not active:
-                raise KafkaStorageError(f"closed segment {self.log_path} is corrupt at byte {valid_end}: {problem}")
-            log.warning(
-                "log.torn_tail_truncated",
-                path=str(self.log_path),
-                kept=valid_end,
-                dropped=len(data) - valid_end,
-                reason=problem or "a batch cut short",
-            )
-            with self.log_path.open("r+b") as f:
-                f.truncate(valid_end)
-                f.flush()
-                os.fsync(f.fileno())
-        self.size = valid_end
-        self._write_index()
-
-    def read_at(self, position: int, length: int) -> bytes:
-        with self.log_path.open("rb") as f:
-            f.seek(position)
-            return f.read(length)
-
-    def position_of(self, offset: int) -> int:
-        """Where to start reading for ``offset`` (:func:`~orchestrator.broker.log_reads.position_before`)."""
-        return position_before(self.index, offset)
-
-    def _write_index(self) -> None:
-        self.index_path.write_bytes(b"".join(_INDEX.pack(o - self.base_offset, p) for o, p in self.index))
 
 
 class PartitionLog:
@@ -307,8 +178,12 @@ class PartitionLog:
         self._clock = clock
         directory.mkdir(parents=True, exist_ok=True)
         check_partition_metadata(directory, topic_id)
-        self._segments: list[_Segment] = []
+        self._segments: list[LogSegment] = []
         self.producers = ProducerStates()  # idempotent producers, rebuilt from the local batches on open
+        # the leader-epoch cache as its checkpoint holds it (None: no readable checkpoint), then completed from the
+        # local batches on open
+        self._epochs_checkpointed = self._read_leader_epochs()
+        self.leader_epochs = self._epochs_checkpointed or LeaderEpochCache()
         self.log_start_offset = 0
         self.local_log_start_offset = 0
         self._load()
@@ -320,8 +195,11 @@ class PartitionLog:
     def _load(self) -> None:
         bases = sorted(int(p.stem) for p in self.directory.glob("*.log") if p.stem.isdigit())
         for i, base in enumerate(bases):
-            seg = _Segment(self.directory, base)
-            seg.load(self.config.index_interval_bytes, active=i == len(bases) - 1, on_batch=self._remember_producer)
+            seg = LogSegment(self.directory, base)
+            active = i == len(bases) - 1
+            seg.load(self.config.index_interval_bytes, active=active, on_batch=self._remember_batch)
+            if not active:
+                self._restore_producer_snapshot(seg)
             self._segments.append(seg)
         cp = self.directory / "offsets.checkpoint"
         first_local = self._segments[0].base_offset if self._segments else 0
@@ -335,20 +213,54 @@ class PartitionLog:
             self._segments.append(self._new_segment(self.local_log_start_offset))
         self.local_log_start_offset = max(self.local_log_start_offset, first_local)
         self.log_start_offset = min(self.log_start_offset, self.local_log_start_offset)
+        epochs = self.leader_epochs.truncated_from_end(self.log_end_offset)  # a torn tail took its epochs along
+        self._save_leader_epochs(epochs.truncated_from_start(self.log_start_offset))
 
-    def _remember_producer(self, header: BatchHeader) -> None:
+    def _remember_batch(self, header: BatchHeader) -> None:
         batch = ProducedBatch(
             header.base_sequence,
             last_sequence_of(header.base_sequence, header.last_offset_delta + 1),
             header.base_offset,
             header.last_offset,
+            header.max_timestamp,
         )
         self.producers = self.producers.with_batch(header.producer_id, header.producer_epoch, batch)
+        self.leader_epochs = self.leader_epochs.assigned(header.partition_leader_epoch, header.base_offset)
 
-    def _new_segment(self, base_offset: int) -> _Segment:
-        seg = _Segment(self.directory, base_offset)
-        seg.log_path.touch()
-        seg.index_path.touch()
+    def _restore_producer_snapshot(self, seg: LogSegment) -> None:
+        """Write a closed segment's producer snapshot if it is missing or unreadable (a kill before it was written,
+        or a directory written before snapshots were kept): the producer state folded up to the segment's end."""
+        path = seg.producer_snapshot_path
+        try:
+            parse_snapshot(path.read_bytes())
+            return
+        except FileNotFoundError:
+            pass
+        except SnapshotFormatError as exc:
+            log.warning("log.producer_snapshot_rebuilt", path=str(path), reason=str(exc))
+        self._replace_file(path, snapshot_bytes(self.producers))
+
+    def _read_leader_epochs(self) -> LeaderEpochCache | None:
+        path = self.directory / CHECKPOINT_FILE
+        try:
+            return parse_checkpoint(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (CheckpointFormatError, UnicodeDecodeError) as exc:
+            log.warning("log.leader_epochs_rebuilt", path=str(path), reason=str(exc))
+            return None
+
+    def _save_leader_epochs(self, epochs: LeaderEpochCache) -> None:
+        """Make ``epochs`` the cache, and checkpoint it unless the file holds it already (a checkpoint that failed
+        is written by the next call)."""
+        self.leader_epochs = epochs
+        if epochs != self._epochs_checkpointed:
+            self._replace_file(self.directory / CHECKPOINT_FILE, checkpoint_text(epochs.entries).encode())
+            self._epochs_checkpointed = epochs
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        seg = LogSegment(self.directory, base_offset)
+        seg.create_files()
         return seg
 
     def _sync_checkpoint(self) -> None:
@@ -359,15 +271,17 @@ class PartitionLog:
             self._checkpointed = offsets
 
     def _checkpoint(self) -> None:
-        tmp = self.directory / "offsets.checkpoint.tmp"
-        tmp.write_text(
-            json.dumps(
-                {"log_start_offset": self.log_start_offset, "local_log_start_offset": self.local_log_start_offset}
-            )
-        )
+        offsets = {"log_start_offset": self.log_start_offset, "local_log_start_offset": self.local_log_start_offset}
+        self._replace_file(self.directory / "offsets.checkpoint", json.dumps(offsets).encode())
+
+    @staticmethod
+    def _replace_file(path: Path, data: bytes) -> None:
+        """Replace ``path``'s contents atomically: written beside it (``<name>.tmp``), synced, renamed over it."""
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
         with tmp.open("rb") as f:
             os.fsync(f.fileno())
-        tmp.replace(self.directory / "offsets.checkpoint")
+        tmp.replace(path)
 
     # -- offsets ----------------------------------------------------------------------------------------------
 
@@ -376,7 +290,7 @@ class PartitionLog:
         return self._segments[-1].next_offset
 
     @property
-    def active(self) -> _Segment:
+    def active(self) -> LogSegment:
         return self._segments[-1]
 
     # -- writing ----------------------------------------------------------------------------------------------
@@ -406,18 +320,26 @@ class PartitionLog:
             assigned = rebased(raw, base, leader_epoch)
             self._maybe_roll(len(assigned), now)
             self.active.write(assigned, last, header.max_timestamp, self.config.index_interval_bytes)
-            produced = ProducedBatch(sequence, last_sequence_of(sequence, header.last_offset_delta + 1), base, last)
+            last_sequence = last_sequence_of(sequence, header.last_offset_delta + 1)
+            produced = ProducedBatch(sequence, last_sequence, base, last, header.max_timestamp)
             self.producers = self.producers.with_batch(pid, epoch, produced)
             placed.append((base, last))
+            if leader_epoch > self.leader_epochs.latest_epoch:  # after the write: a kill in between is rebuilt on open
+                self._save_leader_epochs(self.leader_epochs.assigned(leader_epoch, base))
         return AppendInfo(placed[0][0], placed[-1][1])
 
-    def append(self, records: Sequence[tuple[bytes | None, bytes | None, int | None]]) -> AppendInfo:
+    def append(
+        self,
+        records: Sequence[tuple[bytes | None, bytes | None, int | None]],
+        *,
+        leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    ) -> AppendInfo:
         """Append (key, value, timestamp or None for now) records as one uncompressed batch (tools and tests)."""
         if not records:
             raise ValueError("nothing to append")
         now = self._clock()
         batch = build_batch(0, [(key, value, now if ts is None else ts, ()) for key, value, ts in records])
-        return self.append_batches([encode_batch(batch)])
+        return self.append_batches([encode_batch(batch)], leader_epoch=leader_epoch)
 
     def _maybe_roll(self, batch_size: int, now: int) -> None:
         seg = self.active
@@ -433,8 +355,9 @@ class PartitionLog:
         """Close the active segment (if it holds anything) and start a new one at the log end offset."""
         if self.active.size == 0:
             return
-        self.active.close()
-        self.active._write_index()
+        closing = self.active
+        closing.become_inactive()
+        self._replace_file(closing.producer_snapshot_path, snapshot_bytes(self.producers))
         self._segments.append(self._new_segment(self.log_end_offset))
         log.debug("log.rolled", directory=str(self.directory), base_offset=self.log_end_offset)
 
@@ -492,10 +415,12 @@ class PartitionLog:
 
     @_on_log_directory
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """``(offset, timestamp)`` of the first local record whose timestamp is at least ``timestamp_ms``."""
+        """``(offset, timestamp)`` of the first local record whose timestamp is at least ``timestamp_ms``: the first
+        segment whose max timestamp reaches it, searched from where its time index says."""
         for seg in self._segments:
             if seg.size and seg.max_timestamp_ms >= timestamp_ms:
-                found = first_at_or_after(seg.read_at(0, seg.size), timestamp_ms)
+                position = timestamp_search_position(seg.time_index, seg.index, timestamp_ms)
+                found = find_timestamp(seg.read_at, position, seg.size, timestamp_ms)
                 if found is not None:
                     return found
         return None
@@ -507,7 +432,22 @@ class PartitionLog:
         for seg in self._segments:
             if seg.size and (best is None or seg.max_timestamp_ms > best.max_timestamp_ms):
                 best = seg
-        return None if best is None else max_timestamp(best.read_at(0, best.size))
+        if best is None:
+            return None
+        position = timestamp_search_position(best.time_index, best.index, best.max_timestamp_ms)
+        return find_timestamp(best.read_at, position, best.size, best.max_timestamp_ms)
+
+    def leader_epoch_checkpoint(self, end_offset: int) -> bytes:
+        """The leader-epoch checkpoint a remote copy of the segment ending at ``end_offset`` carries: the cache cut
+        after that offset (Kafka's RemoteLogManager: every epoch from the oldest known one)."""
+        with self._mutex:
+            return checkpoint_text(self.leader_epochs.in_range(-1, end_offset + 1)).encode()
+
+    def segment_leader_epochs(self, base_offset: int, end_offset: int) -> tuple[EpochEntry, ...]:
+        """The leader epochs of offsets ``base_offset``..``end_offset``, the first one starting at ``base_offset``
+        (a remote segment's metadata); empty when its batches carry no epoch (a tool's)."""
+        with self._mutex:
+            return self.leader_epochs.in_range(base_offset, end_offset + 1)
 
     @_on_log_directory
     def close(self) -> None:
@@ -535,15 +475,13 @@ class PartitionLog:
     def delete_local_segments_before(self, offset: int) -> list[SegmentInfo]:
         """Drop closed local segments that end below ``offset``; return what was dropped.
 
-        A segment leaves the log once its log file is deleted (its index goes first: the log is what is served),
-        so a disk error part way leaves the log as the disk has it, and a second call finishes the work."""
+        A segment leaves the log once its log file is deleted (its other files go first: the log is what is
+        served), so a disk error part way leaves the log as the disk has it, and a second call finishes the work."""
         dropped = []
         try:
             while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
                 seg = self._segments[0]
-                seg.close()
-                seg.index_path.unlink(missing_ok=True)
-                seg.log_path.unlink(missing_ok=True)
+                seg.delete_files()
                 self._segments.pop(0)
                 dropped.append(seg.info())
         finally:
@@ -568,6 +506,7 @@ class PartitionLog:
             self.local_log_start_offset = max(self.local_log_start_offset, offset)
         # also when the offset did not move: this finishes a call that a disk error stopped half way
         self.delete_local_segments_before(self.log_start_offset)
+        self._save_leader_epochs(self.leader_epochs.truncated_from_start(self.log_start_offset))
 
 
 def check_partition_metadata(directory: Path, topic_id: Uuid) -> None:

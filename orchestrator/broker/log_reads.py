@@ -11,7 +11,11 @@ Invariants:
 * When a window ends inside the batch a fetch must start with, :func:`pick_batches` says how many bytes from that
   batch's position are needed instead of returning less: the caller reads again, so nothing is ever skipped.
 * A timestamp lookup answers the first record (in offset order) whose timestamp is at least the target, as Kafka's
-  ListOffsets does; the max-timestamp lookup the first record carrying the largest timestamp.
+  ListOffsets does; the max-timestamp lookup the first record carrying the largest timestamp. With a segment's time
+  index (Kafka's: ``timestamp:int64 | relativeOffset:uint32``, the largest timestamp so far and the offset that
+  first carried it), the search starts after the last entry older than the target, since every record up to that
+  entry's offset is older too (:func:`timestamp_search_position`); :func:`find_timestamp` then reads whole batches
+  from there in windows, so a lookup reads about one index interval, not the segment.
 * Bytes that do not frame as batches are CorruptMessage (the caller decides what that means for a segment).
 """
 
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from orchestrator.errors import CorruptMessage
@@ -34,6 +38,8 @@ from orchestrator.protocol.record_batch import (
 )
 
 _INDEX = struct.Struct(">II")  # an offset index entry: relative offset, position
+_TIME_INDEX = struct.Struct(">qI")  # a time index entry: timestamp, relative offset
+SEARCH_WINDOW_BYTES = 16 * 1024  # what a timestamp search reads at a time (its start is an index interval away)
 WINDOW_SLACK_BYTES = 16 * 1024  # read past max_bytes: the index points up to index.interval.bytes before the offset
 
 
@@ -127,6 +133,62 @@ def index_entries(index: bytes, base_offset: int) -> list[tuple[int, int]]:
     """An offset index file's bytes (relative offset, position; a torn last entry ignored) as absolute entries."""
     whole = len(index) - len(index) % _INDEX.size
     return [(base_offset + relative, position) for relative, position in _INDEX.iter_unpack(index[:whole])]
+
+
+def time_index_entries(index: bytes, base_offset: int) -> list[tuple[int, int]]:
+    """A time index file's bytes (timestamp, relative offset; a torn last entry ignored) as ``(timestamp, absolute
+    offset)`` entries."""
+    whole = len(index) - len(index) % _TIME_INDEX.size
+    return [(timestamp, base_offset + relative) for timestamp, relative in _TIME_INDEX.iter_unpack(index[:whole])]
+
+
+def timestamp_search_position(
+    time_entries: Sequence[tuple[int, int]], offset_entries: Sequence[tuple[int, int]], timestamp_ms: int
+) -> int:
+    """Where the search for the first record whose timestamp is at least ``timestamp_ms`` may start in a segment
+    with these indexes: before the batch after the last time-index entry older than ``timestamp_ms`` (every record
+    up to that entry's offset is older), else 0."""
+    j = bisect.bisect_left(time_entries, timestamp_ms, key=lambda entry: entry[0]) - 1
+    return position_before(offset_entries, time_entries[j][1] + 1) if j >= 0 else 0
+
+
+def scan_batches(
+    read: Callable[[int, int], bytes], position: int, end: int, *, window: int = SEARCH_WINDOW_BYTES
+) -> Iterator[memoryview]:
+    """Every whole batch of a segment's bytes ``position``..``end``, read with ``read(position, length)`` about
+    ``window`` bytes at a time (a batch longer than the window is read whole). Bytes that end before ``end`` says,
+    or a batch that runs past it, are CORRUPT_MESSAGE."""
+    length = window
+    while position < end:
+        asked = min(length, end - position)
+        data = read(position, asked)
+        if len(data) < asked:
+            raise CorruptMessage(f"the log holds {position + len(data)} bytes where {end} were recorded")
+        view = memoryview(data)
+        consumed = 0
+        for at, raw in frames(view):
+            yield raw
+            consumed = at + len(raw)
+        if consumed:
+            position, length = position + consumed, window
+            continue
+        if len(view) < LOG_OVERHEAD or asked < length:
+            raise CorruptMessage(f"the log ends inside a record batch at byte {position}")
+        length = LOG_OVERHEAD + int.from_bytes(view[8:12], "big", signed=True)
+        if length <= len(view):
+            raise CorruptMessage(f"no whole record batch can be read at byte {position}")
+
+
+def find_timestamp(
+    read: Callable[[int, int], bytes], position: int, end: int, timestamp_ms: int
+) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the first record whose timestamp is at least ``timestamp_ms`` in the batches of
+    ``position``..``end`` (read as :func:`scan_batches` reads them); None when none there is."""
+    for raw in scan_batches(read, position, end):
+        found = first_at_or_after(raw, timestamp_ms)
+        if found is not None:
+            return found
+    return None
 
 
 def records_from(data: bytes | memoryview, offset: int) -> list[Record]:

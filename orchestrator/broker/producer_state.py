@@ -15,20 +15,40 @@ batch carries the same numbers. The partition keeps, per producer id, its epoch 
 The table is rebuilt from the batch headers of the local log when the log is opened, so it survives a restart as
 far as the local segments reach; a producer whose batches are all gone from the local log is unknown again.
 Values are immutable; :meth:`ProducerStates.with_batch` returns a new table.
+
+Snapshots (:func:`snapshot_bytes`): the table as of a segment's end, in Kafka's ``<offset>.snapshot`` format
+(``storage/.../internals/log/ProducerStateManager.java``, version 1), which a RemoteStorageManager uploads with the
+segment. Kafka's file holds, per producer, its epoch and its last batch (last sequence, last offset, offset delta,
+max timestamp), the epoch of the last transaction coordinator and the first offset of an open transaction; we
+have no transactions, so those two are always -1, and the last batch is the last one this table caches. So the
+snapshot is derived honestly from what this table keeps: the same facts Kafka keeps for an idempotent producer.
+Layout, big-endian: ``version:int16 (1) | crc:uint32 | count:int32 | count x (producerId:int64 | epoch:int16 |
+lastSequence:int32 | lastOffset:int64 | offsetDelta:int32 | timestamp:int64 | coordinatorEpoch:int32 |
+currentTxnFirstOffset:int64)``, the CRC-32C of everything after the CRC; producers by id (Kafka writes a hash map's
+order, which no reader relies on).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from types import MappingProxyType
+
+from crc32c import crc32c
 
 from orchestrator.errors import InvalidProducerEpoch, OutOfOrderSequenceNumber
 from orchestrator.protocol.record_batch import NO_PRODUCER_ID
 
 CACHED_BATCHES = 5  # as Kafka: a producer has at most five batches in flight per partition
 MAX_SEQUENCE = 2**31 - 1
+SNAPSHOT_VERSION = 1  # Kafka's ProducerStateManager.PRODUCER_SNAPSHOT_VERSION
+NO_COORDINATOR_EPOCH = -1
+NO_TXN_FIRST_OFFSET = -1
+_SNAPSHOT_HEAD = struct.Struct(">hI")  # version, crc
+_SNAPSHOT_COUNT = struct.Struct(">i")
+_SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +57,7 @@ class ProducedBatch:
     last_sequence: int
     first_offset: int
     last_offset: int
+    max_timestamp_ms: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,3 +132,70 @@ class ProducerStates:
             entry = ProducerEntry(epoch)
         entry = replace(entry, batches=(*entry.batches, batch)[-CACHED_BATCHES:])
         return ProducerStates(MappingProxyType({**self.entries, producer_id: entry}))
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotEntry:
+    """One producer in a snapshot file (Kafka's ``ProducerStateEntry`` as written)."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_offset: int
+    offset_delta: int
+    timestamp_ms: int
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH
+    current_txn_first_offset: int = NO_TXN_FIRST_OFFSET
+
+
+def snapshot_entries(states: ProducerStates) -> list[SnapshotEntry]:
+    """What a snapshot of ``states`` holds: each producer's epoch and last batch, by producer id."""
+    out = []
+    for producer_id in sorted(states.entries):
+        entry = states.entries[producer_id]
+        last = entry.batches[-1]
+        delta = last.last_offset - last.first_offset
+        out.append(
+            SnapshotEntry(producer_id, entry.epoch, last.last_sequence, last.last_offset, delta, last.max_timestamp_ms)
+        )
+    return out
+
+
+def snapshot_bytes(states: ProducerStates) -> bytes:
+    """The ``<offset>.snapshot`` file of ``states`` (module docstring)."""
+    entries = snapshot_entries(states)
+    body = _SNAPSHOT_COUNT.pack(len(entries)) + b"".join(
+        _SNAPSHOT_ENTRY.pack(
+            e.producer_id,
+            e.epoch,
+            e.last_sequence,
+            e.last_offset,
+            e.offset_delta,
+            e.timestamp_ms,
+            e.coordinator_epoch,
+            e.current_txn_first_offset,
+        )
+        for e in entries
+    )
+    return _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + body
+
+
+class SnapshotFormatError(ValueError):
+    """Bytes that are not a producer snapshot Kafka's reader would accept."""
+
+
+def parse_snapshot(data: bytes) -> list[SnapshotEntry]:
+    """The entries of a snapshot file; :class:`SnapshotFormatError` as Kafka's reader refuses it (version, CRC,
+    size)."""
+    if len(data) < _SNAPSHOT_HEAD.size + _SNAPSHOT_COUNT.size:
+        raise SnapshotFormatError(f"a producer snapshot has at least 10 bytes, got {len(data)}")
+    version, crc = _SNAPSHOT_HEAD.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise SnapshotFormatError(f"unknown producer snapshot version {version}")
+    body = data[_SNAPSHOT_HEAD.size :]
+    if crc32c(body) != crc:
+        raise SnapshotFormatError("the producer snapshot's CRC does not match its contents")
+    (count,) = _SNAPSHOT_COUNT.unpack_from(body, 0)
+    if count < 0 or len(body) != _SNAPSHOT_COUNT.size + count * _SNAPSHOT_ENTRY.size:
+        raise SnapshotFormatError(f"{count} producer entries do not fill {len(body)} bytes")
+    return [SnapshotEntry(*fields) for fields in _SNAPSHOT_ENTRY.iter_unpack(body[_SNAPSHOT_COUNT.size :])]

@@ -2,10 +2,13 @@
 
 Copy (leader only, topic ENABLED): for each closed local segment above the highest copied offset, in order:
 RLMM COPY_SEGMENT_STARTED at the topic's current tiered epoch (the store's fence refuses it if the epoch moved),
-upload ``.log``, ``.indexes``, ``.rsm-manifest``, then RLMM COPY_SEGMENT_FINISHED (fenced again). A copy
+upload ``.log``, ``.indexes``, ``.rsm-manifest`` in Aiven's format (:meth:`S3RemoteStorage.copy_segment`: the five
+indexes are the segment's offset and time indexes, the producer snapshot at its end and the leader-epoch cache cut
+at its end, from the local log; the manifest's segment metadata is the RLMM entry's, with the segment's own leader
+epochs), then RLMM COPY_SEGMENT_FINISHED with the custom metadata the upload returned (fenced again). A copy
 refused at start uploads nothing. A copy that fails, or whose finish is refused because the topic was disabled
 meanwhile (a zombie upload), has its objects deleted and its RLMM entry moved to DELETE_SEGMENT_FINISHED, so
-nothing of it stays behind or is ever served (DESIGN §4 invariant 3). The same holds when the copy's topic is
+nothing of it stays behind or is ever served (ARCHITECTURE §4 invariant 3). The same holds when the copy's topic is
 deleted meanwhile: its finish is refused (the store's fence: the topic id is gone; the RLMM's: the partition is
 marked for deletion), and if the partition's deletion already deleted the segment (its objects may have been
 uploaded after that), the copier deletes the objects it uploaded itself, with no journal entry left to write.
@@ -21,17 +24,19 @@ topic has finished or been cleaned up.
 
 Reads (KIP-405's RemoteLogReader, for Fetch and ListOffsets): offsets at or above the local log start offset come
 from the local log; offsets from the log start offset up to there come from the live remote segment that holds
-them, as the same record batches the local log held (ranged GETs positioned by the segment's offset index, about
-``max_bytes`` at a time); anything below the log start offset is OFFSET_OUT_OF_RANGE. A timestamp lookup searches
-the live remote segments (by their max timestamps) before the local log, so it finds the first record at or after
-the timestamp in either tier.
+them, as the same record batches the local log held, read by ranges (:mod:`remote_storage.remote_segments`: the
+manifest once, then only the chunks that hold the bytes, through the chunk cache), positioned by the segment's
+remote offset index, about ``max_bytes`` at a time; anything below the log start offset is OFFSET_OUT_OF_RANGE. A
+timestamp lookup searches the live remote segments (by their max timestamps) before the local log, each from where
+its remote time index says (a segment of the landed format, without one, from its start), so it finds the first
+record at or after the timestamp in either tier reading about an index interval per segment.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -39,12 +44,13 @@ from orchestrator import crash_points
 from orchestrator.broker.local_log import PartitionLog, SegmentInfo
 from orchestrator.broker.log_reads import (
     Record,
-    first_at_or_after,
+    find_timestamp,
     index_entries,
-    max_timestamp,
     position_before,
     read_batches,
     records_from,
+    time_index_entries,
+    timestamp_search_position,
 )
 from orchestrator.errors import (
     InvalidRequest,
@@ -56,14 +62,16 @@ from orchestrator.errors import (
 )
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
-from orchestrator.metadata.records import SegmentState, TieredState
+from orchestrator.metadata.records import TieredState
 from orchestrator.metadata.topic_configs import int_or_default
 from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry
 from policies.retention_executor import execute_expiry_plan
 from remote_storage.deletion import DeleteResult, delete_segments
-from remote_storage.keys import Suffix, build_key, segment_keys, topic_prefix
+from remote_storage.remote_segments import RemoteSegmentReader
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 from remote_storage.s3 import S3RemoteStorage
+from remote_storage.segment_format.kafka_metadata import RemoteLogSegmentMetadata
+from remote_storage.segment_format.segment_indexes import IndexType, SegmentIndexFiles
 
 log = structlog.get_logger(__name__)
 
@@ -103,9 +111,11 @@ class RemoteLogManager:
         logs: Mapping[PartitionKey, PartitionLog],
         image: Callable[[], MetadataImage],
         now_ms: Callable[[], int],
+        reader: RemoteSegmentReader | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.rsm = rsm
+        self.reader = reader if reader is not None else RemoteSegmentReader(rsm)
         self.rlmm = rlmm
         self._logs = logs
         self._image = image
@@ -177,6 +187,8 @@ class RemoteLogManager:
                 del self._copy_lag[key]
 
     def _copy_segment(self, topic: TopicImage, partition: int, seg: SegmentInfo) -> bool:
+        plog = self._logs[(topic.topic_id, partition)]
+        epochs = tuple((e.epoch, e.start_offset) for e in plog.segment_leader_epochs(seg.base_offset, seg.end_offset))
         remote = RemoteSegment(
             topic=topic.name,
             topic_id=topic.topic_id,
@@ -188,34 +200,25 @@ class RemoteLogManager:
             size_bytes=seg.size_bytes,
             tiered_epoch=topic.tiered_epoch,
             broker_id=self.broker_id,
+            leader_epoch=epochs[0][0] if epochs else 0,
+            leader_epochs=epochs,
         )
         try:
-            self.rlmm.copy_started(remote, now_ms=self._now_ms())
+            remote = self.rlmm.copy_started(remote, now_ms=self._now_ms())
         except StaleTieredEpoch as exc:
             log.info("rlm.copy_refused", topic_id=str(topic.topic_id), partition=partition, reason=str(exc))
             return False
-        manifest = {
-            "topic": topic.name,
-            "topicId": str(topic.topic_id),
-            "partition": partition,
-            "segmentId": str(remote.segment_id),
-            "startOffset": seg.base_offset,
-            "endOffset": seg.end_offset,
-            "maxTimestampMs": seg.max_timestamp_ms,
-            "segmentSizeInBytes": seg.size_bytes,
-            "brokerId": self.broker_id,
-        }
         try:
-            self.rsm.copy_segment(
+            uploaded = self.rsm.copy_segment(
                 remote.key,
                 log_file=seg.log_path,
-                indexes=seg.index_path.read_bytes(),
-                manifest=manifest,
+                index_files=self._index_files(plog, seg),
+                metadata=_segment_metadata(remote),
                 tiered_epoch=topic.tiered_epoch,
             )
+            remote = replace(remote, custom_metadata=uploaded.custom_metadata)
             crash_points.reached("broker.after_upload_before_rlmm")
-            finished = SegmentState.COPY_SEGMENT_FINISHED
-            self.rlmm.transition([remote], finished, broker_id=self.broker_id, now_ms=self._now_ms())
+            self.rlmm.copy_finished(remote, broker_id=self.broker_id, now_ms=self._now_ms())
         except (
             StaleTieredEpoch,
             InvalidRequest,  # the segment was deleted under the copy (it cannot go back to COPY_SEGMENT_FINISHED)
@@ -233,6 +236,18 @@ class RemoteLogManager:
         log.info("rlm.segment_copied", **where, **offsets, tiered_epoch=topic.tiered_epoch)
         return True
 
+    @staticmethod
+    def _index_files(plog: PartitionLog, seg: SegmentInfo) -> SegmentIndexFiles:
+        """The five indexes of a closed local segment, as a RemoteStorageManager uploads them (no transaction index:
+        we serve no transactions, and Aiven writes an absent one as ``"transaction": null``)."""
+        return SegmentIndexFiles(
+            offset=seg.index_path.read_bytes(),
+            timestamp=seg.time_index_path.read_bytes(),
+            producer_snapshot=seg.producer_snapshot_path.read_bytes(),
+            leader_epoch=plog.leader_epoch_checkpoint(seg.end_offset),
+            transaction=None,
+        )
+
     def _clean_up(self, remote: RemoteSegment) -> None:
         self.rlmm.refresh()
         current = next(
@@ -242,8 +257,8 @@ class RemoteLogManager:
         if current is not None and current.deleted:
             # Deleted in the RLMM already (its topic's deletion got there first): only the objects this copy may
             # have uploaded since are left, and there is no journal entry to write for them.
-            keys = list(segment_keys(self.rsm.prefix, remote.key).values())
-            within = topic_prefix(self.rsm.prefix, remote.topic, remote.topic_id)
+            keys = list(remote.object_keys(self.rsm.prefix).values())
+            within = remote.objects_topic_prefix(self.rsm.prefix)
             try:
                 outcome = self.rsm.delete_keys(keys, within_prefix=within)
             except (RemoteStorageError, MissingCredentialsError) as exc:
@@ -371,13 +386,12 @@ class RemoteLogManager:
 
     def _read_remote(self, seg: RemoteSegment, offset: int, max_bytes: int) -> bytes:
         try:
-            index = self.rsm.fetch(build_key(self.rsm.prefix, seg.key, Suffix.INDEXES))
+            index = self.reader.index(seg, IndexType.OFFSET) or b""
         except RemoteStorageError:
             index = b""  # read from the segment's start: slower, still right
-        log_key = build_key(self.rsm.prefix, seg.key, Suffix.LOG)
 
         def ranged(position: int, length: int) -> bytes:
-            return self.rsm.fetch(log_key, start=position, end=position + length - 1)
+            return self.reader.read(seg, position, length)
 
         position = position_before(index_entries(index, seg.start_offset), offset)
         return read_batches(ranged, position, seg.size_bytes, offset, max_bytes)
@@ -398,8 +412,21 @@ class RemoteLogManager:
         self.rlmm.refresh()
         return max((seg.end_offset for seg in self.rlmm.live_segments(topic_id, partition)), default=-1)
 
-    def _remote_log(self, seg: RemoteSegment) -> bytes:
-        return self.rsm.fetch(build_key(self.rsm.prefix, seg.key, Suffix.LOG))
+    def _remote_offset_for_timestamp(self, seg: RemoteSegment, timestamp_ms: int) -> tuple[int, int] | None:
+        """The first record of a remote segment whose timestamp is at least ``timestamp_ms``, searched from where the
+        segment's remote time index says (from its start without one)."""
+        position = 0
+        time_index = self.reader.index(seg, IndexType.TIMESTAMP)
+        if time_index:
+            offsets = index_entries(self.reader.index(seg, IndexType.OFFSET) or b"", seg.start_offset)
+            position = timestamp_search_position(
+                time_index_entries(time_index, seg.start_offset), offsets, timestamp_ms
+            )
+
+        def ranged(at: int, length: int) -> bytes:
+            return self.reader.read(seg, at, length)
+
+        return find_timestamp(ranged, position, seg.size_bytes, timestamp_ms)
 
     def offset_for_timestamp(self, topic_id: Uuid, partition: int, timestamp_ms: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record at or above the log start offset whose timestamp is at least
@@ -407,7 +434,7 @@ class RemoteLogManager:
         plog = self._logs[(topic_id, partition)]
         for seg in self._remote_below_local(topic_id, partition):
             if seg.max_timestamp_ms >= timestamp_ms:
-                found = first_at_or_after(self._remote_log(seg), timestamp_ms)
+                found = self._remote_offset_for_timestamp(seg, timestamp_ms)
                 if found is not None and found[0] >= plog.log_start_offset:
                     return found
         return plog.offset_for_timestamp(timestamp_ms)
@@ -420,4 +447,20 @@ class RemoteLogManager:
         best = max(remote, key=lambda seg: seg.max_timestamp_ms, default=None)
         if best is None or (local is not None and local[1] > best.max_timestamp_ms):
             return local
-        return max_timestamp(self._remote_log(best)) or local
+        return self._remote_offset_for_timestamp(best, best.max_timestamp_ms) or local
+
+
+def _segment_metadata(seg: RemoteSegment) -> RemoteLogSegmentMetadata:
+    """Kafka's RemoteLogSegmentMetadata of a copy, as the manifest carries it: the RLMM entry's."""
+    return RemoteLogSegmentMetadata(
+        topic_id=seg.topic_id,
+        topic=seg.topic,
+        partition=seg.partition,
+        segment_id=seg.segment_id,
+        start_offset=seg.start_offset,
+        end_offset=seg.end_offset,
+        max_timestamp_ms=seg.max_timestamp_ms,
+        broker_id=seg.broker_id,
+        event_timestamp_ms=seg.event_timestamp_ms,
+        segment_leader_epochs=seg.epochs,
+    )

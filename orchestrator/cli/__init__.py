@@ -1,4 +1,4 @@
-"""``tieredctl``: the ops CLI (DESIGN §8), one module per noun.
+"""``tieredctl``: the ops CLI (ARCHITECTURE §8), one module per noun.
 
 - ``root``: the ``tieredctl`` group (``--output``, ``--bootstrap-server``), the table of nouns loaded lazily, error
   translation and :func:`main`, the console script;

@@ -24,6 +24,7 @@ from orchestrator.cli.progress import progress_bar
 from orchestrator.local.state import DEFAULT_PREFIX, LocalClusterState
 from remote_storage.inventory import build_inventory
 from remote_storage.s3 import make_s3_client
+from remote_storage.scan.sources import ObjectStoreAccess
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -83,12 +84,27 @@ class BucketTarget:
             endpoint_url=self.s3_endpoint, access_key_id=access_key_id, secret_access_key=secret_access_key
         )
 
+    def executor_access(self, client: S3Client) -> ObjectStoreAccess:
+        """How the scan's executors reach the bucket: the local cluster's key pair for its embedded S3, else the
+        driver's credentials when they are static (:meth:`ObjectStoreAccess.of_client`)."""
+        if self._credentials is None:
+            return ObjectStoreAccess.of_client(client)
+        access_key_id, secret_access_key = self._credentials
+        region = client.meta.region_name or "us-east-1"
+        return ObjectStoreAccess(self.s3_endpoint, region, access_key_id, secret_access_key)
+
 
 def list_into_inventory(
-    output: Output, target: BucketTarget, *, dest: str, fmt: InventoryFormat, rows_per_file: int
+    output: Output,
+    target: BucketTarget,
+    *,
+    dest: str,
+    fmt: InventoryFormat,
+    rows_per_file: int,
+    also_prefixes: tuple[str, ...] = (),
 ) -> str:
-    """List the bucket under the prefix into an inventory at ``dest``, counting objects on a transient bar;
-    return the manifest's location."""
+    """List the bucket under the prefix (and ``also_prefixes``) into an inventory at ``dest``, counting objects on a
+    transient bar; return the manifest's location."""
     client = target.client()
     listing = TextColumn(f"listing s3://{target.bucket}/{target.prefix}")
     columns = (listing, TextColumn("{task.completed:,} objects"), TimeElapsedColumn())
@@ -108,4 +124,5 @@ def list_into_inventory(
             now_ms=now_ms,
             rows_per_file=rows_per_file,
             progress=progress,
+            also_prefixes=also_prefixes,
         )

@@ -5,7 +5,7 @@ Output` serialises it (``json.dumps(data, indent=2, default=str)``), never throu
 means the view puts nothing on stdout in JSON: the records ``topic consume`` reads (their totals come as one
 document at the end), and the note that a scan is over its threshold (the exit status and ``summary["alert"]`` say
 it). A :class:`JsonLine` is one document of a stream, printed compact on one line (JSON Lines): each record
-``rlmm dump`` reads, as it reads it. The keys are a contract (DESIGN §8, the README): add, never rename.
+``rlmm dump`` reads, as it reads it. The keys are a contract (ARCHITECTURE §8, the README): add, never rename.
 """
 
 from __future__ import annotations

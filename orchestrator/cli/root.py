@@ -46,7 +46,7 @@ COMMANDS: Mapping[str, str] = {
 
 
 class RequestFailed(click.ClickException):
-    """A tieredctl error, printed with its own name and hint: exit status 1 (DESIGN §8)."""
+    """A tieredctl error, printed with its own name and hint: exit status 1 (ARCHITECTURE §8)."""
 
     exit_code = 1
 

@@ -19,9 +19,10 @@ from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.views import ScanOverThreshold, ScanSummary
 from orchestrator.metadata.open import parse_store_spec
+from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.report import render_text, write_html_report
-from remote_storage.scan.run import export_store
+from remote_storage.scan.run import export_store, recorded_prefixes
 from remote_storage.scan.run import scan as run_scan
 from remote_storage.scan.summary import load_summary
 
@@ -65,6 +66,13 @@ def scan() -> None:
     type=click.IntRange(0, None),
     help="exit 3 when the anomalies exceed this",
 )
+@click.option(
+    "--max-manifest-reads",
+    default=c.DEFAULT_MAX_MANIFEST_READS,
+    show_default=True,
+    type=click.IntRange(0, None),
+    help="segment manifests the size check may read (one GET each); more stops the scan; 0: judge sizes by the RLMM",
+)
 @click.option("--spark-master", default=None, help="default: local[2]")
 @click.option("--driver-memory", default=None, help="default: 4g (local mode)")
 @click.pass_obj
@@ -80,6 +88,7 @@ def scan_run(
     metadata_store: str | None,
     grace_ms: int,
     max_anomalies: int,
+    max_manifest_reads: int,
     spark_master: str | None,
     driver_memory: str | None,
 ) -> None:
@@ -105,19 +114,31 @@ def scan_run(
         password_file = target.store_password_file if metadata_store is None else None
         export_dir = export_store(store, out_dir, password_file=password_file)
     if inventory_uri is None:
-        step(f"building an inventory of s3://{target.bucket}/{target.prefix}")
+        # Segments may record other prefixes (Aiven's custom metadata): the inventory lists those too.
+        also = recorded_prefixes(export_dir, target.prefix)
+        listed = ", ".join(f"s3://{target.bucket}/{p}" for p in (target.prefix, *also))
+        step(f"building an inventory of {listed}")
         dest = str(out_dir / "inventory")
         inventory_uri = list_into_inventory(
-            out, target, dest=dest, fmt="parquet", rows_per_file=SCAN_INVENTORY_ROWS_PER_FILE
+            out, target, dest=dest, fmt="parquet", rows_per_file=SCAN_INVENTORY_ROWS_PER_FILE, also_prefixes=also
         )
-    client = target.client() if inventory_uri.startswith("s3://") else None
-    settings = ScanSettings(prefix=target.prefix, grace_ms=grace_ms, max_anomalies=max_anomalies)
+    # The bucket's client: for an s3:// inventory's files and for the segment manifests the size check reads.
+    client = target.client()
+    access = target.executor_access(client)
+    settings = ScanSettings(
+        prefix=target.prefix,
+        grace_ms=grace_ms,
+        max_anomalies=max_anomalies,
+        max_manifest_reads=max_manifest_reads,
+    )
     outcome = run_scan(
         inventory_uri=inventory_uri,
         export_dir=export_dir,
         out_dir=out_dir,
         settings=settings,
         s3_client=client,
+        object_store=access,
+        manifest_access=access,
         spark_master=spark_master,
         driver_memory=driver_memory,
         progress=step,

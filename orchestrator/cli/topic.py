@@ -131,10 +131,14 @@ def topic_produce(obj: Ctx, name: str, records: int, record_size: int, batch: in
                 p = parts[i % len(parts)]
                 values = [f"{name}-{sent + k}:".encode().ljust(record_size, b".")[:record_size] for k in range(n)]
                 in_flight[:] = [(p, n)]
-                first, last = await c.produce(name, values, partition=p)
+
+                def count(base: int, written: int, p: int = p) -> None:  # each batch the leader acknowledged
+                    lo, _, before = acked.get(p, (base, base, 0))
+                    acked[p] = (lo, base + written - 1, before + written)
+                    in_flight[:] = [(p, in_flight[0][1] - written)] if in_flight and in_flight[0][1] > written else []
+
+                await c.produce(name, values, partition=p, on_ack=count)
                 in_flight.clear()
-                lo, _, before = acked.get(p, (first, last, 0))
-                acked[p] = (lo, last, before + n)
                 sent += n
                 i += 1
                 bar.update(task, completed=sent)

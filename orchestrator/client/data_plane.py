@@ -151,12 +151,19 @@ class DataPlane(ClientSession):
         raise NotLeaderOrFollower(f"no reachable leader for {name}-{partition} after {attempts} attempts")
 
     async def produce(
-        self, name: str, values: Sequence[bytes], *, partition: int = 0, key: bytes | None = None
+        self,
+        name: str,
+        values: Sequence[bytes],
+        *,
+        partition: int = 0,
+        key: bytes | None = None,
+        on_ack: Callable[[int, int], None] | None = None,
     ) -> tuple[int, int]:
         """Append ``values`` in order (acks=all), as record batches of at most ``max_batch_bytes`` of values (at
         least one record each; one Produce per batch, as Kafka allows one batch per partition per request); returns
         the offsets of the first and last. If a batch fails after others were acknowledged, the error says how many
-        records were written and where."""
+        records were written and where. ``on_ack(base_offset, records)`` is called for each acknowledged batch as
+        its answer arrives, so a caller can account for every acknowledged record even when a later batch fails."""
         first: int | None = None
         done = 0
         for chunk in _batches(values, self.max_batch_bytes):
@@ -171,6 +178,8 @@ class DataPlane(ClientSession):
                 ) from exc
             first = base if first is None else first
             done += len(chunk)
+            if on_ack is not None:
+                on_ack(base, len(chunk))
         assert first is not None, "values must not be empty"
         return first, first + done - 1
 

@@ -15,5 +15,5 @@ Layers, top to bottom (declared as the ``controller-layers`` import-linter contr
 * ``state``: the image, the disablement queue and the one way to write (appends fenced by the controller epoch);
 * ``partitions``: partition records, placement and leadership (pure);
 * ``disablement_queue`` | ``deletion_queue``: the two policies of the retry queue: who owes the work, when it is done;
-* ``tiering`` | ``retry_queue``: DESIGN §4's per-topic state machine and the retry queue's machine (pure).
+* ``tiering`` | ``retry_queue``: ARCHITECTURE §4's per-topic state machine and the retry queue's machine (pure).
 """

@@ -21,7 +21,7 @@ This module is a facade: it builds the state and the three parts that act on it,
   out and in, rebuilt from the RLMM at every start.
 * ``internal_topics.py``: the ``__remote_log_metadata`` topic, created when missing.
 
-Below them, pure: ``partitions.py`` (partition records, placement, leadership), ``tiering.py`` (DESIGN §4's state
+Below them, pure: ``partitions.py`` (partition records, placement, leadership), ``tiering.py`` (ARCHITECTURE §4's state
 machine), and the retry queue (``retry_queue.py``) with its two policies, ``disablement_queue.py`` (the disablement
 queue) and ``deletion_queue.py`` (the remote deletion queue). The reads
 (Metadata, DescribeConfigs) and the response shaping are shared with every node (:mod:`orchestrator.admin_api`).

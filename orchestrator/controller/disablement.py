@@ -12,9 +12,9 @@ this module applies it to the :class:`ControllerState`.
 Invariants:
 * DISABLED for (topic, epoch E) is appended only when the queue says every required broker acknowledged E for its
   current duty, and only while the image says DISABLING at E, so it is appended at most once: after the append the
-  image says DISABLED and the topic leaves the queue (DESIGN §4 invariants 2 and 7).
-* DISABLED(delete) means the remote data is gone, whoever led it (DESIGN §4 invariant 4): leaderless partitions are
-  assigned to live brokers by the queue and named in their requests (``assigned_partitions``), and before the
+  image says DISABLED and the topic leaves the queue (ARCHITECTURE §4 invariants 2 and 7).
+* DISABLED(delete) means the remote data is gone, whoever led it (ARCHITECTURE §4 invariant 4): leaderless partitions
+  are assigned to live brokers by the queue and named in their requests (``assigned_partitions``), and before the
   append the controller's RLMM (the shared store, folded here) must hold no segment of the topic id that is not
   DELETE_SEGMENT_FINISHED. Otherwise the topic stays DISABLING, the brokers answerable for the partitions left are
   asked again (:func:`disablement_queue.reopen`), and ``disable.remote_data_owed`` is logged (once per topic, epoch

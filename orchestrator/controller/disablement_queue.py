@@ -7,7 +7,7 @@ says who owes the work and when it is done. Every function takes the queue (and 
 randomness is needed) and returns a new queue; the controller core feeds it images and replies and sends the
 requests :func:`retry_queue.due` hands out (as DisableRemoteTopic).
 
-Who must acknowledge (DESIGN §4): every *registered* broker that hosts a replica of the topic, and every broker
+Who must acknowledge (ARCHITECTURE §4): every *registered* broker that hosts a replica of the topic, and every broker
 assigned a leaderless partition (below). A broker's duty is the set of partitions it hosts, the set it leads and
 the set it is assigned. An acknowledgement covers the duty the broker had *when the
 request was sent* (the broker handles a request with an image at least that new), and a broker whose duty grows

@@ -7,7 +7,7 @@ standby takes it at controller epoch + 1. The active controller renews every ttl
 (the store busy, e.g. a lock timeout behind a paused writer) is retried every ttl/10 for as long as the last good
 renewal leaves a third of the TTL; a renewal refused (StaleControllerEpoch), or none by then, means the lease can no
 longer be trusted: :meth:`LeaseElection.renew` says so, and the controller steps down at once (every append of a
-deposed controller is refused by the store anyway: DESIGN §4 invariant 6).
+deposed controller is refused by the store anyway: ARCHITECTURE §4 invariant 6).
 
 Invariants:
 * The lease has its own store connection and thread: a renewal never waits behind a long burst of core work, or a

@@ -9,8 +9,8 @@ round-robin cursor) and returns the records to append, or raises a typed Kafka e
 * Leaving (fencing: session timeout, WantFence/WantShutDown, a new incarnation, unregistration) removes the broker
   from every ISR (KRaft keeps the last member, leaderless) and moves each partition it leads to the first live
   in-ISR replica in replica order, or to -1.
-* Rejoining (unfencing): local data is not replicated between brokers (DESIGN §2), so an unfenced broker is put back
-  in the ISR of its partitions, takes the leadership of leaderless ones and, with ``rebalance``, of those it is the
+* Rejoining (unfencing): local data is not replicated between brokers (ARCHITECTURE §2), so an unfenced broker is put
+  back in the ISR of its partitions, takes the leadership of leaderless ones and, with ``rebalance``, of those it is the
   preferred (first) replica of: that is where its data is.
 * A PartitionChangeRecord is written only for a partition that changes, and names only what changes.
 * A new topic is its TopicRecord, one PartitionRecord per partition, then the records of its configs and tiered

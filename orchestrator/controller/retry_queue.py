@@ -11,7 +11,7 @@ queue; nothing here reads a clock, sleeps, or does I/O. A driver feeds it and se
 Invariants:
 * In flight: at most one request per (job, broker), numbered by ``attempt``. A reply for another attempt than the
   one in flight (a late reply to a request :func:`expire` gave up on and that was sent again), or for a pair with
-  nothing in flight (a duplicate), changes nothing (DESIGN §4 invariant 7).
+  nothing in flight (a duplicate), changes nothing (ARCHITECTURE §4 invariant 7).
 * A request covers the duty the broker had when it was sent (``sent_duty``). If the duty changes while the request
   is in flight (:func:`owe` sees every change), its answer cannot speak for the new duty: its "done" is not credited,
   and the broker is asked again as soon as it answers.

@@ -8,7 +8,7 @@ do the work and runs their lifecycle:
   never replays the whole log), rebuilds every DISABLING topic's queue and re-sends DisableRemoteTopic to every
   required broker (KIP-950 failure modes). An active controller whose lease can no longer be trusted steps down
   at once: it stops sending and drops its core (every append of a deposed controller is refused by the store
-  anyway: DESIGN §4 invariant 6).
+  anyway: ARCHITECTURE §4 invariant 6).
 * ``sender.py``: while active, every request the core's queues make due goes out to the brokers.
 * ``snapshot_loop.py``: while active, snapshots of the core's image.
 

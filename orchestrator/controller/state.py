@@ -9,7 +9,7 @@ thread-safe: one task uses it.
 Invariants:
 * Every write is :meth:`ControllerState.append`, i.e. ``store.append(..., controller_epoch=controller_epoch)``; a
   deposed controller's write raises :class:`StaleControllerEpoch`, which is logged as ``controller.deposed`` and
-  propagates (never turned into a per-topic error code) so that the driver steps down (DESIGN §4 invariant 6).
+  propagates (never turned into a per-topic error code) so that the driver steps down (ARCHITECTURE §4 invariant 6).
 * The queue sees every image: :meth:`refresh` reconciles it with each newer image, and :meth:`append` refreshes
   after writing (this controller is the only writer, so no image is skipped). The queue relies on this to tell
   a broker whose duty changed while its request was in flight.

@@ -1,4 +1,4 @@
-"""The per-topic tiering state machine of DESIGN §4: config changes in, records to append (or a typed error) out.
+"""The per-topic tiering state machine of ARCHITECTURE §4: config changes in, records to append (or a typed error) out.
 
 Pure: :func:`plan` reads a topic's image and its configs, never the store or a clock, and returns the records
 the controller appends in ONE batch (the ConfigRecords of the request, then at most one TieredStateRecord), so

@@ -9,7 +9,7 @@ Invariants kept by replay:
 * ``topics`` and ``topics_by_name`` always agree; a RemoveTopicRecord removes a topic, its partitions, its
   configs and its tiered state together (KIP-516: a re-created topic with the same name is a new topic id).
 * ``tiered_epoch`` of a topic only grows: a TieredStateRecord with a lower epoch than the image's is refused
-  (:class:`StaleTieredEpoch`), so a replayed log that violates DESIGN §4 invariant 1 is caught, not hidden.
+  (:class:`StaleTieredEpoch`), so a replayed log that violates ARCHITECTURE §4 invariant 1 is caught, not hidden.
 * Records are applied in offset order; ``offset`` is the last applied offset (-1 for the empty image).
 * The image keeps the history the log would otherwise be needed for, so that deleting old records behind a
   snapshot loses nothing a reader needs: ``tiered_history`` holds every tiered-state change of every topic id

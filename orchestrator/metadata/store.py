@@ -1,6 +1,6 @@
 """The metadata store: the interface every backend implements, and the pure rules they share.
 
-The store is the single source of truth (DESIGN §2). It holds three things:
+The store is the single source of truth (ARCHITECTURE §2). It holds three things:
 
 * the **cluster metadata log**: records with dense offsets starting at 0, each stored as its encoded bytes plus
   a CRC-32 of those bytes, and **snapshots** (the image as records at an offset; replay = the latest snapshot
@@ -13,7 +13,7 @@ Invariants every backend keeps (the contract suite ``tests/orchestrator/metadata
 
 1. Offsets are dense and start at 0; an ``append`` is all or nothing: every record of the call is written, or
    none (a record that does not encode, a stale epoch or a fence refusal writes nothing).
-2. Fencing by controller epoch (DESIGN §4 invariant 6): ``append`` and ``save_snapshot`` are refused with
+2. Fencing by controller epoch (ARCHITECTURE §4 invariant 6): ``append`` and ``save_snapshot`` are refused with
    :class:`StaleControllerEpoch` unless the epoch is the one of the lease currently held. The check and the
    write happen in one transaction, so a deposed controller can change nothing, even mid-flight.
 3. The controller epoch names a *tenure*: it grows by exactly 1 each time the lease is acquired by a holder
@@ -22,13 +22,13 @@ Invariants every backend keeps (the contract suite ``tests/orchestrator/metadata
    renewing or re-acquiring: that is safe because writes are fenced by epoch and no other writer ever had
    it. Expiry is judged against the caller's ``now_ms``; processes sharing a store pass wall-clock time.
    Holder names must be unique per process (e.g. include the pid or a random id).
-4. The RLMM fence (DESIGN §4 invariant 3): a record that reports a copy (``COPY_SEGMENT_STARTED`` or
+4. The RLMM fence (ARCHITECTURE §4 invariant 3): a record that reports a copy (``COPY_SEGMENT_STARTED`` or
    ``COPY_SEGMENT_FINISHED``) is accepted only if the topic's tiered state, as last written to the metadata log
    by a ``TieredStateRecord`` (and forgotten by ``RemoveTopicRecord``), is ENABLED at exactly the record's
    ``tiered_epoch``. Otherwise the whole batch is refused with :class:`StaleTieredEpoch`. ``DELETE_*`` updates
    and partition-delete records are always accepted: deleting must never be blocked by a disablement.
    The fence state is updated in the same transaction as the metadata-log append that changes it.
-5. ``tiered_epoch`` only grows (DESIGN §4 invariant 1): an append carrying a ``TieredStateRecord`` below the
+5. ``tiered_epoch`` only grows (ARCHITECTURE §4 invariant 1): an append carrying a ``TieredStateRecord`` below the
    topic's current epoch is refused with :class:`StaleTieredEpoch`, so the log always replays (the image
    refuses such a record too).
 6. Every read verifies each record's checksum and raises :class:`MetadataLogCorrupt` naming the offset on a
@@ -154,8 +154,9 @@ class RecoveryReport:
 
 
 class MetadataStore(Protocol):
-    """The store interface (DESIGN §2). Backends: the SQL core (:class:`~orchestrator.metadata.sql.SqlMetadataStore`)
-    on SQLite and on PostgreSQL, and the in-memory fake (:class:`InMemoryMetadataStore`).
+    """The store interface (ARCHITECTURE §2). Backends: the SQL core
+    (:class:`~orchestrator.metadata.sql.SqlMetadataStore`) on SQLite and on PostgreSQL, and the in-memory fake
+    (:class:`InMemoryMetadataStore`).
 
     Offsets returned are the last offset written; ``end_offset()`` is the next offset to be written and
     ``start_offset()`` the first one still held (0 until a snapshot let older records go). ``save_snapshot``

@@ -9,7 +9,7 @@ never becomes a silently ignored setting.
 Error codes (what a client sees per resource):
 * an unknown key, or a value that does not parse or is out of range: INVALID_CONFIG (40) naming key and value;
 * the tiering keys (``remote.storage.enable``, ``remote.log.copy.disable``, ``remote.log.delete.on.disable``,
-  ``remote.log.disable.policy``) answer a bad value with INVALID_REQUEST (42), as KIP-950 and DESIGN §4 specify;
+  ``remote.log.disable.policy``) answer a bad value with INVALID_REQUEST (42), as KIP-950 and ARCHITECTURE §4 specify;
 * an operation code outside 0-3, a null value for SET/APPEND/SUBTRACT, APPEND/SUBTRACT on a key that is not a
   list, or the same key twice in one request: INVALID_REQUEST (42), as Kafka does.
 

@@ -16,7 +16,7 @@ The package in layers, each module importing only those above it in this list:
 Each module's docstring states the invariants it keeps. This module names the public API; import from here.
 """
 
-from remote_storage.inventory.builder import build_inventory, parquet_schema
+from remote_storage.inventory.builder import build_inventory, covering_prefixes, parquet_schema
 from remote_storage.inventory.location import split_s3_uri
 from remote_storage.inventory.manifest import DataFile, InventoryError, Manifest, parse_manifest
 from remote_storage.inventory.reader import (
@@ -48,6 +48,7 @@ __all__ = [
     "MalformedRows",
     "Manifest",
     "build_inventory",
+    "covering_prefixes",
     "parquet_schema",
     "parse_manifest",
     "read_inventory",

@@ -8,6 +8,8 @@ Invariants:
 * :func:`build_inventory` lists the bucket page by page and writes at most ``rows_per_file`` rows per data file,
   so its memory is flat in the number of objects; the manifest is written last, so a present manifest means every
   data file it lists was written.
+* Several prefixes (the scanned one and those segments record in their custom metadata) are listed one after the
+  other, each object once: a prefix under another one listed is not listed again (:func:`covering_prefixes`).
 * A data file is written with the columns of :data:`~.manifest.CSV_SCHEMA` (CSV: gzip, no header, keys encoded as
   :mod:`.reader` decodes them) or :func:`parquet_schema`; its size and MD5 in the manifest are those of the bytes
   written.
@@ -28,7 +30,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -61,12 +63,26 @@ log = structlog.get_logger(__name__)
 DEFAULT_ROWS_PER_FILE = 1_000_000
 
 
-def _list_bucket(client: S3Client, bucket: str, prefix: str, *, sleep: Callable[[float], None]) -> Iterator[ObjectInfo]:
-    """Every object under ``prefix``, page by page through the storage layer's retried listing."""
-    try:
-        yield from S3RemoteStorage(client=client, bucket=bucket, sleep=sleep).list_objects(prefix)
-    except RemoteStorageError as exc:  # missing credentials go through as they are, with their own hint
-        raise InventoryError(f"listing s3://{bucket}/{prefix} failed: {exc.message}") from exc
+def covering_prefixes(prefixes: Iterable[str]) -> list[str]:
+    """The prefixes to list so that every object under any of ``prefixes`` is listed exactly once: sorted, without
+    those under another one (``""`` covers them all)."""
+    kept: list[str] = []
+    for prefix in sorted(set(prefixes)):
+        if not any(prefix.startswith(k) for k in kept):
+            kept.append(prefix)
+    return kept
+
+
+def _list_bucket(
+    client: S3Client, bucket: str, prefixes: Iterable[str], *, sleep: Callable[[float], None]
+) -> Iterator[ObjectInfo]:
+    """Every object under ``prefixes``, page by page through the storage layer's retried listing."""
+    storage = S3RemoteStorage(client=client, bucket=bucket, sleep=sleep)
+    for prefix in covering_prefixes(prefixes):
+        try:
+            yield from storage.list_objects(prefix)
+        except RemoteStorageError as exc:  # missing credentials go through as they are, with their own hint
+            raise InventoryError(f"listing s3://{bucket}/{prefix} failed: {exc.message}") from exc
 
 
 def _iso(ms: int) -> str:
@@ -201,8 +217,10 @@ def build_inventory(
     dest_client: S3Client | None = None,
     progress: Callable[[int], None] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    also_prefixes: Iterable[str] = (),
 ) -> str:
-    """List ``bucket`` under ``prefix`` and write an inventory in the AWS format to ``dest``; return the manifest.
+    """List ``bucket`` under ``prefix`` (and ``also_prefixes``, each object once) and write an inventory in the AWS
+    format to ``dest``; return the manifest.
 
     ``dest`` is a local directory or ``s3://bucket/path/`` (written with ``dest_client``, default ``client``).
     ``now_ms`` becomes the manifest's ``creationTimestamp``; ``progress`` is called with the row count after each
@@ -223,7 +241,8 @@ def build_inventory(
             c.close()
             files.append(writer.put(writer.data_key(c.name), c.path))
 
-        for n, obj in enumerate(_list_bucket(client, bucket, prefix, sleep=sleep), start=1):
+        listed = [prefix, *also_prefixes]
+        for n, obj in enumerate(_list_bucket(client, bucket, listed, sleep=sleep), start=1):
             if chunk is None:
                 chunk = _Chunk(scratch, fmt, bucket)
             chunk.add(obj.key, obj.size, obj.last_modified_ms, obj.etag)
@@ -249,5 +268,15 @@ def build_inventory(
     data = json.dumps(manifest, indent=2).encode()
     writer.put_bytes(f"{writer.base}manifest.checksum", hashlib.md5(data, usedforsecurity=False).hexdigest().encode())
     where = writer.put_bytes(f"{writer.base}{MANIFEST_NAME}", data)
-    log.info("inventory.built", bucket=bucket, prefix=prefix, dest=where, rows=total, files=len(files), format=fmt)
+    listed_prefixes = covering_prefixes([prefix, *also_prefixes])
+    log.info(
+        "inventory.built",
+        bucket=bucket,
+        prefix=prefix,
+        prefixes=listed_prefixes,
+        dest=where,
+        rows=total,
+        files=len(files),
+        format=fmt,
+    )
     return where

@@ -10,7 +10,7 @@ Our layout (:data:`TOPIC_CONFIGS`, :data:`REPLICATION_FACTOR`):
 * ``segment.bytes`` and ``segment.ms`` at Kafka's defaults (1 GiB, 7 days), set on the topic: a Kafka broker's
   defaults give the topic those, while our brokers' own defaults are small (demo-sized segments that tier within
   seconds), which would cut a topic kept for ever into thousands of tiny segment files;
-* one replica per partition: our brokers do not replicate local data (DESIGN §2). Nothing is lost with it: every
+* one replica per partition: our brokers do not replicate local data (ARCHITECTURE §2). Nothing is lost with it: every
   partition's log is a function of the store's RLMM alone (``orchestrator/broker/rlmm_publisher.py``), so a leader
   rebuilds whatever its log lacks from the store.
 

@@ -40,7 +40,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-anomalies", type=int, default=0, help="alert (exit 3) above this many (default: 0)")
     p.add_argument("--spark-master", default=None, help="default: spark-submit's master, else local[2]")
     p.add_argument("--driver-memory", default=None, help="local mode only (default: 4g)")
-    p.add_argument("--s3-endpoint", default=None, help="for an s3:// inventory on MinIO, Ceph, moto")
+    p.add_argument("--s3-endpoint", default=None, help="the object store's endpoint: MinIO, Ceph, moto (default: AWS)")
+    p.add_argument(
+        "--max-manifest-reads",
+        type=int,
+        default=c.DEFAULT_MAX_MANIFEST_READS,
+        help="segment manifests the size check may read from the bucket, one GET each; more stops the scan; "
+        f"0: none, sizes judged by the RLMM alone (default: {c.DEFAULT_MAX_MANIFEST_READS:,})",
+    )
     return p
 
 
@@ -48,15 +55,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     configure_logging("cli", level=logging.INFO)
     try:
-        client = None
-        if args.inventory.startswith("s3://"):
-            client = make_s3_client(endpoint_url=args.s3_endpoint)
+        # The inventory's files (s3://) and the segment manifests the size check reads are in the object store.
+        client = make_s3_client(endpoint_url=args.s3_endpoint)
         export_dir = args.export or export_store(args.metadata_store, args.out)
         outcome = scan(
             inventory_uri=args.inventory,
             export_dir=export_dir,
             out_dir=args.out,
-            settings=ScanSettings(prefix=args.prefix, grace_ms=args.grace, max_anomalies=args.max_anomalies),
+            settings=ScanSettings(
+                prefix=args.prefix,
+                grace_ms=args.grace,
+                max_anomalies=args.max_anomalies,
+                max_manifest_reads=args.max_manifest_reads,
+            ),
             s3_client=client,
             spark_master=args.spark_master,
             driver_memory=args.driver_memory,

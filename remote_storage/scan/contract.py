@@ -1,9 +1,18 @@
 """What a scan decides and writes: the stable names and files every consumer (reclaim, report, alerts) relies on.
 
+**Where a segment's objects are.** By the layout, ``<prefix><topic>-<topicId>/<partition>/<offset:20>-<segmentId>
+.<suffix>`` under the scanned prefix; or, for a segment whose Aiven custom metadata (exported as ``object_prefix``
+and ``object_key``) records where it is, ``<recorded prefix, else the scanned prefix><recorded key, else the
+layout's main path>.<suffix>`` (:func:`remote_storage.segment_format.object_keys.segment_object_key`). A key that is
+such a recorded location is that segment's object whatever prefix it is under (topic, partition, offsets and ids
+come from the segment's row); if several segments record the same key, the one with the smallest (topic id, segment
+id) owns it. Every other key is parsed by the layout under the scanned prefix. ``object_prefix`` in
+``objects.parquet`` is the prefix the object was found under: the recorded one, or the scanned one.
+
 Every well-formed inventory row gets exactly one **category**, decided in this order (the first that applies):
 
 ==================  ==========================================================================================
-``outside_prefix``  the key is not under the scanned prefix (not tiered storage's; counted, never touched)
+``outside_prefix``  not a recorded location, and not under the scanned prefix (not tiered storage's; never touched)
 ``unparseable``     under the prefix but not ``<topic>-<topicId>/<partition>/<offset:20>-<segmentId>.<suffix>``
 ``unknown_topic``   the key's topic id was never in the metadata log
 ``deleted_topic``   the key's topic id was deleted (RemoveTopicRecord; KIP-516: a re-created name is a new id)
@@ -26,19 +35,43 @@ Retention follows :func:`policies.retention.plan_remote_expiry` with no log star
 ``max_timestamp_ms < now - retention_ms`` (when ``retention_ms >= 0``) or the partition's remaining bytes exceed
 ``retention_bytes`` (when ``>= 0``); the first survivor keeps every later segment.
 
-**Anomalies** (DESIGN §7), by type:
+**The size rule** (judged per segment: COPY_SEGMENT_FINISHED, of a known topic id that is neither deleted nor
+DISABLING/DISABLED with the ``delete`` policy, whose ``.log`` is in the inventory; with several ``.log`` objects,
+the one with the smallest key). A ``.log`` stored compressed or encrypted is not the segment's size, so what it must
+weigh comes from the format, the first of these that applies:
+
+1. the custom metadata's ``remote_size`` (Aiven's REMOTE_SIZE: the bytes uploaded for the ``.log``, ``.indexes``
+   and ``.rsm-manifest`` together): when all three are in the inventory, their sizes (every object of the
+   segment) must add up to it; with one missing, sizes are not judged (the object set's anomaly says it);
+2. the RLMM's ``size_bytes``: a ``.log`` of exactly that size is right (an untransformed segment);
+3. otherwise the manifest decides, so it must be read: with no ``.rsm-manifest`` in the inventory sizes are not
+   judged (``manifest_missing`` says it); with manifests not read (no access to the bucket, or
+   ``max_manifest_reads`` 0) the ``.log`` is a mismatch, as when only the RLMM was known; read
+   (:mod:`remote_storage.scan.manifest_reading`), an Aiven ``SegmentManifestV1`` says the ``.log`` must weigh its
+   chunk index's transformed size; a legacy manifest of ours (flat JSON with ``tieredEpoch``, no ``version``)
+   says the ``.log`` is raw, so it is a mismatch; an unreadable one is ``manifest_unreadable``; one gone since the
+   inventory was taken is not judged.
+
+The scan's executors read the manifests themselves, one GET per segment that reaches step 3 with its manifest in
+the inventory and nothing else: none for untransformed segments or segments with ``remote_size``, at most one per
+COPY_SEGMENT_FINISHED segment. More than ``max_manifest_reads`` of them stops the scan, saying so.
+
+**Anomalies** (ARCHITECTURE §7), by type:
 
 * object level (the ``anomaly`` column of ``objects.parquet``, at most one per object, in this order):
   ``unparseable_key``; ``delete_incomplete`` (an object of a DISABLED delete-policy topic, of a
   DELETE_SEGMENT_FINISHED segment, or of a DELETE_SEGMENT_STARTED segment whose delete began at least a grace
-  period ago); ``size_mismatch`` (the ``.log`` object of a COPY_SEGMENT_FINISHED segment whose size is not the
-  RLMM's ``size_bytes``).
-* segment level (COPY_SEGMENT_FINISHED segments of live topic ids): ``missing_objects`` (none of its three objects
-  is in the inventory), ``incomplete_object_set`` (one or two are), ``offset_gap`` / ``offset_overlap`` (against
-  the previous segment of the same partition and tiered epoch, in start-offset order: a gap when
-  ``start > previous end + 1``, an overlap when ``start <= previous end``).
+  period ago).
+* segment level (COPY_SEGMENT_FINISHED segments of live topic ids), the object set: ``missing_objects`` (none of its
+  three objects is in the inventory), ``manifest_missing`` (its ``.log`` is and its ``.rsm-manifest`` is not),
+  ``incomplete_object_set`` (one or two are, otherwise); the chain: ``offset_gap`` / ``offset_overlap`` (against the
+  previous segment of the same partition and tiered epoch, in start-offset order: a gap when
+  ``start > previous end + 1``, an overlap when ``start <= previous end``); the size rule: ``size_mismatch`` (the
+  row names the ``.log`` and its size) or ``manifest_unreadable`` (the row names the ``.rsm-manifest`` and its size).
 * segment level, any known topic id: ``stale_epoch_copy`` (a COPY_SEGMENT_STARTED or _FINISHED segment whose tiered
-  epoch is not one at which the topic was ENABLED, per the exported tiered-state history).
+  epoch is not one at which the topic was ENABLED, per the exported tiered-state history);
+  ``custom_metadata_unreadable`` (custom metadata recorded for the segment did not decode: its objects are looked
+  for by the layout and its size by rules 2 and 3).
 * inventory level: ``malformed_inventory_row`` (rows the inventory reader could not use, by reason).
 
 Invariants: category and anomaly names never change (they are columns, JSON keys and CLI arguments); every
@@ -99,6 +132,9 @@ OFFSET_GAP: Final = "offset_gap"
 OFFSET_OVERLAP: Final = "offset_overlap"
 STALE_EPOCH_COPY: Final = "stale_epoch_copy"
 DELETE_INCOMPLETE: Final = "delete_incomplete"
+MANIFEST_MISSING: Final = "manifest_missing"
+MANIFEST_UNREADABLE: Final = "manifest_unreadable"
+CUSTOM_METADATA_UNREADABLE: Final = "custom_metadata_unreadable"
 
 ANOMALY_TYPES: Final = (
     UNPARSEABLE_KEY,
@@ -110,13 +146,27 @@ ANOMALY_TYPES: Final = (
     OFFSET_OVERLAP,
     STALE_EPOCH_COPY,
     DELETE_INCOMPLETE,
+    MANIFEST_MISSING,
+    MANIFEST_UNREADABLE,
+    CUSTOM_METADATA_UNREADABLE,
 )
-OBJECT_ANOMALIES: Final = (UNPARSEABLE_KEY, DELETE_INCOMPLETE, SIZE_MISMATCH)
-SEGMENT_ANOMALIES: Final = (MISSING_OBJECTS, INCOMPLETE_OBJECT_SET, OFFSET_GAP, OFFSET_OVERLAP, STALE_EPOCH_COPY)
+OBJECT_ANOMALIES: Final = (UNPARSEABLE_KEY, DELETE_INCOMPLETE)
+SEGMENT_ANOMALIES: Final = (
+    MISSING_OBJECTS,
+    MANIFEST_MISSING,
+    INCOMPLETE_OBJECT_SET,
+    OFFSET_GAP,
+    OFFSET_OVERLAP,
+    SIZE_MISMATCH,
+    MANIFEST_UNREADABLE,
+    STALE_EPOCH_COPY,
+    CUSTOM_METADATA_UNREADABLE,
+)
 
 # -- output files of `scan run` (all under the output directory) -------------------------------------------------
 OBJECTS_DIR: Final = "objects.parquet"  # a Spark Parquet directory, one row per well-formed inventory row
 ANOMALIES_DIR: Final = "anomalies.parquet"  # a Spark Parquet directory, one row per segment/object anomaly
+MANIFESTS_DIR: Final = "manifests.parquet"  # a Spark Parquet directory, one row per manifest read (when any was)
 SUMMARY_FILE: Final = "summary.json"
 REPORT_FILE: Final = "report.html"
 EXPORT_DIR: Final = "export"  # the metadata export the scan joined against (when the scan made it)
@@ -138,6 +188,7 @@ OBJECT_COLUMNS: Final = (
     ("category", "string"),
     ("reclaimable", "boolean"),
     ("anomaly", "string"),  # null, or one of OBJECT_ANOMALIES
+    ("object_prefix", "string"),  # the prefix it was found under (scanned or recorded); null when not parsed
 )
 
 # Columns of anomalies.parquet.
@@ -147,12 +198,15 @@ ANOMALY_COLUMNS: Final = (
     ("topic_id", "string"),
     ("partition", "int"),
     ("segment_id", "string"),
-    ("key", "string"),  # the object, for object-level anomalies
-    ("bytes", "bigint"),  # the object's size, or the segment's RLMM size
+    ("key", "string"),  # the object: for object-level anomalies, size_mismatch and manifest_unreadable
+    ("bytes", "bigint"),  # the object's size when a key is named, else the segment's RLMM size
     ("detail", "string"),
 )
 
-# Exit status of `scan run` when the anomalies exceed the alert threshold (0, 1, 2 keep DESIGN §8's meanings).
+# Exit status of `scan run` when the anomalies exceed the alert threshold (0, 1, 2 keep ARCHITECTURE §8's meanings).
 EXIT_ANOMALIES: Final = 3
 
 DEFAULT_GRACE_MS: Final = 3 * 24 * 3600 * 1000  # longer than an upload plus AWS inventory's up-to-48h lag
+# Manifests the executors may GET in one scan (one small GET each; see "the size rule"): about 0.4 USD of requests
+# on AWS, and a few minutes at the executors' parallelism.
+DEFAULT_MAX_MANIFEST_READS: Final = 1_000_000

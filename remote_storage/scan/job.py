@@ -14,15 +14,19 @@ Python (a hypothesis test checks that they agree on generated buckets):
    the inventory reader's malformed reason (:mod:`remote_storage.inventory`: wrong column count, undecodable key,
    missing key, bad size, bad last modified date): malformed rows are counted by reason with examples, never
    dropped silently.
-2. **Keys** are parsed with fixed widths (ids are 22 characters, offsets 20 digits), ``get``/``try_cast`` and
-   anchored character-class patterns, never a backtracking regex: Spark 4 runs with ANSI mode on, and one junk key
-   must not fail the job. A key this parser accepts is one :func:`remote_storage.keys.parse_key` accepts.
-3. **Joins.** Topics and the tiered-state history are small and broadcast; segments join on (topic id, segment id).
-   An export that lists a topic id or a segment twice is refused (a join would count its objects twice).
-   Retention expiry is computed on the segments with window functions, following
-   :func:`policies.retention.plan_remote_expiry`.
-4. **Outputs** (names in the contract): ``objects.parquet`` and ``anomalies.parquet`` directories, and the
-   aggregates that :mod:`remote_storage.scan.summary` turns into ``summary.json``.
+2. **Keys** (:mod:`.locate`): parsed by the layout, or found among the locations segments record in their custom
+   metadata (a key under another prefix, or an explicit key).
+3. **Objects** (:mod:`.classify`): topics and the tiered-state history are small and broadcast; segments join on
+   (topic id, segment id). An export that lists a topic id or a segment twice is refused (a join would count its
+   objects twice). ``objects.parquet`` is written once and read back by every later step.
+4. **Segments** (:mod:`.segment_checks`): one grouping of the written objects per segment gives the object-set,
+   chain and size anomalies; the manifests the size rule needs are read by the executors, counted and capped first.
+5. **Outputs** (names in the contract): ``objects.parquet``, ``anomalies.parquet`` and, when manifests were read,
+   ``manifests.parquet`` directories, and the aggregates that :mod:`remote_storage.scan.summary` turns into
+   ``summary.json``.
+
+An export written before the custom-metadata columns is read with them null
+(:data:`remote_storage.export_format.ADDED_SEGMENT_COLUMNS`).
 
 "Now" is the inventory's creation time (inventories lag the bucket), never the wall clock.
 """
@@ -34,32 +38,36 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from orchestrator.errors import MissingCredentialsError, ScanInputError, TieredError
+from orchestrator.errors import MissingCredentialsError, RemoteStorageError, TieredError
 from remote_storage import export_format
 from remote_storage import inventory as inv
-from remote_storage.keys import ID_WIDTH, OFFSET_WIDTH
 from remote_storage.scan import contract as c
 from remote_storage.scan import sources
+from remote_storage.scan.classify import classify_objects, expired_segments, object_anomalies
+from remote_storage.scan.errors import ScanError
+from remote_storage.scan.locate import locate, parse_keys, recorded_locations
+from remote_storage.scan.segment_checks import (
+    ManifestReads,
+    ManifestSource,
+    linked_segments,
+    read_manifests,
+    segment_anomalies,
+)
 from remote_storage.scan.sources import InventorySource
+
+__all__ = ["ManifestSource", "ScanAggregates", "ScanError", "ScanSettings", "native_files", "run_scan"]
 
 log = structlog.get_logger(__name__)
 
-_SUFFIXES = ("log", "indexes", "rsm-manifest")
 _REPLACEMENT_CHAR = "\ufffd"
 
 Progress = Callable[[str], None]
-
-
-class ScanError(ScanInputError):
-    """The scan cannot run on these inputs (missing export file, unreadable inventory data)."""
-
-    name, retriable = "INVALID_SCAN_INPUT", False
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +78,8 @@ class ScanSettings:
     max_examples: int = inv.DEFAULT_MAX_EXAMPLES
     # Up to this many RLMM segments are broadcast to the objects' join (about 120 bytes each in the driver).
     broadcast_segments_max: int = 4_000_000
+    # Manifests the executors may read for the size rule (one GET each); more stops the scan; 0: never read.
+    max_manifest_reads: int = c.DEFAULT_MAX_MANIFEST_READS
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +95,8 @@ class ScanAggregates:
     malformed_examples: list[dict[str, Any]]
     topics: list[dict[str, Any]]  # the export's topic rows for every topic id seen
     seconds: dict[str, float]
+    manifests: ManifestReads = field(default_factory=lambda: ManifestReads(read=False, cap=0))
+    object_prefixes: tuple[str, ...] = ()  # prefixes segments record, other than the scanned one
 
 
 def _F() -> Any:
@@ -202,7 +214,7 @@ def _parquet_rows(spark: Any, src: InventorySource, native: tuple[sources.Native
 
 
 # A task's error as its traceback's last line names it: "<module>.InventoryError: INVALID_INVENTORY: <message>".
-_TASK_ERRORS: tuple[type[TieredError], ...] = (inv.InventoryError, MissingCredentialsError)
+_TASK_ERRORS: tuple[type[TieredError], ...] = (inv.InventoryError, MissingCredentialsError, RemoteStorageError)
 _TASK_ERROR = re.compile(
     "|".join(rf"\b{cls.__name__}: {cls.name}: (?P<m{i}>[^\n]*)" for i, cls in enumerate(_TASK_ERRORS))
 )
@@ -210,7 +222,8 @@ _TASK_ERROR = re.compile(
 
 @contextmanager
 def _task_errors_raised_here() -> Iterator[None]:
-    """An inventory error raised in an executor's task (wrapped by Spark in its own exception) raised as itself."""
+    """An inventory or object-store error raised in an executor's task (wrapped by Spark in its own exception)
+    raised as itself."""
     try:
         yield
     except TieredError:
@@ -221,74 +234,6 @@ def _task_errors_raised_here() -> Iterator[None]:
             raise
         i = next(int(k[1:]) for k, v in found.groupdict().items() if v is not None)
         raise _TASK_ERRORS[i](found.group(f"m{i}")) from exc
-
-
-# -- 2. keys ------------------------------------------------------------------------------------------------------
-
-
-def java_quote(text: str) -> str:
-    """``text`` as a literal in a Java regex (what ``Pattern.quote`` does)."""
-    return "\\Q" + text.replace("\\E", "\\E\\\\E\\Q") + "\\E" if text else ""
-
-
-def key_pattern(prefix: str) -> str:
-    """One anchored pattern for a whole key. Character classes cannot cross ``/``, so the only backtracking is the
-    topic name giving back the 23 characters of ``-<topic id>``; ``\\z`` (not ``$``, which Java also matches before
-    a final newline) ends it."""
-    id_ = f"[A-Za-z0-9_-]{{{ID_WIDTH - 1}}}[AQgw]"  # canonical: the last character's 4 spare bits are 0
-    return (
-        f"^{java_quote(prefix)}[a-zA-Z0-9._-]{{1,249}}-{id_}/(?:0|[1-9][0-9]{{0,9}})/[0-9]{{{OFFSET_WIDTH}}}-{id_}"
-        f"\\.(?:{'|'.join(_SUFFIXES)})\\z"
-    )
-
-
-def _parse_keys(rows: Any, prefix: str) -> Any:
-    """Add ``under_prefix``, ``parsed`` and the key's parts (null unless parsed).
-
-    One regex match decides the shape; the parts are then cut at fixed places (``substring_index`` and widths), and
-    ``try_cast`` runs only on keys that matched (it is slow on input that fails). The match and the casts are
-    projected once and referred to by name: Spark does not share them between the conditions of ``when`` (inlined,
-    they ran once per output column, and parsing took 70% longer).
-    """
-    F = _F()
-    key = F.col("key")
-    under = key.startswith(prefix) if prefix else F.lit(True)
-    rest = F.substring(key, len(prefix) + 1, 1 << 30)
-    row_columns = ["key", "size", "last_modified_ms"]
-    shape_columns = [
-        F.coalesce(under, F.lit(False)).alias("under_prefix"),
-        F.coalesce(key.rlike(key_pattern(prefix)), F.lit(False)).alias("shaped"),
-    ]
-    # <topic>-<topic id>, <partition> and the file name: the key below the prefix cut at its slashes.
-    split_columns = [
-        F.substring_index(rest, "/", 1).alias("topic_part"),
-        F.substring_index(F.substring_index(rest, "/", 2), "/", -1).alias("partition_text"),
-        F.substring_index(rest, "/", -1).alias("file"),
-    ]
-    cut = rows.select(*row_columns, *shape_columns, *split_columns)
-    shaped, tlen = F.col("shaped"), F.length("topic_part")
-    cast = cut.select(
-        "*",
-        F.substring("topic_part", F.lit(1), tlen - (ID_WIDTH + 1)).alias("name"),
-        F.when(shaped, F.col("partition_text").try_cast("int")).alias("partition_number"),
-        F.when(shaped, F.substring("file", 1, OFFSET_WIDTH).try_cast("bigint")).alias("offset"),
-    )
-    ok = shaped & F.col("partition_number").isNotNull() & F.col("offset").isNotNull() & ~F.col("name").isin(".", "..")
-    checked = cast.select("*", F.coalesce(ok, F.lit(False)).alias("parsed"))
-
-    def when_ok(col: Any) -> Any:
-        return F.when(F.col("parsed"), col)
-
-    kept_columns = ["key", "size", "last_modified_ms", "under_prefix", "parsed"]
-    part_columns = [
-        when_ok(F.col("name")).alias("topic"),
-        when_ok(F.substring("topic_part", tlen - ID_WIDTH + 1, ID_WIDTH)).alias("topic_id"),
-        when_ok(F.col("partition_number")).alias("partition"),
-        when_ok(F.col("offset")).alias("start_offset"),
-        when_ok(F.substring("file", OFFSET_WIDTH + 2, ID_WIDTH)).alias("segment_id"),
-        when_ok(F.substring("file", OFFSET_WIDTH + ID_WIDTH + 3, 1 << 20)).alias("suffix"),
-    ]
-    return checked.select(*kept_columns, *part_columns)
 
 
 # -- 3. metadata --------------------------------------------------------------------------------------------------
@@ -303,7 +248,18 @@ def _read_export(spark: Any, export_dir: Path) -> tuple[Any, Any, Any]:
             f"the metadata export in {export_dir} lacks {', '.join(missing)}; export it again with this version "
             "('tieredctl scan run --metadata-store PATH' exports before scanning)"
         )
-    return tuple(spark.read.parquet(str(paths[n])) for n in names)
+    topics, segments, epochs = (spark.read.parquet(str(paths[n])) for n in names)
+    return topics, _with_added_columns(segments), epochs
+
+
+def _with_added_columns(segments: Any) -> Any:
+    """Segments with every column of today's schema: those an older export lacks are null."""
+    F = _F()
+    schema = export_format.segments_schema()
+    absent = [n for n in export_format.ADDED_SEGMENT_COLUMNS if n not in segments.columns]
+    spark_types = {"int64": "bigint", "string": "string"}
+    nulls = [F.lit(None).cast(spark_types[str(schema.field(n).type)]).alias(n) for n in absent]
+    return segments.select("*", *nulls) if nulls else segments
 
 
 def _refuse_duplicates(df: Any, keys: list[str], what: str, export_dir: Path) -> None:
@@ -318,154 +274,6 @@ def _refuse_duplicates(df: Any, keys: list[str], what: str, export_dir: Path) ->
         )
 
 
-def _expired_segments(segments: Any, topics: Any, *, now_ms: int) -> Any:
-    """(topic_id, segment_id) of COPY_SEGMENT_FINISHED segments that retention expires now (plan_remote_expiry)."""
-    F = _F()
-    from pyspark.sql import Window
-
-    live_topics = topics.filter(~F.col("deleted")).select("topic_id", "retention_ms", "retention_bytes")
-    segs = segments.filter(F.col("state") == "COPY_SEGMENT_FINISHED").join(F.broadcast(live_topics), "topic_id")
-    part = Window.partitionBy("topic_id", "partition")
-    ordered = part.orderBy("start_offset", "end_offset", "segment_id")
-    before = F.coalesce(F.sum("size_bytes").over(ordered.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
-    by_ms = (F.col("retention_ms") >= 0) & (F.col("max_timestamp_ms") < F.lit(now_ms) - F.col("retention_ms"))
-    by_bytes = (F.col("retention_bytes") >= 0) & (F.sum("size_bytes").over(part) - before > F.col("retention_bytes"))
-    expirable = (by_ms | by_bytes).cast("int")
-    # Oldest first, stopping at the first survivor: expired iff every segment up to this one is expirable.
-    expired = F.min(expirable).over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)) == 1
-    return segs.select("topic_id", "segment_id", expired.alias("expired")).filter("expired")
-
-
-# -- 4. classification --------------------------------------------------------------------------------------------
-
-
-def _classify(
-    objects: Any, topics: Any, segments: Any, expired: Any, s: ScanSettings, now_ms: int, *, broadcast: bool
-) -> Any:
-    F = _F()
-    topic_columns = [
-        "topic_id",
-        F.col("state").alias("t_state"),
-        F.col("policy").alias("t_policy"),
-        F.col("deleted").alias("t_deleted"),
-        F.lit(True).alias("t_known"),
-    ]
-    t = F.broadcast(topics.select(*topic_columns))
-    segment_columns = [
-        "topic_id",
-        "segment_id",
-        F.col("state").alias("s_state"),
-        F.col("tiered_epoch").alias("segment_epoch"),
-        F.col("size_bytes").alias("s_size"),
-        F.col("event_timestamp_ms").alias("s_event"),
-    ]
-    seg = segments.select(*segment_columns).join(expired, ["topic_id", "segment_id"], "left")
-    # Broadcast, the 10^7 objects are not shuffled at all; above the limit it is a shuffle join.
-    seg_side = F.broadcast(seg) if broadcast else seg
-    df = objects.join(t, "topic_id", "left").join(seg_side, ["topic_id", "segment_id"], "left")
-    state, deleted = F.col("t_state"), F.col("t_deleted")
-    s_state = F.col("s_state")
-    category = (
-        F.when(~F.col("under_prefix"), c.OUTSIDE_PREFIX)
-        .when(~F.col("parsed"), c.UNPARSEABLE)
-        .when(F.col("t_known").isNull(), c.UNKNOWN_TOPIC)
-        .when(deleted, c.DELETED_TOPIC)
-        .when(state.isin("DISABLING", "DISABLED") & (F.col("t_policy") == "DELETE"), c.DISABLED_DELETE)
-        .when(s_state.isNull(), c.NO_RLMM_ENTRY)
-        .when(s_state == "DELETE_SEGMENT_FINISHED", c.RLMM_DELETED)
-        .when(s_state == "DELETE_SEGMENT_STARTED", c.PENDING_DELETE)
-        .when(s_state == "COPY_SEGMENT_STARTED", c.COPY_UNFINISHED)
-        .when(F.coalesce(F.col("expired"), F.lit(False)), c.PAST_RETENTION)
-        .otherwise(c.LIVE)
-    )
-    df = df.withColumn("category", category).withColumn(
-        "age_ms", F.when(F.col("last_modified_ms") >= 0, F.lit(now_ms) - F.col("last_modified_ms")).otherwise(-1)
-    )
-    cat = F.col("category")
-    grace_passed = (F.col("age_ms") >= 0) & (F.col("age_ms") >= s.grace_ms)
-    reclaimable = cat.isin(*c.RECLAIMABLE) & (cat.isin(*c.NO_GRACE) | grace_passed)
-    anomaly = (
-        F.when(cat == c.UNPARSEABLE, c.UNPARSEABLE_KEY)
-        .when((cat == c.DISABLED_DELETE) & (state == "DISABLED"), c.DELETE_INCOMPLETE)
-        .when(cat == c.RLMM_DELETED, c.DELETE_INCOMPLETE)
-        .when(
-            (cat == c.PENDING_DELETE) & (F.col("s_event") >= 0) & (F.lit(now_ms) - F.col("s_event") >= s.grace_ms),
-            c.DELETE_INCOMPLETE,
-        )
-        .when(
-            cat.isin(c.LIVE, c.PAST_RETENTION) & (F.col("suffix") == "log") & (F.col("size") != F.col("s_size")),
-            c.SIZE_MISMATCH,
-        )
-    )
-    return df.select(
-        *[F.col(name) for name, _ in c.OBJECT_COLUMNS[:10]],
-        F.when(F.col("parsed"), s_state).alias("segment_state"),
-        F.when(F.col("parsed"), F.col("segment_epoch")).alias("segment_epoch"),
-        cat.alias("category"),
-        F.coalesce(reclaimable, F.lit(False)).alias("reclaimable"),
-        anomaly.alias("anomaly"),
-    )
-
-
-def _segment_anomalies(objects: Any, topics: Any, segments: Any, epochs: Any) -> Any:
-    """Every segment-level anomaly in one pass over the segments of known topic ids: one window (the chain of a
-    partition's epoch) and one join (which suffixes the inventory holds, from per-suffix flags)."""
-    F = _F()
-    from pyspark.sql import Window
-
-    flags = [F.max((F.col("suffix") == sfx).cast("int")).alias(f"has_{i}") for i, sfx in enumerate(_SUFFIXES)]
-    present = objects.filter(F.col("topic_id").isNotNull()).groupBy("topic_id", "segment_id").agg(*flags)
-    n = sum((F.coalesce(F.col(f"has_{i}"), F.lit(0)) for i in range(len(_SUFFIXES))), F.lit(0))
-    enabled = epochs.filter(F.col("state") == "ENABLED").select("topic_id", "tiered_epoch").distinct()
-    known = segments.join(F.broadcast(topics.select("topic_id", F.col("deleted").alias("t_deleted"))), "topic_id").join(
-        F.broadcast(enabled.withColumn("enabled", F.lit(True))), ["topic_id", "tiered_epoch"], "left"
-    )
-    finished = (F.col("state") == "COPY_SEGMENT_FINISHED") & ~F.col("t_deleted")
-    by_chain = Window.partitionBy("topic_id", "partition", "tiered_epoch")
-    chain = by_chain.orderBy("start_offset", "end_offset", "segment_id")
-    earlier = chain.rowsBetween(Window.unboundedPreceding, -1)
-    # The end of the previous *finished* segment of this chain (others are skipped, not a break in it).
-    prev_end = F.last(F.when(finished, F.col("end_offset")), ignorenulls=True).over(earlier)
-    linked = known.select("*", prev_end.alias("prev_end")).join(present, ["topic_id", "segment_id"], "left")
-
-    def anomaly(kind: Any, detail: Any) -> Any:
-        return F.when(kind.isNotNull(), F.struct(kind.alias("type"), detail.alias("detail")))
-
-    copied = F.col("state").isin("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED")
-    stale = F.when(copied & F.col("enabled").isNull(), F.lit(c.STALE_EPOCH_COPY))
-    none_present, some_missing = finished & (n == 0), finished & (n < len(_SUFFIXES))
-    sets = F.when(none_present, F.lit(c.MISSING_OBJECTS)).when(some_missing, F.lit(c.INCOMPLETE_OBJECT_SET))
-    start, prev = F.col("start_offset"), F.col("prev_end")
-    gap, overlap = finished & (start > prev + 1), finished & (start <= prev)
-    chains = F.when(gap, F.lit(c.OFFSET_GAP)).when(overlap, F.lit(c.OFFSET_OVERLAP))
-
-    stale_text = ", not an epoch at which the topic was ENABLED"
-    stale_detail = F.concat(F.lit("copied at tiered epoch "), F.col("tiered_epoch").cast("string"), F.lit(stale_text))
-    sets_text = f" of {len(_SUFFIXES)} objects in the inventory; the RLMM says COPY_SEGMENT_FINISHED"
-    sets_detail = F.concat(n.cast("string"), F.lit(sets_text))
-    chains_text = ", the previous segment of this epoch ends at "
-    chains_detail = F.concat(F.lit("starts at "), start.cast("string"), F.lit(chains_text), prev.cast("string"))
-    per_kind = [anomaly(stale, stale_detail), anomaly(sets, sets_detail), anomaly(chains, chains_detail)]
-    found = F.array_compact(F.array(*per_kind))
-
-    exploded = linked.select("topic", "topic_id", "partition", "segment_id", "size_bytes", F.explode(found).alias("a"))
-    anomaly_type = F.col("a.type").alias("type")
-    where = ["topic", "topic_id", "partition", "segment_id"]
-    no_key = F.lit(None).cast("string").alias("key")
-    segment_bytes = F.col("size_bytes").alias("bytes")
-    detail = F.col("a.detail").alias("detail")
-    return exploded.select(anomaly_type, *where, no_key, segment_bytes, detail)
-
-
-def _object_anomalies(objects: Any) -> Any:
-    F = _F()
-    anomaly_type = F.col("anomaly").alias("type")
-    where = ["topic", "topic_id", "partition", "segment_id", "key"]
-    object_bytes = F.col("size").alias("bytes")
-    detail = F.concat(F.lit("object classified "), F.col("category")).alias("detail")
-    return objects.filter(F.col("anomaly").isNotNull()).select(anomaly_type, *where, object_bytes, detail)
-
-
 # -- the job ------------------------------------------------------------------------------------------------------
 
 
@@ -477,10 +285,13 @@ def run_scan(
     settings: ScanSettings,
     *,
     progress: Progress | None = None,
+    manifests: ManifestSource | None = None,
 ) -> ScanAggregates:
-    """Classify every row of ``source`` against the export in ``export_dir``; write the contract's files."""
+    """Classify every row of ``source`` against the export in ``export_dir``; write the contract's files.
+
+    ``manifests``: where the executors read the manifests the size rule needs (None: they are not read)."""
     with _task_errors_raised_here():
-        return _run_scan(spark, source, export_dir, out_dir, settings, progress=progress)
+        return _run_scan(spark, source, export_dir, out_dir, settings, progress=progress, manifests=manifests)
 
 
 def _run_scan(
@@ -491,6 +302,7 @@ def _run_scan(
     settings: ScanSettings,
     *,
     progress: Progress | None = None,
+    manifests: ManifestSource | None = None,
 ) -> ScanAggregates:
     F = _F()
     say = progress or (lambda _m: None)
@@ -515,19 +327,42 @@ def _run_scan(
     valid = read_rows().filter(F.col("malformed").isNull()).select("key", "size", "last_modified_ms")
 
     say("classifying objects against the metadata export")
-    expired = _expired_segments(segments, topics, now_ms=now_ms)
+    expired = expired_segments(segments, topics, now_ms=now_ms)
     broadcast = segments.count() <= settings.broadcast_segments_max
-    keyed = _parse_keys(valid, settings.prefix)
-    objects = _classify(keyed, topics, segments, expired, settings, now_ms, broadcast=broadcast)
+    # One small job: the prefixes the segments that record a location record (None: a key under the scanned one).
+    recording = segments.filter(F.col("object_prefix").isNotNull() | F.col("object_key").isNotNull())
+    recorded_under = [r["object_prefix"] for r in recording.select("object_prefix").distinct().collect()]
+    prefixes = sorted(p for p in recorded_under if p is not None and p != settings.prefix)
+    if recorded_under:
+        log.info("scan.recorded_locations", other_prefixes=prefixes)
+    # Three keys per segment that records a location, and never more segments than the ones broadcast.
+    recorded = recorded_locations(segments, settings.prefix) if recorded_under else None
+    keyed = locate(parse_keys(valid, settings.prefix), recorded, settings.prefix, broadcast=broadcast)
+    objects = classify_objects(
+        keyed, topics, segments, expired, grace_ms=settings.grace_ms, now_ms=now_ms, broadcast=broadcast
+    )
     objects_path = out_dir / c.OBJECTS_DIR
     objects.write.mode("overwrite").parquet(str(objects_path))
     seconds["classify_and_write_objects"] = time.perf_counter() - started
 
-    say("checking segments: missing objects, incomplete sets, offset gaps and overlaps, stale epochs")
+    say("checking segments: object sets, offset gaps and overlaps, stale epochs, sizes")
     t0 = time.perf_counter()
     written = spark.read.parquet(str(objects_path))
-    anomalies = _object_anomalies(written).unionByName(_segment_anomalies(written, topics, segments, epochs))
+    linked = linked_segments(written, topics, segments, epochs)
+    reads = ManifestReads(read=False, cap=settings.max_manifest_reads)
+    readings = None
+    if manifests is not None and settings.max_manifest_reads > 0:
+        linked = linked.persist()  # counted, then read for the GETs, then for the anomalies
+        readings, reads = read_manifests(
+            spark, linked, source=manifests, cap=settings.max_manifest_reads, out_dir=out_dir
+        )
+        if reads.needed:
+            say(f"read {reads.needed:,} segment manifest(s) from s3://{manifests.bucket} to judge .log sizes")
+    seconds["manifest_reads"] = time.perf_counter() - t0
+    found = segment_anomalies(linked, readings, manifests_read=reads.read)
+    anomalies = object_anomalies(written).unionByName(found)
     anomalies.write.mode("overwrite").parquet(str(out_dir / c.ANOMALIES_DIR))
+    linked.unpersist()
     seconds["anomalies"] = time.perf_counter() - t0
 
     say("summarising")
@@ -560,4 +395,6 @@ def _run_scan(
         malformed_examples=examples,
         topics=topic_rows,
         seconds=seconds,
+        manifests=reads,
+        object_prefixes=tuple(prefixes),
     )

@@ -7,6 +7,10 @@ Spark reads a byte of it, and an ``s3://`` data file's MD5 is checked by the exe
 rows is used (:mod:`.sources`); nothing of an ``s3://`` inventory is copied to the driver's disk (executors on other
 hosts could not read it there); the output directory holds a complete scan only when ``summary.json`` exists (it is
 written after the Parquet outputs, atomically); the SparkSession is stopped only when this module started it.
+
+Manifests: with a client for the bucket (``s3_client``, or ``manifest_access``), the executors read the segment
+manifests the size rule needs from the inventory's source bucket, through the same endpoint and credentials as an
+``s3://`` inventory's files; without, none is read (the contract's size rule says what that means).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import structlog
 
 from remote_storage import inventory as inv
 from remote_storage.export import export_store_file
+from remote_storage.export_format import SEGMENTS_FILE
 from remote_storage.scan import contract as c
-from remote_storage.scan.job import ScanSettings, run_scan
+from remote_storage.scan.job import ManifestSource, ScanSettings, run_scan
 from remote_storage.scan.report import write_html_report
 from remote_storage.scan.session import DEFAULT_DRIVER_MEMORY, build_session
 from remote_storage.scan.sources import InventorySource, ObjectStoreAccess
@@ -54,6 +59,18 @@ def export_store(metadata_store: str | Path, out_dir: Path, *, password_file: Pa
     return exported.topics_path.parent
 
 
+def recorded_prefixes(export_dir: Path, prefix: str) -> tuple[str, ...]:
+    """The prefixes the export's segments record in their custom metadata, besides ``prefix``: an inventory must
+    cover them for the scan to find those segments' objects."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    path = export_dir / SEGMENTS_FILE
+    if "object_prefix" not in pq.read_schema(path).names:  # an export from before custom metadata
+        return ()
+    column = pq.read_table(path, columns=["object_prefix"]).column("object_prefix").unique().to_pylist()
+    return tuple(sorted(p for p in column if p is not None and p != prefix))
+
+
 def scan(
     *,
     inventory_uri: str,
@@ -62,6 +79,7 @@ def scan(
     settings: ScanSettings,
     s3_client: S3Client | None = None,
     object_store: ObjectStoreAccess | None = None,
+    manifest_access: ObjectStoreAccess | None = None,
     spark: Any = None,
     spark_master: str | None = None,
     driver_memory: str | None = None,
@@ -71,7 +89,8 @@ def scan(
     """Run one scan into ``out_dir``; ``spark`` is an existing session (tests, benches) or None to start one.
 
     ``object_store``: how the executors reach an ``s3://`` inventory's bucket (default: ``s3_client``'s endpoint and
-    region with the driver's static credentials, :meth:`ObjectStoreAccess.of_client`).
+    region with the driver's static credentials, :meth:`ObjectStoreAccess.of_client`). ``manifest_access``: how they
+    reach the scanned bucket to read segment manifests (default: the same as ``s3_client``; none without either).
     """
     say = progress or (lambda _m: None)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -84,6 +103,9 @@ def scan(
     if is_s3 and object_store is None and s3_client is not None:
         object_store = ObjectStoreAccess.of_client(s3_client)
     source = InventorySource.from_inventory(inventory, access=object_store)
+    if manifest_access is None and s3_client is not None:
+        manifest_access = object_store or ObjectStoreAccess.of_client(s3_client)
+    manifests = None if manifest_access is None else ManifestSource(source.source_bucket, manifest_access)
     own_session = False
     if spark is None:
         from pyspark.sql import SparkSession
@@ -93,7 +115,7 @@ def scan(
         say("starting Spark" if own_session else "using the running Spark session")
         spark = build_session(master=spark_master, driver_memory=driver_memory or DEFAULT_DRIVER_MEMORY)
     try:
-        agg = run_scan(spark, source, export_dir, out_dir, settings, progress=say)
+        agg = run_scan(spark, source, export_dir, out_dir, settings, progress=say, manifests=manifests)
     finally:
         if own_session:
             spark.stop()

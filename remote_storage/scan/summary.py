@@ -10,13 +10,19 @@ Format (every key always present; every category of ``contract.RECLAIMABLE`` and
      "inventory": {"uri", "source_bucket", "creation_ms", "format", "files", "rows",
                    "malformed_rows": {"total", "by_reason": {reason: n}, "examples": [{"file", "reason", "raw"}]}},
      "export": {"dir"},
-     "parameters": {"prefix", "grace_ms", "now_ms", "max_anomalies"},
+     "parameters": {"prefix", "grace_ms", "now_ms", "max_anomalies", "max_manifest_reads",
+                    "object_prefixes"},                # prefixes segments record besides "prefix" (custom metadata)
      "totals": {"objects", "bytes", "outside_prefix_objects", "reclaimable_bytes": {category: n},
                 "reclaimable_objects": {category: n}, "within_grace_bytes", "anomalies": {type: n}, "anomalies_total"},
      "topics": [{"topic", "topic_id", "state", "policy", "tiered_epoch", "deleted", "known", "objects", "bytes",
                  "reclaimable_bytes", "reclaimable_objects", "anomalies"}],   # sorted by name, then id
      "alert": {"anomalies_total", "threshold", "exceeded"},
+     "manifests": {"read", "cap", "needed", "by_kind": {kind: n}, "file"},   # the size rule's manifest reads
      "files": {"objects", "anomalies", "report"}}
+
+``manifests.read`` is false when the scan had no access to the bucket (or a cap of 0): then no manifest was read
+and ``needed`` is 0; otherwise ``needed`` is the number of manifests the executors read (one GET each), and
+``by_kind`` counts what they said (:data:`remote_storage.scan.manifest_reading.KINDS`).
 
 Invariants: ``totals.objects`` plus ``inventory.malformed_rows.total`` is ``inventory.rows`` (every row counted
 once); malformed inventory rows count as anomalies (``malformed_inventory_row``), so a broken inventory alerts;
@@ -144,6 +150,8 @@ def build_summary(
             "grace_ms": settings.grace_ms,
             "now_ms": source.creation_ms,
             "max_anomalies": settings.max_anomalies,
+            "max_manifest_reads": settings.max_manifest_reads,
+            "object_prefixes": list(agg.object_prefixes),
         },
         "totals": totals,
         "topics": sorted(topics.values(), key=lambda t: (t["topic"] or "", t["topic_id"])),
@@ -152,6 +160,7 @@ def build_summary(
             "threshold": settings.max_anomalies,
             "exceeded": totals["anomalies_total"] > settings.max_anomalies,
         },
+        "manifests": agg.manifests.as_json(),
         "files": {"objects": c.OBJECTS_DIR, "anomalies": c.ANOMALIES_DIR, "report": c.REPORT_FILE},
     }
 

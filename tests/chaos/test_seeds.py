@@ -1,5 +1,8 @@
 """The fault suite in ``make test``: a few fixed seeds at a small size, each a real cluster under the seed's faults,
-healed and checked (:mod:`chaos.runner`). ``make chaos SEEDS=200`` runs the long version.
+healed and checked (:mod:`chaos.runner`). ``make chaos SEEDS=200`` runs the long version; ``make soak`` runs ten
+more seeds at ``make chaos``'s size (20 operations, 3 brokers, fault rate 0.35) besides the ones below, which run
+at the same size in both (the regression seeds must: a seed replays its operations, so it shows its defect only at
+the size it was found at).
 
 A seed that once showed a violation joins ``REGRESSION_SEEDS`` once the defect is fixed, so it stays fixed. A failure
 prints the seed, its fault schedule and the history excerpt of each violation; the run's files are kept."""
@@ -13,6 +16,7 @@ import pytest
 from chaos.report import violation_report
 from chaos.runner import BUCKET, Run, run_seed
 from remote_storage.s3 import make_s3_client
+from tests.support.soak import sized
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -26,9 +30,13 @@ FIXED_SEEDS = (1, 2, 3)  # run small: 12 operations, 2 brokers, a fault before h
 #       out, so a seed cannot replay it: test_cluster_restart.py takes the port on purpose instead.
 REGRESSION_SEEDS: tuple[tuple[int, int, int], ...] = ((104, 20, 3),)
 RUNS = [(seed, OPERATIONS, 2, 0.5) for seed in FIXED_SEEDS] + [(s, ops, b, 0.35) for s, ops, b in REGRESSION_SEEDS]
+SOAK_RUNS = sized([], soak=[(seed, 20, 3, 0.35) for seed in range(4, 14)])  # make chaos's size, seeds 4 to 13
 
 
-@pytest.mark.parametrize(("seed", "operations", "brokers", "fault_rate"), RUNS)
+@pytest.mark.parametrize(
+    ("seed", "operations", "brokers", "fault_rate"),
+    [*RUNS, *(pytest.param(*run, marks=pytest.mark.soak) for run in SOAK_RUNS)],
+)
 def test_a_seeded_run_under_faults_keeps_every_invariant(
     seed: int, operations: int, brokers: int, fault_rate: float
 ) -> None:

@@ -25,7 +25,7 @@ from remote_storage.keys import SegmentKey, segment_keys
 from remote_storage.scan import contract as c
 from tests.support import REPO_ROOT
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
 ROOT = REPO_ROOT
 DEPLOY = ROOT / "deploy"
@@ -33,7 +33,6 @@ WRAPPER = DEPLOY / "spark" / "tieredctl-scan-submit"
 CRON = DEPLOY / "cron" / "tieredctl-scan.cron"
 CRONJOB = DEPLOY / "kubernetes" / "scan-cronjob.yaml"
 SCAN_ENV = DEPLOY / "config" / "scan.env"
-RUN_DIR = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 DAY_MS = 24 * 3600 * 1000
 SUBPROCESS_TIMEOUT_S = 300
 
@@ -132,6 +131,30 @@ def _clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+# The wrapper's clock, injected: a `date` first on its PATH that is the real date(1) at the second the test sets in
+# FAKE_EPOCH_S, so each run's directory name is known and two runs are two seconds apart without waiting for one.
+_FAKE_DATE = """#!/bin/sh
+exec {real} -d "@$FAKE_EPOCH_S" "$@"
+"""
+RUN_AT_S = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+
+def _clock_env(tmp_path: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the fake ``date`` first on PATH; each call of the wrapper then sets FAKE_EPOCH_S."""
+    real = shutil.which("date")
+    assert real is not None
+    clock_dir = tmp_path / "clock"
+    clock_dir.mkdir()
+    fake = clock_dir / "date"
+    fake.write_text(_FAKE_DATE.format(real=real))
+    fake.chmod(0o755)
+    return {**env, "PATH": f"{clock_dir}{os.pathsep}{env.get('PATH', '')}"}
+
+
+def _at(epoch_s: int) -> dict[str, str]:
+    return {"FAKE_EPOCH_S": str(epoch_s)}
+
+
 def test_the_wrapper_exits_2_without_java(tmp_path: Path) -> None:
     bare_path = _bare_path(tmp_path)
     scan_settings = {"SCAN_INVENTORY": "x", "SCAN_EXPORT_DIR": "x", "SCAN_OUTPUT_BASE": str(tmp_path / "out")}
@@ -197,9 +220,9 @@ def test_the_wrapper_passes_settings_and_status_through_keeps_latest_and_prunes_
     )
     env_file.write_text(scan_env)
     fake_spark = {"SPARK_HOME": str(spark_home), "FAKE_DIR": str(tmp_path)}
-    env = _clean_env(TIEREDCTL_SCAN_ENV=str(env_file), **fake_spark, SCAN_PYTHON=sys.executable)
+    env = _clock_env(tmp_path, _clean_env(TIEREDCTL_SCAN_ENV=str(env_file), **fake_spark, SCAN_PYTHON=sys.executable))
 
-    result = _run_wrapper({**env, "FAKE_STATUS": "3"}, "--max-anomalies", "7")
+    result = _run_wrapper({**env, **_at(RUN_AT_S), "FAKE_STATUS": "3"}, "--max-anomalies", "7")
     assert result.returncode == 3, result.stderr
     args = (tmp_path / "args").read_text().splitlines()
     assert args[args.index("--master") + 1] == "local[2]"
@@ -212,7 +235,7 @@ def test_the_wrapper_passes_settings_and_status_through_keeps_latest_and_prunes_
     assert job_args[job_args.index("--grace") + 1] == "24h"
     assert job_args[-2:] == ["--max-anomalies", "7"]  # extra arguments come last
     run = Path(job_args[job_args.index("--out") + 1])
-    assert run.parent == base and RUN_DIR.fullmatch(run.name)
+    assert run.parent == base and run.name == "20260101T000000Z"  # the UTC second it started, as a run directory
     assert os.readlink(base / "latest") == run.name
     with zipfile.ZipFile(tmp_path / "py-files.zip") as zipped:
         names = zipped.namelist()
@@ -223,9 +246,8 @@ def test_the_wrapper_passes_settings_and_status_through_keeps_latest_and_prunes_
     # Two runs kept (the new one and the newest old one), other directories untouched.
     assert sorted(p.name for p in base.iterdir()) == ["20200103T000000Z", run.name, "keep-me", "latest"]
 
-    # A failed scan (no summary): status 1 passed through, `latest` stays on the last complete run.
-    time.sleep(1.1)
-    result = _run_wrapper({**env, "FAKE_STATUS": "1"})
+    # A failed scan (no summary), a second later: status 1 passed through, `latest` stays on the last complete run.
+    result = _run_wrapper({**env, **_at(RUN_AT_S + 1), "FAKE_STATUS": "1"})
     assert result.returncode == 1 and "FAILED" in result.stderr, result.stderr
     assert os.readlink(base / "latest") == run.name
     assert run.is_dir()  # the run `latest` names is never pruned
@@ -275,13 +297,13 @@ def test_the_wrapper_runs_the_scan_into_a_dated_directory_and_passes_its_exit_st
     ]
     env_file.write_text("\n".join(settings) + "\n")
     # spark-submit is the one pyspark installed beside this interpreter; the wrapper finds it there.
-    env = _clean_env(TIEREDCTL_SCAN_ENV=str(env_file))
+    env = _clock_env(tmp_path, _clean_env(TIEREDCTL_SCAN_ENV=str(env_file)))
 
     # The unparseable key is one anomaly, over the threshold of 0: exit status 3, passed through.
-    first = _run_wrapper(env)
+    first = _run_wrapper({**env, **_at(RUN_AT_S)})
     assert first.returncode == c.EXIT_ANOMALIES, (first.stdout + first.stderr)[-4000:]
     (run,) = [p for p in out_base.iterdir() if p.name != "latest"]
-    assert RUN_DIR.fullmatch(run.name)
+    assert run.name == "20260101T000000Z"
     assert (run / c.SUMMARY_FILE).is_file() and (run / c.REPORT_FILE).is_file()
     assert os.readlink(out_base / "latest") == run.name  # relative: the base can be moved or mounted elsewhere
     summary = json.loads((run / c.SUMMARY_FILE).read_text())
@@ -290,12 +312,12 @@ def test_the_wrapper_runs_the_scan_into_a_dated_directory_and_passes_its_exit_st
     assert summary["totals"]["anomalies"][c.UNPARSEABLE_KEY] == 1 and summary["alert"]["exceeded"]
     assert "ghost" in (run / c.REPORT_FILE).read_text()
 
-    # The environment wins over the file: a higher threshold, exit 0, and `latest` moves to the new run.
-    time.sleep(1.1)  # a new UTC second, so a new directory
-    second = _run_wrapper({**env, "SCAN_MAX_ANOMALIES": "5"})
+    # The environment wins over the file: a higher threshold, exit 0, and `latest` moves to the new run (a second
+    # later by the wrapper's clock, so a new directory).
+    second = _run_wrapper({**env, **_at(RUN_AT_S + 1), "SCAN_MAX_ANOMALIES": "5"})
     assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
     runs = sorted(p.name for p in out_base.iterdir() if p.name != "latest")
-    assert len(runs) == 2 and runs[0] == run.name
+    assert runs == [run.name, "20260101T000001Z"]
     assert (out_base / "latest").resolve() == (out_base / runs[1]).resolve()
     assert (out_base / "latest" / c.REPORT_FILE).is_file()
     assert "exit status 0" in second.stderr

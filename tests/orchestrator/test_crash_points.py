@@ -19,8 +19,6 @@ from structlog.testing import capture_logs
 from orchestrator import crash_points
 from orchestrator.errors import SettingsError
 
-pytestmark = pytest.mark.unit
-
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "orchestrator", ROOT / "remote_storage", ROOT / "policies"]
 POINT = "broker.mid_delete_batch"
@@ -54,10 +52,12 @@ def _run(script: str, env: dict[str, str], timeout_s: float = 60) -> subprocess.
         (f"{POINT},,{OTHER}@7,", {POINT: 1, OTHER: 7}),
     ],
 )
+@pytest.mark.unit
 def test_the_variable_names_points_each_with_the_hit_that_fires_it(value: str, armed: dict[str, int]) -> None:
     assert crash_points.parse(value) == armed
 
 
+@pytest.mark.unit
 def test_an_unknown_point_is_refused_with_every_known_one_named() -> None:
     with pytest.raises(SettingsError) as caught:
         crash_points.parse(f"{POINT},broker.mid_delete_bach@2")
@@ -66,17 +66,20 @@ def test_an_unknown_point_is_refused_with_every_known_one_named() -> None:
     assert all(name in message for name in crash_points.POINTS)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("hit", ["0", "-1", "two", "", "1.5"])
 def test_a_hit_that_is_not_a_whole_number_from_one_is_refused(hit: str) -> None:
     with pytest.raises(SettingsError, match="whole number >= 1"):
         crash_points.parse(f"{POINT}@{hit}")
 
 
+@pytest.mark.unit
 def test_a_point_named_twice_is_refused() -> None:
     with pytest.raises(SettingsError, match="named twice"):
         crash_points.parse(f"{POINT},{OTHER},{POINT}@2")
 
 
+@pytest.mark.unit
 def test_arming_from_the_environment_replaces_what_was_armed_and_says_so_in_the_log(tmp_path: Path) -> None:
     crash_points.arm({OTHER: 1})
     record = tmp_path / "crashes.jsonl"
@@ -94,6 +97,7 @@ def test_arming_from_the_environment_replaces_what_was_armed_and_says_so_in_the_
 # -- reaching a point ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_reaching_an_armed_point_counts_its_hits_until_the_one_that_fires() -> None:
     crash_points.arm({POINT: 5})
     for _ in range(4):
@@ -104,6 +108,7 @@ def test_reaching_an_armed_point_counts_its_hits_until_the_one_that_fires() -> N
     assert crash_points.hits(POINT) == 0
 
 
+@pytest.mark.unit
 def test_an_undeclared_point_is_a_programming_error_armed_or_not() -> None:
     with pytest.raises(ValueError, match=r"undeclared crash point 'broker\.nowhere'"):
         crash_points.reached("broker.nowhere")
@@ -111,6 +116,7 @@ def test_an_undeclared_point_is_a_programming_error_armed_or_not() -> None:
         crash_points.arm({"broker.nowhere": 1})
 
 
+@pytest.mark.unit
 def test_every_declared_point_is_placed_in_the_code_and_every_placed_one_is_declared() -> None:
     text = "\n".join(p.read_text() for root in SOURCES for p in root.rglob("*.py") if p.name != "crash_points.py")
     placed = set(re.findall(r'(?:reached\(|crash_point=)"([a-z_]+\.[a-z_]+)"', text))
@@ -134,6 +140,7 @@ print("finished", flush=True)
 """
 
 
+@pytest.mark.integration
 def test_an_armed_point_kills_the_process_at_its_nth_hit_after_appending_its_record(tmp_path: Path) -> None:
     record = tmp_path / "crashes.jsonl"
     record.write_text('{"point": "an earlier line", "pid": 1, "hit": 1, "time_ms": 0}\n')
@@ -150,6 +157,7 @@ def test_an_armed_point_kills_the_process_at_its_nth_hit_after_appending_its_rec
     assert re.search(r"fault\.crash_point\b(?!s)", proc.stdout), "logged before the kill"
 
 
+@pytest.mark.integration
 def test_the_record_file_is_created_owner_only_when_missing(tmp_path: Path) -> None:
     record = tmp_path / "crashes.jsonl"
     proc = _run(_REACH_FIVE_TIMES, {crash_points.ENV_VAR: POINT, crash_points.RECORD_ENV_VAR: str(record)})
@@ -158,12 +166,14 @@ def test_the_record_file_is_created_owner_only_when_missing(tmp_path: Path) -> N
     assert record.stat().st_mode & 0o077 == 0
 
 
+@pytest.mark.integration
 def test_a_process_armed_without_a_record_file_still_dies_at_the_point(tmp_path: Path) -> None:
     proc = _run(_REACH_FIVE_TIMES, {crash_points.ENV_VAR: f"{OTHER}@2"})
     assert proc.returncode == -signal.SIGKILL
     assert "before 2" in proc.stdout.splitlines() and "before 3" not in proc.stdout
 
 
+@pytest.mark.integration
 def test_an_unarmed_process_runs_through_every_point(tmp_path: Path) -> None:
     record = tmp_path / "crashes.jsonl"
     proc = _run(_REACH_FIVE_TIMES, {crash_points.RECORD_ENV_VAR: str(record)})
@@ -172,6 +182,7 @@ def test_an_unarmed_process_runs_through_every_point(tmp_path: Path) -> None:
     assert not record.exists()
 
 
+@pytest.mark.integration
 def test_threads_racing_to_a_point_kill_the_process_exactly_once_at_the_nth_hit(tmp_path: Path) -> None:
     script = f"""
 import os, threading
@@ -196,6 +207,7 @@ print("finished", flush=True)
     assert json.loads(line)["hit"] == 500
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("role", ["controller", "broker"])
 def test_a_typo_in_the_variable_stops_a_controller_or_broker_before_it_reads_its_settings(
     role: str, tmp_path: Path

@@ -1,4 +1,4 @@
-"""Every named crash point on real processes (DESIGN §4 invariant 8): a controller or broker restarted armed dies
+"""Every named crash point on real processes (ARCHITECTURE §4 invariant 8): a controller or broker restarted armed dies
 with kill -9 at exactly the named moment (its record line says so, and what the store and the bucket hold at its
 death shows the window the point names), and once it is back, unarmed, the work finishes: a disablement is DISABLED
 at the epoch the crashed request bumped, and no object of the topic is left in the bucket, every segment

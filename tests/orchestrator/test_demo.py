@@ -1,7 +1,10 @@
 """``make demo`` end to end, as a newcomer runs it: ``python -m orchestrator.demo`` in a fresh directory with
 nothing in the environment but HOME and PATH (no AWS_* variables: the local cluster's embedded S3 takes its own key
 pair), its stdout a pipe. It starts a real local cluster (separate processes) and a local Spark, and must stop every
-process it started; the test purges the cluster whatever happened."""
+process it started; the test purges the cluster whatever happened.
+
+The demo has no size of its own to shrink: ``make test`` and ``make soak`` (soak marker) run it whole, as
+``make demo`` runs it."""
 
 import os
 import re
@@ -17,7 +20,7 @@ from orchestrator.cli import cli
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import LocalClusterState
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.spark, pytest.mark.soak, pytest.mark.timeout(600)]
 
 DEMO_TIMEOUT_S = 540
 SCAN_TOTALS = re.compile(r"^\d+ objects, [\d.]+ \S+; reclaimable [\d.]+ \S+ \(.+\); \d+ malformed inventory rows; ")

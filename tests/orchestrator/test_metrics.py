@@ -21,8 +21,6 @@ from orchestrator.metrics import (
     MetricsEndpoint,
 )
 
-pytestmark = pytest.mark.unit
-
 STATES = {"NOT_TIERED": 1, "ENABLED": 2, "DISABLING": 1, "DISABLED": 0}
 
 
@@ -47,6 +45,7 @@ def _active_view(log_end: int | None = 12) -> ControllerView:
     )
 
 
+@pytest.mark.unit
 def test_the_controller_gauges_are_read_from_its_view_at_every_scrape() -> None:
     views = [_active_view()]
     metrics = ControllerMetrics()
@@ -81,6 +80,7 @@ def test_the_controller_gauges_are_read_from_its_view_at_every_scrape() -> None:
     assert not any(name in absent for name, _ in got), "no value is better than a made-up one"
 
 
+@pytest.mark.unit
 def test_a_view_that_fails_leaves_its_gauges_out_and_the_event_metrics_are_still_served() -> None:
     metrics = ControllerMetrics()
 
@@ -96,6 +96,7 @@ def test_a_view_that_fails_leaves_its_gauges_out_and_the_event_metrics_are_still
     assert [e["event"] for e in logs] == ["metrics.view_failed"] and logs[0]["detail"] == "store gone"
 
 
+@pytest.mark.unit
 def test_event_metrics_count_by_label_and_two_processes_in_one_interpreter_do_not_share_them() -> None:
     first, second = ControllerMetrics(), ControllerMetrics()
     first.disable_exchange_done(1, 1, ["acknowledged", "in_progress"], 0.004)  # one exchange, two topics
@@ -115,6 +116,7 @@ def test_event_metrics_count_by_label_and_two_processes_in_one_interpreter_do_no
     assert not any(k[0] == "tieredctl_disable_remote_topic_requests_total" for k in _samples(second.registry))
 
 
+@pytest.mark.unit
 def test_the_broker_shows_copy_lag_per_partition_and_counts_s3_requests_and_deletions() -> None:
     metrics = BrokerMetrics()
     lag = (CopyLag("orders", 1, 2, 8192), CopyLag("orders", 0, 0, 0))
@@ -137,6 +139,7 @@ def test_the_broker_shows_copy_lag_per_partition_and_counts_s3_requests_and_dele
     assert got[("tieredctl_remote_bytes_deleted_total", ())] == 8192
 
 
+@pytest.mark.unit
 def test_the_broker_shows_its_remote_log_metadata_publishing_lag_per_partition_it_leads() -> None:
     metrics = BrokerMetrics()
     lag: dict[int, int] = {}
@@ -149,12 +152,14 @@ def test_the_broker_shows_its_remote_log_metadata_publishing_lag_per_partition_i
     assert samples[(name, (("partition", "12"), ("topic", "__remote_log_metadata")))] == 5
 
 
+@pytest.mark.unit
 def test_the_follower_lag_is_never_negative_and_unknown_without_a_log_end() -> None:
     assert MetadataView(image_offset=10, log_end_offset=5).follower_lag_records == 0
     assert MetadataView(image_offset=-1, log_end_offset=4).follower_lag_records == 4
     assert MetadataView(image_offset=3, log_end_offset=None).follower_lag_records is None
 
 
+@pytest.mark.integration
 def test_the_endpoint_serves_the_registry_on_loopback_and_frees_its_port_when_closed() -> None:
     metrics = ControllerMetrics()
     metrics.observe(_active_view)

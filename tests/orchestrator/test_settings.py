@@ -241,3 +241,46 @@ def test_a_shipped_setting_given_the_wrong_type_names_the_file_the_table_and_the
     path.write_text(BROKER_BASICS + "rack = 3\n")
     with pytest.raises(SettingsError, match=r"\[broker\] rack must be a string, got an integer \(3\)"):
         load_broker_settings(path)
+
+
+def test_the_remote_storage_managers_settings_are_aivens_defaults_unless_the_rsm_table_says_otherwise(tmp_path):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_BASICS)
+    rsm = load_broker_settings(path).rsm
+    assert (rsm.chunk_size, rsm.compression_enabled, rsm.encryption_enabled) == (4 * 1024 * 1024, False, False)
+    assert rsm.custom_metadata_fields_include == () and rsm.encryption_key_pairs == ()
+    path.write_text(
+        BROKER_BASICS
+        + "[rsm]\nchunk_size = 65536\ncompression_enabled = true\nencryption_enabled = true\n"
+        + "encryption_key_pair_id = 'k2'\n"
+        + "encryption_key_pairs = [['k2', 'keys/k2.pub', '/abs/k2.key'], ['k1', 'k1.pub', 'k1.key']]\n"
+        + "custom_metadata_fields_include = ['REMOTE_SIZE', 'OBJECT_KEY']\n"
+    )
+    rsm = load_broker_settings(path).rsm
+    assert rsm.chunk_size == 65536 and rsm.compression_enabled and rsm.encryption_enabled
+    assert rsm.encryption_key_pairs == (  # paths resolve against the file, like every path setting
+        ("k2", str(tmp_path / "keys" / "k2.pub"), "/abs/k2.key"),
+        ("k1", str(tmp_path / "k1.pub"), str(tmp_path / "k1.key")),
+    )
+    assert rsm.custom_metadata_fields_include == ("REMOTE_SIZE", "OBJECT_KEY")
+
+
+@pytest.mark.parametrize(
+    ("rsm", "match"),
+    [
+        ("chunk_size = 0", r"chunk_size must be in \[1, 1073741823\]"),
+        ("chunk_size = 1073741824", "chunk_size must be in"),
+        ("encryption_enabled = true", "encryption_enabled needs encryption_key_pair_id"),
+        ("encryption_key_pair_id = 'k9'\nencryption_key_pairs = [['k1', 'a', 'b']]", "'k9' is not in"),
+        ("encryption_key_pairs = [['k1', 'a', 'b'], ['k1', 'c', 'd']]", "twice"),
+        ("encryption_key_pairs = [['k:1', 'a', 'b']]", "holds no ':'"),
+        ("encryption_key_pairs = [['k1', 'a']]", "encryption_key_pairs must be"),
+        ("custom_metadata_fields_include = ['REMOTE_SIZE', 'SIZE']", r"unknown field\(s\) \['SIZE'\]"),
+        ("chunk_cache_bytes = -1", "chunk_cache_bytes must be >= 0"),
+    ],
+)
+def test_bad_remote_storage_manager_settings_are_refused_naming_the_setting(tmp_path, rsm, match):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_BASICS + "[rsm]\n" + rsm + "\n")
+    with pytest.raises(SettingsError, match=match):
+        load_broker_settings(path)

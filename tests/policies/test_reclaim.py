@@ -61,7 +61,7 @@ def _cand(
     assert not isinstance(cur, str)
     verdict = None
     if cur is not None:
-        verdict = ObjectVerdict(key, cur.size, now_category or category, now_reclaimable, None, tid, None)
+        verdict = ObjectVerdict(key, cur.size, now_category or category, now_reclaimable, None, tid, None, PREFIX)
     return Candidate(row, cur, verdict)
 
 
@@ -159,6 +159,44 @@ def test_keys_outside_the_prefix_of_the_topic_id_they_were_classified_under_are_
     plan = _plan([other_id, other_name, outside, unparseable, nothing])
     assert _planned(plan) == []
     assert set(_reasons(plan).values()) == {"outside_topic_prefix"} and len(plan.skipped) == 5
+
+
+def _recorded(key: str, tid: Uuid, *, found_under: str | None, now_under: str | None) -> Candidate:
+    """A deleted topic's object the scan found under ``found_under`` (its segment's recorded prefix)."""
+    row = ScanRow(key, 100, OLD, "orders", str(tid), c.DELETED_TOPIC, True, found_under)
+    verdict = ObjectVerdict(key, 100, c.DELETED_TOPIC, True, None, str(tid), None, now_under)
+    return Candidate(row, CurrentObject(100, OLD), verdict)
+
+
+def test_an_object_found_under_the_prefix_its_segment_records_is_planned_under_that_prefix_only():
+    tid = IDS[3]
+    key = build_key("old-cluster/", SegmentKey("orders", tid, 0, 0, Uuid.random(_RNG.randbytes)), Suffix.LOG)
+    plan = _plan([_recorded(key, tid, found_under="old-cluster/", now_under="old-cluster/")])
+    assert _planned(plan) == [key]
+    (batch,) = plan.batches
+    assert batch.prefix == topic_prefix("old-cluster/", "orders", tid) == f"old-cluster/orders-{tid}/"
+
+
+def test_a_recorded_prefix_never_lets_a_key_outside_its_topic_prefix_be_planned():
+    tid = IDS[3]
+    under_scanned = _key("orders", tid)  # a key under tiered/, said to be found under old-cluster/
+    elsewhere = build_key("other/", SegmentKey("orders", tid, 0, 0, Uuid.random(_RNG.randbytes)), Suffix.LOG)
+    cands = [
+        _recorded(under_scanned, tid, found_under="old-cluster/", now_under="old-cluster/"),
+        _recorded(elsewhere, tid, found_under="old-cluster/", now_under="old-cluster/"),
+    ]
+    plan = _plan(cands)
+    assert _planned(plan) == [] and set(_reasons(plan).values()) == {"outside_topic_prefix"}
+
+
+def test_an_object_the_current_metadata_no_longer_places_where_the_scan_found_it_is_skipped():
+    tid = IDS[3]
+    key = build_key("old-cluster/", SegmentKey("orders", tid, 0, 0, Uuid.random(_RNG.randbytes)), Suffix.LOG)
+    plan = _plan([_recorded(key, tid, found_under="old-cluster/", now_under=None)])
+    assert _planned(plan) == [] and _reasons(plan) == {key: "no_longer_reclaimable"}
+    layout = _key("orders", tid)  # found under the scanned prefix, now attributed to a recorded prefix
+    plan = _plan([_recorded(layout, tid, found_under=None, now_under="old-cluster/")])
+    assert _planned(plan) == [] and _reasons(plan) == {layout: "no_longer_reclaimable"}
 
 
 def test_a_key_repeated_in_the_scan_is_planned_once():
@@ -321,7 +359,7 @@ def candidates(draw):
         verdict = None
         if cur is not None:
             now_cat = _mostly(draw, category, draw(st.sampled_from(c.CATEGORIES)))
-            verdict = ObjectVerdict(key, cur.size, now_cat, _mostly(draw, True, False), None, row_tid, None)
+            verdict = ObjectVerdict(key, cur.size, now_cat, _mostly(draw, True, False), None, row_tid, None, PREFIX)
         out.append(Candidate(row, cur, verdict))
         if draw(st.integers(0, 9)) == 0:
             out.append(out[-1])  # a repeated row

@@ -7,7 +7,6 @@ moto's S3 server on loopback and a real SQLite store."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import botocore.exceptions as bce
@@ -91,19 +90,26 @@ def world(tmp_path, s3_client, bucket) -> Any:  # type: ignore[no-untyped-def]
 
 
 def test_delete_objects_calls_overlap_but_never_exceed_the_concurrency_and_the_journal_is_two_appends_a_window(world):
-    in_flight, peak, lock = [0], [0], threading.Lock()
+    in_flight, peak, arrived, gate = [0], [0], [0], threading.Condition()
+    batches = SEGMENTS // PER_BATCH
 
-    def slow_start(**_: Any) -> None:
-        with lock:
+    def window_start(**_: Any) -> None:
+        """Each call waits for the other calls of its window (3, the last one 1) to start, so they are in flight
+        together whatever the machine's load; calls run one by one would wait out the bound and show a peak of 1."""
+        with gate:
+            index = arrived[0]
+            arrived[0] += 1
             in_flight[0] += 1
             peak[0] = max(peak[0], in_flight[0])
-        time.sleep(0.15)  # long enough for the window's other calls to start meanwhile
+            gate.notify_all()
+            window_end = min((index // 3 + 1) * 3, batches)
+            gate.wait_for(lambda: arrived[0] >= window_end, timeout=30)
 
     def done(**_: Any) -> None:
-        with lock:
+        with gate:
             in_flight[0] -= 1
 
-    world.s3.meta.events.register("before-send.s3.DeleteObjects", slow_start)
+    world.s3.meta.events.register("before-send.s3.DeleteObjects", window_start)
     world.s3.meta.events.register("after-call.s3.DeleteObjects", done)
     appends: list[int] = []
     real_append = world.store.append_remote_log_metadata

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from psycopg.conninfo import conninfo_to_dict
+from structlog.testing import capture_logs
 
 from orchestrator.errors import KafkaError
 from orchestrator.ids import Uuid
@@ -17,10 +18,18 @@ from orchestrator.metadata.postgres import PostgresMetadataStore
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import MetadataStore
-from remote_storage.export import export_metadata, export_store_file
-from remote_storage.export_format import SEGMENTS_FILE, TOPICS_FILE, segments_schema, topics_schema
+from remote_storage.export import export_metadata, export_store_file, load_export
+from remote_storage.export_format import (
+    ADDED_SEGMENT_COLUMNS,
+    SEGMENTS_FILE,
+    TOPICS_FILE,
+    segments_schema,
+    topics_schema,
+)
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
+from remote_storage.segment_format.custom_metadata import SegmentCustomMetadata, encode_custom_metadata
 from tests.support.broker_harness import ControllerWriter
+from tests.support.rlmm_records import finish_copy
 
 pytestmark = pytest.mark.integration
 
@@ -127,6 +136,10 @@ def test_export_has_live_and_deleted_topics_and_every_segment(tmp_path: Path) ->
         "state": "COPY_SEGMENT_FINISHED",
         "max_timestamp_ms": NOW - 10_000,
         "event_timestamp_ms": NOW - 3000,
+        "remote_size": None,  # no custom metadata recorded
+        "object_prefix": None,
+        "object_key": None,
+        "custom_metadata_error": None,
     }
     assert by_id[str(old_started.segment_id)]["state"] == "COPY_SEGMENT_STARTED"
     assert by_id[str(new_a.segment_id)]["state"] == "DELETE_SEGMENT_STARTED"
@@ -218,3 +231,96 @@ def _rows(path: Path) -> list[str]:
     table = pq.read_table(path)
     kept = table.drop_columns([c for c in table.column_names if "id" in c])
     return sorted(repr(sorted(row.items())) for row in kept.to_pylist())
+
+
+# -- Aiven's custom metadata ----------------------------------------------------------------------------------------
+
+
+def test_custom_metadata_recorded_with_a_finished_copy_is_exported_decoded_and_null_when_absent(tmp_path: Path) -> None:
+    store = SqliteMetadataStore(tmp_path / "meta.db")
+    try:
+        writer = ControllerWriter(store)
+        rlmm = RemoteLogMetadataManager(store)
+        orders = writer.create_topic("orders", tiered=True)
+        every_field, size_only, none = (_segment("orders", orders, i * 10, i * 10 + 9) for i in range(3))
+        recorded = SegmentCustomMetadata(remote_size=12_345, object_prefix="old-prefix/", object_key="k/path")
+        finish_copy(store, every_field, custom_metadata=encode_custom_metadata(recorded), now_ms=NOW - 3000)
+        blob = encode_custom_metadata(SegmentCustomMetadata(remote_size=7))
+        finish_copy(store, size_only, custom_metadata=blob, now_ms=NOW - 2000)
+        finish_copy(store, none, custom_metadata=None, now_ms=NOW - 1000)
+        # A later delete update carries no custom metadata (as Kafka's do not): the segment keeps what it recorded.
+        rlmm.transition([every_field], SegmentState.DELETE_SEGMENT_STARTED, broker_id=1, now_ms=NOW)
+        result = export_metadata(store, tmp_path / "export")
+    finally:
+        store.close()
+
+    assert result.custom_metadata_errors == 0
+    by_id = {r["segment_id"]: r for r in pq.read_table(result.segments_path).to_pylist()}
+    columns = ("remote_size", "object_prefix", "object_key", "custom_metadata_error")
+    assert {c: by_id[str(every_field.segment_id)][c] for c in columns} == {
+        "remote_size": 12_345,
+        "object_prefix": "old-prefix/",
+        "object_key": "k/path",
+        "custom_metadata_error": None,
+    }
+    assert by_id[str(every_field.segment_id)]["state"] == "DELETE_SEGMENT_STARTED"
+    assert [by_id[str(size_only.segment_id)][c] for c in columns] == [7, None, None, None]
+    assert [by_id[str(none.segment_id)][c] for c in columns] == [None, None, None, None]
+
+    _, segments, _ = load_export(tmp_path / "export")
+    read_back = {s.segment_id: s for s in segments}[str(every_field.segment_id)]
+    assert (read_back.remote_size, read_back.object_prefix, read_back.object_key) == (12_345, "old-prefix/", "k/path")
+    assert read_back.recorded_location
+
+
+@pytest.mark.parametrize(
+    ("blob", "why"),
+    [
+        (b"\x01\x00\x05\x80", "needs 5 bytes"),  # REMOTE_SIZE says 5 bytes, one follows
+        (b"\x02\x01\x01\x01\x00\x01\x01", "ascend"),  # tag 0 after tag 1
+        (encode_custom_metadata(SegmentCustomMetadata(remote_size=-1)), "negative"),
+    ],
+)
+def test_custom_metadata_that_does_not_decode_is_counted_and_logged_never_a_crash(
+    tmp_path: Path, blob: bytes, why: str
+) -> None:
+    store = SqliteMetadataStore(tmp_path / "meta.db")
+    try:
+        orders = ControllerWriter(store).create_topic("orders", tiered=True)
+        bad, good = _segment("orders", orders, 0, 9), _segment("orders", orders, 10, 19)
+        finish_copy(store, bad, custom_metadata=blob, now_ms=NOW)
+        finish_copy(store, good, custom_metadata=encode_custom_metadata(SegmentCustomMetadata(9)), now_ms=NOW)
+        with capture_logs() as logs:
+            result = export_metadata(store, tmp_path / "export")
+    finally:
+        store.close()
+
+    assert (result.segments, result.custom_metadata_errors) == (2, 1)
+    by_id = {r["segment_id"]: r for r in pq.read_table(result.segments_path).to_pylist()}
+    row = by_id[str(bad.segment_id)]
+    assert (row["remote_size"], row["object_prefix"], row["object_key"]) == (None, None, None)
+    assert why in row["custom_metadata_error"]
+    assert by_id[str(good.segment_id)]["remote_size"] == 9
+    warned = [e for e in logs if e["event"] == "metadata_export.bad_custom_metadata"]
+    assert [e["segment_id"] for e in warned] == [str(bad.segment_id)]
+
+
+def test_an_export_written_before_the_custom_metadata_columns_reads_them_as_null(tmp_path: Path) -> None:
+    """The export as the landed code wrote it: segments.parquet without the columns added since."""
+    store = SqliteMetadataStore(tmp_path / "meta.db")
+    try:
+        orders = ControllerWriter(store).create_topic("orders", tiered=True)
+        finish_copy(store, _segment("orders", orders, 0, 9), custom_metadata=None, now_ms=NOW)
+        result = export_metadata(store, tmp_path / "export")
+    finally:
+        store.close()
+    table = pq.read_table(result.segments_path)
+    older = table.drop_columns(list(ADDED_SEGMENT_COLUMNS))
+    assert older.num_columns == len(segments_schema()) - len(ADDED_SEGMENT_COLUMNS)
+    pq.write_table(older, result.segments_path)
+
+    _, segments, _ = load_export(tmp_path / "export")
+    assert len(segments) == 1
+    seg = segments[0]
+    assert (seg.remote_size, seg.object_prefix, seg.object_key, seg.custom_metadata_error) == (None,) * 4
+    assert seg.size_bytes == 1000

@@ -6,6 +6,9 @@ from orchestrator.errors import InvalidArgument
 from orchestrator.ids import Uuid
 from remote_storage.keys import SegmentKey, Suffix, build_key, topic_prefix
 from remote_storage.s3 import DELETE_BATCH, MIN_PART_SIZE, S3RemoteStorage
+from remote_storage.segment_format.kafka_metadata import RemoteLogSegmentMetadata
+from remote_storage.segment_format.manifest import manifest_from_json
+from remote_storage.segment_format.segment_indexes import SegmentIndexFiles
 from tests.support.faults import FaultInjector
 
 pytestmark = pytest.mark.integration
@@ -13,6 +16,24 @@ pytestmark = pytest.mark.integration
 
 def _segment(topic="orders", topic_id=None, partition=0, start=0) -> SegmentKey:
     return SegmentKey(topic, topic_id or Uuid.random(), partition, start, Uuid.random())
+
+
+def _copy(rsm, seg, log_file, *, tiered_epoch=1, offset_index=b""):
+    """copy_segment with the other four indexes empty and the segment's metadata made up from its key."""
+    metadata = RemoteLogSegmentMetadata(
+        seg.topic_id,
+        seg.topic,
+        seg.partition,
+        seg.segment_id,
+        seg.start_offset,
+        seg.start_offset + 9,
+        0,
+        1,
+        0,
+        ((0, 0),),
+    )
+    indexes = SegmentIndexFiles(offset=offset_index, timestamp=b"", producer_snapshot=b"", leader_epoch=b"")
+    return rsm.copy_segment(seg, log_file=log_file, index_files=indexes, metadata=metadata, tiered_epoch=tiered_epoch)
 
 
 @pytest.fixture
@@ -27,14 +48,16 @@ def test_a_segment_is_uploaded_as_three_tagged_objects_and_fetched_by_range(rsm,
     log_file = tmp_path / "00000000000000000000.log"
     log_file.write_bytes(bytes(range(256)) * 40)
     seg = _segment()
-    up = rsm.copy_segment(seg, log_file=log_file, indexes=b"idx", manifest={"startOffset": 0}, tiered_epoch=3)
+    up = _copy(rsm, seg, log_file, tiered_epoch=3, offset_index=b"idx")
     assert up.sizes[Suffix.LOG] == 10240 and up.total_bytes > 10240
     for suffix in Suffix:
         key = build_key("tiered/", seg, suffix)
         assert rsm.tags(key) == {"tieredEpoch": "3"}
         assert rsm.head(key) is not None
     assert rsm.fetch(up.keys[Suffix.LOG], start=256, end=259) == bytes([0, 1, 2, 3])
-    assert rsm.fetch_manifest(seg) == {"startOffset": 0, "tieredEpoch": 3}
+    # The manifest is Aiven's SegmentManifestV1: the tiered epoch is only the tag, never a member of the JSON.
+    text = rsm.fetch(up.keys[Suffix.MANIFEST])
+    assert manifest_from_json(text) == up.manifest and "tieredEpoch" not in json.loads(text)
 
 
 def test_large_logs_use_multipart_uploads_and_stay_byte_identical(s3_client, bucket, tmp_path):
@@ -44,7 +67,7 @@ def test_large_logs_use_multipart_uploads_and_stay_byte_identical(s3_client, buc
     log_file = tmp_path / "big.log"
     log_file.write_bytes(data)
     seg = _segment()
-    rsm.copy_segment(seg, log_file=log_file, indexes=b"", manifest={}, tiered_epoch=1)
+    _copy(rsm, seg, log_file)
     assert faults.calls["CreateMultipartUpload"] == 1 and faults.calls["UploadPart"] == 3
     assert rsm.fetch(build_key("", seg, Suffix.LOG)) == data
     assert rsm.tags(build_key("", seg, Suffix.LOG)) == {"tieredEpoch": "1"}
@@ -56,7 +79,7 @@ def test_throttling_server_errors_and_resets_are_retried_once_each_without_dupli
     log_file = tmp_path / "a.log"
     log_file.write_bytes(b"x" * 1000)
     seg = _segment()
-    rsm.copy_segment(seg, log_file=log_file, indexes=b"i", manifest={}, tiered_epoch=1)
+    _copy(rsm, seg, log_file, offset_index=b"i")
     # 3 objects + 3 faults: each fault costs exactly one extra attempt (one retry layer, nothing multiplied).
     assert faults.calls["PutObject"] == 6
     assert len(rsm.sleeps) == 3
@@ -69,7 +92,7 @@ def test_a_permanent_error_surfaces_at_once(rsm, s3_client, tmp_path):
     log_file = tmp_path / "a.log"
     log_file.write_bytes(b"x")
     with pytest.raises(Exception, match="NoSuchBucket"):
-        broken.copy_segment(_segment(), log_file=log_file, indexes=b"", manifest={}, tiered_epoch=1)
+        _copy(broken, _segment(), log_file)
     assert rsm.sleeps == []
 
 
@@ -142,6 +165,6 @@ def test_manifest_is_written_last(rsm, s3_client, tmp_path):
     )
     log_file = tmp_path / "a.log"
     log_file.write_bytes(b"x")
-    rsm.copy_segment(_segment(), log_file=log_file, indexes=b"", manifest={}, tiered_epoch=1)
+    _copy(rsm, _segment(), log_file)
     assert order[-1] == "rsm-manifest" and len(order) == 3
     json.dumps(order)

@@ -24,6 +24,7 @@ from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, Tie
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.settings import BrokerSettings
 from remote_storage.keys import topic_prefix
+from remote_storage.object_format import DEFAULT_OBJECT_FORMAT, ObjectFormat
 from remote_storage.rlmm import RemoteLogMetadataManager
 from remote_storage.s3 import S3RemoteStorage
 
@@ -65,7 +66,7 @@ class ControllerWriter:
         return tid
 
     def set_state(self, tid: Uuid, state: TieredState, policy: DisablePolicy = DisablePolicy.NONE) -> int:
-        """Move the topic to ``state``; the epoch is bumped except for DISABLING -> DISABLED (DESIGN §4)."""
+        """Move the topic to ``state``; the epoch is bumped except for DISABLING -> DISABLED (ARCHITECTURE §4)."""
         topic = self.follower.refresh().topics[tid]
         epoch = topic.tiered_epoch if state == TieredState.DISABLED else topic.tiered_epoch + 1
         new_state = {"tiered_epoch": epoch, "tiered_state": int(state), "policy": int(policy)}
@@ -89,12 +90,19 @@ class BrokerUnderTest:
         prefix: str = "tiered/",
         log_config: LogConfig | None = None,
         now_ms: Callable[[], int] = wall_ms,
+        object_format: ObjectFormat = DEFAULT_OBJECT_FORMAT,
     ) -> None:
         self.broker_id = broker_id
         self.data_dir = data_dir
         self.store = SqliteMetadataStore(store_path)
         self.follower = MetadataFollower(self.store)
-        self.rsm = S3RemoteStorage(client=s3_client, bucket=bucket, prefix=prefix, sleep=lambda s: None)  # type: ignore[arg-type]
+        self.rsm = S3RemoteStorage(
+            client=s3_client,  # type: ignore[arg-type]
+            bucket=bucket,
+            prefix=prefix,
+            sleep=lambda s: None,
+            object_format=object_format,
+        )
         self.rlmm = RemoteLogMetadataManager(self.store)
         self.logs: dict[tuple[Uuid, int], PartitionLog] = {}
         self.log_config = log_config or LogConfig(segment_bytes=2000, index_interval_bytes=256)
@@ -118,8 +126,9 @@ class BrokerUnderTest:
     def produce(self, tid: Uuid, n: int, *, partition: int = 0, size: int = 100, ts: int | None = None) -> None:
         plog = self.log(tid, partition)
         start = plog.log_end_offset
+        leader_epoch = self.follower.image.topics[tid].partitions[partition].leader_epoch
         for i in range(n):  # one batch per record, as a producer sending small batches writes them
-            plog.append([(None, f"{start + i}:".encode() + b"x" * size, ts)])
+            plog.append([(None, f"{start + i}:".encode() + b"x" * size, ts)], leader_epoch=leader_epoch)
 
     def tier(self, tid: Uuid, partition: int = 0) -> int:
         """Roll the active segment and copy every closed segment; returns how many were copied."""

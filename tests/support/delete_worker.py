@@ -1,7 +1,9 @@
 """A separate process that runs the delete policy for one topic id; the crash test kills it with SIGKILL.
 
-Usage: python -m tests.support.delete_worker STORE ENDPOINT BUCKET PREFIX TOPIC_ID PAUSE_S
-Prints one line per finished batch ("progress DONE TOTAL") and "complete" at the end.
+Usage: python -m tests.support.delete_worker STORE ENDPOINT BUCKET PREFIX TOPIC_ID hold|go
+Prints one line per finished batch ("progress DONE TOTAL") and "complete" at the end. With ``hold`` it stops after
+the first batch's line until its standard input ends, so the test kills it at a known point, whatever the
+machine's load; with ``go`` it runs through.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from remote_storage.s3 import S3RemoteStorage, make_s3_client
 
 def main() -> None:
     configure_logging("service")
-    store_path, endpoint, bucket, prefix, topic_id, pause = sys.argv[1:7]
+    store_path, endpoint, bucket, prefix, topic_id, mode = sys.argv[1:7]
+    if mode not in ("hold", "go"):
+        raise SystemExit(f"the last argument is hold or go, not {mode!r}")
     store = SqliteMetadataStore(store_path)
     rlmm = RemoteLogMetadataManager(store)
     rlmm.refresh()
@@ -30,7 +34,8 @@ def main() -> None:
 
     def progress(done: int, total: int, _counted: int) -> None:
         print(f"progress {done} {total}", flush=True)
-        time.sleep(float(pause))
+        if mode == "hold":
+            sys.stdin.read()  # until the test closes it, or (as it does) kills this process
 
     def now_ms() -> int:
         return int(time.time() * 1000)

@@ -51,14 +51,17 @@ class LiveCluster:
         s3_endpoint: str | None = None,
         bucket: str | None = None,
         controller_overrides: dict[str, dict[str, Any]] | None = None,
+        broker_overrides: dict[str, dict[str, Any]] | None = None,
         security: LocalSecurity = LocalSecurity(),
     ) -> None:
         """A new cluster in ``directory``; on the embedded S3 unless ``s3_endpoint`` (and ``bucket``) name another.
-        ``controller_overrides`` adds tables to the fast controller settings (``{"snapshots": {...}}``);
+        ``controller_overrides`` adds tables to the fast controller settings (``{"snapshots": {...}}``), and
+        ``broker_overrides`` to the fast broker settings (``{"rsm": {...}}``);
         ``security`` turns on TLS, SCRAM logins and ACLs (the clients here connect as the cluster's admin)."""
         self.dir = directory
         controller = {**FAST_CONTROLLER, **(controller_overrides or {})}
-        fast_timings = {"broker_overrides": FAST_BROKER, "controller_overrides": controller}
+        broker = {**FAST_BROKER, **(broker_overrides or {})}
+        fast_timings = {"broker_overrides": broker, "controller_overrides": controller}
         where = {"s3_endpoint": s3_endpoint, "bucket": bucket}
         self.state = lc.up(
             directory, brokers=brokers, controllers=controllers, security=security, **where, **fast_timings

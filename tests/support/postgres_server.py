@@ -16,8 +16,10 @@ How it runs:
 * **Our child, by pid.** The server is ``postgres`` itself started with ``Popen`` (not ``pg_ctl``, whose server
   would be re-parented away from us): the session knows its pid, stops it with SIGINT (PostgreSQL's fast
   shutdown), waits for it, and falls back to SIGQUIT and then SIGKILL, each wait bounded.
-* **Reachable only here.** It listens on 127.0.0.1 alone, on a port picked free just before (a start that loses
-  the port to a race is retried, a bounded number of times); its Unix socket lives in the private directory.
+* **Reachable only here.** It listens on 127.0.0.1 alone, on a port picked free just before from this pytest-xdist
+  worker's slice below the ephemeral range (:mod:`tests.support.ports`; a start that loses the port to a race is
+  retried, a bounded number of times); its Unix socket lives in the private directory. Each xdist worker starts
+  its own server (the fixture is session-scoped, and a session is one worker's).
   Connections over TCP need the password, a random one per server (SCRAM), so the store's handling of a DSN
   with a password is exercised for real.
 * **Fast, not durable.** ``fsync``, ``synchronous_commit`` and ``full_page_writes`` are off: the tests never
@@ -34,7 +36,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -46,6 +47,8 @@ from typing import IO, Any
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
+
+from tests.support.ports import free_port
 
 DEBIAN_PACKAGE = "postgresql"  # provides /usr/lib/postgresql/<N>/bin (e.g. postgresql-15 on Debian 12)
 SUPERUSER = "postgres"
@@ -95,13 +98,6 @@ def _version_key(name: str) -> tuple[int, ...]:
         return tuple(int(part) for part in name.split("."))
     except ValueError:
         return (-1,)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +182,8 @@ def running_postgres(*, host: str = "127.0.0.1") -> Iterator[PostgresServer]:
     """Start a fresh server (initdb + postgres), yield it, stop it by pid and delete its directory."""
     binaries = find_binaries()
     identity = _Identity.for_server()
-    base = Path(tempfile.mkdtemp(prefix="tieredctl-pg-"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")  # one server per pytest-xdist worker: say whose
+    base = Path(tempfile.mkdtemp(prefix=f"tieredctl-pg-{worker}-"))
     server: PostgresServer | None = None
     log_file: IO[bytes] | None = None
     try:

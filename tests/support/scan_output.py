@@ -35,8 +35,8 @@ def write_scan(s3_client, bucket: str, out: Path, *, grace_ms: int = 0, extra_ro
     rows = []
     for obj, v in zip(objects, verdicts, strict=True):
         try:
-            seg = parse_key(obj.key, PREFIX)
-        except KeyParseError:
+            seg = parse_key(obj.key, v.object_prefix) if v.object_prefix is not None else None
+        except KeyParseError:  # a recorded key that is not the layout's: its parts are the segment's
             seg = None
         rlmm = meta.segments.get((v.topic_id, v.segment_id)) if seg else None
         row = {
@@ -55,6 +55,7 @@ def write_scan(s3_client, bucket: str, out: Path, *, grace_ms: int = 0, extra_ro
             "category": v.category,
             "reclaimable": v.reclaimable,
             "anomaly": v.anomaly,
+            "object_prefix": v.object_prefix,
         }
         rows.append(row)
     rows.extend(extra_rows)

@@ -19,8 +19,6 @@ from orchestrator.net.server import KafkaServer
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request, decode_request, encode_request
 
-pytestmark = pytest.mark.unit
-
 CREATE = {"topics": [{"name": "a", "num_partitions": 1, "replication_factor": 1}, {"name": "b"}], "timeout_ms": 0}
 
 
@@ -80,6 +78,7 @@ def forwarder_to(fake: FakeController, **client: Any) -> Forwarder:
     return Forwarder(AdminClient(f"{host}:{port}", sleep=no_sleep, **client), timeout_s=0.5)
 
 
+@pytest.mark.integration
 def test_the_controllers_answer_comes_back_as_it_is_at_the_clients_version_in_an_envelope_naming_the_client() -> None:
     async def main() -> None:
         fake = FakeController()
@@ -97,6 +96,7 @@ def test_the_controllers_answer_comes_back_as_it_is_at_the_clients_version_in_an
     run(main())
 
 
+@pytest.mark.integration
 def test_a_forward_that_times_out_is_not_sent_again_and_every_entry_says_request_timed_out() -> None:
     async def main() -> None:
         fake = FakeController(hang=True)
@@ -118,6 +118,7 @@ def test_a_forward_that_times_out_is_not_sent_again_and_every_entry_says_request
     run(main())
 
 
+@pytest.mark.integration
 def test_with_no_active_controller_every_entry_says_not_controller_after_the_attempts() -> None:
     async def main() -> None:
         fake = FakeController(active=False)
@@ -133,6 +134,7 @@ def test_with_no_active_controller_every_entry_says_not_controller_after_the_att
     run(main())
 
 
+@pytest.mark.integration
 def test_an_unreachable_controller_is_broker_not_available_on_every_entry() -> None:
     async def main() -> None:
         fake = FakeController()
@@ -148,6 +150,7 @@ def test_an_unreachable_controller_is_broker_not_available_on_every_entry() -> N
     run(main())
 
 
+@pytest.mark.unit
 def test_only_the_admin_writes_are_forwarded() -> None:
     async def main() -> None:
         forwarder = Forwarder(AdminClient("127.0.0.1:9", sleep=no_sleep, max_attempts=1))

@@ -25,7 +25,7 @@ from tests.support.broker_harness import ControllerWriter, in_process_broker
 from tests.support.clocks import FakeClock, FakeWallClock
 from tests.support.requests import data_request
 
-pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
+pytestmark = pytest.mark.timeout(30)  # each test's kind is beside it
 
 HOUR_MS = 3_600_000
 
@@ -87,6 +87,7 @@ def _recreate(env: Env, old):
     return env.writer.create_topic("again", tiered=False)
 
 
+@pytest.mark.unit
 def test_the_metadata_round_retires_a_deleted_topic_and_the_recreated_name_is_served_at_once(env):
     broker = env.broker
     old = _start_with_again(env)
@@ -120,6 +121,7 @@ def test_the_metadata_round_retires_a_deleted_topic_and_the_recreated_name_is_se
     assert logs == [] and env.stale_names() == [moved_to.name]
 
 
+@pytest.mark.unit
 def test_a_produce_that_meets_the_old_directory_before_the_metadata_round_moves_it_aside_itself(env):
     broker = env.broker
     old = _start_with_again(env)
@@ -137,6 +139,7 @@ def test_a_produce_that_meets_the_old_directory_before_the_metadata_round_moves_
     assert _events(logs, "broker.stale_partition_dir") == [] and _events(logs, "broker.loop_failed") == []
 
 
+@pytest.mark.unit
 def test_a_fetch_that_meets_the_old_directory_first_moves_it_aside_too(env):
     broker = env.broker
     old = _start_with_again(env)
@@ -146,6 +149,7 @@ def test_a_fetch_that_meets_the_old_directory_first_moves_it_aside_too(env):
     assert env.stale_names() == [stale_dir_name("again-0", old, 1_700_000_000_000)]
 
 
+@pytest.mark.integration
 def test_closing_a_deleted_topics_log_waits_for_the_append_or_tiering_pass_that_holds_the_log_lock(env):
     broker = env.broker
     old = _start_with_again(env)
@@ -169,6 +173,7 @@ def test_closing_a_deleted_topics_log_waits_for_the_append_or_tiering_pass_that_
     assert b"old-3" in (env.stale / moved / f"{0:020d}.log").read_bytes()
 
 
+@pytest.mark.unit
 def test_a_tiering_pass_of_a_log_closed_since_its_round_began_does_nothing(env):
     broker = env.broker
     old = _start_with_again(env)
@@ -187,6 +192,7 @@ def test_a_tiering_pass_of_a_log_closed_since_its_round_began_does_nothing(env):
     assert broker.rlm.passes == []
 
 
+@pytest.mark.unit
 def test_a_caller_holding_an_image_from_before_the_delete_cannot_reopen_the_retired_topic(env):
     broker = env.broker
     old = _start_with_again(env)
@@ -203,6 +209,7 @@ def test_a_caller_holding_an_image_from_before_the_delete_cannot_reopen_the_reti
     assert len(env.stale_names()) == 1
 
 
+@pytest.mark.unit
 def test_a_directory_that_cannot_be_moved_fails_the_round_without_blocking_other_topics_and_moves_later(env):
     broker = env.broker
     old = _start_with_again(env)
@@ -226,6 +233,7 @@ def test_a_directory_that_cannot_be_moved_fails_the_round_without_blocking_other
     assert (new, 0) in broker.logs and _produce(broker, "again")["base_offset"] == 0
 
 
+@pytest.mark.unit
 def test_moved_aside_directories_are_removed_after_the_retention_looking_at_most_once_a_minute(env):
     broker = env.broker
     wall, clock = broker._wall_clock_ms, broker._clock
@@ -251,6 +259,7 @@ def test_moved_aside_directories_are_removed_after_the_retention_looking_at_most
     assert (removed["directory"], removed["age_ms"]) == (moved, HOUR_MS)
 
 
+@pytest.mark.unit
 def test_the_retention_of_moved_aside_directories_is_a_broker_setting_of_a_day_unless_set(tmp_path):
     required = 'broker_id = 1\ndata_dir = "d"\nmetadata_store = "m.db"\ncontrollers = "127.0.0.1:1"\n'
     (tmp_path / "default.toml").write_text(f"[broker]\n{required}")
@@ -259,6 +268,7 @@ def test_the_retention_of_moved_aside_directories_is_a_broker_setting_of_a_day_u
     assert load_broker_settings(tmp_path / "forever.toml").stale_dir_retention_ms == -1
 
 
+@pytest.mark.unit
 def test_with_a_negative_retention_nothing_under_stale_is_ever_removed(env):
     broker = env.broker
     broker.settings = dataclasses.replace(broker.settings, stale_dir_retention_ms=-1)

@@ -3,7 +3,9 @@ import threading
 
 import pytest
 
+from orchestrator.broker.leader_epochs import EpochEntry
 from orchestrator.broker.local_log import LogConfig, PartitionLog
+from orchestrator.broker.producer_state import SnapshotEntry, parse_snapshot
 from orchestrator.errors import InconsistentTopicId, OffsetOutOfRange
 from orchestrator.ids import Uuid
 from orchestrator.protocol.record_batch import (
@@ -229,3 +231,91 @@ def test_a_start_offset_moved_on_one_thread_while_another_applies_retention_is_c
     assert errors == []
     reopened = _log(tmp_path)
     assert reopened.log_start_offset == last
+
+
+def _idempotent(value: bytes, *, producer_id: int, sequence: int, ts: int) -> bytes:
+    batch = build_batch(0, [(None, value, ts, ())], producer_id=producer_id, producer_epoch=0, base_sequence=sequence)
+    return encode_batch(batch)
+
+
+def test_closing_a_segment_writes_the_producer_snapshot_at_its_end_and_deleting_it_removes_the_snapshot(tmp_path):
+    log = _log(tmp_path, segment_bytes=10**6)
+    log.append_batches([_idempotent(b"a", producer_id=5, sequence=0, ts=100)])
+    log.append_batches([_idempotent(b"b", producer_id=5, sequence=1, ts=200)])
+    log.append([(None, b"plain", 300)])
+    log.roll()
+    [closed] = log.closed_segments()
+    assert closed.producer_snapshot_path.name == "00000000000000000003.snapshot"  # where the next segment starts
+    assert parse_snapshot(closed.producer_snapshot_path.read_bytes()) == [SnapshotEntry(5, 0, 1, 1, 0, 200)]
+    log.append([(None, b"more", 400)])
+    log.roll()
+    log.delete_local_segments_before(3)
+    assert not closed.producer_snapshot_path.exists() and not closed.time_index_path.exists()
+
+
+def test_a_missing_or_corrupt_snapshot_is_rebuilt_on_open_from_the_batches_up_to_the_segments_end(tmp_path):
+    log = _log(tmp_path, segment_bytes=10**6)
+    for i in range(3):
+        log.append_batches([_idempotent(b"%d" % i, producer_id=9, sequence=i, ts=10 * i)])
+        log.roll()
+    snapshots = [s.producer_snapshot_path for s in log.closed_segments()]
+    expected = [p.read_bytes() for p in snapshots]
+    log.close()
+    snapshots[0].unlink()  # killed before it was written, or a directory written before snapshots were kept
+    snapshots[1].write_bytes(b"\x00\x01garbage")
+    _log(tmp_path, segment_bytes=10**6)
+    assert [p.read_bytes() for p in snapshots] == expected
+
+
+def test_the_leader_epoch_cache_is_checkpointed_as_epochs_change_and_survives_a_restart(tmp_path):
+    log = _log(tmp_path, segment_bytes=10**6)
+    log.append([(None, b"a", 1)], leader_epoch=0)
+    log.append([(None, b"b", 2)], leader_epoch=0)
+    log.append([(None, b"c", 3)], leader_epoch=4)
+    checkpoint = tmp_path / "orders-0" / "leader-epoch-checkpoint"
+    assert checkpoint.read_text() == "0\n2\n0 0\n4 2\n"
+    log.close()
+    reopened = _log(tmp_path, segment_bytes=10**6)
+    reopened.append([(None, b"d", 4)], leader_epoch=4)
+    assert reopened.leader_epoch_checkpoint(2) == b"0\n2\n0 0\n4 2\n"
+    assert reopened.leader_epoch_checkpoint(1) == b"0\n1\n0 0\n"  # a segment ending at 1 knows nothing of epoch 4
+    assert reopened.segment_leader_epochs(1, 3) == (EpochEntry(0, 1), EpochEntry(4, 2))
+
+
+def test_epochs_are_rebuilt_from_the_batches_when_the_checkpoint_is_lost_and_cut_with_a_torn_tail(tmp_path):
+    log = _log(tmp_path, segment_bytes=10**6)
+    for epoch, value in ((1, b"a"), (1, b"b"), (2, b"c"), (5, b"d")):
+        log.append([(None, value, 1)], leader_epoch=epoch)
+    active = log.segments()[-1].log_path
+    log.close()
+    checkpoint = tmp_path / "orders-0" / "leader-epoch-checkpoint"
+    checkpoint.unlink()
+    with active.open("r+b") as f:
+        f.truncate(active.stat().st_size - 3)  # the last batch (epoch 5) torn
+    reopened = _log(tmp_path, segment_bytes=10**6)
+    assert reopened.log_end_offset == 3
+    assert checkpoint.read_text() == "0\n2\n1 0\n2 2\n"
+
+
+def test_moving_the_log_start_offset_truncates_the_epochs_from_the_start(tmp_path):
+    log = _log(tmp_path, segment_bytes=10**6)
+    for epoch in (0, 0, 3, 3):
+        log.append([(None, b"v", 1)], leader_epoch=epoch)
+    log.roll()
+    log.advance_log_start_offset(3)
+    assert (tmp_path / "orders-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n3 3\n"
+
+
+def test_a_directory_with_only_logs_and_offset_indexes_opens_and_gets_every_other_file(tmp_path):
+    log = _log(tmp_path, segment_bytes=300)
+    for i in range(20):
+        log.append([(None, b"%02d" % i * 20, 1_000 + i)], leader_epoch=0)
+    directory = log.directory
+    kept = {p.name: p.read_bytes() for p in directory.iterdir() if p.suffix in (".timeindex", ".snapshot")}
+    kept["leader-epoch-checkpoint"] = (directory / "leader-epoch-checkpoint").read_bytes()
+    log.close()
+    for name in kept:  # what the landed code wrote: .log, .index and the checkpoints of start offsets only
+        (directory / name).unlink()
+    reopened = _log(tmp_path, segment_bytes=300)
+    assert {name: (directory / name).read_bytes() for name in kept} == kept
+    assert [r.value for r in reopened.read(0, max_bytes=10**9)] == [b"%02d" % i * 20 for i in range(20)]

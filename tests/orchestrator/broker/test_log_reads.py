@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from orchestrator.broker import log_reads
 from orchestrator.broker.log_reads import (
     Pick,
+    find_timestamp,
     first_at_or_after,
     index_entries,
     max_timestamp,
@@ -23,6 +24,8 @@ from orchestrator.broker.log_reads import (
     position_before,
     read_batches,
     records_from,
+    scan_batches,
+    timestamp_search_position,
 )
 from orchestrator.errors import CorruptMessage
 from orchestrator.protocol.record_batch import (
@@ -420,3 +423,73 @@ def test_timestamp_lookups_agree_with_a_brute_force_scan(specs, stamps, targets)
         assert [(o, t) for o, t, _ in decoded.absolute_records()] == [
             (o, t) for o, t, _ in log.records if placed.base_offset <= o <= placed.last_offset
         ]
+
+
+# --- the time index: where a timestamp search starts, and the search from there
+
+
+def kafka_time_index(log: LogBytes, interval: int) -> list[tuple[int, int]]:
+    """The time index entries Kafka writes for ``log`` (absolute offsets): at each offset-index entry, the largest
+    timestamp so far with the last offset of the batch that first carried it, when it grew since the last entry."""
+    entries: list[tuple[int, int]] = []
+    since, top, top_offset = interval, -1, -1
+    for b in log.batches:
+        batch_max = max(t for o, t, _ in log.records if b.base_offset <= o <= b.last_offset)
+        if batch_max > top:
+            top, top_offset = batch_max, b.last_offset
+        if since >= interval:
+            if top >= 0 and (not entries or top > entries[-1][0]):
+                entries.append((top, top_offset))
+            since = 0
+        since += b.size
+    return entries
+
+
+def test_a_search_starts_after_the_last_time_index_entry_older_than_the_target():
+    log = make_log([[(1, ts)] for ts in (10, 30, 20, 40, 50, 60)])
+    times = [(10, 0), (30, 1), (40, 3), (50, 4), (60, 5)]
+    offsets = [(b.last_offset, b.position) for b in log.batches]
+    assert timestamp_search_position(times, offsets, 5) == 0
+    assert timestamp_search_position(times, offsets, 10) == 0
+    # Every record up to offset 3 is older than 45: the search starts at the indexed batch ending there, not before.
+    assert timestamp_search_position(times, offsets, 45) == log.batches[3].position
+    assert timestamp_search_position(times, offsets, 55) == log.batches[4].position
+    sparse = [offsets[0], offsets[5]]  # an offset index with an entry for the first and the last batch only
+    assert timestamp_search_position(times, sparse, 55) == 0
+    assert timestamp_search_position([], offsets, 45) == 0
+
+
+@PROPERTY
+@given(
+    specs=st.lists(
+        st.lists(st.tuples(st.integers(0, 30), st.integers(-1, 60)), min_size=1, max_size=4),
+        min_size=1,
+        max_size=30,
+    ),
+    interval=st.integers(1, 400),
+    targets=st.lists(st.integers(-2, 65), min_size=1, max_size=8),
+)
+def test_a_search_from_the_time_index_finds_what_a_brute_force_scan_finds_reading_from_near_it(
+    specs, interval, targets
+):
+    log = make_log(specs, base_offset=7)
+    times = kafka_time_index(log, interval)
+    offsets = [(b.last_offset, b.position) for b in log.indexed(interval)]
+    for target in targets:
+        position = timestamp_search_position(times, offsets, target)
+        read = Reader(log.data)
+        found = find_timestamp(read, position, len(log.data), target)
+        assert found == brute_first_at_or_after(log, target), target
+        if found is not None:  # the search never starts past the batch holding the answer
+            assert position <= log.holding(found[0]).position
+
+
+def test_scanning_reads_windows_of_whole_batches_and_a_batch_longer_than_the_window_whole():
+    log = make_log([[(10, 1)], [(900, 2)], [(10, 3)]])
+    read = Reader(log.data)
+    batches = [bytes(raw) for raw in scan_batches(read, 0, len(log.data), window=200)]
+    assert batches == [log.data[b.position : b.end] for b in log.batches]
+    assert all(position + length <= len(log.data) for position, length in read.calls)
+    assert (log.batches[1].position, log.batches[1].size) in read.calls  # the long one, asked for whole
+    with pytest.raises(CorruptMessage):
+        list(scan_batches(Reader(log.data), 0, len(log.data) + 5, window=200))

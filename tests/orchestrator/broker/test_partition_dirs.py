@@ -1,6 +1,7 @@
 """Which partition directories are stale, moving them aside, and removing them after the retention: the pure
 judgements on images built by the real replay, and the moves on real directories with real partition logs."""
 
+import random
 from pathlib import Path
 
 import pytest
@@ -49,9 +50,11 @@ def _image(*records) -> MetadataImage:
     return replay(EMPTY_IMAGE, enumerate(records))
 
 
-OLD, NEW, OTHER = Uuid.random(), Uuid.random(), Uuid.random()
+# Seeded, not random: the ids are part of the test ids below, which every pytest-xdist worker must collect alike.
+_IDS = random.Random(52)
+OLD, NEW, OTHER = Uuid.random(_IDS.randbytes), Uuid.random(_IDS.randbytes), Uuid.random(_IDS.randbytes)
 # "again" deleted and re-created (a new id, one partition); "gone" deleted; "orders" live with two partitions.
-GONE = Uuid.random()
+GONE = Uuid.random(_IDS.randbytes)
 IMAGE = _image(
     topic("again", OLD),
     *_partitions(OLD, 2),

@@ -4,8 +4,10 @@ and producer ids that are never handed out twice."""
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
+from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,12 +17,16 @@ from orchestrator.broker.producer_state import (
     MAX_SEQUENCE,
     ProducedBatch,
     ProducerStates,
+    SnapshotEntry,
+    SnapshotFormatError,
     Verdict,
     last_sequence_of,
+    parse_snapshot,
+    snapshot_bytes,
 )
 from orchestrator.errors import InvalidArgument, InvalidProducerEpoch, OutOfOrderSequenceNumber
 from orchestrator.ids import Uuid
-from orchestrator.protocol.record_batch import build_batch, encode_batch
+from orchestrator.protocol.record_batch import NO_PRODUCER_ID, build_batch, encode_batch
 
 pytestmark = pytest.mark.unit
 
@@ -145,3 +151,55 @@ def test_a_lost_producer_id_file_starts_from_the_clock_not_from_zero(tmp_path):
 def test_a_broker_id_without_a_producer_id_range_is_refused(tmp_path):
     with pytest.raises(InvalidArgument, match="outside"):
         ProducerIdAllocator(tmp_path / "x.json", 1 << 23)
+
+
+def _kafka_snapshot(entries: list[tuple[int, int, int, int, int, int]]) -> bytes:
+    """Kafka's producer snapshot, built here from its schema alone (ProducerStateManager, version 1): int16 version,
+    uint32 CRC-32C of the rest, then an int32-counted array of (producerId int64, epoch int16, lastSequence int32,
+    lastOffset int64, offsetDelta int32, timestamp int64, coordinatorEpoch int32, currentTxnFirstOffset int64)."""
+    body = struct.pack(">i", len(entries))
+    for pid, epoch, last_seq, last_offset, delta, timestamp in entries:
+        body += struct.pack(">q", pid) + struct.pack(">h", epoch) + struct.pack(">i", last_seq)
+        body += struct.pack(">q", last_offset) + struct.pack(">i", delta) + struct.pack(">q", timestamp)
+        body += struct.pack(">i", -1) + struct.pack(">q", -1)  # no transaction coordinator, no open transaction
+    return struct.pack(">h", 1) + struct.pack(">I", crc32c(body)) + body
+
+
+def test_a_snapshot_is_kafkas_file_with_each_producers_epoch_and_last_batch():
+    states = ProducerStates()
+    states = states.with_batch(PID + 1, 2, ProducedBatch(0, 4, 10, 14, 1_700))
+    states = states.with_batch(PID, 0, ProducedBatch(0, 1, 0, 1, 1_000))
+    states = states.with_batch(PID, 0, ProducedBatch(2, 2, 5, 5, 1_500))
+    states = states.with_batch(NO_PRODUCER_ID, -1, ProducedBatch(-1, -1, 6, 9, 1_600))  # not idempotent: not kept
+    expected = _kafka_snapshot([(PID, 0, 2, 5, 0, 1_500), (PID + 1, 2, 4, 14, 4, 1_700)])
+    assert snapshot_bytes(states) == expected
+    assert parse_snapshot(expected) == [
+        SnapshotEntry(PID, 0, 2, 5, 0, 1_500),
+        SnapshotEntry(PID + 1, 2, 4, 14, 4, 1_700),
+    ]
+    assert snapshot_bytes(ProducerStates()) == _kafka_snapshot([])
+
+
+def _with_count(snapshot: bytes, count: int) -> bytes:
+    """The snapshot with another entry count, its CRC made right again."""
+    body = struct.pack(">i", count) + snapshot[10:]
+    return snapshot[:2] + struct.pack(">I", crc32c(body)) + body
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda b: _kafka_snapshot([(PID, 0, 0, 0, 0, 1)])[:-1] + b"", "CRC"),
+        (
+            lambda b: b[:2] + struct.pack(">I", crc32c(b"\x00\x00\x00\x02" + b[10:])) + b"\x00\x00\x00\x02" + b[10:],
+            "do not fill",
+        ),
+        (lambda b: b[:2] + bytes([b[2] ^ 1]) + b[3:], "CRC"),
+        (lambda b: b"\x00\x02" + b[2:], "version"),
+        (lambda b: b[:4], "at least"),
+    ],
+)
+def test_a_snapshot_kafka_would_refuse_is_refused(damage, why):
+    states = ProducerStates().with_batch(PID, 0, ProducedBatch(0, 0, 0, 0, 1))
+    with pytest.raises(SnapshotFormatError, match=why):
+        parse_snapshot(damage(snapshot_bytes(states)))

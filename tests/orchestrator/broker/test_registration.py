@@ -1,7 +1,8 @@
 """A broker registers the address the others reach it at: its host and bound port, or its ``advertised_port`` when
 something in between (a NAT, a proxy, the fault suite's link proxies) relays to the bound one.
 
-The agent is not started: ``_register`` runs against a fake controller that records the request.
+The agent is not started: its controller link's ``register`` runs against a fake controller that records the
+request.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ def registered_listener(tmp_path, **settings: Any) -> dict[str, Any]:  # type: i
     try:
         agent.port = 9092  # as if bound
         controller = RecordingController()
-        asyncio.run(agent._register(controller))  # type: ignore[arg-type]
+        asyncio.run(agent.controller_link.register(controller))  # type: ignore[arg-type]
         [(api_key, body)] = controller.requests
-        assert api_key == ApiKey.BROKER_REGISTRATION and agent.broker_epoch == 7
+        assert api_key == ApiKey.BROKER_REGISTRATION and agent.controller_link.broker_epoch == 7
         [listener] = body["listeners"]
         return dict(listener)
     finally:

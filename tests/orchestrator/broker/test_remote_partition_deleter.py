@@ -180,12 +180,12 @@ def test_a_copy_in_flight_when_its_topic_is_deleted_does_not_land_its_objects_ar
     env.broker.log(tid).roll()
     upload = env.broker.rsm.copy_segment
 
-    def delete_then_upload(*args: Any, **kwargs: Any) -> None:
+    def delete_then_upload(*args: Any, **kwargs: Any) -> Any:
         env.delete_topic(tid, "clicks", range(1))
         assert env.ask(tid, [0])["error_code"] == 0
         env.run_jobs()  # the deletion runs to FINISHED while the copy is "uploading"
         assert env.partition_states(tid, range(1)) == [FINISHED]
-        upload(*args, **kwargs)  # the zombie's objects land after the deletion
+        return upload(*args, **kwargs)  # the zombie's objects land after the deletion
 
     env.broker.rsm.copy_segment = delete_then_upload  # type: ignore[method-assign]
     result = env.broker.rlm.copy_partition(tid, 0)

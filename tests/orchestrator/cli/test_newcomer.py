@@ -32,7 +32,7 @@ from tests.support.broker_harness import ControllerWriter
 from tests.support.live_cluster import LiveCluster
 from tests.support.scan_output import PREFIX, write_scan
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.timeout(300)]  # each test's kind beside it: one needs Spark
 
 TIEREDCTL = str(Path(sys.executable).parent / "tieredctl")  # the console script, as a user runs it
 CLEAN_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
@@ -65,6 +65,7 @@ def newcomer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, L
 # -- the global options ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_global_options_are_accepted_after_the_command_on_a_live_cluster(
     newcomer: tuple[Path, LiveCluster], tmp_path: Path
 ) -> None:
@@ -129,6 +130,7 @@ def _scan_of_one_orphan(s3_client: Any, bucket: str, directory: Path) -> tuple[P
     return store_path, scan_dir, orphan
 
 
+@pytest.mark.integration
 def test_reclaim_takes_the_local_cluster_like_inventory_and_scan(
     s3_client: Any, moto_endpoint: str, bucket: str, tmp_path: Path
 ) -> None:
@@ -150,6 +152,7 @@ def test_reclaim_takes_the_local_cluster_like_inventory_and_scan(
     assert s3_client.head_object(Bucket=bucket, Key=orphan)["ContentLength"] == 100  # a dry run
 
 
+@pytest.mark.integration
 def test_reclaim_of_another_bucket_does_not_take_the_local_clusters_store(
     s3_client: Any, moto_endpoint: str, bucket: str, tmp_path: Path
 ) -> None:
@@ -166,6 +169,7 @@ def test_reclaim_of_another_bucket_does_not_take_the_local_clusters_store(
     assert dry["metadata_source"] == f"scan export {scan_dir / c.EXPORT_DIR}" and len(dry["warnings"]) == 1
 
 
+@pytest.mark.integration
 def test_no_credentials_for_another_endpoint_is_missing_credentials_with_its_hint(
     s3_client: Any, moto_endpoint: str, bucket: str, tmp_path: Path
 ) -> None:
@@ -191,6 +195,7 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.integration
 def test_a_missing_local_cluster_is_said_plainly_with_how_to_start_one(tmp_path: Path) -> None:
     for args in (["cluster", "status", "--dir", "/nowhere"], ["cluster", "down", "--dir", "/nowhere"]):
         proc = tieredctl(*args, cwd=tmp_path, check=1)
@@ -205,6 +210,7 @@ def test_a_missing_local_cluster_is_said_plainly_with_how_to_start_one(tmp_path:
     assert "no local cluster in var/cluster" in no_bucket.stderr
 
 
+@pytest.mark.integration
 def test_a_stopped_local_cluster_is_said_plainly_with_how_to_start_it_again(tmp_path: Path) -> None:
     cluster_dir = tmp_path / "var" / "cluster"
     cluster_dir.mkdir(parents=True)

@@ -11,9 +11,8 @@ from orchestrator.cli import cli
 from orchestrator.cli.root import COMMANDS
 from tests.support import REPO_ROOT
 
-pytestmark = pytest.mark.unit
 
-
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_noun_loads_as_a_click_command_and_shows_its_help(name):
     with click.Context(cli) as ctx:
@@ -23,12 +22,14 @@ def test_every_noun_loads_as_a_click_command_and_shows_its_help(name):
     assert result.exit_code == 0 and f"Usage: cli {name}" in result.output
 
 
+@pytest.mark.unit
 def test_the_root_help_lists_every_noun():
     result = CliRunner().invoke(cli, ["--help"])
     assert result.exit_code == 0
     assert all(f"  {name} " in result.output for name in COMMANDS)
 
 
+@pytest.mark.integration
 def test_a_topic_command_does_not_load_the_object_store_client_or_the_scan():
     probe = (
         "import sys; from orchestrator.cli import cli; from click.testing import CliRunner; "

@@ -24,7 +24,7 @@ from remote_storage.scan import contract as c
 from tests.support import REPO_ROOT
 from tests.support.broker_harness import ControllerWriter
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
 
 def tieredctl(*args: str) -> Result:

@@ -5,7 +5,7 @@ Rules: alter configs (valid and invalid), deliver / lose / fail / time out Disab
 re-deliver them), kill, restart, fence and decommission brokers, add partitions, delete and re-create topics, crash
 the controller and start a new one on the same store, let time pass.
 
-After every step the test replays the new part of the log itself and checks DESIGN §4's invariants:
+After every step the test replays the new part of the log itself and checks ARCHITECTURE §4's invariants:
 1. a topic's tiered epoch only grows, and every request-driven state change bumps it by exactly one;
 2. DISABLED at epoch E is appended only when every required broker (registered, hosting a replica or assigned a
    leaderless partition) has handled a DisableRemoteTopic of epoch E while holding (at least) its current duty: its

@@ -19,7 +19,7 @@ from orchestrator.controller import service as service_module
 from orchestrator.controller.service import ControllerService
 from orchestrator.settings import ControllerSettings
 
-pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)  # each test's kind is beside it
 
 
 def _events(logs: list[dict[str, Any]], name: str, **fields: object) -> list[dict[str, Any]]:
@@ -43,6 +43,7 @@ async def _run_until(service: ControllerService, done: Callable[[], bool], timeo
         await asyncio.wait_for(task, 10)
 
 
+@pytest.mark.integration
 def test_a_lease_round_that_raises_is_logged_with_its_cause_and_retried_until_the_controller_is_active(tmp_path):
     service = _service(tmp_path)
     real_acquire = service.lease_store.acquire_lease
@@ -65,6 +66,7 @@ def test_a_lease_round_that_raises_is_logged_with_its_cause_and_retried_until_th
     assert service.crashed_loop is None
 
 
+@pytest.mark.integration
 def test_a_sender_that_keeps_failing_steps_down_and_the_controller_comes_back_with_a_fresh_core(tmp_path, monkeypatch):
     service = _service(tmp_path)
     failures = {"left": sender_module.SENDER_FAILURES_BEFORE_STEP_DOWN}
@@ -96,6 +98,7 @@ class LoopEnded(BaseException):
     """Stands for any way the lease task can end while the controller runs (a bug past every handler)."""
 
 
+@pytest.mark.unit
 def test_a_lease_loop_that_ends_stops_the_controller_and_main_exits_nonzero(tmp_path, monkeypatch):
     async def broken_loop(self: ControllerService) -> None:
         raise LoopEnded("lease loop escaped")

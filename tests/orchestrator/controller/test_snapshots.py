@@ -21,7 +21,7 @@ from orchestrator.metadata.memory_store import InMemoryMetadataStore
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.settings import ControllerSettings, SnapshotSettings
 
-pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
+pytestmark = pytest.mark.timeout(60)  # each test's kind is beside it
 
 
 class Clock:
@@ -61,6 +61,7 @@ def _create(core: ControllerCore, name: str, partitions: int = 3) -> None:
     assert result["error_code"] == 0, result
 
 
+@pytest.mark.unit
 def test_the_active_controller_writes_a_snapshot_every_n_records() -> None:
     store, clock = InMemoryMetadataStore(), Clock()
     core = _core(store, clock)
@@ -86,6 +87,7 @@ def test_the_active_controller_writes_a_snapshot_every_n_records() -> None:
     assert [e["snapshot_offset"] for e in logs if e["event"] == "metadata.snapshot_loaded"] == [written[-1]]
 
 
+@pytest.mark.unit
 def test_a_snapshot_is_due_after_m_ms_only_if_records_arrived() -> None:
     store, clock = InMemoryMetadataStore(), Clock()
     core = _core(store, clock)
@@ -101,6 +103,7 @@ def test_a_snapshot_is_due_after_m_ms_only_if_records_arrived() -> None:
     assert writer.due(core.image)
 
 
+@pytest.mark.unit
 def test_a_deposed_controller_cannot_write_a_snapshot() -> None:
     store, clock = InMemoryMetadataStore(), Clock()
     core = _core(store, clock)
@@ -114,6 +117,7 @@ def test_a_deposed_controller_cannot_write_a_snapshot() -> None:
     assert store.latest_snapshot() is None and store.start_offset() == 0
 
 
+@pytest.mark.integration
 def test_the_service_writes_snapshots_on_its_own_thread_while_active(tmp_path: Any, monkeypatch: Any) -> None:
     threads: list[str] = []
     real_write = SnapshotWriter.write

@@ -1,4 +1,4 @@
-"""DESIGN §4's tiering state machine, row by row, plus Kafka 3.9's aliases, the no-ops and the errors.
+"""ARCHITECTURE §4's tiering state machine, row by row, plus Kafka 3.9's aliases, the no-ops and the errors.
 
 Each row starts from a topic in a given tiered state (with the configs a topic in that state really has), applies
 one request, and checks either the resulting state/epoch/policy and configs (after replaying the planned records
@@ -97,7 +97,7 @@ COPY_ALIAS_CONFLICT_SAYS = ["conflicting", "remote.log.copy.disable=true", "remo
 SET_THEN_DELETE_ENABLE = [ConfigOp(E, AlterConfigOp.SET, "false"), ConfigOp(E, AlterConfigOp.DELETE)]
 
 ROWS: dict[str, Case] = {
-    # --- DESIGN §4 table ------------------------------------------------------------------------------------
+    # --- ARCHITECTURE §4 table ------------------------------------------------------------------------------------
     "enabled + enable=false disables with the default retain": Case(
         ENABLED_1, {E: "false"}, Ok(DISABLING, 2, RETAIN, {E: "false", P: "retain"})
     ),

@@ -29,8 +29,6 @@ from orchestrator.local.certificates import (
 )
 from orchestrator.security.principals import principal_from_peer_cert
 
-pytestmark = pytest.mark.unit
-
 TIMEOUT = 10.0
 
 
@@ -97,6 +95,7 @@ def _exchange(server: _OneConnectionServer, context: ssl.SSLContext, *, server_h
         return tls.recv(64)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("server_hostname", ["localhost", "127.0.0.1"])
 def test_a_broker_and_a_client_complete_mutual_tls_and_the_broker_sees_the_clients_principal(
     tmp_path: Path, serve: list[_OneConnectionServer], server_hostname: str
@@ -113,6 +112,7 @@ def test_a_broker_and_a_client_complete_mutual_tls_and_the_broker_sees_the_clien
     assert principal_from_peer_cert(server.peer_cert) == "User:admin" == admin.principal
 
 
+@pytest.mark.unit
 def test_each_leaf_names_its_principal_and_hosts_and_serves_both_ends_of_a_connection(tmp_path: Path) -> None:
     now = dt.datetime(2030, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     leaf = issue_local_certificates(
@@ -136,6 +136,7 @@ def test_each_leaf_names_its_principal_and_hosts_and_serves_both_ends_of_a_conne
     assert ca.not_valid_after_utc - now == dt.timedelta(days=3650)
 
 
+@pytest.mark.integration
 def test_a_second_run_reuses_the_ca_so_earlier_leaves_and_copies_of_ca_pem_stay_valid(
     tmp_path: Path, serve: list[_OneConnectionServer]
 ) -> None:
@@ -152,6 +153,7 @@ def test_a_second_run_reuses_the_ca_so_earlier_leaves_and_copies_of_ca_pem_stay_
     assert _exchange(server, _client_context(second, trust=kept_ca), server_hostname="localhost") == b"ping\n"
 
 
+@pytest.mark.unit
 def test_keys_and_certificates_are_0600_in_a_0700_directory_whatever_the_umask(tmp_path: Path) -> None:
     previous = os.umask(0o022)
     try:
@@ -166,6 +168,7 @@ def test_keys_and_certificates_are_0600_in_a_0700_directory_whatever_the_umask(t
     assert {name: stat.S_IMODE((directory / name).stat().st_mode) for name in files} == dict.fromkeys(files, 0o600)
 
 
+@pytest.mark.integration
 def test_a_client_certificate_from_another_ca_is_refused_by_the_broker(
     tmp_path: Path, serve: list[_OneConnectionServer]
 ) -> None:
@@ -182,6 +185,7 @@ def test_a_client_certificate_from_another_ca_is_refused_by_the_broker(
     assert server.peer_cert is None
 
 
+@pytest.mark.integration
 def test_a_broker_certificate_from_another_ca_is_refused_by_the_client(
     tmp_path: Path, serve: list[_OneConnectionServer]
 ) -> None:
@@ -193,6 +197,7 @@ def test_a_broker_certificate_from_another_ca_is_refused_by_the_client(
         _exchange(server, _client_context(client, trust=client.cafile), server_hostname="localhost")
 
 
+@pytest.mark.unit
 def test_half_a_ca_is_reported_not_replaced(tmp_path: Path) -> None:
     issue_local_certificates(tmp_path, ["broker-1"])
     (tmp_path / CA_KEY_FILE).unlink()
@@ -203,6 +208,7 @@ def test_half_a_ca_is_reported_not_replaced(tmp_path: Path) -> None:
     assert (tmp_path / CA_CERT_FILE).read_bytes() == ca_pem
 
 
+@pytest.mark.unit
 def test_a_ca_whose_key_is_not_its_own_is_reported(tmp_path: Path) -> None:
     issue_local_certificates(tmp_path / "a", ["x"])
     issue_local_certificates(tmp_path / "b", ["x"])
@@ -212,6 +218,7 @@ def test_a_ca_whose_key_is_not_its_own_is_reported(tmp_path: Path) -> None:
         issue_local_certificates(tmp_path / "a", ["x"])
 
 
+@pytest.mark.unit
 def test_an_expired_ca_is_reported_with_what_to_remove(tmp_path: Path) -> None:
     issue_local_certificates(tmp_path, ["x"], clock=lambda: dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
 
@@ -219,6 +226,7 @@ def test_an_expired_ca_is_reported_with_what_to_remove(tmp_path: Path) -> None:
         issue_local_certificates(tmp_path, ["x"], clock=lambda: dt.datetime(2031, 1, 1, tzinfo=dt.UTC))
 
 
+@pytest.mark.unit
 def test_a_leaf_never_outlives_its_ca(tmp_path: Path) -> None:
     issue_local_certificates(tmp_path, ["x"], clock=lambda: dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
     leaf = issue_local_certificates(tmp_path, ["y"], clock=lambda: dt.datetime(2029, 6, 1, tzinfo=dt.UTC))["y"]
@@ -227,6 +235,7 @@ def test_a_leaf_never_outlives_its_ca(tmp_path: Path) -> None:
     assert x509.load_pem_x509_certificate(leaf.certfile.read_bytes()).not_valid_after_utc == ca.not_valid_after_utc
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", ["", "-x", "a b", "ca", "broker-key", "x/y", "é"])
 def test_a_name_that_cannot_be_a_file_and_a_principal_is_refused_before_anything_is_written(
     tmp_path: Path, name: str
@@ -236,12 +245,14 @@ def test_a_name_that_cannot_be_a_file_and_a_principal_is_refused_before_anything
     assert not (tmp_path / "tls").exists()
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("host", ["", "bad host", "bücher.example"])
 def test_a_host_that_is_neither_an_address_nor_a_dns_name_is_refused(tmp_path: Path, host: str) -> None:
     with pytest.raises(InvalidArgument, match="neither an IP address nor an ASCII DNS name"):
         issue_local_certificates(tmp_path, ["ok"], hosts=[host])
 
 
+@pytest.mark.unit
 def test_a_certificate_without_a_common_name_has_no_principal() -> None:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "no cn here")])

@@ -8,6 +8,7 @@ down) changes nothing of the others in its group: a real SQLite file, and a real
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -97,12 +98,15 @@ def _queue_behind_a_leader(gc: GroupCommit[Any], journal: Journal, works: list[C
 
 
 def _until(cond: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait for the threads to reach ``cond`` by giving them the CPU (``sched_yield`` lets go of the GIL), not by
+    sleeping for a while: the waits here are a thread's few steps to a lock."""
     deadline = time.monotonic() + timeout_s
     while not cond():
         assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.002)
+        os.sched_yield()
 
 
+@pytest.mark.unit
 def test_a_caller_alone_is_one_transaction_of_one_unit() -> None:
     journal = Journal()
     gc = _gc(journal)
@@ -116,6 +120,7 @@ def test_a_caller_alone_is_one_transaction_of_one_unit() -> None:
     assert journal.committed == ["a", "b"], "its transaction rolled back: nothing of it written"
 
 
+@pytest.mark.unit
 def test_units_handed_in_while_a_transaction_runs_share_the_next_one_in_order() -> None:
     journal = Journal()
     gc = _gc(journal)
@@ -126,6 +131,7 @@ def test_units_handed_in_while_a_transaction_runs_share_the_next_one_in_order() 
     assert journal.committed == [f"u{i}" for i in range(6)]
 
 
+@pytest.mark.unit
 def test_a_failing_unit_is_rolled_back_alone_and_only_its_caller_gets_the_error() -> None:
     journal = Journal()
     gc = _gc(journal)
@@ -136,6 +142,7 @@ def test_a_failing_unit_is_rolled_back_alone_and_only_its_caller_gets_the_error(
     assert journal.transactions == [["first"], ["a", "c"]], "b's writes are cut at its savepoint"
 
 
+@pytest.mark.unit
 def test_a_failed_commit_fails_every_unit_of_the_group_that_had_not_failed_on_its_own() -> None:
     journal = Journal()
     gc = _gc(journal)
@@ -148,6 +155,7 @@ def test_a_failed_commit_fails_every_unit_of_the_group_that_had_not_failed_on_it
     assert journal.committed == []
 
 
+@pytest.mark.unit
 def test_a_lost_transaction_stops_the_group_and_fails_all_of_it_with_the_cause() -> None:
     journal = Journal()
     gc = _gc(journal)
@@ -167,6 +175,7 @@ def test_a_lost_transaction_stops_the_group_and_fails_all_of_it_with_the_cause()
     assert journal.committed == ["first"]
 
 
+@pytest.mark.unit
 def test_a_group_takes_at_most_max_group_units_and_the_rest_lead_the_next() -> None:
     journal = Journal()
     gc = _gc(journal, max_group=2)
@@ -177,6 +186,7 @@ def test_a_group_takes_at_most_max_group_units_and_the_rest_lead_the_next() -> N
         GroupCommit(journal.transaction, journal.savepoint, max_group=0)
 
 
+@pytest.mark.unit
 def test_many_threads_each_unit_runs_exactly_once_and_returns_its_own_value() -> None:
     journal = Journal()
     gc = _gc(journal, max_group=7)
@@ -201,6 +211,7 @@ def test_many_threads_each_unit_runs_exactly_once_and_returns_its_own_value() ->
         assert mine == sorted(mine), "a caller's units commit in the order it handed them in"
 
 
+@pytest.mark.unit
 def test_sql_savepoint_on_a_lost_transaction_raises_transaction_lost_with_the_cause() -> None:
     statements: list[str] = []
 

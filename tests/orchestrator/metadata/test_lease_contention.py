@@ -1,4 +1,4 @@
-"""Two real OS processes race for the controller lease on one SQLite file (DESIGN §4 invariant 6).
+"""Two real OS processes race for the controller lease on one SQLite file (ARCHITECTURE §4 invariant 6).
 
 Every round starts with a free lease and both workers asked to acquire it at the same moment: exactly one wins,
 at the previous epoch + 1, and the loser's append (with the last epoch it ever held) is refused. Even rounds end

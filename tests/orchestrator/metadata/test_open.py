@@ -20,15 +20,15 @@ from orchestrator.metadata.postgres import PostgresMetadataStore, SessionTimeout
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.settings import StoreSettings, load_broker_settings
 
-pytestmark = pytest.mark.unit
 
-
+@pytest.mark.unit
 def test_a_path_or_a_sqlite_url_names_the_sqlite_backend() -> None:
     assert parse_store_spec("metadata.db").backend == "sqlite"
     assert parse_store_spec("/var/lib/t/metadata.db").target == "/var/lib/t/metadata.db"
     assert parse_store_spec("sqlite:///var/lib/t/metadata.db").target == "/var/lib/t/metadata.db"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres"])
 def test_a_postgresql_url_names_the_postgresql_backend_and_its_location_masks_the_password(scheme: str) -> None:
     spec = parse_store_spec(f"{scheme}://admin:s3cret@db.example:5432/tiered")
@@ -36,12 +36,14 @@ def test_a_postgresql_url_names_the_postgresql_backend_and_its_location_masks_th
     assert "s3cret" not in spec.location and "***" in spec.location
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("spec", ["mysql://db/x", "postgresq://db/x", "sqlite://relative.db", ""])
 def test_an_unknown_scheme_or_a_bad_url_is_refused_never_taken_for_a_path(spec: str) -> None:
     with pytest.raises(SettingsError):
         parse_store_spec(spec)
 
 
+@pytest.mark.unit
 def test_split_password_takes_the_password_out_of_the_user_info_or_the_query() -> None:
     assert split_password("postgresql://u:p%40ss@h:5432/db?sslmode=require") == (
         "postgresql://u@h:5432/db?sslmode=require",
@@ -54,6 +56,7 @@ def test_split_password_takes_the_password_out_of_the_user_info_or_the_query() -
     assert split_password("postgresql://u@h/db") == ("postgresql://u@h/db", None)
 
 
+@pytest.mark.unit
 def test_the_password_file_wins_over_the_environment_and_an_empty_or_missing_file_is_refused_unquoted(
     tmp_path: Path,
 ) -> None:
@@ -70,6 +73,7 @@ def test_the_password_file_wins_over_the_environment_and_an_empty_or_missing_fil
         read_password(StoreSettings(password_file=str(tmp_path / "missing")), env)
 
 
+@pytest.mark.unit
 def test_open_store_opens_sqlite_for_a_path_and_refuses_a_password_file_for_it(tmp_path: Path) -> None:
     store = open_store(tmp_path / "m.db")
     assert isinstance(store, SqliteMetadataStore)
@@ -78,10 +82,12 @@ def test_open_store_opens_sqlite_for_a_path_and_refuses_a_password_file_for_it(t
         open_store(tmp_path / "m.db", settings=StoreSettings(password_file=str(tmp_path / "pw")))
 
 
+@pytest.mark.unit
 def test_the_store_settings_defaults_are_the_postgresql_sessions_defaults() -> None:
     assert session_timeouts(StoreSettings()) == SessionTimeouts()
 
 
+@pytest.mark.unit
 def test_settings_keep_a_store_url_as_written_and_resolve_a_path_and_the_password_file(tmp_path: Path) -> None:
     cfg = tmp_path / "broker.toml"
     base = '[broker]\nbroker_id = 1\ndata_dir = "d"\ncontrollers = "127.0.0.1:1"\n'

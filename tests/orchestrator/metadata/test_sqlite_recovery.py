@@ -3,7 +3,7 @@
 Each case damages the files the way a crash or a bad disk does (a truncated database file after a checkpoint, a
 truncated or bit-flipped ``-wal`` left by a process killed with SIGKILL, flipped bytes inside a stored record),
 then checks that reopening the store reports it, that every record before the damage is intact, and that
-appends continue with dense offsets (DESIGN §4 invariant 8, §10 "a torn write at the end of the log").
+appends continue with dense offsets (ARCHITECTURE §4 invariant 8, §10 "a torn write at the end of the log").
 """
 
 from __future__ import annotations

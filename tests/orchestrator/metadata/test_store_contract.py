@@ -473,7 +473,7 @@ def test_a_snapshot_needs_the_current_controller_epoch(store: MetadataStore) -> 
     assert store.latest_snapshot() is None
 
 
-# --- the RLMM fence (DESIGN §4 invariant 3) --------------------------------------------------------------------
+# --- the RLMM fence (ARCHITECTURE §4 invariant 3) --------------------------------------------------------------------
 
 
 def test_a_copy_at_the_enabled_epoch_is_accepted(store: MetadataStore) -> None:

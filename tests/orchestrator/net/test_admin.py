@@ -37,8 +37,6 @@ from orchestrator.protocol.framing import Request
 DESCRIBE = ApiKey.DESCRIBE_TIERED_STATE
 
 
-pytestmark = pytest.mark.unit
-
 METADATA = 3
 
 
@@ -143,6 +141,7 @@ async def describe_on_controller(client: AdminClient, name: str) -> dict[str, An
     return await client.send_to_controller(DESCRIBE, (0, 0), {"topics": [name]})
 
 
+@pytest.mark.integration
 def test_send_to_controller_ends_up_at_the_controller_then_follows_a_failover():
     async def main() -> None:
         sleep = RecordingSleep()
@@ -172,6 +171,7 @@ def test_send_to_controller_ends_up_at_the_controller_then_follows_a_failover():
     run(main())
 
 
+@pytest.mark.integration
 def test_a_stale_controller_id_from_metadata_is_retried_until_the_cluster_settles():
     async def main() -> None:
         sleep = RecordingSleep()
@@ -195,6 +195,7 @@ def test_a_stale_controller_id_from_metadata_is_retried_until_the_cluster_settle
     run(main())
 
 
+@pytest.mark.integration
 def test_retries_are_bounded_and_the_last_not_controller_is_raised():
     async def main() -> None:
         sleep = RecordingSleep()
@@ -210,6 +211,7 @@ def test_retries_are_bounded_and_the_last_not_controller_is_raised():
     run(main())
 
 
+@pytest.mark.integration
 def test_the_client_survives_losing_its_bootstrap_node_by_asking_the_nodes_it_learned():
     async def main() -> None:
         sleep = RecordingSleep()
@@ -226,6 +228,7 @@ def test_the_client_survives_losing_its_bootstrap_node_by_asking_the_nodes_it_le
     run(main())
 
 
+@pytest.mark.integration
 def test_no_reachable_bootstrap_server_gives_broker_not_available_after_bounded_attempts():
     async def main() -> None:
         sleep = RecordingSleep()
@@ -240,6 +243,7 @@ def test_no_reachable_bootstrap_server_gives_broker_not_available_after_bounded_
     run(main())
 
 
+@pytest.mark.integration
 def test_an_admin_api_the_controller_does_not_speak_is_a_clear_unsupported_version():
     async def main() -> None:
         async with FakeNodes() as cluster, AdminClient(cluster.bootstrap(1), timeout_s=5) as client:
@@ -249,6 +253,7 @@ def test_an_admin_api_the_controller_does_not_speak_is_a_clear_unsupported_versi
     run(main())
 
 
+@pytest.mark.integration
 def test_other_error_codes_are_returned_to_the_caller_as_they_are():
     async def main() -> None:
         async with FakeNodes() as cluster:
@@ -265,6 +270,7 @@ def test_other_error_codes_are_returned_to_the_caller_as_they_are():
 NEVER = 60.0  # a request timeout no test waits for: run() gives up after 20 s
 
 
+@pytest.mark.integration
 def test_a_silent_first_bootstrap_entry_costs_a_probe_stagger_not_a_request_timeout():
     async def main() -> None:
         silent = SilentListener()
@@ -283,6 +289,7 @@ def test_a_silent_first_bootstrap_entry_costs_a_probe_stagger_not_a_request_time
     run(main())
 
 
+@pytest.mark.integration
 def test_a_frozen_node_is_asked_last_until_it_answers_again():
     async def main() -> None:
         async with FakeNodes() as cluster:
@@ -307,6 +314,7 @@ def test_a_frozen_node_is_asked_last_until_it_answers_again():
     run(main())
 
 
+@pytest.mark.integration
 def test_an_answer_naming_no_controller_does_not_wait_for_a_silent_node():
     async def main() -> None:
         sleep = RecordingSleep()
@@ -332,6 +340,7 @@ def test_an_answer_naming_no_controller_does_not_wait_for_a_silent_node():
     run(main())
 
 
+@pytest.mark.integration
 def test_a_controller_that_stops_answering_is_forgotten_and_the_next_call_finds_the_new_one():
     async def main() -> None:
         sleep = RecordingSleep()
@@ -356,6 +365,7 @@ def test_a_controller_that_stops_answering_is_forgotten_and_the_next_call_finds_
     run(main())
 
 
+@pytest.mark.integration
 def test_an_idempotent_request_that_times_out_is_sent_again_to_the_controller_metadata_then_names():
     async def main() -> None:
         sleep = RecordingSleep()
@@ -381,6 +391,7 @@ def test_an_idempotent_request_that_times_out_is_sent_again_to_the_controller_me
     run(main())
 
 
+@pytest.mark.integration
 def test_idempotent_retries_after_timeouts_are_bounded_and_follow_the_backoff_schedule():
     async def main() -> None:
         sleep = RecordingSleep()
@@ -406,6 +417,7 @@ def test_idempotent_retries_after_timeouts_are_bounded_and_follow_the_backoff_sc
     run(main())
 
 
+@pytest.mark.integration
 def test_a_controller_that_does_not_answer_api_versions_never_got_the_request_so_it_is_retried():
     async def main() -> None:
         sleep = RecordingSleep()
@@ -429,6 +441,7 @@ def test_a_controller_that_does_not_answer_api_versions_never_got_the_request_so
     run(main())
 
 
+@pytest.mark.integration
 def test_a_node_that_does_not_serve_describe_cluster_is_skipped_and_if_none_does_the_mismatch_is_reported():
     async def main() -> None:
         broker = KafkaServer(name="broker", host="127.0.0.1", port=0, handlers={})  # a node of another kind
@@ -446,6 +459,7 @@ def test_a_node_that_does_not_serve_describe_cluster_is_skipped_and_if_none_does
     run(main())
 
 
+@pytest.mark.unit
 def test_probe_order_keeps_the_bootstrap_order_and_puts_unresponsive_addresses_last():
     a, b, c, d = ("a", 1), ("b", 1), ("c", 1), ("d", 1)
     assert probe_order([a, b], [c, a, d], set()) == [a, b, c, d]
@@ -454,6 +468,7 @@ def test_probe_order_keeps_the_bootstrap_order_and_puts_unresponsive_addresses_l
     assert probe_order([a], [], {a}) == [a]
 
 
+@pytest.mark.unit
 def test_only_an_idempotent_request_is_retried_after_a_timeout():
     assert should_retry(NotController("x"), idempotent=False)
     assert should_retry(BrokerNotAvailable("x"), idempotent=False)
@@ -462,6 +477,7 @@ def test_only_an_idempotent_request_is_retried_after_a_timeout():
     assert not should_retry(UnsupportedVersion("x"), idempotent=True)
 
 
+@pytest.mark.unit
 def test_an_answer_names_an_active_controller_only_if_it_lists_that_node():
     node = {"broker_id": 7, "host": "h", "port": 1}
     assert names_active_controller({"brokers": [node], "controller_id": 7})
@@ -472,6 +488,7 @@ def test_an_answer_names_an_active_controller_only_if_it_lists_that_node():
 # --- bootstrap parsing
 
 
+@pytest.mark.unit
 def test_bootstrap_lists_are_parsed_the_kafka_way():
     assert parse_bootstrap("a:9092") == [("a", 9092)]
     assert parse_bootstrap("a:9092, b.example.com:19092") == [("a", 9092), ("b.example.com", 19092)]
@@ -479,6 +496,7 @@ def test_bootstrap_lists_are_parsed_the_kafka_way():
     assert parse_bootstrap([("h", 1), ("g", 65535)]) == [("h", 1), ("g", 65535)]
 
 
+@pytest.mark.integration
 def test_an_entry_may_name_its_node_which_is_then_reached_there_whatever_it_advertises():
     assert parse_bootstrap("3000@a:9093, b:9094") == [("a", 9093), ("b", 9094)]
     assert pinned_addresses("3000@a:9093, b:9094,3001@[::1]:1") == {3000: ("a", 9093), 3001: ("::1", 1)}
@@ -524,6 +542,7 @@ def test_an_entry_may_name_its_node_which_is_then_reached_there_whatever_it_adve
         (["h:9092"], r"expected a \(host, port\) pair"),
     ],
 )
+@pytest.mark.unit
 def test_bad_bootstrap_lists_are_refused_with_a_clear_error(bad, message):
     with pytest.raises(InvalidArgument, match=message):
         parse_bootstrap(bad)
@@ -531,6 +550,7 @@ def test_bad_bootstrap_lists_are_refused_with_a_clear_error(bad, message):
         AdminClient(bad)
 
 
+@pytest.mark.unit
 def test_per_resource_not_controller_answers_are_recognised():
     from orchestrator.net.admin import carries_not_controller
 

@@ -23,7 +23,7 @@ from orchestrator.protocol.framing import Request, decode_response, encode_reque
 from orchestrator.protocol.framing import read_frame as read_frame_
 from orchestrator.security.scram import ScramMechanism, credential_from_password
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.integration
 
 DESCRIBE = ApiKey.DESCRIBE_TIERED_STATE
 PASSWORD = "correct horse battery staple"

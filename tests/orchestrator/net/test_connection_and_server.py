@@ -33,7 +33,7 @@ DESCRIBE = ApiKey.DESCRIBE_TIERED_STATE
 DISABLE = ApiKey.DISABLE_REMOTE_TOPIC
 
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.integration
 
 API_VERSIONS = 18
 TEST_TIMEOUT_S = 20.0

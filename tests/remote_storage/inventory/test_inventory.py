@@ -19,6 +19,7 @@ from remote_storage.inventory import (
     InventoryError,
     InventoryRow,
     build_inventory,
+    covering_prefixes,
     read_inventory,
 )
 from remote_storage.s3 import make_s3_client
@@ -257,3 +258,30 @@ def test_a_listing_that_fails_for_good_names_the_bucket_and_writes_no_manifest(s
 def test_reading_s3_without_a_client_is_refused() -> None:
     with pytest.raises(InventoryError, match="needs an S3 client"):
         read_inventory("s3://b/manifest.json")
+
+
+def test_several_prefixes_are_listed_each_object_once(s3_client: Any, bucket: str, tmp_path: Path) -> None:
+    """The scanned prefix and those segments record in their custom metadata, in one inventory."""
+    keys = ["tiered/a.log", "tiered/sub/b.log", "old-cluster/c.log", "old-cluster-2/d.log", "elsewhere/e.log"]
+    for key in keys:
+        s3_client.put_object(Bucket=bucket, Key=key, Body=b"x")
+    also = ["tiered/sub/", "old-cluster/", "old-cluster", "tiered/"]
+    manifest = build_inventory(
+        s3_client, bucket=bucket, prefix="tiered/", also_prefixes=also, dest=str(tmp_path / "inv"), now_ms=CREATED_MS
+    )
+    rows = [r.key for r in read_inventory(manifest).rows()]
+    assert sorted(rows) == sorted(keys[:4])  # "old-cluster" covers both old-cluster prefixes; nothing twice
+    assert len(rows) == len(set(rows))
+
+
+@pytest.mark.parametrize(
+    ("prefixes", "listed"),
+    [
+        (["tiered/", "tiered/sub/", "old/"], ["old/", "tiered/"]),
+        (["tiered/", "", "old/"], [""]),
+        (["b/", "a", "ab/"], ["a", "b/"]),
+        ([], []),
+    ],
+)
+def test_the_prefixes_listed_cover_every_one_asked_for_without_overlap(prefixes: list[str], listed: list[str]) -> None:
+    assert covering_prefixes(prefixes) == listed

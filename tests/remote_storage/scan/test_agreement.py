@@ -1,9 +1,11 @@
 """The Spark scan and the pure Python classifier (policies.orphans) agree on every generated bucket: per object
-(category, reclaimable, anomaly) and on the multiset of anomalies, for CSV and Parquet inventories written by hand
-in AWS's format."""
+(category, reclaimable, anomaly, the prefix it was found under) and on the multiset of anomalies, for CSV and
+Parquet inventories written by hand in AWS's format, with the manifests the size rule needs read by the executors
+from moto's S3 server (or not read at all)."""
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -15,23 +17,31 @@ from hypothesis import strategies as st
 
 from remote_storage.inventory import read_inventory
 from remote_storage.scan import contract as c
-from remote_storage.scan.job import ScanSettings, run_scan
-from remote_storage.scan.sources import InventorySource
+from remote_storage.scan.job import ManifestSource, ScanSettings, run_scan
+from remote_storage.scan.sources import InventorySource, ObjectStoreAccess
 from tests.support.scan_world import GRACE_MS, PREFIX, World, worlds
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
 
-def spark_scan(spark: Any, world: World, root: Path, fmt: str) -> tuple[dict[str, tuple[Any, ...]], Counter[Any]]:
-    manifest = world.write_inventory(root / "inventory", fmt, per_file=7)
+def spark_scan(
+    spark: Any,
+    world: World,
+    root: Path,
+    fmt: str,
+    *,
+    bucket: str = "kafka-tiered",
+    reading: ManifestSource | None = None,
+) -> tuple[dict[str, tuple[Any, ...]], Counter[Any]]:
+    manifest = world.write_inventory(root / "inventory", fmt, per_file=7, bucket=bucket)
     export_dir = world.write_export(root / "export")
     inventory = read_inventory(str(manifest))
     source = InventorySource.from_inventory(inventory)
     out = root / "out"
-    run_scan(spark, source, export_dir, out, ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS))
+    run_scan(spark, source, export_dir, out, ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS), manifests=reading)
     objects = pq.read_table(out / c.OBJECTS_DIR).to_pylist()
     anomalies = pq.read_table(out / c.ANOMALIES_DIR).to_pylist()
-    got = {o["key"]: (o["category"], o["reclaimable"], o["anomaly"]) for o in objects}
+    got = {o["key"]: (o["category"], o["reclaimable"], o["anomaly"], o["object_prefix"]) for o in objects}
     assert len(got) == len(objects)
     return got, Counter((a["type"], a["topic_id"], a["segment_id"], a["key"]) for a in anomalies)
 
@@ -41,13 +51,24 @@ def spark_scan(spark: Any, world: World, root: Path, fmt: str) -> tuple[dict[str
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@given(world=worlds(), fmt=st.sampled_from(["csv", "parquet"]))
+@given(world=worlds(), fmt=st.sampled_from(["csv", "parquet"]), read=st.sampled_from([True, True, False]))
 def test_spark_scan_and_python_classifier_agree(
-    spark: Any, tmp_path_factory: pytest.TempPathFactory, world: World, fmt: str
+    spark: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    s3_client: Any,
+    moto_endpoint: str,
+    world: World,
+    fmt: str,
+    read: bool,
 ) -> None:
-    got, got_anomalies = spark_scan(spark, world, tmp_path_factory.mktemp("agree"), fmt)
-    expected = world.classify()
-    want = {v.key: (v.category, v.reclaimable, v.anomaly) for v in expected.objects}
+    bucket = f"agree-{uuid.uuid4().hex[:16]}"  # one per example: hypothesis may replay the same ids
+    s3_client.create_bucket(Bucket=bucket)
+    for key, body in world.bodies.items():
+        s3_client.put_object(Bucket=bucket, Key=key, Body=body)
+    reading = ManifestSource(bucket, ObjectStoreAccess(endpoint_url=moto_endpoint)) if read else None
+    got, got_anomalies = spark_scan(spark, world, tmp_path_factory.mktemp("agree"), fmt, bucket=bucket, reading=reading)
+    expected = world.classify(manifests_read=read)
+    want = {v.key: (v.category, v.reclaimable, v.anomaly, v.object_prefix) for v in expected.objects}
     assert got == want
     assert got_anomalies == Counter((a.type, a.topic_id, a.segment_id, a.key) for a in expected.anomalies)
 

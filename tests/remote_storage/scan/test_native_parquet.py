@@ -60,7 +60,6 @@ FILES: dict[str, dict[str, pa.Array]] = {
 }
 
 
-@pytest.mark.integration
 @pytest.mark.spark
 def test_spark_reads_every_admitted_file_as_the_executors_do(spark: Any, tmp_path: Path) -> None:
     refs = [_write(tmp_path / f"{name}.parquet", cols) for name, cols in FILES.items()]

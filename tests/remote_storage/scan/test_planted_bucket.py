@@ -29,7 +29,7 @@ from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.run import scan
 from tests.support.broker_harness import ControllerWriter
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.spark
 
 PREFIX = "tiered/"
 HOUR = 3_600_000
@@ -114,7 +114,8 @@ def plant(s3: Any, bucket: str, store: SqliteMetadataStore) -> tuple[Planted, di
     w, p = pl.writer, pl.p
     ids: dict[str, Uuid] = {}
 
-    # orders: live, two partitions. p0 has a gap then an overlap; p1 a missing set, an incomplete set, a wrong size.
+    # orders: live, two partitions. p0 has a gap then an overlap; p1 a missing set, a missing manifest, an incomplete
+    # set, a wrong size.
     orders = ids["orders"] = w.create_topic("orders", partitions=2)
     s0 = pl.copied(pl.segment("orders", orders, 0, 0, 99))
     s1 = pl.copied(pl.segment("orders", orders, 0, 100, 199))
@@ -127,7 +128,9 @@ def plant(s3: Any, bucket: str, store: SqliteMetadataStore) -> tuple[Planted, di
     pl.copied(pl.segment("orders", orders, 1, 0, 9))  # no object at all
     p.anomalies[(str(orders), c.MISSING_OBJECTS)] += 1
     pl.objects(pl.copied(pl.segment("orders", orders, 1, 10, 19)), c.LIVE, suffixes=(0,))
-    p.anomalies[(str(orders), c.INCOMPLETE_OBJECT_SET)] += 1
+    p.anomalies[(str(orders), c.MANIFEST_MISSING)] += 1  # its .log is there, its manifest is not
+    pl.objects(pl.copied(pl.segment("orders", orders, 0, 400, 449)), c.LIVE, suffixes=(0, 2))
+    p.anomalies[(str(orders), c.INCOMPLETE_OBJECT_SET)] += 1  # the .indexes is missing
     pl.objects(pl.copied(pl.segment("orders", orders, 1, 20, 29)), c.LIVE, log_size=999, anomaly=c.SIZE_MISMATCH)
     # An upload that never finished: the RLMM says COPY_SEGMENT_STARTED and only the .log made it.
     unfinished = pl.copied(pl.segment("orders", orders, 1, 30, 39), SegmentState.COPY_SEGMENT_STARTED)
@@ -185,6 +188,7 @@ def add_stale_rows(export_dir: Path, rows: list[RemoteSegment]) -> None:
         "state": ["COPY_SEGMENT_FINISHED" for _ in rows],
         "max_timestamp_ms": [s.max_timestamp_ms for s in rows],
         "event_timestamp_ms": [s.event_timestamp_ms for s in rows],
+        **{column: [None for _ in rows] for column in export_format.ADDED_SEGMENT_COLUMNS},
     }
     pq.write_table(pa.concat_tables([table, pa.Table.from_pydict(extra, schema=export_format.segments_schema())]), path)
 

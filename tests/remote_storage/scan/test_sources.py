@@ -47,7 +47,6 @@ def test_the_object_store_access_never_shows_its_secrets() -> None:
     assert "AKIDEXAMPLE" not in repr(access) and "wJalrXUtnFEMI" not in repr(access)
 
 
-@pytest.mark.integration
 @pytest.mark.spark
 def test_an_s3_data_file_that_is_not_the_one_the_manifest_lists_fails_the_scan_naming_it(
     spark: Any, s3_client: Any, bucket: str, tmp_path: Path

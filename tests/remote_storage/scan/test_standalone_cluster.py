@@ -11,6 +11,12 @@ wrapper's ``PYSPARK_PYTHON``), which has pyarrow and boto3.
 
 The worker runs without any AWS credentials in its environment (no ``AWS_*`` variables, no credentials file, no
 instance metadata): the executors can read the inventory only with the endpoint and keys the job ships them.
+
+Soak-sized (:mod:`tests.support.soak`): ``make soak`` scans both inventory formats on the cluster, ``make test``
+the CSV one. What only a cluster shows (code shipped as ``--py-files``, an executor in another JVM and directory,
+credentials and endpoint that must travel with the job) does not depend on the format; each format's decoding by
+the executors is checked in every run in local mode (``test_planted_bucket.py``, ``test_agreement.py``,
+``test_native_parquet.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ import gzip
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,22 +43,19 @@ from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.run import scan
 from tests.support import REPO_ROOT, aws_inventory
+from tests.support.ports import free_port
 from tests.support.scan_world import BUCKET, GRACE_MS, PREFIX, World, worlds
+from tests.support.soak import sized
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = pytest.mark.spark
+
+FORMATS = sized(["csv"], soak=["csv", "parquet"])
 
 WRAPPER = REPO_ROOT / "deploy" / "spark" / "tieredctl-scan-submit"
 START_TIMEOUT_S = 90
 SUBMIT_TIMEOUT_S = 300
 POLL_S = 0.5
 MAX_ANOMALIES = 1_000_000  # the scan exits 0 (an alert is not what this test is about)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _spark_home() -> Path:
@@ -100,7 +102,7 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
     root = tmp_path_factory.mktemp("spark-standalone")
     home = _spark_home()
     spark_class = str(home / "bin" / "spark-class")
-    master_port, master_ui, worker_ui = _free_port(), _free_port(), _free_port()
+    master_port, master_ui, worker_ui = free_port(), free_port(), free_port()  # this worker's, below the ephemeral
     # No AWS credentials of any kind for the cluster's processes: what the executors use must come with the job.
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env |= {
@@ -193,8 +195,9 @@ def _comparable(out: Path) -> dict[str, Any]:
     return {"summary": summary, "objects": objects, "anomalies": anomalies}
 
 
+@pytest.mark.soak
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_a_standalone_cluster_scans_an_s3_inventory_exactly_as_local_mode_does(
     standalone_cluster: StandaloneCluster,
     spark: Any,

@@ -1,0 +1,99 @@
+"""A broker incarnation's link to the active controller: its registration and its heartbeats.
+
+Each process start is a new incarnation (a fresh incarnation id) and registers with the address the others reach
+it at (``host`` and ``advertised_port``, else the port it bound); the controller answers with the broker epoch that
+fences requests meant for another incarnation. Heartbeats then carry the image's offset every interval; a heartbeat
+answered STALE_BROKER_EPOCH (the controller fenced this incarnation) makes the broker register again.
+
+Both requests are idempotent, so one the controller does not answer within ``request_timeout_ms`` is sent again
+(the AdminClient forgets a silent controller and asks the other controllers of the bootstrap list who is active): a
+frozen active controller costs this broker about one request timeout, after which it beats the controller that
+took the lease. That one gives every broker a full session from its start, so when the request timeout is shorter
+than lease TTL + session timeout the broker is not even fenced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import structlog
+
+from orchestrator.errors import StaleBrokerEpoch, TieredError
+from orchestrator.ids import Uuid
+from orchestrator.net.admin import AdminClient
+from orchestrator.protocol import messages as m
+from orchestrator.protocol.api_keys import ApiKey
+from orchestrator.settings import BrokerSettings
+
+log = structlog.get_logger(__name__)
+
+
+class ControllerLink:
+    def __init__(
+        self, settings: BrokerSettings, *, advertised_port: Callable[[], int], image_offset: Callable[[], int]
+    ) -> None:
+        self.settings = settings
+        self.incarnation_id = Uuid.random()
+        self.broker_epoch = -1  # none until registered
+        self._advertised_port = advertised_port  # known once the server has bound its port
+        self._image_offset = image_offset
+
+    async def register(self, controllers: AdminClient) -> None:
+        listener: m.Listener = {
+            "name": "PLAINTEXT",
+            "host": self.settings.host,
+            "port": self._advertised_port(),
+            "security_protocol": 1 if self.settings.tls.enabled else 0,
+        }
+        body: m.BrokerRegistrationRequest = {
+            "broker_id": self.settings.broker_id,
+            "cluster_id": self.settings.cluster_id,
+            "incarnation_id": self.incarnation_id,
+            "listeners": [listener],
+            "features": [],
+            "rack": self.settings.rack,
+        }
+        # Idempotent: the controller gives a retried registration of the same incarnation the same epoch, so one that
+        # timed out (a frozen controller) is sent again to whichever controller Metadata then names.
+        resp = await controllers.call(
+            ApiKey.BROKER_REGISTRATION, (0, 4), body, m.BrokerRegistrationResponse, idempotent=True
+        )
+        if resp["error_code"] != 0:
+            raise StaleBrokerEpoch(f"registration refused with error {resp['error_code']}")
+        self.broker_epoch = resp["broker_epoch"]
+        log.info("broker.registered", broker_epoch=self.broker_epoch)
+
+    async def heartbeat_loop(self, controllers: AdminClient) -> None:
+        """Heart-beat the active controller every interval, registering first when this incarnation has no epoch."""
+        interval = self.settings.heartbeat_interval_ms / 1000
+        while True:
+            try:
+                if self.broker_epoch < 0:
+                    await self.register(controllers)
+                heartbeat: m.BrokerHeartbeatRequest = {
+                    "broker_id": self.settings.broker_id,
+                    "broker_epoch": self.broker_epoch,
+                    "current_metadata_offset": self._image_offset(),
+                    "want_fence": False,
+                    "want_shut_down": False,
+                }
+                resp = await controllers.call(
+                    ApiKey.BROKER_HEARTBEAT, (0, 1), heartbeat, m.BrokerHeartbeatResponse, idempotent=True
+                )
+                if resp["error_code"] == StaleBrokerEpoch.code:
+                    log.warning("broker.heartbeat_stale_epoch", broker_epoch=self.broker_epoch)
+                    self.broker_epoch = -1
+                    continue
+            except TieredError as exc:
+                log.warning("broker.heartbeat_failed", error=exc.name, detail=exc.message)
+            except OSError as exc:
+                log.warning("broker.heartbeat_failed", error=type(exc).__name__, detail=str(exc))
+            await asyncio.sleep(interval)
+
+
+def stale_broker_epoch(requested: int, current: int) -> StaleBrokerEpoch | None:
+    """A controller's request meant for another incarnation of this broker (-1: for whichever one serves it)."""
+    if requested >= 0 and requested != current:
+        return StaleBrokerEpoch(f"request for broker epoch {requested}; this incarnation has {current}")
+    return None
