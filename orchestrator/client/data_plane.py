@@ -315,7 +315,12 @@ class DataPlane(ClientSession):
                     raise LeaderNotAvailable(
                         f"{name}: no reachable leader for partition(s) {sorted(unavailable)} after {stalled} attempts"
                     )
-                await asyncio.sleep(_pause_s(stalled))
+                await self.pause_before_retry(stalled)
+
+    async def pause_before_retry(self, attempt: int) -> None:
+        """Wait before the ``attempt``-th retry (from 1) of a topic read's partitions that had no reachable leader:
+        0.1 s doubling to at most 2 s."""
+        await asyncio.sleep(_pause_s(attempt))
 
     async def _offsets_of(self, name: str, partitions: Sequence[int], timestamp: int) -> dict[int, int]:
         """ListOffsets' answer for ``timestamp`` of each of ``partitions`` (one request per leader), partitions
@@ -324,7 +329,7 @@ class DataPlane(ClientSession):
         left = list(partitions)
         for attempt in range(TOPIC_READ_ATTEMPTS):
             if attempt:
-                await asyncio.sleep(_pause_s(attempt))
+                await self.pause_before_retry(attempt)
             entries, unavailable = await self._per_leader(name, left, _list_offsets_body(name, timestamp))
             for partition, entry in entries.items():
                 check(entry["error_code"], None, f"listing offsets of {name}-{partition} at {timestamp}")
