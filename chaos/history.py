@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
+from orchestrator.clock import wall_ms
 
 
 class History:
@@ -27,7 +24,7 @@ class History:
         self._file = path.open("a", encoding="utf-8") if path is not None else None
 
     def record(self, type_: str, **fields: Any) -> dict[str, Any]:
-        event = {"t": now_ms(), "type": type_, **fields}
+        event = {"t": wall_ms(), "type": type_, **fields}
         with self._lock:
             self.events.append(event)
             if self._file is not None:

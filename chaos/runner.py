@@ -40,13 +40,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from chaos import checker as ck
-from chaos.history import History, now_ms
+from chaos.history import History
 from chaos.link_proxy import LinkProxy
 from chaos.links import Links, insert_link_proxies
 from chaos.s3_proxy import S3Fault, S3FaultProxy
 from chaos.scenario import TOPIC_NAMES, Fault, Op, Scenario, generate
 from orchestrator import crash_points
 from orchestrator.client import TieredClient
+from orchestrator.clock import wall_ms
 from orchestrator.errors import KafkaError, TieredError
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import LocalClusterState, ProcessInfo, is_ours
@@ -259,7 +260,7 @@ class Run:
         if op.kind == "produce":
             values = [_value(self.seed, op.index, i, a["size"]) for i in range(a["records"])]
             first, _last = self._call(lambda c: c.produce(op.topic, values, partition=a["partition"]))
-            self.acks.append(ck.Ack(tid, a["partition"], first, tuple(values), now_ms()))
+            self.acks.append(ck.Ack(tid, a["partition"], first, tuple(values), wall_ms()))
             return {"topic_id": tid, "partition": a["partition"], "first_offset": first, "records": len(values)}
         if op.kind == "disable":
             # A delete policy may take records acknowledged before its answer. One whose answer never came may
@@ -273,7 +274,7 @@ class Run:
                     self.delete_requests[tid].append(UNKNOWN_OUTCOME)
                 raise
             if delete:
-                self.delete_requests[tid].append(now_ms())
+                self.delete_requests[tid].append(wall_ms())
         elif op.kind == "enable":
             self._call(lambda c: c.enable_tiering(op.topic))
         elif op.kind == "delete":

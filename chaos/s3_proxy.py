@@ -36,7 +36,6 @@ import re
 import socket
 import struct
 import threading
-import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -47,6 +46,7 @@ from typing import Any, Final, Literal, get_args
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from chaos.threads import ThreadSet
+from orchestrator.clock import wall_ms
 
 FaultKind = Literal["slowdown", "internal", "reset", "slow"]
 FAULT_KINDS: Final[frozenset[str]] = frozenset(get_args(FaultKind))
@@ -482,7 +482,7 @@ class S3FaultProxy:
             conn.close()
 
     def _log_mutations(self, operation: str, key: str, status: int, body: bytes, headers: Mapping[str, str]) -> None:
-        now = int(time.time() * 1000)
+        now = wall_ms()
         keys = [key]
         if operation == "DeleteObjects":
             try:

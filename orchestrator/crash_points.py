@@ -30,13 +30,13 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
 import structlog
 
+from orchestrator.clock import wall_ms
 from orchestrator.errors import SettingsError
 
 log = structlog.get_logger(__name__)
@@ -165,7 +165,7 @@ def _fire(name: str, hit: int) -> None:
     pid = os.getpid()
     log.warning("fault.crash_point", point=name, hit=hit, pid=pid)
     if _record is not None:
-        line = json.dumps({"point": name, "pid": pid, "hit": hit, "time_ms": int(time.time() * 1000)}) + "\n"
+        line = json.dumps({"point": name, "pid": pid, "hit": hit, "time_ms": wall_ms()}) + "\n"
         try:
             fd = os.open(_record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _RECORD_MODE)
             try:

@@ -29,12 +29,14 @@ from rich.rule import Rule
 from rich.table import Table
 
 from orchestrator.client import TieredClient
+from orchestrator.clock import wall_ms
 from orchestrator.errors import LocalClusterError
 from orchestrator.ids import Uuid
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import LocalClusterState
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.records import TieredState
+from orchestrator.metadata.topic_configs import LOCAL_RETENTION_MS, REMOTE_STORAGE_ENABLE, SEGMENT_BYTES
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import KeyParseError, SegmentKey, Suffix, build_key, parse_key
 from remote_storage.s3 import S3RemoteStorage
@@ -56,7 +58,7 @@ def _console() -> Console:
 console = _console()
 DEMO_DIR = Path("var/demo")  # relative to the working directory (under `make demo`, the repository)
 TOPICS = ("orders", "payments", "clicks")
-TOPIC_CONFIGS = {"remote.storage.enable": "true", "local.retention.ms": "0", "segment.bytes": "16384"}
+TOPIC_CONFIGS = {REMOTE_STORAGE_ENABLE: "true", LOCAL_RETENTION_MS: "0", SEGMENT_BYTES: "16384"}
 
 
 def rule(title: str) -> None:
@@ -204,7 +206,7 @@ def scan_story(state: LocalClusterState) -> None:
     step("build an inventory of the bucket (AWS S3 Inventory format)", inventory_command)
     client = lc.s3_client(state)
     inventory_dest = str(DEMO_DIR / "inventory")
-    now_ms = int(time.time() * 1000)
+    now_ms = wall_ms()
     manifest = build_inventory(
         client, bucket=state.bucket, prefix=state.prefix, dest=inventory_dest, fmt="parquet", now_ms=now_ms
     )

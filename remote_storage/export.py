@@ -45,7 +45,13 @@ from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.open import open_store, parse_store_spec, read_password
 from orchestrator.metadata.records import DisablePolicy, TieredState
 from orchestrator.metadata.store import MetadataStore
-from orchestrator.metadata.topic_configs import default_int, int_value
+from orchestrator.metadata.topic_configs import (
+    LOCAL_RETENTION_MS,
+    RETENTION_BYTES,
+    RETENTION_MS,
+    default_int,
+    int_value,
+)
 from orchestrator.settings import StoreSettings
 from remote_storage.export_format import (
     ADDED_SEGMENT_COLUMNS,
@@ -136,9 +142,9 @@ def _topic_rows(topics: Iterable[ExportedTopic]) -> dict[str, list[Any]]:
         cols["state"].append(t.state.name)
         cols["tiered_epoch"].append(t.tiered_epoch)
         cols["policy"].append(t.policy.name)
-        cols["retention_ms"].append(_config_int(t, "retention.ms"))
-        cols["retention_bytes"].append(_config_int(t, "retention.bytes"))
-        cols["local_retention_ms"].append(_config_int(t, "local.retention.ms"))
+        cols["retention_ms"].append(_config_int(t, RETENTION_MS))
+        cols["retention_bytes"].append(_config_int(t, RETENTION_BYTES))
+        cols["local_retention_ms"].append(_config_int(t, LOCAL_RETENTION_MS))
         cols["deleted"].append(t.deleted)
     return cols
 

@@ -87,7 +87,16 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[pytest.C
     return report
 
 
+SPARK_TIMEOUT_S = 600
+"""A Spark test's hang guard (the default is pyproject's 120 s). Spark tests share one SparkSession per worker, and
+a timeout that interrupts a call into the JVM leaves its gateway out of step, so every later Spark test of that
+worker fails too: the guard must only ever catch a hang, never a slow run on a loaded machine."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("spark") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT_S))
     cap = config.getoption("examples_cap")
     if cap is not None:
         for item in items:

@@ -104,6 +104,7 @@ from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.broker.remote_storage_setup import remote_storage
 from orchestrator.broker.rlmm_publisher import RemoteLogMetadataPublisher
+from orchestrator.clock import wall_ms
 from orchestrator.errors import (
     InconsistentTopicId,
     NotLeaderOrFollower,
@@ -116,6 +117,7 @@ from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage, TopicImage, same_topic_ids, topics_with_new_partitions
 from orchestrator.metadata.open import open_store, parse_store_spec, read_password
 from orchestrator.metadata.store import MetadataStore
+from orchestrator.metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS
 from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.server import KafkaServer
@@ -131,10 +133,6 @@ from remote_storage.rlmm import RemoteLogMetadataManager
 log = structlog.get_logger(__name__)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 # How often the metadata loop looks for moved-aside directories past their retention (a listing of data_dir/stale/).
 STALE_DIR_CHECK_INTERVAL_S = 60.0
 
@@ -146,7 +144,7 @@ class BrokerAgent:
         *,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
-        wall_clock_ms: Callable[[], int] = now_ms,
+        wall_clock_ms: Callable[[], int] = wall_ms,
         environ: Mapping[str, str] = os.environ,
     ) -> None:
         self.settings = settings
@@ -183,7 +181,7 @@ class BrokerAgent:
             rlmm=self.rlmm,
             logs=self.logs,
             image=lambda: self.follower.image,
-            now_ms=now_ms,
+            now_ms=wall_ms,
             reader=storage.reader,
         )
         fence = ControllerEpochFence(self.store)  # one for every API a controller calls
@@ -193,7 +191,7 @@ class BrokerAgent:
             rlm=self.rlm,
             logs=self.logs,
             refresh_image=self.follower.refresh,
-            now_ms=now_ms,
+            now_ms=wall_ms,
             data_dir=self.data_dir,
             fence=fence,
         )
@@ -202,7 +200,7 @@ class BrokerAgent:
             store=self.store,
             rlm=self.rlm,
             refresh_image=self.follower.refresh,
-            now_ms=now_ms,
+            now_ms=wall_ms,
             fence=fence,
         )
         self.server: KafkaServer | None = None
@@ -452,11 +450,11 @@ class BrokerAgent:
                 topic = image.topics[topic_id]
                 configs = image.topic_configs(topic.name)
                 log_config = LogConfig(
-                    segment_bytes=int(configs.get("segment.bytes", self.settings.segment_bytes)),
-                    segment_ms=int(configs.get("segment.ms", self.settings.segment_ms)),
+                    segment_bytes=int(configs.get(SEGMENT_BYTES, self.settings.segment_bytes)),
+                    segment_ms=int(configs.get(SEGMENT_MS, self.settings.segment_ms)),
                 )
                 directory = self.data_dir / partition_dir_name(topic.name, partition)
-                plog = PartitionLog(directory, topic_id=topic_id, config=log_config, clock=now_ms)
+                plog = PartitionLog(directory, topic_id=topic_id, config=log_config, clock=wall_ms)
                 self.logs[key] = plog
         return plog
 

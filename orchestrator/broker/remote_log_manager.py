@@ -63,7 +63,13 @@ from orchestrator.errors import (
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import TieredState
-from orchestrator.metadata.topic_configs import int_or_default
+from orchestrator.metadata.topic_configs import (
+    LOCAL_RETENTION_BYTES,
+    LOCAL_RETENTION_MS,
+    RETENTION_BYTES,
+    RETENTION_MS,
+    int_or_default,
+)
 from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry
 from policies.retention_executor import execute_expiry_plan
 from remote_storage.deletion import DeleteResult, delete_segments
@@ -312,8 +318,8 @@ class RemoteLogManager:
         plan = plan_remote_expiry(
             self.rlmm.segments(topic_id, partition),
             now_ms=self._now_ms(),
-            retention_ms=int_or_default(configs, "retention.ms"),
-            retention_bytes=int_or_default(configs, "retention.bytes"),
+            retention_ms=int_or_default(configs, RETENTION_MS),
+            retention_bytes=int_or_default(configs, RETENTION_BYTES),
             log_start_offset=plog.log_start_offset,
             local_bytes_not_copied=not_copied,
         )
@@ -338,12 +344,12 @@ class RemoteLogManager:
         if topic is None or plog is None:
             return 0
         configs = image.topic_configs(topic.name)
-        retention_ms = int_or_default(configs, "retention.ms")
-        retention_bytes = int_or_default(configs, "retention.bytes")
+        retention_ms = int_or_default(configs, RETENTION_MS)
+        retention_bytes = int_or_default(configs, RETENTION_BYTES)
         tiering = topic.tiered_state == TieredState.ENABLED
         if tiering:
-            local_ms = int_or_default(configs, "local.retention.ms")
-            local_bytes = int_or_default(configs, "local.retention.bytes")
+            local_ms = int_or_default(configs, LOCAL_RETENTION_MS)
+            local_bytes = int_or_default(configs, LOCAL_RETENTION_BYTES)
             retention_ms = retention_ms if local_ms == -2 else local_ms
             retention_bytes = retention_bytes if local_bytes == -2 else local_bytes
         if refresh:

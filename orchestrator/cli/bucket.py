@@ -12,7 +12,6 @@ anywhere is a usage error (exit status 2), raised only by what lists or reads th
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -21,6 +20,7 @@ from rich.progress import TextColumn, TimeElapsedColumn
 
 from orchestrator.cli.output import Output
 from orchestrator.cli.progress import progress_bar
+from orchestrator.clock import wall_ms
 from orchestrator.local.state import DEFAULT_PREFIX, LocalClusterState
 from remote_storage.inventory import build_inventory
 from remote_storage.s3 import make_s3_client
@@ -114,7 +114,7 @@ def list_into_inventory(
         def progress(n: int) -> None:
             bar.update(task, completed=n)
 
-        now_ms = int(time.time() * 1000)
+        now_ms = wall_ms()
         return build_inventory(
             client,
             bucket=target.bucket,

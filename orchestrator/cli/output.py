@@ -14,7 +14,6 @@ A command computes a view (a value of :mod:`.views`) and hands it to :meth:`Outp
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 
 import click
@@ -22,20 +21,16 @@ import click
 from orchestrator.cli.render_json import JSON, JsonLine
 from orchestrator.cli.render_text import TEXT, print_pieces
 from orchestrator.cli.views import View
+from orchestrator.clock import wall_ms
 
 OUTPUT_FORMATS = ("text", "json")
 """``--output`` choices, in the order ``--help`` lists them."""
 
 
-def _wall_ms() -> int:
-    """Now, to say how far off a pending broker's next attempt is (the controller's times are wall-clock ms)."""
-    return int(time.time() * 1000)
-
-
 class Output:
     """What a command shows, in one format: its result (:meth:`show`), its progress, warnings and errors."""
 
-    def __init__(self, output_format: str = "text", *, clock_ms: Callable[[], int] = _wall_ms) -> None:
+    def __init__(self, output_format: str = "text", *, clock_ms: Callable[[], int] = wall_ms) -> None:
         """``output_format``: one of :data:`OUTPUT_FORMATS`; ``clock_ms``: the wall clock in ms, read by
         :meth:`now_ms`."""
         if output_format not in OUTPUT_FORMATS:

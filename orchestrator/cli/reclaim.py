@@ -12,7 +12,6 @@ re-checked or deleted, or a guard refused the whole run.
 from __future__ import annotations
 
 import sys
-import time
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
@@ -23,16 +22,13 @@ from orchestrator.cli.command import LeafCommand
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.progress import progress_bar
 from orchestrator.cli.views import ReclaimOutcome
+from orchestrator.clock import wall_ms
 from orchestrator.errors import TieredError
 from policies import reclaim_executor as rx
 from policies.reclaim import reclaim_categories
 from remote_storage.s3 import S3RemoteStorage
 
 PHASE_LABELS = {"recheck": "re-checking objects", "delete": "deleting"}
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @click.command("reclaim", cls=LeafCommand)
@@ -98,7 +94,7 @@ def reclaim(
     store = metadata_store or target.metadata_store
     password_file = target.store_password_file if metadata_store is None else None
     metadata = rx.load_current_metadata(
-        store_path=store, scan_export_dir=scan_out.export_dir, now_ms=_now_ms(), password_file=password_file
+        store_path=store, scan_export_dir=scan_out.export_dir, now_ms=wall_ms(), password_file=password_file
     )
     rsm = S3RemoteStorage(client=target.client(), bucket=target.bucket, prefix=target.prefix)
     reclaim_options = rx.ReclaimOptions(
@@ -114,7 +110,7 @@ def reclaim(
             bar.update(tasks[phase], completed=done, total=total)
 
         result = rx.reclaim(
-            scan_out, rsm=rsm, metadata=metadata, options=reclaim_options, now_ms=_now_ms, on_progress=progress
+            scan_out, rsm=rsm, metadata=metadata, options=reclaim_options, now_ms=wall_ms, on_progress=progress
         )
     for warning in result.warnings:
         out.warning(warning)

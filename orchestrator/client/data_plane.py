@@ -17,13 +17,13 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.client.answers import check
 from orchestrator.client.session import ClientSession
+from orchestrator.clock import wall_ms
 from orchestrator.errors import (
     KafkaError,
     LeaderNotAvailable,
@@ -184,7 +184,7 @@ class DataPlane(ClientSession):
         return first, first + done - 1
 
     async def _produce_batch(self, name: str, partition: int, key: bytes | None, values: Sequence[bytes]) -> int:
-        now = int(time.time() * 1000)
+        now = wall_ms()
         batch = encode_batch(build_batch(0, [(key, value, now, ()) for value in values]))
         body: m.ProduceRequest = {
             "acks": -1,

@@ -26,6 +26,7 @@ import structlog
 from orchestrator.admin_api import envelope, reads
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
 from orchestrator.admin_api.refusals import refusal
+from orchestrator.clock import wall_ms
 from orchestrator.errors import (
     CoordinatorNotAvailable,
     InvalidRequest,
@@ -44,7 +45,7 @@ from orchestrator.settings import ControllerSettings
 
 from .core import ControllerCore
 from .host import CoreHost
-from .lease import LeaseElection, wall_ms, who_is_active
+from .lease import LeaseElection, who_is_active
 
 log = structlog.get_logger(__name__)
 

@@ -13,11 +13,11 @@ Invariants:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 
 import structlog
 
+from orchestrator.clock import wall_ms
 from orchestrator.errors import InvalidRequest, NotController
 from orchestrator.metadata.records import make_record
 from orchestrator.metadata.store import MetadataStore
@@ -33,7 +33,7 @@ def bootstrap_scram_users(
     store: MetadataStore, credentials: Mapping[tuple[str, int], ScramCredential], *, now_ms: int | None = None
 ) -> None:
     """Write ``credentials`` ((user, mechanism code) -> credential) as the first records of an empty log."""
-    now = int(time.time() * 1000) if now_ms is None else now_ms
+    now = wall_ms() if now_ms is None else now_ms
     lease = store.acquire_lease(holder=BOOTSTRAP_HOLDER, now_ms=now, ttl_ms=_LEASE_TTL_MS)
     if lease is None:
         raise NotController(

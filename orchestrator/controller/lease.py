@@ -28,6 +28,7 @@ from typing import TypeVar
 
 import structlog
 
+from orchestrator.clock import wall_ms
 from orchestrator.errors import KafkaError, StaleControllerEpoch
 from orchestrator.metadata.store import Lease, MetadataStore
 
@@ -35,10 +36,6 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 STANDBY_EXPIRY_MARGIN_MS = 20  # a standby asks again this long after the lease it saw should have expired
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def standby_pause_s(seen: Lease | None, now_ms: int, ttl_ms: int) -> float:

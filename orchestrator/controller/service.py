@@ -48,6 +48,7 @@ import structlog
 from orchestrator import crash_points
 from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import Forwarder
+from orchestrator.clock import wall_ms
 from orchestrator.collector import run_as_burst
 from orchestrator.errors import TieredError
 from orchestrator.logging import configure_logging
@@ -66,7 +67,7 @@ from orchestrator.supervision import log_loop_failure, log_loop_recovered, loop_
 
 from .admin_dispatch import AdminEndpoint
 from .core import ControllerCore
-from .lease import LeaseElection, wall_ms
+from .lease import LeaseElection
 from .metrics_view import controller_view, queue_view
 from .sender import Sender
 from .snapshot_loop import SnapshotLoop

@@ -18,6 +18,7 @@ import functools
 from collections.abc import Callable
 from typing import TypeVar
 
+from orchestrator.clock import wall_ms
 from orchestrator.errors import StaleControllerEpoch
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.settings import SnapshotSettings
@@ -25,7 +26,6 @@ from orchestrator.supervision import log_loop_failure, log_loop_recovered, loop_
 
 from .core import ControllerCore
 from .host import CoreHost
-from .lease import wall_ms
 from .snapshots import SnapshotWriter
 
 T = TypeVar("T")

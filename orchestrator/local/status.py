@@ -4,10 +4,10 @@ and where the cluster answers. Reads the record, /proc and the store's lease: it
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
+from orchestrator.clock import wall_ms
 from orchestrator.local.cluster_store import open_cluster_store
 from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, ProcessInfo, is_ours
 from orchestrator.metadata.open import parse_store_spec
@@ -36,7 +36,7 @@ def _active_controller(state: LocalClusterState) -> int | None:
         return None
     with open_cluster_store(state) as s:
         lease = s.current_lease()
-    if lease is None or lease.expired(int(time.time() * 1000)):
+    if lease is None or lease.expired(wall_ms()):
         return None
     return int(lease.holder.split("@", 1)[0]) if "@" in lease.holder else None
 

@@ -29,6 +29,14 @@ REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 REMOTE_LOG_COPY_DISABLE = "remote.log.copy.disable"  # Kafka 3.9 alias: with remote.storage.enable=true, retain
 REMOTE_LOG_DELETE_ON_DISABLE = "remote.log.delete.on.disable"  # Kafka 3.9 alias: with =false, delete
 REMOTE_LOG_DISABLE_POLICY = "remote.log.disable.policy"  # KIP-950: retain | delete
+# The keys our own code reads (brokers' retention and segment rolling, the scan's export, the demo); every other
+# catalogue key is only validated and stored.
+RETENTION_MS = "retention.ms"
+RETENTION_BYTES = "retention.bytes"
+LOCAL_RETENTION_MS = "local.retention.ms"
+LOCAL_RETENTION_BYTES = "local.retention.bytes"
+SEGMENT_BYTES = "segment.bytes"
+SEGMENT_MS = "segment.ms"
 TIERING_KEYS = frozenset(
     {REMOTE_STORAGE_ENABLE, REMOTE_LOG_COPY_DISABLE, REMOTE_LOG_DELETE_ON_DISABLE, REMOTE_LOG_DISABLE_POLICY}
 )

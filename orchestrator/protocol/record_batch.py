@@ -10,7 +10,8 @@ A batch, big-endian::
 ``batchLength`` counts the bytes after itself. ``crc`` is the CRC-32C of everything from ``attributes`` to the end.
 ``attributes``: compression in bits 0-2, timestamp type bit 3, transactional bit 4, control bit 5, delete horizon
 bit 6 (``baseTimestamp`` is then the delete horizon). When compressed, ``records`` is one compressed stream of all
-the records; ``recordCount`` stays outside it. A record::
+the records; ``recordCount`` stays outside it. A record (written and read by
+:mod:`orchestrator.protocol.batch_records`)::
 
     length varint | attributes int8 | timestampDelta varlong | offsetDelta varint
     | keyLength varint (-1: null) key | valueLength varint (-1: null) value
@@ -51,7 +52,6 @@ multi-byte varint.
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -60,7 +60,17 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from orchestrator.errors import CorruptMessage, InvalidArgument, UnsupportedCompressionType
-from orchestrator.protocol.codec import write_uvarint
+from orchestrator.protocol.batch_records import (
+    MIN_RECORD_SIZE,
+    Compression,
+    Header,
+    Record,
+    compress,
+    decode_records,
+    encode_record,
+    gunzip,
+    new_record,
+)
 
 MAGIC = 2
 LOG_OVERHEAD = 12  # baseOffset and batchLength: the bytes batchLength does not count
@@ -87,24 +97,11 @@ _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 assert _HEADER.size == RECORD_BATCH_OVERHEAD and _PREFIX.size + _CRC_PART.size == _HEADER.size
 
-_MIN_RECORD_SIZE = 7  # length, attributes, timestampDelta, offsetDelta, keyLength, valueLength, headerCount
-_MIN_HEADER_SIZE = 2  # keyLength, valueLength
-
 DEFAULT_MAX_UNCOMPRESSED_BYTES = 256 * 1024 * 1024  # a bound on inflating one batch (Kafka's batches are ~1 MiB)
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
-
-
-class Compression(IntEnum):
-    """Bits 0-2 of a batch's attributes."""
-
-    NONE = 0
-    GZIP = 1
-    SNAPPY = 2
-    LZ4 = 3
-    ZSTD = 4
 
 
 class TimestampType(IntEnum):
@@ -119,24 +116,6 @@ _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 _DELETE_HORIZON_BIT = 0x40
-
-Header = tuple[str, bytes | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record of a batch; its offset and timestamp are relative to the batch's (see :class:`RecordBatch`).
-
-    ``attributes`` is the record's own attribute byte, unused by Kafka (always 0) but kept so a batch re-encodes
-    to the bytes it was read from.
-    """
-
-    offset_delta: int
-    timestamp_delta: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...] = ()
-    attributes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,34 +186,6 @@ class SplitBatches(NamedTuple):
     partial_size: int
 
 
-# Decoding and build_batch make each Record through its slots' descriptors: the frozen dataclass's __init__ sets
-# each field with object.__setattr__, which takes half the time of decoding a small record. The fields get what
-# __init__ would give them.
-_new_object = object.__new__
-_set_offset_delta, _set_timestamp_delta, _set_key, _set_value, _set_headers, _set_attributes = (
-    getattr(Record, field).__set__ for field in Record.__slots__
-)
-assert Record.__slots__ == ("offset_delta", "timestamp_delta", "key", "value", "headers", "attributes")
-
-
-def _record(
-    offset_delta: int,
-    timestamp_delta: int,
-    key: bytes | None,
-    value: bytes | None,
-    headers: tuple[Header, ...],
-    attributes: int,
-) -> Record:
-    record = _new_object(Record)
-    _set_offset_delta(record, offset_delta)
-    _set_timestamp_delta(record, timestamp_delta)
-    _set_key(record, key)
-    _set_value(record, value)
-    _set_headers(record, headers)
-    _set_attributes(record, attributes)
-    return record
-
-
 # --- attributes
 
 
@@ -273,60 +224,6 @@ def _check_int(what: str, value: int, bits: int) -> int:
     return value
 
 
-def _put_varint(zigzagged: int, out: bytearray) -> None:
-    if zigzagged < 0x80:
-        out.append(zigzagged)
-    else:
-        write_uvarint(zigzagged, out)
-
-
-def _put_bytes(data: bytes | None, out: bytearray) -> None:
-    """A nullable key, value or header value: its length (-1 for null) and its bytes. A length past int32 makes
-    the batch length overflow too, which :func:`encode_batch` refuses."""
-    if data is None:
-        out.append(1)  # zigzag(-1)
-    else:
-        _put_varint(len(data) << 1, out)
-        out += data
-
-
-def _encode_record(record: Record, out: bytearray) -> None:
-    """Appends the record, its length first (so the body is built apart, then copied)."""
-    timestamp_delta, offset_delta, attributes = record.timestamp_delta, record.offset_delta, record.attributes
-    if not -(1 << 63) <= timestamp_delta < 1 << 63:
-        raise InvalidArgument(f"timestamp delta {timestamp_delta} does not fit in int64")
-    if not -(1 << 31) <= offset_delta < 1 << 31:
-        raise InvalidArgument(f"offset delta {offset_delta} does not fit in int32")
-    if not -128 <= attributes < 128:
-        raise InvalidArgument(f"record attributes {attributes} do not fit in int8")
-    body = bytearray((attributes & 0xFF,))
-    _put_varint((timestamp_delta << 1) ^ (timestamp_delta >> 63), body)
-    _put_varint((offset_delta << 1) ^ (offset_delta >> 63), body)
-    _put_bytes(record.key, body)
-    _put_bytes(record.value, body)
-    headers = record.headers
-    _put_varint(len(headers) << 1, body)
-    try:
-        for header_key, header_value in headers:
-            _put_bytes(header_key.encode(), body)
-            _put_bytes(header_value, body)
-    except UnicodeEncodeError as e:
-        raise InvalidArgument(f"header key {e.object!r} cannot be written as UTF-8 ({e.reason})") from None
-    _put_varint(len(body) << 1, out)
-    out += body
-
-
-def _compress(compression: Compression, data: bytes) -> bytes:
-    if compression is Compression.NONE:
-        return data
-    if compression is Compression.GZIP:
-        # One gzip member, as Kafka's GZIPOutputStream writes, at Deflater's default level (6). zlib writes no
-        # time or name in the gzip header, so the same records compress to the same bytes.
-        deflate = zlib.compressobj(6, zlib.DEFLATED, 31)
-        return deflate.compress(data) + deflate.flush()
-    raise UnsupportedCompressionType(f"cannot write {compression.name.lower()}: only none and gzip are supported")
-
-
 def encode_batch(batch: RecordBatch) -> bytes:
     """The batch's bytes, with ``batchLength``, ``recordCount`` and the CRC computed here.
 
@@ -335,8 +232,8 @@ def encode_batch(batch: RecordBatch) -> bytes:
     compression = _compression(batch.attributes & _COMPRESSION_MASK)
     records = bytearray()
     for record in batch.records:
-        _encode_record(record, records)
-    payload = _compress(compression, bytes(records))
+        encode_record(record, records)
+    payload = compress(compression, bytes(records))
     fields = (
         ("attributes", batch.attributes, 16),
         ("last offset delta", batch.last_offset_delta, 32),
@@ -385,7 +282,7 @@ def build_batch(
         raise InvalidArgument("a batch needs at least one record")
     base_timestamp = records[0][2]
     built = tuple(
-        _record(index, timestamp - base_timestamp, key, value, tuple(headers), 0)
+        new_record(index, timestamp - base_timestamp, key, value, tuple(headers), 0)
         for index, (key, value, timestamp, headers) in enumerate(records)
     )
     attributes = batch_attributes(
@@ -603,19 +500,19 @@ def _decode(view: memoryview, position: int, verify_crc: bool, max_uncompressed_
     compression = attributes & _COMPRESSION_MASK
     payload = view[RECORD_BATCH_OVERHEAD:]
     if compression == Compression.NONE:
-        if count > len(payload) // _MIN_RECORD_SIZE:
+        if count > len(payload) // MIN_RECORD_SIZE:
             raise CorruptMessage(f"{where}: {count} records cannot fit in {len(payload)} bytes")
         data = bytes(payload)
         origin = RECORD_BATCH_OVERHEAD
     elif compression == Compression.GZIP:
-        data = _gunzip(payload, max_uncompressed_bytes, where)
+        data = gunzip(payload, max_uncompressed_bytes, where)
         origin = 0
     elif compression in (Compression.SNAPPY, Compression.LZ4, Compression.ZSTD):
         name = Compression(compression).name.lower()
         raise UnsupportedCompressionType(f"{where}: cannot read {name}: only none and gzip are supported")
     else:
         raise CorruptMessage(f"{where}: unknown compression id {compression}")
-    records = _decode_records(data, count, origin, f"{where}: " if origin else f"{where}, decompressed: ")
+    records = decode_records(data, count, origin, f"{where}: " if origin else f"{where}, decompressed: ")
     return RecordBatch(
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
@@ -628,174 +525,3 @@ def _decode(view: memoryview, position: int, verify_crc: bool, max_uncompressed_
         base_sequence=base_sequence,
         records=records,
     )
-
-
-def _gunzip(payload: memoryview, limit: int, where: str) -> bytes:
-    """Every gzip member of ``payload`` inflated (Kafka's reader reads concatenated members), at most ``limit``
-    bytes in all."""
-    chunks: list[bytes] = []
-    total = 0
-    rest: bytes | memoryview = payload
-    try:
-        while True:
-            inflate = zlib.decompressobj(31)
-            chunk = inflate.decompress(rest, limit - total + 1)
-            total += len(chunk)
-            if total > limit:
-                raise CorruptMessage(f"{where}: gzip records inflate to more than {limit} bytes")
-            chunks.append(chunk)
-            if not inflate.eof:
-                raise CorruptMessage(f"{where}: gzip stream ends early")
-            rest = inflate.unused_data
-            if not rest:
-                return b"".join(chunks)
-    except zlib.error as e:
-        raise CorruptMessage(f"{where}: gzip records do not inflate: {e}") from None
-
-
-def _varint(data: bytes, pos: int, end: int, max_bytes: int, what: str) -> tuple[int, int]:
-    """The zigzag varint (``max_bytes`` 5) or varlong (10) at ``pos``, and the position after it."""
-    if pos + 1 < end:  # one or two bytes: every length and delta below 8192
-        first = data[pos]
-        if first < 0x80:
-            return (first >> 1) ^ -(first & 1), pos + 1
-        second = data[pos + 1]
-        if second < 0x80:
-            value = (first & 0x7F) | (second << 7)
-            return (value >> 1) ^ -(value & 1), pos + 2
-    start = pos
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise CorruptMessage(f"{what} runs past the end ({pos - start} of its bytes present)")
-        if pos - start == max_bytes:
-            raise CorruptMessage(f"{what} is a varint longer than {max_bytes} bytes")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-    bits = 32 if max_bytes == 5 else 64
-    if result >> bits:
-        raise CorruptMessage(f"{what} is a varint that overflows {bits} bits")
-    return (result >> 1) ^ -(result & 1), pos
-
-
-def _decode_records(data: bytes, count: int, origin: int, where: str) -> tuple[Record, ...]:
-    """``count`` records filling ``data`` exactly; ``data`` starts at byte ``origin`` of the batch (0 for
-    decompressed records), which messages add to positions, after ``where``.
-
-    The hot loop of decoding: a one-byte varint is read inline (a call costs more than the read), longer ones by
-    :func:`_varint`; every read is bounded by the record's end.
-    """
-    varint = _varint
-    new, record_type = _new_object, Record
-    set_offset_delta, set_timestamp_delta, set_key, set_value = (
-        _set_offset_delta,
-        _set_timestamp_delta,
-        _set_key,
-        _set_value,
-    )
-    set_headers, set_attributes = _set_headers, _set_attributes
-    end = len(data)
-    pos = start = 0
-    records: list[Record] = []
-    append = records.append
-    try:
-        for _ in range(count):
-            start = pos
-            length, pos = varint(data, pos, end, 5, "length")
-            record_end = pos + length
-            if length <= 0 or record_end > end:
-                raise CorruptMessage(f"length {length} with {end - pos} bytes left")
-            attributes = data[pos]
-            pos += 1
-            timestamp_delta, pos = varint(data, pos, record_end, 10, "timestamp delta")
-            offset_delta, pos = varint(data, pos, record_end, 5, "offset delta")
-            if pos < record_end and (byte := data[pos]) < 0x80:
-                key_length = (byte >> 1) ^ -(byte & 1)
-                pos += 1
-            else:
-                key_length, pos = varint(data, pos, record_end, 5, "key length")
-            if key_length < 0:
-                if key_length != -1:
-                    raise CorruptMessage(f"key length {key_length}")
-                key = None
-            else:
-                if pos + key_length > record_end:
-                    raise CorruptMessage(f"key length {key_length} runs past the record")
-                key = data[pos : pos + key_length]
-                pos += key_length
-            value_length, pos = varint(data, pos, record_end, 5, "value length")
-            if value_length < 0:
-                if value_length != -1:
-                    raise CorruptMessage(f"value length {value_length}")
-                value = None
-            else:
-                if pos + value_length > record_end:
-                    raise CorruptMessage(f"value length {value_length} runs past the record")
-                value = data[pos : pos + value_length]
-                pos += value_length
-            if pos < record_end and data[pos] == 0:  # no headers, the common case
-                headers: tuple[Header, ...] = ()
-                pos += 1
-            else:
-                header_count, pos = varint(data, pos, record_end, 5, "header count")
-                headers, pos = _decode_headers(data, pos, record_end, header_count)
-            if pos != record_end:
-                raise CorruptMessage(f"length {length} but its fields take {pos - record_end + length}")
-            record = new(record_type)
-            set_offset_delta(record, offset_delta)
-            set_timestamp_delta(record, timestamp_delta)
-            set_key(record, key)
-            set_value(record, value)
-            set_headers(record, headers)
-            set_attributes(record, attributes - 256 * (attributes >> 7))
-            append(record)
-    except CorruptMessage as e:
-        raise CorruptMessage(f"{where}record {len(records)} at byte {origin + start}: {e.message}") from None
-    if pos != end:
-        raise CorruptMessage(f"{where}{end - pos} bytes at byte {origin + pos} after the {count} records it declares")
-    return tuple(records)
-
-
-def _decode_headers(data: bytes, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:
-    if count < 0 or count > (end - pos) // _MIN_HEADER_SIZE:
-        raise CorruptMessage(f"header count {count} with {end - pos} bytes left in the record")
-    varint = _varint
-    headers: list[Header] = []
-    append = headers.append
-    try:
-        for _ in range(count):
-            if pos < end and (byte := data[pos]) < 0x80:
-                key_length = (byte >> 1) ^ -(byte & 1)
-                pos += 1
-            else:
-                key_length, pos = varint(data, pos, end, 5, "key length")
-            key_end = pos + key_length
-            if key_length < 0 or key_end > end:
-                raise CorruptMessage(f"key length {key_length} with {end - pos} bytes left in the record")
-            try:
-                key = data[pos:key_end].decode()
-            except UnicodeDecodeError as e:
-                raise CorruptMessage(f"key is not UTF-8 ({e.reason} at its byte {e.start})") from None
-            if key_end < end and (byte := data[key_end]) < 0x80:
-                value_length = (byte >> 1) ^ -(byte & 1)
-                pos = key_end + 1
-            else:
-                value_length, pos = varint(data, key_end, end, 5, "value length")
-            if value_length < 0:
-                if value_length != -1:
-                    raise CorruptMessage(f"value length {value_length}")
-                append((key, None))
-            else:
-                value_end = pos + value_length
-                if value_end > end:
-                    raise CorruptMessage(f"value length {value_length} runs past the record")
-                append((key, data[pos:value_end]))
-                pos = value_end
-    except CorruptMessage as e:
-        raise CorruptMessage(f"header {len(headers)}: {e.message}") from None
-    return tuple(headers), pos

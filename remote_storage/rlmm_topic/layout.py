@@ -32,6 +32,7 @@ The settings group itself lives with the other process settings (:mod:`orchestra
 
 from __future__ import annotations
 
+from orchestrator.metadata.topic_configs import REMOTE_STORAGE_ENABLE, RETENTION_MS, SEGMENT_BYTES, SEGMENT_MS
 from orchestrator.settings import RLMM_RECORD_VERSIONS, RemoteLogMetadataTopicSettings
 
 __all__ = [
@@ -53,10 +54,10 @@ RECORD_VERSIONS = RLMM_RECORD_VERSIONS
 REPLICATION_FACTOR = 1  # local data is not replicated (see the module docstring)
 
 TOPIC_CONFIGS: dict[str, str] = {
-    "retention.ms": str(DEFAULT_RETENTION_MS),
+    RETENTION_MS: str(DEFAULT_RETENTION_MS),
     "cleanup.policy": "delete",
-    "remote.storage.enable": "false",
-    "segment.bytes": str(1 << 30),
-    "segment.ms": str(7 * 24 * 3600 * 1000),
+    REMOTE_STORAGE_ENABLE: "false",
+    SEGMENT_BYTES: str(1 << 30),
+    SEGMENT_MS: str(7 * 24 * 3600 * 1000),
 }
 """The configs the controller creates ``__remote_log_metadata`` with (see the module docstring)."""

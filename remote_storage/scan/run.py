@@ -15,7 +15,6 @@ manifests the size rule needs from the inventory's source bucket, through the sa
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from orchestrator.clock import wall_ms
 from remote_storage import inventory as inv
 from remote_storage.export import export_store_file
 from remote_storage.export_format import SEGMENTS_FILE
@@ -84,7 +84,7 @@ def scan(
     spark_master: str | None = None,
     driver_memory: str | None = None,
     progress: Callable[[str], None] | None = None,
-    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    now_ms: Callable[[], int] = wall_ms,
 ) -> ScanOutcome:
     """Run one scan into ``out_dir``; ``spark`` is an existing session (tests, benches) or None to start one.
 
