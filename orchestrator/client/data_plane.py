@@ -35,7 +35,8 @@ from orchestrator.errors import (
 )
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
-from orchestrator.protocol.record_batch import Header, build_batch, encode_batch, records_at_or_after
+from orchestrator.protocol.batch_records import Header
+from orchestrator.protocol.record_batch import build_batch, encode_batch, records_at_or_after
 
 # Kafka's data plane, as this client speaks it to a partition's leader (the newest versions the brokers serve).
 PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION = 9, 12, 9

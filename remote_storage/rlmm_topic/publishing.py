@@ -28,7 +28,8 @@ from collections.abc import Iterable, Sequence
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord
 from orchestrator.metadata.store import LogEntry, rlmm_topic_id
-from orchestrator.protocol.record_batch import Header, RecordInput, build_batch, decode_batches, encode_batch
+from orchestrator.protocol.batch_records import Header
+from orchestrator.protocol.record_batch import RecordInput, build_batch, decode_batches, encode_batch
 from remote_storage.rlmm_topic.partitioner import metadata_partition
 from remote_storage.rlmm_topic.serde import KEY, encode_value
 
