@@ -291,8 +291,26 @@ class ControllerMetrics:
         self.registry.register(_ViewCollector(view, controller_families, "controller"))
 
 
+RLMM_TOPIC = "__remote_log_metadata"
+
+
+def rlmm_lag_families(lag: Mapping[int, int]) -> list[Metric]:
+    """The publisher's lag: per partition of ``__remote_log_metadata`` this broker leads, the store's RLMM records
+    read for it and not yet appended (named after Kafka's consumer ``records-lag``, labelled as it is)."""
+    family = _gauge(
+        "remote_log_metadata_records_lag",
+        "Remote log metadata records in the store not yet published to this partition of __remote_log_metadata, "
+        "per partition this broker leads (as of its publisher's last round)",
+        ["topic", "partition"],
+    )
+    for partition, records in sorted(lag.items()):
+        family.add_metric([RLMM_TOPIC, str(partition)], records)
+    return [family]
+
+
 class BrokerMetrics:
-    """The broker's metrics: remote storage events, and (:meth:`observe`) the gauges of its state."""
+    """The broker's metrics: remote storage events, and (:meth:`observe`, :meth:`observe_rlmm_lag`) the gauges of
+    its state."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -300,6 +318,10 @@ class BrokerMetrics:
 
     def observe(self, view: Callable[[], BrokerView]) -> None:
         self.registry.register(_ViewCollector(view, broker_families, "broker"))
+
+    def observe_rlmm_lag(self, lag: Callable[[], Mapping[int, int]]) -> None:
+        """Serve :func:`rlmm_lag_families` of ``lag()`` (partition -> records; read on the scrape's thread)."""
+        self.registry.register(_ViewCollector(lag, rlmm_lag_families, "broker"))
 
 
 # -- the endpoint -----------------------------------------------------------------------------------------------

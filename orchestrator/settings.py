@@ -1,11 +1,12 @@
 """Process settings: frozen dataclasses in groups, with commented defaults, read from TOML at entry points only.
 
 A settings file has one table for the process (``[broker]`` or ``[controller]``) and one table per group the
-process nests (``[s3]``, ``[tls]``, ``[security]``, ``[metrics]``; a broker also ``[rsm]``; a controller also
-``[membership]``, ``[topic_defaults]``, ``[disablement]``, ``[snapshots]``). A group is one dataclass, held by the
-process settings as a field of the same name, and handed whole to the part that uses it (the controller core gets
-``membership``, ``topic_defaults`` and ``disablement``), never copied field by field. ``[store]`` says how the
-``metadata_store`` is reached (PostgreSQL's password file, schema, timeouts).
+process nests (``[s3]``, ``[tls]``, ``[security]``, ``[metrics]``, ``[remote_log_metadata]``; a broker also
+``[rsm]``; a controller also ``[membership]``, ``[topic_defaults]``, ``[disablement]``, ``[snapshots]``). A group is
+one dataclass, held by the process settings as a field of the same name, and handed whole to the part that uses it
+(the controller core gets ``membership``, ``topic_defaults``, ``disablement`` and ``remote_log_metadata``), never
+copied field by field. ``[store]`` says how the ``metadata_store`` is reached (PostgreSQL's password file, schema,
+timeouts).
 
 A broker's ``[rsm]`` says how its RemoteStorageManager writes and reads a segment's objects (Aiven's format: chunk
 size, compression, encryption and its key pairs, custom metadata, the chunk cache); the key files it names are read
@@ -270,6 +271,44 @@ class MetricsSettings:
             raise SettingsError(f"[metrics] port must be 0..65535, got {self.port}")
 
 
+RLMM_RECORD_VERSIONS = (0, 1)  # the versions of Kafka's remote log metadata records this build writes
+
+
+@dataclass(frozen=True)
+class RemoteLogMetadataTopicSettings:
+    """Kafka's ``__remote_log_metadata`` topic as this cluster lays it out and fills it (``[remote_log_metadata]``,
+    read by controllers and brokers alike; the layout and why version 0: ``remote_storage/rlmm_topic/layout.py``).
+    The active controller creates the topic; each broker publishes the store's RLMM records to the partitions of it
+    that it leads (``orchestrator/broker/rlmm_publisher.py``)."""
+
+    # Kafka's remote.log.metadata.topic.num.partitions default; used when the controller creates the topic. A
+    # topic already there keeps its count (records go where Kafka's partitioner puts them for that count).
+    partitions: int = 50
+    # The version of the records the brokers publish (0 is read by every Kafka release with tiered storage).
+    record_version: int = 0
+    # Brokers: how often each one publishes the store's new RLMM records to the partitions it leads.
+    publish_interval_ms: int = 200
+    # Controller: the topic is created once the set of live brokers has stayed the same this long, so that a
+    # cluster whose brokers register one by one gets its partitions spread over all of them, not the first one.
+    placement_settle_ms: int = 3_000
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.partitions <= 0x7FFFFFFF:
+            raise SettingsError(
+                f"[remote_log_metadata] remote log metadata topic partitions must be at least 1, got {self.partitions}"
+            )
+        if self.record_version not in RLMM_RECORD_VERSIONS:
+            raise SettingsError(
+                f"[remote_log_metadata] remote log metadata record version must be one of {RLMM_RECORD_VERSIONS}, "
+                f"got {self.record_version}"
+            )
+        if self.publish_interval_ms < 1 or self.placement_settle_ms < 0:
+            raise SettingsError(
+                "[remote_log_metadata] publish_interval_ms must be >= 1 and placement_settle_ms >= 0, got "
+                f"{self.publish_interval_ms} and {self.placement_settle_ms}"
+            )
+
+
 @dataclass(frozen=True)
 class BrokerSettings:
     broker_id: int
@@ -307,6 +346,7 @@ class BrokerSettings:
     security: SecuritySettings = field(default_factory=SecuritySettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    remote_log_metadata: RemoteLogMetadataTopicSettings = field(default_factory=RemoteLogMetadataTopicSettings)
 
     def __post_init__(self) -> None:
         if not 0 <= self.advertised_port <= 65535:
@@ -330,6 +370,7 @@ class ControllerSettings:
     security: SecuritySettings = field(default_factory=SecuritySettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    remote_log_metadata: RemoteLogMetadataTopicSettings = field(default_factory=RemoteLogMetadataTopicSettings)
 
     def __post_init__(self) -> None:
         require_authentication("controller", self.host, self.tls, self.security)

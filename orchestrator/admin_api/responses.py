@@ -24,6 +24,8 @@ from orchestrator.protocol import messages as m
 from orchestrator.protocol.codec import default_factory
 from orchestrator.protocol.schema import FieldSpec, schema
 
+from .internal_topics import is_internal
+
 # DescribeConfigs' ConfigSource ids (Kafka's).
 SOURCE_TOPIC = 1
 SOURCE_DYNAMIC_BROKER = 2
@@ -74,7 +76,11 @@ def metadata_topic(topic: TopicImage) -> m.MetadataResponseTopic:
         for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id)
     ]
     return m.MetadataResponseTopic(
-        error_code=0, name=topic.name, topic_id=topic.topic_id, is_internal=False, partitions=partitions
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=is_internal(topic.name),
+        partitions=partitions,
     )
 
 

@@ -103,6 +103,7 @@ from orchestrator.broker.producer_ids import ProducerIdAllocator
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.broker.remote_storage_setup import remote_storage
+from orchestrator.broker.rlmm_publisher import RemoteLogMetadataPublisher
 from orchestrator.clock import wall_ms
 from orchestrator.errors import (
     InconsistentTopicId,
@@ -214,6 +215,8 @@ class BrokerAgent:
             now_ms=wall_clock_ms,
             producer_ids=ProducerIdAllocator(self.data_dir / "producer-ids.json", settings.broker_id).next_id,
         )
+        self.rlmm_publisher = RemoteLogMetadataPublisher.serving(self.data_plane, settings, self.store, self.follower)
+        self.metrics.observe_rlmm_lag(self.rlmm_publisher.lag)
         self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
         self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff()
         self._all_hosted_open: MetadataImage | None = None  # the image every hosted log was last found open for
@@ -279,6 +282,7 @@ class BrokerAgent:
                 "metadata", self._metadata_round, self.settings.metadata_poll_ms, pause=self._wait_for_metadata
             ),
             self._start_loop("tiering", self._tiering_round, self.settings.tiering_interval_ms),
+            self._start_loop("rlmm_publish", self.rlmm_publisher.publish_round, self.rlmm_publisher.interval_ms),
         ]
         try:
             await self._stopping.wait()

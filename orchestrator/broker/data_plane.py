@@ -10,6 +10,10 @@ offset, from the remote tier (:meth:`RemoteLogManager.read`, KIP-405).
 
 Invariants:
 
+* **Internal topics take no Produce.** A Produce to ``__remote_log_metadata`` is refused on each of its partitions
+  with INVALID_TOPIC_EXCEPTION "Cannot append to internal topic ..." as Kafka refuses appends to its internal
+  topics (:mod:`orchestrator.admin_api.internal_topics`); the broker's publisher appends to its own log instead
+  (:mod:`orchestrator.broker.rlmm_publisher`) and calls :meth:`DataPlane.appended`, so waiting fetches wake up.
 * **Errors per partition, never a dropped connection.** An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, a partition
   led elsewhere NOT_LEADER_OR_FOLLOWER, a stale or future ``current_leader_epoch`` FENCED_LEADER_EPOCH /
   UNKNOWN_LEADER_EPOCH, an offset outside [log start offset, log end offset] OFFSET_OUT_OF_RANGE (with the
@@ -51,6 +55,7 @@ from typing import cast
 
 import structlog
 
+from orchestrator.admin_api.internal_topics import produce_refusal
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.produce_validation import ProducePolicy, validate_records
 from orchestrator.broker.remote_log_manager import RemoteLogManager
@@ -167,6 +172,21 @@ class DataPlane:
         self._appended.set()
         self._appended = asyncio.Event()
 
+    @property
+    def leader_log(self) -> LeaderLog:
+        """Opens the log of a partition this broker leads; call it holding :attr:`log_lock`."""
+        return self._leader_log
+
+    @property
+    def log_lock(self) -> asyncio.Lock:
+        """The broker's lock of every log: appends, reads and tiering passes hold it."""
+        return self._log_lock
+
+    def appended(self) -> None:
+        """Records were appended to a log other than by Produce (the ``__remote_log_metadata`` publisher): wake the
+        fetches waiting for data. Call it on the event loop."""
+        self._woken()
+
     # -- Produce ------------------------------------------------------------------------------------------------
 
     async def produce(self, request: Request) -> m.ProduceResponse:
@@ -202,6 +222,9 @@ class DataPlane:
     async def _produce_partition(
         self, image: MetadataImage, name: str, partition: int, records: bytes | None
     ) -> m.PartitionProduceResponse:
+        internal = produce_refusal(name)
+        if internal is not None:
+            raise internal
         topic = self._topic(image, name, partition)
         policy = produce_policy(image, topic)
         now = self._now_ms()

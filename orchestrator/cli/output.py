@@ -4,7 +4,8 @@ A command computes a view (a value of :mod:`.views`) and hands it to :meth:`Outp
 (:mod:`.render_text` or :mod:`.render_json`) decides how it looks. Invariants, kept in both formats:
 
 - stdout carries only the command's result: lines and tables for people, or with ``--output json`` one JSON
-  document (``json.dumps(data, indent=2, default=str)``, never through rich, never wrapped to the terminal width);
+  document (``json.dumps(data, indent=2, default=str)``, never through rich, never wrapped to the terminal width),
+  or, for a command that streams records (``rlmm dump``), one compact JSON document per line (JSON Lines);
 - stderr carries everything else: progress lines and bars (text only), warnings and errors (both formats);
 - text is wrapped to the terminal's width only on a terminal, never on a pipe or a file
   (:func:`~orchestrator.cli.render_text.console`).
@@ -17,7 +18,7 @@ from collections.abc import Callable
 
 import click
 
-from orchestrator.cli.render_json import JSON
+from orchestrator.cli.render_json import JSON, JsonLine
 from orchestrator.cli.render_text import TEXT, print_pieces
 from orchestrator.cli.views import View
 from orchestrator.clock import wall_ms
@@ -48,7 +49,9 @@ class Output:
             print_pieces(TEXT.render(view))
             return
         document = JSON.render(view)
-        if document is not None:
+        if isinstance(document, JsonLine):
+            click.echo(json.dumps(document.document, separators=(",", ":"), default=str))
+        elif document is not None:
             click.echo(json.dumps(document, indent=2, default=str))
 
     def now_ms(self) -> int:

@@ -4,11 +4,13 @@ A function returns the document as plain data (dicts, lists, strings, numbers); 
 Output` serialises it (``json.dumps(data, indent=2, default=str)``), never through rich and never wrapped. ``None``
 means the view puts nothing on stdout in JSON: the records ``topic consume`` reads (their totals come as one
 document at the end), and the note that a scan is over its threshold (the exit status and ``summary["alert"]`` say
-it). The keys are a contract (ARCHITECTURE §8, the README): add, never rename.
+it). A :class:`JsonLine` is one document of a stream, printed compact on one line (JSON Lines): each record
+``rlmm dump`` reads, as it reads it. The keys are a contract (ARCHITECTURE §8, the README): add, never rename.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from orchestrator.cli import views as v
 from orchestrator.client import TieringStatus, TopicChange
 from orchestrator.local.state import CLIENT_PROPERTIES
 from orchestrator.security.acls import AclBinding
+from remote_storage.rlmm_topic.formatter import to_json
 
 JSON: v.Renderers[Any | None] = v.Renderers("JSON")
 
@@ -59,7 +62,7 @@ def _cluster_status(view: v.ClusterStatus) -> Any:
 
 @JSON.register(v.TopicList)
 def _topics(view: v.TopicList) -> list[dict[str, Any]]:
-    return [s.as_json() for s in view.statuses]
+    return [{**s.as_json(), "internal": s.topic in view.internal} for s in view.statuses]
 
 
 @JSON.register(v.TopicDescription)
@@ -70,6 +73,26 @@ def _topic_description(view: v.TopicDescription) -> dict[str, Any]:
 @JSON.register(v.ConsumedRecord)
 def _consumed_record(view: v.ConsumedRecord) -> None:
     return None  # the totals come as one document at the end
+
+
+@dataclass(frozen=True)
+class JsonLine:
+    """A document printed as one compact line, not indented: one of a stream of records (JSON Lines), printed as it
+    is read, which a reader parses line by line."""
+
+    document: Any
+
+
+@JSON.register(v.RlmmRecord)
+def _rlmm_record(view: v.RlmmRecord) -> JsonLine:
+    if view.record is None:
+        return JsonLine({"partition": view.partition, "offset": view.offset, "size": view.size, "error": view.error})
+    return JsonLine(to_json(view.record, partition=view.partition, offset=view.offset))
+
+
+@JSON.register(v.RlmmDumpEnded)
+def _rlmm_dump_ended(view: v.RlmmDumpEnded) -> None:
+    return None  # stdout is the stream of records alone
 
 
 @JSON.register(v.TopicConfigs)

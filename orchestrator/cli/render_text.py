@@ -25,6 +25,7 @@ from orchestrator.client import RemoteDeletionStatus, TieringStatus
 from orchestrator.durations import format_duration
 from orchestrator.local.state import CLIENT_PROPERTIES
 from orchestrator.security.acls import AclBinding
+from remote_storage.rlmm_topic.formatter import format_text
 
 UNWRAPPED_WIDTH = 100_000
 """The width given to rich off a terminal: wider than any table; text is not wrapped at all (``soft_wrap``)."""
@@ -148,7 +149,8 @@ def _config_lines(configs: Mapping[str, str | None], *, indent: str = "") -> lis
 def _topics(view: v.TopicList) -> list[Piece]:
     table = Table("topic", "topic id", "partitions", "tiered state", "epoch")
     for s in view.statuses:
-        table.add_row(s.topic, str(s.topic_id), str(s.partition_count), _state(s), str(s.tiered_epoch))
+        name = f"{s.topic} (internal)" if s.topic in view.internal else s.topic
+        table.add_row(name, str(s.topic_id), str(s.partition_count), _state(s), str(s.tiered_epoch))
     return [Rich(table if view.statuses else "no topics")]
 
 
@@ -172,6 +174,20 @@ def _consumed_record(view: v.ConsumedRecord) -> list[Piece]:
     tier = "remote" if record.remote else "local "
     value = "null" if record.value is None else repr(record.value[:60])
     return [Echo(f"{view.partition}:{record.offset} {tier} {value}")]
+
+
+@TEXT.register(v.RlmmRecord)
+def _rlmm_record(view: v.RlmmRecord) -> list[Piece]:
+    if view.record is None:
+        where = f"partition: {view.partition}, offset: {view.offset}"
+        return [Echo(f"{where}, undecodable value ({view.size} bytes): {view.error}")]
+    return [Echo(format_text(view.record, partition=view.partition, offset=view.offset))]
+
+
+@TEXT.register(v.RlmmDumpEnded)
+def _rlmm_dump_ended(view: v.RlmmDumpEnded) -> list[Piece]:
+    undecodable = f" ({view.undecodable} undecodable)" if view.undecodable else ""
+    return [Echo(f"Processed a total of {view.records} messages{undecodable}", err=True)]
 
 
 @TEXT.register(v.TopicConfigs)

@@ -36,6 +36,7 @@ COMMANDS: Mapping[str, str] = {
     "controller": "orchestrator.cli.controller:controller",
     "inventory": "orchestrator.cli.inventory:inventory",
     "reclaim": "orchestrator.cli.reclaim:reclaim",
+    "rlmm": "orchestrator.cli.rlmm:rlmm",
     "scan": "orchestrator.cli.scan:scan",
     "tiering": "orchestrator.cli.tiering:tiering",
     "topic": "orchestrator.cli.topic:topic",

@@ -255,11 +255,16 @@ def tiering_status(obj: Ctx, name: str | None) -> None:
     """State, tiered epoch, policy, acknowledged brokers, and each pending broker's attempts, next attempt and last
     error (with its cause) of one or every topic; under the delete policy, each partition whose remote data is still
     owed, with who deletes it (its leader, or the live broker a leaderless partition is assigned to); and each deleted
-    topic whose remote data is still being deleted (state DELETED), with what is left and which brokers delete it."""
+    topic whose remote data is still being deleted (state DELETED), with what is left and which brokers delete it.
+    Without NAME, the cluster's internal topics (never tiered) are left out."""
     names = None if name is None else [name]
 
     async def both(c: TieredClient) -> tuple[list[TieringStatus], list[RemoteDeletionStatus]]:
-        return await c.tiering_status(names), await c.remote_deletions(names)
+        statuses = await c.tiering_status(names)
+        if names is None:
+            internal = await c.internal_topics()
+            statuses = [s for s in statuses if s.topic not in internal]
+        return statuses, await c.remote_deletions(names)
 
     statuses, deletions = obj.run(both)
     obj.output.show(TieringReport(statuses, deletions, now_ms=obj.output.now_ms()))

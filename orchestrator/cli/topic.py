@@ -48,10 +48,17 @@ def topic_create(obj: Ctx, name: str, partitions: int, replication_factor: int, 
 
 
 @topic.command("list")
+@click.option("--include-internal", is_flag=True, help="list the cluster's internal topics too (__remote_log_metadata)")
 @click.pass_obj
-def topic_list(obj: Ctx) -> None:
-    """Every topic with its id, partitions and tiered state."""
-    obj.output.show(TopicList(obj.run(lambda c: c.tiering_status())))
+def topic_list(obj: Ctx, include_internal: bool) -> None:
+    """Every topic with its id, partitions and tiered state (internal ones with --include-internal)."""
+
+    async def listing(c: TieredClient) -> tuple[list[TieringStatus], frozenset[str]]:
+        return await c.tiering_status(), await c.internal_topics()
+
+    statuses, internal = obj.run(listing)
+    shown = statuses if include_internal else [s for s in statuses if s.topic not in internal]
+    obj.output.show(TopicList(shown, internal))
 
 
 @topic.command("describe")

@@ -26,6 +26,7 @@ from rich.console import RenderableType
 
 from orchestrator.client import FetchedRecord, RemoteDeletionStatus, ScramUser, TieringStatus, TopicChange
 from orchestrator.local.state import LocalClusterState, Stopped
+from orchestrator.metadata.records import MetadataRecord
 from orchestrator.security.acls import AclBinding
 
 if TYPE_CHECKING:  # loads boto3: for the type only
@@ -84,9 +85,11 @@ class ClusterStatus:
 
 @dataclass(frozen=True)
 class TopicList:
-    """``topic list``: every topic with its id, partitions and tiered state."""
+    """``topic list``: every topic with its id, partitions and tiered state; ``internal`` names the cluster's
+    internal topics (Metadata's ``is_internal``), listed only when asked."""
 
     statuses: Sequence[TieringStatus]
+    internal: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,29 @@ class ConsumedRecord:
     record: FetchedRecord
     partition: int
     index: int
+
+
+@dataclass(frozen=True)
+class RlmmRecord:
+    """``rlmm dump``: one record of a remote log metadata topic, at ``partition`` and ``offset``: ``record`` as
+    decoded, or (``record`` None) ``error``, why its value of ``size`` bytes does not decode."""
+
+    partition: int
+    offset: int
+    record: MetadataRecord | None
+    error: str | None = None
+    size: int = 0
+
+
+@dataclass(frozen=True)
+class RlmmDumpEnded:
+    """``rlmm dump`` stopped: how many records it printed (``undecodable`` of them not decoded), and why: ``end``
+    (the end of every partition, with --from-beginning), ``max-records``, ``timeout`` (no record for --timeout
+    seconds) or ``interrupted`` (Ctrl-C)."""
+
+    records: int
+    undecodable: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -219,6 +245,8 @@ View = (
     | TopicList
     | TopicDescription
     | ConsumedRecord
+    | RlmmRecord
+    | RlmmDumpEnded
     | TopicConfigs
     | BrokerList
     | TieringChanged

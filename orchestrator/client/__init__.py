@@ -7,6 +7,7 @@ raised as the typed Kafka error with the server's message, so callers never read
 from orchestrator.client.admin import TopicChange as TopicChange
 from orchestrator.client.data_plane import FetchedRecord as FetchedRecord
 from orchestrator.client.data_plane import PartitionOffsets as PartitionOffsets
+from orchestrator.client.data_plane import PartitionRecord as PartitionRecord
 from orchestrator.client.security import ACL_VERSIONS as ACL_VERSIONS
 from orchestrator.client.security import SCRAM_MECHANISMS as SCRAM_MECHANISMS
 from orchestrator.client.security import SCRAM_SALT_BYTES as SCRAM_SALT_BYTES

@@ -128,6 +128,12 @@ class AdminCalls(ClientSession):
         check(r["error_code"], r.get("error_message"), f"describing configs of '{name}'")
         return {c["name"]: c["value"] for c in r["configs"]}
 
+    async def internal_topics(self) -> frozenset[str]:
+        """The names of the cluster's internal topics, as Metadata tells them (``is_internal``), as Kafka's admin
+        clients learn them to leave them out of a listing."""
+        metadata = await self.metadata()
+        return frozenset(t["name"] for t in metadata["topics"] if t["is_internal"] and t["name"])
+
     async def describe_tiered_state(self, names: Sequence[str] | None = None) -> m.DescribeTieredStateResponse:
         """DescribeTieredState of the topics ``names`` (default: every topic), and of the deleted topics of those
         names whose remote data is still being deleted."""

@@ -10,12 +10,14 @@ Invariants:
   request; a failure after some batches were acknowledged says how many records were written and where.
 * A consume reads up to the log end its leader reported when the read began, and a read that ends short of it is
   RECORDS_MISSING, never a quiet success with fewer records.
+* A topic read (:meth:`DataPlane.read_topic`, a console consumer's read of every partition) sends one Fetch per
+  leader for all the partitions it leads, and yields each partition's records in offset order, each once.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,7 @@ from orchestrator.client.session import ClientSession
 from orchestrator.clock import wall_ms
 from orchestrator.errors import (
     KafkaError,
+    LeaderNotAvailable,
     NotLeaderOrFollower,
     ProtocolError,
     RecordsMissing,
@@ -32,11 +35,14 @@ from orchestrator.errors import (
 )
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
+from orchestrator.protocol.batch_records import Header
 from orchestrator.protocol.record_batch import build_batch, encode_batch, records_at_or_after
 
 # Kafka's data plane, as this client speaks it to a partition's leader (the newest versions the brokers serve).
 PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION = 9, 12, 9
 EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -4, -5  # ListOffsets' special timestamps
+TOPIC_READ_ATTEMPTS = 10  # rounds a read to the end waits for a leaderless partition before it gives up
+PARTITION_FETCH_BYTES = 1 << 20  # per partition of a topic read's Fetch (its request takes all of them)
 
 
 def _batches(values: Sequence[bytes], max_bytes: int) -> list[Sequence[bytes]]:
@@ -69,6 +75,18 @@ class FetchedRecord:
     key: bytes | None
     value: bytes | None
     remote: bool  # below the local log start offset when the read began: served from the remote tier
+
+
+@dataclass(frozen=True)
+class PartitionRecord:
+    """A record of a topic read (:meth:`DataPlane.read_topic`), with its partition and headers."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,3 +264,164 @@ class DataPlane(ClientSession):
                 if max_records is not None and seen >= max_records:
                     return
             offset = records[-1][0] + 1
+
+    async def read_topic(
+        self,
+        name: str,
+        *,
+        from_beginning: bool = True,
+        to_end: bool = True,
+        max_wait_ms: int = 500,
+        started: Callable[[], None] | None = None,
+    ) -> AsyncGenerator[PartitionRecord, None]:
+        """Every partition of topic ``name``, as a console consumer reads them: from each partition's log start
+        (``from_beginning``) or its end, up to the end each had when the read began (``to_end``) or on for ever,
+        each Fetch waiting up to ``max_wait_ms`` for new records (the caller stops it: a count, a timeout, Ctrl-C).
+        Within a partition records come in offset order, each once. ``started`` is called once every partition's
+        starting offset is known: what is appended from then on is read.
+
+        ListOffsets and Fetch go to each leader once for all its partitions. A partition without a reachable leader
+        (its broker down) is asked again with fresh metadata; finding the starting offsets, and a read to the end,
+        give up after :data:`TOPIC_READ_ATTEMPTS` rounds in a row without progress (LEADER_NOT_AVAILABLE); a round in
+        which every partition was served but none returned a record below its end is RECORDS_MISSING."""
+        topic = await self.topic(name)
+        partitions = sorted(p["partition_index"] for p in topic["partitions"])
+        positions = await self._offsets_of(name, partitions, EARLIEST if from_beginning else LATEST)
+        ends = await self._offsets_of(name, partitions, LATEST) if to_end else {}
+        positions = {p: at for p, at in positions.items() if not to_end or at < ends[p]}
+        if started is not None:
+            started()
+        wait_ms = 0 if to_end else max_wait_ms  # to the end: every record wanted is there already
+        stalled = 0
+        while positions:
+            entries, unavailable = await self._per_leader(name, positions, _fetch_body(name, positions, wait_ms))
+            got = 0
+            for partition, entry in sorted(entries.items()):
+                at_offset = positions[partition]
+                check(entry["error_code"], entry.get("error_message"), f"fetching {name}-{partition} at {at_offset}")
+                for at, timestamp, record in records_at_or_after(entry["records"] or b"", at_offset):
+                    if to_end and at >= ends[partition]:
+                        break
+                    yield PartitionRecord(partition, at, timestamp, record.key, record.value, record.headers)
+                    positions[partition] = at + 1
+                    got += 1
+                if to_end and positions[partition] >= ends[partition]:
+                    del positions[partition]
+            stalled = 0 if got else stalled + 1
+            if to_end and stalled and not unavailable:
+                below = {p: (at, ends[p]) for p, at in sorted(positions.items())}
+                raise RecordsMissing(f"{name}: the leaders returned no record though partitions end further: {below}")
+            if unavailable:
+                if to_end and stalled >= TOPIC_READ_ATTEMPTS:
+                    raise LeaderNotAvailable(
+                        f"{name}: no reachable leader for partition(s) {sorted(unavailable)} after {stalled} attempts"
+                    )
+                await self.pause_before_retry(stalled)
+
+    async def pause_before_retry(self, attempt: int) -> None:
+        """Wait before the ``attempt``-th retry (from 1) of a topic read's partitions that had no reachable leader:
+        0.1 s doubling to at most 2 s."""
+        await asyncio.sleep(_pause_s(attempt))
+
+    async def _offsets_of(self, name: str, partitions: Sequence[int], timestamp: int) -> dict[int, int]:
+        """ListOffsets' answer for ``timestamp`` of each of ``partitions`` (one request per leader), partitions
+        without a reachable leader asked again with fresh metadata, :data:`TOPIC_READ_ATTEMPTS` times."""
+        found: dict[int, int] = {}
+        left = list(partitions)
+        for attempt in range(TOPIC_READ_ATTEMPTS):
+            if attempt:
+                await self.pause_before_retry(attempt)
+            entries, unavailable = await self._per_leader(name, left, _list_offsets_body(name, timestamp))
+            for partition, entry in entries.items():
+                check(entry["error_code"], None, f"listing offsets of {name}-{partition} at {timestamp}")
+                found[partition] = entry["offset"]
+            left = sorted(unavailable)
+            if not left:
+                return found
+        raise LeaderNotAvailable(
+            f"{name}: no reachable leader for partition(s) {left} after {TOPIC_READ_ATTEMPTS} attempts"
+        )
+
+    async def _per_leader(
+        self, name: str, partitions: Collection[int], body_for: RequestFor
+    ) -> tuple[dict[int, dict[str, Any]], set[int]]:
+        """``body_for(partitions of one leader)`` sent to each leader of ``partitions``, concurrently: each served
+        partition's entry, and the partitions that could not be served now (no leader, a leader unreachable, a
+        retriable error in the entry)."""
+        topic = self._leaders.get(name) or await self.topic(name)
+        self._leaders[name] = topic
+        leaders = {p["partition_index"]: p["leader_id"] for p in topic["partitions"]}
+        by_leader: dict[int, list[int]] = {}
+        unavailable: set[int] = set()
+        for partition in partitions:
+            leader = leaders.get(partition, -1)
+            if leader < 0:
+                unavailable.add(partition)
+            else:
+                by_leader.setdefault(leader, []).append(partition)
+
+        async def ask(leader: int, of_leader: list[int]) -> dict[int, dict[str, Any]]:
+            api_key, version, body = body_for(of_leader)
+            try:
+                addr = await self.node_address(leader)
+                raw = await self.pool.request(addr, api_key, version, body, timeout_s=self.timeout_s)
+            except KafkaError as exc:
+                if not exc.retriable:
+                    raise
+                unavailable.update(of_leader)
+                return {}
+            check(raw.get("error_code", 0), None, f"asking broker {leader} about {name}")  # Fetch's top level
+            served: dict[int, dict[str, Any]] = {}
+            for t in raw.get("responses", raw.get("topics")) or []:
+                for entry in t["partitions"]:
+                    code = entry["error_code"]
+                    if code and for_code(code).retriable:
+                        unavailable.add(entry["partition_index"])
+                    else:
+                        served[entry["partition_index"]] = dict(entry)
+            return served
+
+        answers = await asyncio.gather(*(ask(leader, of_leader) for leader, of_leader in by_leader.items()))
+        if unavailable:
+            self._leaders.pop(name, None)  # a leader moved or died: fresh metadata next round
+        return {p: entry for answer in answers for p, entry in answer.items()}, unavailable
+
+
+RequestFor = Callable[[list[int]], tuple[int, int, Mapping[str, Any]]]
+"""A request about some partitions of a topic: (api key, version, body)."""
+
+
+def _pause_s(attempt: int) -> float:
+    """The pause before the ``attempt``-th retry of partitions that had no reachable leader (seconds)."""
+    return min(0.1 * 2.0 ** max(attempt - 1, 0), 2.0)
+
+
+def _fetch_body(name: str, positions: Mapping[int, int], max_wait_ms: int) -> RequestFor:
+    def body(partitions: list[int]) -> tuple[int, int, m.FetchRequest]:
+        wanted: list[m.FetchPartition] = [
+            {"partition": p, "fetch_offset": positions[p], "partition_max_bytes": PARTITION_FETCH_BYTES}
+            for p in partitions
+        ]
+        request: m.FetchRequest = {
+            "replica_id": -1,
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": 1,
+            "max_bytes": PARTITION_FETCH_BYTES * len(partitions),
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": name, "partitions": wanted}],
+            "forgotten_topics_data": [],
+        }
+        return ApiKey.FETCH, FETCH_VERSION, request
+
+    return body
+
+
+def _list_offsets_body(name: str, timestamp: int) -> RequestFor:
+    def body(of_leader: list[int]) -> tuple[int, int, m.ListOffsetsRequest]:
+        wanted: list[m.ListOffsetsPartition] = [{"partition_index": p, "timestamp": timestamp} for p in of_leader]
+        request: m.ListOffsetsRequest = {"replica_id": -1, "topics": [{"name": name, "partitions": wanted}]}
+        return ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, request
+
+    return body

@@ -15,6 +15,9 @@ Invariants:
 * A write that can finish a disablement (partitions added while DISABLING, a config change) is followed by
   completing finished topics (``disablement.py``), as a broker's acknowledgement is.
 * Replicas of a new topic start at a placement cursor that rotates per topic from a random start (``partitions.py``).
+* A client never changes an internal topic (``__remote_log_metadata``): creating, deleting, growing or reconfiguring
+  it is INVALID_REQUEST for that topic (:mod:`orchestrator.admin_api.internal_topics`, which cites Kafka's
+  refusals); the controller creates it itself (``internal_topics.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 import structlog
 
 from orchestrator import crash_points
+from orchestrator.admin_api import internal_topics
 from orchestrator.admin_api.responses import created_configs, normalized
 from orchestrator.errors import (
     InvalidPartitions,
@@ -45,7 +49,7 @@ from orchestrator.settings import TopicDefaults
 
 from . import tiering
 from .disablement import DisablementDriver
-from .partitions import check_replicas, partition_record, place
+from .partitions import check_replicas, new_topic_records, partition_record, place
 from .state import ControllerState
 from .topic_deletion import RemoteDeletionDriver
 
@@ -103,6 +107,7 @@ class AdminApi:
         self, t: m.CreatableTopic, image: MetadataImage, accepted: Sequence[str], *, validate_only: bool
     ) -> m.CreatableTopicResult:
         name = validate_topic_name(t["name"])
+        internal_topics.check_client_change(name, internal_topics.CREATION)
         if image.topic_by_name(name) is not None:
             raise TopicAlreadyExists(f"topic '{name}' already exists")
         for other in (*image.topics_by_name, *accepted):
@@ -135,12 +140,7 @@ class AdminApi:
             self._check_partition_count(count)
             assignment = self._place(image, count, factor)
         topic_id = self._new_topic_id(image)
-        plan = tiering.plan(TopicImage(topic_id=topic_id, name=name), {}, configs)
-        records = [
-            make_record("TopicRecord", name=name, topic_id=topic_id),
-            *(partition_record(topic_id, i, replicas, image) for i, replicas in enumerate(assignment)),
-            *plan.records,
-        ]
+        records, plan = new_topic_records(image, name, topic_id, assignment, configs)
         if not validate_only:
             self._state.append(records)
             log.info(
@@ -182,6 +182,7 @@ class AdminApi:
                 if keys.count(key) > 1:
                     raise InvalidRequest(f"topic {key} appears more than once in the request")
                 topic = topic_for(state.image, name=name, topic_id=topic_id)
+                internal_topics.check_client_change(topic.name, internal_topics.DELETION)
                 state.append([make_record("RemoveTopicRecord", topic_id=topic.topic_id)])
                 crash_points.reached("controller.after_topic_removed")
                 self._mark_remote_data_deleted(topic)
@@ -236,6 +237,7 @@ class AdminApi:
     def _create_partitions(self, t: m.CreatePartitionsTopic, *, validate_only: bool) -> bool:
         image = self._state.image
         topic = topic_for(image, name=t["name"])
+        internal_topics.check_client_change(topic.name, internal_topics.PARTITION_CHANGE)
         current, count = len(topic.partitions), t["count"]
         if count < current:
             raise InvalidPartitions(f"topic '{topic.name}' has {current} partitions, more than the requested {count}")
@@ -334,6 +336,7 @@ class AdminApi:
         """The records that apply ``ops_for`` to topic ``name`` (None: nothing to write); raises its Kafka error."""
         image = self._state.image
         topic = topic_for(image, name=name)
+        internal_topics.check_client_change(topic.name, internal_topics.CONFIG_CHANGE)
         current = image.topic_configs(name)
         plan = tiering.plan(topic, current, ops_for(current))
         return (topic, plan) if plan.records else None

@@ -19,6 +19,7 @@ This module is a facade: it builds the state and the three parts that act on it,
   reporting, progress.
 * ``topic_deletion.py``: a deleted topic's remote data (KIP-405 partition deletion): marking, DeleteRemotePartitions
   out and in, rebuilt from the RLMM at every start.
+* ``internal_topics.py``: the ``__remote_log_metadata`` topic, created when missing.
 
 Below them, pure: ``partitions.py`` (partition records, placement, leadership), ``tiering.py`` (ARCHITECTURE §4's state
 machine), and the retry queue (``retry_queue.py``) with its two policies, ``disablement_queue.py`` (the disablement
@@ -39,7 +40,12 @@ from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metrics import ControllerMetrics
 from orchestrator.protocol import messages as m
-from orchestrator.settings import BrokerMembership, DisablementSettings, TopicDefaults
+from orchestrator.settings import (
+    BrokerMembership,
+    DisablementSettings,
+    RemoteLogMetadataTopicSettings,
+    TopicDefaults,
+)
 from remote_storage.rlmm import RemoteLogMetadataManager
 
 from . import deletion_queue as dlq
@@ -47,6 +53,7 @@ from . import disablement_queue as dq
 from . import retry_queue as rq
 from .admin import AdminApi
 from .disablement import DisablementDriver, DisableOutcome, DisableRequestBody
+from .internal_topics import RemoteLogMetadataTopicCreator
 from .membership import BrokerLifecycle
 from .security_admin import SecurityAdmin
 from .state import ControllerState
@@ -69,10 +76,13 @@ class ControllerCore:
         disablement: DisablementSettings = DisablementSettings(),
         metrics: ControllerMetrics | None = None,
         follower: MetadataFollower | None = None,
+        remote_log_metadata: RemoteLogMetadataTopicSettings | None = None,
     ) -> None:
         """``metrics`` records each completed disablement's duration (none recorded without it). ``follower`` is
         the standby's follower of ``store``, current while it waited: the core continues from its image (a
-        takeover replays the log's tail, not the whole log)."""
+        takeover replays the log's tail, not the whole log). ``remote_log_metadata``: the core creates the
+        ``__remote_log_metadata`` topic with these settings when it is missing (``internal_topics.py``); None, the
+        default for a core without brokers that publish it, creates nothing."""
         self.membership = membership
         self.topic_defaults = topic_defaults
         self.disablement = disablement
@@ -85,6 +95,9 @@ class ControllerCore:
         self._deletion.sync()  # a start or a failover: every partition MARKED or STARTED and not FINISHED
         self._brokers = BrokerLifecycle(self._state, self._driver, membership)
         self._security = SecurityAdmin(self._state)
+        self._internal_topic = (
+            None if remote_log_metadata is None else RemoteLogMetadataTopicCreator(self._state, remote_log_metadata)
+        )
         self._admin = AdminApi(
             self._state,
             self._driver,
@@ -190,7 +203,8 @@ class ControllerCore:
 
     def tick(self) -> None:
         """Fence brokers whose session expired, time out lost DisableRemoteTopic requests, complete topics, report
-        the (topic, broker) pairs that newly stalled, and reconcile the remote deletions with the RLMM."""
+        the (topic, broker) pairs that newly stalled, reconcile the remote deletions with the RLMM, and create the
+        ``__remote_log_metadata`` topic when it is missing and due."""
         self._state.refresh()
         now = self._state.now_ms()
         self._brokers.fence_expired(now)
@@ -198,6 +212,8 @@ class ControllerCore:
         self._driver.complete_finished()
         self._driver.report_stalled(now)
         self._deletion.sync()
+        if self._internal_topic is not None:
+            self._internal_topic.tick(now)
 
     # --- DisableRemoteTopic -------------------------------------------------------------------------------------
 

@@ -13,16 +13,20 @@ round-robin cursor) and returns the records to append, or raises a typed Kafka e
   back in the ISR of its partitions, takes the leadership of leaderless ones and, with ``rebalance``, of those it is the
   preferred (first) replica of: that is where its data is.
 * A PartitionChangeRecord is written only for a partition that changes, and names only what changes.
+* A new topic is its TopicRecord, one PartitionRecord per partition, then the records of its configs and tiered
+  state (:func:`new_topic_records`): what a client's CreateTopics and the controller's own internal topic write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from orchestrator.errors import InvalidReplicaAssignment, InvalidReplicationFactor
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import LEADER_UNCHANGED, NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from orchestrator.metadata.records import MetadataRecord, make_record
+
+from . import tiering
 
 
 def place(image: MetadataImage, count: int, factor: int, *, cursor: int) -> tuple[list[list[int]], int]:
@@ -65,6 +69,24 @@ def partition_record(
         leader_epoch=0,
         partition_epoch=0,
     )
+
+
+def new_topic_records(
+    image: MetadataImage,
+    name: str,
+    topic_id: Uuid,
+    assignment: Sequence[Sequence[int]],
+    configs: Mapping[str, str],
+) -> tuple[list[MetadataRecord], tiering.TieringPlan]:
+    """The records that create topic ``name`` with id ``topic_id``, partition ``i`` on ``assignment[i]`` and the
+    (validated) ``configs``, and the tiering plan they carry out (its state after is the topic's first)."""
+    plan = tiering.plan(TopicImage(topic_id=topic_id, name=name), {}, configs)
+    records = [
+        make_record("TopicRecord", name=name, topic_id=topic_id),
+        *(partition_record(topic_id, i, replicas, image) for i, replicas in enumerate(assignment)),
+        *plan.records,
+    ]
+    return records, plan
 
 
 def leave_records(image: MetadataImage, broker_id: int) -> list[MetadataRecord]:

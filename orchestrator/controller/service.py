@@ -275,6 +275,7 @@ class ControllerService:
                 disablement=settings.disablement,
                 metrics=self.metrics,
                 follower=self.follower,  # current as of the last standby round: only the tail is replayed
+                remote_log_metadata=settings.remote_log_metadata,
             )
 
         self.core = await self.on_core(new_core)

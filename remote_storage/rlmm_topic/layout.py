@@ -1,6 +1,18 @@
-"""The ``__remote_log_metadata`` topic's name and defaults, and the settings our cluster lays it out by.
+"""The ``__remote_log_metadata`` topic's name, configs and defaults, and the settings our cluster lays it out by.
 
-Kafka's defaults (``TopicBasedRemoteLogMetadataManagerConfig``): 50 partitions, retention.ms -1, replication 3.
+Kafka's defaults (``TopicBasedRemoteLogMetadataManagerConfig``): 50 partitions, retention.ms -1, replication 3; its
+``TopicBasedRemoteLogMetadataManager.createRemoteLogMetadataTopicRequest`` creates the topic with ``retention.ms``,
+``cleanup.policy=delete`` and ``remote.storage.enable=false`` (the metadata of the remote tier is never tiered).
+
+Our layout (:data:`TOPIC_CONFIGS`, :data:`REPLICATION_FACTOR`):
+
+* Kafka's three configs, as Kafka sets them;
+* ``segment.bytes`` and ``segment.ms`` at Kafka's defaults (1 GiB, 7 days), set on the topic: a Kafka broker's
+  defaults give the topic those, while our brokers' own defaults are small (demo-sized segments that tier within
+  seconds), which would cut a topic kept for ever into thousands of tiny segment files;
+* one replica per partition: our brokers do not replicate local data (ARCHITECTURE §2). Nothing is lost with it: every
+  partition's log is a function of the store's RLMM alone (``orchestrator/broker/rlmm_publisher.py``), so a leader
+  rebuilds whatever its log lacks from the store.
 
 Which record version we write (:attr:`RemoteLogMetadataTopicSettings.record_version`):
 
@@ -13,35 +25,39 @@ Which record version we write (:attr:`RemoteLogMetadataTopicSettings.record_vers
   once the writer knows those values; left at their defaults they are not written at all (tagged fields).
 
 Our ``TieredEpoch`` (tag 10950) rides along at both versions; Kafka readers skip it.
+
+The settings group itself lives with the other process settings (:mod:`orchestrator.settings`, table
+``[remote_log_metadata]``): it is re-exported here, where the layout it chooses is described.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from orchestrator.metadata.topic_configs import REMOTE_STORAGE_ENABLE, RETENTION_MS, SEGMENT_BYTES, SEGMENT_MS
+from orchestrator.settings import RLMM_RECORD_VERSIONS, RemoteLogMetadataTopicSettings
 
-from orchestrator.errors import InvalidArgument
+__all__ = [
+    "DEFAULT_PARTITIONS",
+    "DEFAULT_RECORD_VERSION",
+    "DEFAULT_RETENTION_MS",
+    "RECORD_VERSIONS",
+    "REPLICATION_FACTOR",
+    "TOPIC_CONFIGS",
+    "TOPIC_NAME",
+    "RemoteLogMetadataTopicSettings",
+]
 
 TOPIC_NAME = "__remote_log_metadata"
-DEFAULT_PARTITIONS = 50
+DEFAULT_PARTITIONS = RemoteLogMetadataTopicSettings().partitions
 DEFAULT_RETENTION_MS = -1
-DEFAULT_RECORD_VERSION = 0
-RECORD_VERSIONS = (0, 1)
+DEFAULT_RECORD_VERSION = RemoteLogMetadataTopicSettings().record_version
+RECORD_VERSIONS = RLMM_RECORD_VERSIONS
+REPLICATION_FACTOR = 1  # local data is not replicated (see the module docstring)
 
-
-@dataclass(frozen=True, slots=True)
-class RemoteLogMetadataTopicSettings:
-    """How our cluster lays out ``__remote_log_metadata``."""
-
-    # Kafka's remote.log.metadata.topic.num.partitions default. Changing it for a topic already written moves every
-    # topic-partition's records to another partition: readers that key on the partition must start over.
-    partitions: int = DEFAULT_PARTITIONS
-    # The version of the records we publish (see the module docstring): 0 is read by every Kafka release.
-    record_version: int = DEFAULT_RECORD_VERSION
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.partitions <= 0x7FFFFFFF:
-            raise InvalidArgument(f"remote log metadata topic partitions must be at least 1, got {self.partitions}")
-        if self.record_version not in RECORD_VERSIONS:
-            raise InvalidArgument(
-                f"remote log metadata record version must be one of {RECORD_VERSIONS}, got {self.record_version}"
-            )
+TOPIC_CONFIGS: dict[str, str] = {
+    RETENTION_MS: str(DEFAULT_RETENTION_MS),
+    "cleanup.policy": "delete",
+    REMOTE_STORAGE_ENABLE: "false",
+    SEGMENT_BYTES: str(1 << 30),
+    SEGMENT_MS: str(7 * 24 * 3600 * 1000),
+}
+"""The configs the controller creates ``__remote_log_metadata`` with (see the module docstring)."""

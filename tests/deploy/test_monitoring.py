@@ -78,6 +78,7 @@ def _declared_names() -> set[str]:
     controller.observe(lambda: view)
     broker = BrokerMetrics()
     broker.observe(lambda: BrokerView(metadata))
+    broker.observe_rlmm_lag(lambda: {0: 0})
     text = generate_latest(controller.registry).decode() + generate_latest(broker.registry).decode()
     return exposed_names(text)
 

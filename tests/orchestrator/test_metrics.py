@@ -140,6 +140,19 @@ def test_the_broker_shows_copy_lag_per_partition_and_counts_s3_requests_and_dele
 
 
 @pytest.mark.unit
+def test_the_broker_shows_its_remote_log_metadata_publishing_lag_per_partition_it_leads() -> None:
+    metrics = BrokerMetrics()
+    lag: dict[int, int] = {}
+    metrics.observe_rlmm_lag(lambda: lag)
+    assert [k for k in _samples(metrics.registry) if k[0] == "tieredctl_remote_log_metadata_records_lag"] == []
+    lag.update({7: 0, 12: 5})
+    samples = _samples(metrics.registry)
+    name = "tieredctl_remote_log_metadata_records_lag"
+    assert samples[(name, (("partition", "7"), ("topic", "__remote_log_metadata")))] == 0
+    assert samples[(name, (("partition", "12"), ("topic", "__remote_log_metadata")))] == 5
+
+
+@pytest.mark.unit
 def test_the_follower_lag_is_never_negative_and_unknown_without_a_log_end() -> None:
     assert MetadataView(image_offset=10, log_end_offset=5).follower_lag_records == 0
     assert MetadataView(image_offset=-1, log_end_offset=4).follower_lag_records == 4

@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.timeout(60)]
 NOW = int(time.time() * 1000)  # the broker's wall clock (fake, fixed), near the real one the logs roll by
 T0 = NOW - 60_000
 OK, OFFSET_OUT_OF_RANGE, CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER = 0, 1, 2, 3, 6
-INVALID_REQUIRED_ACKS, UNSUPPORTED_VERSION, INVALID_REQUEST = 21, 35, 42
+INVALID_REQUIRED_ACKS, UNSUPPORTED_VERSION, INVALID_REQUEST, INVALID_TOPIC_EXCEPTION = 21, 35, 42, 17
 FETCH_SESSION_ID_NOT_FOUND, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 70, 74, 75
 LEADER_EPOCH = 5  # of topic "epoch"
 
@@ -241,6 +241,22 @@ def test_acks_0_gets_no_response_and_a_failure_closes_the_connection(env):
     assert env.log_end_offset("t", 1) == 0
     mixed = env.run(env.produce(produce_body(("t", 0, records(b"c")), ("nope", 0, records(b"d")), acks=0)))
     assert mixed is CLOSE_CONNECTION
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("acks", [-1, 1])
+def test_a_produce_to_the_internal_topic_is_refused_as_kafka_refuses_appends_to_internal_topics(env, acks):
+    env.writer.create_topic("__remote_log_metadata", partitions=2, tiered=False)
+    body = produce_body(("__remote_log_metadata", 0, records(b"x")), ("t", 0, records(b"a")), acks=acks)
+    answer = produced(env.run(env.produce(body)))
+    refused = answer[("__remote_log_metadata", 0)]
+    assert (refused["error_code"], refused["base_offset"]) == (INVALID_TOPIC_EXCEPTION, -1)
+    assert refused["error_message"] == "Cannot append to internal topic __remote_log_metadata"
+    assert answer[("t", 0)]["error_code"] == OK
+    assert env.log_end_offset("__remote_log_metadata", 0) == 0
+    unanswered = env.run(env.produce(produce_body(("__remote_log_metadata", 1, records(b"y")), acks=0)))
+    assert unanswered is CLOSE_CONNECTION
+    assert env.log_end_offset("__remote_log_metadata", 1) == 0
 
 
 @pytest.mark.unit

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.errors import InvalidArgument, ProtocolError, UnsupportedVersion
+from orchestrator.errors import ProtocolError, SettingsError, UnsupportedVersion
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord, decode_record, encode_record, make_record
 from remote_storage.rlmm_topic.layout import TOPIC_NAME, RemoteLogMetadataTopicSettings
@@ -114,9 +114,9 @@ def test_the_topic_settings_default_to_kafkas_layout_and_refuse_nonsense() -> No
     default = RemoteLogMetadataTopicSettings()
     assert (TOPIC_NAME, default.partitions, default.record_version) == ("__remote_log_metadata", 50, 0)
     assert RemoteLogMetadataTopicSettings(partitions=3, record_version=1).record_version == 1
-    with pytest.raises(InvalidArgument, match="partitions"):
+    with pytest.raises(SettingsError, match="partitions"):
         RemoteLogMetadataTopicSettings(partitions=0)
-    with pytest.raises(InvalidArgument, match="record version"):
+    with pytest.raises(SettingsError, match="record version"):
         RemoteLogMetadataTopicSettings(record_version=2)
 
 
