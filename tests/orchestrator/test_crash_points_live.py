@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from orchestrator import crash_points
-from orchestrator.errors import TieredError
+from orchestrator.errors import BrokerNotAvailable, TieredError
 from orchestrator.ids import Uuid
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import ProcessInfo
@@ -60,16 +60,25 @@ def _tiered_topic(live: LiveCluster, name: str, *, settle: bool = True) -> Uuid:
     one), with (``settle``) every partition's closed segments in S3."""
     wait_until("both brokers serving", lambda: _live_brokers(live) == {1, 2}, 30)
     tid = live.call(lambda c: c.create_topic(name, partitions=2, configs=TIERED))
-    _produce(live, name, [0, 1])
+    _produce(live, name, [0, 1], a_broker_may_die=not settle)
     if settle:
         live.wait_tiering_settled(tid, 2)
     return tid
 
 
-def _produce(live: LiveCluster, name: str, partitions: list[int]) -> None:
+def _produce(live: LiveCluster, name: str, partitions: list[int], *, a_broker_may_die: bool = False) -> None:
+    """60 records of 200 bytes to each partition: a few 4 KiB segments each. With ``a_broker_may_die``, a broker
+    armed to crash at its first copy may die while its partition is still being written (its first segment closes,
+    and is copied, after about 20 records): that partition then gets what was acknowledged before, the others
+    everything, and the test's own wait for the crash record says whether the crash was the one armed."""
+
     async def produce(c: Any) -> None:
         for p in partitions:
-            await c.produce(name, [b"v" * 200 for _ in range(60)], partition=p)  # a few 4 KiB segments each
+            try:
+                await c.produce(name, [b"v" * 200 for _ in range(60)], partition=p)
+            except BrokerNotAvailable:
+                if not a_broker_may_die:
+                    raise
 
     live.call(produce)
 

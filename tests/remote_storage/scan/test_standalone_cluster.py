@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,7 @@ from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.run import scan
 from tests.support import REPO_ROOT, aws_inventory
 from tests.support.ports import free_port
-from tests.support.scan_world import BUCKET, GRACE_MS, PREFIX, World, worlds
+from tests.support.scan_world import GRACE_MS, PREFIX, World, worlds
 from tests.support.soak import sized
 
 pytestmark = pytest.mark.spark
@@ -150,9 +151,10 @@ def _world() -> World:
     return find(worlds(max_topics=4), lambda w: len({o.key for o in w.objects}) >= 30, settings=fixed)
 
 
-def _inventory_files(world: World, fmt: str) -> dict[str, bytes]:
-    """The world's objects, 8 to a data file, plus one file of malformed rows (CRLF and blank lines in CSV)."""
-    rows = [(BUCKET, o.key, o.size, o.last_modified_ms) for o in world.objects]
+def _inventory_files(world: World, fmt: str, source: str) -> dict[str, bytes]:
+    """The world's objects in bucket ``source``, 8 to a data file, plus one file of malformed rows (CRLF and blank
+    lines in CSV)."""
+    rows = [(source, o.key, o.size, o.last_modified_ms) for o in world.objects]
     chunks = [rows[i : i + 8] for i in range(0, len(rows), 8)]
     if fmt == "csv":
         files = {
@@ -169,18 +171,24 @@ def _inventory_files(world: World, fmt: str) -> dict[str, bytes]:
         files["junk.csv.gz"] = gzip.compress(("\r\n".join(junk) + "\r\n").encode())
         return files
     files = {f"part-{i}.parquet": aws_inventory.parquet_bytes(ch) for i, ch in enumerate(chunks)}
-    files["junk.parquet"] = aws_inventory.parquet_bytes([(BUCKET, "", 3, 0), (BUCKET, "tiered/neg", -1, 0)])
+    files["junk.parquet"] = aws_inventory.parquet_bytes([(source, "", 3, 0), (source, "tiered/neg", -1, 0)])
     return files
 
 
 def _upload_inventory(s3: Any, bucket: str, world: World, fmt: str, root: Path) -> str:
+    """The inventory of a scanned bucket of its own, which holds the world's manifests (the scan's executors read
+    those its size rule needs), uploaded to ``bucket``."""
+    source = f"scanned-{uuid.uuid4().hex[:16]}"
+    s3.create_bucket(Bucket=source)
+    for key, body in world.bodies.items():
+        s3.put_object(Bucket=source, Key=key, Body=body)
     manifest = aws_inventory.write_aws_inventory(
         root,
-        _inventory_files(world, fmt),
+        _inventory_files(world, fmt, source),
         fmt="CSV" if fmt == "csv" else "Parquet",
         schema=aws_inventory.CSV_SCHEMA if fmt == "csv" else aws_inventory.PARQUET_SCHEMA,
         creation_ms=world.now_ms,
-        source=BUCKET,
+        source=source,
     )
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         s3.put_object(Bucket=bucket, Key=path.relative_to(root).as_posix(), Body=path.read_bytes())
