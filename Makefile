@@ -2,6 +2,10 @@
 # loop while working (lint and every unit test), `make soak` the long runs at full size.
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
+# Python writes bytecode (our own modules' and pytest's rewritten test modules', under __pycache__/, ignored by git)
+# even where the caller's environment says not to: without it every process a test starts compiles the package
+# again, and every pytest worker rewrites every test module's asserts again (20 s of make check's collection).
+unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -86,7 +90,7 @@ test: setup
 # The loop while working, under a minute: the linters and every unit test (pure logic, selected by marker), side
 # by side. Needs only the venv. Property tests run CHECK_EXAMPLES examples each here (tests/support/examples.py);
 # `make test` runs them at their full count.
-CHECK_EXAMPLES ?= 2
+CHECK_EXAMPLES ?= 1
 check: venv
 	$(MAKE) --no-print-directory -j5 --output-sync=target ruff-check ruff-format mypy lint-imports unit-tests
 
