@@ -16,7 +16,7 @@ from orchestrator.metadata.memory_store import InMemoryMetadataStore
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.protocol import codec
 from orchestrator.protocol.schema import schema
-from orchestrator.settings import BrokerMembership, DisablementSettings, TopicDefaults
+from orchestrator.settings import BrokerMembership, DisablementSettings, RemoteLogMetadataTopicSettings, TopicDefaults
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 
 pytestmark = pytest.mark.unit
@@ -27,7 +27,10 @@ TOPIC_DEFAULTS = TopicDefaults(replication_factor=2)
 
 
 class CoreHarness:
-    """An in-memory store, a fake clock and a core holding the lease; brokers registered and unfenced."""
+    """An in-memory store, a fake clock and a core holding the lease; brokers registered and unfenced. A subclass
+    that sets ``remote_log_metadata`` gets cores that create ``__remote_log_metadata``."""
+
+    remote_log_metadata: RemoteLogMetadataTopicSettings | None = None
 
     def __init__(self, brokers: int = 3) -> None:
         self.clock = 1_000_000
@@ -58,6 +61,7 @@ class CoreHarness:
             membership=MEMBERSHIP,
             disablement=DISABLEMENT,
             topic_defaults=TOPIC_DEFAULTS,
+            remote_log_metadata=self.remote_log_metadata,
         )
 
     def register(self, b: int, *, incarnation: Uuid | None = None, cluster_id: str = "tieredctl") -> dict[str, Any]:

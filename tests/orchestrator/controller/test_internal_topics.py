@@ -11,13 +11,12 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestrator.admin_api import internal_topics, reads
-from orchestrator.controller.core import ControllerCore
 from orchestrator.controller.internal_topics import LiveBrokers, creation_due
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import TieredState, make_record
 from orchestrator.settings import RemoteLogMetadataTopicSettings
 from remote_storage.rlmm_topic.layout import TOPIC_CONFIGS, TOPIC_NAME
-from tests.orchestrator.controller.test_core import DISABLEMENT, MEMBERSHIP, TOPIC_DEFAULTS, CoreHarness
+from tests.orchestrator.controller.test_core import CoreHarness
 
 pytestmark = pytest.mark.unit
 
@@ -27,26 +26,9 @@ INVALID_REQUEST, TOPIC_ALREADY_EXISTS = 42, 36
 
 
 class InternalTopicHarness(CoreHarness):
-    """A core harness whose cores create ``__remote_log_metadata`` (``settings``)."""
+    """A core harness whose cores create ``__remote_log_metadata`` (``remote_log_metadata``)."""
 
-    settings = SETTINGS
-
-    def new_controller(self) -> ControllerCore:
-        self.generation += 1
-        self.clock += 1
-        lease = self.store.acquire_lease(holder=f"c{self.generation}", now_ms=self.clock, ttl_ms=1)
-        assert lease is not None
-        return ControllerCore(
-            self.store,
-            holder=lease.holder,
-            controller_epoch=lease.controller_epoch,
-            now_ms=self.now,
-            rng=random.Random(self.generation),
-            membership=MEMBERSHIP,
-            disablement=DISABLEMENT,
-            topic_defaults=TOPIC_DEFAULTS,
-            remote_log_metadata=self.settings,
-        )
+    remote_log_metadata = SETTINGS
 
     def tick_after(self, ms: int) -> None:
         """Time passes (brokers keep heart-beating), then the core ticks."""
