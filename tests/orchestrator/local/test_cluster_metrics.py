@@ -92,6 +92,13 @@ def test_every_process_serves_metrics_that_follow_tiering_and_a_delete_disableme
     assert total(after, "tieredctl_disablement_pending_acks") == 0
     assert total(after, "tieredctl_metadata_log_end_offset") > total(before, "tieredctl_metadata_log_end_offset")
 
+    # Each broker exports its publication lag once it leads partitions of __remote_log_metadata, which the
+    # controller creates when the brokers have stayed the same for its settle time.
+    wait_until(
+        "every broker to publish __remote_log_metadata",
+        lambda: all(samples(text, "tieredctl_remote_log_metadata_records_lag") for text in _brokers(live, urls)),
+        60,
+    )
     brokers = _brokers(live, urls)
     assert _sum(brokers, "tieredctl_remote_segments_deleted_total") == len(segments)
     assert _sum(brokers, "tieredctl_remote_objects_deleted_total") >= 3 * len(segments)

@@ -91,7 +91,6 @@ def _two_topics(state):
 def _check_everything_readable(state):
     topics = _call(state, lambda c: c.metadata())
     assert sorted(t["name"] for t in topics["topics"] if not t["is_internal"]) == ["plain", "tiered"]
-    assert [t["name"] for t in topics["topics"] if t["is_internal"]] == ["__remote_log_metadata"]
     plain, plain_remote = _read_all(state, "plain")
     assert len(plain) == 2000 and len(set(plain)) == 2000 and plain_remote == 0
     tiered, tiered_remote = _read_all(state, "tiered")
