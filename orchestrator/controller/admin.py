@@ -49,7 +49,7 @@ from orchestrator.settings import TopicDefaults
 
 from . import tiering
 from .disablement import DisablementDriver
-from .partitions import check_replicas, new_topic_records, partition_record, place
+from .partitions import check_replicas, new_topic_id, new_topic_records, partition_record, place
 from .state import ControllerState
 from .topic_deletion import RemoteDeletionDriver
 
@@ -139,7 +139,7 @@ class AdminApi:
             factor = defaults.replication_factor if t["replication_factor"] == -1 else t["replication_factor"]
             self._check_partition_count(count)
             assignment = self._place(image, count, factor)
-        topic_id = self._new_topic_id(image)
+        topic_id = new_topic_id(image, self._state.rng)
         records, plan = new_topic_records(image, name, topic_id, assignment, configs)
         if not validate_only:
             self._state.append(records)
@@ -358,12 +358,6 @@ class AdminApi:
             )
 
     # --- internals ----------------------------------------------------------------------------------------------
-
-    def _new_topic_id(self, image: MetadataImage) -> Uuid:
-        while True:
-            topic_id = Uuid.random(self._state.rng.randbytes)
-            if topic_id not in image.topics:
-                return topic_id
 
     def _check_partition_count(self, count: int) -> None:
         if count <= 0:

@@ -31,7 +31,7 @@ from orchestrator.metadata.topic_configs import validate_config_map
 from orchestrator.settings import RemoteLogMetadataTopicSettings
 from remote_storage.rlmm_topic.layout import REPLICATION_FACTOR, TOPIC_CONFIGS, TOPIC_NAME
 
-from .partitions import new_topic_records, place
+from .partitions import new_topic_id, new_topic_records, place
 from .state import ControllerState
 
 log = structlog.get_logger(__name__)
@@ -89,9 +89,7 @@ class RemoteLogMetadataTopicCreator:
     def _create(self, image: MetadataImage) -> Uuid:
         count = self._settings.partitions
         assignment, self._cursor = place(image, count, REPLICATION_FACTOR, cursor=self._cursor)
-        topic_id = Uuid.random(self._state.rng.randbytes)
-        while topic_id in image.topics or topic_id in image.removed_topics:
-            topic_id = Uuid.random(self._state.rng.randbytes)
+        topic_id = new_topic_id(image, self._state.rng)
         records, _ = new_topic_records(image, TOPIC_NAME, topic_id, assignment, validate_config_map(TOPIC_CONFIGS))
         self._state.append(records)
         self._count_checked = True

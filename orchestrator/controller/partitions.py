@@ -19,6 +19,7 @@ round-robin cursor) and returns the records to append, or raises a typed Kafka e
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterable, Mapping, Sequence
 
 from orchestrator.errors import InvalidReplicaAssignment, InvalidReplicationFactor
@@ -69,6 +70,15 @@ def partition_record(
         leader_epoch=0,
         partition_epoch=0,
     )
+
+
+def new_topic_id(image: MetadataImage, rng: random.Random) -> Uuid:
+    """A topic id drawn from ``rng`` that no topic has, live or removed (a removed topic's remote data may still be
+    deleted under its id)."""
+    while True:
+        topic_id = Uuid.random(rng.randbytes)
+        if topic_id not in image.topics and topic_id not in image.removed_topics:
+            return topic_id
 
 
 def new_topic_records(
