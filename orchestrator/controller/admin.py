@@ -11,7 +11,12 @@ Invariants:
 * One request's change to one topic (or resource) is written whole or not at all: it is in one append. A config
   request's accepted resources share one append (bulk disablement), so a failed append writes none of them.
 * AlterConfigs and IncrementalAlterConfigs go through the same validation and tiering state machine; AlterConfigs
-  (Kafka's non-incremental API) resets every config set on the topic that it does not name.
+  (Kafka's non-incremental API) resets every config set on the topic that it does not name. So an AlterConfigs that
+  would change a topic's tiering (its state, epoch or policy) without naming ``remote.storage.enable`` is refused
+  INVALID_CONFIG, nothing written: clients whose ``alterConfigs`` sends only the key being changed
+  (librdkafka's, kafkajs's) would otherwise start a disablement by resetting ``remote.storage.enable`` to its
+  default. Stock Kafka refuses that request too (``LogConfig.validateTurningOffRemoteStorageWithDelete``), though
+  for another reason; IncrementalAlterConfigs changes only what it names and is not concerned.
 * A write that can finish a disablement (partitions added while DISABLING, a config change) is followed by
   completing finished topics (``disablement.py``), as a broker's acknowledgement is.
 * Replicas of a new topic start at a placement cursor that rotates per topic from a random start (``partitions.py``).
@@ -31,6 +36,7 @@ from orchestrator import crash_points
 from orchestrator.admin_api import internal_topics
 from orchestrator.admin_api.responses import created_configs, normalized
 from orchestrator.errors import (
+    InvalidConfig,
     InvalidPartitions,
     InvalidReplicaAssignment,
     InvalidRequest,
@@ -43,7 +49,13 @@ from orchestrator.errors import (
 from orchestrator.ids import ZERO_UUID, Uuid, topic_names_collide, validate_topic_name
 from orchestrator.metadata.image import MetadataImage, TopicImage, topic_for
 from orchestrator.metadata.records import ConfigResourceType, TieredState, make_record
-from orchestrator.metadata.topic_configs import ConfigOp, parse_ops, replacement_ops, validate_config_map
+from orchestrator.metadata.topic_configs import (
+    REMOTE_STORAGE_ENABLE,
+    ConfigOp,
+    parse_ops,
+    replacement_ops,
+    validate_config_map,
+)
 from orchestrator.protocol import messages as m
 from orchestrator.settings import TopicDefaults
 
@@ -57,6 +69,8 @@ log = structlog.get_logger(__name__)
 
 OpsFor = Callable[[Mapping[str, str]], Sequence[ConfigOp]]
 """A resource's config operations, built from its current configs (AlterConfigs resets what it does not name)."""
+Named = frozenset[str] | None
+"""The config keys a non-incremental AlterConfigs names for a resource; None for IncrementalAlterConfigs."""
 
 
 class AdminApi:
@@ -281,39 +295,49 @@ class AdminApi:
         self, body: m.IncrementalAlterConfigsRequest, version: int
     ) -> m.IncrementalAlterConfigsResponse:
         req = normalized("IncrementalAlterConfigsRequest", version, body)
-        changes = [(r["resource_type"], r["resource_name"], _incremental(r["configs"])) for r in req["resources"]]
+        changes = [(r["resource_type"], r["resource_name"], _incremental(r["configs"]), None) for r in req["resources"]]
         results = self._alter_configs(changes, validate_only=bool(req["validate_only"]))
         response = m.IncrementalAlterConfigsResponse(responses=results)
         return normalized("IncrementalAlterConfigsResponse", version, response)
 
     def alter_configs(self, body: m.AlterConfigsRequest, version: int) -> m.AlterConfigsResponse:
         """Kafka's non-incremental AlterConfigs: each resource's configs become exactly the ones named (every
-        config set on the topic and not named returns to its default), through the same KIP-950 state machine."""
+        config set on the topic and not named returns to its default), through the same KIP-950 state machine; one
+        that would change the topic's tiering without naming ``remote.storage.enable`` is refused (module
+        docstring)."""
         req = normalized("AlterConfigsRequest", version, body)
-        changes = [(r["resource_type"], r["resource_name"], _replacement(r["configs"])) for r in req["resources"]]
+        changes = [
+            (
+                r["resource_type"],
+                r["resource_name"],
+                _replacement(r["configs"]),
+                frozenset(c["name"] for c in r["configs"]),
+            )
+            for r in req["resources"]
+        ]
         results = self._alter_configs(changes, validate_only=bool(req["validate_only"]))
         return normalized("AlterConfigsResponse", version, m.AlterConfigsResponse(responses=results))
 
     def _alter_configs(
-        self, changes: Sequence[tuple[int, str, OpsFor]], *, validate_only: bool
+        self, changes: Sequence[tuple[int, str, OpsFor, Named]], *, validate_only: bool
     ) -> list[m.AlterConfigsResourceResponse]:
         """Each resource's operations (built from its current configs), planned one resource at a time against the
         same image (a resource named twice is refused, so no two plans touch one topic), then every accepted
         resource's records appended in ONE append: a bulk change (tiering off for thousands of topics) costs one
         store transaction, not one per topic; each topic's change is still written whole or not at all."""
         self._state.refresh()
-        resources = [(rtype, rname) for rtype, rname, _ in changes]
+        resources = [(rtype, rname) for rtype, rname, _, _ in changes]
         named = Counter(resources)
         results: list[m.AlterConfigsResourceResponse] = []
         plans: list[tuple[TopicImage, tiering.TieringPlan]] = []
-        for (rtype, rname, ops_for), key in zip(changes, resources, strict=True):
+        for (rtype, rname, ops_for, legacy_named), key in zip(changes, resources, strict=True):
             result = m.AlterConfigsResourceResponse(resource_type=rtype, resource_name=rname)
             try:
                 if named[key] > 1:
                     raise InvalidRequest(f"resource {rname} (type {rtype}) appears more than once in the request")
                 if rtype != ConfigResourceType.TOPIC:
                     raise InvalidRequest(f"only topic configs (resource type 2) can be altered, not type {rtype}")
-                planned = self._plan_topic_configs(rname, ops_for)
+                planned = self._plan_topic_configs(rname, ops_for, legacy_named)
                 if planned is not None and not validate_only:
                     plans.append(planned)
                 result.update({"error_code": 0, "error_message": None})
@@ -332,13 +356,24 @@ class AdminApi:
             self._driver.complete_finished()
         return results
 
-    def _plan_topic_configs(self, name: str, ops_for: OpsFor) -> tuple[TopicImage, tiering.TieringPlan] | None:
+    def _plan_topic_configs(
+        self, name: str, ops_for: OpsFor, legacy_named: Named
+    ) -> tuple[TopicImage, tiering.TieringPlan] | None:
         """The records that apply ``ops_for`` to topic ``name`` (None: nothing to write); raises its Kafka error."""
         image = self._state.image
         topic = topic_for(image, name=name)
         internal_topics.check_client_change(topic.name, internal_topics.CONFIG_CHANGE)
         current = image.topic_configs(name)
         plan = tiering.plan(topic, current, ops_for(current))
+        if legacy_named is not None and plan.changes_state and REMOTE_STORAGE_ENABLE not in legacy_named:
+            raise InvalidConfig(
+                f"AlterConfigs (the non-incremental API, which resets every config it does not name) would change "
+                f"the tiering of topic {name} from {plan.before.state.name} to {plan.after.state.name} without "
+                f"naming {REMOTE_STORAGE_ENABLE}; nothing was changed. To change other configs, use "
+                f"IncrementalAlterConfigs (kafka-configs.sh --alter --add-config, tieredctl configs alter), or name "
+                f"{REMOTE_STORAGE_ENABLE} with the value the topic should keep; to change tiering, name "
+                f"{REMOTE_STORAGE_ENABLE} (or use tieredctl tiering disable|enable)"
+            )
         return (topic, plan) if plan.records else None
 
     def _log_altered(self, topic: TopicImage, plan: tiering.TieringPlan) -> None:

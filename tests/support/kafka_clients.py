@@ -204,7 +204,8 @@ class KafkaJsJudge:
             raise JudgeFailure(f"kafkajs {op}: the judge process ended (exit status {self._proc.poll()})")
         reply = json.loads(line)
         if not reply["ok"]:
-            raise JudgeFailure(f"kafkajs {op}: {reply['error']}: {reply['message']}")
+            kind = f" ({reply['type']})" if reply.get("type") else ""  # Kafka's error name, for a protocol error
+            raise JudgeFailure(f"kafkajs {op}: {reply['error']}{kind}: {reply['message']}")
         return reply["result"]
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:

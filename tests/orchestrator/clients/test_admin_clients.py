@@ -31,7 +31,7 @@ from orchestrator.net.connection import DEFAULT_CLIENT_ID, KafkaConnection
 from orchestrator.net.server import TRACE_ENV
 from orchestrator.protocol.api_keys import ApiKey
 from tests.support.client_frames import problem, read_frames, unique
-from tests.support.kafka_clients import JUDGES, Judge
+from tests.support.kafka_clients import JUDGES, Judge, JudgeFailure
 from tests.support.live_cluster import LiveCluster, run, wait_until
 
 pytestmark = pytest.mark.integration
@@ -109,6 +109,12 @@ def test_a_client_creates_reads_alters_disables_and_deletes_without_one_failure(
     assert configs["segment.bytes"] == "1048576"
     kept_or_reset = "3600000" if client == "kafka-python" else DEFAULT_RETENTION_MS
     assert configs["retention.ms"] == kept_or_reset, "AlterConfigs resets every config it does not name"
+    if client != "kafka-python":  # kafka-python's path sends the set configs along: remote.storage.enable is named
+        # Naming only segment.bytes would reset remote.storage.enable: refused, and nothing changed.
+        with pytest.raises(JudgeFailure, match="INVALID_CONFIG"):
+            judge.alter_configs(topic, {"segment.bytes": "2097152"})
+        configs = judge.describe_configs(topic)
+        assert (configs["segment.bytes"], configs["remote.storage.enable"]) == ("1048576", "true")
 
     if judge.incremental:
         judge.incremental_alter_configs(topic, {"retention.ms": "7200000"})

@@ -683,11 +683,27 @@ def test_alter_configs_goes_through_the_kip950_state_machine_like_the_incrementa
     end = c.store.end_offset()
     assert [r["error_code"] for r in c.core.alter_configs(body, 1)["responses"]] == [42, 42]
     assert c.store.end_offset() == end and c.topic("t").tiered_state == TieredState.ENABLED
-    # Not naming remote.storage.enable resets it to false: a disablement, with the default policy (retain).
-    keep = {
-        "resources": [{"resource_type": 2, "resource_name": "t", "configs": [{"name": "retention.ms", "value": "1"}]}]
-    }
-    assert c.core.alter_configs(keep, 1)["responses"][0]["error_code"] == 0
+
+    # Naming only retention.ms would reset remote.storage.enable to false, a disablement nobody asked for: refused
+    # INVALID_CONFIG, saying how to do it, and nothing written (what librdkafka's and kafkajs's alterConfigs send).
+    def legacy(*configs: tuple[str, str]) -> dict[str, Any]:
+        named = [{"name": k, "value": v} for k, v in configs]
+        [result] = c.core.alter_configs(
+            {"resources": [{"resource_type": 2, "resource_name": "t", "configs": named}]}, 1
+        )["responses"]
+        return result
+
+    refused_reset = legacy(("retention.ms", "1"))
+    assert refused_reset["error_code"] == 40, refused_reset
+    assert "remote.storage.enable" in refused_reset["error_message"]
+    assert "IncrementalAlterConfigs" in refused_reset["error_message"]
+    assert c.store.end_offset() == end and c.topic("t").tiered_state == TieredState.ENABLED
+    assert c.core.image.topic_configs("t") == {"remote.storage.enable": "true"}
+    # Naming it keeps tiering as it is; naming it false disables, with the default policy (retain).
+    assert legacy(("retention.ms", "1"), ("remote.storage.enable", "true"))["error_code"] == 0
+    assert c.topic("t").tiered_state == TieredState.ENABLED
+    assert c.core.image.topic_configs("t") == {"remote.storage.enable": "true", "retention.ms": "1"}
+    assert legacy(("retention.ms", "1"), ("remote.storage.enable", "false"))["error_code"] == 0
     topic = c.topic("t")
     assert (topic.tiered_state, topic.tiered_epoch, topic.policy) == (
         TieredState.DISABLING,
