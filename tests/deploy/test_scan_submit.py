@@ -252,6 +252,16 @@ def test_the_wrapper_passes_settings_and_status_through_keeps_latest_and_prunes_
     assert os.readlink(base / "latest") == run.name
     assert run.is_dir()  # the run `latest` names is never pruned
 
+    # The environment wins over the file; a complete run two seconds later: status 0, `latest` moves to it.
+    override = {"SCAN_DRIVER_MEMORY": "3g", "SCAN_MAX_ANOMALIES": "5", "FAKE_STATUS": "0"}
+    result = _run_wrapper({**env, **_at(RUN_AT_S + 2), **override})
+    assert result.returncode == 0 and "exit status 0" in result.stderr, result.stderr
+    args = (tmp_path / "args").read_text().splitlines()
+    assert args[args.index("--driver-memory") + 1] == "3g"
+    job_args = args[args.index(str(DEPLOY / "spark" / "scan_main.py")) + 1 :]
+    assert job_args[job_args.index("--max-anomalies") + 1] == "5"
+    assert os.readlink(base / "latest") == "20260101T000002Z"
+
 
 # -- end to end --------------------------------------------------------------------------------------------------
 
@@ -278,7 +288,7 @@ def scan_inputs(s3_client: Any, bucket: str, tmp_path: Path) -> dict[str, Any]:
     return {"manifest": manifest, "export": tmp_path / "export", "orphan_bytes": 100 + 200 + 300}
 
 
-@pytest.mark.timeout(2 * SUBPROCESS_TIMEOUT_S + 60)
+@pytest.mark.timeout(SUBPROCESS_TIMEOUT_S + 60)
 def test_the_wrapper_runs_the_scan_into_a_dated_directory_and_passes_its_exit_status(
     scan_inputs: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -312,12 +322,5 @@ def test_the_wrapper_runs_the_scan_into_a_dated_directory_and_passes_its_exit_st
     assert summary["totals"]["anomalies"][c.UNPARSEABLE_KEY] == 1 and summary["alert"]["exceeded"]
     assert "ghost" in (run / c.REPORT_FILE).read_text()
 
-    # The environment wins over the file: a higher threshold, exit 0, and `latest` moves to the new run (a second
-    # later by the wrapper's clock, so a new directory).
-    second = _run_wrapper({**env, **_at(RUN_AT_S + 1), "SCAN_MAX_ANOMALIES": "5"})
-    assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
-    runs = sorted(p.name for p in out_base.iterdir() if p.name != "latest")
-    assert runs == [run.name, "20260101T000001Z"]
-    assert (out_base / "latest").resolve() == (out_base / runs[1]).resolve()
-    assert (out_base / "latest" / c.REPORT_FILE).is_file()
-    assert "exit status 0" in second.stderr
+    # The environment over the file, exit status 0 and `latest` moving on are the wrapper's own mechanics: the test
+    # above checks them with spark-submit played by a script (a second real scan would add a minute, not a check).
