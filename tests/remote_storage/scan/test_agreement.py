@@ -20,8 +20,14 @@ from remote_storage.scan import contract as c
 from remote_storage.scan.job import ManifestSource, ScanSettings, run_scan
 from remote_storage.scan.sources import InventorySource, ObjectStoreAccess
 from tests.support.scan_world import GRACE_MS, PREFIX, World, worlds
+from tests.support.soak import sized
 
 pytestmark = pytest.mark.spark
+
+# Each example is a whole Spark scan (about 14 s here), and each world draws up to four topics in random states with
+# their segments, stray objects and anomalies. make test draws 6 worlds (both formats, with and without manifest
+# reads, in play on every run; fixed worlds with every category are test_planted_bucket's); make soak draws 40.
+AGREEMENT_EXAMPLES = sized(6, soak=40)
 
 
 def spark_scan(
@@ -46,8 +52,9 @@ def spark_scan(
     return got, Counter((a["type"], a["topic_id"], a["segment_id"], a["key"]) for a in anomalies)
 
 
+@pytest.mark.soak
 @settings(
-    max_examples=12,
+    max_examples=AGREEMENT_EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
