@@ -26,6 +26,13 @@ answers alike:
 
 Stock Kafka does not count ``__remote_log_metadata`` among ``Topic.INTERNAL_TOPICS`` (``__consumer_offsets``,
 ``__transaction_state``, ``__share_group_state``); we do, because here nothing but the cluster may write it.
+
+Kafka's own internal names (``Topic.INTERNAL_TOPICS`` in ``clients/src/main/java/org/apache/kafka/common/internals/
+Topic.java`` line 37, and ``__cluster_metadata``, ``Topic.CLUSTER_METADATA_TOPIC_NAME``) are **reserved**: this
+cluster serves none of them (no group or transaction coordinator, no metadata log as a topic), so a client-made
+topic of such a name would pass for Kafka's to every client that trusts the name. Creating one is refused as Kafka
+refuses ``__cluster_metadata`` (the same INVALID_REQUEST and wording); as none can exist, every other change of one
+is UNKNOWN_TOPIC_OR_PARTITION as for any absent topic.
 """
 
 from __future__ import annotations
@@ -34,6 +41,10 @@ from orchestrator.errors import InvalidRequest, InvalidTopic
 from remote_storage.rlmm_topic.layout import TOPIC_NAME as REMOTE_LOG_METADATA_TOPIC
 
 INTERNAL_TOPICS = frozenset({REMOTE_LOG_METADATA_TOPIC})
+# Kafka's internal topics and its metadata log's name: never served here, so never created by a client.
+RESERVED_KAFKA_TOPICS = frozenset(
+    {"__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"}
+)
 
 CREATION, DELETION, PARTITION_CHANGE, CONFIG_CHANGE = "Creation", "Deletion", "Partition change", "Config change"
 
@@ -45,8 +56,8 @@ def is_internal(name: str | None) -> bool:
 
 def client_change_refusal(name: str | None, change: str) -> InvalidRequest | None:
     """The error a client's ``change`` (:data:`CREATION`, :data:`DELETION`, ...) of topic ``name`` is refused with,
-    or None when the topic is not internal."""
-    if not is_internal(name):
+    or None when the topic is not internal (nor, for a creation, one of Kafka's reserved internal names)."""
+    if not is_internal(name) and not (change == CREATION and name in RESERVED_KAFKA_TOPICS):
         return None
     return InvalidRequest(f"{change} of internal topic {name} is prohibited.")
 

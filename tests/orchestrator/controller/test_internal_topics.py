@@ -185,3 +185,20 @@ def test_every_node_says_the_topic_is_internal_and_only_it() -> None:
         17,
         "Cannot append to internal topic __remote_log_metadata",
     )
+
+
+@pytest.mark.parametrize(
+    "name", ["__consumer_offsets", "__transaction_state", "__share_group_state", "__cluster_metadata"]
+)
+def test_kafkas_own_internal_names_are_never_created_by_a_client(name: str) -> None:
+    """This cluster serves no group or transaction coordinator: a plain topic of one of those names would pass for
+    Kafka's. Refused as Kafka refuses __cluster_metadata, nothing written; a name that only looks alike is a topic."""
+    c = InternalTopicHarness(brokers=2)
+    end = c.store.end_offset()
+    refused = c.create(name)
+    assert (refused["error_code"], refused["error_message"]) == (
+        INVALID_REQUEST,
+        f"Creation of internal topic {name} is prohibited.",
+    )
+    assert c.topic(name) is None and c.store.end_offset() == end
+    assert c.create(f"{name}_mine")["error_code"] == 0
