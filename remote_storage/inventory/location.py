@@ -30,6 +30,7 @@ import botocore.exceptions as bce
 
 from orchestrator.errors import MissingCredentialsError
 from remote_storage.inventory.manifest import (
+    CHECKSUM_NAME,
     MANIFEST_NAME,
     READ_CHUNK_BYTES,
     DataFile,
@@ -103,6 +104,25 @@ class Location:
             body: bytes = self.client.get_object(Bucket=self.bucket, Key=self.manifest_key)["Body"].read()
         except (bce.ClientError, bce.BotoCoreError) as exc:
             raise s3_failure(f"cannot read inventory manifest {self.manifest_name()}", exc) from exc
+        return body
+
+    def read_checksum_bytes(self) -> bytes | None:
+        """The ``manifest.checksum`` beside the manifest, or None when there is none."""
+        if self.local_manifest is not None:
+            path = self.local_manifest.with_name(CHECKSUM_NAME)
+            try:
+                return path.read_bytes()
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise InventoryError(f"cannot read inventory checksum {path}: {exc}") from exc
+        key = f"{self.manifest_key.rpartition('/')[0]}/{CHECKSUM_NAME}".lstrip("/")
+        try:
+            body: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except (bce.ClientError, bce.BotoCoreError) as exc:
+            if is_not_found(exc):
+                return None
+            raise s3_failure(f"cannot read inventory checksum s3://{self.bucket}/{key}", exc) from exc
         return body
 
     def resolve_local(self, key: str) -> Path:

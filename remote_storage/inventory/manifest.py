@@ -22,6 +22,7 @@ from typing import Literal
 from orchestrator.errors import ScanInputError
 
 MANIFEST_NAME = "manifest.json"
+CHECKSUM_NAME = "manifest.checksum"  # beside the manifest: the hex MD5 of manifest.json's bytes, as AWS writes it
 CSV_SCHEMA = ("Bucket", "Key", "Size", "LastModifiedDate", "ETag")
 PARQUET_SCHEMA_STRING = (
     "message s3.inventory { required binary bucket (UTF8); required binary key (UTF8); optional int64 size; "
@@ -97,3 +98,16 @@ def check_md5(f: DataFile, actual: str, name: str) -> None:
     """InventoryError naming the data file (as ``name``) when ``actual`` is not the MD5 its manifest lists."""
     if actual.lower() != f.md5.lower():
         raise InventoryError(f"inventory data file {name} has MD5 {actual}, the manifest says {f.md5}")
+
+
+def check_manifest_checksum(manifest: bytes, checksum: bytes, name: str) -> None:
+    """InventoryError naming the manifest when ``checksum`` (the text of its ``manifest.checksum``) is not the MD5
+    of ``manifest``'s bytes: a manifest changed after it was written, or a checksum of another manifest."""
+    listed = checksum.decode("ascii", errors="replace").strip().lower()
+    actual = hashlib.md5(manifest, usedforsecurity=False).hexdigest()
+    if listed != actual:
+        raise InventoryError(
+            f"inventory manifest {name} has MD5 {actual}, its {CHECKSUM_NAME} says {listed!r}: the manifest was "
+            "changed after the inventory was written (or the checksum belongs to another one); rebuild or re-fetch "
+            "the inventory"
+        )

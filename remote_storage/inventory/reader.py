@@ -2,6 +2,9 @@
 or hand a local inventory's data files to a reader that takes paths (:meth:`Inventory.local_paths`).
 
 Invariants:
+* The manifest's bytes match its ``manifest.checksum`` (their MD5, as AWS writes it) when there is one; a mismatch
+  raises :class:`~.manifest.InventoryError` before anything is read. An inventory without one is read, with a
+  warning (``inventory.checksum_missing``): only AWS's own always has it.
 * Every data file listed by the manifest exists with the listed size and MD5 before :func:`read_inventory`
   returns (unless ``verify_checksums=False``, which still checks existence and size); a file's MD5 is checked
   again as it is read, before any of its rows is yielded. A missing or corrupt file raises
@@ -34,7 +37,14 @@ from urllib.parse import unquote_plus
 import structlog
 
 from remote_storage.inventory.location import Location
-from remote_storage.inventory.manifest import InventoryError, Manifest, check_md5, parse_manifest
+from remote_storage.inventory.manifest import (
+    CHECKSUM_NAME,
+    InventoryError,
+    Manifest,
+    check_manifest_checksum,
+    check_md5,
+    parse_manifest,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -248,7 +258,13 @@ def read_inventory(
     names the first that does not.
     """
     loc = Location(uri, s3_client)
-    manifest = parse_manifest(loc.read_manifest_bytes(), name=loc.manifest_name())
+    manifest_bytes = loc.read_manifest_bytes()
+    checksum = loc.read_checksum_bytes()
+    if checksum is not None:
+        check_manifest_checksum(manifest_bytes, checksum, loc.manifest_name())
+    else:  # AWS always writes one; a hand-made inventory may not: said, not refused
+        log.warning("inventory.checksum_missing", inventory=loc.manifest_name(), expected=CHECKSUM_NAME)
+    manifest = parse_manifest(manifest_bytes, name=loc.manifest_name())
     for f in manifest.files:
         size = loc.stat(f)
         if size != f.size:

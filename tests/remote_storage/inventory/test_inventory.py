@@ -3,6 +3,7 @@ refused naming the file, malformed rows are counted, and build_inventory round-t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from pathlib import Path
@@ -116,6 +117,21 @@ def test_a_data_file_changed_after_opening_is_refused_before_its_rows(csv_invent
         next(inv.rows())
 
 
+def test_a_manifest_changed_after_its_checksum_was_written_is_refused_before_anything_is_read(
+    csv_inventory: Path,
+) -> None:
+    checksum = csv_inventory.with_name("manifest.checksum")
+    checksum.write_text(hashlib.md5(csv_inventory.read_bytes()).hexdigest() + "\n")  # as AWS writes it
+    assert list(read_inventory(str(csv_inventory)).rows()) == EXPECTED_CSV
+    # The data file list edited (a file dropped, its rows with it) and every listed file still intact: only the
+    # checksum can tell.
+    _rewrite_manifest(csv_inventory, lambda d: d["files"].pop())
+    with pytest.raises(InventoryError, match=r"manifest\.json has MD5 [0-9a-f]{32}, its manifest\.checksum says"):
+        read_inventory(str(csv_inventory))
+    checksum.unlink()  # a hand-made inventory without one is read
+    assert len(list(read_inventory(str(csv_inventory)).rows())) == len(CSV_LINES_1)
+
+
 def test_missing_file_is_refused_naming_the_file(csv_inventory: Path, tmp_path: Path) -> None:
     (tmp_path / CONFIG_DIR / "data" / "b.csv.gz").unlink()
     with pytest.raises(InventoryError, match=r"data/b\.csv\.gz.*missing"):
@@ -218,6 +234,11 @@ def test_build_inventory_to_s3_and_read_back(s3_client: Any, filled: tuple[str, 
     s3_client.delete_object(Bucket=dest_bucket, Key=doc["files"][0]["key"])
     with pytest.raises(InventoryError, match=doc["files"][0]["key"].replace(".", r"\.") + ".*missing"):
         read_inventory(f"s3://{dest_bucket}/inventory/{bucket}/", s3_client=s3_client)
+    # A manifest rewritten without the deleted file no longer matches the manifest.checksum written beside it.
+    doc["files"].pop(0)
+    s3_client.put_object(Bucket=dest_bucket, Key=f"inventory/{bucket}/manifest.json", Body=json.dumps(doc).encode())
+    with pytest.raises(InventoryError, match=r"manifest\.checksum says"):
+        read_inventory(manifest, s3_client=s3_client)
 
 
 def test_build_inventory_retries_throttling_and_resets_through_the_one_retry_layer(
