@@ -37,6 +37,9 @@ Invariants:
   same attempt limit; the decision is the pure :func:`should_retry`.
 * **Nothing else is retried here.** Any other response is returned as it is, whatever its error codes: callers know
   what the codes of their API mean. UnsupportedVersion is a permanent mismatch.
+* **A refusal of the caller is the answer.** A Metadata probe answered CLUSTER_AUTHORIZATION_FAILED (31) raises
+  that error at once, with the server's text: every node applies the same ACLs, so asking the others would only
+  turn it into "no bootstrap server answered" (BROKER_NOT_AVAILABLE) after every candidate was tried.
 * **Bad bootstrap input is refused up front** with :class:`~orchestrator.errors.InvalidArgument` naming the entry.
 """
 
@@ -55,11 +58,14 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from orchestrator.backoff import Backoff, tenacity_wait
 from orchestrator.errors import (
     BrokerNotAvailable,
+    ClusterAuthorizationFailed,
     InvalidArgument,
     NotController,
     ProtocolError,
     RequestTimedOut,
     UnsupportedVersion,
+    error_name,
+    for_code,
 )
 from orchestrator.net.client_security import SaslCredentials
 from orchestrator.net.connection import (
@@ -86,6 +92,8 @@ RETRIABLE = (NotController, BrokerNotAvailable)  # retried for every request: no
 DEFAULT_PROBE_STAGGER_S = 0.25
 # What makes a Metadata probe give way to the next candidate (anything else is a bug and propagates).
 _PROBE_FAILURES = (BrokerNotAvailable, RequestTimedOut, UnsupportedVersion, ProtocolError)
+# A probe answered with one of these ends the search with it: an answer about the caller, the same from every node.
+_REFUSALS = frozenset({ClusterAuthorizationFailed.code})
 
 
 def probe_order(
@@ -377,8 +385,11 @@ class AdminClient:
         version = await self._negotiate(conn, ApiKey.DESCRIBE_CLUSTER, DESCRIBE_CLUSTER_VERSIONS)
         raw = await conn.request(ApiKey.DESCRIBE_CLUSTER, version, request, timeout_s=self._timeout_s)
         body = cast(m.DescribeClusterResponse, raw)
-        if body["error_code"]:
-            raise ProtocolError(f"DescribeCluster answered error {body['error_code']}: {body['error_message']}")
+        code = body["error_code"]
+        if code in _REFUSALS:  # the cluster's answer to who is asking: every node gives the same
+            raise for_code(code)(body["error_message"] or f"DescribeCluster refused: {error_name(code)}")
+        if code:
+            raise ProtocolError(f"DescribeCluster answered error {code}: {body['error_message']}")
         return body
 
     def _apply_metadata(self, source: Address, body: m.DescribeClusterResponse) -> None:

@@ -24,6 +24,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.errors import (
     BrokerNotAvailable,
+    ClusterAuthorizationFailed,
     InvalidArgument,
     NotController,
     RequestTimedOut,
@@ -53,6 +54,7 @@ class FakeNodes:
         self.admin_requests: dict[int, int] = {1: 0, 2: 0}
         self.metadata_requests: dict[int, int] = {1: 0, 2: 0}
         self.admin_error: dict[int, int] = {}  # node -> an error code its admin API answers regardless
+        self.metadata_error: dict[int, tuple[int, str]] = {}  # node -> the error its DescribeCluster answers
         self.frozen: set[int] = set()  # nodes whose handlers do not answer until thaw() (SIGSTOP ... SIGCONT)
         self._thawed = asyncio.Event()
         self.servers = {node: self._server(node) for node in (1, 2)}
@@ -74,6 +76,15 @@ class FakeNodes:
             assert request.body["endpoint_type"] == 2
             self.metadata_requests[node_id] += 1
             await self._hang_if_frozen(node_id)
+            if node_id in self.metadata_error:
+                code, message = self.metadata_error[node_id]
+                return {
+                    "error_code": code,
+                    "error_message": message,
+                    "brokers": [],
+                    "cluster_id": "",
+                    "endpoint_type": 2,
+                }
             return {
                 "brokers": [{"broker_id": n, "host": h, "port": p} for n, (h, p) in sorted(self.addresses.items())],
                 "cluster_id": "test-cluster",
@@ -239,6 +250,24 @@ def test_no_reachable_bootstrap_server_gives_broker_not_available_after_bounded_
             with pytest.raises(BrokerNotAvailable, match=f"no bootstrap server answered Metadata.*{port}"):
                 await describe_on_controller(client, "t")
         assert len(sleep.calls) == 2
+
+    run(main())
+
+
+@pytest.mark.integration
+def test_a_caller_the_cluster_refuses_hears_why_at_once_not_that_no_server_answered():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        async with FakeNodes() as cluster:
+            refusal = (
+                "User:bob may not DescribeCluster on this cluster; an operator can grant it with `tieredctl acls add`"
+            )
+            cluster.metadata_error = dict.fromkeys((1, 2), (ClusterAuthorizationFailed.code, refusal))
+            async with AdminClient(cluster.bootstrap(1, 2), sleep=sleep, max_attempts=3) as client:
+                with pytest.raises(ClusterAuthorizationFailed) as caught:
+                    await describe_on_controller(client, "t")
+            assert caught.value.message == refusal
+            assert sleep.calls == [] and cluster.admin_requests[2] == 0, "not retried, nothing sent"
 
     run(main())
 
