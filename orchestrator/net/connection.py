@@ -14,6 +14,9 @@ Invariants:
 * **A dead connection is never reused.** Once closed, :meth:`KafkaConnection.request` fails at once;
   :class:`ConnectionPool` keeps one connection per (host, port), opens it once however many callers ask at the same
   time, and opens a new one on the next request after the old one died.
+* **A server that hangs up unanswered is explained.** A plaintext connection without a login that the server ends
+  before any answer but ApiVersions (what a TLS or SASL listener does to such a client) fails its requests with a
+  reason that says so and which client properties to connect with, not only "closed by the server".
 * **A login before anything else.** With SASL credentials, :meth:`KafkaConnection.open` logs in (SaslHandshake v1,
   then SaslAuthenticate rounds of SCRAM) before the connection is handed out; a refused login closes it and raises
   :class:`~orchestrator.errors.SaslAuthenticationFailed` (not retriable: the same password fails the same way),
@@ -93,8 +96,11 @@ class KafkaConnection:
         address: Address,
         client_id: str,
         max_frame_bytes: int,
+        secured: bool = False,
     ) -> None:
         self.address = address
+        self._secured = secured  # TLS or a SASL login: what a server that closes on sight may want
+        self._answered = False
         self._label = format_address(address)
         self._reader = reader
         self._writer = writer
@@ -129,7 +135,10 @@ class KafkaConnection:
         except OSError as exc:  # refused, unreachable, reset, TLS handshake refused (ssl.SSLError)
             raise BrokerNotAvailable(f"{label}: cannot connect: {exc}") from exc
         log.debug("net.connected", address=label, tls=ssl_context is not None)
-        conn = cls(reader, writer, address=(host, port), client_id=client_id, max_frame_bytes=max_frame_bytes)
+        secured = ssl_context is not None or sasl is not None
+        conn = cls(
+            reader, writer, address=(host, port), client_id=client_id, max_frame_bytes=max_frame_bytes, secured=secured
+        )
         if sasl is not None:
             try:
                 await conn._login(sasl, timeout_s=connect_timeout_s)
@@ -256,14 +265,25 @@ class KafkaConnection:
                 payload = await read_frame(self._reader, max_frame_bytes=self._max_frame_bytes)
                 self._route(payload)
         except ConnectionClosed:
-            reason = "closed by the server"
+            reason = "closed by the server" + self._unanswered_hint()
         except ProtocolError as exc:
-            reason = f"unreadable frame from the server: {exc.message}"
+            reason = f"unreadable frame from the server: {exc.message}" + self._unanswered_hint()
         except OSError as exc:
-            reason = f"connection error: {exc!r}"
+            reason = f"connection error: {exc!r}" + self._unanswered_hint()
         finally:
             self._fail_pending(reason)
             self._writer.close()  # release the transport now; close() still awaits the shutdown
+
+    def _unanswered_hint(self) -> str:
+        """What a plaintext, unauthenticated connection that the server ended before any answer most likely met."""
+        if self._answered or self._secured:
+            return ""
+        return (
+            " before answering anything, as a listener that requires TLS or SASL does to a client without them: "
+            "connect with the cluster's client properties (security.protocol, ssl.*, sasl.*), e.g. tieredctl "
+            "--command-config FILE (a local cluster started with --tls or --sasl wrote client.properties in its "
+            "directory)"
+        )
 
     def _route(self, payload: bytes) -> None:
         if len(payload) < 4:
@@ -275,6 +295,7 @@ class KafkaConnection:
             log.info("net.unexpected_response", address=self._label, correlation_id=correlation_id)
             return
         api_key, version, future = entry
+        self._answered = self._answered or api_key != ApiKey.API_VERSIONS  # served before any login: no proof
         if future.done():
             return
         try:

@@ -111,7 +111,7 @@ def test_a_request_before_the_login_closes_the_connection_and_is_never_served():
         async with srv:
             async with await KafkaConnection.open(*srv.address) as conn:
                 assert ApiKey.SASL_AUTHENTICATE in await conn.api_versions()  # ApiVersions is served before login
-                with pytest.raises(BrokerNotAvailable):
+                with pytest.raises(BrokerNotAvailable, match=r"requires TLS or SASL.*--command-config"):
                     await principal_of(conn)
             assert served == [] and srv.unauthenticated_requests == 1
 
@@ -178,6 +178,15 @@ def test_a_verified_client_certificate_names_the_principal_and_needs_no_login():
             async with await KafkaConnection.open(*srv.address, ssl_context=tls.without_cert) as conn:
                 with pytest.raises(BrokerNotAvailable):  # neither: refused
                     await principal_of(conn)
+
+    run(main())
+
+
+def test_a_plaintext_client_of_a_tls_listener_hears_that_the_port_wants_tls_or_sasl():
+    async def main() -> None:
+        async with server(ssl_context=Tls().server) as srv, await KafkaConnection.open(*srv.address) as conn:
+            with pytest.raises(BrokerNotAvailable, match=r"requires TLS or SASL.*client properties"):
+                await conn.api_versions(timeout_s=5)
 
     run(main())
 
