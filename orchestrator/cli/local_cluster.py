@@ -70,7 +70,8 @@ def cluster_up(
     """Start a local cluster in the background and wait until it is healthy.
 
     On a directory that holds a stopped cluster, resume it: same topics, every record readable, tiered data
-    served from S3, and the security it was started with.
+    served from S3, and the security it was started with. On a cluster of which some processes died, start just
+    those again, on their addresses (not the embedded S3: its objects died with it).
 
     With --tls, --sasl or --acls, DIR/client.properties says how the admin connects (Kafka's client properties);
     tieredctl uses it by itself when it talks to the local cluster, and Kafka clients take it as it is."""

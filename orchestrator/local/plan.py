@@ -6,6 +6,8 @@ Invariants:
   without a ``cluster.json`` are refused with the command that deletes them.
 * A resumed cluster keeps its node ids, data directories, store, bucket, prefix, endpoint and security; an argument
   given to ``up`` that differs from them is refused, naming both, never silently ignored.
+* ``up`` on a cluster of which only some processes run starts just the others (:func:`dead_processes`), as
+  ``docker compose up`` does, unless the one that died is the embedded S3 (its objects died with it).
 * A cluster whose embedded S3 did not stop cleanly (killed: its objects died with it) is not resumed: ``up`` refuses
   and says how to purge it, instead of serving topics whose tiered data is silently gone.
 * Node ids: brokers 1..N; controllers from :data:`CONTROLLER_ID_BASE`, so the two never meet.
@@ -27,6 +29,7 @@ from orchestrator.local.state import (
     STATE_FILE,
     STORE_FILE,
     LocalClusterState,
+    ProcessInfo,
     is_ours,
 )
 from orchestrator.metadata.open import split_password
@@ -93,17 +96,6 @@ def plan_resume(directory: Path, state: LocalClusterState, request: ClusterReque
     """The stopped cluster that ``state``, read from ``directory`` (resolved), records, once checked that it can
     resume as asked."""
     check_resumable(state, request)
-    security = request.security
-    if security.on and security != LocalSecurity(state.tls, state.sasl, state.acls):
-        raise LocalClusterError(
-            f"the cluster in {directory} was started with tls={state.tls}, sasl={state.sasl}, acls={state.acls}; "
-            "it resumes as it was ('cluster up' without those options), or purge it to start anew"
-        )
-    if request.store is not None and split_password(request.store)[0] != state.store:
-        raise LocalClusterError(
-            f"the cluster in {directory} keeps its metadata in {state.store or STORE_FILE}, not in the --store "
-            f"given; 'tieredctl cluster down --purge --dir {directory}' deletes it, then 'cluster up' starts anew"
-        )
     controller_ids = tuple(p.id for p in state.processes if p.role == "controller")
     broker_ids = tuple(p.id for p in state.processes if p.role == "broker")
     return ClusterPlan(state, controller_ids, broker_ids, resumed=True)
@@ -127,7 +119,53 @@ def check_resumable(state: LocalClusterState, request: ClusterRequest) -> None:
             f"a cluster is already running in {directory} ({len(running)} process(es)); "
             f"'tieredctl cluster down --dir {directory}' stops it"
         )
-    start_over = f"'tieredctl cluster down --purge --dir {directory}' deletes it, then 'cluster up' starts a new one"
+    check_matches(state, request)
+    if state.embedded_s3:
+        _check_objects_kept(directory, _start_over(directory))
+
+
+def dead_processes(state: LocalClusterState, request: ClusterRequest) -> list[ProcessInfo]:
+    """For a cluster of which some processes run: the ones that do not, to be started again on their addresses
+    (the embedded S3 first, then controllers, then brokers). Refused when every process runs (nothing to do: said
+    so), when ``request`` names something else, or when the dead one is the embedded S3 (killed: its objects died
+    with it, so the topics' tiered data is gone)."""
+    directory = Path(state.dir)
+    check_matches(state, request)
+    dead = [p for p in state.processes if not is_ours(p)]
+    if not dead:
+        raise LocalClusterError(
+            f"the cluster in {directory} is already running, all {len(state.processes)} of its processes; "
+            f"'tieredctl cluster status --dir {directory}' shows them, 'tieredctl cluster down --dir {directory}' "
+            "stops it"
+        )
+    if any(p.role == "s3" for p in dead):
+        raise LocalClusterError(
+            f"the embedded S3 of the cluster in {directory} is not running while the rest is: it was killed, and the "
+            f"objects it kept in memory died with it; {_start_over(directory)}"
+        )
+    order = {"controller": 0, "broker": 1}
+    return sorted(dead, key=lambda p: (order.get(p.role, 2), p.id))
+
+
+def _start_over(directory: Path) -> str:
+    return f"'tieredctl cluster down --purge --dir {directory}' deletes it, then 'cluster up' starts a new one"
+
+
+def check_matches(state: LocalClusterState, request: ClusterRequest) -> None:
+    """What ``request`` names, where it names anything, is what the cluster in ``state`` is."""
+    directory = Path(state.dir)
+    security = request.security
+    if security.on and security != LocalSecurity(state.tls, state.sasl, state.acls):
+        raise LocalClusterError(
+            f"the cluster in {directory} was started with tls={state.tls}, sasl={state.sasl}, acls={state.acls}; "
+            "it resumes as it was ('cluster up' without those options), or purge it to start anew"
+        )
+    if request.store is not None and split_password(request.store)[0] != state.store:
+        raise LocalClusterError(
+            f"the cluster in {directory} keeps its metadata in {state.store or STORE_FILE}, not in the --store "
+            f"given; 'tieredctl cluster down --purge --dir {directory}' deletes it, then 'cluster up' starts anew"
+        )
+    start_over = _start_over(directory)
     counts = {
         "broker": (request.brokers, sum(p.role == "broker" for p in state.processes)),
         "controller": (request.controllers, sum(p.role == "controller" for p in state.processes)),
@@ -149,8 +187,6 @@ def check_resumable(state: LocalClusterState, request: ClusterRequest) -> None:
         raise LocalClusterError(
             f"the cluster in {directory} uses prefix {state.prefix!r}, not {request.prefix!r}; {start_over}"
         )
-    if state.embedded_s3:
-        _check_objects_kept(directory, start_over)
 
 
 def _check_objects_kept(directory: Path, start_over: str) -> None:

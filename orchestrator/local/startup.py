@@ -1,4 +1,5 @@
-"""``cluster up``: start a new local cluster, or resume the one ``cluster down`` left, and wait until it is healthy.
+"""``cluster up``: start a new local cluster, or resume the one ``cluster down`` left, or start again the processes
+of a running one that died, and wait until it is healthy.
 
 The steps, in order: plan (:mod:`.plan`), record an external store, make the directories, write the security
 files, start the embedded S3 and make sure of the bucket, write the first logins, start the controllers one by one
@@ -26,13 +27,21 @@ from orchestrator.errors import LocalClusterError, TieredError
 from orchestrator.local.access import operator_security, s3_client
 from orchestrator.local.cluster_store import open_cluster_store, record_external_store, store_password_tables
 from orchestrator.local.nodes import StartingNode, broker_settings, controller_settings, start_node
-from orchestrator.local.plan import CONTROLLER_ID_BASE, ClusterPlan, ClusterRequest, plan_new, plan_resume
+from orchestrator.local.plan import (
+    CONTROLLER_ID_BASE,
+    ClusterPlan,
+    ClusterRequest,
+    dead_processes,
+    plan_new,
+    plan_resume,
+)
 from orchestrator.local.processes import S3_STOP_TIMEOUT_S, process_env, start_embedded_s3, stop_process, wait_for
+from orchestrator.local.restart import restart
 from orchestrator.local.s3_snapshot import SNAPSHOT_DIR
 from orchestrator.local.security import LocalSecurity, bootstrap_logins, node_name, prepare
 from orchestrator.local.settings_files import Tables
 from orchestrator.local.shutdown import purge_files
-from orchestrator.local.state import LocalClusterState, ProcessInfo
+from orchestrator.local.state import LocalClusterState, ProcessInfo, is_ours
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.client_security import SaslCredentials
 from orchestrator.private_files import private_dir
@@ -76,6 +85,9 @@ def up(
     a resumed cluster keeps what it was started with."""
     directory = directory.resolve()
     request = ClusterRequest(brokers, controllers, s3_endpoint, bucket, prefix, store, security)
+    previous = LocalClusterState.load_if_present(directory)
+    if previous is not None and any(is_ours(p) for p in previous.processes):
+        return _start_dead(previous, request, timeout_s, progress)
     plan = _plan(directory, request, progress)
     for name in CLUSTER_DIRS:
         private_dir(directory / name)
@@ -95,6 +107,28 @@ def up(
         raise
     progress("cluster is healthy")
     return plan.state
+
+
+def _start_dead(
+    state: LocalClusterState, request: ClusterRequest, timeout_s: float, progress: Progress
+) -> LocalClusterState:
+    """Some processes of the cluster run: start the others again on their addresses, then wait until healthy. A
+    process that does not come back is left as it is (the others keep running) and the error says which."""
+    dead = dead_processes(state, request)
+    running = len(state.processes) - len(dead)
+    progress(
+        f"{running} of {len(state.processes)} processes of the cluster in {state.dir} are running; starting the "
+        f"others again: {', '.join(f'{p.role} {p.id}' for p in dead)}"
+    )
+    for p in dead:
+        restart(Path(state.dir), p.role, p.id, timeout_s=timeout_s)
+        progress(f"{p.role} {p.id} started again")
+    state = LocalClusterState.load(Path(state.dir))
+    brokers = sum(p.role == "broker" for p in state.processes)
+    first_controller = min(p.id for p in state.processes if p.role == "controller")
+    _wait_healthy(state, brokers, first_controller, timeout_s)
+    progress("cluster is healthy")
+    return state
 
 
 @dataclass(frozen=True)

@@ -166,6 +166,22 @@ def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path
     assert sum(1 for p in procs if p["role"] == "controller" and p["active"]) == 1
     again = tieredctl("cluster", "up", "--dir", d, check=1)
     assert "already running" in again.stderr
+    # Some processes killed: up starts just those again, on their addresses, and leaves the others be.
+    standby = next(p for p in procs if p["role"] == "controller" and not p["active"])
+    broker = next(p for p in procs if p["role"] == "broker")
+    for victim in (standby, broker):
+        os.kill(victim["pid"], signal.SIGKILL)
+    wait_until("the killed processes to be gone", lambda: not any(_running(v["pid"]) for v in (standby, broker)), 30)
+    healed = tieredctl("cluster", "up", "--dir", d, check=0)
+    assert f"controller {standby['id']}" in healed.stderr + healed.stdout
+    after = json.loads(tieredctl("--output", "json", "cluster", "status", "--dir", d, check=0).stdout)["processes"]
+    assert all(p["alive"] for p in after)
+    pids = {(p["role"], p["id"]): (p["pid"], p["port"]) for p in after}
+    for p in procs:
+        same_pid = pids[(p["role"], p["id"])][0] == p["pid"]
+        assert same_pid == (p not in (standby, broker)), f"{p['role']} {p['id']}"
+        assert pids[(p["role"], p["id"])][1] == p["port"], "started again on its address"
+    procs = after
     down = tieredctl("cluster", "down", "--dir", d, check=0)
     assert "data kept in" in down.stdout and "resumes the cluster" in down.stdout
     for p in procs:
