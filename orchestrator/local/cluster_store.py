@@ -2,9 +2,10 @@
 ``cluster.json``, or an external PostgreSQL database (``cluster up --store postgresql://...``).
 
 Invariants:
-* A password is never written into ``cluster.json`` or a settings file: one given in the URL is moved to
-  ``config/store-password`` (mode 0600), which the settings files name; otherwise it comes from the environment
-  (``TIEREDCTL_STORE_PASSWORD`` or ``PGPASSWORD``), which the processes inherit.
+* A password is never written into ``cluster.json`` or a settings file: the one ``cluster up`` was given, in the
+  URL or in the environment (``TIEREDCTL_STORE_PASSWORD``, else ``PGPASSWORD``), is kept in
+  ``config/store-password`` (mode 0600), which the settings files name, so later commands, and a resumed cluster,
+  started from a shell without it, find it. (libpq's own ``~/.pgpass`` is left to libpq: nothing is copied.)
 * A new cluster takes only an empty external store: one that holds records or a lease is another cluster's.
 * Opened here, a store is a reader and is never recovered (that is the processes' job), except the new cluster's,
   made ready for its first records.
@@ -18,17 +19,19 @@ from collections.abc import Iterator
 
 from orchestrator.errors import LocalClusterError
 from orchestrator.local.state import LocalClusterState
-from orchestrator.metadata.open import open_store, parse_store_spec, read_password, split_password
+from orchestrator.metadata.open import PASSWORD_ENV, open_store, parse_store_spec, read_password, split_password
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.settings import StoreSettings
 
 
 def record_external_store(state: LocalClusterState, store: str) -> None:
-    """Record a new cluster's PostgreSQL store: its URL without the password (kept in a 0600 file, if the URL had
-    one), after checking it can be opened and holds no other cluster's metadata."""
+    """Record a new cluster's PostgreSQL store: its URL without the password (kept in a 0600 file, if the URL or
+    the environment gave one), after checking it can be opened and holds no other cluster's metadata."""
     if not parse_store_spec(store).is_postgresql:
         raise LocalClusterError("--store takes a postgresql:// URL (without it the cluster keeps metadata.db)")
     dsn, password = split_password(store)
+    if password is None:
+        password = os.environ.get(PASSWORD_ENV) or os.environ.get("PGPASSWORD") or None
     password_file = state.store_password_file
     if password is not None:
         password_file.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,8 @@ import pytest
 from orchestrator.client import TieredClient
 from orchestrator.errors import LocalClusterError
 from orchestrator.local import cluster as lc
+from orchestrator.local.cluster_store import open_cluster_store
+from orchestrator.local.state import LocalClusterState
 from orchestrator.metadata.open import PASSWORD_ENV
 from orchestrator.metadata.postgres import PostgresMetadataStore
 from tests.support.live_cluster import FAST_BROKER, FAST_CONTROLLER, run
@@ -69,4 +71,34 @@ def test_a_local_cluster_on_postgresql_keeps_the_password_out_of_its_files_and_t
         for d in (directory, tmp_path / "another"):
             if (d / "cluster.json").exists():
                 lc.down(d, purge=True)
+        postgres_server.drop_database(name)
+
+
+def test_a_password_given_by_environment_at_up_is_found_by_later_commands_and_a_resumed_cluster_without_it(
+    tmp_path: Path, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setenv(PASSWORD_ENV, postgres_server.password)
+    name = postgres_server.create_database()
+    url = f"postgresql://postgres@127.0.0.1:{postgres_server.port}/{name}"
+    directory = tmp_path / "cluster"
+    try:
+        lc.up(directory, brokers=1, controllers=1, store=url, **FAST)
+        secret = directory / "config" / "store-password"
+        assert secret.read_text().strip() == postgres_server.password
+        assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+        lc.down(directory)
+        monkeypatch.delenv(PASSWORD_ENV)  # a later shell, without it
+        with open_cluster_store(LocalClusterState.load(directory)) as store:
+            assert store.end_offset() > 0
+        state = lc.up(directory, **FAST)  # resumed: the processes read the file too
+
+        async def create() -> None:
+            async with TieredClient(state.bootstrap_server, timeout_s=10) as c:
+                await c.create_topic("after-resume", partitions=1, replication_factor=1)
+
+        run(create())
+    finally:
+        if (directory / "cluster.json").exists():
+            lc.down(directory, purge=True)
         postgres_server.drop_database(name)
