@@ -126,8 +126,12 @@ def _cluster_status(view: v.ClusterStatus) -> list[Piece]:
     lines.append(f"security {', '.join(on) if on else 'none (plaintext, no authentication)'}")
     if status.get("client_properties"):
         lines.append(f"client properties {status['client_properties']}")
+    if status.get("store_error"):
+        lines.append(
+            f"warning: the metadata store cannot be read, so the active controller is unknown: {status['store_error']}"
+        )
     for p in status["processes"]:
-        extra = " (active)" if p.get("active") else ""
+        extra = {True: " (active)", None: " (active: unknown)"}.get(p.get("active"), "") if "active" in p else ""
         alive = "alive" if p["alive"] else "DEAD "
         metrics = f"  metrics {p['metrics_url']}" if p.get("metrics_url") else ""
         lines.append(f"{p['role']:<10} {p['id']:>5}  pid {p['pid']:>7}  {alive}{extra}{metrics}")

@@ -1,5 +1,9 @@
 """What ``cluster status`` reports: every process of a local cluster, whether it runs, which controller is active,
 and where the cluster answers. Reads the record, /proc and the store's lease: it connects to no process.
+
+A store that cannot be read (a PostgreSQL server down or unreachable) does not hide the processes: they are listed,
+alive or not, with ``store_error`` saying why the store could not be read and every controller's ``active`` null
+(unknown), not an error instead of the whole answer.
 """
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.clock import wall_ms
+from orchestrator.errors import KafkaStorageError
 from orchestrator.local.cluster_store import open_cluster_store
 from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, ProcessInfo, is_ours
 from orchestrator.metadata.open import parse_store_spec
@@ -16,7 +21,11 @@ from orchestrator.metadata.open import parse_store_spec
 def status(directory: Path) -> dict[str, Any]:
     """The contract of ``cluster status --output json``."""
     state = LocalClusterState.load(directory.resolve())
-    active = _active_controller(state)
+    store_error = None
+    try:
+        active: int | _Unknown | None = _active_controller(state)
+    except KafkaStorageError as exc:
+        active, store_error = UNKNOWN, str(exc)
     return {
         "dir": state.dir,
         "bootstrap_server": state.bootstrap_server,
@@ -26,8 +35,16 @@ def status(directory: Path) -> dict[str, Any]:
         "store": parse_store_spec(state.store_spec).location,  # never a password
         "security": {"tls": state.tls, "sasl": state.sasl, "acls": state.acls},
         "client_properties": str(Path(state.dir) / CLIENT_PROPERTIES) if state.tls or state.sasl else None,
+        "store_error": store_error,
         "processes": [_process_entry(p, active) for p in state.processes],
     }
+
+
+class _Unknown:
+    """Which controller is active cannot be told (the store could not be read)."""
+
+
+UNKNOWN = _Unknown()
 
 
 def _active_controller(state: LocalClusterState) -> int | None:
@@ -41,10 +58,10 @@ def _active_controller(state: LocalClusterState) -> int | None:
     return int(lease.holder.split("@", 1)[0]) if "@" in lease.holder else None
 
 
-def _process_entry(p: ProcessInfo, active: int | None) -> dict[str, Any]:
+def _process_entry(p: ProcessInfo, active: int | _Unknown | None) -> dict[str, Any]:
     alive = is_ours(p)
     entry: dict[str, Any] = {"role": p.role, "id": p.id, "pid": p.pid, "port": p.port, "alive": alive, "log": p.log}
     entry["metrics_url"] = f"http://127.0.0.1:{p.metrics_port}/metrics" if p.metrics_port else None
     if p.role == "controller":
-        entry["active"] = entry["alive"] and p.id == active
+        entry["active"] = None if alive and isinstance(active, _Unknown) else alive and p.id == active
     return entry

@@ -21,7 +21,7 @@ from orchestrator.local.state import LocalClusterState
 from orchestrator.metadata.open import PASSWORD_ENV
 from orchestrator.metadata.postgres import PostgresMetadataStore
 from tests.support.live_cluster import FAST_BROKER, FAST_CONTROLLER, run
-from tests.support.postgres_server import PostgresServer
+from tests.support.postgres_server import PostgresServer, running_postgres
 
 pytestmark = pytest.mark.integration
 
@@ -74,31 +74,38 @@ def test_a_local_cluster_on_postgresql_keeps_the_password_out_of_its_files_and_t
         postgres_server.drop_database(name)
 
 
-def test_a_password_given_by_environment_at_up_is_found_by_later_commands_and_a_resumed_cluster_without_it(
-    tmp_path: Path, postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+def test_a_password_given_by_environment_at_up_is_found_later_and_status_lists_the_processes_while_the_store_is_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A server of its own: the end of the test stops it."""
     monkeypatch.delenv("PGPASSWORD", raising=False)
-    monkeypatch.setenv(PASSWORD_ENV, postgres_server.password)
-    name = postgres_server.create_database()
-    url = f"postgresql://postgres@127.0.0.1:{postgres_server.port}/{name}"
     directory = tmp_path / "cluster"
-    try:
-        lc.up(directory, brokers=1, controllers=1, store=url, **FAST)
-        secret = directory / "config" / "store-password"
-        assert secret.read_text().strip() == postgres_server.password
-        assert stat.S_IMODE(secret.stat().st_mode) == 0o600
-        lc.down(directory)
-        monkeypatch.delenv(PASSWORD_ENV)  # a later shell, without it
-        with open_cluster_store(LocalClusterState.load(directory)) as store:
-            assert store.end_offset() > 0
-        state = lc.up(directory, **FAST)  # resumed: the processes read the file too
+    with running_postgres() as server:
+        monkeypatch.setenv(PASSWORD_ENV, server.password)
+        url = f"postgresql://postgres@127.0.0.1:{server.port}/{server.create_database()}"
+        try:
+            lc.up(directory, brokers=1, controllers=1, store=url, **FAST)
+            secret = directory / "config" / "store-password"
+            assert secret.read_text().strip() == server.password
+            assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+            lc.down(directory)
+            monkeypatch.delenv(PASSWORD_ENV)  # a later shell, without it
+            with open_cluster_store(LocalClusterState.load(directory)) as store:
+                assert store.end_offset() > 0
+            state = lc.up(directory, **FAST)  # resumed: the processes read the file too
 
-        async def create() -> None:
-            async with TieredClient(state.bootstrap_server, timeout_s=10) as c:
-                await c.create_topic("after-resume", partitions=1, replication_factor=1)
+            async def create() -> None:
+                async with TieredClient(state.bootstrap_server, timeout_s=10) as c:
+                    await c.create_topic("after-resume", partitions=1, replication_factor=1)
 
-        run(create())
-    finally:
-        if (directory / "cluster.json").exists():
-            lc.down(directory, purge=True)
-        postgres_server.drop_database(name)
+            run(create())
+            assert lc.status(directory)["store_error"] is None
+
+            server.stop()  # the store goes away: status still lists every process, and says why it cannot tell more
+            down_store = lc.status(directory)
+            assert down_store["store_error"] and "KAFKA_STORAGE_ERROR" in down_store["store_error"]
+            assert all(p["alive"] for p in down_store["processes"])
+            assert [p["active"] for p in down_store["processes"] if p["role"] == "controller"] == [None]
+        finally:
+            if (directory / "cluster.json").exists():
+                lc.down(directory, purge=True)
