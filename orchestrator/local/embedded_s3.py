@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import structlog
@@ -33,10 +34,8 @@ from moto.s3.models import s3_backends
 from moto.server import ThreadedMotoServer
 
 from orchestrator.local import s3_snapshot
-from orchestrator.local.state import EMBEDDED_S3_CREDENTIALS
 from orchestrator.logging import configure_logging
 from orchestrator.private_files import restrict_process
-from remote_storage.s3 import make_s3_client
 
 log = structlog.get_logger(__name__)
 
@@ -49,11 +48,51 @@ def _publish(ready_file: Path, port: int) -> None:
     tmp.replace(ready_file)
 
 
-def _set_last_modified(bucket: str, key: str, when: datetime.datetime) -> None:
-    """Give a restored object its recorded time. S3 has no call for it, so this reaches into the moto server
-    running in this process (its S3 backend keeps naive UTC datetimes)."""
-    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
-    backend.buckets[bucket].keys[key].last_modified = when.astimezone(datetime.UTC).replace(tzinfo=None)
+_USER_META = "x-amz-meta-"
+REGION = "us-east-1"  # the region every client of the local cluster names (make_s3_client's default)
+
+
+class MotoObjects:
+    """moto's S3 backend in this process, shaped as :class:`~.s3_snapshot.ObjectStore`: the snapshot reads and puts
+    objects there directly (two requests per object over HTTP made a stop of ten thousand objects take minutes).
+    moto keeps header names lower-cased and user metadata as ``x-amz-meta-*`` headers, naive UTC datetimes, and
+    tags in its tagger; these are read and written as its own request handlers do."""
+
+    def __init__(self) -> None:
+        self._backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+
+    def buckets(self) -> list[str]:
+        return sorted(self._backend.buckets)
+
+    def objects(self, bucket: str) -> Iterator[s3_snapshot.StoredObject]:
+        keys = self._backend.buckets[bucket].keys
+        for name in sorted(keys):
+            key = keys[name]
+            headers = dict(key.metadata)
+            tags = self._backend.get_object_tagging(key)["Tags"]
+            yield s3_snapshot.StoredObject(
+                key=name,
+                body=key.value,
+                content_type=headers.get("content-type"),
+                metadata={k[len(_USER_META) :]: v for k, v in headers.items() if k.startswith(_USER_META)},
+                tags={t["Key"]: t["Value"] for t in tags},
+                last_modified_ms=round(key.last_modified.replace(tzinfo=datetime.UTC).timestamp() * 1000),
+            )
+
+    def create_bucket(self, bucket: str) -> None:
+        self._backend.create_bucket(bucket, REGION)
+
+    def put(self, bucket: str, obj: s3_snapshot.StoredObject) -> None:
+        key = self._backend.put_object(bucket, obj.key, obj.body)
+        headers = {f"{_USER_META}{k}": v for k, v in obj.metadata.items()}
+        if obj.content_type:
+            headers["Content-Type"] = obj.content_type
+        key.set_metadata(headers)
+        if obj.tags:
+            self._backend.put_object_tagging(key, obj.tags)
+        if obj.last_modified_ms is not None:
+            when = datetime.datetime.fromtimestamp(obj.last_modified_ms / 1000, tz=datetime.UTC)
+            key.last_modified = when.replace(tzinfo=None)
 
 
 def serve(*, host: str, port: int, ready_file: Path, snapshot_dir: Path | None) -> int:
@@ -73,16 +112,11 @@ def serve(*, host: str, port: int, ready_file: Path, snapshot_dir: Path | None) 
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
     bound_host, bound_port = server.get_host_and_port()
-    access_key_id, secret_access_key = EMBEDDED_S3_CREDENTIALS
-    client = make_s3_client(
-        endpoint_url=f"http://{bound_host}:{bound_port}",
-        access_key_id=access_key_id,
-        secret_access_key=secret_access_key,
-    )
+    objects = MotoObjects()
     status = 0
     try:
         if snapshot_dir is not None:
-            restored = s3_snapshot.restore(snapshot_dir, client, set_last_modified=_set_last_modified)
+            restored = s3_snapshot.restore(snapshot_dir, objects)
             s3_snapshot.mark_running(snapshot_dir)
             log.info("s3.restored", objects=restored, snapshot_dir=str(snapshot_dir))
         _publish(ready_file, bound_port)
@@ -90,7 +124,7 @@ def serve(*, host: str, port: int, ready_file: Path, snapshot_dir: Path | None) 
         stop.wait()
         if snapshot_dir is not None:
             try:
-                written = s3_snapshot.write(snapshot_dir, client)
+                written = s3_snapshot.write(snapshot_dir, objects)
                 log.info("s3.snapshot_written", objects=written, snapshot_dir=str(snapshot_dir))
             except Exception:
                 log.exception("s3.snapshot_failed", snapshot_dir=str(snapshot_dir))
