@@ -82,12 +82,14 @@ from remote_storage.segment_format.segment_indexes import IndexType, SegmentInde
 log = structlog.get_logger(__name__)
 
 PartitionKey = tuple[Uuid, int]
+_COPIED, _REFUSED = object(), object()  # what a segment's copy came to, when it did not fail
 
 
 @dataclass(frozen=True, slots=True)
 class CopyResult:
     copied: int = 0
     aborted: int = 0  # refused at start by the fence, or cleaned up after a failed/zombie upload
+    failure: Exception | None = None  # what failed the copy that ended the pass (None: copied all, or refused)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,7 @@ class RemoteLogManager:
         """Copy every closed segment of this partition that is not yet remote. One caller per partition.
         ``refresh=False`` skips re-reading the RLMM (a periodic pass refreshes once for all partitions)."""
         copied = aborted = 0
+        failure: Exception | None = None
         plog = self._logs[(topic_id, partition)]
         if refresh:
             self.rlmm.refresh()
@@ -158,17 +161,19 @@ class RemoteLogManager:
                     break
                 self._in_flight[topic_id] = self._in_flight.get(topic_id, 0) + 1
             try:
-                if self._copy_segment(topic, partition, seg):
+                outcome = self._copy_segment(topic, partition, seg)
+                if outcome is _COPIED:
                     copied += 1
                 else:
                     aborted += 1
+                    failure = outcome if isinstance(outcome, Exception) else None
                     break
             finally:
                 with self._cond:
                     self._in_flight[topic_id] -= 1
                     self._cond.notify_all()
         self._record_copy_lag(topic_id, partition, behind[copied:])
-        return CopyResult(copied, aborted)
+        return CopyResult(copied, aborted, failure)
 
     def _record_copy_lag(self, topic_id: Uuid, partition: int, left: list[SegmentInfo]) -> None:
         """The copy lag of a partition after a pass: the segments it left behind, while the partition may copy."""
@@ -192,7 +197,9 @@ class RemoteLogManager:
             for key in [k for k in self._copy_lag if k not in keep]:
                 del self._copy_lag[key]
 
-    def _copy_segment(self, topic: TopicImage, partition: int, seg: SegmentInfo) -> bool:
+    def _copy_segment(self, topic: TopicImage, partition: int, seg: SegmentInfo) -> object:
+        """Copy one segment: :data:`_COPIED`, :data:`_REFUSED` (the fence refused its start: nothing uploaded), or
+        the exception that failed it (after its clean-up)."""
         plog = self._logs[(topic.topic_id, partition)]
         epochs = tuple((e.epoch, e.start_offset) for e in plog.segment_leader_epochs(seg.base_offset, seg.end_offset))
         remote = RemoteSegment(
@@ -213,7 +220,7 @@ class RemoteLogManager:
             remote = self.rlmm.copy_started(remote, now_ms=self._now_ms())
         except StaleTieredEpoch as exc:
             log.info("rlm.copy_refused", topic_id=str(topic.topic_id), partition=partition, reason=str(exc))
-            return False
+            return _REFUSED
         try:
             uploaded = self.rsm.copy_segment(
                 remote.key,
@@ -236,11 +243,11 @@ class RemoteLogManager:
             where = {"topic_id": str(topic.topic_id), "partition": partition, "segment_id": str(remote.segment_id)}
             log.warning("rlm.copy_aborted", **where, reason=str(exc))
             self._clean_up(remote)
-            return False
+            return exc
         where = {"topic_id": str(topic.topic_id), "partition": partition}
         offsets = {"start_offset": seg.base_offset, "end_offset": seg.end_offset}
         log.info("rlm.segment_copied", **where, **offsets, tiered_epoch=topic.tiered_epoch)
-        return True
+        return _COPIED
 
     @staticmethod
     def _index_files(plog: PartitionLog, seg: SegmentInfo) -> SegmentIndexFiles:
@@ -286,13 +293,17 @@ class RemoteLogManager:
 
     def tiering_pass(self, topic_id: Uuid, partition: int, *, roll: bool = True) -> None:
         """One periodic round for a partition this broker leads: roll by time, copy, local retention, expiry.
-        The caller refreshes the RLMM once per round over all partitions."""
+        The caller refreshes the RLMM once per round over all partitions. A copy that failed (S3, the store, the
+        disk) is raised once the round is done, so the caller backs the partition off as every failing loop is
+        (the broker's per-partition :class:`~orchestrator.supervision.RetryBackoff`), not retried every round."""
         plog = self._logs[(topic_id, partition)]
         if roll:
             plog.maybe_roll_by_time()
-        self.copy_partition(topic_id, partition, refresh=False)
+        copied = self.copy_partition(topic_id, partition, refresh=False)
         self.apply_local_retention(topic_id, partition, refresh=False)
         self.expire_partition(topic_id, partition, refresh=False)
+        if copied.failure is not None:  # after retention and expiry, which do not depend on it: the caller backs off
+            raise copied.failure
 
     def copies_in_flight(self, topic_id: Uuid) -> int:
         with self._cond:

@@ -10,10 +10,11 @@ import pytest
 from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.partition_dirs import STALE_DIR, retire_stale_partitions
-from orchestrator.errors import InconsistentTopicId, OffsetOutOfRange, StaleTieredEpoch
+from orchestrator.errors import InconsistentTopicId, OffsetOutOfRange, RemoteStorageError, StaleTieredEpoch
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.keys import parse_key, topic_prefix
+from remote_storage.retry import S3_MAX_ATTEMPTS
 from remote_storage.rlmm import RemoteSegment
 from tests.support import REPO_ROOT
 from tests.support.broker_harness import BrokerUnderTest, ControllerWriter
@@ -182,6 +183,31 @@ def test_s3_faults_on_upload_and_delete_are_retried_with_nothing_lost_and_no_dup
     resp = broker.disable(tid, controller_epoch=writer.epoch)
     assert resp["error_code"] == 0 and faults.faults_served["DeleteObjects"] == 3
     assert _objects(s3, bucket) == []
+
+
+def test_a_copy_that_fails_for_good_ends_the_pass_with_its_error_so_the_partition_backs_off(env):
+    """The broker's loop backs off a partition whose pass raised (test_agent_loops.py); a copy that failed for good
+    used to end the pass quietly, so the copy was tried again every round whatever S3 said. Retention and expiry
+    run before the error is raised (they do not depend on the copy)."""
+    writer, broker, s3, _bucket = env
+    tid = writer.create_topic("orders")
+    broker.produce(tid, 40)
+    broker.log(tid).roll()
+    faults = FaultInjector(s3)
+    faults.fail("PutObject", *["reset"] * S3_MAX_ATTEMPTS)  # every attempt of the next upload
+    with pytest.raises(RemoteStorageError):
+        broker.rlm.tiering_pass(tid, 0, roll=False)
+    broker.produce(tid, 40)
+    broker.log(tid).roll()
+    assert broker.read_all(tid) == list(range(80)), "nothing lost"
+    broker.rlmm.refresh()
+    states = [s.state for s in broker.rlmm.segments(tid)]
+    assert states.count(SegmentState.DELETE_SEGMENT_FINISHED) == 1, "the failed copy was cleaned up"
+    # S3 back: the next pass copies every closed segment and ends without error.
+    broker.rlm.tiering_pass(tid, 0, roll=False)
+    broker.rlmm.refresh()
+    assert broker.rlmm.highest_copied_offset(tid, 0) == 79
+    assert broker.read_all(tid) == list(range(80))
 
 
 def test_a_zombie_copy_after_disable_is_refused_by_the_rlmm_fence(env):
