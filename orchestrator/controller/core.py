@@ -203,8 +203,9 @@ class ControllerCore:
 
     def tick(self) -> None:
         """Fence brokers whose session expired, time out lost DisableRemoteTopic requests, complete topics, report
-        the (topic, broker) pairs that newly stalled, reconcile the remote deletions with the RLMM, and create the
-        ``__remote_log_metadata`` topic when it is missing and due."""
+        the (topic, broker) pairs that newly stalled, reconcile the remote deletions with the RLMM and report the
+        (deleted topic, broker) pairs that newly stalled, and create the ``__remote_log_metadata`` topic when it is
+        missing and due."""
         self._state.refresh()
         now = self._state.now_ms()
         self._brokers.fence_expired(now)
@@ -212,6 +213,7 @@ class ControllerCore:
         self._driver.complete_finished()
         self._driver.report_stalled(now)
         self._deletion.sync()
+        self._deletion.report_stalled(now)
         if self._internal_topic is not None:
             self._internal_topic.tick(now)
 

@@ -166,7 +166,6 @@ class DisablementDriver:
         self._settings = settings
         self._rlmm = remote_log
         self._owed_reported: dict[tuple[Uuid, int], frozenset[int]] = {}
-        self._stalled_reported: set[tuple[Uuid, int]] = set()
         self._progress: dict[Uuid, dict[int, dict[int, tuple[int, int]]]] = {}  # topic -> epoch -> broker -> counts
         self._walk: QueueWalk[dq.QueuedDisablement] = QueueWalk(state, settings, watch_stalls=True)
 
@@ -387,11 +386,7 @@ class DisablementDriver:
         """Log each (topic, broker) pair once when it becomes stalled, with its last error; again if it recovers
         and stalls anew."""
         queue = self._state.queue
-        if self._walk.nothing_due(queue, now):
-            return
-        stalled = set(rq.stalled(queue, now, self._settings.stall_threshold_ms))
-        self._walk.stalls_checked_ms = now
-        for topic_id, broker_id in sorted(stalled - self._stalled_reported, key=lambda p: (str(p[0]), p[1])):
+        for topic_id, broker_id in self._walk.new_stalls(queue, now):
             entry = queue.topic(topic_id)
             pb = entry.pending.get(broker_id) if entry is not None else None
             log.warning(
@@ -403,7 +398,6 @@ class DisablementDriver:
                 last_error=pb.last_error if pb is not None else None,
                 fenced=pb.fenced if pb is not None else None,
             )
-        self._stalled_reported = stalled
 
     def describe_tiered_state(self, body: m.DescribeTieredStateRequest) -> m.DescribeTieredStateResponse:
         req = normalized("DescribeTieredStateRequest", 0, body)

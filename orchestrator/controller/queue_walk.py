@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any, Generic
 
+from orchestrator.ids import Uuid
 from orchestrator.settings import DisablementSettings
 
 from . import retry_queue as rq
@@ -34,6 +35,7 @@ class QueueWalk(Generic[J]):
         self._stall_threshold_ms = settings.stall_threshold_ms if watch_stalls else math.inf
         self._unchanged_until: tuple[rq.RetryQueue[Any], float] | None = None
         self.stalls_checked_ms = -1  # the time of the last stall report (waits stalled by then are reported)
+        self._stalled_reported: frozenset[tuple[Uuid, int]] = frozenset()
 
     def nothing_due(self, queue: rq.RetryQueue[J], now_ms: int) -> bool:
         """Whether ``queue`` is the very one the last walk left and its next event has not come."""
@@ -49,6 +51,19 @@ class QueueWalk(Generic[J]):
             stalls_after_ms=self.stalls_checked_ms,
         )
         self._unchanged_until = (queue, until)
+
+    def new_stalls(self, queue: rq.RetryQueue[J], now_ms: int) -> list[tuple[Uuid, int]]:
+        """The (job, broker) pairs of ``queue`` stalled now and not at the last check, in a stable order: each is
+        reported once when it stalls, and again only if it recovered and stalled anew. Empty when nothing can be
+        due (see :meth:`nothing_due`)."""
+        threshold = self._stall_threshold_ms
+        if math.isinf(threshold) or self.nothing_due(queue, now_ms):
+            return []
+        stalled = frozenset(rq.stalled(queue, now_ms, int(threshold)))
+        self.stalls_checked_ms = now_ms
+        new = sorted(stalled - self._stalled_reported, key=lambda pair: (str(pair[0]), pair[1]))
+        self._stalled_reported = stalled
+        return new
 
     def expire(self, queue: rq.RetryQueue[J], now_ms: int) -> rq.RetryQueue[J]:
         """``queue`` with every request in flight longer than the request timeout given up on (retried later)."""

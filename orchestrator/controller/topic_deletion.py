@@ -61,7 +61,7 @@ class RemoteDeletionDriver:
     ) -> None:
         self._state = state
         self._rlmm = remote_log
-        self._walk: QueueWalk[dlq.QueuedDeletion] = QueueWalk(state, settings, watch_stalls=False)
+        self._walk: QueueWalk[dlq.QueuedDeletion] = QueueWalk(state, settings, watch_stalls=True)
         self.queue = dlq.EMPTY_DELETION_QUEUE
         self._done_topics: set[Uuid] = set()  # finished deletions already seen: not looked at again
         self._synced: tuple[int, int, bool] | None = None  # (RLMM offset, image offset, mark) of the last sync
@@ -166,6 +166,22 @@ class RemoteDeletionDriver:
         if deposed:
             state.deposed_by_broker(broker_id)
         self.sync()
+
+    def report_stalled(self, now: int) -> None:
+        """Log each (deleted topic, broker) pair once when it becomes stalled (owing partitions with no progress
+        for the stall threshold), with its attempts and last error; again if it recovers and stalls anew."""
+        for topic_id, broker_id in self._walk.new_stalls(self.queue, now):
+            entry = self.queue.topic(topic_id)
+            owed = entry.pending.get(broker_id) if entry is not None else None
+            log.warning(
+                "topic_deletion.stalled",
+                topic=entry.name if entry is not None else None,
+                topic_id=str(topic_id),
+                broker_id=broker_id,
+                partitions=sorted(owed.duty) if owed is not None else None,
+                attempts=owed.attempts if owed is not None else None,
+                last_error=owed.last_error if owed is not None else None,
+            )
 
     def describe(self, names: list[str] | None) -> list[m.DeletingTopic]:
         """The deleted topics (of ``names``, if given) whose remote data is still owed, with who deletes it. Never

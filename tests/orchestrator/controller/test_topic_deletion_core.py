@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from orchestrator.metadata.records import PartitionDeleteState, SegmentState, make_record
 from remote_storage.rlmm import RemoteLogMetadataManager
-from tests.orchestrator.controller.test_core import CoreHarness, _segment
+from tests.orchestrator.controller.test_core import DISABLEMENT, CoreHarness, _segment
 
 pytestmark = pytest.mark.unit
 
@@ -41,6 +42,25 @@ def test_deleting_a_tiered_topic_marks_every_partition_and_sends_them_to_live_br
     assert status["topics"] == [], "a name only a topic being deleted has is not answered as unknown"
     [deleting] = status["deleting_topics"]
     assert deleting["partitions_remaining"] == [0, 1, 2] and deleting["segments_remaining"] == 3
+
+
+def test_a_deletion_that_makes_no_progress_is_reported_stalled_once_per_broker_with_its_last_error() -> None:
+    c = CoreHarness()
+    _tiered_with_segments(c)
+    assert c.core.delete_topics({"topic_names": ["clicks"]}, 5)["responses"][0]["error_code"] == 0
+    for broker_id, body in c.core.due_remote_delete_requests():
+        failed = {"error_code": 56, "error_message": "S3 said 503", "partitions": []}
+        c.core.on_remote_delete_response(broker_id, body, failed, None)
+    with capture_logs() as logs:
+        c.core.tick()  # not stalled yet
+        c.clock += DISABLEMENT.stall_threshold_ms
+        for b in (1, 2, 3):
+            c.heartbeat(b)
+        c.core.tick()
+        c.core.tick()
+    stalled = [e for e in logs if e["event"] == "topic_deletion.stalled"]
+    assert sorted((e["broker_id"], tuple(e["partitions"])) for e in stalled) == [(1, (0,)), (2, (1,)), (3, (2,))]
+    assert all(e["topic"] == "clicks" and "S3 said 503" in e["last_error"] for e in stalled)
 
 
 def test_a_new_controller_rebuilds_the_deletions_from_the_rlmm_and_marks_what_a_crash_left_unmarked() -> None:
