@@ -25,8 +25,10 @@ changed, and a request that finds its partition's directory held by a deleted to
 (deleted and re-created since the last round) reconciles at once instead of refusing with INCONSISTENT_TOPIC_ID.
 
 Open logs: ``self.logs`` is shared with the RemoteLogManager and the DisableRemoteTopic handler. Every append,
-read and tiering pass runs under ``_log_lock``, and every open under ``_open_lock``; a log is closed and dropped
-only under both, so closing never races an append, a fetch or a tiering pass. A delete-policy job moves a log's
+read, roll and local retention runs under ``_log_lock``, and every open under ``_open_lock``; a log is closed and
+dropped only under both, so closing never races an append, a fetch or a retention. A tiering pass copies to S3
+outside ``_log_lock`` (an upload waiting on a slow S3 must not hold up produce and fetch): a copy whose log is
+closed meanwhile fails on its moved files and is cleaned up as any failed copy. A delete-policy job moves a log's
 start offset from its own thread, outside ``_log_lock``: each log's own lock keeps that apart from the rest. A log
 is opened only for a topic id the newest image still has, so a request or loop holding an older image cannot
 re-create a retired topic's directory: a request for a deleted topic id gets UNKNOWN_TOPIC_ID.
@@ -477,10 +479,20 @@ class BrokerAgent:
             await self._partition_work("tiering", self._tiering_retry, key, functools.partial(self._tiering_pass, *key))
 
     async def _tiering_pass(self, topic_id: Uuid, partition: int) -> None:
+        """One partition's pass (:meth:`RemoteLogManager.tiering_pass`'s steps): the roll, and local retention and
+        expiry, under the log lock; the copy between them outside it, so an upload waiting on a slow S3 holds up no
+        produce, fetch or open of any partition (they need the lock). A failed copy is raised at the end."""
+        key = (topic_id, partition)
         async with self._log_lock:
-            if (topic_id, partition) not in self.logs:
+            if key not in self.logs:
                 return  # closed since the round began: its topic was deleted
-            await asyncio.to_thread(self.rlm.tiering_pass, topic_id, partition)
+            await asyncio.to_thread(self.logs[key].maybe_roll_by_time)
+        copied = await asyncio.to_thread(self.rlm.copy_partition, topic_id, partition, refresh=False)
+        async with self._log_lock:
+            if key in self.logs:
+                await asyncio.to_thread(self.rlm.trim_and_expire, topic_id, partition)
+        if copied.failure is not None:
+            raise copied.failure
 
     async def _partition_work(
         self,

@@ -149,7 +149,9 @@ class RemoteLogManager:
         ``refresh=False`` skips re-reading the RLMM (a periodic pass refreshes once for all partitions)."""
         copied = aborted = 0
         failure: Exception | None = None
-        plog = self._logs[(topic_id, partition)]
+        plog = self._logs.get((topic_id, partition))
+        if plog is None:
+            return CopyResult()  # closed since the pass began: its topic was deleted
         if refresh:
             self.rlmm.refresh()
         highest = self.rlmm.highest_copied_offset(topic_id, partition)
@@ -161,7 +163,7 @@ class RemoteLogManager:
                     break
                 self._in_flight[topic_id] = self._in_flight.get(topic_id, 0) + 1
             try:
-                outcome = self._copy_segment(topic, partition, seg)
+                outcome = self._copy_segment(topic, partition, plog, seg)
                 if outcome is _COPIED:
                     copied += 1
                 else:
@@ -197,10 +199,10 @@ class RemoteLogManager:
             for key in [k for k in self._copy_lag if k not in keep]:
                 del self._copy_lag[key]
 
-    def _copy_segment(self, topic: TopicImage, partition: int, seg: SegmentInfo) -> object:
+    def _copy_segment(self, topic: TopicImage, partition: int, plog: PartitionLog, seg: SegmentInfo) -> object:
         """Copy one segment: :data:`_COPIED`, :data:`_REFUSED` (the fence refused its start: nothing uploaded), or
-        the exception that failed it (after its clean-up)."""
-        plog = self._logs[(topic.topic_id, partition)]
+        the exception that failed it (after its clean-up). The log may be closed meanwhile (its topic deleted): its
+        files, moved aside, then fail the copy (OSError), which is cleaned up as any failed copy."""
         epochs = tuple((e.epoch, e.start_offset) for e in plog.segment_leader_epochs(seg.base_offset, seg.end_offset))
         remote = RemoteSegment(
             topic=topic.name,
@@ -300,10 +302,14 @@ class RemoteLogManager:
         if roll:
             plog.maybe_roll_by_time()
         copied = self.copy_partition(topic_id, partition, refresh=False)
-        self.apply_local_retention(topic_id, partition, refresh=False)
-        self.expire_partition(topic_id, partition, refresh=False)
+        self.trim_and_expire(topic_id, partition)
         if copied.failure is not None:  # after retention and expiry, which do not depend on it: the caller backs off
             raise copied.failure
+
+    def trim_and_expire(self, topic_id: Uuid, partition: int) -> None:
+        """A pass's end: local retention, then remote expiry (the RLMM as the pass's caller refreshed it)."""
+        self.apply_local_retention(topic_id, partition, refresh=False)
+        self.expire_partition(topic_id, partition, refresh=False)
 
     def copies_in_flight(self, topic_id: Uuid) -> int:
         with self._cond:

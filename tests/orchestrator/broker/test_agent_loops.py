@@ -10,6 +10,7 @@ the failed disk (a real OS error, which works as root too). Nothing here talks t
 import asyncio
 import errno
 import random
+import threading
 import time
 
 import pytest
@@ -17,6 +18,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.broker import agent as agent_module
 from orchestrator.broker.agent import BrokerAgent
+from orchestrator.broker.remote_log_manager import CopyResult
 from orchestrator.errors import KafkaStorageError
 from orchestrator.metadata.records import DisablePolicy, TieredState, make_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
@@ -249,11 +251,14 @@ def test_a_metadata_round_looks_only_at_the_partitions_of_topics_whose_partition
     assert (broker.topic_id, 2) in broker.logs, "the added partition's log is open"
 
 
-def _produce(broker, partition: int) -> dict:
+def _produce_body(partition: int) -> dict:
     records = encode_batch(build_batch(0, [(None, b"v", int(time.time() * 1000), ())]))
     data = {"index": partition, "records": records}
-    body = {"acks": 1, "topic_data": [{"name": "orders", "partition_data": [data]}]}
-    resp = asyncio.run(broker.data_plane.produce(data_request(ApiKey.PRODUCE, 9, body)))
+    return {"acks": 1, "topic_data": [{"name": "orders", "partition_data": [data]}]}
+
+
+def _produce(broker, partition: int) -> dict:
+    resp = asyncio.run(broker.data_plane.produce(data_request(ApiKey.PRODUCE, 9, _produce_body(partition))))
     return resp["responses"][0]["partition_responses"][0]
 
 
@@ -271,12 +276,14 @@ def test_a_produce_on_a_failed_log_directory_answers_kafka_storage_error_naming_
 
 
 class FakeRemoteLogManager:
-    """Tiering passes that fail for some partitions, recording every call."""
+    """Tiering passes whose copy fails for some partitions, or waits (a slow S3) until released, recording every
+    call."""
 
-    def __init__(self, failing: dict[int, BaseException]) -> None:
+    def __init__(self, failing: dict[int, BaseException], *, slow: int | None = None) -> None:
         self.failing = failing
         self.passes: list[int] = []
         self.rlmm = self
+        self.slow, self.copying, self.release = slow, threading.Event(), threading.Event()
 
     def refresh(self) -> None:
         return None
@@ -284,10 +291,17 @@ class FakeRemoteLogManager:
     def retain_copy_lag(self, partitions) -> None:
         return None
 
-    def tiering_pass(self, topic_id, partition: int) -> None:
+    def copy_partition(self, topic_id, partition: int, *, refresh: bool = True) -> CopyResult:
         self.passes.append(partition)
+        if partition == self.slow:
+            self.copying.set()
+            assert self.release.wait(timeout=30), "the copy was never released"
         if partition in self.failing:
             raise self.failing[partition]
+        return CopyResult()
+
+    def trim_and_expire(self, topic_id, partition: int) -> None:
+        return None
 
 
 def test_a_partition_whose_tiering_pass_fails_is_backed_off_alone_while_the_others_go_on(broker):
@@ -310,6 +324,27 @@ def test_a_partition_whose_tiering_pass_fails_is_backed_off_alone_while_the_othe
         asyncio.run(broker._tiering_round())
     assert broker.rlm.passes[-2:] == [0, 1]
     assert _events(logs, "broker.loop_recovered", loop="tiering", partition=0, failed_attempts=1)
+
+
+def test_a_copy_waiting_on_a_slow_s3_holds_up_no_produce_to_another_partition(broker):
+    """The tiering pass copies outside the broker's log lock: a produce to another partition of the broker is
+    answered while an upload is stuck (it used to wait for the upload, whatever its topic)."""
+    broker.blocked.unlink()
+    asyncio.run(broker._metadata_round())
+    broker.rlm = FakeRemoteLogManager({}, slow=0)
+
+    async def scenario() -> dict:
+        stuck = asyncio.create_task(broker._tiering_pass(broker.topic_id, 0))
+        assert await asyncio.to_thread(broker.rlm.copying.wait, 30), "the copy started"
+        produce = data_request(ApiKey.PRODUCE, 9, _produce_body(1))
+        answered = await asyncio.wait_for(broker.data_plane.produce(produce), timeout=30)
+        assert not stuck.done(), "answered while the copy was still stuck"
+        broker.rlm.release.set()
+        await stuck
+        return answered
+
+    answered = asyncio.run(scenario())
+    assert answered["responses"][0]["partition_responses"][0]["error_code"] == 0
 
 
 # -- a loop that ends anyway ---------------------------------------------------------------------------------------
