@@ -13,10 +13,10 @@ deleted meanwhile: its finish is refused (the store's fence: the topic id is gon
 marked for deletion), and if the partition's deletion already deleted the segment (its objects may have been
 uploaded after that), the copier deletes the objects it uploaded itself, with no journal entry left to write.
 
-Copy lag (Kafka's RemoteCopyLagSegments/Bytes): after each copy pass, the closed local segments of the partition
-that are still not remote, kept per partition while it may copy (its topic ENABLED, led here) and read by the
-metrics (:meth:`RemoteLogManager.copy_lag`); :meth:`RemoteLogManager.retain_copy_lag` forgets partitions no longer
-led.
+Copy lag (Kafka's RemoteCopyLagSegments/Bytes): from the start of each copy pass and after each segment copied,
+the closed local segments of the partition that are still not remote (so an upload stuck on S3 shows as lag), kept
+per partition while it may copy (its topic ENABLED, led here) and read by the metrics
+(:meth:`RemoteLogManager.copy_lag`); :meth:`RemoteLogManager.retain_copy_lag` forgets partitions no longer led.
 
 ``stop_partitions(topic_id, tiered_epoch)`` (KIP-950's RemoteLogManager#stopPartitions): from then on no copy of
 that topic starts below that epoch's successor, and the call returns only when every copy in flight for the
@@ -156,6 +156,7 @@ class RemoteLogManager:
             self.rlmm.refresh()
         highest = self.rlmm.highest_copied_offset(topic_id, partition)
         behind = [seg for seg in plog.closed_segments() if seg.end_offset > highest]
+        self._record_copy_lag(topic_id, partition, behind)  # what is owed shows while an upload is stuck
         for seg in behind:
             topic = self._image().topics.get(topic_id)
             with self._cond:
@@ -166,6 +167,7 @@ class RemoteLogManager:
                 outcome = self._copy_segment(topic, partition, plog, seg)
                 if outcome is _COPIED:
                     copied += 1
+                    self._record_copy_lag(topic_id, partition, behind[copied:])
                 else:
                     aborted += 1
                     failure = outcome if isinstance(outcome, Exception) else None

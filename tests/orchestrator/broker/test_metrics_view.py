@@ -55,6 +55,34 @@ def test_segments_a_copy_pass_could_not_copy_are_the_copy_lag_until_the_topic_st
         broker.close()
 
 
+def test_the_copy_lag_shows_what_is_owed_while_an_upload_is_under_way_not_only_after_the_pass(
+    tmp_path, writer, s3_client, bucket
+):
+    """An upload stuck on S3 keeps its pass from ending: the lag must show then, when it matters."""
+    broker = _broker(tmp_path, s3_client, bucket)
+    tid = writer.create_topic("orders")
+    seen: list[tuple[int, int]] = []
+
+    def during_upload(**_kwargs: object) -> None:  # in the copying thread, as each object goes up
+        lag = broker.rlm.copy_lag().get((tid, 0))
+        seen.append((lag.segments, lag.bytes) if lag is not None else (0, 0))
+
+    s3_client.meta.events.register("before-send.s3.PutObject", during_upload)
+    try:
+        broker.produce(tid, 60)
+        broker.log(tid).roll()
+        closed = broker.log(tid).closed_segments()
+        assert len(closed) >= 2
+        assert broker.rlm.copy_partition(tid, 0).copied == len(closed)
+        first = seen[0]
+        assert first == (len(closed), sum(c.size_bytes for c in closed)), "all of it owed as the first upload runs"
+        assert seen[-1][0] == 1, "the last segment is still owed while it goes up"
+        assert broker.rlm.copy_lag()[(tid, 0)].segments == 0
+    finally:
+        s3_client.meta.events.unregister("before-send.s3.PutObject", during_upload)
+        broker.close()
+
+
 def test_a_partition_copied_up_to_date_has_no_lag_and_one_no_longer_led_is_forgotten(
     tmp_path, writer, s3_client, bucket
 ):
