@@ -42,12 +42,15 @@ Invariants:
   UNSUPPORTED_VERSION, another negative one INVALID_REQUEST.
 
 Blocking work (the log, S3) runs in worker threads; the log is used under the broker's log lock, so a log is never
-closed under a read or an append.
+closed under a read or an append. A read from the remote tier finds its segment under the lock and reads it from S3
+after releasing it: a slow GET holds up no produce or fetch of another partition. A segment expired in between
+(retention, a delete policy) is OFFSET_OUT_OF_RANGE with the bounds as they are then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,7 +61,7 @@ import structlog
 from orchestrator.admin_api.internal_topics import produce_refusal
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.produce_validation import ProducePolicy, validate_records
-from orchestrator.broker.remote_log_manager import RemoteLogManager
+from orchestrator.broker.remote_log_manager import ReadResult, RemoteLogManager
 from orchestrator.errors import (
     FencedLeaderEpoch,
     FetchSessionIdNotFound,
@@ -67,6 +70,7 @@ from orchestrator.errors import (
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRange,
+    RemoteStorageError,
     TieredError,
     UnknownLeaderEpoch,
     UnknownTopicOrPartition,
@@ -333,6 +337,9 @@ class DataPlane:
         topic = self._topic(image, name, partition)
         check_leader_epoch(topic, partition, p.get("current_leader_epoch", -1))
         offset = p["fetch_offset"]
+        read_first = functools.partial(
+            self._rlm.read_local_or_locate, topic.topic_id, partition, offset, max_bytes=limit
+        )
         async with self._log_lock:
             plog = await asyncio.to_thread(self._leader_log, topic.topic_id, partition)
             bounds = _bounds(plog)
@@ -341,9 +348,19 @@ class DataPlane:
             if offset == bounds.log_end_offset or limit <= 0:
                 return bounds, b""
             try:
-                result = await asyncio.to_thread(self._rlm.read, topic.topic_id, partition, offset, max_bytes=limit)
+                planned = await asyncio.to_thread(read_first)
             except OffsetOutOfRange as exc:  # the log start offset moved meanwhile
                 raise _OutOfRange(_bounds(plog), offset, name, partition) from exc
+        if isinstance(planned, ReadResult):
+            return bounds, planned.records
+        # From S3 outside the lock: a slow GET holds up no produce or fetch of another partition.
+        try:
+            result = await asyncio.to_thread(self._rlm.read_remote, planned, offset, max_bytes=limit)
+        except RemoteStorageError:
+            now = _bounds(plog)
+            if offset < now.log_start_offset:  # expired meanwhile (retention, a delete policy): out of range now
+                raise _OutOfRange(now, offset, name, partition) from None
+            raise
         return bounds, result.records
 
     # -- ListOffsets --------------------------------------------------------------------------------------------

@@ -394,6 +394,15 @@ class RemoteLogManager:
 
     def read(self, topic_id: Uuid, partition: int, offset: int, *, max_bytes: int = 1024 * 1024) -> ReadResult:
         """The record batches a fetch at ``offset`` returns, from the local log or the remote tier."""
+        planned = self.read_local_or_locate(topic_id, partition, offset, max_bytes=max_bytes)
+        return planned if isinstance(planned, ReadResult) else self.read_remote(planned, offset, max_bytes=max_bytes)
+
+    def read_local_or_locate(
+        self, topic_id: Uuid, partition: int, offset: int, *, max_bytes: int = 1024 * 1024
+    ) -> ReadResult | RemoteSegment:
+        """A read's first step, which needs the log: the local batches at ``offset``, or the live remote segment
+        that holds it (read by :meth:`read_remote`, which needs no log: a caller holding a lock over the logs
+        releases it first, so a slow S3 holds up nothing else)."""
         plog = self._logs[(topic_id, partition)]
         if offset >= plog.local_log_start_offset:
             return ReadResult(plog.read_batches(offset, max_bytes=max_bytes), remote=False)
@@ -402,8 +411,12 @@ class RemoteLogManager:
         self.rlmm.refresh()
         for seg in self.rlmm.live_segments(topic_id, partition):
             if seg.start_offset <= offset <= seg.end_offset:
-                return ReadResult(self._read_remote(seg, offset, max_bytes), remote=True)
+                return seg
         raise OffsetOutOfRange(f"offset {offset} is in no live remote segment of {topic_id}-{partition}")
+
+    def read_remote(self, seg: RemoteSegment, offset: int, *, max_bytes: int = 1024 * 1024) -> ReadResult:
+        """The record batches at ``offset`` of a remote segment :meth:`read_local_or_locate` found."""
+        return ReadResult(self._read_remote(seg, offset, max_bytes), remote=True)
 
     def fetch(self, topic_id: Uuid, partition: int, offset: int, *, max_bytes: int = 1024 * 1024) -> list[Record]:
         """The records of :meth:`read`, decoded, from ``offset`` on (tools and tests)."""

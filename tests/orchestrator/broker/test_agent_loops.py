@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.broker import agent as agent_module
 from orchestrator.broker.agent import BrokerAgent
-from orchestrator.broker.remote_log_manager import CopyResult
+from orchestrator.broker.remote_log_manager import CopyResult, ReadResult
 from orchestrator.errors import KafkaStorageError
 from orchestrator.metadata.records import DisablePolicy, TieredState, make_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
@@ -303,6 +303,14 @@ class FakeRemoteLogManager:
     def trim_and_expire(self, topic_id, partition: int) -> None:
         return None
 
+    def read_local_or_locate(self, topic_id, partition: int, offset: int, *, max_bytes: int) -> object:
+        return ("a remote segment of", topic_id, partition)  # every read goes to the remote tier
+
+    def read_remote(self, seg: object, offset: int, *, max_bytes: int) -> ReadResult:
+        self.copying.set()  # a GET under way
+        assert self.release.wait(timeout=30), "the read was never released"
+        return ReadResult(b"", remote=True)
+
 
 def test_a_partition_whose_tiering_pass_fails_is_backed_off_alone_while_the_others_go_on(broker):
     broker.blocked.unlink()
@@ -341,6 +349,29 @@ def test_a_copy_waiting_on_a_slow_s3_holds_up_no_produce_to_another_partition(br
         assert not stuck.done(), "answered while the copy was still stuck"
         broker.rlm.release.set()
         await stuck
+        return answered
+
+    answered = asyncio.run(scenario())
+    assert answered["responses"][0]["partition_responses"][0]["error_code"] == 0
+
+
+def test_a_fetch_waiting_on_a_slow_s3_holds_up_no_produce_to_another_partition(broker):
+    broker.blocked.unlink()
+    asyncio.run(broker._metadata_round())
+    assert _produce(broker, 0)["error_code"] == 0  # offset 0 exists: the fetch below goes to the (slow) remote tier
+    broker.rlm = broker.data_plane._rlm = FakeRemoteLogManager({})  # the data plane was given the broker's at start
+    wanted = {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+    fetch_body = {"max_wait_ms": 0, "min_bytes": 0, "topics": [{"topic": "orders", "partitions": [wanted]}]}
+
+    async def scenario() -> dict:
+        stuck = asyncio.create_task(broker.data_plane.fetch(data_request(ApiKey.FETCH, 12, fetch_body)))
+        assert await asyncio.to_thread(broker.rlm.copying.wait, 30), "the remote read started"
+        produce = data_request(ApiKey.PRODUCE, 9, _produce_body(1))
+        answered = await asyncio.wait_for(broker.data_plane.produce(produce), timeout=30)
+        assert not stuck.done(), "answered while the remote read was still stuck"
+        broker.rlm.release.set()
+        fetched = await stuck
+        assert fetched["responses"][0]["partitions"][0]["error_code"] == 0
         return answered
 
     answered = asyncio.run(scenario())
