@@ -7,7 +7,10 @@ DescribeCluster v1 for the controllers (endpoint type 2, KIP-919) of the bootstr
 it has learned (so losing the bootstrap node does not strand it), and sends each admin request to the node that
 answer names as the active controller, at the highest version both sides speak (from ApiVersions, negotiated once
 per connection). (Metadata's ``controller_id`` names a broker that forwards Kafka's admin writes, as in KRaft; our
-own APIs, the broker lifecycle and DescribeTieredState, are served by the active controller alone.) Below,
+own APIs, the broker lifecycle and DescribeTieredState, are served by the active controller alone.) A node that
+serves only the brokers' endpoint (a stock Kafka broker answers MISMATCHED_ENDPOINT_TYPE: Kafka's controllers are
+not reached by clients) is asked again for the brokers (endpoint type 1); the ``controller_id`` it names is a broker
+(KRaft's brokers forward admin writes to their controller), which then takes the admin requests. Below,
 "Metadata" means this DescribeCluster probe.
 
 Invariants:
@@ -85,7 +88,10 @@ log = structlog.get_logger(__name__)
 _Response = TypeVar("_Response", bound=Mapping[str, object])
 
 DESCRIBE_CLUSTER_VERSIONS = (1, 1)  # v1: the endpoint type (2, controllers) is in the request
-ENDPOINT_CONTROLLERS = 2
+ENDPOINT_BROKERS, ENDPOINT_CONTROLLERS = 1, 2
+# DescribeCluster v1's answers of a node that serves the brokers' endpoint only (a stock Kafka broker, KIP-919):
+# MISMATCHED_ENDPOINT_TYPE (114), UNSUPPORTED_ENDPOINT_TYPE (115).
+_BROKER_ENDPOINT_ONLY = frozenset({114, 115})
 RETRIABLE = (NotController, BrokerNotAvailable)  # retried for every request: nothing was applied, or Kafka says so
 # Asked of a candidate that has not answered Metadata yet before the next one is asked too; a loopback or LAN
 # Metadata round trip takes milliseconds, a busy controller's (its core thread) can take longer: then two answer.
@@ -380,17 +386,24 @@ class AdminClient:
         return response
 
     async def _probe_metadata(self, address: Address) -> m.DescribeClusterResponse:
-        request: m.DescribeClusterRequest = {"endpoint_type": ENDPOINT_CONTROLLERS}
         conn = await self._pool.connection(address)
         version = await self._negotiate(conn, ApiKey.DESCRIBE_CLUSTER, DESCRIBE_CLUSTER_VERSIONS)
-        raw = await conn.request(ApiKey.DESCRIBE_CLUSTER, version, request, timeout_s=self._timeout_s)
-        body = cast(m.DescribeClusterResponse, raw)
+        body = await self._describe_cluster(conn, version, ENDPOINT_CONTROLLERS)
+        if body["error_code"] in _BROKER_ENDPOINT_ONLY:  # a stock Kafka broker: its brokers, one of which forwards
+            body = await self._describe_cluster(conn, version, ENDPOINT_BROKERS)
         code = body["error_code"]
         if code in _REFUSALS:  # the cluster's answer to who is asking: every node gives the same
             raise for_code(code)(body["error_message"] or f"DescribeCluster refused: {error_name(code)}")
         if code:
             raise ProtocolError(f"DescribeCluster answered error {code}: {body['error_message']}")
         return body
+
+    async def _describe_cluster(
+        self, conn: KafkaConnection, version: int, endpoint_type: int
+    ) -> m.DescribeClusterResponse:
+        request: m.DescribeClusterRequest = {"endpoint_type": endpoint_type}
+        raw = await conn.request(ApiKey.DESCRIBE_CLUSTER, version, request, timeout_s=self._timeout_s)
+        return cast(m.DescribeClusterResponse, raw)
 
     def _apply_metadata(self, source: Address, body: m.DescribeClusterResponse) -> None:
         self._brokers = {

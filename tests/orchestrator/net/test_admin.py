@@ -55,6 +55,7 @@ class FakeNodes:
         self.metadata_requests: dict[int, int] = {1: 0, 2: 0}
         self.admin_error: dict[int, int] = {}  # node -> an error code its admin API answers regardless
         self.metadata_error: dict[int, tuple[int, str]] = {}  # node -> the error its DescribeCluster answers
+        self.stock = False  # every node answers DescribeCluster as a stock Kafka broker does
         self.frozen: set[int] = set()  # nodes whose handlers do not answer until thaw() (SIGSTOP ... SIGCONT)
         self._thawed = asyncio.Event()
         self.servers = {node: self._server(node) for node in (1, 2)}
@@ -73,7 +74,11 @@ class FakeNodes:
 
     def _server(self, node_id: int) -> KafkaServer:
         async def metadata(request: Request) -> dict[str, Any]:  # DescribeCluster for the controllers
-            assert request.body["endpoint_type"] == 2
+            if self.stock:  # Kafka's broker: its brokers' endpoint only (KIP-919), naming a broker that forwards
+                if request.body["endpoint_type"] != 1:
+                    return {"error_code": 114, "error_message": "wrong endpoint", "brokers": [], "endpoint_type": 1}
+            else:
+                assert request.body["endpoint_type"] == 2
             self.metadata_requests[node_id] += 1
             await self._hang_if_frozen(node_id)
             if node_id in self.metadata_error:
@@ -268,6 +273,22 @@ def test_a_caller_the_cluster_refuses_hears_why_at_once_not_that_no_server_answe
                     await describe_on_controller(client, "t")
             assert caught.value.message == refusal
             assert sleep.calls == [] and cluster.admin_requests[2] == 0, "not retried, nothing sent"
+
+    run(main())
+
+
+@pytest.mark.integration
+def test_a_stock_kafka_broker_that_serves_only_the_brokers_endpoint_is_asked_for_its_brokers_and_the_one_named_serves():
+    """A stock Kafka cluster's clients never reach its controllers: a broker answers DescribeCluster for the
+    controllers' endpoint MISMATCHED_ENDPOINT_TYPE and names, for the brokers', a broker that forwards admin
+    writes (KRaft). The client asks again for the brokers and sends its requests to the one named."""
+
+    async def main() -> None:
+        async with FakeNodes() as cluster:
+            cluster.stock = True
+            async with AdminClient(cluster.bootstrap(1), timeout_s=5) as client:
+                answer = await describe_on_controller(client, "t")
+                assert client.controller_id == 2 and answer["topics"][0]["tiered_epoch"] == 2
 
     run(main())
 
