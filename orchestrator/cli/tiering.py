@@ -8,6 +8,10 @@ or ``--regex``) needs ``--yes``; without it nothing is changed.
 With ``--wait`` a command polls DescribeTieredState behind a progress bar (stderr, text only) until the topic
 reaches the state asked for; at the timeout it shows where the topic stands and fails with REQUEST_TIMED_OUT
 (exit status 1): the change keeps going in the background.
+
+On a cluster without our tiering APIs (ApiVersions), or with ``--compat kafka``, the three commands drive Kafka's
+own configs instead and follow progress in the metadata topic (:mod:`.tiering_kafka`); there ``--wait`` also stops
+when the remote data stops moving (``--stall-timeout``), with exit status 4.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from collections.abc import Iterable
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn, TimeElapsedColumn
 
+from orchestrator.cli import tiering_kafka
 from orchestrator.cli.command import NounGroup
-from orchestrator.cli.context import Ctx
+from orchestrator.cli.context import DEFAULT_TIMEOUT_S, Ctx
 from orchestrator.cli.progress import progress_bar
 from orchestrator.cli.views import BulkTieringChanged, TieringChanged, TieringReport, TieringTimedOut
 from orchestrator.client import RemoteDeletionStatus, TieredClient, TieringStatus
@@ -29,6 +34,7 @@ from orchestrator.errors import RequestTimedOut, for_code
 from orchestrator.metadata.records import TieredState
 
 POLL_INTERVAL_S = 0.25
+COMPAT_HELP = "kafka: use Kafka's own configs and its metadata topic (the default on a cluster without our APIs)"
 BULK_TIMEOUT_S = 120.0  # a request's timeout in a change of many topics (one client session: all its requests)
 
 
@@ -122,6 +128,14 @@ def _finish_wait(obj: Ctx, st: TieringStatus, target: str, timeout: float) -> No
 @click.option(
     "--timeout", default=300.0, show_default=True, type=click.FloatRange(0.1, None), help="seconds, with --wait"
 )
+@click.option("--compat", type=click.Choice(["kafka"]), default=None, help=COMPAT_HELP)
+@click.option(
+    "--stall-timeout",
+    default=tiering_kafka.DEFAULT_STALL_TIMEOUT_S,
+    show_default=True,
+    type=click.FloatRange(0.1, None),
+    help="with --compat kafka --wait: seconds without a segment moving before it stops (exit status 4)",
+)
 @click.pass_obj
 def tiering_disable(
     obj: Ctx,
@@ -132,12 +146,32 @@ def tiering_disable(
     yes: bool,
     wait: bool,
     timeout: float,
+    compat: str | None,
+    stall_timeout: float,
 ) -> None:
     """Disable tiered storage (ENABLED -> DISABLING, epoch+1; DISABLED once every broker acknowledged) on the topics
     NAME..., on every tiered topic (--all-tiered), or on those whose name matches --regex: one request for all of
-    them, each topic accepted or refused on its own."""
+    them, each topic accepted or refused on its own. With --compat kafka: Kafka's configs, a topic at a time
+    (retain: remote.log.copy.disable=true, local.retention.ms=-2, local.retention.bytes=-2; delete:
+    remote.storage.enable=false, remote.log.delete.on.disable=true)."""
     if sum((bool(names), all_tiered, regex is not None)) != 1:
         raise click.UsageError("name the topics one way: NAME..., --all-tiered, or --regex PATTERN")
+    # One command, one session: its first request fixes the requests' timeout (a bulk change's is longer).
+    session_timeout_s = DEFAULT_TIMEOUT_S if len(names) == 1 else BULK_TIMEOUT_S
+    if tiering_kafka.uses_kafka_configs(obj, compat, timeout_s=session_timeout_s):
+        if not names:
+            raise click.UsageError("with Kafka's configs (--compat kafka), name the topics: NAME...")
+        chosen_names = list(dict.fromkeys(names))
+        tiering_kafka.disable(
+            obj,
+            chosen_names,
+            policy,
+            wait=wait,
+            timeout_s=timeout,
+            stall_timeout_s=stall_timeout,
+            session_timeout_s=session_timeout_s,
+        )
+        return
     if len(names) == 1:
         _disable_one(obj, names[0], policy, wait, timeout)
         return
@@ -238,9 +272,14 @@ def _disable_one(obj: Ctx, name: str, policy: str, wait: bool, timeout: float) -
 @click.argument("name")
 @click.option("--wait", is_flag=True, help="return once the topic is ENABLED")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(0.1, None))
+@click.option("--compat", type=click.Choice(["kafka"]), default=None, help=COMPAT_HELP)
 @click.pass_obj
-def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float) -> None:
-    """Re-enable tiered storage on NAME (DISABLED -> ENABLED, epoch+1)."""
+def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float, compat: str | None) -> None:
+    """Re-enable tiered storage on NAME (DISABLED -> ENABLED, epoch+1). With --compat kafka:
+    remote.storage.enable=true, and the overrides a disable set deleted."""
+    if tiering_kafka.uses_kafka_configs(obj, compat):
+        tiering_kafka.enable(obj, name, wait=wait, timeout_s=timeout)
+        return
     obj.run(lambda c: c.enable_tiering(name))
     if wait:
         _finish_wait(obj, _wait_for(obj, name, "ENABLED", timeout), "ENABLED", timeout)
@@ -250,13 +289,18 @@ def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float) -> None:
 
 @tiering.command("status")
 @click.argument("name", required=False)
+@click.option("--compat", type=click.Choice(["kafka"]), default=None, help=COMPAT_HELP)
 @click.pass_obj
-def tiering_status(obj: Ctx, name: str | None) -> None:
+def tiering_status(obj: Ctx, name: str | None, compat: str | None) -> None:
     """State, tiered epoch, policy, acknowledged brokers, and each pending broker's attempts, next attempt and last
     error (with its cause) of one or every topic; under the delete policy, each partition whose remote data is still
     owed, with who deletes it (its leader, or the live broker a leaderless partition is assigned to); and each deleted
     topic whose remote data is still being deleted (state DELETED), with what is left and which brokers delete it.
-    Without NAME, the cluster's internal topics (never tiered) are left out."""
+    Without NAME, the cluster's internal topics (never tiered) are left out. With --compat kafka: each topic's state
+    derived from its configs and the metadata topic (no epoch, no pending brokers: Kafka has none)."""
+    if tiering_kafka.uses_kafka_configs(obj, compat):
+        tiering_kafka.status(obj, name)
+        return
     names = None if name is None else [name]
 
     async def both(c: TieredClient) -> tuple[list[TieringStatus], list[RemoteDeletionStatus]]:
