@@ -158,29 +158,20 @@ def tiering_disable(
         raise click.UsageError("name the topics one way: NAME..., --all-tiered, or --regex PATTERN")
     # One command, one session: its first request fixes the requests' timeout (a bulk change's is longer).
     session_timeout_s = DEFAULT_TIMEOUT_S if len(names) == 1 else BULK_TIMEOUT_S
-    if tiering_kafka.uses_kafka_configs(obj, compat, timeout_s=session_timeout_s):
-        if not names:
-            raise click.UsageError("with Kafka's configs (--compat kafka), name the topics: NAME...")
-        chosen_names = list(dict.fromkeys(names))
-        tiering_kafka.disable(
-            obj,
-            chosen_names,
-            policy,
-            wait=wait,
-            timeout_s=timeout,
-            stall_timeout_s=stall_timeout,
-            session_timeout_s=session_timeout_s,
-        )
-        return
-    if len(names) == 1:
+    kafka = tiering_kafka.uses_kafka_configs(obj, compat, timeout_s=session_timeout_s)
+    if len(names) == 1 and not kafka:
         _disable_one(obj, names[0], policy, wait, timeout)
         return
-    chosen = list(dict.fromkeys(names)) if names else _select(obj, regex)
+    chosen = list(dict.fromkeys(names)) if names else _select(obj, regex, kafka=kafka)
     if policy == "delete" and not names and not yes:
         shown = ", ".join(chosen[:10]) + (f" and {len(chosen) - 10} more" if len(chosen) > 10 else "")
         raise click.UsageError(
             f"--policy delete would delete the remote data of {len(chosen)} topic(s): {shown}. Add --yes to go ahead."
         )
+    if kafka:
+        options = {"timeout_s": timeout, "stall_timeout_s": stall_timeout, "session_timeout_s": session_timeout_s}
+        tiering_kafka.disable(obj, chosen, policy, wait=wait, **options)
+        return
     changes = obj.run(lambda c: c.disable_tiering_many(chosen, policy), timeout_s=BULK_TIMEOUT_S)
     accepted = [c.topic for c in changes if c.ok]
     statuses: dict[str, TieringStatus] = {}
@@ -206,21 +197,21 @@ def tiering_disable(
         )
 
 
-def _select(obj: Ctx, regex: str | None) -> list[str]:
+def _select(obj: Ctx, regex: str | None, *, kafka: bool) -> list[str]:
     """The ENABLED topics (all of them, or those whose whole name matches ``regex``), by name; a usage error if
-    none is."""
+    none is. ``kafka``: ENABLED as Kafka's configs say (our tiered state otherwise)."""
     pattern = None
     if regex is not None:
         try:
             pattern = re.compile(regex)
         except re.error as exc:
             raise click.BadParameter(f"{regex!r} is not a regular expression: {exc}", param_hint="--regex") from exc
-    statuses = obj.run(lambda c: c.tiering_status(), timeout_s=BULK_TIMEOUT_S)
-    chosen = sorted(
-        st.topic
-        for st in statuses
-        if st.state == TieredState.ENABLED and (pattern is None or pattern.fullmatch(st.topic))
-    )
+    if kafka:
+        enabled = tiering_kafka.enabled_topics(obj, timeout_s=BULK_TIMEOUT_S)
+    else:
+        statuses = obj.run(lambda c: c.tiering_status(), timeout_s=BULK_TIMEOUT_S)
+        enabled = [st.topic for st in statuses if st.state == TieredState.ENABLED]
+    chosen = sorted(n for n in enabled if pattern is None or pattern.fullmatch(n))
     if not chosen:
         what = "no topic has tiered storage ENABLED" if pattern is None else f"no ENABLED topic matches {regex!r}"
         raise click.UsageError(f"{what}: nothing to disable ('tieredctl tiering status' lists every topic's state)")

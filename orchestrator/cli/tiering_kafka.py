@@ -24,20 +24,23 @@ from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 import click
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from orchestrator.cli.context import DEFAULT_TIMEOUT_S, Ctx
 from orchestrator.cli.kafka_status import KafkaTopicStatus, change_message, stalled_message, status_message
+from orchestrator.cli.progress import progress_bar
 from orchestrator.cli.views import Message
 from orchestrator.client import TieredClient
 from orchestrator.client.kafka_configs import disable_change, enable_change, remote_storage_on
 from orchestrator.client.kafka_tiering import (
     MetadataTail,
+    TopicRef,
     apply_change,
     speaks_tiered_apis,
     topic_ref,
 )
-from orchestrator.errors import RequestTimedOut
-from orchestrator.metadata.records import TieredState
+from orchestrator.errors import RequestTimedOut, TieredError
+from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from remote_storage.rlmm_topic.progress import StallWatch, TopicSegments, fold
 
 T = TypeVar("T")
@@ -66,6 +69,7 @@ def uses_kafka_configs(obj: Ctx, compat: str | None, *, timeout_s: float = DEFAU
 class Followed:
     """Where a followed topic stands: its tail on the metadata topic and its segments folded so far."""
 
+    ref: TopicRef
     tail: MetadataTail
     segments: TopicSegments
 
@@ -76,17 +80,38 @@ class Followed:
 
 async def open_followed(c: TieredClient, name: str) -> Followed:
     ref = await topic_ref(c, name)
-    followed = Followed(MetadataTail(ref), TopicSegments(ref.topic_id))
+    followed = Followed(ref, MetadataTail((ref,)), TopicSegments(ref.topic_id))
     await followed.poll(c)
     return followed
 
 
 async def topic_status(c: TieredClient, followed: Followed) -> KafkaTopicStatus:
-    ref = followed.tail.topic
+    ref = followed.ref
     configs = await c.describe_configs(ref.name)
     segments = await followed.poll(c)
     complete = not followed.tail.log_start_above_zero
     return KafkaTopicStatus(ref.name, ref.topic_id, ref.partitions, configs, segments, history_complete=complete)
+
+
+async def all_topic_statuses(c: TieredClient) -> list[KafkaTopicStatus]:
+    """Every topic (internal ones left out) with remote storage on or any segment recorded: the metadata topic
+    read once for all of them."""
+    metadata = await c.metadata()
+    refs = [
+        TopicRef(t["name"], t["topic_id"], len(t["partitions"]))
+        for t in sorted(metadata["topics"], key=lambda t: t["name"] or "")
+        if t["name"] and not t["is_internal"] and t["error_code"] == 0
+    ]
+    tail = MetadataTail(tuple(refs))
+    records = await tail.read_new(c) if refs else []
+    complete = not tail.log_start_above_zero
+    out = []
+    for ref in refs:
+        configs = await c.describe_configs(ref.name)
+        segments = fold(TopicSegments(ref.topic_id), records)
+        if remote_storage_on(configs) or segments.segments:
+            out.append(KafkaTopicStatus(ref.name, ref.topic_id, ref.partitions, configs, segments, complete))
+    return out
 
 
 async def follow(
@@ -119,31 +144,61 @@ async def follow(
         status = await topic_status(c, followed)
 
 
-def _finish(
-    obj: Ctx, outcome: str, change: Message, status: KafkaTopicStatus, *, timeout_s: float, stall_timeout_s: float
-) -> None:
-    """Show the change's result, and fail as the wait's ``outcome`` says when it did not reach its target."""
+@dataclass(frozen=True)
+class Disabled:
+    """One topic's outcome: its result to show, and how its wait ended ("done", "stalled", "timeout")."""
+
+    view: Message
+    outcome: str
+    status: KafkaTopicStatus
+    message: str = ""  # why it did not reach DISABLED
+
+
+def _outcome(outcome: str, change: Message, status: KafkaTopicStatus, *, timeout_s: float, stall_s: float) -> Disabled:
     if outcome == "stalled":
-        view, message = stalled_message(change, status, stalled_s=stall_timeout_s)
-        obj.output.show(view)
-        raise RemoteDataStalled(message)
-    obj.output.show(change)
-    if outcome == "done":
-        return
-    raise RequestTimedOut(
-        f"{status.topic} is still {status.state.name} after {timeout_s:g}s, its segments still moving; it keeps "
-        "going: follow it with 'tieredctl tiering status --compat kafka'"
-    )
+        view, message = stalled_message(change, status, stalled_s=stall_s)
+        return Disabled(view, outcome, status, message)
+    if outcome == "timeout":
+        message = (
+            f"{status.topic} is still {status.state.name} after {timeout_s:g}s, its segments still moving; it keeps "
+            "going: follow it with 'tieredctl tiering status --compat kafka'"
+        )
+        return Disabled(change, outcome, status, message)
+    return Disabled(change, outcome, status)
 
 
-def _progress(obj: Ctx, status: KafkaTopicStatus) -> None:
-    if not obj.output.shows_progress:
-        return
-    parts = status.partitions
-    left = sum(p.remaining for p in parts)
-    obj.output.progress(
-        f"{status.topic}: {status.state.name}, {left} segment(s) remaining in {len(parts)} partition(s)"
-    )
+def _show_and_fail(obj: Ctx, results: list[Disabled], refused: list[tuple[str, TieredError]]) -> None:
+    """Show every topic's result (one document: a list for many topics), then fail as the worst one says: a topic
+    refused, then one whose remote data stopped moving (exit 4), then one still moving at the timeout."""
+    views = [r.view for r in results]
+    if len(views) == 1 and not refused:
+        obj.output.show(views[0])
+    else:
+        data = [v.data for v in views] + [{"topic": n, "error": e.name, "error_message": e.message} for n, e in refused]
+        text = [v.text for v in views] + [f"{n}: not disabled: {e}" for n, e in refused]
+        obj.output.show(Message(data, "\n".join(text)))
+    if refused:
+        first = refused[0][1]
+        listed = "; ".join(f"{n}: {e.message}" for n, e in refused[:5]) + ("; ..." if len(refused) > 5 else "")
+        total = len(results) + len(refused)
+        raise type(first)(f"{len(refused)} of {total} topic(s) were not disabled ({listed})")
+    for outcome, error in (("stalled", RemoteDataStalled), ("timeout", RequestTimedOut)):
+        short = [r.message for r in results if r.outcome == outcome]
+        if short:
+            raise error(" ".join(short))
+
+
+def _bar_total(status: KafkaTopicStatus) -> tuple[int, int]:
+    """The bar's done and total: a delete counts segments deleted of all, a retain copies finished of all."""
+    segments = status.segments
+    if status.policy == DisablePolicy.RETAIN:
+        return len(segments.segments) - segments.copies_in_flight, len(segments.segments)
+    return segments.count(SegmentState.DELETE_SEGMENT_FINISHED), len(segments.segments)
+
+
+def _bar_extra(status: KafkaTopicStatus) -> str:
+    left = [p for p in status.partitions if p.remaining]
+    return f"{status.state.name}; {len(left)} partition(s) with segments left" if left else status.state.name
 
 
 def disable(
@@ -156,15 +211,24 @@ def disable(
     stall_timeout_s: float,
     session_timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """Disable each topic of ``names`` with Kafka's configs, one IncrementalAlterConfigs a topic, in turn; every
-    request with the command's session timeout ``session_timeout_s``."""
+    """Disable each topic of ``names`` with Kafka's configs, one IncrementalAlterConfigs a topic, in turn (and, with
+    ``wait``, each waited for before the next); a topic refused changes none of the others. Every request with the
+    command's session timeout ``session_timeout_s``."""
+    results: list[Disabled] = []
+    refused: list[tuple[str, TieredError]] = []
     for name in names:
-        _disable_one(obj, name, policy, wait, timeout_s, stall_timeout_s, session_timeout_s)
+        try:
+            results.append(_disable_one(obj, name, policy, wait, timeout_s, stall_timeout_s, session_timeout_s))
+        except TieredError as exc:
+            if len(names) == 1:
+                raise
+            refused.append((name, exc))
+    _show_and_fail(obj, results, refused)
 
 
 def _disable_one(
     obj: Ctx, name: str, policy: str, wait: bool, timeout_s: float, stall_timeout_s: float, session_timeout_s: float
-) -> None:
+) -> Disabled:
     def run(request: Callable[[TieredClient], Coroutine[Any, Any, T]]) -> T:
         return obj.run(request, timeout_s=session_timeout_s)
 
@@ -177,20 +241,39 @@ def _disable_one(
     followed = run(lambda c: open_followed(c, name))
     outcome = "done"
     if wait:
-        outcome, status = run(
-            lambda c: follow(
-                c,
-                followed,
-                target=TieredState.DISABLED,
-                timeout_s=timeout_s,
-                stall_timeout_s=stall_timeout_s,
-                on_poll=lambda s: _progress(obj, s),
-            )
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[extra]}"),
         )
+        with progress_bar(obj.output, *columns, TimeElapsedColumn()) as bar:
+            task = bar.add_task(f"{name}: remote segments", total=None, extra="")
+
+            def show(s: KafkaTopicStatus) -> None:
+                done, total = _bar_total(s)
+                bar.update(task, completed=done, total=total or None, extra=_bar_extra(s))
+
+            outcome, status = run(
+                lambda c: follow(
+                    c,
+                    followed,
+                    target=TieredState.DISABLED,
+                    timeout_s=timeout_s,
+                    stall_timeout_s=stall_timeout_s,
+                    on_poll=show,
+                )
+            )
     else:
         status = run(lambda c: topic_status(c, followed))
     change = change_message(status, sent=sent, replaced=replaced)
-    _finish(obj, outcome, change, status, timeout_s=timeout_s, stall_timeout_s=stall_timeout_s)
+    return _outcome(outcome, change, status, timeout_s=timeout_s, stall_s=stall_timeout_s)
+
+
+def enabled_topics(obj: Ctx, *, timeout_s: float) -> list[str]:
+    """The topics whose tiering is ENABLED by Kafka's configs, by name (for ``--all-tiered`` and ``--regex``)."""
+    statuses = obj.run(all_topic_statuses, timeout_s=timeout_s)
+    return sorted(st.topic for st in statuses if st.state == TieredState.ENABLED)
 
 
 def enable(obj: Ctx, name: str, *, wait: bool, timeout_s: float) -> None:
@@ -220,13 +303,6 @@ def status(obj: Ctx, name: str | None) -> None:
     async def statuses(c: TieredClient) -> list[KafkaTopicStatus]:
         if name is not None:
             return [await topic_status(c, await open_followed(c, name))]
-        metadata = await c.metadata()
-        names = sorted(t["name"] for t in metadata["topics"] if t["name"] and not t["is_internal"])
-        out = []
-        for n in names:
-            st = await topic_status(c, await open_followed(c, n))
-            if remote_storage_on(st.configs) or st.segments.segments:
-                out.append(st)
-        return out
+        return await all_topic_statuses(c)
 
     obj.output.show(status_message(obj.run(statuses)))

@@ -6,7 +6,7 @@ Invariants:
 * Our cluster is told by its APIs, never by a name or a version string: its active controller answers
   DescribeTieredState and its brokers DisableRemoteTopic (:func:`speaks_tiered_apis`); a cluster missing either is
   driven as a stock Kafka cluster.
-* A :class:`MetadataTail` reads only the metadata topic's partitions that can hold the topic's records (Kafka's
+* A :class:`MetadataTail` reads only the metadata topic's partitions that can hold its topics' records (Kafka's
   partitioner, :func:`remote_storage.rlmm_topic.partitioner.metadata_partition`), each from its log start once and
   then from where it stopped, up to the end each had when asked: a poll reads what is new, and a fold over what it
   read is complete up to that moment.
@@ -71,22 +71,25 @@ async def topic_ref(c: AdminCalls, name: str) -> TopicRef:
 
 @dataclass
 class MetadataTail:
-    """Reads the records of one topic's partitions from the metadata topic, a poll at a time (see the module's
-    invariants). ``undecodable`` counts the values skipped; ``log_start_above_zero`` names the metadata partitions
-    whose first records are gone (the history read is incomplete)."""
+    """Reads the records of some topics' partitions from the metadata topic, a poll at a time (see the module's
+    invariants): the metadata partitions of all of them, each read once a poll. ``undecodable`` counts the values
+    skipped; ``log_start_above_zero`` names the metadata partitions whose first records are gone (the history read
+    is incomplete)."""
 
-    topic: TopicRef
+    topics: tuple[TopicRef, ...]
     metadata_topic: str = TOPIC_NAME
     positions: dict[int, int] = field(default_factory=dict)
     undecodable: int = 0
     log_start_above_zero: list[int] = field(default_factory=list)
 
     async def read_new(self, c: TieredClient) -> list[MetadataRecord]:
-        """The records appended to the topic's metadata partitions since the last poll (from the start at the
-        first), in order per metadata partition."""
+        """The records appended to the topics' metadata partitions since the last poll (from the start at the
+        first), in order per metadata partition; records of other topics there are included (a fold skips them)."""
         if not self.positions:
             count = len((await c.topic(self.metadata_topic))["partitions"])
-            wanted = sorted({metadata_partition(self.topic.topic_id, p, partitions=count) for p in self._own()})
+            wanted = sorted(
+                {metadata_partition(t.topic_id, p, partitions=count) for t in self.topics for p in range(t.partitions)}
+            )
             for mp in wanted:
                 start = await c.list_offset(self.metadata_topic, mp, EARLIEST)
                 if start > 0:
@@ -97,9 +100,6 @@ class MetadataTail:
             end = await c.list_offset(self.metadata_topic, mp, LATEST)
             out += await self._read(c, mp, end)
         return out
-
-    def _own(self) -> range:
-        return range(self.topic.partitions)
 
     async def _read(self, c: DataPlane, mp: int, end: int) -> list[MetadataRecord]:
         out: list[MetadataRecord] = []

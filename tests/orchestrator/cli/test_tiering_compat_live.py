@@ -183,6 +183,32 @@ def test_a_delete_whose_s3_calls_fail_half_way_is_reported_as_stopped_then_finis
     assert object_count(proxy, tid) == 0
 
 
+def test_many_topics_by_pattern_are_disabled_one_after_another_with_one_document_of_all(world):
+    live, _proxy = world
+    for name in ("compat-many-a", "compat-many-b"):
+        tiered_topic(live, name, segments=2)
+    args = ("tiering", "disable", "--regex", "compat-many-.", "--policy", "delete", "--compat", "kafka", "--wait")
+    refused = tieredctl(live, *args)
+    assert refused.returncode == 2 and "Add --yes" in refused.stderr  # a pattern's delete needs --yes, as ours
+    out = jsonout(live, *args, "--yes")
+    assert [(t["topic"], t["state"], t["policy"]) for t in out] == [
+        ("compat-many-a", "DISABLED", "delete"),
+        ("compat-many-b", "DISABLED", "delete"),
+    ]
+    names = ("compat-many-a", "no-such-topic", "compat-many-b")
+    again = tieredctl(live, "--output", "json", "tiering", "disable", *names, "--policy", "delete", "--compat", "kafka")
+    assert again.returncode == 1, again.stderr
+    answers = json.loads(again.stdout)
+    assert [(a["topic"], a.get("sent", "-"), a.get("error")) for a in answers] == [
+        ("compat-many-a", None, None),  # already so: nothing sent
+        ("compat-many-b", None, None),
+        ("no-such-topic", "-", "UNKNOWN_TOPIC_OR_PARTITION"),
+    ]
+    assert "1 of 3 topic(s) were not disabled (no-such-topic:" in again.stderr
+    retain = tieredctl(live, "tiering", "disable", "compat-many-a", "--policy", "retain", "--compat", "kafka")
+    assert retain.returncode == 1 and "cannot be kept" in retain.stderr
+
+
 def readme_commands() -> list[str]:
     """The command lines of the README's "Tiering with Kafka's own configs" (its first ``sh`` block)."""
     text = README.read_text(encoding="utf-8")
