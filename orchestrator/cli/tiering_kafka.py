@@ -11,6 +11,11 @@ retain: no copy in flight). Two ways it stops short, each with its own exit stat
   failed, so this is the end of it on a stock cluster; ours retries, and a later ``--wait`` may see it finish;
 * ``--timeout`` passed while segments were still moving: REQUEST_TIMED_OUT, exit status 1, as without ``--compat``.
 
+Many topics (NAME..., ``--all-tiered``, ``--regex``) are changed one after another, each waited for before the
+next with ``--wait``; a topic refused (unknown, retain after delete...) changes none of the others, and the result
+is one document: a list of every topic's, the refused ones with their error. The command then fails as its worst
+topic: a refusal (exit 1), a stall (exit 4), a timeout (exit 1).
+
 The loop reads time from an injected clock and sleeps through an injected sleep (:func:`follow`), so a test can
 drive it without waiting.
 """

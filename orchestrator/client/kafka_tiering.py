@@ -5,7 +5,7 @@ configs (DescribeConfigs, IncrementalAlterConfigs) and the remote segments its l
 Invariants:
 * Our cluster is told by its APIs, never by a name or a version string: its active controller answers
   DescribeTieredState and its brokers DisableRemoteTopic (:func:`speaks_tiered_apis`); a cluster missing either is
-  driven as a stock Kafka cluster.
+  driven as a stock Kafka cluster (with every broker down, the controller's answer decides).
 * A :class:`MetadataTail` reads only the metadata topic's partitions that can hold its topics' records (Kafka's
   partitioner, :func:`remote_storage.rlmm_topic.partitioner.metadata_partition`), each from its log start once and
   then from where it stopped, up to the end each had when asked: a poll reads what is new, and a fold over what it
@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import structlog
+
 from orchestrator.client.admin import AdminCalls
 from orchestrator.client.answers import check
 from orchestrator.client.data_plane import EARLIEST, LATEST, DataPlane
 from orchestrator.client.kafka_configs import KafkaConfigChange
 from orchestrator.client.tiered_client import TieredClient
-from orchestrator.errors import ProtocolError, RecordsMissing
+from orchestrator.errors import BrokerNotAvailable, ConnectionClosed, ProtocolError, RecordsMissing, RequestTimedOut
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord
 from orchestrator.protocol import messages as m
@@ -33,22 +35,28 @@ from remote_storage.rlmm_topic.layout import TOPIC_NAME
 from remote_storage.rlmm_topic.partitioner import metadata_partition
 from remote_storage.rlmm_topic.serde import decode_value
 
+log = structlog.get_logger(__name__)
+
 TIERED_CONTROLLER_API = ApiKey.DESCRIBE_TIERED_STATE
 TIERED_BROKER_API = ApiKey.DISABLE_REMOTE_TOPIC
 
 
 async def speaks_tiered_apis(c: TieredClient) -> bool:
-    """Whether the cluster is ours: its active controller lists DescribeTieredState in ApiVersions and a broker
-    DisableRemoteTopic. A stock Kafka cluster lists neither."""
+    """Whether the cluster is ours: its active controller lists DescribeTieredState in ApiVersions and its brokers
+    DisableRemoteTopic. A stock Kafka cluster lists neither. The first broker of Metadata that answers decides; when
+    none can be reached (all down), the controller's answer does."""
     body: m.ApiVersionsRequest = {"client_software_name": "tieredctl", "client_software_version": "0"}
     answer = await c.admin.call(ApiKey.API_VERSIONS, (0, 3), body, m.ApiVersionsResponse, idempotent=True)
     if TIERED_CONTROLLER_API not in {k["api_key"] for k in answer["api_keys"]}:
         return False
-    brokers = (await c.metadata([]))["brokers"]
-    if not brokers:
-        return False
-    address = (brokers[0]["host"], brokers[0]["port"])
-    return TIERED_BROKER_API in await c.pool.api_versions(address, timeout_s=c.timeout_s)
+    for broker in (await c.metadata([]))["brokers"]:
+        try:
+            versions = await c.pool.api_versions((broker["host"], broker["port"]), timeout_s=c.timeout_s)
+        except (BrokerNotAvailable, RequestTimedOut, ConnectionClosed) as exc:
+            log.info("compat.broker_unreachable", broker_id=broker["node_id"], error=str(exc))
+            continue
+        return TIERED_BROKER_API in versions
+    return True
 
 
 async def apply_change(c: AdminCalls, topic: str, change: KafkaConfigChange) -> None:

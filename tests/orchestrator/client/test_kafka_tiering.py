@@ -11,6 +11,7 @@ import pytest
 
 from orchestrator.client import TieredClient
 from orchestrator.client.kafka_tiering import speaks_tiered_apis
+from orchestrator.errors import BrokerNotAvailable
 from orchestrator.protocol.api_keys import ApiKey
 from tests.support.controller_stand_in import StandInController, run_with
 
@@ -74,3 +75,16 @@ def test_our_cluster_answers_both_of_our_apis():
     controller = Controller([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE])
     broker = BrokerVersions([ApiKey.FETCH, ApiKey.DISABLE_REMOTE_TOPIC])
     assert speaks(controller, broker) is True
+
+
+class DeadBrokers(BrokerVersions):
+    async def api_versions(self, address: tuple[str, int], *, timeout_s: float) -> dict[int, tuple[int, int]]:
+        self.asked.append(address)
+        raise BrokerNotAvailable(f"{address} refused the connection")
+
+
+def test_with_every_broker_down_the_controllers_answer_decides():
+    controller = Controller([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE])
+    broker = DeadBrokers([])
+    assert speaks(controller, broker) is True
+    assert broker.asked == [("broker.invalid", 9092)]
