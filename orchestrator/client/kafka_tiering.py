@@ -10,6 +10,8 @@ Invariants:
   partitioner, :func:`remote_storage.rlmm_topic.partitioner.metadata_partition`), each from its log start once and
   then from where it stopped, up to the end each had when asked: a poll reads what is new, and a fold over what it
   read is complete up to that moment.
+* A cluster without the metadata topic has recorded nothing: a tail reads no record there, and asks again at the
+  next poll.
 * A value that does not decode is counted and skipped (a record Kafka would not write there), never fatal.
 """
 
@@ -25,7 +27,14 @@ from orchestrator.client.answers import check
 from orchestrator.client.data_plane import EARLIEST, LATEST, DataPlane
 from orchestrator.client.kafka_configs import KafkaConfigChange
 from orchestrator.client.tiered_client import TieredClient
-from orchestrator.errors import BrokerNotAvailable, ConnectionClosed, ProtocolError, RecordsMissing, RequestTimedOut
+from orchestrator.errors import (
+    BrokerNotAvailable,
+    ConnectionClosed,
+    ProtocolError,
+    RecordsMissing,
+    RequestTimedOut,
+    UnknownTopicOrPartition,
+)
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord
 from orchestrator.protocol import messages as m
@@ -94,7 +103,10 @@ class MetadataTail:
         """The records appended to the topics' metadata partitions since the last poll (from the start at the
         first), in order per metadata partition; records of other topics there are included (a fold skips them)."""
         if not self.positions:
-            count = len((await c.topic(self.metadata_topic))["partitions"])
+            try:
+                count = len((await c.topic(self.metadata_topic))["partitions"])
+            except UnknownTopicOrPartition:  # no topic was ever tiered (or it is being created): nothing recorded yet
+                return []
             wanted = sorted(
                 {metadata_partition(t.topic_id, p, partitions=count) for t in self.topics for p in range(t.partitions)}
             )

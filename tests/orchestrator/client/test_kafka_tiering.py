@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from orchestrator.client import TieredClient
-from orchestrator.client.kafka_tiering import speaks_tiered_apis
+from orchestrator.client.kafka_tiering import MetadataTail, TopicRef, speaks_tiered_apis
 from orchestrator.errors import BrokerNotAvailable
+from orchestrator.ids import Uuid
 from orchestrator.protocol.api_keys import ApiKey
 from tests.support.controller_stand_in import StandInController, run_with
 
@@ -88,3 +89,18 @@ def test_with_every_broker_down_the_controllers_answer_decides():
     broker = DeadBrokers([])
     assert speaks(controller, broker) is True
     assert broker.asked == [("broker.invalid", 9092)]
+
+
+class NoMetadataTopic(StandInController):
+    async def call(
+        self, api_key: int, version_range: tuple[int, int], body: Mapping[str, Any], response: Any, **options: Any
+    ) -> Any:
+        assert api_key == ApiKey.METADATA and [t["name"] for t in body["topics"]] == ["__remote_log_metadata"]
+        missing = {"error_code": 3, "name": "__remote_log_metadata", "is_internal": False, "partitions": []}
+        return {"brokers": [], "topics": [missing], "cluster_id": "c", "controller_id": 1}
+
+
+def test_a_cluster_without_the_metadata_topic_has_recorded_nothing_yet():
+    tail = MetadataTail((TopicRef("t", Uuid.from_string("AAAAAAAAAAAAAAAAAAAAAQ"), 3),))
+    assert run_with(NoMetadataTopic(), tail.read_new) == []
+    assert tail.positions == {}  # asked again at the next poll
