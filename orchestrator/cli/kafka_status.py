@@ -20,7 +20,9 @@ What the configs and the metadata topic tell, and what they cannot:
 
 The JSON of a topic keeps the keys of ``tiering status --output json`` (``topic``, ``topic_id``, ``state``,
 ``tiered_epoch``, ``policy``, ``pending_brokers``) and adds ``compat`` ("kafka"), ``configs``, ``segments`` (totals)
-and ``partitions`` (per partition: copying, copied, deleting, deleted, segments_remaining, bytes_remaining).
+and ``partitions`` (per partition: copying, copied, deleting, deleted, segments_remaining, bytes_remaining),
+``metadata_history_complete`` and ``metadata_topic_found``. Without the metadata topic a delete is never taken
+for finished: a topic whose segments were not recorded there yet would look deleted.
 """
 
 from __future__ import annotations
@@ -55,15 +57,19 @@ SCAN_AND_RECLAIM = (
 )
 
 
-def derive_state(configs: Mapping[str, str | None], segments: TopicSegments) -> tuple[TieredState, DisablePolicy]:
-    """The topic's state and policy from its configs and its segments (see the module docstring)."""
+def derive_state(
+    configs: Mapping[str, str | None], segments: TopicSegments, *, metadata_found: bool = True
+) -> tuple[TieredState, DisablePolicy]:
+    """The topic's state and policy from its configs and its segments (see the module docstring); without the
+    metadata topic (``metadata_found`` false) no delete is known to be finished."""
     if remote_storage_on(configs):
         if not copy_disabled(configs):
             return TieredState.ENABLED, DisablePolicy.NONE
         in_flight = segments.copies_in_flight > 0
         return (TieredState.DISABLING if in_flight else TieredState.DISABLED), DisablePolicy.RETAIN
     if delete_on_disable(configs):
-        return (TieredState.DISABLED if segments.all_deleted else TieredState.DISABLING), DisablePolicy.DELETE
+        finished = segments.all_deleted and (metadata_found or bool(segments.segments))
+        return (TieredState.DISABLED if finished else TieredState.DISABLING), DisablePolicy.DELETE
     if not segments.segments:
         return TieredState.NOT_TIERED, DisablePolicy.NONE
     return TieredState.DISABLED, DisablePolicy.DELETE if segments.all_deleted else DisablePolicy.RETAIN
@@ -79,14 +85,23 @@ class KafkaTopicStatus:
     configs: Mapping[str, str | None]
     segments: TopicSegments
     history_complete: bool = True  # False: the metadata topic's first records of it are gone
+    metadata_found: bool = True  # False: the cluster has no metadata topic (yet)
 
     @property
     def state(self) -> TieredState:
-        return derive_state(self.configs, self.segments)[0]
+        return derive_state(self.configs, self.segments, metadata_found=self.metadata_found)[0]
 
     @property
     def policy(self) -> DisablePolicy:
-        return derive_state(self.configs, self.segments)[1]
+        return derive_state(self.configs, self.segments, metadata_found=self.metadata_found)[1]
+
+    @property
+    def unfinished(self) -> list[PartitionProgress]:
+        """The partitions that keep it from DISABLED: with delete, those with segments not deleted; otherwise
+        those with a copy in flight."""
+        if self.policy == DisablePolicy.DELETE:
+            return self.remaining
+        return [p for p in self.partitions if p.copying]
 
     @property
     def partitions(self) -> list[PartitionProgress]:
@@ -113,6 +128,7 @@ class KafkaTopicStatus:
             },
             "partitions": [p.as_json() for p in parts],
             "metadata_history_complete": self.history_complete,
+            "metadata_topic_found": self.metadata_found,
         }
 
     def text(self) -> str:
@@ -127,7 +143,9 @@ class KafkaTopicStatus:
             "  configs: " + ", ".join(f"{k}={self.configs.get(k)}" for k in SHOWN_CONFIGS),
             "  segments: " + ", ".join(f"{n} {c}" for n, c in totals.items()),
         ]
-        lines += [f"  {_partition_line(p)}" for p in parts if p.remaining]
+        lines += [f"  {_partition_line(p)}" for p in self.unfinished]
+        if not self.metadata_found:
+            lines.append("  the cluster has no metadata topic: no segment of it is known")
         if not self.history_complete:
             lines.append("  the metadata topic's first records are gone: segments copied before them are not counted")
         return "\n".join(lines)

@@ -94,8 +94,8 @@ async def topic_status(c: TieredClient, followed: Followed) -> KafkaTopicStatus:
     ref = followed.ref
     configs = await c.describe_configs(ref.name)
     segments = await followed.poll(c)
-    complete = not followed.tail.log_start_above_zero
-    return KafkaTopicStatus(ref.name, ref.topic_id, ref.partitions, configs, segments, history_complete=complete)
+    complete, found = not followed.tail.log_start_above_zero, followed.tail.found
+    return KafkaTopicStatus(ref.name, ref.topic_id, ref.partitions, configs, segments, complete, found)
 
 
 async def all_topic_statuses(c: TieredClient) -> list[KafkaTopicStatus]:
@@ -109,13 +109,13 @@ async def all_topic_statuses(c: TieredClient) -> list[KafkaTopicStatus]:
     ]
     tail = MetadataTail(tuple(refs))
     records = await tail.read_new(c) if refs else []
-    complete = not tail.log_start_above_zero
+    complete, found = not tail.log_start_above_zero, tail.found
     out = []
     for ref in refs:
         configs = await c.describe_configs(ref.name)
         segments = fold(TopicSegments(ref.topic_id), records)
         if remote_storage_on(configs) or segments.segments:
-            out.append(KafkaTopicStatus(ref.name, ref.topic_id, ref.partitions, configs, segments, complete))
+            out.append(KafkaTopicStatus(ref.name, ref.topic_id, ref.partitions, configs, segments, complete, found))
     return out
 
 
@@ -202,7 +202,7 @@ def _bar_total(status: KafkaTopicStatus) -> tuple[int, int]:
 
 
 def _bar_extra(status: KafkaTopicStatus) -> str:
-    left = [p for p in status.partitions if p.remaining]
+    left = status.unfinished
     return f"{status.state.name}; {len(left)} partition(s) with segments left" if left else status.state.name
 
 

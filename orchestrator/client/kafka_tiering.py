@@ -99,6 +99,11 @@ class MetadataTail:
     undecodable: int = 0
     log_start_above_zero: list[int] = field(default_factory=list)
 
+    @property
+    def found(self) -> bool:
+        """Whether the metadata topic was found (at the first poll that found it; never before)."""
+        return bool(self.positions)
+
     async def read_new(self, c: TieredClient) -> list[MetadataRecord]:
         """The records appended to the topics' metadata partitions since the last poll (from the start at the
         first), in order per metadata partition; records of other topics there are included (a fold skips them)."""

@@ -73,3 +73,17 @@ def test_a_stalled_delete_lists_what_remains_per_partition_and_names_the_scan_an
     assert "scan run --source kafka" in message and "reclaim DIR" in message
     assert view.data["stalled"] is True and view.data["state"] == "DISABLING"
     assert "partition 1: 1 segment(s) remaining" in view.text
+
+
+def test_without_the_metadata_topic_a_delete_is_never_taken_for_finished():
+    assert derive_state(DELETE, segments(), metadata_found=False) == (TieredState.DISABLING, DisablePolicy.DELETE)
+    assert derive_state(DELETE, segments(DF), metadata_found=False) == (TieredState.DISABLED, DisablePolicy.DELETE)
+    status = KafkaTopicStatus("t", TID, 1, DELETE, segments(), metadata_found=False)
+    assert status.as_json()["metadata_topic_found"] is False
+    assert "no metadata topic" in status.text()
+
+
+def test_a_retained_topic_lists_only_partitions_with_a_copy_in_flight():
+    retained = KafkaTopicStatus("t", TID, 2, RETAIN, segments(F, C, F))
+    assert [p.partition for p in retained.unfinished] == [1]
+    assert "partition 0:" not in retained.text() and "partition 1: 1 segment(s) remaining" in retained.text()
