@@ -9,7 +9,8 @@ command, and after it (see :mod:`orchestrator.cli.command`); a value given after
 
 Exit statuses: 0 success; 1 a request failed: any :class:`~orchestrator.errors.TieredError` a command raises
 becomes :class:`RequestFailed`, printed on stderr as ``error: NAME (CODE): message. hint``; 2 a usage error
-(click's own, printed with the usage line); 3 ``scan run`` found anomalies over its threshold.
+(click's own, printed with the usage line); 3 ``scan run`` found anomalies over its threshold; 4 ``tiering disable
+--wait`` through Kafka's configs saw the remote data stop moving (:mod:`orchestrator.cli.tiering_kafka`).
 """
 
 from __future__ import annotations

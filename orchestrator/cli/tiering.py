@@ -8,6 +8,10 @@ or ``--regex``) needs ``--yes``; without it nothing is changed.
 With ``--wait`` a command polls DescribeTieredState behind a progress bar (stderr, text only) until the topic
 reaches the state asked for; at the timeout it shows where the topic stands and fails with REQUEST_TIMED_OUT
 (exit status 1): the change keeps going in the background.
+
+On a cluster without our tiering APIs (ApiVersions), or with ``--compat kafka``, the three commands drive Kafka's
+own configs instead and follow progress in the metadata topic (:mod:`.tiering_kafka`); there ``--wait`` also stops
+when the remote data stops moving (``--stall-timeout``), with exit status 4.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from collections.abc import Iterable
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn, TimeElapsedColumn
 
+from orchestrator.cli import tiering_kafka
 from orchestrator.cli.command import NounGroup
-from orchestrator.cli.context import Ctx
+from orchestrator.cli.context import DEFAULT_TIMEOUT_S, Ctx
 from orchestrator.cli.progress import progress_bar
 from orchestrator.cli.views import BulkTieringChanged, TieringChanged, TieringReport, TieringTimedOut
 from orchestrator.client import RemoteDeletionStatus, TieredClient, TieringStatus
@@ -29,6 +34,7 @@ from orchestrator.errors import RequestTimedOut, for_code
 from orchestrator.metadata.records import TieredState
 
 POLL_INTERVAL_S = 0.25
+COMPAT_HELP = "kafka: use Kafka's own configs and its metadata topic (the default on a cluster without our APIs)"
 BULK_TIMEOUT_S = 120.0  # a request's timeout in a change of many topics (one client session: all its requests)
 
 
@@ -122,6 +128,14 @@ def _finish_wait(obj: Ctx, st: TieringStatus, target: str, timeout: float) -> No
 @click.option(
     "--timeout", default=300.0, show_default=True, type=click.FloatRange(0.1, None), help="seconds, with --wait"
 )
+@click.option("--compat", type=click.Choice(["kafka"]), default=None, help=COMPAT_HELP)
+@click.option(
+    "--stall-timeout",
+    default=tiering_kafka.DEFAULT_STALL_TIMEOUT_S,
+    show_default=True,
+    type=click.FloatRange(0.1, None),
+    help="with --compat kafka --wait: seconds without a segment moving before it stops (exit status 4)",
+)
 @click.pass_obj
 def tiering_disable(
     obj: Ctx,
@@ -132,21 +146,32 @@ def tiering_disable(
     yes: bool,
     wait: bool,
     timeout: float,
+    compat: str | None,
+    stall_timeout: float,
 ) -> None:
     """Disable tiered storage (ENABLED -> DISABLING, epoch+1; DISABLED once every broker acknowledged) on the topics
     NAME..., on every tiered topic (--all-tiered), or on those whose name matches --regex: one request for all of
-    them, each topic accepted or refused on its own."""
+    them, each topic accepted or refused on its own. With --compat kafka: Kafka's configs, a topic at a time
+    (retain: remote.log.copy.disable=true, local.retention.ms=-2, local.retention.bytes=-2; delete:
+    remote.storage.enable=false, remote.log.delete.on.disable=true)."""
     if sum((bool(names), all_tiered, regex is not None)) != 1:
         raise click.UsageError("name the topics one way: NAME..., --all-tiered, or --regex PATTERN")
-    if len(names) == 1:
+    # One command, one session: its first request fixes the requests' timeout (a bulk change's is longer).
+    session_timeout_s = DEFAULT_TIMEOUT_S if len(names) == 1 else BULK_TIMEOUT_S
+    kafka = tiering_kafka.uses_kafka_configs(obj, compat, timeout_s=session_timeout_s)
+    if len(names) == 1 and not kafka:
         _disable_one(obj, names[0], policy, wait, timeout)
         return
-    chosen = list(dict.fromkeys(names)) if names else _select(obj, regex)
+    chosen = list(dict.fromkeys(names)) if names else _select(obj, regex, kafka=kafka)
     if policy == "delete" and not names and not yes:
         shown = ", ".join(chosen[:10]) + (f" and {len(chosen) - 10} more" if len(chosen) > 10 else "")
         raise click.UsageError(
             f"--policy delete would delete the remote data of {len(chosen)} topic(s): {shown}. Add --yes to go ahead."
         )
+    if kafka:
+        options = {"timeout_s": timeout, "stall_timeout_s": stall_timeout, "session_timeout_s": session_timeout_s}
+        tiering_kafka.disable(obj, chosen, policy, wait=wait, **options)
+        return
     changes = obj.run(lambda c: c.disable_tiering_many(chosen, policy), timeout_s=BULK_TIMEOUT_S)
     accepted = [c.topic for c in changes if c.ok]
     statuses: dict[str, TieringStatus] = {}
@@ -172,21 +197,21 @@ def tiering_disable(
         )
 
 
-def _select(obj: Ctx, regex: str | None) -> list[str]:
+def _select(obj: Ctx, regex: str | None, *, kafka: bool) -> list[str]:
     """The ENABLED topics (all of them, or those whose whole name matches ``regex``), by name; a usage error if
-    none is."""
+    none is. ``kafka``: ENABLED as Kafka's configs say (our tiered state otherwise)."""
     pattern = None
     if regex is not None:
         try:
             pattern = re.compile(regex)
         except re.error as exc:
             raise click.BadParameter(f"{regex!r} is not a regular expression: {exc}", param_hint="--regex") from exc
-    statuses = obj.run(lambda c: c.tiering_status(), timeout_s=BULK_TIMEOUT_S)
-    chosen = sorted(
-        st.topic
-        for st in statuses
-        if st.state == TieredState.ENABLED and (pattern is None or pattern.fullmatch(st.topic))
-    )
+    if kafka:
+        enabled = tiering_kafka.enabled_topics(obj, timeout_s=BULK_TIMEOUT_S)
+    else:
+        statuses = obj.run(lambda c: c.tiering_status(), timeout_s=BULK_TIMEOUT_S)
+        enabled = [st.topic for st in statuses if st.state == TieredState.ENABLED]
+    chosen = sorted(n for n in enabled if pattern is None or pattern.fullmatch(n))
     if not chosen:
         what = "no topic has tiered storage ENABLED" if pattern is None else f"no ENABLED topic matches {regex!r}"
         raise click.UsageError(f"{what}: nothing to disable ('tieredctl tiering status' lists every topic's state)")
@@ -238,9 +263,14 @@ def _disable_one(obj: Ctx, name: str, policy: str, wait: bool, timeout: float) -
 @click.argument("name")
 @click.option("--wait", is_flag=True, help="return once the topic is ENABLED")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(0.1, None))
+@click.option("--compat", type=click.Choice(["kafka"]), default=None, help=COMPAT_HELP)
 @click.pass_obj
-def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float) -> None:
-    """Re-enable tiered storage on NAME (DISABLED -> ENABLED, epoch+1)."""
+def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float, compat: str | None) -> None:
+    """Re-enable tiered storage on NAME (DISABLED -> ENABLED, epoch+1). With --compat kafka:
+    remote.storage.enable=true, and the overrides a disable set deleted."""
+    if tiering_kafka.uses_kafka_configs(obj, compat):
+        tiering_kafka.enable(obj, name, wait=wait, timeout_s=timeout)
+        return
     obj.run(lambda c: c.enable_tiering(name))
     if wait:
         _finish_wait(obj, _wait_for(obj, name, "ENABLED", timeout), "ENABLED", timeout)
@@ -250,13 +280,18 @@ def tiering_enable(obj: Ctx, name: str, wait: bool, timeout: float) -> None:
 
 @tiering.command("status")
 @click.argument("name", required=False)
+@click.option("--compat", type=click.Choice(["kafka"]), default=None, help=COMPAT_HELP)
 @click.pass_obj
-def tiering_status(obj: Ctx, name: str | None) -> None:
+def tiering_status(obj: Ctx, name: str | None, compat: str | None) -> None:
     """State, tiered epoch, policy, acknowledged brokers, and each pending broker's attempts, next attempt and last
     error (with its cause) of one or every topic; under the delete policy, each partition whose remote data is still
     owed, with who deletes it (its leader, or the live broker a leaderless partition is assigned to); and each deleted
     topic whose remote data is still being deleted (state DELETED), with what is left and which brokers delete it.
-    Without NAME, the cluster's internal topics (never tiered) are left out."""
+    Without NAME, the cluster's internal topics (never tiered) are left out. With --compat kafka: each topic's state
+    derived from its configs and the metadata topic (no epoch, no pending brokers: Kafka has none)."""
+    if tiering_kafka.uses_kafka_configs(obj, compat):
+        tiering_kafka.status(obj, name)
+        return
     names = None if name is None else [name]
 
     async def both(c: TieredClient) -> tuple[list[TieringStatus], list[RemoteDeletionStatus]]:

@@ -1,0 +1,106 @@
+"""What tieredctl learns from ApiVersions: a cluster is ours when its active controller answers DescribeTieredState
+and its brokers DisableRemoteTopic; a stock Kafka cluster (neither) is driven through Kafka's own configs.
+The client is real; the controller and the broker connection are stand-ins answering in this process."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from orchestrator.client import TieredClient
+from orchestrator.client.kafka_tiering import MetadataTail, TopicRef, speaks_tiered_apis
+from orchestrator.errors import BrokerNotAvailable
+from orchestrator.ids import Uuid
+from orchestrator.protocol.api_keys import ApiKey
+from tests.support.controller_stand_in import StandInController, run_with
+
+pytestmark = pytest.mark.unit
+
+KAFKA_ADMIN_KEYS = [ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.DESCRIBE_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS]
+
+
+class Controller(StandInController):
+    def __init__(self, keys: list[int]) -> None:
+        self.keys = keys
+        self.asked: list[int] = []
+
+    async def call(
+        self, api_key: int, version_range: tuple[int, int], body: Mapping[str, Any], response: Any, **options: Any
+    ) -> Any:
+        self.asked.append(api_key)
+        if api_key == ApiKey.API_VERSIONS:
+            listed = [{"api_key": k, "min_version": 0, "max_version": 3} for k in self.keys]
+            return {"error_code": 0, "api_keys": listed, "throttle_time_ms": 0}
+        assert api_key == ApiKey.METADATA
+        broker = {"node_id": 1, "host": "broker.invalid", "port": 9092, "rack": None}
+        return {"brokers": [broker], "topics": [], "cluster_id": "c", "controller_id": 1}
+
+
+class BrokerVersions:
+    def __init__(self, keys: list[int]) -> None:
+        self.keys = keys
+        self.asked: list[tuple[str, int]] = []
+
+    async def api_versions(self, address: tuple[str, int], *, timeout_s: float) -> dict[int, tuple[int, int]]:
+        self.asked.append(address)
+        return {k: (0, 0) for k in self.keys}
+
+    async def close(self) -> None:
+        pass
+
+
+def speaks(controller: Controller, broker: BrokerVersions) -> bool:
+    async def ask(c: TieredClient) -> bool:
+        c.pool = broker  # type: ignore[assignment]
+        return await speaks_tiered_apis(c)
+
+    return run_with(controller, ask)
+
+
+def test_a_stock_kafka_controller_is_told_by_its_api_versions_and_no_broker_is_asked():
+    controller, broker = Controller(KAFKA_ADMIN_KEYS), BrokerVersions([ApiKey.FETCH])
+    assert speaks(controller, broker) is False
+    assert controller.asked == [ApiKey.API_VERSIONS] and broker.asked == []
+
+
+def test_a_cluster_whose_brokers_lack_disable_remote_topic_is_not_ours():
+    controller = Controller([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE])
+    broker = BrokerVersions([ApiKey.FETCH, ApiKey.PRODUCE])
+    assert speaks(controller, broker) is False
+    assert broker.asked == [("broker.invalid", 9092)]
+
+
+def test_our_cluster_answers_both_of_our_apis():
+    controller = Controller([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE])
+    broker = BrokerVersions([ApiKey.FETCH, ApiKey.DISABLE_REMOTE_TOPIC])
+    assert speaks(controller, broker) is True
+
+
+class DeadBrokers(BrokerVersions):
+    async def api_versions(self, address: tuple[str, int], *, timeout_s: float) -> dict[int, tuple[int, int]]:
+        self.asked.append(address)
+        raise BrokerNotAvailable(f"{address} refused the connection")
+
+
+def test_with_every_broker_down_the_controllers_answer_decides():
+    controller = Controller([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE])
+    broker = DeadBrokers([])
+    assert speaks(controller, broker) is True
+    assert broker.asked == [("broker.invalid", 9092)]
+
+
+class NoMetadataTopic(StandInController):
+    async def call(
+        self, api_key: int, version_range: tuple[int, int], body: Mapping[str, Any], response: Any, **options: Any
+    ) -> Any:
+        assert api_key == ApiKey.METADATA and [t["name"] for t in body["topics"]] == ["__remote_log_metadata"]
+        missing = {"error_code": 3, "name": "__remote_log_metadata", "is_internal": False, "partitions": []}
+        return {"brokers": [], "topics": [missing], "cluster_id": "c", "controller_id": 1}
+
+
+def test_a_cluster_without_the_metadata_topic_has_recorded_nothing_yet():
+    tail = MetadataTail((TopicRef("t", Uuid.from_string("AAAAAAAAAAAAAAAAAAAAAQ"), 3),))
+    assert run_with(NoMetadataTopic(), tail.read_new) == []
+    assert tail.positions == {}  # asked again at the next poll
