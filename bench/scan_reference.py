@@ -30,6 +30,8 @@ CREATE TEMP VIEW topics AS SELECT * FROM read_parquet({topics});
 CREATE TEMP VIEW segments AS SELECT * FROM read_parquet({segments}, file_row_number = true);
 CREATE TEMP VIEW enabled_epochs AS
     SELECT DISTINCT topic_id, tiered_epoch FROM read_parquet({epochs}) WHERE state = 'ENABLED';
+-- Topic ids with a tiered-state history: only they get a stale-epoch verdict (a Kafka cluster's export has none).
+CREATE TEMP VIEW epoch_history AS SELECT DISTINCT topic_id FROM read_parquet({epochs});
 
 -- Retention (policies.retention.plan_remote_expiry per topic id and partition of a live topic): oldest first, a
 -- COPY_SEGMENT_FINISHED segment expires while it is past retention.ms or the partition's remaining bytes exceed
@@ -176,6 +178,7 @@ WITH known_segments AS (
 ), stale AS (
     SELECT k.* FROM known_segments k
     WHERE k.state IN ('COPY_SEGMENT_STARTED', 'COPY_SEGMENT_FINISHED')
+      AND EXISTS (SELECT 1 FROM epoch_history h WHERE h.topic_id = k.topic_id)
       AND NOT EXISTS (SELECT 1 FROM enabled_epochs e WHERE e.topic_id = k.topic_id AND e.tiered_epoch = k.tiered_epoch)
 ), finished AS (
     SELECT * FROM known_segments WHERE NOT t_deleted AND state = 'COPY_SEGMENT_FINISHED'
@@ -232,7 +235,9 @@ SELECT CASE WHEN n = 0 THEN 'missing_objects'
        segment_id, NULL, size_bytes, n || ' of 3 objects in the inventory; the RLMM says COPY_SEGMENT_FINISHED'
 FROM object_sets
 UNION ALL
-SELECT CASE WHEN start_offset > prev_end + 1 THEN 'offset_gap' ELSE 'offset_overlap' END, topic, topic_id,
+SELECT CASE WHEN start_offset > prev_end + 1 THEN 'offset_gap'
+            WHEN EXISTS (SELECT 1 FROM epoch_history h WHERE h.topic_id = chained.topic_id) THEN 'offset_overlap'
+            ELSE 'overlap_after_leader_change' END, topic, topic_id,
        partition, segment_id, NULL, size_bytes,
        'starts at ' || start_offset || ', the previous segment of this epoch ends at ' || prev_end
 FROM chained WHERE start_offset > prev_end + 1 OR start_offset <= prev_end

@@ -116,6 +116,8 @@ class Metadata:
     expired: frozenset[tuple[str, str]]  # (topic id, segment id) of segments past retention
     recorded_keys: Mapping[str, RecordedObject] = field(default_factory=dict)  # whole keys (a prefix recorded)
     recorded_paths: Mapping[str, RecordedObject] = field(default_factory=dict)  # keys below the scanned prefix
+    # topic ids with a tiered-state history (a Kafka cluster's export has none: no stale-epoch verdict for them)
+    with_history: frozenset[str] = frozenset()
 
     def locate(self, key: str, prefix: str) -> tuple[RecordedObject, str] | None:
         """The segment object ``key`` is by a recorded location, with the prefix it is under; None if none."""
@@ -138,7 +140,9 @@ class Metadata:
         by_id = {t.topic_id: t for t in topics}
         segs = list(segments)
         enabled: dict[str, set[int]] = defaultdict(set)
+        with_history: set[str] = set()
         for topic_id, epoch, state in epochs:
+            with_history.add(topic_id)
             if state == "ENABLED":
                 enabled[topic_id].add(epoch)
         whole, below = recorded_objects(segs)
@@ -149,6 +153,7 @@ class Metadata:
             expired=expired_segments(by_id, segs, now_ms=now_ms),
             recorded_keys=whole,
             recorded_paths=below,
+            with_history=frozenset(with_history),
         )
 
 
@@ -328,7 +333,8 @@ def segment_anomalies(
         topic = meta.topics.get(tid)
         if topic is None:
             continue
-        if seg.state in _COPY_STATES and seg.tiered_epoch not in meta.enabled_epochs.get(tid, frozenset()):
+        stale = seg.tiered_epoch not in meta.enabled_epochs.get(tid, frozenset())
+        if seg.state in _COPY_STATES and tid in meta.with_history and stale:
             out.append(Anomaly(c.STALE_EPOCH_COPY, tid, sid, None))
         if seg.custom_metadata_error is not None:
             out.append(Anomaly(c.CUSTOM_METADATA_UNREADABLE, tid, sid, None))
@@ -352,7 +358,8 @@ def segment_anomalies(
             if cur.start_offset > prev.end_offset + 1:
                 out.append(Anomaly(c.OFFSET_GAP, cur.topic_id, cur.segment_id, None))
             elif cur.start_offset <= prev.end_offset:
-                out.append(Anomaly(c.OFFSET_OVERLAP, cur.topic_id, cur.segment_id, None))
+                overlap = c.OFFSET_OVERLAP if cur.topic_id in meta.with_history else c.OVERLAP_AFTER_LEADER_CHANGE
+                out.append(Anomaly(overlap, cur.topic_id, cur.segment_id, None))
     return out
 
 

@@ -53,6 +53,7 @@ from policies.reclaim import (
     live_topic_ids,
     plan_reclaim,
 )
+from policies.reclaim_uploads import UploadsOutcome, reclaim_uploads
 from remote_storage.export import export_store_file, load_export
 from remote_storage.s3 import S3RemoteStorage
 from remote_storage.scan import contract as c
@@ -237,6 +238,12 @@ def load_current_metadata(
     return CurrentMetadata(meta, f"scan export {scan_export_dir}", True)
 
 
+def current_metadata_of_export(export_dir: Path, *, source: str, now_ms: int) -> CurrentMetadata:
+    """An export of the current metadata made just now (from a Kafka cluster), read back; ``source`` names it."""
+    topics, segments, epochs = load_export(export_dir)
+    return CurrentMetadata(Metadata.build(topics, segments, epochs, now_ms=now_ms), source, False)
+
+
 # -- the run -------------------------------------------------------------------------------------------------------
 
 
@@ -267,10 +274,11 @@ class ReclaimResult:
     refusals: tuple[str, ...] = ()
     run_refused: bool = False
     warnings: tuple[str, ...] = ()
+    uploads: UploadsOutcome = field(default_factory=UploadsOutcome)  # incomplete multipart uploads
 
     @property
     def ok(self) -> bool:
-        return not self.failed_keys and not self.run_refused
+        return not self.failed_keys and not self.run_refused and not self.uploads.failed
 
     def as_json(self) -> dict[str, Any]:
         def totals(m: Mapping[str, Totals]) -> dict[str, dict[str, int]]:
@@ -292,6 +300,7 @@ class ReclaimResult:
             "refusals": list(self.refusals),
             "run_refused": self.run_refused,
             "warnings": list(self.warnings),
+            "multipart_uploads": self.uploads.as_json(),
         }
 
 
@@ -409,6 +418,10 @@ def reclaim(
         run_refused=plan.run_refused,
         warnings=tuple(warnings),
     )
+    if options.categories == c.RECLAIM_CAN_DELETE:  # every category: incomplete uploads too
+        aborting = options.execute and not plan.run_refused
+        uploads = reclaim_uploads(scan.out_dir, rsm=rsm, older_than_ms=older_than, execute=aborting, now_ms=now_ms)
+        base = replace(base, uploads=uploads)
     if head_failed:
         log.error("reclaim.failed", phase="recheck", failed=len(head_failed), example=next(iter(head_failed.items())))
     if not options.execute or plan.run_refused:

@@ -8,6 +8,10 @@ or never seen in the metadata log, with its latest state. ``epochs.parquet`` is 
 per (topic id, tiered epoch, state) the metadata log recorded, so the scan can tell whether a copy was made at an
 epoch at which its topic was ENABLED (ARCHITECTURE §7).
 
+Two writers share :func:`write_export`: this module's, from a metadata store, and
+:mod:`remote_storage.kafka_export`, from what a Kafka cluster says over its protocol (which also writes
+``source.json``; an export without it is a store's, :func:`read_export_source`).
+
 Invariants:
 * The files, their columns and the rows read back are :mod:`remote_storage.export_format`'s.
 * Retention columns are the effective values the broker applies, defaults from the topic-config catalogue
@@ -30,8 +34,9 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,14 +62,17 @@ from remote_storage.export_format import (
     ADDED_SEGMENT_COLUMNS,
     EPOCHS_FILE,
     SEGMENTS_FILE,
+    SOURCE_FILE,
+    SOURCES,
     TOPICS_FILE,
+    ExportSource,
     SegmentMeta,
     TopicMeta,
     epochs_schema,
     segments_schema,
     topics_schema,
 )
-from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
+from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment, RlmmFold, RlmmLog
 from remote_storage.segment_format.custom_metadata import decode_custom_metadata
 from remote_storage.segment_format.errors import SegmentFormatError
 
@@ -212,11 +220,11 @@ class RlmmRecordFacts:
     custom_metadata_errors: int
 
 
-def _rlmm_record_facts(store: MetadataStore) -> RlmmRecordFacts:
+def rlmm_record_facts(records: RlmmLog) -> RlmmRecordFacts:
     """One pass over the RLMM records: the topic ids they name, and each segment's last recorded custom metadata."""
     ids: set[Uuid] = set()
     raw: dict[Uuid, bytes] = {}
-    for entry in store.read_remote_log_metadata():
+    for entry in records.read_remote_log_metadata():
         record = entry.record
         if record.name not in _RLMM_SEGMENT_RECORDS:
             continue
@@ -263,6 +271,32 @@ def export_metadata(
     rlmm: RemoteLogMetadataManager | None = None,
 ) -> ExportResult:
     """Write ``topics.parquet`` and ``segments.parquet`` under ``dest_dir`` from ``store``'s current metadata."""
+    image = (follower or MetadataFollower(store)).refresh()
+    live = [
+        ExportedTopic(t.topic_id, t.name, t.tiered_state, t.tiered_epoch, t.policy, image.topic_configs(t.name), False)
+        for t in image.topics.values()
+    ]
+    history = log_history(image)
+    manager = rlmm or RemoteLogMetadataManager(store)
+    manager.refresh()
+    facts = rlmm_record_facts(store)
+    return write_export(
+        dest_dir, topics=live + history.deleted, epochs=history.epochs, fold=manager, facts=facts, offset=image.offset
+    )
+
+
+def write_export(
+    dest_dir: str | os.PathLike[str],
+    *,
+    topics: Sequence[ExportedTopic],
+    epochs: Sequence[tuple[Uuid, int, TieredState]],
+    fold: RlmmFold,
+    facts: RlmmRecordFacts,
+    offset: int,
+) -> ExportResult:
+    """Write the export's three files under ``dest_dir``: ``topics`` (live and deleted), the tiered-state history
+    ``epochs``, and every segment ``fold`` holds of a topic id in ``topics`` or named by an RLMM record (``facts``).
+    ``offset``: the position in the metadata the export reflects (the metadata log's offset, or -1 when none)."""
     import pyarrow as pa  # type: ignore[import-untyped]
     import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
@@ -271,37 +305,28 @@ def export_metadata(
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise MetadataExportError(f"cannot create export directory {dest}: {exc}") from exc
-    image = (follower or MetadataFollower(store)).refresh()
-    live = [
-        ExportedTopic(t.topic_id, t.name, t.tiered_state, t.tiered_epoch, t.policy, image.topic_configs(t.name), False)
-        for t in image.topics.values()
-    ]
-    history = log_history(image)
-    gone = history.deleted
-    topics = sorted(live + gone, key=lambda t: (t.name, str(t.topic_id)))
-    manager = rlmm or RemoteLogMetadataManager(store)
-    manager.refresh()
-    facts = _rlmm_record_facts(store)
+    gone = [t for t in topics if t.deleted]
+    ordered = sorted(topics, key=lambda t: (t.name, str(t.topic_id)))
     ids = sorted({t.topic_id for t in topics} | facts.topic_ids, key=str)
 
     topics_path = dest / TOPICS_FILE
     segments_path = dest / SEGMENTS_FILE
     epochs_path = dest / EPOCHS_FILE
     try:
-        epoch_topic_ids = [str(t) for t, _, _ in history.epochs]
-        tiered_epochs = [e for _, e, _ in history.epochs]
-        epoch_states = [s.name for _, _, s in history.epochs]
-        epochs = {"topic_id": epoch_topic_ids, "tiered_epoch": tiered_epochs, "state": epoch_states}
+        epoch_topic_ids = [str(t) for t, _, _ in epochs]
+        tiered_epochs = [e for _, e, _ in epochs]
+        epoch_states = [s.name for _, _, s in epochs]
+        epoch_columns = {"topic_id": epoch_topic_ids, "tiered_epoch": tiered_epochs, "state": epoch_states}
         tmp = epochs_path.with_name(f".{EPOCHS_FILE}.tmp")
-        pq.write_table(pa.Table.from_pydict(epochs, schema=epochs_schema()), tmp)
+        pq.write_table(pa.Table.from_pydict(epoch_columns, schema=epochs_schema()), tmp)
         os.replace(tmp, epochs_path)
         tmp = topics_path.with_name(f".{TOPICS_FILE}.tmp")
-        pq.write_table(pa.Table.from_pydict(_topic_rows(topics), schema=topics_schema()), tmp)
+        pq.write_table(pa.Table.from_pydict(_topic_rows(ordered), schema=topics_schema()), tmp)
         os.replace(tmp, topics_path)
         segments = 0
         tmp = segments_path.with_name(f".{SEGMENTS_FILE}.tmp")
         with pq.ParquetWriter(tmp, segments_schema()) as writer:
-            all_segments = (s for tid in ids for s in manager.segments(tid))
+            all_segments = (s for tid in ids for s in fold.segments(tid))
             for batch in _segment_batches(all_segments, facts.custom_metadata):
                 writer.write_table(pa.Table.from_pydict(batch, schema=segments_schema()))
                 segments += len(batch["topic_id"])
@@ -309,7 +334,7 @@ def export_metadata(
     except OSError as exc:
         raise MetadataExportError(f"cannot write the metadata export under {dest}: {exc}") from exc
     errors = facts.custom_metadata_errors
-    counts = (len(topics), len(gone), segments, image.offset, errors)
+    counts = (len(ordered), len(gone), segments, offset, errors)
     result = ExportResult(topics_path, segments_path, epochs_path, *counts)
     log.info(
         "metadata_export.written",
@@ -317,7 +342,7 @@ def export_metadata(
         topics=result.topics,
         deleted_topics=result.deleted_topics,
         segments=segments,
-        metadata_offset=image.offset,
+        metadata_offset=offset,
         custom_metadata_errors=errors,
     )
     return result
@@ -379,3 +404,23 @@ def load_export(
     segments = [segment(r) for r in rows(SEGMENTS_FILE)]
     epochs = [(r["topic_id"], r["tiered_epoch"], r["state"]) for r in rows(EPOCHS_FILE, required=False)]
     return topics, segments, epochs
+
+
+def read_export_source(export_dir: str | os.PathLike[str]) -> ExportSource:
+    """Where the export in ``export_dir`` was read: its ``source.json``, or the store when it has none."""
+    path = Path(export_dir) / SOURCE_FILE
+    if not path.exists():
+        return ExportSource()
+    try:
+        doc = json.loads(path.read_text())
+        source = ExportSource(
+            source=str(doc["source"]),
+            bootstrap_servers=doc.get("bootstrap_servers"),
+            rlmm_topic=doc.get("rlmm_topic"),
+            records=int(doc.get("records", 0)),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MetadataExportError(f"cannot read the metadata export file {path}: {exc!r}") from exc
+    if source.source not in SOURCES:
+        raise MetadataExportError(f"{path} names the source {source.source!r}, not one of {', '.join(SOURCES)}")
+    return source

@@ -1,4 +1,5 @@
-"""The metadata export's format: its three Parquet files, their columns, and the rows the scan's reference reads.
+"""The metadata export's format: its three Parquet files (and ``source.json`` when not from a store), their
+columns, and the rows the scan's reference reads.
 
 Pure (no I/O here): the writer and reader live in :mod:`remote_storage.export`; the Spark job reads the same files
 by these names, and the reference classifier (:mod:`policies.orphans`) takes :class:`TopicMeta` and
@@ -28,6 +29,11 @@ from typing import Any
 TOPICS_FILE = "topics.parquet"
 SEGMENTS_FILE = "segments.parquet"
 EPOCHS_FILE = "epochs.parquet"
+SOURCE_FILE = "source.json"  # where the metadata came from (a Kafka export's; a store export has none: the store)
+
+SOURCE_STORE = "store"
+SOURCE_KAFKA = "kafka"
+SOURCES = (SOURCE_STORE, SOURCE_KAFKA)
 
 # Segment columns added after the first exports (nullable, at the end): an older export reads them as null.
 ADDED_SEGMENT_COLUMNS = ("remote_size", "object_prefix", "object_key", "custom_metadata_error")
@@ -88,6 +94,18 @@ def epochs_schema() -> Any:
             pa.field("state", pa.string(), nullable=False),
         ]
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ExportSource:
+    """``source.json``: where an export's metadata was read. ``store`` (no file: every export before it) or
+    ``kafka``: a cluster's ``bootstrap_servers`` and its remote log metadata topic ``rlmm_topic``, of which
+    ``records`` were folded."""
+
+    source: str = SOURCE_STORE
+    bootstrap_servers: str | None = None
+    rlmm_topic: str | None = None
+    records: int = 0
 
 
 @dataclass(frozen=True, slots=True)

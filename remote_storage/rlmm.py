@@ -8,6 +8,10 @@ remote data deleted. The store appends them atomically per call and applies the 
 invariant 3): a copy record whose tiered epoch is not the topic's ENABLED epoch is refused with
 StaleTieredEpoch, and nothing of that call is written.
 
+The fold (:class:`RlmmFold`) reads records from any :class:`RlmmLog`: the store's RLMM log, or records read from
+a Kafka cluster's ``__remote_log_metadata`` (:class:`RecordedRlmm`, the scan's Kafka source), so both are folded
+by the same rules; :class:`RemoteLogMetadataManager` is the fold of a store, with the writes.
+
 This manager tails the store from the last offset it folded, so every process (several brokers, the
 controller, the scan's export) sees the same states without re-reading the whole RLMM. States only move forward:
 STARTED -> FINISHED -> DELETE_STARTED -> DELETE_FINISHED; an update that would move a segment backwards is
@@ -34,13 +38,14 @@ copier deletes what it uploaded (``orchestrator/broker/remote_log_manager.py``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from orchestrator.errors import InvalidRequest, StaleTieredEpoch
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord, PartitionDeleteState, SegmentState, make_record
-from orchestrator.metadata.store import MetadataStore
+from orchestrator.metadata.store import LogEntry, MetadataStore
 from remote_storage.keys import SEGMENT_SUFFIXES, SegmentKey, Suffix, topic_prefix
 from remote_storage.segment_format.custom_metadata import SegmentCustomMetadata, decode_custom_metadata
 from remote_storage.segment_format.object_keys import segment_object_key
@@ -174,9 +179,39 @@ def update_record(
     )
 
 
-class RemoteLogMetadataManager:
-    def __init__(self, store: MetadataStore) -> None:
-        self._store = store
+class RlmmLog(Protocol):
+    """Where RLMM records are read from, in order: the store's RLMM log, or records read from elsewhere (Kafka's
+    ``__remote_log_metadata``, :class:`RecordedRlmm`)."""
+
+    def read_remote_log_metadata(self, *, topic_id: Uuid | None = None, from_offset: int = 0) -> Iterator[LogEntry]: ...
+
+
+class RecordedRlmm:
+    """RLMM records already read (from Kafka's metadata topic: each topic-partition's records in their offset order),
+    as an :class:`RlmmLog` numbered from 0 in the order given."""
+
+    def __init__(self, records: Iterable[MetadataRecord]) -> None:
+        self._entries = [LogEntry(offset, record) for offset, record in enumerate(records)]
+
+    def read_remote_log_metadata(self, *, topic_id: Uuid | None = None, from_offset: int = 0) -> Iterator[LogEntry]:
+        for entry in self._entries[from_offset:]:
+            if topic_id is None or _record_topic_id(entry.record) == topic_id:
+                yield entry
+
+
+def _record_topic_id(record: MetadataRecord) -> Uuid:
+    f = record.fields
+    tip = f["topic_id_partition"] if "topic_id_partition" in f else f["remote_log_segment_id"]["topic_id_partition"]
+    topic_id: Uuid = tip["id"]
+    return topic_id
+
+
+class RlmmFold:
+    """The segment and partition-delete states folded from an :class:`RlmmLog` (see the module docstring for the
+    rules); reading only. :class:`RemoteLogMetadataManager` adds the writes, to the store."""
+
+    def __init__(self, log: RlmmLog) -> None:
+        self._log = log
         self._lock = threading.Lock()
         self._next_offset = 0
         self._segments: dict[Uuid, RemoteSegment] = {}
@@ -197,7 +232,7 @@ class RemoteLogMetadataManager:
     def refresh(self) -> None:
         """Fold every RLMM record appended since the last refresh (by any process)."""
         with self._lock:
-            for entry in self._store.read_remote_log_metadata(from_offset=self._next_offset):
+            for entry in self._log.read_remote_log_metadata(from_offset=self._next_offset):
                 self._fold(entry.offset, entry.record)
                 self._next_offset = entry.offset + 1
 
@@ -249,6 +284,82 @@ class RemoteLogMetadataManager:
                 self._partition_deletes[key] = state
             self._partitions_of.setdefault(tp["id"], set()).add(tp["partition"])
             self._topic_names.setdefault(tp["id"], tp["name"])
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def segments(
+        self, topic_id: Uuid, partition: int | None = None, *, states: Iterable[SegmentState] | None = None
+    ) -> list[RemoteSegment]:
+        """Segments of a topic id (or one partition), by partition and start offset, optionally by state."""
+        wanted = None if states is None else frozenset(states)
+        with self._lock:
+            if partition is None:
+                pools = [v for (tid, _), v in self._by_partition.items() if tid == topic_id]
+            else:
+                pools = [self._by_partition.get((topic_id, partition), {})]
+            out = [s for pool in pools for s in pool.values() if wanted is None or s.state in wanted]
+        return sorted(out, key=lambda s: (s.partition, s.start_offset, s.end_offset))
+
+    def live_segments(self, topic_id: Uuid, partition: int | None = None) -> list[RemoteSegment]:
+        return self.segments(topic_id, partition, states=[SegmentState.COPY_SEGMENT_FINISHED])
+
+    def highest_copied_offset(self, topic_id: Uuid, partition: int) -> int:
+        """The end offset of the last finished copy of this partition, or -1."""
+        copied_states = [
+            SegmentState.COPY_SEGMENT_FINISHED,
+            SegmentState.DELETE_SEGMENT_STARTED,
+            SegmentState.DELETE_SEGMENT_FINISHED,
+        ]
+        live = self.segments(topic_id, partition, states=copied_states)
+        return max((s.end_offset for s in live), default=-1)
+
+    def partition_delete_state(self, topic_id: Uuid, partition: int) -> PartitionDeleteState | None:
+        with self._lock:
+            return self._partition_deletes.get((topic_id, partition))
+
+    def topic_ids(self) -> set[Uuid]:
+        """Every topic id the RLMM has a segment or a partition-delete state of."""
+        with self._lock:
+            return set(self._partitions_of)
+
+    def topic_name(self, topic_id: Uuid) -> str | None:
+        with self._lock:
+            return self._topic_names.get(topic_id)
+
+    def deletion_finished(self, topic_id: Uuid) -> bool:
+        """Whether every partition of ``topic_id`` the RLMM knows is DELETE_PARTITION_FINISHED (cheap: no segment is
+        read). False for a topic id the RLMM does not know."""
+        finished = PartitionDeleteState.DELETE_PARTITION_FINISHED
+        with self._lock:
+            partitions = self._partitions_of.get(topic_id) or set()
+            return bool(partitions) and all(self._partition_deletes.get((topic_id, p)) == finished for p in partitions)
+
+    def remote_partitions(self, topic_id: Uuid) -> list[RemotePartition]:
+        """Each partition of ``topic_id`` the RLMM knows (a segment or a delete state), by id."""
+        with self._lock:
+            name = self._topic_names.get(topic_id, "")
+            out = []
+            for p in sorted(self._partitions_of.get(topic_id) or ()):
+                left = [s for s in self._by_partition.get((topic_id, p), {}).values() if not s.deleted]
+                out.append(
+                    RemotePartition(
+                        name,
+                        topic_id,
+                        p,
+                        self._partition_deletes.get((topic_id, p)),
+                        len(left),
+                        sum(s.size_bytes for s in left),
+                    )
+                )
+            return out
+
+
+class RemoteLogMetadataManager(RlmmFold):
+    """The RLMM of a metadata store: its fold (:class:`RlmmFold`), and the writes, appended to the store and folded."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        super().__init__(store)
+        self._store = store
 
     # -- writing ----------------------------------------------------------------------------------------------
 
@@ -369,71 +480,3 @@ class RemoteLogMetadataManager:
                 )
             )
         self._append(records, now_ms=now_ms)
-
-    # -- reading ----------------------------------------------------------------------------------------------
-
-    def segments(
-        self, topic_id: Uuid, partition: int | None = None, *, states: Iterable[SegmentState] | None = None
-    ) -> list[RemoteSegment]:
-        """Segments of a topic id (or one partition), by partition and start offset, optionally by state."""
-        wanted = None if states is None else frozenset(states)
-        with self._lock:
-            if partition is None:
-                pools = [v for (tid, _), v in self._by_partition.items() if tid == topic_id]
-            else:
-                pools = [self._by_partition.get((topic_id, partition), {})]
-            out = [s for pool in pools for s in pool.values() if wanted is None or s.state in wanted]
-        return sorted(out, key=lambda s: (s.partition, s.start_offset, s.end_offset))
-
-    def live_segments(self, topic_id: Uuid, partition: int | None = None) -> list[RemoteSegment]:
-        return self.segments(topic_id, partition, states=[SegmentState.COPY_SEGMENT_FINISHED])
-
-    def highest_copied_offset(self, topic_id: Uuid, partition: int) -> int:
-        """The end offset of the last finished copy of this partition, or -1."""
-        copied_states = [
-            SegmentState.COPY_SEGMENT_FINISHED,
-            SegmentState.DELETE_SEGMENT_STARTED,
-            SegmentState.DELETE_SEGMENT_FINISHED,
-        ]
-        live = self.segments(topic_id, partition, states=copied_states)
-        return max((s.end_offset for s in live), default=-1)
-
-    def partition_delete_state(self, topic_id: Uuid, partition: int) -> PartitionDeleteState | None:
-        with self._lock:
-            return self._partition_deletes.get((topic_id, partition))
-
-    def topic_ids(self) -> set[Uuid]:
-        """Every topic id the RLMM has a segment or a partition-delete state of."""
-        with self._lock:
-            return set(self._partitions_of)
-
-    def topic_name(self, topic_id: Uuid) -> str | None:
-        with self._lock:
-            return self._topic_names.get(topic_id)
-
-    def deletion_finished(self, topic_id: Uuid) -> bool:
-        """Whether every partition of ``topic_id`` the RLMM knows is DELETE_PARTITION_FINISHED (cheap: no segment is
-        read). False for a topic id the RLMM does not know."""
-        finished = PartitionDeleteState.DELETE_PARTITION_FINISHED
-        with self._lock:
-            partitions = self._partitions_of.get(topic_id) or set()
-            return bool(partitions) and all(self._partition_deletes.get((topic_id, p)) == finished for p in partitions)
-
-    def remote_partitions(self, topic_id: Uuid) -> list[RemotePartition]:
-        """Each partition of ``topic_id`` the RLMM knows (a segment or a delete state), by id."""
-        with self._lock:
-            name = self._topic_names.get(topic_id, "")
-            out = []
-            for p in sorted(self._partitions_of.get(topic_id) or ()):
-                left = [s for s in self._by_partition.get((topic_id, p), {}).values() if not s.deleted]
-                out.append(
-                    RemotePartition(
-                        name,
-                        topic_id,
-                        p,
-                        self._partition_deletes.get((topic_id, p)),
-                        len(left),
-                        sum(s.size_bytes for s in left),
-                    )
-                )
-            return out

@@ -188,6 +188,18 @@ class ObjectInfo:
     etag: str
 
 
+@dataclass(frozen=True, slots=True)
+class IncompleteUpload:
+    """A multipart upload begun and neither completed nor aborted (ListMultipartUploads): its parts take space that
+    no listing of objects (or inventory) shows, until it is aborted."""
+
+    key: str
+    upload_id: str
+    initiated_ms: int
+    parts: int
+    bytes: int  # the parts' sizes added up (ListParts)
+
+
 class _RetriableKeyErrors(Exception):
     """Some keys of a DeleteObjects call failed with retriable errors; the retry layer tries them again."""
 
@@ -365,6 +377,53 @@ class S3RemoteStorage:
             if not page.get("IsTruncated"):
                 return
             token = page["NextContinuationToken"]
+
+    # -- incomplete multipart uploads -------------------------------------------------------------------------
+
+    def incomplete_uploads(self, prefix: str) -> Iterator[IncompleteUpload]:
+        """Every multipart upload under ``prefix`` not completed or aborted, with its parts' bytes (all pages of
+        ListMultipartUploads, and of ListParts for each)."""
+        markers: dict[str, str] = {}
+        while True:
+            page = self._call(
+                "list uploads", self.client.list_multipart_uploads, Bucket=self.bucket, Prefix=prefix, **markers
+            )
+            for u in page.get("Uploads", []):
+                parts, size = self._parts(u["Key"], u["UploadId"])
+                yield IncompleteUpload(u["Key"], u["UploadId"], int(u["Initiated"].timestamp() * 1000), parts, size)
+            if not page.get("IsTruncated"):
+                return
+            markers = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
+
+    def _parts(self, key: str, upload_id: str) -> tuple[int, int]:
+        parts = size = 0
+        marker: dict[str, int] = {}
+        while True:
+            page = self._call(
+                "list parts", self.client.list_parts, Bucket=self.bucket, Key=key, UploadId=upload_id, **marker
+            )
+            for part in page.get("Parts", []):
+                parts += 1
+                size += int(part["Size"])
+            if not page.get("IsTruncated"):
+                return parts, size
+            marker = {"PartNumberMarker": int(page["NextPartNumberMarker"])}
+
+    def abort_upload(self, key: str, upload_id: str, *, within_prefix: str) -> bool:
+        """Abort one multipart upload (its parts are freed); ``key`` must start with ``within_prefix``. False when
+        the upload was gone already (NoSuchUpload: completed or aborted since)."""
+        if not key.startswith(within_prefix):
+            raise InvalidArgument(f"the upload of {key} is not under {within_prefix!r}: not aborted")
+        abort = self.client.abort_multipart_upload
+        try:
+            s3_retrying(sleep=self._sleep)(abort, Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except bce.ClientError as exc:
+            if error_code(exc) == "NoSuchUpload":
+                return False
+            raise self._error("abort upload", key, exc) from exc
+        except (bce.BotoCoreError, ConnectionError) as exc:
+            raise self._error("abort upload", key, exc) from exc
+        return True
 
     # -- delete -----------------------------------------------------------------------------------------------
 

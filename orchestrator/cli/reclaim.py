@@ -4,6 +4,10 @@ A dry run unless ``--execute``. The bucket and prefix are the scan's; the S3 end
 metadata store to re-check against come from the local cluster in ``--cluster-dir`` as for ``inventory`` and
 ``scan`` (:class:`~orchestrator.cli.bucket.BucketTarget`), explicit options overriding.
 
+A scan whose metadata was read from a Kafka cluster (``scan run --source kafka``) is re-checked against that
+cluster: its remote log metadata topic is read again (``--bootstrap-server``, else the address the scan
+recorded), with the scan's refusal when the topic may have lost records.
+
 Re-check and delete progress is a transient bar on stderr (text only); warnings (e.g. no current metadata) come
 before the result and refusals and failures after it, on stderr. Exit status 1 when an object could not be
 re-checked or deleted, or a guard refused the whole run.
@@ -11,7 +15,10 @@ re-checked or deleted, or a guard refused the whole run.
 
 from __future__ import annotations
 
+import functools
 import sys
+import tempfile
+from pathlib import Path
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
@@ -20,12 +27,15 @@ from orchestrator.cli import options
 from orchestrator.cli.bucket import BucketTarget
 from orchestrator.cli.command import LeafCommand
 from orchestrator.cli.context import Ctx
+from orchestrator.cli.kafka_source import export_from_kafka
 from orchestrator.cli.progress import progress_bar
 from orchestrator.cli.views import ReclaimOutcome
 from orchestrator.clock import wall_ms
 from orchestrator.errors import TieredError
 from policies import reclaim_executor as rx
 from policies.reclaim import reclaim_categories
+from remote_storage.export import read_export_source
+from remote_storage.export_format import SOURCE_KAFKA, ExportSource
 from remote_storage.s3 import S3RemoteStorage
 
 PHASE_LABELS = {"recheck": "re-checking objects", "delete": "deleting"}
@@ -91,11 +101,22 @@ def reclaim(
     scan_out = rx.ScanOutput.load(directory)
     scanned = (scan_out.bucket, scan_out.prefix)
     target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix, scanned=scanned)
-    store = metadata_store or target.metadata_store
-    password_file = target.store_password_file if metadata_store is None else None
-    metadata = rx.load_current_metadata(
-        store_path=store, scan_export_dir=scan_out.export_dir, now_ms=wall_ms(), password_file=password_file
-    )
+    scanned_source = ExportSource()
+    if scan_out.export_dir is not None and scan_out.export_dir.is_dir():
+        scanned_source = read_export_source(scan_out.export_dir)
+    if scanned_source.source == SOURCE_KAFKA:
+        if metadata_store is not None:
+            raise click.UsageError(
+                "the scan read its metadata from a Kafka cluster: reclaim re-checks against that cluster "
+                "(--bootstrap-server), not a --metadata-store"
+            )
+        metadata = kafka_metadata(obj, scanned_source)
+    else:
+        store = metadata_store or target.metadata_store
+        password_file = target.store_password_file if metadata_store is None else None
+        metadata = rx.load_current_metadata(
+            store_path=store, scan_export_dir=scan_out.export_dir, now_ms=wall_ms(), password_file=password_file
+        )
     rsm = S3RemoteStorage(client=target.client(), bucket=target.bucket, prefix=target.prefix)
     reclaim_options = rx.ReclaimOptions(
         execute=execute, older_than_ms=older_than, categories=wanted, max_orphan_ratio=max_orphan_ratio, force=force
@@ -123,3 +144,21 @@ def reclaim(
         out.error(f"{failure}; they were not deleted: run the same command again to retry them")
     if not result.ok:
         sys.exit(1)
+
+
+def kafka_metadata(obj: Ctx, scanned: ExportSource) -> rx.CurrentMetadata:
+    """The current metadata of the Kafka cluster a scan read (``--bootstrap-server``, else the one it recorded),
+    read again from its remote log metadata topic, with the same refusal when that topic may have lost records."""
+    recorded = obj.bootstrap_server is None
+    cluster = obj.with_global_options(bootstrap_server=scanned.bootstrap_servers) if recorded else obj
+    rlmm_topic = scanned.rlmm_topic or ""
+    try:
+        with tempfile.TemporaryDirectory(prefix="tieredctl-reclaim-") as tmp:
+            obj.output.progress(f"re-reading {rlmm_topic} of the Kafka cluster at {cluster.bootstrap()}")
+            step = functools.partial(obj.output.progress, level=1)
+            export_from_kafka(cluster, Path(tmp), rlmm_topic=rlmm_topic, progress=step)
+            source = f"kafka {cluster.bootstrap()} {rlmm_topic}"
+            return rx.current_metadata_of_export(Path(tmp), source=source, now_ms=wall_ms())
+    finally:
+        if recorded:  # a session of its own: the command closes only its context's
+            cluster.session.close()

@@ -366,6 +366,13 @@ def _reclaim_outcome(view: v.ReclaimOutcome) -> list[Piece]:
     elif not result.run_refused:
         planned = f"{result.planned_objects:,} objects ({result.planned_bytes:,} bytes)"
         pieces.append(Rich(f"would delete {planned}; nothing was deleted (pass --execute to delete them)"))
+    uploads = result.uploads
+    if uploads.planned or uploads.skipped or uploads.failed:
+        skipped = ", ".join(f"{n:,} {reason.replace('_', ' ')}" for reason, n in uploads.skipped.items())
+        done = f"aborted {uploads.aborted:,}" if result.executed else "would abort"
+        line = f"incomplete multipart uploads: {uploads.planned:,} ({uploads.planned_bytes:,} bytes), {done}"
+        failed = f", {len(uploads.failed):,} failed" if uploads.failed else ""
+        pieces.append(Rich(f"{line}{failed}" + (f"; skipped: {skipped}" if skipped else "")))
     return pieces
 
 

@@ -17,8 +17,11 @@ from orchestrator.cli import options
 from orchestrator.cli.bucket import BucketTarget, list_into_inventory
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
+from orchestrator.cli.kafka_source import export_from_kafka
 from orchestrator.cli.views import ScanOverThreshold, ScanSummary
 from orchestrator.metadata.open import parse_store_spec
+from remote_storage.export_format import SOURCE_KAFKA, SOURCE_STORE, SOURCES
+from remote_storage.rlmm_topic.layout import TOPIC_NAME
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.report import render_text, write_html_report
@@ -51,6 +54,19 @@ def scan() -> None:
     help="a metadata export directory; default: export --metadata-store now",
 )
 @options.metadata_store(help="the metadata store: a SQLite file or a postgresql:// URL (default: the local cluster's)")
+@click.option(
+    "--source",
+    type=click.Choice(SOURCES),
+    default=None,
+    help="where the metadata comes from: the metadata store, or any Kafka cluster's Metadata, DescribeConfigs and "
+    "remote log metadata topic (--bootstrap-server) [default: kafka with --bootstrap-server, else store]",
+)
+@click.option(
+    "--rlmm-topic",
+    default=TOPIC_NAME,
+    show_default=True,
+    help="--source kafka: the remote log metadata topic to read (every record of every partition)",
+)
 @click.option(
     "--grace",
     "grace_ms",
@@ -86,6 +102,8 @@ def scan_run(
     out_dir: Path,
     export_dir: Path | None,
     metadata_store: str | None,
+    source: str | None,
+    rlmm_topic: str,
     grace_ms: int,
     max_anomalies: int,
     max_manifest_reads: int,
@@ -96,6 +114,10 @@ def scan_run(
 
     Writes OUT/objects.parquet, OUT/anomalies.parquet, OUT/summary.json and OUT/report.html. Exit status 3 when the
     anomalies exceed --max-anomalies (so a scheduler alerts).
+
+    With --source kafka the metadata is read from the cluster (--bootstrap-server, --command-config): topics and
+    configs, and every record of its remote log metadata topic, which must keep them all (retention.ms and
+    retention.bytes -1, every partition from offset 0): otherwise the scan refuses, exit 1, nothing written.
     """
     out = obj.output
 
@@ -103,6 +125,15 @@ def scan_run(
         out.progress(message, level=1)
 
     target = BucketTarget(cluster_dir, s3_endpoint, bucket, prefix)
+    source = source or metadata_source(obj, export_dir=export_dir, metadata_store=metadata_store)
+    if source == SOURCE_KAFKA:
+        if export_dir is not None or metadata_store is not None:
+            raise click.UsageError(
+                "--source kafka reads the cluster's metadata: it takes no --export or --metadata-store"
+            )
+        step(f"reading the metadata of the Kafka cluster at {obj.bootstrap()} (topic {rlmm_topic})")
+        export_dir = out_dir / c.EXPORT_DIR
+        export_from_kafka(obj, export_dir, rlmm_topic=rlmm_topic, progress=step)
     if export_dir is None:
         store = metadata_store or target.metadata_store
         if store is None:
@@ -147,6 +178,12 @@ def scan_run(
     if outcome.exit_status:
         out.show(ScanOverThreshold(outcome.summary, threshold=max_anomalies, exit_status=outcome.exit_status))
     sys.exit(outcome.exit_status)
+
+
+def metadata_source(obj: Ctx, *, export_dir: Path | None, metadata_store: str | None) -> str:
+    """The default --source: kafka when a cluster is named (--bootstrap-server) and no store or export is."""
+    named_cluster = obj.bootstrap_server is not None
+    return SOURCE_KAFKA if named_cluster and export_dir is None and metadata_store is None else SOURCE_STORE
 
 
 @scan.command("report")

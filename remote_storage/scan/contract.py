@@ -69,10 +69,16 @@ COPY_SEGMENT_FINISHED segment. More than ``max_manifest_reads`` of them stops th
   ``start > previous end + 1``, an overlap when ``start <= previous end``); the size rule: ``size_mismatch`` (the
   row names the ``.log`` and its size) or ``manifest_unreadable`` (the row names the ``.rsm-manifest`` and its size).
 * segment level, any known topic id: ``stale_epoch_copy`` (a COPY_SEGMENT_STARTED or _FINISHED segment whose tiered
-  epoch is not one at which the topic was ENABLED, per the exported tiered-state history);
+  epoch is not one at which the topic was ENABLED, per the exported tiered-state history; a topic id without any
+  history, as every topic of an export read from a Kafka cluster, gets no such verdict);
   ``custom_metadata_unreadable`` (custom metadata recorded for the segment did not decode: its objects are looked
   for by the layout and its size by rules 2 and 3).
 * inventory level: ``malformed_inventory_row`` (rows the inventory reader could not use, by reason).
+
+**Information** (rows of ``anomalies.parquet`` of :data:`INFORMATION_TYPES`, counted apart in ``summary.json``,
+never alerting): ``overlap_after_leader_change``, an overlap as above in a topic id without any tiered-state
+history (every topic of an export read from a Kafka cluster): Kafka's leaders may copy overlapping segments after a
+leader change (KAFKA-15168), which is how Kafka works, not a fault.
 
 Invariants: category and anomaly names never change (they are columns, JSON keys and CLI arguments); every
 inventory row is counted exactly once (a category, or a malformed row); "now" is the inventory's creation time.
@@ -151,6 +157,10 @@ ANOMALY_TYPES: Final = (
     CUSTOM_METADATA_UNREADABLE,
 )
 OBJECT_ANOMALIES: Final = (UNPARSEABLE_KEY, DELETE_INCOMPLETE)
+
+# -- information: rows of anomalies.parquet that are not anomalies (counted apart; never alert) --------------------
+OVERLAP_AFTER_LEADER_CHANGE: Final = "overlap_after_leader_change"
+INFORMATION_TYPES: Final = (OVERLAP_AFTER_LEADER_CHANGE,)
 SEGMENT_ANOMALIES: Final = (
     MISSING_OBJECTS,
     MANIFEST_MISSING,
@@ -169,6 +179,7 @@ ANOMALIES_DIR: Final = "anomalies.parquet"  # a Spark Parquet directory, one row
 MANIFESTS_DIR: Final = "manifests.parquet"  # a Spark Parquet directory, one row per manifest read (when any was)
 SUMMARY_FILE: Final = "summary.json"
 REPORT_FILE: Final = "report.html"
+UPLOADS_FILE: Final = "multipart_uploads.json"  # incomplete multipart uploads (when the bucket could be listed)
 EXPORT_DIR: Final = "export"  # the metadata export the scan joined against (when the scan made it)
 
 # Columns of objects.parquet, in order, with Spark SQL types.

@@ -23,15 +23,18 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from orchestrator.clock import wall_ms
+from orchestrator.errors import RemoteStorageError
 from remote_storage import inventory as inv
-from remote_storage.export import export_store_file
+from remote_storage.export import export_store_file, read_export_source
 from remote_storage.export_format import SEGMENTS_FILE
+from remote_storage.s3 import S3RemoteStorage
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ManifestSource, ScanSettings, run_scan
 from remote_storage.scan.report import write_html_report
 from remote_storage.scan.session import DEFAULT_DRIVER_MEMORY, build_session
 from remote_storage.scan.sources import InventorySource, ObjectStoreAccess
 from remote_storage.scan.summary import build_summary, write_summary
+from remote_storage.scan.uploads import list_uploads, write_uploads
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -119,7 +122,27 @@ def scan(
     finally:
         if own_session:
             spark.stop()
-    summary = build_summary(agg, source=source, export_dir=export_dir, settings=settings, generated_at_ms=now_ms())
+    uploads = None
+    if s3_client is not None:  # what no inventory lists: multipart uploads never completed nor aborted
+        prefixes = (settings.prefix, *agg.object_prefixes)
+        say(f"listing incomplete multipart uploads under {', '.join(prefixes)}")
+        rsm = S3RemoteStorage(client=s3_client, bucket=source.source_bucket)
+        try:
+            uploads = list_uploads(rsm, prefixes, now_ms=now_ms())
+            write_uploads(out_dir, uploads)
+        except RemoteStorageError as exc:  # e.g. no s3:ListBucketMultipartUploads: the scan stands without them
+            say(f"incomplete multipart uploads not listed: {exc.message}")
+            log.warning("scan.uploads_not_listed", error=exc.message)
+    metadata_source = read_export_source(export_dir)
+    summary = build_summary(
+        agg,
+        source=source,
+        export_dir=export_dir,
+        settings=settings,
+        generated_at_ms=now_ms(),
+        metadata_source=metadata_source,
+        uploads=uploads,
+    )
     write_summary(summary, out_dir)
     report = write_html_report(out_dir)
     log.info(

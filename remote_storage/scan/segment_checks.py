@@ -97,14 +97,18 @@ def linked_segments(objects: Any, topics: Any, segments: Any, epochs: Any) -> An
     from pyspark.sql import Window
 
     enabled = epochs.filter(F.col("state") == "ENABLED").select("topic_id", "tiered_epoch").distinct()
+    # A topic without a tiered-state history (a Kafka cluster's export) gets no stale-epoch verdict.
+    with_history = epochs.select("topic_id").distinct().withColumn("has_history", F.lit(True))
     topic_columns = [
         "topic_id",
         F.col("deleted").alias("t_deleted"),
         F.col("state").alias("t_state"),
         F.col("policy").alias("t_policy"),
     ]
-    known = segments.join(F.broadcast(topics.select(*topic_columns)), "topic_id").join(
-        F.broadcast(enabled.withColumn("enabled", F.lit(True))), ["topic_id", "tiered_epoch"], "left"
+    known = (
+        segments.join(F.broadcast(topics.select(*topic_columns)), "topic_id")
+        .join(F.broadcast(enabled.withColumn("enabled", F.lit(True))), ["topic_id", "tiered_epoch"], "left")
+        .join(F.broadcast(with_history), "topic_id", "left")
     )
     finished = (F.col("state") == "COPY_SEGMENT_FINISHED") & ~F.col("t_deleted")
     chain = Window.partitionBy("topic_id", "partition", "tiered_epoch").orderBy(
@@ -182,7 +186,7 @@ def segment_anomalies(linked: Any, readings: Any | None, *, manifests_read: bool
         return F.when(kind.isNotNull(), F.struct(*fields))
 
     copied = F.col("state").isin("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED")
-    stale = F.when(copied & F.col("enabled").isNull(), F.lit(c.STALE_EPOCH_COPY))
+    stale = F.when(copied & F.col("has_history").isNotNull() & F.col("enabled").isNull(), F.lit(c.STALE_EPOCH_COPY))
     stale_text = ", not an epoch at which the topic was ENABLED"
     stale_detail = F.concat(F.lit("copied at tiered epoch "), F.col("tiered_epoch").cast("string"), F.lit(stale_text))
 
@@ -198,9 +202,11 @@ def segment_anomalies(linked: Any, readings: Any | None, *, manifests_read: bool
     sets_detail = F.concat(n.cast("string"), F.lit(sets_text))
 
     start, prev = F.col("start_offset"), F.col("prev_end")
-    chains = F.when(finished & (start > prev + 1), F.lit(c.OFFSET_GAP)).when(
-        finished & (start <= prev), F.lit(c.OFFSET_OVERLAP)
+    # Without a tiered-state history (a Kafka cluster's export) an overlap is information: KAFKA-15168.
+    overlap = F.when(F.col("has_history").isNotNull(), F.lit(c.OFFSET_OVERLAP)).otherwise(
+        F.lit(c.OVERLAP_AFTER_LEADER_CHANGE)
     )
+    chains = F.when(finished & (start > prev + 1), F.lit(c.OFFSET_GAP)).when(finished & (start <= prev), overlap)
     chains_text = ", the previous segment of this epoch ends at "
     chains_detail = F.concat(F.lit("starts at "), start.cast("string"), F.lit(chains_text), prev.cast("string"))
 

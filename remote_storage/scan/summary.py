@@ -9,15 +9,17 @@ Format (every key always present; every category of ``contract.RECLAIMABLE`` and
     {"format_version": 1, "generated_at_ms": int,
      "inventory": {"uri", "source_bucket", "creation_ms", "format", "files", "rows",
                    "malformed_rows": {"total", "by_reason": {reason: n}, "examples": [{"file", "reason", "raw"}]}},
-     "export": {"dir"},
+     "export": {"dir", "source": {"source", "bootstrap_servers", "rlmm_topic", "records"}},  # source.json's
      "parameters": {"prefix", "grace_ms", "now_ms", "max_anomalies", "max_manifest_reads",
                     "object_prefixes"},                # prefixes segments record besides "prefix" (custom metadata)
      "totals": {"objects", "bytes", "outside_prefix_objects", "reclaimable_bytes": {category: n},
-                "reclaimable_objects": {category: n}, "within_grace_bytes", "anomalies": {type: n}, "anomalies_total"},
+                "reclaimable_objects": {category: n}, "within_grace_bytes", "anomalies": {type: n}, "anomalies_total",
+                "information": {type: n}},                       # contract.INFORMATION_TYPES: not anomalies
      "topics": [{"topic", "topic_id", "state", "policy", "tiered_epoch", "deleted", "known", "objects", "bytes",
-                 "reclaimable_bytes", "reclaimable_objects", "anomalies"}],   # sorted by name, then id
+                 "reclaimable_bytes", "reclaimable_objects", "anomalies", "information"}],  # by name, then id
      "alert": {"anomalies_total", "threshold", "exceeded"},
      "manifests": {"read", "cap", "needed", "by_kind": {kind: n}, "file"},   # the size rule's manifest reads
+     "multipart_uploads": {"listed", "count", "bytes", "file"},   # incomplete uploads (scan.uploads), apart
      "files": {"objects", "anomalies", "report"}}
 
 ``manifests.read`` is false when the scan had no access to the bucket (or a cap of 0): then no manifest was read
@@ -31,15 +33,18 @@ the alert fires when ``anomalies_total`` is greater than the threshold.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import ScanInputError
+from remote_storage.export_format import ExportSource
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanAggregates, ScanSettings
 from remote_storage.scan.sources import InventorySource
+from remote_storage.scan.uploads import UploadsListing
 
 FORMAT_VERSION = 1
 
@@ -64,6 +69,7 @@ def summarise_totals(
         "within_grace_bytes": 0,
         "anomalies": _zeros(c.ANOMALY_TYPES),
         "anomalies_total": 0,
+        "information": _zeros(c.INFORMATION_TYPES),
     }
     for r in objects:
         totals["objects"] += r["objects"]
@@ -77,7 +83,8 @@ def summarise_totals(
             else:
                 totals["within_grace_bytes"] += r["bytes"]
     for r in anomalies_by_topic:
-        totals["anomalies"][r["type"]] += r["count"]
+        kind = "information" if r["type"] in c.INFORMATION_TYPES else "anomalies"
+        totals[kind][r["type"]] += r["count"]
     totals["anomalies"][c.MALFORMED_INVENTORY_ROW] = sum(malformed_by_reason.values())
     totals["anomalies_total"] = sum(totals["anomalies"].values())
     return totals
@@ -90,6 +97,8 @@ def build_summary(
     export_dir: Path,
     settings: ScanSettings,
     generated_at_ms: int,
+    metadata_source: ExportSource | None = None,
+    uploads: UploadsListing | None = None,
 ) -> dict[str, Any]:
     totals = summarise_totals(agg.objects, agg.anomalies_by_topic, agg.malformed_by_reason)
 
@@ -112,6 +121,7 @@ def build_summary(
                 "reclaimable_bytes": _zeros(c.RECLAIMABLE),
                 "reclaimable_objects": _zeros(c.RECLAIMABLE),
                 "anomalies": _zeros(c.ANOMALY_TYPES),
+                "information": _zeros(c.INFORMATION_TYPES),
             }
         return topics[topic_id]
 
@@ -126,7 +136,8 @@ def build_summary(
             entry["reclaimable_objects"][r["category"]] += r["objects"]
     for r in agg.anomalies_by_topic:
         if r["topic_id"] is not None:
-            topic(r["topic_id"])["anomalies"][r["type"]] += r["count"]
+            kind = "information" if r["type"] in c.INFORMATION_TYPES else "anomalies"
+            topic(r["topic_id"])[kind][r["type"]] += r["count"]
     malformed_total = totals["anomalies"][c.MALFORMED_INVENTORY_ROW]
     return {
         "format_version": FORMAT_VERSION,
@@ -144,7 +155,7 @@ def build_summary(
                 "examples": agg.malformed_examples,
             },
         },
-        "export": {"dir": str(export_dir)},
+        "export": {"dir": str(export_dir), "source": dataclasses.asdict(metadata_source or ExportSource())},
         "parameters": {
             "prefix": settings.prefix,
             "grace_ms": settings.grace_ms,
@@ -161,6 +172,12 @@ def build_summary(
             "exceeded": totals["anomalies_total"] > settings.max_anomalies,
         },
         "manifests": agg.manifests.as_json(),
+        "multipart_uploads": {
+            "listed": uploads is not None,
+            "count": 0 if uploads is None else len(uploads.uploads),
+            "bytes": 0 if uploads is None else uploads.bytes,
+            "file": None if uploads is None else c.UPLOADS_FILE,
+        },
         "files": {"objects": c.OBJECTS_DIR, "anomalies": c.ANOMALIES_DIR, "report": c.REPORT_FILE},
     }
 

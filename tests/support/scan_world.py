@@ -194,9 +194,10 @@ def worlds(draw: st.DrawFn, *, max_topics: int = 4) -> World:
         known = draw(st.integers(0, 9)) > 0  # now and then an id the metadata never held
         if known:
             topics.append(topic)
-            epochs.append((tid, 1, "ENABLED"))
-            for epoch in draw(st.lists(st.integers(0, 4), max_size=3, unique=True)):
-                epochs.append((tid, epoch, draw(st.sampled_from(STATES))))
+            if draw(st.integers(0, 5)) > 0:  # else no tiered-state history, as a Kafka cluster's export
+                epochs.append((tid, 1, "ENABLED"))
+                for epoch in draw(st.lists(st.integers(0, 4), max_size=3, unique=True)):
+                    epochs.append((tid, epoch, draw(st.sampled_from(STATES))))
         for partition in range(draw(st.integers(1, 2))):
             offset = 0
             for _ in range(draw(st.integers(0, 8))):

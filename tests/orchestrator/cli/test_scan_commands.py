@@ -66,7 +66,7 @@ def test_inventory_build_scan_run_and_report_through_the_cli(
     assert summary["totals"]["anomalies"][c.UNPARSEABLE_KEY] == 1
     assert summary["alert"] == {"anomalies_total": 1, "threshold": 0, "exceeded": True}
     # The outputs and nothing else: the s3:// inventory's files were read by the executors, not copied here.
-    outputs = {c.OBJECTS_DIR, c.ANOMALIES_DIR, c.SUMMARY_FILE, c.REPORT_FILE, c.EXPORT_DIR}
+    outputs = {c.OBJECTS_DIR, c.ANOMALIES_DIR, c.SUMMARY_FILE, c.REPORT_FILE, c.EXPORT_DIR, c.UPLOADS_FILE}
     assert {p.name for p in out.iterdir()} == outputs
     assert (out / c.REPORT_FILE).is_file() and (out / c.EXPORT_DIR / "topics.parquet").is_file()
 
