@@ -49,8 +49,9 @@ class ControllerWriter:
         leader: int = 1,
         configs: dict[str, str] | None = None,
         tiered: bool = True,
+        topic_id: Uuid | None = None,
     ) -> Uuid:
-        tid = Uuid.random()
+        tid = topic_id if topic_id is not None else Uuid.random()
         recs = [make_record("TopicRecord", name=name, topic_id=tid)]
         initial_epochs = {"leader_epoch": 0, "partition_epoch": 0}
         for p in range(partitions):
