@@ -112,6 +112,13 @@ class ScanInputError(TieredError):
     name, retriable = "SCAN_INPUT_ERROR", False
 
 
+class ReclaimInProgress(TieredError):
+    """Another ``reclaim --execute`` holds the scan's output directory: two would delete and journal the same
+    objects twice (and count them twice)."""
+
+    name, retriable = "RECLAIM_IN_PROGRESS", True
+
+
 class LocalClusterError(TieredError):
     """The local cluster could not be started, found or stopped; the message says what to do."""
 

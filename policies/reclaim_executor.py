@@ -22,10 +22,15 @@ Invariants:
   HEADs those keys again (gone ones are skipped, present ones planned again).
 * A journal line cut short by a crash is ignored when the journal is read; only ``result`` lines for the same
   bucket count as deleted.
+* One executing run per scan directory: ``--execute`` holds ``reclaim.lock`` there (``flock``) from the re-check to
+  the last journal line, so two concurrent runs never delete and count the same objects twice; the second is refused
+  (RECLAIM_IN_PROGRESS) with the first one's pid. A dry run takes no lock.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import tempfile
@@ -39,7 +44,7 @@ from typing import Any
 
 import structlog
 
-from orchestrator.errors import InvalidArgument, RemoteStorageError
+from orchestrator.errors import InvalidArgument, ReclaimInProgress, RemoteStorageError
 from policies.orphans import Metadata
 from policies.reclaim import (
     Candidate,
@@ -336,6 +341,32 @@ def _head_all(
     return found, failed
 
 
+LOCK_FILE = "reclaim.lock"
+
+
+@contextlib.contextmanager
+def _only_executor(scan: ScanOutput) -> Iterator[None]:
+    """Hold the scan directory's ``reclaim.lock`` (an exclusive ``flock``, let go by the kernel however this process
+    ends) for one ``--execute`` run; another one running raises :class:`ReclaimInProgress` naming it."""
+    path = scan.out_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise ReclaimInProgress(
+                f"another 'reclaim --execute' (pid {holder}) is running on the scan in {scan.out_dir}; let it end, "
+                "then run again if it left anything: a run re-checks every object and skips what its journal says "
+                "is deleted"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def reclaim(
     scan: ScanOutput,
     *,
@@ -346,7 +377,24 @@ def reclaim(
     on_progress: ProgressCallback | None = None,
     run_id: str | None = None,
 ) -> ReclaimResult:
-    """Re-check, plan and (with ``options.execute``) delete; see the module docstring for the steps."""
+    """Re-check, plan and (with ``options.execute``) delete; see the module docstring for the steps. An executing
+    run holds the scan directory's lock from its re-check to its last journal line: a second one is refused."""
+    with _only_executor(scan) if options.execute else contextlib.nullcontext():
+        return _reclaim(
+            scan, rsm=rsm, metadata=metadata, options=options, now_ms=now_ms, on_progress=on_progress, run_id=run_id
+        )
+
+
+def _reclaim(
+    scan: ScanOutput,
+    *,
+    rsm: S3RemoteStorage,
+    metadata: CurrentMetadata,
+    options: ReclaimOptions,
+    now_ms: Callable[[], int],
+    on_progress: ProgressCallback | None,
+    run_id: str | None,
+) -> ReclaimResult:
     if rsm.bucket != scan.bucket:
         # The scan's keys, counts and ratio guards describe its own bucket; in another one they mean nothing.
         raise InvalidArgument(

@@ -7,6 +7,7 @@ and ``_SUCCESS`` (as Spark writes it) in the contract's columns, plus ``summary.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -20,11 +21,13 @@ from click.testing import CliRunner
 from structlog.testing import capture_logs
 
 from orchestrator.cli import cli
+from orchestrator.errors import ReclaimInProgress
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from policies.reclaim_executor import (
     JOURNAL_FILE,
+    LOCK_FILE,
     ReclaimOptions,
     ScanOutput,
     load_current_metadata,
@@ -211,6 +214,26 @@ def test_execute_deletes_exactly_the_reclaimable_set_journaled_and_a_second_run_
     assert doc2["planned_objects"] == doc2["deleted_objects"] == 0
     assert doc2["skipped"] == {"already_deleted": 15}
     assert world.listing() == after and len(_journal(world)) == 6
+
+
+def test_a_second_execute_while_one_runs_on_the_scan_is_refused_naming_it_and_deletes_nothing(
+    world: World, moto_endpoint: str
+) -> None:
+    """Two concurrent runs used to both delete and journal the same objects (479 deletions claimed for 303)."""
+    before = world.listing()
+    holder = os.open(world.out / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)  # a run in progress, as the lock says
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.pwrite(holder, b"4242\n", 0)
+        with pytest.raises(ReclaimInProgress, match=r"pid 4242"):
+            _run(world, execute=True)
+        result, _ = _cli(world, moto_endpoint, "--execute")
+        assert result.exit_code == 1 and "RECLAIM_IN_PROGRESS" in result.output
+        assert world.listing() == before and not (world.out / JOURNAL_FILE).exists()
+        assert _run(world, execute=False).planned_objects == 15, "a dry run takes no lock"
+    finally:
+        os.close(holder)
+    assert _run(world, execute=True).deleted_objects == 15, "once it ended, a run goes ahead"
 
 
 def test_objects_that_changed_or_became_live_after_the_scan_are_skipped(world: World) -> None:
