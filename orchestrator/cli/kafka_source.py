@@ -21,12 +21,8 @@ from pathlib import Path
 
 from orchestrator.cli.context import Ctx
 from orchestrator.client import TieredClient
-from orchestrator.client.answers import check
 from orchestrator.client.data_plane import EARLIEST, LATEST
 from orchestrator.errors import UnknownTopicOrPartition
-from orchestrator.metadata.records import ConfigResourceType
-from orchestrator.protocol import messages as m
-from orchestrator.protocol.api_keys import ApiKey
 from remote_storage.export import ExportResult
 from remote_storage.export_format import SOURCE_KAFKA, ExportSource
 from remote_storage.kafka_export import (
@@ -39,7 +35,6 @@ from remote_storage.kafka_export import (
 )
 
 PROGRESS_EVERY = 10_000  # records between two progress lines
-DESCRIBE_BATCH = 500  # topics per DescribeConfigs request
 READ_TIMEOUT_S = 60.0  # each request of the read; a metadata topic of millions of records takes many
 
 
@@ -65,26 +60,10 @@ async def _configs(c: TieredClient, name: str) -> dict[str, str]:
 
 
 async def topic_configs(c: TieredClient, names: Sequence[str]) -> dict[str, dict[str, str]]:
-    """Each topic's configs, :data:`DESCRIBE_BATCH` topics per DescribeConfigs request; a topic deleted since
-    Metadata listed it (UNKNOWN_TOPIC_OR_PARTITION) is left out: it is gone, as its records will say."""
-    out: dict[str, dict[str, str]] = {}
-    for i in range(0, len(names), DESCRIBE_BATCH):
-        resources: list[m.DescribeConfigsResource] = [
-            {"resource_type": ConfigResourceType.TOPIC, "resource_name": name, "configuration_keys": None}
-            for name in names[i : i + DESCRIBE_BATCH]
-        ]
-        body: m.DescribeConfigsRequest = {
-            "resources": resources,
-            "include_synonyms": False,
-            "include_documentation": False,
-        }
-        answer = await c.admin.call(ApiKey.DESCRIBE_CONFIGS, (1, 4), body, m.DescribeConfigsResponse, idempotent=True)
-        for r in answer["results"]:
-            if r["error_code"] == UnknownTopicOrPartition.code:
-                continue
-            check(r["error_code"], r.get("error_message"), f"describing configs of '{r['resource_name']}'")
-            out[r["resource_name"]] = {e["name"]: e["value"] for e in r["configs"] if e["value"] is not None}
-    return out
+    """Each topic's set configs, many a request; a topic deleted since Metadata listed it is left out: it is gone,
+    as its records will say."""
+    described = await c.describe_many_configs(names)
+    return {name: {k: v for k, v in configs.items() if v is not None} for name, configs in described.items()}
 
 
 async def read_metadata_topic(c: TieredClient, rlmm_topic: str) -> MetadataTopicState:

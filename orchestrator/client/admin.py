@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from orchestrator.client.answers import check
 from orchestrator.client.session import ClientSession
 from orchestrator.client.views import RemoteDeletionStatus, TieringStatus, remote_deletions, tiering_statuses
-from orchestrator.errors import UnknownServerError, error_name
+from orchestrator.errors import UnknownServerError, UnknownTopicOrPartition, error_name
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import ConfigResourceType
 from orchestrator.metadata.topic_configs import REMOTE_LOG_DISABLE_POLICY, REMOTE_STORAGE_ENABLE, AlterConfigOp
@@ -27,6 +27,7 @@ from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 
 BULK_RESOURCES = 1000  # topics one IncrementalAlterConfigs of a bulk change carries at most
+DESCRIBE_BATCH = 500  # topics a DescribeConfigs request, when many are described
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,20 +114,34 @@ class AdminCalls(ClientSession):
         check(r["error_code"], r.get("error_message"), f"altering configs of '{name}'")
 
     async def describe_configs(self, name: str) -> dict[str, str | None]:
-        resource: m.DescribeConfigsResource = {
-            "resource_type": ConfigResourceType.TOPIC,
-            "resource_name": name,
-            "configuration_keys": None,
-        }
+        r = (await self._describe_configs([name]))[0]
+        check(r["error_code"], r.get("error_message"), f"describing configs of '{name}'")
+        return {c["name"]: c["value"] for c in r["configs"]}
+
+    async def describe_many_configs(self, names: Sequence[str]) -> dict[str, dict[str, str | None]]:
+        """Each topic's configs, :data:`DESCRIBE_BATCH` topics a DescribeConfigs request; a topic the cluster no
+        longer has (UNKNOWN_TOPIC_OR_PARTITION: deleted since it was listed) is left out, any other error raised."""
+        out: dict[str, dict[str, str | None]] = {}
+        for i in range(0, len(names), DESCRIBE_BATCH):
+            for r in await self._describe_configs(names[i : i + DESCRIBE_BATCH]):
+                if r["error_code"] == UnknownTopicOrPartition.code:
+                    continue
+                check(r["error_code"], r.get("error_message"), f"describing configs of '{r['resource_name']}'")
+                out[r["resource_name"]] = {c["name"]: c["value"] for c in r["configs"]}
+        return out
+
+    async def _describe_configs(self, names: Sequence[str]) -> list[m.DescribeConfigsResult]:
+        resources: list[m.DescribeConfigsResource] = [
+            {"resource_type": ConfigResourceType.TOPIC, "resource_name": name, "configuration_keys": None}
+            for name in names
+        ]
         body: m.DescribeConfigsRequest = {
-            "resources": [resource],
+            "resources": resources,
             "include_synonyms": False,
             "include_documentation": False,
         }
         resp = await self.admin.call(ApiKey.DESCRIBE_CONFIGS, (1, 4), body, m.DescribeConfigsResponse, idempotent=True)
-        r = resp["results"][0]
-        check(r["error_code"], r.get("error_message"), f"describing configs of '{name}'")
-        return {c["name"]: c["value"] for c in r["configs"]}
+        return resp["results"]
 
     async def internal_topics(self) -> frozenset[str]:
         """The names of the cluster's internal topics, as Metadata tells them (``is_internal``), as Kafka's admin

@@ -17,7 +17,6 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -148,8 +147,3 @@ class MetadataTail:
                     self.undecodable += 1
         self.positions[mp] = at
         return out
-
-
-async def topic_configs(c: AdminCalls, names: Sequence[str]) -> dict[str, dict[str, str | None]]:
-    """Each topic's configs (DescribeConfigs, one request a topic)."""
-    return {n: await c.describe_configs(n) for n in names}

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.client.admin import DESCRIBE_BATCH
 from orchestrator.errors import InvalidRequest, UnknownServerError
 from orchestrator.metadata.records import ConfigResourceType
 from orchestrator.metadata.topic_configs import AlterConfigOp
@@ -88,3 +89,38 @@ def test_a_bulk_change_answers_each_topic_on_its_own_in_the_order_asked():
 def test_a_refused_change_of_one_topic_is_raised_with_the_controllers_message():
     with pytest.raises(InvalidRequest, match="altering configs of 'orders': refused"):
         run_with(AlteringController(refused=frozenset({"orders"})), lambda c: c.disable_tiering("orders"))
+
+
+class DescribingController(StandInController):
+    """Answers DescribeConfigs: every topic has retention.ms, except those in ``gone`` (UNKNOWN_TOPIC_OR_PARTITION)
+    and ``broken`` (UNKNOWN_SERVER_ERROR)."""
+
+    def __init__(self, *, gone: frozenset[str] = frozenset(), broken: frozenset[str] = frozenset()) -> None:
+        self.gone, self.broken = gone, broken
+        self.requests: list[list[str]] = []
+
+    async def call(
+        self, api_key: int, version_range: tuple[int, int], body: Mapping[str, Any], response: Any, **options: Any
+    ) -> Any:
+        assert api_key == ApiKey.DESCRIBE_CONFIGS
+        names = [r["resource_name"] for r in body["resources"]]
+        self.requests.append(names)
+
+        def result(name: str) -> dict[str, Any]:
+            code = 3 if name in self.gone else UnknownServerError.code if name in self.broken else 0
+            configs = [] if code else [{"name": "retention.ms", "value": name}]
+            return {"error_code": code, "error_message": None, "resource_name": name, "configs": configs}
+
+        return {"throttle_time_ms": 0, "results": [result(n) for n in names]}
+
+
+def test_many_topics_configs_are_described_in_batches_leaving_out_deleted_ones_and_raising_other_errors():
+    names = [f"t{i}" for i in range(DESCRIBE_BATCH + 2)]
+    controller = DescribingController(gone=frozenset({"t1"}))
+    described = run_with(controller, lambda c: c.describe_many_configs(names))
+    assert [len(r) for r in controller.requests] == [DESCRIBE_BATCH, 2]
+    assert sorted(described) == sorted(set(names) - {"t1"})
+    assert described["t7"] == {"retention.ms": "t7"}
+    with pytest.raises(UnknownServerError):
+        run_with(DescribingController(broken=frozenset({"t3"})), lambda c: c.describe_many_configs(names[:5]))
+    assert run_with(DescribingController(), lambda c: c.describe_configs("solo")) == {"retention.ms": "solo"}
