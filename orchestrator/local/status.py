@@ -21,11 +21,11 @@ from orchestrator.metadata.open import parse_store_spec
 def status(directory: Path) -> dict[str, Any]:
     """The contract of ``cluster status --output json``."""
     state = LocalClusterState.load(directory.resolve())
-    store_error = None
+    active, store_error = None, None
     try:
-        active: int | _Unknown | None = _active_controller(state)
+        active = _active_controller(state)
     except KafkaStorageError as exc:
-        active, store_error = UNKNOWN, str(exc)
+        store_error = str(exc)
     return {
         "dir": state.dir,
         "bootstrap_server": state.bootstrap_server,
@@ -36,15 +36,8 @@ def status(directory: Path) -> dict[str, Any]:
         "security": {"tls": state.tls, "sasl": state.sasl, "acls": state.acls},
         "client_properties": str(Path(state.dir) / CLIENT_PROPERTIES) if state.tls or state.sasl else None,
         "store_error": store_error,
-        "processes": [_process_entry(p, active) for p in state.processes],
+        "processes": [_process_entry(p, active, known=store_error is None) for p in state.processes],
     }
-
-
-class _Unknown:
-    """Which controller is active cannot be told (the store could not be read)."""
-
-
-UNKNOWN = _Unknown()
 
 
 def _active_controller(state: LocalClusterState) -> int | None:
@@ -58,10 +51,11 @@ def _active_controller(state: LocalClusterState) -> int | None:
     return int(lease.holder.split("@", 1)[0]) if "@" in lease.holder else None
 
 
-def _process_entry(p: ProcessInfo, active: int | _Unknown | None) -> dict[str, Any]:
+def _process_entry(p: ProcessInfo, active: int | None, *, known: bool) -> dict[str, Any]:
+    """``known``: whether ``active`` could be read (not: a live controller's ``active`` is null, unknown)."""
     alive = is_ours(p)
     entry: dict[str, Any] = {"role": p.role, "id": p.id, "pid": p.pid, "port": p.port, "alive": alive, "log": p.log}
     entry["metrics_url"] = f"http://127.0.0.1:{p.metrics_port}/metrics" if p.metrics_port else None
     if p.role == "controller":
-        entry["active"] = None if alive and isinstance(active, _Unknown) else alive and p.id == active
+        entry["active"] = None if alive and not known else alive and p.id == active
     return entry
