@@ -31,7 +31,9 @@ outside ``_log_lock`` (an upload waiting on a slow S3 must not hold up produce a
 closed meanwhile fails on its moved files and is cleaned up as any failed copy. A delete-policy job moves a log's
 start offset from its own thread, outside ``_log_lock``: each log's own lock keeps that apart from the rest. A log
 is opened only for a topic id the newest image still has, so a request or loop holding an older image cannot
-re-create a retired topic's directory: a request for a deleted topic id gets UNKNOWN_TOPIC_ID.
+re-create a retired topic's directory: a request for a deleted topic id gets UNKNOWN_TOPIC_ID. A log whose
+directory lost offsets the RLMM knows (a lost data directory) is rebuilt from the RLMM as it opens
+(:mod:`orchestrator.broker.log_recovery`): it serves the remote tier and never hands out those offsets again.
 
 Requests are fenced: DisableRemoteTopic with a broker epoch other than this process's current one was meant for
 another incarnation and is refused with STALE_BROKER_EPOCH; the handler itself fences controller and tiered
@@ -94,6 +96,7 @@ from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.job_registry import error_body
 from orchestrator.broker.local_log import LogConfig, PartitionLog
+from orchestrator.broker.log_recovery import open_partition_log
 from orchestrator.broker.metrics_view import broker_view
 from orchestrator.broker.partition_dirs import (
     PartitionKey,
@@ -430,6 +433,8 @@ class BrokerAgent:
                 if broker_id in p.replicas and (tid, p.partition_id) not in logs
             ]
         self._open_retry.forget_all_but(not_open)  # e.g. a log that a produce opened meanwhile
+        if not_open:
+            await asyncio.to_thread(self.rlmm.refresh)  # once for every log opened below
         for key in not_open:
             open_log = functools.partial(asyncio.to_thread, self._open_hosted_log, image, *key)
             await self._partition_work("metadata", self._open_retry, key, open_log)
@@ -438,11 +443,16 @@ class BrokerAgent:
 
     def _open_hosted_log(self, image: MetadataImage, topic_id: Uuid, partition: int) -> None:
         try:
-            self._open_log(image, topic_id, partition)
+            self._open_log(image, topic_id, partition, refresh_rlmm=False)
         except UnknownTopicId:
             return  # deleted since this round's image was read: nothing to open, nothing failed
 
-    def _open_log(self, image: MetadataImage, topic_id: Uuid, partition: int) -> PartitionLog:
+    def _open_log(
+        self, image: MetadataImage, topic_id: Uuid, partition: int, *, refresh_rlmm: bool = True
+    ) -> PartitionLog:
+        """The partition's open log, opened now if it is not (:func:`open_partition_log`: a directory that lost
+        offsets the RLMM knows is rebuilt from it). ``refresh_rlmm=False``: the caller refreshed the RLMM since it
+        last could have changed for an unopened partition (the metadata round does, once for all)."""
         key = (topic_id, partition)
         with self._open_lock:  # two PartitionLogs of one directory would hand out the same offsets twice
             plog = self.logs.get(key)
@@ -456,7 +466,12 @@ class BrokerAgent:
                     segment_ms=int(configs.get(SEGMENT_MS, self.settings.segment_ms)),
                 )
                 directory = self.data_dir / partition_dir_name(topic.name, partition)
-                plog = PartitionLog(directory, topic_id=topic_id, config=log_config, clock=wall_ms)
+                if refresh_rlmm:
+                    self.rlmm.refresh()
+                segments = self.rlmm.segments(topic_id, partition)  # a lost directory is rebuilt from them
+                plog = open_partition_log(
+                    directory, topic_id=topic_id, config=log_config, clock=wall_ms, segments=segments
+                )
                 self.logs[key] = plog
         return plog
 

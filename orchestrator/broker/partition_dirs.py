@@ -114,7 +114,7 @@ def _topic_id_of(directory: Path) -> Uuid | None:
         return None
 
 
-def _move_aside(data_dir: Path, directory: Path, topic_id: Uuid | None, now_ms: int) -> Path:
+def move_aside(data_dir: Path, directory: Path, topic_id: Uuid | None, now_ms: int) -> Path:
     stale = data_dir / STALE_DIR
     stale.mkdir(exist_ok=True)
     moved_at = now_ms
@@ -161,7 +161,7 @@ def retire_stale_partitions(
                 reason = stale_reason(image, directory.name, topic_id)
                 if reason is None:
                     continue
-                target = _move_aside(data_dir, directory, topic_id, now_ms)
+                target = move_aside(data_dir, directory, topic_id, now_ms)
             except OSError as exc:
                 failures.append(log_directory_error(directory, exc))
                 continue
