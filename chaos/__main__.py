@@ -68,7 +68,7 @@ def main(seeds: int, first: int, one: int | None, operations: int, brokers: int,
     table.add_row("operations (refused or failed)", f"{ops} ({failed})")
     for kind, n in sorted(faults.items()):
         table.add_row(f"faults: {kind}", str(n))
-    for point in sorted(crash_points.POINTS):
+    for point in sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY):
         table.add_row(f"crash point {point}", f"{hits.get(point, 0)} hit(s)")
     table.add_row("violations", str(violations))
     table.add_row("seeds with violations", ", ".join(map(str, bad)) or "none")

@@ -199,7 +199,7 @@ def run_seed(
         brokers=brokers,
         controllers=controllers,
         fault_rate=fault_rate,
-        crash_points=sorted(crash_points.POINTS),
+        crash_points=sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY),
     )
     started = time.monotonic()
     run = Run(scenario)

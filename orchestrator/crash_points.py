@@ -20,6 +20,8 @@ Invariants:
 * Firing is a real SIGKILL of the whole process, from whatever thread reaches it: no ``finally`` block, atexit
   handler, flush of a buffer or clean shutdown of the process runs after it, exactly as when an operator kills it.
   Only the record line (appended in one write and fsynced) and the ``fault.crash_point`` log line come before it.
+  A point armed by ``TIEREDCTL_STOP_POINT`` (same syntax) SIGSTOPs the process there instead: it freezes holding
+  whatever it holds, and goes on from the point when it gets SIGCONT.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ log = structlog.get_logger(__name__)
 
 ENV_VAR = "TIEREDCTL_CRASH_POINT"
 RECORD_ENV_VAR = "TIEREDCTL_CRASH_RECORD"
+# The same points, armed to stop the process (SIGSTOP) instead of killing it: it freezes there, holding whatever it
+# holds (a store transaction, a lock), until someone sends SIGCONT; then it goes on from the point.
+STOP_ENV_VAR = "TIEREDCTL_STOP_POINT"
 
 POINTS: Mapping[str, str] = MappingProxyType(
     {
@@ -68,23 +73,33 @@ POINTS: Mapping[str, str] = MappingProxyType(
         "broker.before_disable_ack": (
             "the policy is applied to the topic; the broker is about to answer DisableRemoteTopic with DONE"
         ),
+        "store.mid_rlmm_append": (
+            "remote log metadata records are written in the store's transaction, which is not committed yet"
+        ),
         "broker.mid_partition_delete": (
             "some segments of a deleted topic's partition are deleted; the partition is not DELETE_PARTITION_FINISHED"
         ),
     }
 )
 
+# Points where a frozen process holds something the others need (a store transaction): armed with
+# TIEREDCTL_STOP_POINT by the tests of the holes they show. Not in the chaos suite's kill matrix (a kill there is a
+# kill mid-transaction, which ``controller.mid_snapshot`` already covers), and reached by whichever process writes.
+STOP_ONLY = frozenset({"store.mid_rlmm_append"})
+
 _RECORD_MODE = 0o600  # as every file the processes write (orchestrator.private_files, not importable from here)
 
 _lock = threading.Lock()
 _armed: dict[str, int] = {}  # point -> the hit that fires it
 _hits: dict[str, int] = {}  # point -> times reached so far (armed points only)
+_stopping: set[str] = set()  # armed points that stop the process instead of killing it
 _record: Path | None = None
 
 
-def parse(value: str) -> dict[str, int]:
+def parse(value: str, *, var: str = ENV_VAR) -> dict[str, int]:
     """``name``, ``name@N`` or a comma-separated list of them, as {point: the hit that fires it}; blank entries are
-    skipped. Raises :class:`SettingsError` for an unknown point, a bad count or a point named twice."""
+    skipped. Raises :class:`SettingsError` (naming ``var``) for an unknown point, a bad count or a point named
+    twice."""
     armed: dict[str, int] = {}
     for entry in (e.strip() for e in value.split(",")):
         if not entry:
@@ -92,7 +107,7 @@ def parse(value: str) -> dict[str, int]:
         name, at, count = entry.partition("@")
         name = name.strip()
         if name not in POINTS:
-            raise SettingsError(f"{ENV_VAR}: unknown crash point {name!r}; known: {', '.join(sorted(POINTS))}")
+            raise SettingsError(f"{var}: unknown crash point {name!r}; known: {', '.join(sorted(POINTS))}")
         hit = 1
         if at:
             try:
@@ -100,17 +115,23 @@ def parse(value: str) -> dict[str, int]:
             except ValueError:
                 hit = 0
             if hit < 1:
-                raise SettingsError(f"{ENV_VAR}: {entry!r}: the hit after '@' must be a whole number >= 1")
+                raise SettingsError(f"{var}: {entry!r}: the hit after '@' must be a whole number >= 1")
         if name in armed:
-            raise SettingsError(f"{ENV_VAR}: crash point {name!r} is named twice")
+            raise SettingsError(f"{var}: crash point {name!r} is named twice")
         armed[name] = hit
     return armed
 
 
-def arm(points: Mapping[str, int], *, record: Path | None = None) -> None:
-    """Arm exactly ``points`` ({point: the hit that fires it}), forgetting earlier arming and hits; the point that
-    fires appends its line to ``record`` when given. For the entry points (through :func:`arm_from_env`) and tests."""
+def arm(points: Mapping[str, int], *, record: Path | None = None, stops: Mapping[str, int] | None = None) -> None:
+    """Arm exactly ``points`` ({point: the hit that fires it}) to kill and ``stops`` to stop, forgetting earlier
+    arming and hits; the point that fires appends its line to ``record`` when given. For the entry points (through
+    :func:`arm_from_env`) and tests."""
     global _record
+    stops = stops or {}
+    both = sorted(set(points) & set(stops))
+    if both:
+        raise SettingsError(f"point(s) {both} are armed both to kill and to stop")
+    points = {**points, **stops}
     unknown = sorted(set(points) - set(POINTS))
     if unknown:
         raise SettingsError(f"unknown crash point(s) {unknown}; known: {', '.join(sorted(POINTS))}")
@@ -120,6 +141,8 @@ def arm(points: Mapping[str, int], *, record: Path | None = None) -> None:
     with _lock:
         _armed.clear()
         _armed.update(points)
+        _stopping.clear()
+        _stopping.update(stops)
         _hits.clear()
         _record = record
 
@@ -133,11 +156,12 @@ def arm_from_env(environ: Mapping[str, str]) -> dict[str, int]:
     """Arm what ``environ`` names (:data:`ENV_VAR`, :data:`RECORD_ENV_VAR`); returns what was armed. Called first
     thing by the controller's and the broker's entry points, so a bad value stops the process before it serves."""
     points = parse(environ.get(ENV_VAR, ""))
+    stops = parse(environ.get(STOP_ENV_VAR, ""), var=STOP_ENV_VAR)
     record = environ.get(RECORD_ENV_VAR) or None
-    arm(points, record=Path(record) if record is not None else None)
-    if points:
-        log.warning("fault.crash_points_armed", points=points, record=record)
-    return points
+    arm(points, record=Path(record) if record is not None else None, stops=stops)
+    if points or stops:
+        log.warning("fault.crash_points_armed", points=points, stops=stops, record=record)
+    return {**points, **stops}
 
 
 def hits(name: str) -> int:
@@ -163,9 +187,11 @@ def reached(name: str) -> None:
 
 def _fire(name: str, hit: int) -> None:
     pid = os.getpid()
-    log.warning("fault.crash_point", point=name, hit=hit, pid=pid)
+    stop = name in _stopping
+    log.warning("fault.crash_point", point=name, hit=hit, pid=pid, action="stop" if stop else "kill")
     if _record is not None:
-        line = json.dumps({"point": name, "pid": pid, "hit": hit, "time_ms": wall_ms()}) + "\n"
+        action = "stop" if stop else "kill"
+        line = json.dumps({"point": name, "pid": pid, "hit": hit, "time_ms": wall_ms(), "action": action}) + "\n"
         try:
             fd = os.open(_record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _RECORD_MODE)
             try:
@@ -178,4 +204,4 @@ def _fire(name: str, hit: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # closed or gone: nothing left to lose
             stream.flush()
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, signal.SIGSTOP if stop else signal.SIGKILL)  # stopped: goes on from here after SIGCONT

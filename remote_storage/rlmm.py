@@ -354,12 +354,21 @@ class RlmmFold:
             return out
 
 
-class RemoteLogMetadataManager(RlmmFold):
-    """The RLMM of a metadata store: its fold (:class:`RlmmFold`), and the writes, appended to the store and folded."""
+class RlmmAppend(Protocol):
+    """Where the writes go: appends ``records`` atomically (under the store's copy fence) and returns the RLMM offset
+    of the last one. The store's own ``append_remote_log_metadata`` by default; a broker's goes through the active
+    controller (:mod:`orchestrator.broker.rlmm_appender`), so no broker ever holds the store's write lock."""
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __call__(self, records: Sequence[MetadataRecord], *, now_ms: int) -> int: ...
+
+
+class RemoteLogMetadataManager(RlmmFold):
+    """The RLMM of a metadata store: its fold (:class:`RlmmFold`), and the writes, appended (by ``append``, the
+    store's own by default) and folded."""
+
+    def __init__(self, store: MetadataStore, *, append: RlmmAppend | None = None) -> None:
         super().__init__(store)
-        self._store = store
+        self._append_records: RlmmAppend = append if append is not None else store.append_remote_log_metadata
 
     # -- writing ----------------------------------------------------------------------------------------------
 
@@ -371,7 +380,7 @@ class RemoteLogMetadataManager(RlmmFold):
         if not records:
             self.refresh()
             return []
-        last = self._store.append_remote_log_metadata(records, now_ms=now_ms)
+        last = self._append_records(records, now_ms=now_ms)
         first = last - len(records) + 1
         with self._lock:
             if first == self._next_offset:

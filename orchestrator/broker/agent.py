@@ -41,7 +41,8 @@ epochs. Blocking work (S3, SQLite, segment files) runs in worker threads, never 
 
 Remote storage (:mod:`orchestrator.broker.remote_storage_setup`): ``[s3]`` and ``[rsm]`` make the
 RemoteStorageManager (Aiven's object format, the key pairs' files read once at start) and its range reader with
-the chunk cache, shared by the RemoteLogManager's copies and reads.
+the chunk cache, shared by the RemoteLogManager's copies and reads. The broker only reads the store: its RLMM
+records go to the active controller (:mod:`orchestrator.broker.rlmm_appender`), so a frozen broker holds no lock.
 
 Metrics (:mod:`orchestrator.metrics`, ``[metrics]`` settings): an HTTP port of its own, written to the ready file
 as ``metrics_port``; S3 request latency and errors by operation, remote objects, segments and bytes deleted, and,
@@ -108,6 +109,7 @@ from orchestrator.broker.producer_ids import ProducerIdAllocator
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.broker.remote_storage_setup import remote_storage
+from orchestrator.broker.rlmm_appender import ControllerRlmmAppend
 from orchestrator.broker.rlmm_publisher import RemoteLogMetadataPublisher
 from orchestrator.clock import wall_ms
 from orchestrator.errors import (
@@ -174,7 +176,8 @@ class BrokerAgent:
         )
         self.store = self._open_store()
         self.follower = MetadataFollower(self.store)
-        self.rlmm = RemoteLogMetadataManager(self.store)
+        self._rlmm_append = ControllerRlmmAppend(settings.broker_id, wait_s=settings.request_timeout_ms / 100)
+        self.rlmm = RemoteLogMetadataManager(self.store, append=self._rlmm_append)  # brokers never write the store
         self.metrics.observe(self._metrics_view)
         self.metrics_store: MetadataStore | None = None  # run() opens it when the metrics are served
         self._metrics_endpoint: MetricsEndpoint | None = None
@@ -276,11 +279,10 @@ class BrokerAgent:
             self.settings.controllers, ssl_context=client_ssl, sasl=identity.sasl, timeout_s=request_timeout_s
         )
         loop = asyncio.get_running_loop()
+        self._rlmm_append.attach(loop, controllers)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
-        heartbeats = functools.partial(
-            self.controller_link.heartbeat_loop, controllers
-        )  # a loop of its own: restarted if it fails
+        heartbeats = functools.partial(self.controller_link.heartbeat_loop, controllers)  # restarted if it fails
         tasks = [
             self._start_loop("heartbeat", heartbeats, self.settings.heartbeat_interval_ms),
             self._start_loop(

@@ -18,8 +18,9 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -39,10 +40,12 @@ from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.net.connection import ConnectionPool
 from orchestrator.net.server import Handler
+from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
 from orchestrator.settings import ControllerSettings
 
+from . import rlmm_appends
 from .core import ControllerCore
 from .host import CoreHost
 from .lease import LeaseElection, who_is_active
@@ -170,6 +173,13 @@ class AdminEndpoint:
             log.warning("controller.envelope_refused", sender=request.principal, api_key=inner.header.api_key)
             return {"response_data": None, "error_code": InvalidRequest.code}
         return envelope.answer(inner, await handler(inner))
+
+    async def on_append_remote_log_metadata(self, request: Request) -> Mapping[str, object]:
+        """A broker's RLMM records (:mod:`.rlmm_appends`), appended by the active controller only."""
+        if self._host.active_core() is None:
+            return rlmm_appends.refused(NotController(self._who_is_active()))
+        body = cast(m.AppendRemoteLogMetadataRequest, request.body)
+        return await asyncio.to_thread(rlmm_appends.append_for_broker, self._store, body, now_ms=wall_ms())
 
     async def on_init_producer_id(self, request: Request) -> Mapping[str, object]:
         """InitProducerId, which a client may send to any node it knows (librdkafka sends it to the first it is

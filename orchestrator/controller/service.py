@@ -144,6 +144,9 @@ class ControllerService:
             **guarded,
             ApiKey.ENVELOPE: gate.guard(ApiKey.ENVELOPE, self.admin.on_envelope),
             ApiKey.INIT_PRODUCER_ID: gate.guard(ApiKey.INIT_PRODUCER_ID, self.admin.on_init_producer_id),
+            ApiKey.APPEND_REMOTE_LOG_METADATA: gate.guard(
+                ApiKey.APPEND_REMOTE_LOG_METADATA, self.admin.on_append_remote_log_metadata
+            ),
         }
         server = KafkaServer(
             name=f"controller-{self.settings.node_id}",

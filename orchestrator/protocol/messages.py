@@ -715,6 +715,22 @@ class ApiVersionsResponse(TypedDict, total=False):
     zk_migration_ready: bool
 
 
+class AppendRemoteLogMetadataRequest(TypedDict, total=False):
+    """AppendRemoteLogMetadataRequest (request, api key 10955; versions 0-0)."""
+
+    broker_id: int
+    records: list[bytes]
+
+
+class AppendRemoteLogMetadataResponse(TypedDict, total=False):
+    """AppendRemoteLogMetadataResponse (response, api key 10955; versions 0-0)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    last_offset: int
+
+
 class BrokerHeartbeatRequest(TypedDict, total=False):
     """BrokerHeartbeatRequest (request, api key 63; versions 0-1)."""
 

@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +35,8 @@ def _disarmed() -> Iterator[None]:
 
 def _run(script: str, env: dict[str, str], timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     """``script`` in a fresh interpreter with ``env`` added to this one's environment (minus any arming of ours)."""
-    base = {k: v for k, v in os.environ.items() if k not in (crash_points.ENV_VAR, crash_points.RECORD_ENV_VAR)}
+    ours = (crash_points.ENV_VAR, crash_points.STOP_ENV_VAR, crash_points.RECORD_ENV_VAR)
+    base = {k: v for k, v in os.environ.items() if k not in ours}
     command = [sys.executable, "-c", script]
     return subprocess.run(command, env=base | env, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
 
@@ -121,8 +123,9 @@ def test_every_declared_point_is_placed_in_the_code_and_every_placed_one_is_decl
     text = "\n".join(p.read_text() for root in SOURCES for p in root.rglob("*.py") if p.name != "crash_points.py")
     placed = set(re.findall(r'(?:reached\(|crash_point=)"([a-z_]+\.[a-z_]+)"', text))
     assert placed == set(crash_points.POINTS)
-    for name in crash_points.POINTS:
+    for name in set(crash_points.POINTS) - crash_points.STOP_ONLY:
         assert name.split(".", 1)[0] in ("controller", "broker"), "the chaos runner picks the role from the prefix"
+    assert set(crash_points.POINTS) >= crash_points.STOP_ONLY
 
 
 # -- in a real process ----------------------------------------------------------------------------------------------
@@ -155,6 +158,52 @@ def test_an_armed_point_kills_the_process_at_its_nth_hit_after_appending_its_rec
     entry = json.loads(lines[1])
     assert entry["point"] == POINT and entry["pid"] == pid and entry["hit"] == 3 and entry["time_ms"] > 0
     assert re.search(r"fault\.crash_point\b(?!s)", proc.stdout), "logged before the kill"
+
+
+def _process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.integration
+def test_a_point_armed_to_stop_freezes_the_process_there_until_sigcont(tmp_path: Path) -> None:
+    record = tmp_path / "crashes.jsonl"
+    ours = (crash_points.ENV_VAR, crash_points.STOP_ENV_VAR, crash_points.RECORD_ENV_VAR)
+    env = {k: v for k, v in os.environ.items() if k not in ours}
+    env |= {crash_points.STOP_ENV_VAR: f"{POINT}@2", crash_points.RECORD_ENV_VAR: str(record)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _REACH_FIVE_TIMES], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        seen: list[str] = []
+        while "before 2" not in seen and len(seen) < 20:  # then it stops (log lines come between)
+            seen.append(proc.stdout.readline().strip())
+        assert [line for line in seen if line.startswith("before")] == ["before 1", "before 2"]
+        deadline = time.monotonic() + 30
+        while not (record.exists() and _process_state(proc.pid) == "T") and time.monotonic() < deadline:
+            time.sleep(0.01)  # polling for the event (the stop), bounded
+        assert _process_state(proc.pid) == "T", "stopped at its second hit"
+        entry = json.loads(record.read_text())
+        assert (entry["point"], entry["hit"], entry["action"]) == (POINT, 2, "stop")
+        os.kill(proc.pid, signal.SIGCONT)
+        rest = [line for line in proc.stdout.read().splitlines() if line.startswith(("before", "finished"))]
+        assert proc.wait(timeout=60) == 0
+        assert rest == ["before 3", "before 4", "before 5", "finished"], "went on from the point"
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+@pytest.mark.unit
+def test_a_point_cannot_be_armed_both_to_kill_and_to_stop() -> None:
+    with pytest.raises(SettingsError, match="both to kill and to stop"):
+        crash_points.arm({POINT: 1}, stops={POINT: 2})
+    with pytest.raises(SettingsError, match=crash_points.STOP_ENV_VAR):
+        crash_points.arm_from_env({crash_points.STOP_ENV_VAR: "broker.nowhere"})
 
 
 @pytest.mark.integration

@@ -126,9 +126,8 @@ class LiveCluster:
             return states
 
     def wait_tiering_settled(self, topic_id: Any, minimum: int = 1) -> None:
-        """Wait until copies stopped (the same finished segments twice in a row, a second apart). Tests pause a
-        broker only then: one SIGSTOPped inside an RLMM write would hold the shared store's write lock (a known
-        limit of the one-file store)."""
+        """Wait until copies stopped (the same finished segments twice in a row, a second apart), so that what a
+        test does next meets no copy in flight."""
         last: list[int | None] = [None]
 
         def settled() -> bool:

@@ -271,6 +271,7 @@ class SqlMetadataStore(Generic[C]):
                 for i, (data, tid) in enumerate(zip(encoded, topic_ids, strict=True))
             ]
             executemany(tx.db, sql.insert_rlmm, rows)
+            crash_points.reached("store.mid_rlmm_append")  # written, not committed: the store's write lock is held
             return start + len(encoded) - 1
 
         return self._group.run(write)

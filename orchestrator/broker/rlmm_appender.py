@@ -1,0 +1,76 @@
+"""A broker's remote log metadata writes, sent to the active controller, which appends them to the store.
+
+Brokers read the store (the metadata log, the RLMM) but never write it, as KRaft brokers never write the metadata
+log: a broker paused (SIGSTOP) or frozen in the middle of a write would otherwise hold the store's write lock (on
+SQLite, the whole database) and stop the active controller's lease renewal with it, leaving the cluster without a
+controller until it is resumed. So every RLMM record a broker makes (a copy started or finished, a segment's
+deletion, a deleted partition's progress) goes out as one AppendRemoteLogMetadata request (our key 10955) and the
+active controller appends it under the store's copy fence, all of the request's records or none.
+
+Invariants:
+
+* :class:`ControllerRlmmAppend` is called from worker threads (copies, deletions) and blocks the calling thread
+  only: the request runs on the broker's event loop; a call from the loop's own thread is refused (it would wait
+  for itself).
+* The answer's error is raised as the typed error its code names (STALE_TIERED_EPOCH: the fence refused the records,
+  nothing appended), so callers see what they saw when they wrote the store themselves.
+* A request that timed out is sent again (to the controller Metadata then names): appending an RLMM record twice is
+  harmless, the fold takes a repeated state as moot (:mod:`remote_storage.rlmm`).
+* Before the broker has connected to the controllers (:meth:`ControllerRlmmAppend.attach`), a write is refused with
+  BROKER_NOT_AVAILABLE, retriable, rather than written another way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from orchestrator.errors import BrokerNotAvailable, RequestTimedOut, raise_for_code
+from orchestrator.metadata.records import MetadataRecord, encode_record
+from orchestrator.net.admin import AdminClient
+from orchestrator.protocol import messages as m
+from orchestrator.protocol.api_keys import ApiKey
+
+
+class ControllerRlmmAppend:
+    """An :class:`~remote_storage.rlmm.RlmmAppend` that sends the records to the active controller."""
+
+    def __init__(self, broker_id: int, *, wait_s: float) -> None:
+        self._broker_id = broker_id
+        self._wait_s = wait_s  # the whole call's bound (the AdminClient's attempts, each with its request timeout)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._controllers: AdminClient | None = None
+
+    def attach(self, loop: asyncio.AbstractEventLoop, controllers: AdminClient) -> None:
+        """From now on, send on ``loop`` through ``controllers``."""
+        self._loop, self._controllers = loop, controllers
+
+    def __call__(self, records: Sequence[MetadataRecord], *, now_ms: int) -> int:
+        loop, controllers = self._loop, self._controllers
+        if loop is None or controllers is None:
+            raise BrokerNotAvailable("this broker is not connected to the controllers yet: no RLMM write is sent")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            raise RuntimeError("an RLMM write from the broker's event loop thread would wait for itself")
+        body: m.AppendRemoteLogMetadataRequest = {
+            "broker_id": self._broker_id,
+            "records": [encode_record(r) for r in records],
+        }
+        call = controllers.call(
+            ApiKey.APPEND_REMOTE_LOG_METADATA,
+            (0, 0),
+            body,
+            m.AppendRemoteLogMetadataResponse,
+            idempotent=True,
+        )
+        future = asyncio.run_coroutine_threadsafe(call, loop)
+        try:
+            resp = future.result(timeout=self._wait_s)
+        except TimeoutError as exc:  # no controller answered in time, or the loop stopped under it
+            future.cancel()
+            raise RequestTimedOut(f"no active controller took the RLMM write within {self._wait_s:.0f} s") from exc
+        raise_for_code(resp["error_code"], resp["error_message"])
+        return resp["last_offset"]
