@@ -40,6 +40,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import structlog
 from moto.core.models import DEFAULT_ACCOUNT_ID
@@ -132,8 +133,7 @@ class SignedRequestsOnly:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ)
         environ["wsgi.input"] = io.BytesIO(body)  # moto reads the body again
-        target = str(environ.get("RAW_URI") or environ.get("PATH_INFO", "/"))
-        raw_path, _, raw_query = target.partition("?")
+        raw_path, raw_query = _request_target(environ)
         method = str(environ["REQUEST_METHOD"])
         request = S3Request(method, raw_path, raw_query, _headers(environ), body)
         refusal = check(request, self._pair, now=self._clock())
@@ -149,6 +149,16 @@ class SignedRequestsOnly:
         ]
         start_response(f"{refusal.status} {http.HTTPStatus(refusal.status).phrase}", headers)
         return [payload]
+
+
+def _request_target(environ: WSGIEnvironment) -> tuple[str, str]:
+    """The path and query exactly as the client sent them (werkzeug's ``RAW_URI``; absolute-form reduced to them)."""
+    target = str(environ.get("RAW_URI") or environ.get("PATH_INFO", "/"))
+    if not target.startswith("/"):
+        parts = urlsplit(target)
+        return parts.path or "/", parts.query
+    raw_path, _, raw_query = target.partition("?")
+    return raw_path, raw_query
 
 
 def _read_body(environ: WSGIEnvironment) -> bytes:
