@@ -21,6 +21,7 @@ import asyncio
 import os
 import signal
 import sqlite3
+import ssl
 import tempfile
 import time
 import urllib.request
@@ -75,8 +76,9 @@ async def _disable_all(c: TieredClient, topics: int) -> None:
     assert not bad, bad[:3]
 
 
-def _exchanges(metrics_url: str) -> float:
-    with urllib.request.urlopen(metrics_url, timeout=30) as response:
+def _exchanges(metrics_url: str, context: ssl.SSLContext | None) -> float:
+    """The DisableRemoteTopic exchanges the controller at ``metrics_url`` counted (``context``: https, secured)."""
+    with urllib.request.urlopen(metrics_url, timeout=30, context=context) as response:
         text = response.read().decode()
     return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == EXCHANGES)
 
@@ -178,17 +180,18 @@ def run_size(topics: int, partitions: int = 12, brokers: int = 6) -> list[Figure
             processes = lc.status(Path(tmp))["processes"]
             active = next(p for p in processes if p["role"] == "controller" and p.get("active"))
             store_path = Path(tmp) / "metadata.db"
+            scraper = lc.metrics_ssl_context(state)  # None: plain HTTP (this bench's cluster is not secured)
 
             async def fanout() -> tuple[float, float, float, float]:
                 async with TieredClient(state.bootstrap_server, timeout_s=600) as c:
                     await _create(c, topics, partitions)
                     await asyncio.to_thread(_wait_logs_open, Path(tmp), topics * partitions, 1800)
-                    sent_before = _exchanges(active["metrics_url"])
+                    sent_before = _exchanges(active["metrics_url"], scraper)
                     t0 = time.perf_counter()
                     await _disable_all(c, topics)
                     done_at = await asyncio.to_thread(_until_disabled, store_path, topics, 3600)
                     ours = done_at - t0
-                    sent = _exchanges(active["metrics_url"]) - sent_before
+                    sent = _exchanges(active["metrics_url"], scraper) - sent_before
                     md = await c.metadata()
                     addrs = {
                         b["node_id"]: (b["host"], b["port"])

@@ -21,21 +21,28 @@ Invariants:
 * This module knows no process type: views are plain dataclasses (names, counts, offsets), built by the controller
   (:mod:`orchestrator.controller.metrics_view`) and the broker (:mod:`orchestrator.broker.metrics_view`).
 * :class:`MetricsEndpoint` serves ``/metrics`` from a daemon thread on the address it is given (loopback unless the
-  settings say otherwise: the endpoint has no authentication, and shows topic names), and :meth:`MetricsEndpoint.close`
-  stops it and frees the port.
+  settings say otherwise: it shows topic names), and :meth:`MetricsEndpoint.close` stops it and frees the port.
+  Given a server TLS context (:func:`orchestrator.net.tls.metrics_ssl_context`: the process's certificate and,
+  for mutual TLS, the CA whose client certificates it requires) it speaks only HTTPS: a plain-HTTP request or a
+  client without a valid certificate is dropped in the handshake and never reaches the registry. Each handshake
+  runs in its connection's own thread, bounded by :data:`HANDSHAKE_TIMEOUT_S`, so a client that connects and
+  stays silent holds up nobody else's scrape.
 """
 
 from __future__ import annotations
 
+import socket
+import ssl
 import threading
 from collections import Counter as _Tally
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
-from wsgiref.simple_server import WSGIServer
+from socketserver import ThreadingMixIn
+from typing import Any, TypeVar
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 log = structlog.get_logger(__name__)
@@ -327,26 +334,70 @@ class BrokerMetrics:
 # -- the endpoint -----------------------------------------------------------------------------------------------
 
 
-class MetricsEndpoint:
-    """``/metrics`` of one registry over HTTP, served by a daemon thread until :meth:`close`."""
+HANDSHAKE_TIMEOUT_S = 10.0  # a TLS client gets this long to finish its handshake, and then to send each request
 
-    def __init__(self, server: WSGIServer, thread: threading.Thread) -> None:
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """A scrape every few seconds is not news: no access log on stderr."""
+
+
+class _MetricsServer(ThreadingMixIn, WSGIServer):
+    """One thread per connection; with :attr:`ssl_context`, the TLS handshake is done in that thread."""
+
+    daemon_threads = True
+    ssl_context: ssl.SSLContext | None = None
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.ssl_context is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(HANDSHAKE_TIMEOUT_S)
+        try:
+            tls = self.ssl_context.wrap_socket(request, server_side=True)  # closes the socket when it fails
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("metrics.handshake_failed", peer=str(client_address[0]), error=type(exc).__name__)
+            return
+        try:
+            super().finish_request(tls, client_address)
+        finally:
+            tls.close()
+
+
+class _MetricsServer6(_MetricsServer):
+    address_family = socket.AF_INET6
+
+
+class MetricsEndpoint:
+    """``/metrics`` of one registry over HTTP, or HTTPS with an SSL context, served by a daemon thread until
+    :meth:`close`."""
+
+    def __init__(self, server: _MetricsServer, thread: threading.Thread) -> None:
         self._server = server
         self._thread = thread
         self.host = str(server.server_address[0])
         self.port = int(server.server_address[1])
+        self.tls = server.ssl_context is not None
 
     @classmethod
-    def start(cls, registry: CollectorRegistry, *, host: str, port: int) -> MetricsEndpoint:
-        """Serve ``registry`` on ``host``:``port`` (0: a free port; :attr:`port` is the one bound)."""
-        server, thread = start_http_server(port, addr=host, registry=registry)
+    def start(
+        cls, registry: CollectorRegistry, *, host: str, port: int, ssl_context: ssl.SSLContext | None = None
+    ) -> MetricsEndpoint:
+        """Serve ``registry`` on ``host``:``port`` (0: a free port; :attr:`port` is the one bound); over TLS with
+        ``ssl_context`` (a server context; one that requires client certificates makes it mutual TLS)."""
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        server_class = _MetricsServer6 if family == socket.AF_INET6 else _MetricsServer
+        server = make_server(host, port, make_wsgi_app(registry), server_class, _QuietHandler)
+        server.ssl_context = ssl_context
+        thread = threading.Thread(target=server.serve_forever, name="metrics", daemon=True)
+        thread.start()
         endpoint = cls(server, thread)
-        log.info("metrics.serving", host=endpoint.host, port=endpoint.port)
+        log.info("metrics.serving", host=endpoint.host, port=endpoint.port, tls=endpoint.tls)
         return endpoint
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/metrics"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}/metrics"
 
     def close(self) -> None:
         self._server.shutdown()  # returns once serve_forever has stopped

@@ -41,7 +41,17 @@ from orchestrator.errors import SettingsError
 
 DEFAULT_CLUSTER_ID = "tieredctl"
 _PATH_KEYS = frozenset(
-    {"data_dir", "metadata_store", "ready_file", "certfile", "keyfile", "cafile", "password_file", "sasl_password_file"}
+    {
+        "data_dir",
+        "metadata_store",
+        "ready_file",
+        "certfile",
+        "keyfile",
+        "cafile",
+        "client_cafile",
+        "password_file",
+        "sasl_password_file",
+    }
 )
 # Keys whose value is a list of [name, path, path...] entries: the paths are resolved like a path key's.
 _PATH_LIST_KEYS = frozenset({"encryption_key_pairs"})
@@ -259,16 +269,26 @@ class SnapshotSettings:
 
 @dataclass(frozen=True)
 class MetricsSettings:
-    """The process's Prometheus endpoint (``/metrics`` over HTTP, :mod:`orchestrator.metrics`)."""
+    """The process's Prometheus endpoint (``/metrics`` over HTTP, or HTTPS with client certificates:
+    :mod:`orchestrator.metrics`)."""
 
     enabled: bool = True
-    # The endpoint has no authentication and shows topic names: loopback unless scraped from another host.
+    # The endpoint shows topic names: loopback unless scraped from another host, and then with client_cafile.
     host: str = "127.0.0.1"
     port: int = 0  # 0 = pick a free port (written to ready_file as "metrics_port")
+    certfile: str | None = None  # serve HTTPS with this certificate (PEM) and keyfile; None: plain HTTP
+    keyfile: str | None = None
+    # Require a client certificate signed by this CA (mutual TLS, which a Prometheus scrape_config's tls_config
+    # presents); a scrape without one is refused during the handshake. Needs certfile.
+    client_cafile: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"[metrics] port must be 0..65535, got {self.port}")
+        if (self.certfile is None) != (self.keyfile is None):
+            raise SettingsError("[metrics] certfile and keyfile go together")
+        if self.client_cafile is not None and self.certfile is None:
+            raise SettingsError("[metrics] client_cafile needs certfile and keyfile: client certificates need TLS")
 
 
 RLMM_RECORD_VERSIONS = (0, 1)  # the versions of Kafka's remote log metadata records this build writes

@@ -128,7 +128,7 @@ from orchestrator.metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS
 from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.server import KafkaServer
-from orchestrator.net.tls import node_client_security, server_ssl_context
+from orchestrator.net.tls import metrics_ssl_context, node_client_security, server_ssl_context
 from orchestrator.private_files import restrict_process
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
@@ -270,7 +270,9 @@ class BrokerAgent:
             # Scrapes read the log end offset on a connection of their own (never waiting behind a write).
             self.metrics_store = await asyncio.to_thread(self._open_store, recover_on_open=False)
             metrics = self.settings.metrics
-            self._metrics_endpoint = MetricsEndpoint.start(self.metrics.registry, host=metrics.host, port=metrics.port)
+            self._metrics_endpoint = MetricsEndpoint.start(
+                self.metrics.registry, host=metrics.host, port=metrics.port, ssl_context=metrics_ssl_context(metrics)
+            )
         self._write_ready_file()
         store = parse_store_spec(self.settings.metadata_store).location  # never the password
         incarnation = str(self.controller_link.incarnation_id)

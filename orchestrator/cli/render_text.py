@@ -126,6 +126,10 @@ def _cluster_status(view: v.ClusterStatus) -> list[Piece]:
     lines.append(f"security {', '.join(on) if on else 'none (plaintext, no authentication)'}")
     if status.get("client_properties"):
         lines.append(f"client properties {status['client_properties']}")
+    if status.get("s3_credentials_file"):
+        lines.append(
+            f"S3 key pair {status['s3_credentials_file']} (the embedded S3 serves only requests signed with it)"
+        )
     if status.get("store_error"):
         lines.append(
             f"warning: the metadata store cannot be read, so the active controller is unknown: {status['store_error']}"

@@ -59,7 +59,7 @@ from orchestrator.metrics import ControllerMetrics, ControllerView, MetricsEndpo
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.connection import ConnectionPool
 from orchestrator.net.server import KafkaServer
-from orchestrator.net.tls import node_client_security, server_ssl_context
+from orchestrator.net.tls import metrics_ssl_context, node_client_security, server_ssl_context
 from orchestrator.private_files import restrict_process
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.settings import ControllerSettings, load_controller_settings
@@ -161,7 +161,9 @@ class ControllerService:
             # Scrapes read the log end offset on a connection of their own (never waiting behind the core's writes).
             self.metrics_store = await asyncio.to_thread(self._open_store, recover_on_open=False)
             metrics = self.settings.metrics
-            self._metrics_endpoint = MetricsEndpoint.start(self.metrics.registry, host=metrics.host, port=metrics.port)
+            self._metrics_endpoint = MetricsEndpoint.start(
+                self.metrics.registry, host=metrics.host, port=metrics.port, ssl_context=metrics_ssl_context(metrics)
+            )
         self.lease.holder = f"{self.settings.node_id}@{self.settings.host}:{self.port}"
         identity = node_client_security(self.settings.tls, self.settings.security)
         client_ssl = identity.ssl_context()  # read the certificate files once

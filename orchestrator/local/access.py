@@ -1,13 +1,16 @@
-"""How the operator reaches a local cluster: a client of its S3, and the security its admin connects with.
+"""How the operator reaches a local cluster: a client of its S3, the security its admin connects with, and the
+TLS context that scrapes its processes' ``/metrics``.
 
 Both read only the cluster's record and files (``cluster.json``, ``client.properties``): they start nothing.
 """
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.local.security import OperatorCertificate
 from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState
 from orchestrator.net.client_properties import read_command_config
 from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
@@ -29,3 +32,14 @@ def operator_security(state: LocalClusterState) -> ClientSecurity:
     """How the operator connects to the cluster: as its ``client.properties`` says (plaintext without one)."""
     properties = Path(state.dir) / CLIENT_PROPERTIES
     return read_command_config(properties) if properties.exists() else PLAINTEXT
+
+
+def metrics_ssl_context(state: LocalClusterState) -> ssl.SSLContext | None:
+    """The client context a scrape of the cluster's ``/metrics`` needs: on a secured cluster, the cluster's CA and
+    the operator's certificate (what a Prometheus ``tls_config`` names too); None on an unsecured one (plain HTTP)."""
+    if not state.metrics_tls:
+        return None
+    operator = OperatorCertificate.of(Path(state.dir))
+    ctx = ssl.create_default_context(cafile=str(operator.cafile))
+    ctx.load_cert_chain(str(operator.certfile), str(operator.keyfile))
+    return ctx

@@ -41,7 +41,7 @@ Invariants (each kept by the module named):
 
 from __future__ import annotations
 
-from orchestrator.local.access import operator_security, s3_client
+from orchestrator.local.access import metrics_ssl_context, operator_security, s3_client
 from orchestrator.local.plan import CONTROLLER_ID_BASE
 from orchestrator.local.processes import (
     S3_STOP_TIMEOUT_S,
@@ -68,6 +68,7 @@ __all__ = [
     "embedded_s3_command",
     "is_ours",
     "kill_process",
+    "metrics_ssl_context",
     "operator_security",
     "process_env",
     "restart",

@@ -1,13 +1,22 @@
 """The embedded S3 of a local cluster as its own process: moto's server, with its objects kept across restarts.
 
-``python -m orchestrator.local.embedded_s3 --port 0 --ready-file F [--snapshot-dir D]``
+``python -m orchestrator.local.embedded_s3 --port 0 --ready-file F [--snapshot-dir D] [--credentials-file C]``
 
 It binds the port itself (0: any free one) and writes ``{"port": ..., "pid": ...}`` to the ready file once it
 serves, so nothing can take the port between choosing and binding it. With ``--snapshot-dir`` (see
 :mod:`.s3_snapshot`) it first puts back the objects of its last clean stop, and on SIGTERM or SIGINT writes them
-all there before it exits.
+all there before it exits. With ``--credentials-file`` (a secured cluster's key pair, :mod:`.s3_keys`) every
+request must be signed with that pair (:mod:`.s3_sigv4`); without it, moto's server takes any request, as before.
+
+moto's own IAM authentication (``INITIAL_NO_AUTH_ACTION_COUNT``) is not used: it answers every request without an
+``Authorization`` header, anonymous or presigned, with an HTML 500 (it reads the missing header), leaves
+``/moto-api/`` (which dumps and resets every backend) open, and knows only key pairs of IAM users it generated.
+Here, moto's WSGI application is served as moto's ``ThreadedMotoServer`` serves it (werkzeug's threaded server,
+moto's request handler), behind :class:`SignedRequestsOnly`.
 
 Invariants:
+* With a key pair, no request reaches moto (S3, any other service moto emulates, or ``/moto-api/``) unless it is
+  signed with that pair; a refused one gets S3's error response and changes nothing.
 * It refuses to start (exit status 3, the reason logged as ``s3.objects_lost``) when the snapshot directory says
   the previous run did not stop cleanly: serving an empty bucket under metadata that names its objects would
   lose data silently.
@@ -20,22 +29,34 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import http
+import io
 import json
 import os
+import secrets
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import structlog
 from moto.core.models import DEFAULT_ACCOUNT_ID
+from moto.core.request import PRESERVED_HEADER_NAMES_ENVIRON_KEY
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from moto.s3.models import s3_backends
-from moto.server import ThreadedMotoServer
+from werkzeug.serving import make_server
 
 from orchestrator.local import s3_snapshot
+from orchestrator.local.s3_keys import KeyPair, read_key_pair
+from orchestrator.local.s3_sigv4 import S3Request, check
 from orchestrator.logging import configure_logging
 from orchestrator.private_files import restrict_process
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 log = structlog.get_logger(__name__)
 
@@ -95,8 +116,98 @@ class MotoObjects:
             key.last_modified = when.replace(tzinfo=None)
 
 
-def serve(*, host: str, port: int, ready_file: Path, snapshot_dir: Path | None) -> int:
-    """Run until SIGTERM/SIGINT; returns the exit status."""
+class SignedRequestsOnly:
+    """WSGI middleware: a request goes on to ``app`` only when it is signed with ``pair`` (:func:`.s3_sigv4.check`);
+    any other gets S3's refusal (its status, ``application/xml`` body and ``x-amz-request-id``; no body to a HEAD)
+    and is logged as ``s3.request_refused`` with its method, path and S3 error code."""
+
+    def __init__(
+        self,
+        app: WSGIApplication,
+        pair: KeyPair,
+        *,
+        clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        self._app, self._pair, self._clock = app, pair, clock
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        body = _read_body(environ)
+        environ["wsgi.input"] = io.BytesIO(body)  # moto reads the body again
+        raw_path, raw_query = _request_target(environ)
+        method = str(environ["REQUEST_METHOD"])
+        request = S3Request(method, raw_path, raw_query, _headers(environ), body)
+        refusal = check(request, self._pair, now=self._clock())
+        if refusal is None:
+            return self._app(environ, start_response)
+        log.info("s3.request_refused", method=method, path=raw_path, code=refusal.code, status=refusal.status)
+        request_id = secrets.token_hex(8).upper()
+        payload = b"" if method == "HEAD" else refusal.xml(request_id)
+        headers = [
+            ("Content-Type", "application/xml"),
+            ("Content-Length", str(len(payload))),
+            ("x-amz-request-id", request_id),
+        ]
+        start_response(f"{refusal.status} {http.HTTPStatus(refusal.status).phrase}", headers)
+        return [payload]
+
+
+def _request_target(environ: WSGIEnvironment) -> tuple[str, str]:
+    """The path and query exactly as the client sent them (werkzeug's ``RAW_URI``; absolute-form reduced to them)."""
+    target = str(environ.get("RAW_URI") or environ.get("PATH_INFO", "/"))
+    if not target.startswith("/"):
+        parts = urlsplit(target)
+        return parts.path or "/", parts.query
+    raw_path, _, raw_query = target.partition("?")
+    return raw_path, raw_query
+
+
+def _read_body(environ: WSGIEnvironment) -> bytes:
+    stream = environ["wsgi.input"]
+    length = str(environ.get("CONTENT_LENGTH") or "")
+    if length.isdigit():
+        return bytes(stream.read(int(length)))
+    return bytes(stream.read()) if environ.get("wsgi.input_terminated") else b""
+
+
+def _headers(environ: WSGIEnvironment) -> dict[str, str]:
+    """The request's headers by lower-case name, with the spelling moto's handler kept for underscored ones."""
+    original: dict[str, str] = environ.get(PRESERVED_HEADER_NAMES_ENVIRON_KEY, {})
+    headers = {}
+    for key, value in environ.items():
+        if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            headers[key.lower().replace("_", "-")] = str(value)
+        elif key.startswith("HTTP_"):
+            name = original.get(key) or key[5:].replace("_", "-")
+            headers[name.lower()] = str(value)
+    return headers
+
+
+class S3Server:
+    """moto's application on werkzeug's threaded server with moto's request handler, as ``ThreadedMotoServer``
+    runs it, optionally behind :class:`SignedRequestsOnly`; served by a daemon thread until :meth:`stop`."""
+
+    def __init__(self, host: str, port: int, pair: KeyPair | None) -> None:
+        app: Any = DomainDispatcherApplication(create_backend_app)
+        if pair is not None:
+            app = SignedRequestsOnly(app, pair)
+        self._server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="embedded-s3", daemon=True)
+        self._thread.start()
+
+    @property
+    def host_and_port(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def serve(*, host: str, port: int, ready_file: Path, snapshot_dir: Path | None, key_pair: KeyPair | None = None) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit status. With ``key_pair``, only requests signed with it are
+    served."""
     if snapshot_dir is not None:
         found = s3_snapshot.status(snapshot_dir)
         if found.status is s3_snapshot.SnapshotStatus.LOST:
@@ -109,9 +220,8 @@ def serve(*, host: str, port: int, ready_file: Path, snapshot_dir: Path | None) 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
-    server.start()
-    bound_host, bound_port = server.get_host_and_port()
+    server = S3Server(host, port, key_pair)
+    bound_host, bound_port = server.host_and_port
     objects = MotoObjects()
     status = 0
     try:
@@ -120,7 +230,7 @@ def serve(*, host: str, port: int, ready_file: Path, snapshot_dir: Path | None) 
             s3_snapshot.mark_running(snapshot_dir)
             log.info("s3.restored", objects=restored, snapshot_dir=str(snapshot_dir))
         _publish(ready_file, bound_port)
-        log.info("s3.started", host=bound_host, port=bound_port)
+        log.info("s3.started", host=bound_host, port=bound_port, signed_requests_only=key_pair is not None)
         stop.wait()
         if snapshot_dir is not None:
             try:
@@ -141,10 +251,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ready-file", required=True, type=Path)
     parser.add_argument("--snapshot-dir", type=Path, default=None)
+    parser.add_argument("--credentials-file", type=Path, default=None, help="serve only requests signed with it")
     args = parser.parse_args(argv)
     restrict_process()  # the objects it snapshots to disk: owner only
     configure_logging("service")
-    return serve(host=args.host, port=args.port, ready_file=args.ready_file, snapshot_dir=args.snapshot_dir)
+    pair = read_key_pair(args.credentials_file) if args.credentials_file is not None else None
+    return serve(
+        host=args.host, port=args.port, ready_file=args.ready_file, snapshot_dir=args.snapshot_dir, key_pair=pair
+    )
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ def plan_new(directory: Path, request: ClusterRequest) -> ClusterPlan:
     if n_brokers < 1 or n_controllers < 1:
         raise LocalClusterError("a cluster needs at least one broker and one controller")
     embedded = request.s3_endpoint is None
+    authenticated = request.security.tls or request.security.sasl  # the S3 and /metrics then require it too
     state = LocalClusterState(
         str(directory),
         "",
@@ -85,7 +86,9 @@ def plan_new(directory: Path, request: ClusterRequest) -> ClusterPlan:
         tls=request.security.tls,
         sasl=request.security.sasl,
         acls=request.security.acls,
-        s3_secret_key=secrets.token_urlsafe(24) if embedded else None,
+        s3_secret_key=secrets.token_urlsafe(24) if embedded and not authenticated else None,
+        s3_auth=embedded and authenticated,
+        metrics_tls=authenticated,
     )
     controller_ids = tuple(CONTROLLER_ID_BASE + i for i in range(n_controllers))
     broker_ids = tuple(range(1, n_brokers + 1))

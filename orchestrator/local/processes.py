@@ -43,17 +43,27 @@ def broker_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "orchestrator.cli", "broker", "start", "--config", str(config)]
 
 
-def embedded_s3_command(ready: Path, *, port: int = 0, snapshot_dir: Path | None = None) -> list[str]:
+def embedded_s3_command(
+    ready: Path, *, port: int = 0, snapshot_dir: Path | None = None, credentials_file: Path | None = None
+) -> list[str]:
+    """The embedded S3's command line; with ``credentials_file`` it serves only requests signed with that pair
+    (the file's path is on the command line, never the key)."""
     command = [sys.executable, "-m", "orchestrator.local.embedded_s3", "--port", str(port), "--ready-file", str(ready)]
-    return command + (["--snapshot-dir", str(snapshot_dir)] if snapshot_dir is not None else [])
+    command += ["--snapshot-dir", str(snapshot_dir)] if snapshot_dir is not None else []
+    return command + (["--credentials-file", str(credentials_file)] if credentials_file is not None else [])
 
 
 def process_env(state: LocalClusterState | None = None) -> dict[str, str]:
     """The environment a process of the cluster starts with: this one's, plus, on the embedded S3, the key pair
-    that server takes (unless the environment names one). Another endpoint gets credentials the usual AWS way."""
+    that server takes. An unsecured cluster's takes any pair, so one the environment names is kept; a secured
+    one's takes only its own, which replaces any in the environment. Another endpoint gets credentials the usual
+    AWS way."""
     env = dict(os.environ)
     credentials = state.s3_credentials if state is not None else None
-    if credentials is not None:
+    if credentials is not None and state is not None and state.s3_auth:
+        env.pop("AWS_SESSION_TOKEN", None)  # a session token would go with the pair: it is not the cluster's
+        env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = credentials
+    elif credentials is not None:
         env.setdefault("AWS_ACCESS_KEY_ID", credentials[0])
         env.setdefault("AWS_SECRET_ACCESS_KEY", credentials[1])
     env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -107,15 +117,18 @@ def start_embedded_s3(
     snapshot_dir: Path | None = None,
     ready_file: Path | None = None,
     port: int = 0,
+    credentials_file: Path | None = None,
     timeout_s: float = 30.0,
 ) -> ProcessInfo:
     """The embedded S3 (:mod:`.embedded_s3`) as its own process on loopback, bound to ``port`` (0: a free one of
     its choosing); returns once it serves, with the port it bound. With ``snapshot_dir`` its objects survive a
-    stop and start (SIGTERM writes them there). Stop it with :func:`stop_process`."""
+    stop and start (SIGTERM writes them there); with ``credentials_file`` (:mod:`.s3_keys`) it serves only requests
+    signed with that pair. Stop it with :func:`stop_process`."""
     ready = ready_file or log.with_suffix(".ready")
     private_dir(ready.parent)
     ready.unlink(missing_ok=True)
-    proc = spawn(embedded_s3_command(ready, port=port, snapshot_dir=snapshot_dir), log, process_env())
+    command = embedded_s3_command(ready, port=port, snapshot_dir=snapshot_dir, credentials_file=credentials_file)
+    proc = spawn(command, log, process_env())
     info = ProcessInfo("s3", 0, proc.pid, port, str(ready), str(log))
     try:
         wait_for("the embedded S3 endpoint", ready.exists, timeout_s, log, proc)

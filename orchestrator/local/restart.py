@@ -86,7 +86,11 @@ def _ready_file_and_command(state: LocalClusterState, p: ProcessInfo) -> tuple[P
     assert p.config is not None
     if p.role == "s3":  # its ready file is the file that identifies it
         ready = Path(p.config)
-        return ready, embedded_s3_command(ready, port=p.port, snapshot_dir=Path(state.dir) / SNAPSHOT_DIR)
+        snapshot_dir = Path(state.dir) / SNAPSHOT_DIR
+        command = embedded_s3_command(
+            ready, port=p.port, snapshot_dir=snapshot_dir, credentials_file=state.s3_credentials_file
+        )
+        return ready, command
     ready = Path(state.dir) / "run" / f"{p.role}-{p.id}.ready"
     config = Path(p.config)
     return ready, controller_command(config) if p.role == "controller" else broker_command(config)

@@ -12,6 +12,11 @@ process gets.
   (``tieredctl acls add``).
 * With any of them, only the processes' own principals may register, heartbeat, forward and send
   DisableRemoteTopic.
+* With ``--tls`` or ``--sasl``, the other two ports of the cluster require authentication too: the embedded S3
+  serves only requests signed with a random key pair kept in ``DIR/security/s3-credentials`` (:mod:`.s3_keys`),
+  and each controller's and broker's ``/metrics`` is HTTPS with its certificate and requires a client certificate
+  signed by the cluster's CA (``--sasl`` alone makes the CA and certificates for this). The operator's certificate
+  (``CN=admin``) is the one a Prometheus scrape uses.
 
 ``DIR/client.properties`` says how the operator connects (the CLI reads it when it falls back to the local
 cluster; Kafka clients take it as it is). Every file here is 0600 in 0700 directories.
@@ -25,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.controller.bootstrap import bootstrap_scram_users
-from orchestrator.local.certificates import issue_local_certificates
+from orchestrator.local.certificates import CA_CERT_FILE, issue_local_certificates
+from orchestrator.local.s3_keys import S3_CREDENTIALS_FILE, KeyPair, write_key_pair
 from orchestrator.local.settings_files import Tables
 from orchestrator.local.state import CLIENT_PROPERTIES
 from orchestrator.metadata.store import MetadataStore
@@ -56,14 +62,33 @@ def node_name(role: str, node: int) -> str:
     return f"{role}-{node}"
 
 
+@dataclass(frozen=True)
+class OperatorCertificate:
+    """The operator's certificate (``CN=admin``), its key and the cluster's CA: what a Prometheus scrape of a
+    secured cluster's ``/metrics`` presents (``tls_config``: ``cert_file``, ``key_file``, ``ca_file``)."""
+
+    cafile: Path
+    certfile: Path
+    keyfile: Path
+
+    @classmethod
+    def of(cls, directory: Path) -> OperatorCertificate:
+        tls = directory / TLS_DIR
+        return cls(tls / CA_CERT_FILE, tls / f"{ADMIN}.pem", tls / f"{ADMIN}-key.pem")
+
+
 def prepare(
-    directory: Path, security: LocalSecurity, nodes: list[tuple[str, int]]
+    directory: Path, security: LocalSecurity, nodes: list[tuple[str, int]], *, s3_key_pair: bool = False
 ) -> tuple[dict[str, Tables], ClientSecurity]:
     """Create the files of a new cluster's ``security`` and return each node's settings tables (by
-    :func:`node_name`) and the operator's connection; writes ``client.properties``."""
+    :func:`node_name`) and the operator's connection; writes ``client.properties``. With ``s3_key_pair``, makes
+    the pair its embedded S3 will require (:data:`~.s3_keys.S3_CREDENTIALS_FILE`)."""
     names = [node_name(role, node) for role, node in nodes]
     tables: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in names}
     operator = PLAINTEXT
+    if s3_key_pair:
+        private_dir((directory / S3_CREDENTIALS_FILE).parent)
+        write_key_pair(directory / S3_CREDENTIALS_FILE, KeyPair.generate())
     if not security.on:
         return dict(tables), operator
     principals = [f"User:{name}" for name in names]
@@ -74,15 +99,15 @@ def prepare(
         common["sasl_mechanisms"] = list(SCRAM_MECHANISMS)
     for name in names:
         tables[name]["security"] = dict(common)
-    if security.tls:
+    if security.tls or security.sasl:
         issued = issue_local_certificates(private_dir(directory / TLS_DIR), [*names, ADMIN])
         for name in names:
             cert = issued[name]
-            tables[name]["tls"] = {
-                "certfile": str(cert.certfile),
-                "keyfile": str(cert.keyfile),
-                "cafile": str(cert.cafile),
-            }
+            files = {"certfile": str(cert.certfile), "keyfile": str(cert.keyfile)}
+            tables[name]["metrics"] = {**files, "client_cafile": str(cert.cafile)}
+            if security.tls:
+                tables[name]["tls"] = {**files, "cafile": str(cert.cafile)}
+    if security.tls:
         admin_cert = issued[ADMIN]
         operator = ClientSecurity(
             tls=True,

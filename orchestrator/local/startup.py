@@ -91,16 +91,17 @@ def up(
     plan = _plan(directory, request, progress)
     for name in CLUSTER_DIRS:
         private_dir(directory / name)
-    launch = _Launch(
-        env=process_env(plan.state),
-        overrides={"controller": controller_overrides, "broker": broker_overrides},
-        timeout_s=timeout_s,
-        progress=progress,
-    )
     recorded = list(plan.state.processes)
     started: list[ProcessInfo] = []
     try:
-        node_tables = {} if plan.resumed else prepare(directory, security, plan.nodes)[0]
+        new_files = not plan.resumed
+        node_tables = prepare(directory, security, plan.nodes, s3_key_pair=plan.state.s3_auth)[0] if new_files else {}
+        launch = _Launch(
+            env=process_env(plan.state),  # after prepare: a secured cluster's S3 key pair is in its file
+            overrides={"controller": controller_overrides, "broker": broker_overrides},
+            timeout_s=timeout_s,
+            progress=progress,
+        )
         _start_cluster(plan, launch, node_tables, started)
     except BaseException:
         _undo(plan, started, recorded)
@@ -192,11 +193,13 @@ def _start_s3(state: LocalClusterState, launch: _Launch, started: list[ProcessIn
         directory / "logs" / "s3-0.log",
         snapshot_dir=directory / SNAPSHOT_DIR,
         ready_file=directory / "run" / "s3-0.ready",
+        credentials_file=state.s3_credentials_file,
         timeout_s=launch.timeout_s,
     )
     started.append(s3)
     state.s3_endpoint = f"http://127.0.0.1:{s3.port}"
-    launch.progress(f"embedded S3 (moto's server) started at {state.s3_endpoint}")
+    signed = f"; it serves only requests signed with the key pair in {state.s3_credentials_file}"
+    launch.progress(f"embedded S3 (moto's server) started at {state.s3_endpoint}{signed if state.s3_auth else ''}")
 
 
 def _ensure_bucket(state: LocalClusterState, *, create: bool) -> None:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from orchestrator.errors import LocalClusterError
+from orchestrator.local.s3_keys import S3_CREDENTIALS_FILE, read_key_pair
 from orchestrator.local.s3_snapshot import SNAPSHOT_DIR
 from orchestrator.private_files import write_private
 
@@ -25,8 +26,9 @@ CLIENT_PROPERTIES = "client.properties"  # how the operator connects (cluster up
 STORE_PASSWORD_FILE = "config/store-password"  # a PostgreSQL store's password given in --store's URL (mode 0600)
 DEFAULT_BUCKET = "tiered-storage"
 DEFAULT_PREFIX = "tiered/"
-# The embedded S3 (moto's server) accepts any key pair; this one is for it alone and never leaves the machine. A
-# cluster made since secret keys were generated keeps its own random secret key in cluster.json (0600) instead.
+# An unsecured cluster's embedded S3 (moto's server) accepts any key pair; this one is for it alone and never leaves
+# the machine. A cluster made since secret keys were generated keeps its own random secret key in cluster.json (0600)
+# instead, and a secured one (--tls or --sasl) a random pair its S3 requires, in S3_CREDENTIALS_FILE.
 EMBEDDED_S3_CREDENTIALS = ("local", "local")
 
 CLUSTER_FILES = (
@@ -72,6 +74,10 @@ class LocalClusterState:
     sasl: bool = False  # cluster up --sasl: SCRAM logins
     acls: bool = False  # cluster up --acls: the authorizer is on
     s3_secret_key: str | None = None  # the embedded S3's secret key for this cluster (random; None: the old fixed one)
+    # A secured cluster's embedded S3 serves only requests signed with the pair in S3_CREDENTIALS_FILE (then
+    # s3_secret_key is None), and its controllers' and brokers' /metrics are HTTPS with client certificates.
+    s3_auth: bool = False
+    metrics_tls: bool = False
 
     @classmethod
     def load(cls, directory: Path) -> LocalClusterState:
@@ -109,10 +115,17 @@ class LocalClusterState:
         return Path(self.dir) / STORE_PASSWORD_FILE
 
     @property
+    def s3_credentials_file(self) -> Path | None:
+        """The file holding the key pair the embedded S3 requires (None: it requires none)."""
+        return Path(self.dir) / S3_CREDENTIALS_FILE if self.embedded_s3 and self.s3_auth else None
+
+    @property
     def s3_credentials(self) -> tuple[str, str] | None:
         """The key pair for this cluster's S3: the embedded server's own, or None (the usual AWS sources)."""
         if not self.embedded_s3:
             return None
+        if self.s3_credentials_file is not None:
+            return read_key_pair(self.s3_credentials_file).as_tuple()
         access_key_id, fixed_secret = EMBEDDED_S3_CREDENTIALS
         return access_key_id, self.s3_secret_key or fixed_secret
 

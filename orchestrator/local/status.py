@@ -35,8 +35,10 @@ def status(directory: Path) -> dict[str, Any]:
         "store": parse_store_spec(state.store_spec).location,  # never a password
         "security": {"tls": state.tls, "sasl": state.sasl, "acls": state.acls},
         "client_properties": str(Path(state.dir) / CLIENT_PROPERTIES) if state.tls or state.sasl else None,
+        # The file holding the key pair the embedded S3 requires (its path only, never the key); None: none.
+        "s3_credentials_file": str(state.s3_credentials_file) if state.s3_credentials_file else None,
         "store_error": store_error,
-        "processes": [_process_entry(p, active, known=store_error is None) for p in state.processes],
+        "processes": [_process_entry(p, active, state, known=store_error is None) for p in state.processes],
     }
 
 
@@ -51,11 +53,12 @@ def _active_controller(state: LocalClusterState) -> int | None:
     return int(lease.holder.split("@", 1)[0]) if "@" in lease.holder else None
 
 
-def _process_entry(p: ProcessInfo, active: int | None, *, known: bool) -> dict[str, Any]:
+def _process_entry(p: ProcessInfo, active: int | None, state: LocalClusterState, *, known: bool) -> dict[str, Any]:
     """``known``: whether ``active`` could be read (not: a live controller's ``active`` is null, unknown)."""
     alive = is_ours(p)
     entry: dict[str, Any] = {"role": p.role, "id": p.id, "pid": p.pid, "port": p.port, "alive": alive, "log": p.log}
-    entry["metrics_url"] = f"http://127.0.0.1:{p.metrics_port}/metrics" if p.metrics_port else None
+    scheme = "https" if state.metrics_tls else "http"  # https: a client certificate of the cluster's CA is required
+    entry["metrics_url"] = f"{scheme}://127.0.0.1:{p.metrics_port}/metrics" if p.metrics_port else None
     if p.role == "controller":
         entry["active"] = None if alive and not known else alive and p.id == active
     return entry

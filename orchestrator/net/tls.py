@@ -1,5 +1,5 @@
 """TLS contexts and client identities for the Kafka-protocol ports, built from a process's ``[tls]`` and
-``[security]`` settings.
+``[security]`` settings, and the server context of its ``/metrics`` (``[metrics]``).
 
 Servers present ``certfile``. With a ``cafile`` they ask every client for a certificate and verify the one sent
 against it (a verified certificate's CN is the connection's principal); ``require_client_cert`` refuses clients
@@ -13,7 +13,7 @@ import ssl
 from pathlib import Path
 
 from orchestrator.errors import SettingsError
-from orchestrator.settings import SecuritySettings, TlsSettings
+from orchestrator.settings import MetricsSettings, SecuritySettings, TlsSettings
 
 from .client_security import ClientSecurity, SaslCredentials
 
@@ -28,6 +28,17 @@ def server_ssl_context(tls: TlsSettings) -> ssl.SSLContext | None:
         ctx.verify_mode = ssl.CERT_REQUIRED
     else:
         ctx.verify_mode = ssl.CERT_OPTIONAL if tls.cafile else ssl.CERT_NONE
+    return ctx
+
+
+def metrics_ssl_context(metrics: MetricsSettings) -> ssl.SSLContext | None:
+    """The server context of a process's ``/metrics`` (None: plain HTTP): its certificate and, with
+    ``client_cafile``, client certificates signed by that CA required (mutual TLS)."""
+    if metrics.certfile is None:
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=metrics.client_cafile)
+    ctx.load_cert_chain(metrics.certfile, metrics.keyfile)
+    ctx.verify_mode = ssl.CERT_REQUIRED if metrics.client_cafile else ssl.CERT_NONE
     return ctx
 
 

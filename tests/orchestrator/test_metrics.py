@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import socket
+import ssl
+import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
+from orchestrator.local.certificates import IssuedCertificate, issue_local_certificates
 from orchestrator.metrics import (
     BrokerMetrics,
     BrokerView,
@@ -20,6 +24,8 @@ from orchestrator.metrics import (
     MetadataView,
     MetricsEndpoint,
 )
+from orchestrator.net.tls import metrics_ssl_context
+from orchestrator.settings import MetricsSettings
 
 STATES = {"NOT_TIERED": 1, "ENABLED": 2, "DISABLING": 1, "DISABLED": 0}
 
@@ -174,3 +180,43 @@ def test_the_endpoint_serves_the_registry_on_loopback_and_frees_its_port_when_cl
         endpoint.close()
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", endpoint.port)) != 0
+
+
+@pytest.mark.integration
+def test_with_client_certificates_the_endpoint_serves_only_https_scrapes_that_present_one(tmp_path: Path) -> None:
+    issued = issue_local_certificates(tmp_path / "tls", ["broker-1", "admin"])
+    other_ca = issue_local_certificates(tmp_path / "other", ["admin"])["admin"]
+    server = issued["broker-1"]
+    settings = MetricsSettings(
+        certfile=str(server.certfile), keyfile=str(server.keyfile), client_cafile=str(server.cafile)
+    )
+    metrics = ControllerMetrics()
+    metrics.observe(_active_view)
+    endpoint = MetricsEndpoint.start(
+        metrics.registry, host="127.0.0.1", port=0, ssl_context=metrics_ssl_context(settings)
+    )
+    silent = socket.create_connection(("127.0.0.1", endpoint.port))  # connects, never speaks: holds up no one
+
+    def scrape(url: str, client: ssl.SSLContext | None) -> str:
+        with urllib.request.urlopen(url, timeout=5, context=client) as response:
+            return str(response.read().decode())
+
+    def client(cert: IssuedCertificate | None) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(server.cafile))
+        if cert is not None:
+            context.load_cert_chain(str(cert.certfile), str(cert.keyfile))
+        return context
+
+    try:
+        assert endpoint.url == f"https://127.0.0.1:{endpoint.port}/metrics"
+        assert "tieredctl_controller_active 1.0" in scrape(endpoint.url, client(issued["admin"]))
+        with pytest.raises((urllib.error.URLError, ConnectionError, ssl.SSLError)):  # no client certificate
+            scrape(endpoint.url, client(None))
+        with pytest.raises((urllib.error.URLError, ConnectionError, ssl.SSLError)):  # one of another CA
+            scrape(endpoint.url, client(other_ca))
+        with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain HTTP: dropped in the handshake
+            scrape(f"http://127.0.0.1:{endpoint.port}/metrics", None)
+        assert "tieredctl_controller_active 1.0" in scrape(endpoint.url, client(issued["admin"]))
+    finally:
+        silent.close()
+        endpoint.close()

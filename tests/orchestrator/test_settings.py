@@ -147,6 +147,21 @@ def test_metrics_are_served_on_loopback_on_a_free_port_unless_the_metrics_table_
         load_controller_settings(path)
 
 
+def test_metrics_over_tls_need_a_certificate_and_its_key_and_client_certificates_need_tls(tmp_path):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_BASICS + "[metrics]\ncertfile = 'b.pem'\nkeyfile = 'b-key.pem'\nclient_cafile = 'ca.pem'\n")
+    assert load_broker_settings(path).metrics == MetricsSettings(  # paths relative to the file, as every path
+        certfile=str(tmp_path / "b.pem"), keyfile=str(tmp_path / "b-key.pem"), client_cafile=str(tmp_path / "ca.pem")
+    )
+    for table, match in (
+        ("certfile = 'b.pem'\n", "certfile and keyfile go together"),
+        ("client_cafile = 'ca.pem'\n", "client_cafile needs certfile"),
+    ):
+        path.write_text(BROKER_BASICS + "[metrics]\n" + table)
+        with pytest.raises(SettingsError, match=match):
+            load_broker_settings(path)
+
+
 def test_a_broker_registers_its_bound_port_unless_an_advertised_port_is_set(tmp_path):
     path = tmp_path / "b.toml"
     path.write_text(BROKER_BASICS)

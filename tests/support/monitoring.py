@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import urllib.request
 from typing import Any
 
@@ -65,8 +66,9 @@ def sampled_names(text: str) -> set[str]:
     return {s.name for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-def scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as response:
+def scrape(url: str, context: ssl.SSLContext | None = None) -> str:
+    """One GET of ``url``; an https one of a secured local cluster with ``lc.metrics_ssl_context(state)``."""
+    with urllib.request.urlopen(url, timeout=10, context=context) as response:
         body: bytes = response.read()
     return body.decode()
 

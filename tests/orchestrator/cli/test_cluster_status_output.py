@@ -58,3 +58,18 @@ def test_the_json_status_carries_the_metrics_urls_as_they_are(capsys):
     Output("json").show(ClusterStatus(STATUS))
     doc = json.loads(capsys.readouterr().out)
     assert [p["metrics_url"] for p in doc["processes"]] == [None, *(p["metrics_url"] for p in STATUS["processes"][1:])]
+
+
+def test_the_text_status_of_a_secured_cluster_names_the_s3_key_pair_file_and_its_https_urls(capsys):
+    secured = {
+        **STATUS,
+        "s3_credentials_file": "/c/security/s3-credentials",
+        "processes": [
+            {**p, "metrics_url": p["metrics_url"].replace("http://", "https://")} if p["metrics_url"] else p
+            for p in STATUS["processes"]
+        ],
+    }
+    Output("text").show(ClusterStatus(secured))
+    out = capsys.readouterr().out
+    assert "S3 key pair /c/security/s3-credentials" in out
+    assert "metrics https://127.0.0.1:9400/metrics" in out

@@ -4,30 +4,41 @@ One local cluster (``cluster up --tls --sasl --acls``: real processes, a local C
 into the log before the first controller started). The operator manages users and ACLs with the CLI; the user
 ``alice`` runs the tiering story with the CLI (disable retain, re-enable, disable delete) and with real Kafka
 clients (confluent-kafka over SCRAM, both libraries over mutual TLS); refused attempts get Kafka's codes and change
-nothing; and no secret of the run is found in any file it wrote or any output it printed.
+nothing; the embedded S3 serves only requests signed with the cluster's key pair and every /metrics only HTTPS
+scrapes with a certificate of the cluster's CA (issue 37); and no secret of the run is found in any file it wrote
+or any output it printed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
+import boto3
+import botocore.exceptions as bce
 import pytest
+from botocore import UNSIGNED
+from botocore.config import Config
 
 from orchestrator.client import TieredClient
 from orchestrator.errors import BrokerNotAvailable, SaslAuthenticationFailed
 from orchestrator.ids import Uuid
 from orchestrator.local import cluster as lc
+from orchestrator.local.s3_keys import S3_CREDENTIALS_FILE
 from orchestrator.local.security import ADMIN, TLS_DIR, LocalSecurity, password_of
 from orchestrator.metadata.records import TieredState
 from orchestrator.net.client_properties import write_client_properties
 from orchestrator.net.client_security import ClientSecurity, SaslCredentials
 from orchestrator.net.connection import KafkaConnection
 from orchestrator.protocol.api_keys import ApiKey
+from remote_storage.s3 import make_s3_client
 from tests.support.kafka_clients import ConfluentJudge, JudgeFailure, KafkaPythonJudge
 from tests.support.live_cluster import LiveCluster, bucket_keys, run, wait_until
 
@@ -285,6 +296,64 @@ def test_real_kafka_clients_authenticate_with_scram_and_with_mutual_tls(users: R
         assert "Error 29" in str(refused.value)
     finally:
         kafka_python.close()
+
+
+def _s3_error(call: Any) -> tuple[int, str]:
+    with pytest.raises(bce.ClientError) as refused:
+        call()
+    response = refused.value.response
+    return int(response["ResponseMetadata"]["HTTPStatusCode"]), str(response["Error"]["Code"])
+
+
+def test_the_embedded_s3_serves_only_requests_signed_with_the_clusters_key_pair(users: Run) -> None:
+    state = users.cluster.state
+    pair_file = users.dir / S3_CREDENTIALS_FILE
+    assert pair_file.stat().st_mode & 0o777 == 0o600 and (users.dir / "security").stat().st_mode & 0o777 == 0o700
+    anonymous = boto3.client(
+        "s3", endpoint_url=state.s3_endpoint, region_name="us-east-1", config=Config(signature_version=UNSIGNED)
+    )
+    assert _s3_error(lambda: anonymous.put_object(Bucket=state.bucket, Key="planted", Body=b"x")) == (
+        403,
+        "AccessDenied",
+    )
+    assert _s3_error(lambda: anonymous.list_objects_v2(Bucket=state.bucket)) == (403, "AccessDenied")
+    assert state.s3_credentials is not None
+    access_key_id = state.s3_credentials[0]
+    wrong = make_s3_client(endpoint_url=state.s3_endpoint, access_key_id=access_key_id, secret_access_key="x" * 40)
+    assert _s3_error(lambda: wrong.put_object(Bucket=state.bucket, Key="planted", Body=b"x")) == (
+        403,
+        "SignatureDoesNotMatch",
+    )
+    assert _s3_error(lambda: wrong.list_objects_v2(Bucket=state.bucket)) == (403, "SignatureDoesNotMatch")
+
+    own = lc.s3_client(state)  # the cluster's own pair, as every process and command of the cluster uses it
+    assert "planted" not in bucket_keys(own, state.bucket)
+    # The brokers tier with the pair: a new tiered topic's segments arrive in the bucket.
+    users.tieredctl("admin", "topic", "create", "orders-signed", "--partitions", "1", *TIERED)
+    users.tieredctl("admin", "topic", "produce", "orders-signed", "--records", "200", "--record-size", "200")
+    topic_id = users.json("admin", "tiering", "status", "orders-signed")[0]["topic_id"]
+    wait_until("a segment of the topic in S3", lambda: any(topic_id in k for k in bucket_keys(own, state.bucket)))
+    # A CLI command that reads the bucket finds the pair by itself, as the README runs it.
+    inventory = users.root / "inventory"
+    users.tieredctl("admin", "inventory", "build", "--dest", str(inventory), "--cluster-dir", str(users.dir))
+    assert (inventory / "manifest.json").exists()
+
+
+def test_every_metrics_endpoint_is_https_and_needs_a_certificate_of_the_clusters_ca(users: Run) -> None:
+    urls = [p["metrics_url"] for p in lc.status(users.dir)["processes"] if p["role"] != "s3"]
+    assert len(urls) == 4 and all(url.startswith("https://127.0.0.1:") for url in urls)
+    scraper = lc.metrics_ssl_context(users.cluster.state)  # the CA and the operator's certificate
+    no_certificate = ssl.create_default_context(cafile=users.ca)
+    for url in urls:
+        with urllib.request.urlopen(url, timeout=10, context=scraper) as response:
+            assert "tieredctl_metadata_image_offset" in response.read().decode()
+        # TLS 1.3: the server's refusal of a client without a certificate arrives as the client reads the answer.
+        with pytest.raises((urllib.error.URLError, ConnectionError, ssl.SSLError)):
+            urllib.request.urlopen(url, timeout=10, context=no_certificate)
+        with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain HTTP: dropped in the handshake
+            urllib.request.urlopen(url.replace("https://", "http://"), timeout=10)
+    text = users.tieredctl("admin", "cluster", "status", "--dir", str(users.dir)).stdout
+    assert "metrics https://127.0.0.1:" in text and "metrics http://" not in text
 
 
 def test_no_secret_appears_in_any_file_the_run_wrote_or_any_output(users: Run) -> None:
