@@ -6,8 +6,9 @@ A process is armed from its environment, by its entry point, before it does anyt
 ``TIEREDCTL_CRASH_POINT=name`` fires the first time the process reaches that point, ``name@N`` the N-th time;
 several points are comma-separated (``controller.after_epoch_bump,broker.mid_delete_batch@2``).
 ``TIEREDCTL_CRASH_RECORD=path`` names a file to which the point that fires appends one JSON line,
-``{"point": ..., "pid": ..., "hit": ..., "time_ms": ...}``, so whoever armed the process knows it died there and not
-of something else. The code marks each moment with ``crash_points.reached("<name>")``.
+``{"point": ..., "pid": ..., "hit": ..., "time_ms": ...}`` (and ``"action": "stop"`` for a stop point), so whoever
+armed the process knows it died there and not of something else. The code marks each moment with
+``crash_points.reached("<name>")``.
 
 Invariants:
 * Every point is declared in :data:`POINTS`, with what it means. Arming an unknown name, or a count that is not a
@@ -190,8 +191,8 @@ def _fire(name: str, hit: int) -> None:
     stop = name in _stopping
     log.warning("fault.crash_point", point=name, hit=hit, pid=pid, action="stop" if stop else "kill")
     if _record is not None:
-        action = "stop" if stop else "kill"
-        line = json.dumps({"point": name, "pid": pid, "hit": hit, "time_ms": wall_ms(), "action": action}) + "\n"
+        entry = {"point": name, "pid": pid, "hit": hit, "time_ms": wall_ms()} | ({"action": "stop"} if stop else {})
+        line = json.dumps(entry) + "\n"
         try:
             fd = os.open(_record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _RECORD_MODE)
             try:
