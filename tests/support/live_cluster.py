@@ -53,16 +53,18 @@ class LiveCluster:
         controller_overrides: dict[str, dict[str, Any]] | None = None,
         broker_overrides: dict[str, dict[str, Any]] | None = None,
         security: LocalSecurity = LocalSecurity(),
+        store: str | None = None,
     ) -> None:
         """A new cluster in ``directory``; on the embedded S3 unless ``s3_endpoint`` (and ``bucket``) name another.
         ``controller_overrides`` adds tables to the fast controller settings (``{"snapshots": {...}}``), and
         ``broker_overrides`` to the fast broker settings (``{"rsm": {...}}``);
-        ``security`` turns on TLS, SCRAM logins and ACLs (the clients here connect as the cluster's admin)."""
+        ``security`` turns on TLS, SCRAM logins and ACLs (the clients here connect as the cluster's admin);
+        ``store`` (a ``postgresql://`` URL) keeps the metadata there instead of ``metadata.db``."""
         self.dir = directory
         controller = {**FAST_CONTROLLER, **(controller_overrides or {})}
         broker = {**FAST_BROKER, **(broker_overrides or {})}
         fast_timings = {"broker_overrides": broker, "controller_overrides": controller}
-        where = {"s3_endpoint": s3_endpoint, "bucket": bucket}
+        where = {"s3_endpoint": s3_endpoint, "bucket": bucket, "store": store}
         self.state = lc.up(
             directory, brokers=brokers, controllers=controllers, security=security, **where, **fast_timings
         )
