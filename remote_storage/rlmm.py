@@ -396,8 +396,25 @@ class RemoteLogMetadataManager(RlmmFold):
         partition is not marked for deletion."""
         self.refresh()
         self._check_not_deleting(seg, SegmentState.COPY_SEGMENT_STARTED)
-        self._append([copy_started_record(seg, now_ms=now_ms)], now_ms=now_ms)
+        started = SegmentState.COPY_SEGMENT_STARTED
+        self._append_copy_record(seg, copy_started_record(seg, now_ms=now_ms), started, now_ms=now_ms)
         return self._segments[seg.segment_id]
+
+    def _append_copy_record(
+        self, seg: RemoteSegment, record: MetadataRecord, state: SegmentState, *, now_ms: int
+    ) -> None:
+        """Append a copy record of ``seg`` (this writer is the only one of its segment id). A refusal after the
+        record already landed (the writer's first request was appended but its answer lost, and the retry met the
+        fence: a controller failover during a disablement) is no refusal: the segment is in the RLMM at ``state``,
+        so the copy must not be undone as if it had failed."""
+        try:
+            self._append([record], now_ms=now_ms)
+        except StaleTieredEpoch:
+            self.refresh()
+            with self._lock:
+                landed = self._segments.get(seg.segment_id)
+            if landed is None or _ORDER[landed.state] < _ORDER[state]:
+                raise
 
     def copy_finished(self, seg: RemoteSegment, *, broker_id: int, now_ms: int) -> RemoteSegment:
         """Record a copy finished, with the custom metadata ``seg`` carries (the RemoteStorageManager's); the same
@@ -413,7 +430,7 @@ class RemoteLogMetadataManager(RlmmFold):
         record = update_record(
             current, finished, broker_id=broker_id, now_ms=now_ms, custom_metadata=seg.custom_metadata
         )
-        self._append([record], now_ms=now_ms)
+        self._append_copy_record(current, record, finished, now_ms=now_ms)
         return self._segments[seg.segment_id]
 
     def transition(

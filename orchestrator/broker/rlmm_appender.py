@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import CancelledError
 
 from orchestrator.errors import BrokerNotAvailable, RequestTimedOut, raise_for_code
 from orchestrator.metadata.records import MetadataRecord, encode_record
@@ -69,8 +70,10 @@ class ControllerRlmmAppend:
         future = asyncio.run_coroutine_threadsafe(call, loop)
         try:
             resp = future.result(timeout=self._wait_s)
-        except TimeoutError as exc:  # no controller answered in time, or the loop stopped under it
+        except TimeoutError as exc:  # no controller answered in time
             future.cancel()
             raise RequestTimedOut(f"no active controller took the RLMM write within {self._wait_s:.0f} s") from exc
+        except CancelledError as exc:  # the broker's loop is stopping: its tasks are cancelled
+            raise BrokerNotAvailable("the broker is stopping: its RLMM write was not answered") from exc
         raise_for_code(resp["error_code"], resp["error_message"])
         return resp["last_offset"]
