@@ -7,7 +7,8 @@ Layout of a partition directory ``<data_dir>/<topic>-<partition>/`` (Kafka's nam
   epoch it was appended in: byte for byte what a Kafka broker writes, so the remote tier holds what a Kafka broker
   would upload; ``<baseOffset:20>.index``, Kafka's offset index; ``<baseOffset:20>.timeindex``, Kafka's time index;
 * ``<offset:20>.snapshot``: the idempotent producers' state as of ``offset``, written as each segment is closed at
-  the offset the next one starts (Kafka's producer snapshot, :mod:`orchestrator.broker.producer_state`);
+  the offset the next one starts (Kafka's producer snapshot, :mod:`orchestrator.broker.producer_state`); the one
+  at the local log start offset outlives the segments deleted before it and seeds the producers' table on open;
 * ``leader-epoch-checkpoint``: the partition's leader-epoch cache (:mod:`orchestrator.broker.leader_epochs`),
   rewritten whenever an append starts a new leader epoch or the log start offset moves;
 * ``partition.metadata``: ``version: 0`` and ``topic_id: <id>`` (KIP-516), written once, checked on open;
@@ -75,7 +76,7 @@ from orchestrator.broker.leader_epochs import (
     parse_checkpoint,
 )
 from orchestrator.broker.log_reads import Record, find_timestamp, read_batches, records_from, timestamp_search_position
-from orchestrator.broker.log_segment import LogSegment, SegmentInfo
+from orchestrator.broker.log_segment import LogSegment, SegmentInfo, segment_file
 from orchestrator.broker.producer_state import (
     ProducedBatch,
     ProducerStates,
@@ -83,6 +84,7 @@ from orchestrator.broker.producer_state import (
     last_sequence_of,
     parse_snapshot,
     snapshot_bytes,
+    states_from_snapshot,
 )
 from orchestrator.errors import InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
 from orchestrator.ids import Uuid
@@ -194,6 +196,8 @@ class PartitionLog:
 
     def _load(self) -> None:
         bases = sorted(int(p.stem) for p in self.directory.glob("*.log") if p.stem.isdigit())
+        if bases:
+            self.producers = self._snapshot_at(bases[0])  # what the deleted segments before the first one knew
         for i, base in enumerate(bases):
             seg = LogSegment(self.directory, base)
             active = i == len(bases) - 1
@@ -226,6 +230,17 @@ class PartitionLog:
         )
         self.producers = self.producers.with_batch(header.producer_id, header.producer_epoch, batch)
         self.leader_epochs = self.leader_epochs.assigned(header.partition_leader_epoch, header.base_offset)
+
+    def _snapshot_at(self, offset: int) -> ProducerStates:
+        """The producers' table the snapshot at ``offset`` holds (empty when there is none or it is unreadable)."""
+        path = segment_file(self.directory, offset, "snapshot")
+        try:
+            return states_from_snapshot(parse_snapshot(path.read_bytes()))
+        except FileNotFoundError:
+            return ProducerStates()
+        except SnapshotFormatError as exc:
+            log.warning("log.producer_snapshot_unreadable", path=str(path), reason=str(exc))
+            return ProducerStates()
 
     def _restore_producer_snapshot(self, seg: LogSegment) -> None:
         """Write a closed segment's producer snapshot if it is missing or unreadable (a kill before it was written,
@@ -481,12 +496,14 @@ class PartitionLog:
         try:
             while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
                 seg = self._segments[0]
-                seg.delete_files()
+                last = not (len(self._segments) > 2 and self._segments[1].next_offset <= offset)
+                seg.delete_files(keep_snapshot=last)  # the snapshot at the new local log start stays (Kafka's too)
                 self._segments.pop(0)
                 dropped.append(seg.info())
         finally:
             if dropped:
                 self.local_log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+                self._delete_snapshots_before(self._segments[0].base_offset)
                 log.info(
                     "log.local_segments_deleted",
                     directory=str(self.directory),
@@ -495,6 +512,12 @@ class PartitionLog:
                 )
         self._sync_checkpoint()
         return dropped
+
+    def _delete_snapshots_before(self, offset: int) -> None:
+        """Remove producer snapshots older than ``offset`` (the one kept at an earlier local log start)."""
+        for path in self.directory.glob("*.snapshot"):
+            if path.stem.isdigit() and int(path.stem) < offset:
+                path.unlink(missing_ok=True)
 
     @_on_log_directory
     def advance_log_start_offset(self, offset: int) -> None:

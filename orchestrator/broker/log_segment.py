@@ -248,9 +248,11 @@ class LogSegment:
         self.index_path.write_bytes(b"".join(OFFSET_INDEX_ENTRY.pack(o - base, p) for o, p in self.index))
         self.time_index_path.write_bytes(b"".join(TIME_INDEX_ENTRY.pack(t, o - base) for t, o in self.time_index))
 
-    def delete_files(self) -> None:
+    def delete_files(self, *, keep_snapshot: bool = False) -> None:
         """Delete the segment's files, the log last: the log is what is served, so a failure part way leaves a
-        segment that is still whole on disk (indexes are rebuilt on open)."""
+        segment that is still whole on disk (indexes are rebuilt on open). ``keep_snapshot``: not the producer
+        snapshot at its end (the next segment's start, which becomes the local log start)."""
         self.close()
-        for path in (self.producer_snapshot_path, self.time_index_path, self.index_path, self.log_path):
+        snapshot = () if keep_snapshot else (self.producer_snapshot_path,)
+        for path in (*snapshot, self.time_index_path, self.index_path, self.log_path):
             path.unlink(missing_ok=True)

@@ -12,8 +12,11 @@ batch carries the same numbers. The partition keeps, per producer id, its epoch 
 * a producer the partition does not know (its batches left with the segments that held them, or never seen) may
   start at any sequence, as Kafka accepts since KIP-360.
 
-The table is rebuilt from the batch headers of the local log when the log is opened, so it survives a restart as
-far as the local segments reach; a producer whose batches are all gone from the local log is unknown again.
+The table is rebuilt when the log is opened: from the snapshot kept at the local log start offset (the table as of
+the end of the last segment deleted, :func:`states_from_snapshot`), then from the batch headers of the local
+segments. So it survives a restart after local segments were deleted (retention, tiering), as Kafka's does; a
+producer is unknown again only when no snapshot holds it (a log whose first segments were lost with their
+snapshots).
 Values are immutable; :meth:`ProducerStates.with_batch` returns a new table.
 
 Snapshots (:func:`snapshot_bytes`): the table as of a segment's end, in Kafka's ``<offset>.snapshot`` format
@@ -178,6 +181,19 @@ def snapshot_bytes(states: ProducerStates) -> bytes:
         for e in entries
     )
     return _SNAPSHOT_HEAD.pack(SNAPSHOT_VERSION, crc32c(body)) + body
+
+
+def states_from_snapshot(entries: list[SnapshotEntry]) -> ProducerStates:
+    """The table a snapshot file restores: each producer's epoch and its last batch (which a retry then matches as
+    a duplicate, and after which the producer must go on in sequence), as Kafka reloads a snapshot."""
+    restored: dict[int, ProducerEntry] = {}
+    for e in entries:
+        first_sequence = (e.last_sequence - e.offset_delta) % (MAX_SEQUENCE + 1)
+        last = ProducedBatch(
+            first_sequence, e.last_sequence, e.last_offset - e.offset_delta, e.last_offset, e.timestamp_ms
+        )
+        restored[e.producer_id] = ProducerEntry(e.epoch, (last,))
+    return ProducerStates(MappingProxyType(restored))
 
 
 class SnapshotFormatError(ValueError):

@@ -238,7 +238,9 @@ def _idempotent(value: bytes, *, producer_id: int, sequence: int, ts: int) -> by
     return encode_batch(batch)
 
 
-def test_closing_a_segment_writes_the_producer_snapshot_at_its_end_and_deleting_it_removes_the_snapshot(tmp_path):
+def test_closing_a_segment_writes_the_producer_snapshot_at_its_end_kept_as_the_log_start_snapshot_when_deleted(
+    tmp_path,
+):
     log = _log(tmp_path, segment_bytes=10**6)
     log.append_batches([_idempotent(b"a", producer_id=5, sequence=0, ts=100)])
     log.append_batches([_idempotent(b"b", producer_id=5, sequence=1, ts=200)])
@@ -250,7 +252,15 @@ def test_closing_a_segment_writes_the_producer_snapshot_at_its_end_and_deleting_
     log.append([(None, b"more", 400)])
     log.roll()
     log.delete_local_segments_before(3)
-    assert not closed.producer_snapshot_path.exists() and not closed.time_index_path.exists()
+    assert not closed.log_path.exists() and not closed.time_index_path.exists()
+    # the snapshot at the new local log start stays (the producers' state the deleted segment held), until the
+    # local log start moves past it
+    assert closed.producer_snapshot_path.exists()
+    log.append([(None, b"even more", 500)])
+    log.roll()
+    log.delete_local_segments_before(5)
+    assert not closed.producer_snapshot_path.exists()
+    assert [p.name for p in (tmp_path / "orders-0").glob("*.snapshot")] == [f"{5:020d}.snapshot"]
 
 
 def test_a_missing_or_corrupt_snapshot_is_rebuilt_on_open_from_the_batches_up_to_the_segments_end(tmp_path):

@@ -203,3 +203,34 @@ def test_a_snapshot_kafka_would_refuse_is_refused(damage, why):
     states = ProducerStates().with_batch(PID, 0, ProducedBatch(0, 0, 0, 0, 1))
     with pytest.raises(SnapshotFormatError, match=why):
         parse_snapshot(damage(snapshot_bytes(states)))
+
+
+def test_a_producer_whose_batches_left_with_deleted_segments_is_still_known_after_a_restart(tmp_path):
+    """Local segments deleted (retention after tiering): the snapshot at the new local log start keeps what they
+    knew, so after a restart a retry of the producer's last batch is still a duplicate and a gap still refused."""
+
+    def open_log() -> PartitionLog:
+        return PartitionLog(tmp_path / "t-0", topic_id=TID, config=LogConfig(segment_bytes=200), clock=lambda: 1_000)
+
+    plog = open_log()
+    assert plog.append_batches([_idempotent([b"a", b"b"], epoch=0, sequence=0)]) == (0, 1)
+    plog.roll()
+    assert plog.append_batches([_other_producer([b"x"])]) == (2, 2)  # another producer's batch
+    plog.roll()
+    plog.advance_log_start_offset(3)  # both segments holding the producer's batches are deleted
+    assert [s.base_offset for s in plog.segments()] == [3]
+    assert sorted(p.name for p in (tmp_path / "t-0").glob("*.snapshot")) == [f"{3:020d}.snapshot"]
+    plog.close()
+
+    reopened = open_log()
+    assert reopened.append_batches([_idempotent([b"a", b"b"], epoch=0, sequence=0)]) == (0, 1)  # a retry
+    with pytest.raises(OutOfOrderSequenceNumber):
+        reopened.append_batches([_idempotent([b"e"], epoch=0, sequence=9)])
+    assert reopened.append_batches([_idempotent([b"c"], epoch=0, sequence=2)]) == (3, 3)
+    assert [r.value for r in reopened.read(3)] == [b"c"]
+    reopened.close()
+
+
+def _other_producer(values: list[bytes]) -> bytes:
+    records = [(None, v, 1_000, ()) for v in values]
+    return encode_batch(build_batch(0, records, producer_id=PID + 1, producer_epoch=0, base_sequence=0))
