@@ -63,6 +63,7 @@ CLUSTER_ONLY = frozenset(
         ApiKey.BROKER_HEARTBEAT,
         ApiKey.DISABLE_REMOTE_TOPIC,
         ApiKey.DELETE_REMOTE_PARTITIONS,
+        ApiKey.REPORT_COPY_STATES,
         ApiKey.ENVELOPE,
     }
 )

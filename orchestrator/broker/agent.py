@@ -102,7 +102,7 @@ from orchestrator.broker.partition_dirs import (
     retire_stale_partitions,
 )
 from orchestrator.broker.producer_ids import ProducerIdAllocator
-from orchestrator.broker.remote_log_manager import RemoteLogManager
+from orchestrator.broker.remote_log_manager import RemoteLogManager, heartbeat_copy_states
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.broker.remote_storage_setup import remote_storage
 from orchestrator.broker.rlmm_publisher import RemoteLogMetadataPublisher
@@ -157,6 +157,7 @@ class BrokerAgent:
             settings,
             advertised_port=lambda: settings.advertised_port or self.port,
             image_offset=lambda: self.follower.image.offset,
+            copy_states=lambda: heartbeat_copy_states(self.rlm.copy_states()),
         )
         self.metrics = BrokerMetrics()
         # First, before anything is opened: a key file that cannot be read refuses the start (SettingsError).
@@ -185,6 +186,7 @@ class BrokerAgent:
             image=lambda: self.follower.image,
             now_ms=wall_ms,
             reader=storage.reader,
+            copy_stall_threshold_ms=settings.copy_stall_threshold_ms,
         )
         fence = ControllerEpochFence(self.store)  # one for every API a controller calls
         self.disable_handler = DisableRemoteTopicHandler(

@@ -3,7 +3,8 @@
 A member's name is its schema's name in UPPER_SNAKE (``INCREMENTAL_ALTER_CONFIGS`` is
 ``IncrementalAlterConfigsRequest``/``Response``); a unit test checks every member against the schema files.
 ``DisableRemoteTopic`` is 10950 (KIP-950 left it open), and the keys after it are ours too
-(``DeleteRemotePartitions``, 10954: a deleted topic's remote data, KIP-405 partition deletion).
+(``DeleteRemotePartitions``, 10954: a deleted topic's remote data, KIP-405 partition deletion; ``ReportCopyStates``,
+10957: a broker's copies to remote storage in flight or failing, for ``tiering status``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class ApiKey(IntEnum):
     DISABLE_REMOTE_TOPIC = 10950
     DESCRIBE_TIERED_STATE = 10951
     DELETE_REMOTE_PARTITIONS = 10954
+    REPORT_COPY_STATES = 10957
 
     @property
     def schema_stem(self) -> str:
