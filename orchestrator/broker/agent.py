@@ -88,7 +88,7 @@ from orchestrator import crash_points
 from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
 from orchestrator.broker.admin_reads import BROKER_READS, answer_read
-from orchestrator.broker.controller_link import ControllerLink, stale_broker_epoch
+from orchestrator.broker.controller_link import ControllerLink, copy_state_messages, stale_broker_epoch
 from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.fencing import ControllerEpochFence
@@ -102,7 +102,7 @@ from orchestrator.broker.partition_dirs import (
     retire_stale_partitions,
 )
 from orchestrator.broker.producer_ids import ProducerIdAllocator
-from orchestrator.broker.remote_log_manager import RemoteLogManager, heartbeat_copy_states
+from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.broker.remote_storage_setup import remote_storage
 from orchestrator.broker.rlmm_publisher import RemoteLogMetadataPublisher
@@ -157,7 +157,7 @@ class BrokerAgent:
             settings,
             advertised_port=lambda: settings.advertised_port or self.port,
             image_offset=lambda: self.follower.image.offset,
-            copy_states=lambda: heartbeat_copy_states(self.rlm.copy_states()),
+            copy_states=lambda: copy_state_messages(self.rlm.copy_states()),
         )
         self.metrics = BrokerMetrics()
         # First, before anything is opened: a key file that cannot be read refuses the start (SettingsError).

@@ -17,10 +17,11 @@ than lease TTL + session timeout the broker is not even fenced.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 
+from orchestrator.broker.remote_log_manager import PartitionCopyState
 from orchestrator.errors import StaleBrokerEpoch, TieredError
 from orchestrator.ids import Uuid
 from orchestrator.net.admin import AdminClient
@@ -127,3 +128,20 @@ def stale_broker_epoch(requested: int, current: int) -> StaleBrokerEpoch | None:
     if requested >= 0 and requested != current:
         return StaleBrokerEpoch(f"request for broker epoch {requested}; this incarnation has {current}")
     return None
+
+
+def copy_state_messages(states: Mapping[tuple[Uuid, int], PartitionCopyState]) -> list[m.PartitionCopyState]:
+    """The copy states as ReportCopyStates carries them, by partition."""
+    return [
+        m.PartitionCopyState(
+            topic_id=topic_id,
+            partition=partition,
+            in_flight_since_ms=s.in_flight_since_ms,
+            in_flight=s.in_flight,
+            stalled=s.stalled,
+            last_error=s.last_error,
+            last_error_ms=s.last_error_ms,
+            failed_passes=s.failed_passes,
+        )
+        for (topic_id, partition), s in sorted(states.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))
+    ]

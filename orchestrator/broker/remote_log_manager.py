@@ -77,7 +77,6 @@ from orchestrator.metadata.topic_configs import (
     RETENTION_MS,
     int_or_default,
 )
-from orchestrator.protocol import messages as m
 from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry
 from policies.retention_executor import execute_expiry_plan
 from remote_storage.deletion import DeleteResult, delete_segments
@@ -204,15 +203,20 @@ class RemoteLogManager:
                 with self._cond:
                     self._in_flight[topic_id] -= 1
                     self._cond.notify_all()
-                self._set_copy_state(topic_id, partition, in_flight_since_ms=-1, in_flight=None)
+                self._update_copy_state(
+                    topic_id, partition, lambda s: replace(s, in_flight_since_ms=-1, in_flight=None)
+                )
         self._record_copy_lag(topic_id, partition, behind[copied:])
         self._record_pass_outcome(topic_id, partition, failure)
         return CopyResult(copied, aborted, failure)
 
-    def _set_copy_state(self, topic_id: Uuid, partition: int, **changes: object) -> None:
+    def _update_copy_state(
+        self, topic_id: Uuid, partition: int, change: Callable[[PartitionCopyState], PartitionCopyState]
+    ) -> None:
+        """Apply ``change`` to the partition's copy state; a state with nothing to say is forgotten."""
         with self._cond:
             key = (topic_id, partition)
-            state = replace(self._copy_states.get(key, PartitionCopyState()), **changes)  # type: ignore[arg-type]
+            state = change(self._copy_states.get(key, PartitionCopyState()))
             if state == PartitionCopyState():
                 self._copy_states.pop(key, None)
             else:
@@ -221,12 +225,16 @@ class RemoteLogManager:
     def _record_pass_outcome(self, topic_id: Uuid, partition: int, failure: Exception | None) -> None:
         """The pass's error (its count in a row grows), or none: the partition's copying is keeping up again."""
         if failure is None:
-            self._set_copy_state(topic_id, partition, last_error=None, last_error_ms=-1, failed_passes=0)
+            self._update_copy_state(
+                topic_id, partition, lambda s: replace(s, last_error=None, last_error_ms=-1, failed_passes=0)
+            )
             return
-        with self._cond:
-            failed = self._copy_states.get((topic_id, partition), PartitionCopyState()).failed_passes + 1
-        error = f"{type(failure).__name__}: {failure}"
-        self._set_copy_state(topic_id, partition, last_error=error, last_error_ms=self._now_ms(), failed_passes=failed)
+        error, now = f"{type(failure).__name__}: {failure}", self._now_ms()
+        self._update_copy_state(
+            topic_id,
+            partition,
+            lambda s: replace(s, last_error=error, last_error_ms=now, failed_passes=s.failed_passes + 1),
+        )
 
     def copy_states(self) -> dict[PartitionKey, PartitionCopyState]:
         """Each partition whose upload is in flight or whose last copy pass failed (any thread); an upload in flight
@@ -291,7 +299,10 @@ class RemoteLogManager:
             return _REFUSED
         target = f"s3://{self.rsm.bucket}/{remote.object_keys(self.rsm.prefix)[Suffix.LOG]}"
         what = f"upload of segment {seg.base_offset}-{seg.end_offset} of {topic.name}-{partition} to {target}"
-        self._set_copy_state(topic.topic_id, partition, in_flight_since_ms=self._now_ms(), in_flight=what)
+        since = self._now_ms()
+        self._update_copy_state(
+            topic.topic_id, partition, lambda s: replace(s, in_flight_since_ms=since, in_flight=what)
+        )
         try:
             uploaded = self.rsm.copy_segment(
                 remote.key,
@@ -569,20 +580,3 @@ def _segment_metadata(seg: RemoteSegment) -> RemoteLogSegmentMetadata:
         event_timestamp_ms=seg.event_timestamp_ms,
         segment_leader_epochs=seg.epochs,
     )
-
-
-def heartbeat_copy_states(states: Mapping[PartitionKey, PartitionCopyState]) -> list[m.PartitionCopyState]:
-    """The copy states as a heartbeat carries them, by partition."""
-    return [
-        m.PartitionCopyState(
-            topic_id=topic_id,
-            partition=partition,
-            in_flight_since_ms=s.in_flight_since_ms,
-            in_flight=s.in_flight,
-            stalled=s.stalled,
-            last_error=s.last_error,
-            last_error_ms=s.last_error_ms,
-            failed_passes=s.failed_passes,
-        )
-        for (topic_id, partition), s in sorted(states.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))
-    ]
