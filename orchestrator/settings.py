@@ -195,6 +195,9 @@ class StoreSettings:
     lock_timeout_ms: int = 5_000
     idle_in_transaction_timeout_ms: int = 10_000
     connect_timeout_s: int = 10
+    # The client's own bound on one store operation: a server that answers nothing this long (paused, a link that
+    # drops packets) is taken for gone, and the operation fails, retriable. Above the two bounds above.
+    response_timeout_ms: int = 15_000
 
 
 @dataclass(frozen=True)
