@@ -63,7 +63,8 @@ POINTS: Mapping[str, str] = MappingProxyType(
             "a metadata snapshot is written inside its store transaction, which is not committed yet"
         ),
         "controller.after_topic_removed": (
-            "a deleted topic's RemoveTopicRecord is appended; its remote partitions are not marked for deletion yet"
+            "a deleted topic's RemoveTopicRecord and its partitions' DELETE_PARTITION_MARKED are committed; the "
+            "deletion is not queued yet and DeleteTopics not answered"
         ),
         "broker.after_upload_before_rlmm": (
             "a segment's objects are uploaded to S3; COPY_SEGMENT_FINISHED is not in the RLMM yet"

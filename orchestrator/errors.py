@@ -16,6 +16,7 @@
     ├── MissingCredentialsError     no credentials for the object store were found
     ├── ScanInputError              an inventory, a metadata export, a scan's output or an object key that cannot
     │                               be used; the message names the file
+    ├── StoreUnavailable            the metadata store did not answer a command within its bound
     └── LocalClusterError           the local cluster could not be started, found or stopped
 
 Rules the classes keep:
@@ -123,6 +124,14 @@ class LocalClusterError(TieredError):
     """The local cluster could not be started, found or stopped; the message says what to do."""
 
     name, retriable = "LOCAL_CLUSTER_ERROR", False
+
+
+class StoreUnavailable(TieredError):
+    """The metadata store did not answer a command within its bound (a PostgreSQL server paused or unreachable, a
+    SQLite file whose write lock another process holds): the message names the store and what to do. No wire code:
+    the client found it out itself."""
+
+    name, retriable = "STORE_UNAVAILABLE", True
 
 
 class SaslExchangeFailed(TieredError):

@@ -65,6 +65,10 @@ class S3Settings:
     bucket: str = "tiered-storage"
     prefix: str = "tiered/"  # every object key starts with this
     region: str = "us-east-1"
+    # The S3 client's bounds on one request: a paused or silent endpoint ends each request in an error within them,
+    # which the retry layer (remote_storage.retry) retries a bounded number of times and the caller then records.
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 30.0
 
 
 # Aiven's RemoteStorageManagerConfig bounds chunk.size to [1, Integer.MAX_VALUE / 2]
@@ -201,6 +205,9 @@ class StoreSettings:
     lock_timeout_ms: int = 5_000
     idle_in_transaction_timeout_ms: int = 10_000
     connect_timeout_s: int = 10
+    # The client's own bound on one store operation: a server that answers nothing this long (paused, a link that
+    # drops packets) is taken for gone, and the operation fails, retriable. Above the two bounds above.
+    response_timeout_ms: int = 15_000
 
 
 @dataclass(frozen=True)
@@ -360,6 +367,9 @@ class BrokerSettings:
     # ``controllers``. Keep lease_ttl_ms + this below the controllers' session_timeout_ms, so a frozen controller's
     # brokers reach its successor before it fences them (defaults: 3 s + 2 s < 6 s).
     request_timeout_ms: int = 2_000
+    # An upload in flight this long is reported stalled (``tiering status``, with the segment and the object): one
+    # S3 request may take the S3 read timeout ([s3] read_timeout_s), so by default no longer than that.
+    copy_stall_threshold_ms: int = 30_000
     s3: S3Settings = field(default_factory=S3Settings)
     rsm: RemoteStorageManagerSettings = field(default_factory=RemoteStorageManagerSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)

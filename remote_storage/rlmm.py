@@ -31,8 +31,10 @@ Partition deletion (KIP-405, a deleted topic's remote data): RemotePartitionDele
 partition DELETE_PARTITION_MARKED -> STARTED -> FINISHED, never back. Once a partition is marked, this manager
 refuses every copy record of it (COPY_SEGMENT_STARTED or FINISHED: StaleTieredEpoch, nothing written), in addition
 to the store's fence, which refuses copy records of a topic id the metadata log no longer has (the controller
-removes the topic before it marks the partitions). So a copy in flight when its topic is deleted cannot land; the
-copier deletes what it uploaded (``orchestrator/broker/remote_log_manager.py``).
+writes the topic's removal and its partitions' marks in one store transaction:
+:meth:`RlmmFold.partition_delete_records` makes the marks, and the store's ``append`` takes them with the
+removal). So a copy in flight when its topic is deleted cannot land; the copier deletes what it uploaded
+(``orchestrator/broker/remote_log_manager.py``).
 """
 
 from __future__ import annotations
@@ -353,6 +355,35 @@ class RlmmFold:
                 )
             return out
 
+    def partition_delete_records(
+        self,
+        topic: str,
+        topic_id: Uuid,
+        partitions: Iterable[int],
+        state: PartitionDeleteState,
+        *,
+        broker_id: int,
+        now_ms: int,
+    ) -> list[MetadataRecord]:
+        """The RemotePartitionDeleteMetadataRecords that move these partitions to ``state``, as far as this fold has
+        read: none for a partition already there or further (a partition's deletion state never goes back)."""
+        records = []
+        for partition in sorted(set(partitions)):
+            with self._lock:
+                current = self._partition_deletes.get((topic_id, partition))
+            if current is not None and _PARTITION_ORDER[current] >= _PARTITION_ORDER[state]:
+                continue
+            records.append(
+                make_record(
+                    "RemotePartitionDeleteMetadataRecord",
+                    topic_id_partition={"name": topic, "id": topic_id, "partition": partition},
+                    broker_id=broker_id,
+                    event_timestamp_ms=now_ms,
+                    remote_partition_delete_state=int(state),
+                )
+            )
+        return records
+
 
 class RlmmAppend(Protocol):
     """Where the writes go: appends ``records`` atomically (under the store's copy fence) and returns the RLMM offset
@@ -490,19 +521,5 @@ class RemoteLogMetadataManager(RlmmFold):
         """Move these partitions to ``state`` in one atomic append; partitions already there or further are
         skipped (a partition's deletion state never goes back)."""
         self.refresh()
-        records = []
-        for partition in sorted(set(partitions)):
-            with self._lock:
-                current = self._partition_deletes.get((topic_id, partition))
-            if current is not None and _PARTITION_ORDER[current] >= _PARTITION_ORDER[state]:
-                continue
-            records.append(
-                make_record(
-                    "RemotePartitionDeleteMetadataRecord",
-                    topic_id_partition={"name": topic, "id": topic_id, "partition": partition},
-                    broker_id=broker_id,
-                    event_timestamp_ms=now_ms,
-                    remote_partition_delete_state=int(state),
-                )
-            )
+        records = self.partition_delete_records(topic, topic_id, partitions, state, broker_id=broker_id, now_ms=now_ms)
         self._append(records, now_ms=now_ms)

@@ -64,6 +64,7 @@ CLUSTER_ONLY = frozenset(
         ApiKey.DISABLE_REMOTE_TOPIC,
         ApiKey.DELETE_REMOTE_PARTITIONS,
         ApiKey.APPEND_REMOTE_LOG_METADATA,
+        ApiKey.REPORT_COPY_STATES,
         ApiKey.ENVELOPE,
     }
 )

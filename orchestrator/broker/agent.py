@@ -91,7 +91,7 @@ from orchestrator import crash_points
 from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
 from orchestrator.broker.admin_reads import BROKER_READS, answer_read
-from orchestrator.broker.controller_link import ControllerLink, stale_broker_epoch
+from orchestrator.broker.controller_link import ControllerLink, copy_state_messages, stale_broker_epoch
 from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.fencing import ControllerEpochFence
@@ -162,6 +162,7 @@ class BrokerAgent:
             settings,
             advertised_port=lambda: settings.advertised_port or self.port,
             image_offset=lambda: self.follower.image.offset,
+            copy_states=lambda: copy_state_messages(self.rlm.copy_states()),
         )
         self.metrics = BrokerMetrics()
         # First, before anything is opened: a key file that cannot be read refuses the start (SettingsError).
@@ -191,6 +192,7 @@ class BrokerAgent:
             image=lambda: self.follower.image,
             now_ms=wall_ms,
             reader=storage.reader,
+            copy_stall_threshold_ms=settings.copy_stall_threshold_ms,
         )
         fence = ControllerEpochFence(self.store)  # one for every API a controller calls
         self.disable_handler = DisableRemoteTopicHandler(

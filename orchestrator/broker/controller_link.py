@@ -2,7 +2,9 @@
 
 Each process start is a new incarnation (a fresh incarnation id) and registers with the address the others reach
 it at (``host`` and ``advertised_port``, else the port it bound); the controller answers with the broker epoch that
-fences requests meant for another incarnation. Heartbeats then carry the image's offset every interval; a heartbeat
+fences requests meant for another incarnation. Heartbeats then carry the image's offset every interval, each followed
+by a ReportCopyStates (our key 10957) while any upload of this broker is in flight or its copy pass failed (and once
+more when none is left, which clears the controller's view): what ``tiering status`` shows of them; a heartbeat
 answered STALE_BROKER_EPOCH (the controller fenced this incarnation) makes the broker register again.
 
 Both requests are idempotent, so one the controller does not answer within ``request_timeout_ms`` is sent again
@@ -15,10 +17,11 @@ than lease TTL + session timeout the broker is not even fenced.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 
+from orchestrator.broker.remote_log_manager import PartitionCopyState
 from orchestrator.errors import StaleBrokerEpoch, TieredError
 from orchestrator.ids import Uuid
 from orchestrator.net.admin import AdminClient
@@ -31,13 +34,22 @@ log = structlog.get_logger(__name__)
 
 class ControllerLink:
     def __init__(
-        self, settings: BrokerSettings, *, advertised_port: Callable[[], int], image_offset: Callable[[], int]
+        self,
+        settings: BrokerSettings,
+        *,
+        advertised_port: Callable[[], int],
+        image_offset: Callable[[], int],
+        copy_states: Callable[[], list[m.PartitionCopyState]] = list,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.settings = settings
         self.incarnation_id = Uuid.random()
         self.broker_epoch = -1  # none until registered
         self._advertised_port = advertised_port  # known once the server has bound its port
         self._image_offset = image_offset
+        self._copy_states = copy_states
+        self._sleep = sleep
+        self._reported_copies = False  # whether the last report sent named any partition (one more clears it)
 
     async def register(self, controllers: AdminClient) -> None:
         listener: m.Listener = {
@@ -85,11 +97,30 @@ class ControllerLink:
                     log.warning("broker.heartbeat_stale_epoch", broker_epoch=self.broker_epoch)
                     self.broker_epoch = -1
                     continue
+                await self._report_copy_states(controllers)
             except TieredError as exc:
                 log.warning("broker.heartbeat_failed", error=exc.name, detail=exc.message)
             except OSError as exc:
                 log.warning("broker.heartbeat_failed", error=type(exc).__name__, detail=str(exc))
-            await asyncio.sleep(interval)
+            await self._sleep(interval)
+
+    async def _report_copy_states(self, controllers: AdminClient) -> None:
+        """Send this broker's copies in flight or failing, when there are any or the last report had some."""
+        states = self._copy_states()
+        if not states and not self._reported_copies:
+            return
+        body: m.ReportCopyStatesRequest = {
+            "broker_id": self.settings.broker_id,
+            "broker_epoch": self.broker_epoch,
+            "copy_states": states,
+        }
+        resp = await controllers.call(
+            ApiKey.REPORT_COPY_STATES, (0, 0), body, m.ReportCopyStatesResponse, idempotent=True
+        )
+        if resp["error_code"] == 0:
+            self._reported_copies = bool(states)
+        else:
+            log.warning("broker.copy_report_refused", error_code=resp["error_code"], detail=resp["error_message"])
 
 
 def stale_broker_epoch(requested: int, current: int) -> StaleBrokerEpoch | None:
@@ -97,3 +128,20 @@ def stale_broker_epoch(requested: int, current: int) -> StaleBrokerEpoch | None:
     if requested >= 0 and requested != current:
         return StaleBrokerEpoch(f"request for broker epoch {requested}; this incarnation has {current}")
     return None
+
+
+def copy_state_messages(states: Mapping[tuple[Uuid, int], PartitionCopyState]) -> list[m.PartitionCopyState]:
+    """The copy states as ReportCopyStates carries them, by partition."""
+    return [
+        m.PartitionCopyState(
+            topic_id=topic_id,
+            partition=partition,
+            in_flight_since_ms=s.in_flight_since_ms,
+            in_flight=s.in_flight,
+            stalled=s.stalled,
+            last_error=s.last_error,
+            last_error_ms=s.last_error_ms,
+            failed_passes=s.failed_passes,
+        )
+        for (topic_id, partition), s in sorted(states.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))
+    ]

@@ -18,6 +18,13 @@ the closed local segments of the partition that are still not remote (so an uplo
 per partition while it may copy (its topic ENABLED, led here) and read by the metrics
 (:meth:`RemoteLogManager.copy_lag`); :meth:`RemoteLogManager.retain_copy_lag` forgets partitions no longer led.
 
+Copy state (what ``tiering status`` shows, through the broker's heartbeats): the upload in flight of each partition,
+from the moment its objects start going up (the injected clock) until the copy ends, said as the segment and the
+S3 object it goes to, and stalled once in flight for ``copy_stall_threshold_ms``; and the error that failed the
+partition's last copy pass with the count of passes failed in a row, kept until a pass ends without one
+(:meth:`RemoteLogManager.copy_states`). An S3 that hangs shows first as a stalled upload, then, once the S3 client's
+timeouts and retries end it, as the pass's error.
+
 ``stop_partitions(topic_id, tiered_epoch)`` (KIP-950's RemoteLogManager#stopPartitions): from then on no copy of
 that topic starts below that epoch's successor, and the call returns only when every copy in flight for the
 topic has finished or been cleaned up.
@@ -73,6 +80,7 @@ from orchestrator.metadata.topic_configs import (
 from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry
 from policies.retention_executor import execute_expiry_plan
 from remote_storage.deletion import DeleteResult, delete_segments
+from remote_storage.keys import Suffix
 from remote_storage.remote_segments import RemoteSegmentReader
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 from remote_storage.s3 import S3RemoteStorage
@@ -102,6 +110,22 @@ class ReadResult:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionCopyState:
+    """A partition's copying as :meth:`RemoteLogManager.copy_states` reports it: an upload in flight since
+    ``in_flight_since_ms`` (-1: none), and the error of its last copy pass (None: the last pass ended without one)."""
+
+    in_flight_since_ms: int = -1
+    in_flight: str | None = None  # "upload of segment 0-99 of orders-0 to s3://bucket/key"
+    stalled: bool = False  # in flight for the stall threshold or longer
+    last_error: str | None = None
+    last_error_ms: int = -1
+    failed_passes: int = 0  # consecutive copy passes that failed
+
+
+DEFAULT_COPY_STALL_THRESHOLD_MS = 30_000  # the S3 client's default read timeout: one request may take that long
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionCopyLag:
     """Closed local segments of a partition not copied yet, as the last copy pass left them."""
 
@@ -120,8 +144,10 @@ class RemoteLogManager:
         image: Callable[[], MetadataImage],
         now_ms: Callable[[], int],
         reader: RemoteSegmentReader | None = None,
+        copy_stall_threshold_ms: int = DEFAULT_COPY_STALL_THRESHOLD_MS,
     ) -> None:
         self.broker_id = broker_id
+        self.copy_stall_threshold_ms = copy_stall_threshold_ms
         self.rsm = rsm
         self.reader = reader if reader is not None else RemoteSegmentReader(rsm)
         self.rlmm = rlmm
@@ -132,6 +158,7 @@ class RemoteLogManager:
         self._in_flight: dict[Uuid, int] = {}
         self._stopped_at: dict[Uuid, int] = {}  # topic id -> the tiered epoch it was stopped at
         self._copy_lag: dict[PartitionKey, PartitionCopyLag] = {}  # under _cond: the metrics read it from their thread
+        self._copy_states: dict[PartitionKey, PartitionCopyState] = {}  # under _cond: the heartbeat reads it
 
     # -- copy -------------------------------------------------------------------------------------------------
 
@@ -176,8 +203,51 @@ class RemoteLogManager:
                 with self._cond:
                     self._in_flight[topic_id] -= 1
                     self._cond.notify_all()
+                self._update_copy_state(
+                    topic_id, partition, lambda s: replace(s, in_flight_since_ms=-1, in_flight=None)
+                )
         self._record_copy_lag(topic_id, partition, behind[copied:])
+        self._record_pass_outcome(topic_id, partition, failure)
         return CopyResult(copied, aborted, failure)
+
+    def _update_copy_state(
+        self, topic_id: Uuid, partition: int, change: Callable[[PartitionCopyState], PartitionCopyState]
+    ) -> None:
+        """Apply ``change`` to the partition's copy state; a state with nothing to say is forgotten."""
+        with self._cond:
+            key = (topic_id, partition)
+            state = change(self._copy_states.get(key, PartitionCopyState()))
+            if state == PartitionCopyState():
+                self._copy_states.pop(key, None)
+            else:
+                self._copy_states[key] = state
+
+    def _record_pass_outcome(self, topic_id: Uuid, partition: int, failure: Exception | None) -> None:
+        """The pass's error (its count in a row grows), or none: the partition's copying is keeping up again."""
+        if failure is None:
+            self._update_copy_state(
+                topic_id, partition, lambda s: replace(s, last_error=None, last_error_ms=-1, failed_passes=0)
+            )
+            return
+        error, now = f"{type(failure).__name__}: {failure}", self._now_ms()
+        self._update_copy_state(
+            topic_id,
+            partition,
+            lambda s: replace(s, last_error=error, last_error_ms=now, failed_passes=s.failed_passes + 1),
+        )
+
+    def copy_states(self) -> dict[PartitionKey, PartitionCopyState]:
+        """Each partition whose upload is in flight or whose last copy pass failed (any thread); an upload in flight
+        for ``copy_stall_threshold_ms`` or longer is marked stalled."""
+        now = self._now_ms()
+        with self._cond:
+            states = dict(self._copy_states)
+        return {
+            key: replace(
+                s, stalled=s.in_flight_since_ms >= 0 and now - s.in_flight_since_ms >= self.copy_stall_threshold_ms
+            )
+            for key, s in states.items()
+        }
 
     def _record_copy_lag(self, topic_id: Uuid, partition: int, left: list[SegmentInfo]) -> None:
         """The copy lag of a partition after a pass: the segments it left behind, while the partition may copy."""
@@ -195,11 +265,13 @@ class RemoteLogManager:
             return dict(self._copy_lag)
 
     def retain_copy_lag(self, partitions: Iterable[PartitionKey]) -> None:
-        """Forget the copy lag of every partition but ``partitions`` (those this broker still leads)."""
+        """Forget the copy lag and copy state of every partition but ``partitions`` (those this broker still leads)."""
         keep = set(partitions)
         with self._cond:
             for key in [k for k in self._copy_lag if k not in keep]:
                 del self._copy_lag[key]
+            for key in [k for k in self._copy_states if k not in keep]:
+                del self._copy_states[key]
 
     def _copy_segment(self, topic: TopicImage, partition: int, plog: PartitionLog, seg: SegmentInfo) -> object:
         """Copy one segment: :data:`_COPIED`, :data:`_REFUSED` (the fence refused its start: nothing uploaded), or
@@ -225,6 +297,12 @@ class RemoteLogManager:
         except StaleTieredEpoch as exc:
             log.info("rlm.copy_refused", topic_id=str(topic.topic_id), partition=partition, reason=str(exc))
             return _REFUSED
+        target = f"s3://{self.rsm.bucket}/{remote.object_keys(self.rsm.prefix)[Suffix.LOG]}"
+        what = f"upload of segment {seg.base_offset}-{seg.end_offset} of {topic.name}-{partition} to {target}"
+        since = self._now_ms()
+        self._update_copy_state(
+            topic.topic_id, partition, lambda s: replace(s, in_flight_since_ms=since, in_flight=what)
+        )
         try:
             uploaded = self.rsm.copy_segment(
                 remote.key,

@@ -76,7 +76,13 @@ def remote_storage(
 ) -> RemoteStorage:
     """The RemoteStorageManager of a broker with these settings: an S3 client (its requests timed in ``metrics``),
     the object format, and a reader with a chunk cache of ``chunk_cache_bytes``."""
-    client = make_s3_client(endpoint_url=s3.endpoint_url, region=s3.region, metrics=metrics)
+    client = make_s3_client(
+        endpoint_url=s3.endpoint_url,
+        region=s3.region,
+        connect_timeout=s3.connect_timeout_s,
+        read_timeout=s3.read_timeout_s,
+        metrics=metrics,
+    )
     storage = S3RemoteStorage(
         client=client, bucket=s3.bucket, prefix=s3.prefix, metrics=metrics, object_format=object_format(rsm)
     )

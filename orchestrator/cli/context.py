@@ -9,7 +9,9 @@ started with them; plaintext otherwise). No cluster to
 talk to is a usage error (exit status 2); an error of ours raised by a request is exit status 1 (see ``root``). A
 local cluster whose record is there but none of whose controllers runs (stopped with ``cluster down``; checked in
 /proc by :func:`orchestrator.local.state.is_ours`, with no connection) is a LOCAL_CLUSTER_ERROR that says how to start
-it again, not the client's retries ending in BROKER_NOT_AVAILABLE.
+it again, not the client's retries ending in BROKER_NOT_AVAILABLE; one whose metadata store does not answer (a
+PostgreSQL server paused, a SQLite write lock held by a paused process) is a STORE_UNAVAILABLE that names the store
+and what to do (:mod:`orchestrator.local.store_probe`), not NOT_CONTROLLER or a timeout.
 
 The global options may be given before the command (the root group makes the context from them) and after it
 (each leaf command replaces the values given there: :meth:`Ctx.with_global_options`).
@@ -28,8 +30,15 @@ import click
 from orchestrator.cli.output import Output
 from orchestrator.cli.session import CommandSession
 from orchestrator.client import TieredClient
-from orchestrator.errors import LocalClusterError
+from orchestrator.errors import (
+    BrokerNotAvailable,
+    KafkaStorageError,
+    LocalClusterError,
+    NotController,
+    RequestTimedOut,
+)
 from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, is_ours
+from orchestrator.local.store_probe import store_problem
 from orchestrator.net.client_properties import read_command_config
 from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
 
@@ -39,6 +48,11 @@ DEFAULT_CLUSTER_DIR = Path("./var/cluster")
 """Where ``tieredctl cluster up`` puts a local cluster, and where commands look for one when told nothing."""
 DEFAULT_TIMEOUT_S = 30.0
 """A request's timeout, unless the command asks for another for all of its requests."""
+RETRY_WITHIN_TIMEOUTS = 2
+"""A request of a command and its retries end within this many request timeouts: one more send after a timeout (to
+the controller that took over from a frozen one), and a cluster that answers nothing never holds a command longer."""
+UNANSWERED = (NotController, BrokerNotAvailable, RequestTimedOut, KafkaStorageError)
+"""What a cluster whose store does not answer ends a request with: the store is checked then."""
 
 
 @dataclass(frozen=True)
@@ -105,9 +119,28 @@ class Ctx:
         self, request: Callable[[TieredClient], Coroutine[Any, Any, T]], *, timeout_s: float = DEFAULT_TIMEOUT_S
     ) -> T:
         """Run ``request`` on the command's client session (opened by its first request, with ``timeout_s``: every
-        request of a command asks for the same) and return its result."""
-        return self.session.run(request, connect=self.new_client, timeout_s=timeout_s)
+        request of a command asks for the same) and return its result. When the local cluster did not answer (no
+        active controller, a timeout, its store's error), its metadata store is checked, within a bound: a store
+        that does not answer is the error raised (STORE_UNAVAILABLE, naming it and what to do)."""
+        try:
+            return self.session.run(request, connect=self.new_client, timeout_s=timeout_s)
+        except UNANSWERED as exc:
+            local = self._local_cluster_talked_to()
+            problem = store_problem(local) if local is not None else None
+            if problem is not None:
+                raise problem from exc
+            raise
+
+    def _local_cluster_talked_to(self) -> LocalClusterState | None:
+        """The local cluster in the default directory, when it is the cluster this command talks to."""
+        local = LocalClusterState.load_if_present(DEFAULT_CLUSTER_DIR)
+        if local is None or (self.bootstrap_server and self.bootstrap_server != local.bootstrap_server):
+            return None
+        return local
 
     def new_client(self, timeout_s: float) -> TieredClient:
         """The client of a command's session, not connected yet: to the cluster this context names."""
-        return TieredClient(self.bootstrap(), timeout_s=timeout_s, security=self.security())
+        retry_within_s = RETRY_WITHIN_TIMEOUTS * timeout_s
+        return TieredClient(
+            self.bootstrap(), timeout_s=timeout_s, security=self.security(), retry_within_s=retry_within_s
+        )

@@ -251,6 +251,16 @@ def _pending_lines(statuses: Sequence[TieringStatus], *, now_ms: int) -> list[st
     return lines
 
 
+def _copy_lines(statuses: Sequence[TieringStatus], *, now_ms: int) -> list[str]:
+    """One line per partition whose copy to remote storage is in flight or failing: the upload, for how long, stalled
+    or not, and the last copy pass's error in full (never wrapped)."""
+    return [
+        f"{s.topic}: partition {c.partition} (broker {c.broker_id}) copying: {c.cause(now_ms)}"
+        for s in statuses
+        for c in s.copies
+    ]
+
+
 def _owed_lines(statuses: Sequence[TieringStatus]) -> list[str]:
     """One line per partition whose remote data is still owed (delete policy): what is left and who deletes it."""
     lines = []
@@ -304,6 +314,7 @@ def _tiering_report(view: v.TieringReport) -> list[Piece]:
     elif not view.deletions:
         pieces.append(Rich("no topics"))
     lines = _pending_lines(view.statuses, now_ms=view.now_ms) + _owed_lines(view.statuses)
+    lines += _copy_lines(view.statuses, now_ms=view.now_ms)
     return pieces + [Echo(line) for line in lines + _deletion_lines(view.deletions)]
 
 

@@ -37,11 +37,16 @@ class ClientSession:
         timeout_s: float = 30.0,
         security: ClientSecurity = PLAINTEXT,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        retry_within_s: float | None = None,
     ) -> None:
+        """``retry_within_s``: an admin request and its retries end that long after the first was sent (None: only
+        their count bounds them)."""
         self.max_batch_bytes = max_batch_bytes
         self._leaders: dict[str, m.MetadataResponseTopic] = {}  # the data plane's last metadata of each topic
         ssl_context = security.ssl_context()
-        self.admin = AdminClient(bootstrap, timeout_s=timeout_s, ssl_context=ssl_context, sasl=security.sasl)
+        self.admin = AdminClient(
+            bootstrap, timeout_s=timeout_s, ssl_context=ssl_context, sasl=security.sasl, retry_within_s=retry_within_s
+        )
         self.pool = ConnectionPool(ssl_context=ssl_context, sasl=security.sasl)
         self.timeout_s = timeout_s
         self._metadata: m.MetadataResponse | None = None

@@ -85,6 +85,48 @@ class OwedPartitionView:
 
 
 @dataclass(frozen=True)
+class PartitionCopyView:
+    """A partition whose copy to remote storage is in flight or failed its last pass, as its leader last reported."""
+
+    partition: int
+    broker_id: int
+    in_flight_since_ms: int = -1  # ms since the epoch, -1: no upload in flight
+    in_flight: str | None = None  # the segment and the object it goes to
+    stalled: bool = False  # in flight for the broker's copy stall threshold or longer
+    last_error: str | None = None  # what failed the last copy pass, until a pass ends without an error
+    last_error_ms: int = -1
+    failed_passes: int = 0
+
+    def cause(self, now_ms: int) -> str:
+        """What holds the copy up, in words: the upload in flight and for how long, then the last pass's error."""
+        parts = []
+        if self.in_flight_since_ms >= 0:
+            seconds = max(0, now_ms - self.in_flight_since_ms) // 1000
+            parts.append(
+                f"{self.in_flight or 'an upload'} in flight for {seconds} s{' (STALLED)' if self.stalled else ''}"
+            )
+        if self.last_error:
+            parts.append(f"last copy pass failed ({_passes(self.failed_passes)} in a row): {self.last_error}")
+        return "; ".join(parts)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "broker_id": self.broker_id,
+            "in_flight": self.in_flight,
+            "in_flight_since_ms": self.in_flight_since_ms,
+            "stalled": self.stalled,
+            "last_error": self.last_error,
+            "last_error_ms": self.last_error_ms,
+            "failed_passes": self.failed_passes,
+        }
+
+
+def _passes(n: int) -> str:
+    return f"{n} pass{'es' if n != 1 else ''}"
+
+
+@dataclass(frozen=True)
 class TieringStatus:
     topic: str
     topic_id: Uuid
@@ -97,6 +139,7 @@ class TieringStatus:
     segments_deleted: int = 0
     segments_remaining: int = 0
     owed_partitions: tuple[OwedPartitionView, ...] = ()  # delete policy: partitions whose remote data is still owed
+    copies: tuple[PartitionCopyView, ...] = ()  # partitions whose copy to remote storage is in flight or failing
 
     @property
     def required_brokers(self) -> int:
@@ -116,6 +159,7 @@ class TieringStatus:
             "segments_remaining": self.segments_remaining,
             "pending_brokers": [p.as_json(PENDING_BROKER_KEYS) for p in self.pending_brokers],
             "owed_partitions": [o.as_json() for o in self.owed_partitions],
+            "copies": [c.as_json() for c in self.copies],
         }
 
 
@@ -166,6 +210,7 @@ def tiering_statuses(resp: m.DescribeTieredStateResponse) -> list[TieringStatus]
             segments_deleted=t["segments_deleted"],
             segments_remaining=t["segments_remaining"],
             owed_partitions=tuple(owed_partition(o) for o in t.get("owed_partitions") or ()),
+            copies=tuple(partition_copy(c) for c in t.get("copies") or ()),
         )
         out.append(status)
     return out
@@ -216,3 +261,16 @@ def owed_partition(entry: m.OwedPartition) -> OwedPartitionView:
 def _plain(value: Any) -> Any:
     """A tuple as the list JSON prints it; anything else as it is."""
     return list(value) if isinstance(value, tuple) else value
+
+
+def partition_copy(entry: m.PartitionCopy) -> PartitionCopyView:
+    return PartitionCopyView(
+        partition=entry["partition_id"],
+        broker_id=entry["broker_id"],
+        in_flight_since_ms=entry["in_flight_since_ms"],
+        in_flight=entry["in_flight"],
+        stalled=entry["stalled"],
+        last_error=entry["last_error"],
+        last_error_ms=entry["last_error_ms"],
+        failed_passes=entry["failed_passes"],
+    )

@@ -197,9 +197,10 @@ class AdminApi:
                     raise InvalidRequest(f"topic {key} appears more than once in the request")
                 topic = topic_for(state.image, name=name, topic_id=topic_id)
                 internal_topics.check_client_change(topic.name, internal_topics.DELETION)
-                state.append([make_record("RemoveTopicRecord", topic_id=topic.topic_id)])
+                marks = self._remote_deletion.removal_marks(topic) if self._remote_deletion is not None else []
+                state.append([make_record("RemoveTopicRecord", topic_id=topic.topic_id)], remote_log_metadata=marks)
                 crash_points.reached("controller.after_topic_removed")
-                self._mark_remote_data_deleted(topic)
+                self._queue_remote_deletion(topic, len(marks))
                 result.update({"name": topic.name, "topic_id": topic.topic_id, "error_code": 0})
                 log.info(
                     "topic.deleted",
@@ -215,17 +216,17 @@ class AdminApi:
             results.append(result)
         return normalized("DeleteTopicsResponse", version, m.DeleteTopicsResponse(responses=results))
 
-    def _mark_remote_data_deleted(self, topic: TopicImage) -> None:
-        """KIP-405: the removed topic's remote partitions are marked for deletion. The removal is already appended:
-        a failure here is logged and made good by the deletion driver's next sync (it marks what is unmarked)."""
+    def _queue_remote_deletion(self, topic: TopicImage, marks: int) -> None:
+        """KIP-405: the removed topic's partitions, marked in the removal's own transaction, go to the deletion
+        queue. The removal is committed: a failure here is logged and made good by the deletion driver's next sync."""
         if self._remote_deletion is None:
             return
         try:
-            self._remote_deletion.mark_deleted(topic)
+            self._remote_deletion.removed(topic, marks)
         except StaleControllerEpoch:
             raise
         except TieredError as exc:
-            log.warning("topic_deletion.mark_failed", topic_id=str(topic.topic_id), error=exc.name, detail=str(exc))
+            log.warning("topic_deletion.queue_failed", topic_id=str(topic.topic_id), error=exc.name, detail=str(exc))
 
     def create_partitions(self, body: m.CreatePartitionsRequest, version: int) -> m.CreatePartitionsResponse:
         req = normalized("CreatePartitionsRequest", version, body)

@@ -76,6 +76,7 @@ CORE_CALLS: Mapping[int, CoreCall] = {  # answered by the active controller's co
     ApiKey.DESCRIBE_TIERED_STATE: lambda core, body, _version: core.describe_tiered_state(body),
     ApiKey.BROKER_REGISTRATION: lambda core, body, _version: core.broker_registration(body),
     ApiKey.BROKER_HEARTBEAT: lambda core, body, _version: core.broker_heartbeat(body),
+    ApiKey.REPORT_COPY_STATES: lambda core, body, _version: core.report_copy_states(body),
     ApiKey.UNREGISTER_BROKER: lambda core, body, _version: core.unregister_broker(body),
 }
 

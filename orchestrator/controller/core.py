@@ -52,6 +52,7 @@ from . import deletion_queue as dlq
 from . import disablement_queue as dq
 from . import retry_queue as rq
 from .admin import AdminApi
+from .copy_reports import CopyReports
 from .disablement import DisablementDriver, DisableOutcome, DisableRequestBody
 from .internal_topics import RemoteLogMetadataTopicCreator
 from .membership import BrokerLifecycle
@@ -93,7 +94,8 @@ class ControllerCore:
         self._driver = DisablementDriver(self._state, disablement, remote_log=remote_log, metrics=metrics)
         self._deletion = RemoteDeletionDriver(self._state, disablement, remote_log=remote_log)
         self._deletion.sync()  # a start or a failover: every partition MARKED or STARTED and not FINISHED
-        self._brokers = BrokerLifecycle(self._state, self._driver, membership)
+        self._copy_reports = CopyReports()
+        self._brokers = BrokerLifecycle(self._state, self._driver, membership, copy_reports=self._copy_reports)
         self._security = SecurityAdmin(self._state)
         self._internal_topic = (
             None if remote_log_metadata is None else RemoteLogMetadataTopicCreator(self._state, remote_log_metadata)
@@ -179,13 +181,19 @@ class ControllerCore:
         return self._deletion.queue
 
     def describe_tiered_state(self, body: m.DescribeTieredStateRequest) -> m.DescribeTieredStateResponse:
-        """Every topic's tiered state, and the deleted topics whose remote data is still being deleted; a name asked
-        for that only such a deleted topic has is listed there, not answered as unknown."""
+        """Every topic's tiered state (with its copies in flight or failing, as its partitions' leaders last reported
+        them), and the deleted topics whose remote data is still being deleted; a name asked for that only such a
+        deleted topic has is listed there, not answered as unknown."""
         names = body.get("topics")
         deleting = self._deletion.describe(None if names is None else list(names))
         response = self._driver.describe_tiered_state(body)
         being_deleted = {d["name"] for d in deleting}
         topics = response["topics"]
+        image = self._state.image
+        for described in topics:
+            topic = image.topics.get(described["topic_id"]) if not described["error_code"] else None
+            if topic is not None:  # its copies to remote storage in flight or failing, as the leaders report them
+                described["copies"] = self._copy_reports.for_topic(topic, image)
         response["topics"] = [t for t in topics if not (t["error_code"] and t["name"] in being_deleted)]
         response["deleting_topics"] = deleting
         return response
@@ -197,6 +205,9 @@ class ControllerCore:
 
     def broker_heartbeat(self, body: m.BrokerHeartbeatRequest) -> m.BrokerHeartbeatResponse:
         return self._brokers.broker_heartbeat(body)
+
+    def report_copy_states(self, body: m.ReportCopyStatesRequest) -> m.ReportCopyStatesResponse:
+        return self._brokers.report_copy_states(body)
 
     def unregister_broker(self, body: m.UnregisterBrokerRequest) -> m.UnregisterBrokerResponse:
         return self._brokers.unregister_broker(body)

@@ -11,6 +11,8 @@ Design choices (KRaft's rules):
   replaces it (the old incarnation leaves its partitions' ISRs and leaderships in the same append).
 * A broker is fenced (and leaves every ISR and leadership) when its session expires, when it asks (WantFence,
   WantShutDown), and when it is unregistered; it is unfenced (and rejoins) by a heartbeat that is caught up.
+* A registered broker's copies in flight or failing (ReportCopyStates, sent beside its heartbeats) are kept in memory
+  for ``tiering status`` (``copy_reports.py``).
 * Unregistering (decommissioning) a broker removes it from every pending set of the disablement queue, so topics
   that only waited for it complete at once.
 """
@@ -33,6 +35,7 @@ from orchestrator.metadata.records import make_record
 from orchestrator.protocol import messages as m
 from orchestrator.settings import BrokerMembership
 
+from .copy_reports import CopyReports
 from .disablement import DisablementDriver
 from .partitions import leave_records, rejoin_records
 from .state import ControllerState
@@ -41,8 +44,16 @@ log = structlog.get_logger(__name__)
 
 
 class BrokerLifecycle:
-    def __init__(self, state: ControllerState, driver: DisablementDriver, settings: BrokerMembership) -> None:
+    def __init__(
+        self,
+        state: ControllerState,
+        driver: DisablementDriver,
+        settings: BrokerMembership,
+        *,
+        copy_reports: CopyReports | None = None,
+    ) -> None:
         self._state = state
+        self._copy_reports = copy_reports if copy_reports is not None else CopyReports()
         self._driver = driver
         self._settings = settings
         now = state.now_ms()
@@ -135,6 +146,19 @@ class BrokerLifecycle:
         )
         return at_newest("BrokerHeartbeatResponse", answer)
 
+    def report_copy_states(self, body: m.ReportCopyStatesRequest) -> m.ReportCopyStatesResponse:
+        """A broker's copies in flight or failing (``copy_reports.py``); refused STALE_BROKER_EPOCH from an
+        incarnation that is not the registered one."""
+        req = at_newest("ReportCopyStatesRequest", body)
+        broker_id, broker_epoch = req["broker_id"], req["broker_epoch"]
+        registration = self._state.image.brokers.get(broker_id)
+        if registration is None or registration.broker_epoch != broker_epoch:
+            err = StaleBrokerEpoch(f"broker {broker_id} at epoch {broker_epoch} is not the registered incarnation")
+            refused = m.ReportCopyStatesResponse(error_code=err.code, error_message=err.message)
+            return at_newest("ReportCopyStatesResponse", refused)
+        self._copy_reports.update(broker_id, req["copy_states"])
+        return at_newest("ReportCopyStatesResponse", m.ReportCopyStatesResponse())
+
     def unregister_broker(self, body: m.UnregisterBrokerRequest) -> m.UnregisterBrokerResponse:
         req = at_newest("UnregisterBrokerRequest", body)
         state = self._state
@@ -149,6 +173,7 @@ class BrokerLifecycle:
         record = make_record("UnregisterBrokerRecord", broker_id=broker_id, broker_epoch=registration.broker_epoch)
         state.append([record, *leave_records(image, broker_id)])
         self._last_heartbeat.pop(broker_id, None)
+        self._copy_reports.forget(broker_id)
         log.info("broker.unregistered", broker_id=broker_id, broker_epoch=registration.broker_epoch, released=owed)
         self._driver.complete_finished()
         return at_newest("UnregisterBrokerResponse", m.UnregisterBrokerResponse(error_message=None))

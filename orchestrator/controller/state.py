@@ -70,10 +70,16 @@ class ControllerState:
             self.queue = dq.on_image(self.queue, image, self.now_ms(), previous=previous)
         return image
 
-    def append(self, records: Sequence[MetadataRecord]) -> int:
-        """Append ``records`` in one batch, fenced by this controller's epoch; returns the offset of the last one."""
+    def append(self, records: Sequence[MetadataRecord], *, remote_log_metadata: Sequence[MetadataRecord] = ()) -> int:
+        """Append ``records`` in one batch, fenced by this controller's epoch, and ``remote_log_metadata`` to the RLMM
+        in the same transaction; returns the offset of the last metadata-log record."""
         try:
-            offset = self._store.append(records, controller_epoch=self.controller_epoch)
+            offset = self._store.append(
+                records,
+                controller_epoch=self.controller_epoch,
+                remote_log_metadata=remote_log_metadata,
+                now_ms=self.now_ms() if remote_log_metadata else None,
+            )
         except StaleControllerEpoch:
             self.log_deposed()
             raise

@@ -1,13 +1,15 @@
 """The remote deletion driver: a deleted topic's remote data goes, partition by partition (KIP-405).
 
-DeleteTopics appends RemoveTopicRecord; for a topic with remote data (a tiered history, or any segment in the RLMM)
-:meth:`RemoteDeletionDriver.mark_deleted` then marks each of its partitions DELETE_PARTITION_MARKED in the RLMM. The
-two appends are in different tables, so not atomic: the removal comes first (from then on the store refuses every
-copy record of the topic id, so nothing new lands), and :meth:`RemoteDeletionDriver.sync` makes the marking
-recoverable: every topic id the RLMM knows and the image does not have is a deleted topic, and any of its RLMM
-partitions without a delete state is marked. Sync reads the RLMM *before* it refreshes the image: a segment read
-there was admitted by the store's fence while its topic existed, so the image read after it has that topic unless it
-was removed since (a topic created meanwhile is never taken for a deleted one).
+DeleteTopics appends RemoveTopicRecord and, for a topic with remote data (a tiered history, or any segment in the
+RLMM), the DELETE_PARTITION_MARKED of each of its partitions (:meth:`RemoteDeletionDriver.removal_marks`) in one
+store transaction (the store's ``append`` with ``remote_log_metadata``, store invariant 1): a controller that dies
+at any moment leaves the topic either in place and unmarked or removed and marked, never removed and unmarked.
+From the removal on, the store refuses every copy record of the topic id, so nothing new lands.
+:meth:`RemoteDeletionDriver.sync` still marks, as a safety net for stores written before the removal and the marks
+were one transaction: every topic id the RLMM knows and the image does not have is a deleted topic, and any of its
+RLMM partitions without a delete state is marked. Sync reads the RLMM *before* it refreshes the image: a segment
+read there was admitted by the store's fence while its topic existed, so the image read after it has that topic
+unless it was removed since (a topic created meanwhile is never taken for a deleted one).
 
 The queue (``deletion_queue.py``: the disablement's retry queue with the deletion's policy, pure) is rebuilt from
 the RLMM on every sync, so after a controller start or failover it holds every partition MARKED or STARTED and not
@@ -29,7 +31,7 @@ import structlog
 from orchestrator.errors import StaleControllerEpoch, TieredError
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import TopicImage
-from orchestrator.metadata.records import PartitionDeleteState
+from orchestrator.metadata.records import MetadataRecord, PartitionDeleteState
 from orchestrator.protocol import messages as m
 from orchestrator.settings import DisablementSettings
 from remote_storage.rlmm import RemoteLogMetadataManager
@@ -66,21 +68,25 @@ class RemoteDeletionDriver:
         self._done_topics: set[Uuid] = set()  # finished deletions already seen: not looked at again
         self._synced: tuple[int, int, bool] | None = None  # (RLMM offset, image offset, mark) of the last sync
 
-    def mark_deleted(self, topic: TopicImage) -> None:
-        """After ``topic``'s RemoveTopicRecord: mark every partition of a topic with remote data for deletion."""
+    def removal_marks(self, topic: TopicImage) -> list[MetadataRecord]:
+        """The DELETE_PARTITION_MARKED records to append with ``topic``'s RemoveTopicRecord, in one transaction: one
+        for every partition of a topic with remote data (its own and any the RLMM knows); none for a topic never
+        tiered with nothing remote (no copy of it can start: the store's fence admits none while it is not ENABLED)."""
         self._rlmm.refresh()
         if topic.tiered_epoch == 0 and not self._rlmm.segments(topic.topic_id):
-            return  # never tiered, nothing remote
+            return []
         partitions = set(topic.partitions) | {p.partition for p in self._rlmm.remote_partitions(topic.topic_id)}
-        self._rlmm.mark_partitions_delete(
-            topic.name,
-            topic.topic_id,
-            partitions,
-            PartitionDeleteState.DELETE_PARTITION_MARKED,
-            broker_id=CONTROLLER_WRITER,
-            now_ms=self._state.now_ms(),
+        marked = PartitionDeleteState.DELETE_PARTITION_MARKED
+        now = self._state.now_ms()
+        tid = topic.topic_id
+        return self._rlmm.partition_delete_records(
+            topic.name, tid, partitions, marked, broker_id=CONTROLLER_WRITER, now_ms=now
         )
-        log.info("topic_deletion.marked", topic=topic.name, topic_id=str(topic.topic_id), partitions=len(partitions))
+
+    def removed(self, topic: TopicImage, marks: int) -> None:
+        """After ``topic``'s removal with its ``marks`` partitions marked: queue its remote deletion."""
+        if marks:
+            log.info("topic_deletion.marked", topic=topic.name, topic_id=str(topic.topic_id), partitions=marks)
         self.sync()
 
     def sync(self, *, mark: bool = True) -> None:

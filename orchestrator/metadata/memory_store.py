@@ -70,11 +70,24 @@ class InMemoryMetadataStore:
 
     # --- cluster metadata log -------------------------------------------------------------------------------
 
-    def append(self, records: Sequence[MetadataRecord], *, controller_epoch: int) -> int:
+    def append(
+        self,
+        records: Sequence[MetadataRecord],
+        *,
+        controller_epoch: int,
+        remote_log_metadata: Sequence[MetadataRecord] = (),
+        now_ms: int | None = None,
+    ) -> int:
         encoded = encode_all(records, rlmm=False)
+        encoded_rlmm = encode_all(remote_log_metadata, rlmm=True)
         with self._lock:
             self._check_epoch(controller_epoch, what="append to the metadata log")
             changes = plan_fence_changes(records, self._fence.get)
+
+            def fence_after(topic_id: Uuid) -> tuple[int, TieredState] | None:
+                return changes[topic_id] if topic_id in changes else self._fence.get(topic_id)
+
+            rlmm_topic_ids = check_rlmm_fence(remote_log_metadata, fence_after)  # before anything is written
             for data in encoded:
                 self._log.append(_Row(data, checksum(data), controller_epoch=controller_epoch))
             for topic_id, state in changes.items():
@@ -82,6 +95,8 @@ class InMemoryMetadataStore:
                     self._fence.pop(topic_id, None)
                 else:
                     self._fence[topic_id] = state
+            for data, topic_id in zip(encoded_rlmm, rlmm_topic_ids, strict=True):
+                self._rlmm.append(_Row(data, checksum(data), topic_id=topic_id, appended_at_ms=now_ms))
             return self._end() - 1
 
     def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]:

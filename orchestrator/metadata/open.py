@@ -130,6 +130,7 @@ def session_timeouts(settings: StoreSettings) -> SessionTimeouts:
         lock_timeout_ms=settings.lock_timeout_ms,
         idle_in_transaction_timeout_ms=settings.idle_in_transaction_timeout_ms,
         connect_timeout_s=settings.connect_timeout_s,
+        response_timeout_ms=settings.response_timeout_ms,
     )
 
 

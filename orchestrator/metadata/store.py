@@ -12,7 +12,10 @@ The store is the single source of truth (ARCHITECTURE §2). It holds three thing
 Invariants every backend keeps (the contract suite ``tests/orchestrator/metadata/test_store_contract.py`` checks them):
 
 1. Offsets are dense and start at 0; an ``append`` is all or nothing: every record of the call is written, or
-   none (a record that does not encode, a stale epoch or a fence refusal writes nothing).
+   none (a record that does not encode, a stale epoch or a fence refusal writes nothing). An ``append`` given
+   ``remote_log_metadata`` records too writes them to the RLMM log in the same transaction, after the metadata-log
+   records and checked against the fence as those leave it (a topic's removal and its partitions'
+   DELETE_PARTITION_MARKED: both logs have them, or neither).
 2. Fencing by controller epoch (ARCHITECTURE §4 invariant 6): ``append`` and ``save_snapshot`` are refused with
    :class:`StaleControllerEpoch` unless the epoch is the one of the lease currently held. The check and the
    write happen in one transaction, so a deposed controller can change nothing, even mid-flight.
@@ -169,8 +172,15 @@ class MetadataStore(Protocol):
     sleep for ``timeout_s`` (the poll interval the caller would have slept anyway).
     """
 
-    # cluster metadata log
-    def append(self, records: Sequence[MetadataRecord], *, controller_epoch: int) -> int: ...
+    # cluster metadata log (and, in the same transaction, RLMM records that must land with it: invariant 1)
+    def append(
+        self,
+        records: Sequence[MetadataRecord],
+        *,
+        controller_epoch: int,
+        remote_log_metadata: Sequence[MetadataRecord] = (),
+        now_ms: int | None = None,
+    ) -> int: ...
 
     def read(self, *, from_offset: int = 0, limit: int | None = None) -> Iterator[LogEntry]: ...
 

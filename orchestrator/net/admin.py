@@ -56,7 +56,8 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from typing import Any, TypeVar, cast
 
 import structlog
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_after_delay
+from tenacity.stop import StopBaseT
 
 from orchestrator.backoff import Backoff, tenacity_wait
 from orchestrator.errors import (
@@ -198,6 +199,7 @@ class AdminClient:
         timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
         connect_timeout_s: float = 5.0,
         max_attempts: int = 10,
+        retry_within_s: float | None = None,
         backoff_initial_s: float = 0.05,
         backoff_max_s: float = 1.0,
         probe_stagger_s: float = DEFAULT_PROBE_STAGGER_S,
@@ -214,6 +216,7 @@ class AdminClient:
             ssl_context=ssl_context, sasl=sasl, client_id=client_id, connect_timeout_s=connect_timeout_s
         )
         self._timeout_s = timeout_s
+        self._retry_within_s = retry_within_s  # an admin request and its retries end this long after the first
         self._max_attempts = max_attempts
         # A random wait of at most backoff_initial_s * 2**(attempt - 1), capped at backoff_max_s: clients thrown off
         # by the same failover do not come back in lockstep.
@@ -316,7 +319,7 @@ class AdminClient:
         """
         request_timeout_s = self._timeout_s if timeout_s is None else timeout_s
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._max_attempts),
+            stop=self._stop,
             wait=self._backoff,
             retry=retry_if_exception(functools.partial(should_retry, idempotent=idempotent)),
             sleep=self._sleep,
@@ -328,6 +331,13 @@ class AdminClient:
                 refresh = attempt.retry_state.attempt_number > 1
                 return await self._send_once(api_key, version_range, body, request_timeout_s, refresh=refresh)
         raise AssertionError("unreachable: tenacity either returns, raises or retries")
+
+    @property
+    def _stop(self) -> StopBaseT:
+        """After the attempts; with ``retry_within_s``, also once that long has passed since the first was sent (a
+        cluster that answers nothing, its store paused say, then costs a command that, not ten timeouts)."""
+        attempts = stop_after_attempt(self._max_attempts)
+        return attempts if self._retry_within_s is None else attempts | stop_after_delay(self._retry_within_s)
 
     async def call(
         self,

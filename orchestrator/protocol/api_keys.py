@@ -4,7 +4,8 @@ A member's name is its schema's name in UPPER_SNAKE (``INCREMENTAL_ALTER_CONFIGS
 ``IncrementalAlterConfigsRequest``/``Response``); a unit test checks every member against the schema files.
 ``DisableRemoteTopic`` is 10950 (KIP-950 left it open), and the keys after it are ours too
 (``DeleteRemotePartitions``, 10954: a deleted topic's remote data, KIP-405 partition deletion;
-``AppendRemoteLogMetadata``, 10955: a broker's RLMM records, appended by the active controller).
+``AppendRemoteLogMetadata``, 10955: a broker's RLMM records, appended by the active controller;
+``ReportCopyStates``, 10957: a broker's copies to remote storage in flight or failing, for ``tiering status``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class ApiKey(IntEnum):
     DESCRIBE_TIERED_STATE = 10951
     DELETE_REMOTE_PARTITIONS = 10954
     APPEND_REMOTE_LOG_METADATA = 10955
+    REPORT_COPY_STATES = 10957
 
     @property
     def schema_stem(self) -> str:

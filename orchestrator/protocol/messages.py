@@ -340,6 +340,7 @@ class DescribedTopic(TypedDict, total=False):
     segments_deleted: int
     segments_remaining: int
     owed_partitions: list[OwedPartition]
+    copies: list[PartitionCopy]
 
 
 class DisableTopic(TypedDict, total=False):
@@ -531,6 +532,32 @@ class OwedPartition(TypedDict, total=False):
     assigned_broker: int
     segments_remaining: int
     bytes_remaining: int
+
+
+class PartitionCopy(TypedDict, total=False):
+    """A struct of DescribeTieredStateResponse."""
+
+    partition_id: int
+    broker_id: int
+    in_flight_since_ms: int
+    in_flight: str | None
+    stalled: bool
+    last_error: str | None
+    last_error_ms: int
+    failed_passes: int
+
+
+class PartitionCopyState(TypedDict, total=False):
+    """A struct of ReportCopyStatesRequest."""
+
+    topic_id: Uuid
+    partition: int
+    in_flight_since_ms: int
+    in_flight: str | None
+    stalled: bool
+    last_error: str | None
+    last_error_ms: int
+    failed_passes: int
 
 
 class PartitionData(TypedDict, total=False):
@@ -1240,6 +1267,22 @@ class RemoveUserScramCredentialRecord(TypedDict, total=False):
 
     name: str
     mechanism: int
+
+
+class ReportCopyStatesRequest(TypedDict, total=False):
+    """ReportCopyStatesRequest (request, api key 10957; versions 0-0)."""
+
+    broker_id: int
+    broker_epoch: int
+    copy_states: list[PartitionCopyState]
+
+
+class ReportCopyStatesResponse(TypedDict, total=False):
+    """ReportCopyStatesResponse (response, api key 10957; versions 0-0)."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
 
 
 class RequestHeader(TypedDict, total=False):

@@ -204,7 +204,7 @@ def test_a_controller_killed_at_a_step_of_a_disablement_finishes_it_once_back(
     _nothing_left(live, name, tid)
 
 
-def test_a_controller_killed_between_a_topics_removal_and_marking_its_remote_data_marks_and_deletes_it_once_back(
+def test_a_controller_killed_right_after_a_topics_removal_has_marked_its_remote_data_and_deletes_it_once_back(
     live: LiveCluster, tmp_path: Path
 ) -> None:
     tid = _tiered_topic(live, "removed")
@@ -214,7 +214,8 @@ def test_a_controller_killed_between_a_topics_removal_and_marking_its_remote_dat
 
     with _in_background(lambda: live.call(lambda c: c.delete_topic("removed"))):
         _wait_crashed(live, armed, point, record)
-        assert _partition_states(live, tid) == {}, "nothing marked for deletion yet"
+        marked = PartitionDeleteState.DELETE_PARTITION_MARKED
+        assert _partition_states(live, tid) == {0: marked, 1: marked}, "marked in the removal's own transaction"
         assert _keys(live, "removed", tid), "and nothing deleted"
         _restart(live, "controller", CONTROLLER)
 

@@ -53,11 +53,20 @@ class SessionTimeouts:
     idle_in_transaction_timeout_ms: int = 10_000
     # Establishing the connection (libpq's connect_timeout, whole seconds, at least 2 as libpq requires).
     connect_timeout_s: int = 10
+    # The client's own bound on one store operation (a read, or a whole write transaction): a server that answers
+    # nothing for this long (SIGSTOPped, a link that drops packets) is taken for gone, its connection shut and the
+    # operation failed, retriable (.watchdog). Above the server-side bounds, which end what the server does.
+    response_timeout_ms: int = 15_000
 
     def __post_init__(self) -> None:
         for name in ("statement_timeout_ms", "lock_timeout_ms", "idle_in_transaction_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise InvalidArgument(f"{name} must be a positive number of milliseconds, got {getattr(self, name)}")
+        if self.response_timeout_ms <= max(self.statement_timeout_ms, self.lock_timeout_ms):
+            raise InvalidArgument(
+                f"response_timeout_ms ({self.response_timeout_ms}) must be above statement_timeout_ms and "
+                "lock_timeout_ms: it bounds a server that answers nothing, not a slow statement"
+            )
         if self.connect_timeout_s < 2:
             raise InvalidArgument(f"connect_timeout_s must be at least 2 seconds, got {self.connect_timeout_s}")
 

@@ -14,7 +14,8 @@ to the data path, and one lock leaves no lock ordering to get wrong. Reads take 
 Bounded waits. Each connection carries ``statement_timeout``, ``lock_timeout`` and
 ``idle_in_transaction_session_timeout`` (:class:`~.connection.SessionTimeouts`): a client paused while it holds
 the lease row blocks the others for at most the idle timeout; until then they fail after ``lock_timeout`` with a
-retriable :class:`KafkaStorageError`.
+retriable :class:`KafkaStorageError`. A server that answers nothing at all (paused) is bounded on the client side:
+an operation that outlives ``response_timeout_ms`` has its connection shut (:mod:`.watchdog`) and fails, retriable.
 
 Connections and errors. One connection per store, used by one thread at a time (the core's lock), opened again on
 the next call after it broke. psycopg's errors become :class:`KafkaStorageError` (retriable) or, for damage the
@@ -60,6 +61,7 @@ from orchestrator.metadata.postgres.connection import (
     translate,
 )
 from orchestrator.metadata.postgres.schema import STATEMENTS, migrate
+from orchestrator.metadata.postgres.watchdog import Watchdog
 from orchestrator.metadata.sql import FileFindings, SqlMetadataStore
 from orchestrator.metadata.sql.dialect import SqlConnection
 
@@ -162,6 +164,7 @@ class PostgresDialect:
         self._location = location
         self._conn: Connection | None = None
         self.changes = ChangeListener(self._connect, schema=schema, location=location)
+        self._watchdog = Watchdog(timeouts.response_timeout_ms / 1000, current=lambda: self._conn, location=location)
 
     def _connect(self) -> Connection:
         return connect(self._dsn, schema=self._schema, timeouts=self._timeouts, application_name=self._application_name)
@@ -180,10 +183,19 @@ class PostgresDialect:
 
     @contextlib.contextmanager
     def errors(self) -> Iterator[None]:
-        """Translate psycopg's errors at the boundary: damage vs everything else (retriable)."""
+        """Translate psycopg's errors at the boundary: damage vs everything else (retriable). The operation inside
+        is bounded by the watchdog (a server that answers nothing)."""
         try:
-            yield
+            with self._watchdog.guard():
+                yield
         except psycopg.Error as exc:
+            if self._watchdog.fired():
+                self.disconnect()
+                bound = self._watchdog.timeout_s
+                raise KafkaStorageError(
+                    f"{self._location}: no answer within {bound:g}s (the PostgreSQL server is paused, or the link "
+                    "to it is lost): the connection was closed"
+                ) from exc
             error = translate(exc, where=self._location)
             if isinstance(error, MetadataLogCorrupt):
                 log.error("metadata.store.damaged", store=self._location, error=str(exc))

@@ -130,8 +130,16 @@ class SqlMetadataStore(Generic[C]):
 
     # --- cluster metadata log -------------------------------------------------------------------------------
 
-    def append(self, records: Sequence[MetadataRecord], *, controller_epoch: int) -> int:
+    def append(
+        self,
+        records: Sequence[MetadataRecord],
+        *,
+        controller_epoch: int,
+        remote_log_metadata: Sequence[MetadataRecord] = (),
+        now_ms: int | None = None,
+    ) -> int:
         encoded = encode_all(records, rlmm=False)
+        encoded_rlmm = encode_all(remote_log_metadata, rlmm=True)
         sql = self._sql
 
         def write(tx: WriteTransaction[C]) -> int:
@@ -141,6 +149,8 @@ class SqlMetadataStore(Generic[C]):
             rows = [(start + i, controller_epoch, data, checksum(data)) for i, data in enumerate(encoded)]
             executemany(tx.db, sql.insert_log, rows)
             apply_fence_changes(tx.db, sql, changes)
+            if encoded_rlmm:  # in the same transaction (store invariant 1), checked against the fence just written
+                self._insert_rlmm(tx.db, remote_log_metadata, encoded_rlmm, now_ms)
             if encoded:
                 self._dialect.changes.announce(tx.db)
             return start + len(encoded) - 1
@@ -261,20 +271,20 @@ class SqlMetadataStore(Generic[C]):
 
     def append_remote_log_metadata(self, records: Sequence[MetadataRecord], *, now_ms: int | None = None) -> int:
         encoded = encode_all(records, rlmm=True)
+        return self._group.run(lambda tx: self._insert_rlmm(tx.db, records, encoded, now_ms))
+
+    def _insert_rlmm(self, db: C, records: Sequence[MetadataRecord], encoded: list[bytes], now_ms: int | None) -> int:
+        """Write an RLMM batch in the caller's transaction, after its fence check (store invariant 4)."""
         sql = self._sql
-
-        def write(tx: WriteTransaction[C]) -> int:
-            topic_ids = check_rlmm_fence(records, lambda tid: fence_lookup(tx.db, sql, tid))
-            start = scalar(tx.db, sql.rlmm.next_offset)
-            rows = [
-                (start + i, sql.topic_key(tid), now_ms, data, checksum(data))
-                for i, (data, tid) in enumerate(zip(encoded, topic_ids, strict=True))
-            ]
-            executemany(tx.db, sql.insert_rlmm, rows)
-            crash_points.reached("store.mid_rlmm_append")  # written, not committed: the store's write lock is held
-            return start + len(encoded) - 1
-
-        return self._group.run(write)
+        topic_ids = check_rlmm_fence(records, lambda tid: fence_lookup(db, sql, tid))
+        start = scalar(db, sql.rlmm.next_offset)
+        rows = [
+            (start + i, sql.topic_key(tid), now_ms, data, checksum(data))
+            for i, (data, tid) in enumerate(zip(encoded, topic_ids, strict=True))
+        ]
+        executemany(db, sql.insert_rlmm, rows)
+        crash_points.reached("store.mid_rlmm_append")  # written, not committed: the store's write lock is held
+        return start + len(encoded) - 1
 
     def read_remote_log_metadata(self, *, topic_id: Uuid | None = None, from_offset: int = 0) -> Iterator[LogEntry]:
         check_read_range(from_offset, None)

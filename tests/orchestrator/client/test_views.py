@@ -121,7 +121,8 @@ ORDERS_JSON = """\
         "bytes_remaining": 5120,
         "leaderless": true
       }
-    ]
+    ],
+    "copies": []
   }"""
 
 CLICKS_JSON = """\

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.metadata.records import PartitionDeleteState, SegmentState, make_record
+from orchestrator.errors import KafkaStorageError
+from orchestrator.metadata.memory_store import InMemoryMetadataStore
+from orchestrator.metadata.records import MetadataRecord, PartitionDeleteState, SegmentState, make_record
 from remote_storage.rlmm import RemoteLogMetadataManager
 from tests.orchestrator.controller.test_core import DISABLEMENT, CoreHarness, _segment
 
@@ -66,7 +69,8 @@ def test_a_deletion_that_makes_no_progress_is_reported_stalled_once_per_broker_w
 def test_a_new_controller_rebuilds_the_deletions_from_the_rlmm_and_marks_what_a_crash_left_unmarked() -> None:
     c = CoreHarness()
     topic, rlmm = _tiered_with_segments(c)
-    # The topic is removed and the controller dies before marking anything (what DeleteTopics' two appends allow).
+    # The topic is removed and the controller dies before marking anything: a store written when DeleteTopics made
+    # two appends (they are one transaction now: see the test below).
     c.store.append(
         [make_record("RemoveTopicRecord", topic_id=topic.topic_id)], controller_epoch=c.core.controller_epoch
     )
@@ -87,6 +91,34 @@ def test_a_new_controller_rebuilds_the_deletions_from_the_rlmm_and_marks_what_a_
         successor.on_remote_delete_response(b, body, {"error_code": 0, "status": 0, "partitions_done": 1}, None)
     assert len(successor.deletion_queue.topics) == 0
     assert successor.describe_tiered_state({"topics": None})["deleting_topics"] == []
+
+
+class FailingRemoteLogWrites(InMemoryMetadataStore):
+    """A store whose RLMM appends of their own fail, as a controller killed after the removal would leave it."""
+
+    def append_remote_log_metadata(self, records: Sequence[MetadataRecord], *, now_ms: int | None = None) -> int:
+        if any(r.name == "RemotePartitionDeleteMetadataRecord" for r in records):
+            raise KafkaStorageError("the store went away between the removal and the marks")
+        return super().append_remote_log_metadata(records, now_ms=now_ms)
+
+
+def test_a_tiered_topics_removal_and_its_partition_marks_are_written_together_or_not_at_all() -> None:
+    c = CoreHarness()
+    c.store = FailingRemoteLogWrites()
+    c.core = c.new_controller()
+    for b in (1, 2, 3):
+        c.register(b)
+        c.heartbeat(b)
+    topic, rlmm = _tiered_with_segments(c)
+    appends_before = c.store.end_offset()
+
+    assert c.core.delete_topics({"topic_names": ["clicks"]}, 5)["responses"][0]["error_code"] == 0
+    rlmm.refresh()
+    assert c.store.end_offset() == appends_before + 1 and topic.topic_id not in c.core.image.topics
+    marked = PartitionDeleteState.DELETE_PARTITION_MARKED
+    assert [rlmm.partition_delete_state(topic.topic_id, p) for p in range(3)] == [marked] * 3, (
+        "the removal is in the store only with its partitions' marks"
+    )
 
 
 def test_a_topic_that_was_never_tiered_is_deleted_without_any_remote_deletion() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.errors import SettingsError
+from orchestrator.errors import InvalidArgument, SettingsError
 from orchestrator.metadata.open import (
     PASSWORD_ENV,
     open_store,
@@ -85,6 +85,13 @@ def test_open_store_opens_sqlite_for_a_path_and_refuses_a_password_file_for_it(t
 @pytest.mark.unit
 def test_the_store_settings_defaults_are_the_postgresql_sessions_defaults() -> None:
     assert session_timeouts(StoreSettings()) == SessionTimeouts()
+
+
+@pytest.mark.unit
+def test_the_client_side_bound_on_a_postgresql_operation_is_above_the_server_side_ones() -> None:
+    with pytest.raises(InvalidArgument, match="response_timeout_ms"):
+        SessionTimeouts(statement_timeout_ms=5_000, response_timeout_ms=5_000)
+    assert session_timeouts(StoreSettings(response_timeout_ms=20_000)).response_timeout_ms == 20_000
 
 
 @pytest.mark.unit

@@ -590,6 +590,33 @@ def test_a_batch_with_one_refused_copy_writes_nothing(store: MetadataStore) -> N
     assert store.append_remote_log_metadata([copy_started(tid, 1)]) == 0
 
 
+def test_a_topics_removal_and_its_partition_marks_land_in_both_logs_in_one_append(store: MetadataStore) -> None:
+    tid, lease = _enabled_topic(store, epoch=1)
+    store.append_remote_log_metadata([copy_started(tid, 1)])
+    marked = partition_delete(tid, PartitionDeleteState.DELETE_PARTITION_MARKED)
+    last = store.append(
+        [remove_topic(tid)], controller_epoch=lease.controller_epoch, remote_log_metadata=[marked], now_ms=42
+    )
+    assert last == 2 and [e.record.name for e in store.read()][-1] == "RemoveTopicRecord"
+    assert store.tiered_state(tid) is None
+    rlmm = list(store.read_remote_log_metadata(topic_id=tid))
+    assert [(e.offset, e.record, e.appended_at_ms) for e in rlmm[1:]] == [(1, marked, 42)]
+
+
+def test_an_append_whose_remote_log_metadata_is_refused_writes_neither_log(store: MetadataStore) -> None:
+    tid, lease = _enabled_topic(store, epoch=1)
+    marked = partition_delete(tid, PartitionDeleteState.DELETE_PARTITION_MARKED)
+    late_copy = copy_started(tid, 1)
+    with pytest.raises(StaleTieredEpoch, match="unknown to the metadata log"):  # checked against the removal
+        store.append(
+            [remove_topic(tid)], controller_epoch=lease.controller_epoch, remote_log_metadata=[marked, late_copy]
+        )
+    with pytest.raises(StaleControllerEpoch):
+        store.append([remove_topic(tid)], controller_epoch=lease.controller_epoch + 1, remote_log_metadata=[marked])
+    assert store.end_offset() == 2 and store.tiered_state(tid) == (1, TieredState.ENABLED)
+    assert list(store.read_remote_log_metadata()) == []
+
+
 def test_remote_log_metadata_can_be_read_per_topic_from_an_offset(store: MetadataStore) -> None:
     a, _ = _enabled_topic(store, epoch=1)
     b, _ = _enabled_topic(store, epoch=5)

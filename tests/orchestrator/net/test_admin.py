@@ -468,6 +468,24 @@ def test_idempotent_retries_after_timeouts_are_bounded_and_follow_the_backoff_sc
 
 
 @pytest.mark.integration
+def test_retries_within_a_bound_stop_once_it_has_passed_whatever_attempts_are_left():
+    async def main() -> None:
+        sleep = RecordingSleep()
+        async with FakeNodes() as cluster:
+            cluster.freeze(2)  # Metadata from node 1 keeps naming the frozen node 2
+            async with AdminClient(
+                cluster.bootstrap(1), timeout_s=0.3, sleep=sleep, max_attempts=10, retry_within_s=0.3
+            ) as client:
+                with capture_logs() as logs, pytest.raises(RequestTimedOut, match="no response within"):
+                    await client.send_to_controller(DESCRIBE, (0, 0), {"topics": ["t"]}, idempotent=True)
+            sent = [e for e in logs if e["event"] == "admin.controller_unreachable"]
+            assert len(sent) == 1, "the first attempt's timeout used the whole bound: not sent again"
+            assert sleep.calls == []
+
+    run(main())
+
+
+@pytest.mark.integration
 def test_a_controller_that_does_not_answer_api_versions_never_got_the_request_so_it_is_retried():
     async def main() -> None:
         sleep = RecordingSleep()
