@@ -222,6 +222,7 @@ class RlmmFold:
         self._partitions_of: dict[Uuid, set[int]] = {}  # topic id -> partitions with segments or a delete state
         self._topic_names: dict[Uuid, str] = {}
         self._moot: set[int] = set()  # offsets of update records that moved nothing (lost a race; rare)
+        self._copied_end: dict[tuple[Uuid, int], int] = {}  # per partition: the highest end of a finished copy
 
     # -- folding ----------------------------------------------------------------------------------------------
 
@@ -249,6 +250,9 @@ class RlmmFold:
         if record.name == "RemoteLogSegmentMetadataRecord":
             sid = f["remote_log_segment_id"]
             tp = sid["topic_id_partition"]
+            if sid["id"] in self._segments:  # a repeated copy start (a retried append): never back to STARTED
+                self._moot.add(offset)
+                return
             self._put(
                 RemoteSegment(
                     topic=tp["name"],
@@ -274,6 +278,9 @@ class RlmmFold:
                 moved = replace(seg, state=moved_to, event_timestamp_ms=f["event_timestamp_ms"])
                 if moved_to == SegmentState.COPY_SEGMENT_FINISHED and f["custom_metadata"] is not None:
                     moved = replace(moved, custom_metadata=f["custom_metadata"])
+                if moved_to == SegmentState.COPY_SEGMENT_FINISHED:
+                    key = (seg.topic_id, seg.partition)
+                    self._copied_end[key] = max(self._copied_end.get(key, -1), seg.end_offset)
                 self._put(moved)
             else:  # a writer that lost a race, or an unknown segment: states never go back (see the docstring)
                 self._moot.add(offset)
@@ -286,6 +293,41 @@ class RlmmFold:
                 self._partition_deletes[key] = state
             self._partitions_of.setdefault(tp["id"], set()).add(tp["partition"])
             self._topic_names.setdefault(tp["id"], tp["name"])
+
+    def moot(self, records: Sequence[MetadataRecord]) -> list[bool]:
+        """Whether each record would move nothing if appended now, after the ones before it: the start of a copy
+        the RLMM already has, a segment update to a state the segment is at or past, a partition deletion state
+        the partition is at or past (a retried append landing late). Call :meth:`refresh` first."""
+        segments: dict[Uuid, SegmentState] = {}
+        partitions: dict[tuple[Uuid, int], PartitionDeleteState] = {}
+        out = []
+        with self._lock:
+            for record in records:
+                f = record.fields
+                moot = False
+                if record.name == "RemoteLogSegmentMetadataRecord":
+                    sid = f["remote_log_segment_id"]["id"]
+                    moot = sid in segments or sid in self._segments
+                    if not moot:
+                        segments[sid] = SegmentState.COPY_SEGMENT_STARTED
+                elif record.name == "RemoteLogSegmentMetadataUpdateRecord":
+                    sid = f["remote_log_segment_id"]["id"]
+                    known = self._segments.get(sid)
+                    current = segments.get(sid, known.state if known is not None else None)
+                    state = SegmentState(f["remote_log_segment_state"])
+                    moot = current is not None and _ORDER[state] <= _ORDER[current]
+                    if not moot:
+                        segments[sid] = state
+                elif record.name == "RemotePartitionDeleteMetadataRecord":
+                    tp = f["topic_id_partition"]
+                    key = (tp["id"], tp["partition"])
+                    current_p = partitions.get(key, self._partition_deletes.get(key))
+                    state_p = PartitionDeleteState(f["remote_partition_delete_state"])
+                    moot = current_p is not None and _PARTITION_ORDER[state_p] <= _PARTITION_ORDER[current_p]
+                    if not moot:
+                        partitions[key] = state_p
+                out.append(moot)
+        return out
 
     # -- reading ----------------------------------------------------------------------------------------------
 
@@ -306,14 +348,12 @@ class RlmmFold:
         return self.segments(topic_id, partition, states=[SegmentState.COPY_SEGMENT_FINISHED])
 
     def highest_copied_offset(self, topic_id: Uuid, partition: int) -> int:
-        """The end offset of the last finished copy of this partition, or -1."""
-        copied_states = [
-            SegmentState.COPY_SEGMENT_FINISHED,
-            SegmentState.DELETE_SEGMENT_STARTED,
-            SegmentState.DELETE_SEGMENT_FINISHED,
-        ]
-        live = self.segments(topic_id, partition, states=copied_states)
-        return max((s.end_offset for s in live), default=-1)
+        """The end offset of the last finished copy of this partition, or -1: of every segment that reached
+        COPY_SEGMENT_FINISHED, deleted since or not. A segment deleted without ever finishing (a failed copy cleaned
+        up) does not count, so its offsets are copied again rather than skipped (and then left to local retention
+        as if they were remote)."""
+        with self._lock:
+            return self._copied_end.get((topic_id, partition), -1)
 
     def partition_delete_state(self, topic_id: Uuid, partition: int) -> PartitionDeleteState | None:
         with self._lock:
@@ -386,11 +426,12 @@ class RlmmFold:
 
 
 class RlmmAppend(Protocol):
-    """Where the writes go: appends ``records`` atomically (under the store's copy fence) and returns the RLMM offset
-    of the last one. The store's own ``append_remote_log_metadata`` by default; a broker's goes through the active
-    controller (:mod:`orchestrator.broker.rlmm_appender`), so no broker ever holds the store's write lock."""
+    """Where the writes go: appends ``records`` atomically (under the store's copy fence) and returns each one's
+    RLMM offset (-1: left out, it would have moved nothing). The store's own append by default; a broker's goes
+    through the active controller (:mod:`orchestrator.broker.rlmm_appender`), so no broker ever holds the store's
+    write lock."""
 
-    def __call__(self, records: Sequence[MetadataRecord], *, now_ms: int) -> int: ...
+    def __call__(self, records: Sequence[MetadataRecord], *, now_ms: int) -> list[int]: ...
 
 
 class RemoteLogMetadataManager(RlmmFold):
@@ -399,7 +440,8 @@ class RemoteLogMetadataManager(RlmmFold):
 
     def __init__(self, store: MetadataStore, *, append: RlmmAppend | None = None) -> None:
         super().__init__(store)
-        self._append_records: RlmmAppend = append if append is not None else store.append_remote_log_metadata
+        self._store = store
+        self._append_with = append
 
     # -- writing ----------------------------------------------------------------------------------------------
 
@@ -411,16 +453,19 @@ class RemoteLogMetadataManager(RlmmFold):
         if not records:
             self.refresh()
             return []
-        last = self._append_records(records, now_ms=now_ms)
-        first = last - len(records) + 1
+        if self._append_with is not None:
+            offsets = self._append_with(records, now_ms=now_ms)
+        else:
+            last = self._store.append_remote_log_metadata(records, now_ms=now_ms)
+            offsets = list(range(last - len(records) + 1, last + 1))
         with self._lock:
-            if first == self._next_offset:
-                for offset, record in enumerate(records, start=first):
+            if offsets and offsets[0] == self._next_offset and offsets == list(range(offsets[0], offsets[-1] + 1)):
+                for offset, record in zip(offsets, records, strict=True):
                     self._fold(offset, record)
-                self._next_offset = last + 1
+                self._next_offset = offsets[-1] + 1
         self.refresh()
         with self._lock:
-            return [offset not in self._moot for offset in range(first, last + 1)]
+            return [offset >= 0 and offset not in self._moot for offset in offsets]
 
     def copy_started(self, seg: RemoteSegment, *, now_ms: int) -> RemoteSegment:
         """Record a copy about to start; refused (StaleTieredEpoch) unless the topic is ENABLED at its epoch and the

@@ -44,10 +44,9 @@ RemoteStorageManager (Aiven's object format, the key pairs' files read once at s
 the chunk cache, shared by the RemoteLogManager's copies and reads. The broker only reads the store: its RLMM
 records go to the active controller (:mod:`orchestrator.broker.rlmm_appender`), so a frozen broker holds no lock.
 
-Metrics (:mod:`orchestrator.metrics`, ``[metrics]`` settings): an HTTP port of its own, written to the ready file
-as ``metrics_port``; S3 request latency and errors by operation, remote objects, segments and bytes deleted, and,
-read at scrape time, the copy lag of the partitions it leads (``broker/metrics_view.py``), its image's offset and
-the store's log end offset (on a connection of its own).
+Metrics (:mod:`orchestrator.metrics`, ``[metrics]``): a port of its own (``metrics_port`` in the ready file); S3
+latency and errors, objects, segments and bytes deleted, and at scrape time the copy lag of the partitions it leads
+(``broker/metrics_view.py``), its image's offset and the store's log end offset (on a connection of its own).
 
 Background work never dies quietly:
 
@@ -60,15 +59,13 @@ Background work never dies quietly:
   partitions go on. So after a disk comes back, new partitions get their directory and copying to remote storage
   resumes, with no restart.
 * Every backoff follows ONE declared policy, :data:`orchestrator.supervision.LOOP_RETRY_WAIT` (exponential with
-  full jitter, capped);
-  sleep and clock are injected.
+  full jitter, capped); sleep and clock are injected.
 * A loop task that ends anyway is a bug that would leave the broker half alive (registered and unfenced, doing
   nothing): it is logged as ``broker.loop_crashed`` with its exception and the broker stops; :func:`main` then
   exits with a nonzero status, and the controller fences the silent broker.
 
 Disk errors: the local log turns an ``OSError`` into KAFKA_STORAGE_ERROR naming the partition's directory
-(:mod:`orchestrator.broker.local_log`); Produce, Fetch and ListOffsets answer it as such for that partition (and
-log ``broker.storage_error``); the server keeps serving.
+(:mod:`orchestrator.broker.local_log`), answered for that partition (``broker.storage_error``); the server goes on.
 """
 
 from __future__ import annotations
@@ -109,7 +106,7 @@ from orchestrator.broker.producer_ids import ProducerIdAllocator
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.broker.remote_storage_setup import remote_storage
-from orchestrator.broker.rlmm_appender import ControllerRlmmAppend
+from orchestrator.broker.rlmm_appender import ControllerRlmmAppend, rlmm_write_client
 from orchestrator.broker.rlmm_publisher import RemoteLogMetadataPublisher
 from orchestrator.clock import wall_ms
 from orchestrator.errors import (
@@ -177,7 +174,7 @@ class BrokerAgent:
         )
         self.store = self._open_store()
         self.follower = MetadataFollower(self.store)
-        self._rlmm_append = ControllerRlmmAppend(settings.broker_id, wait_s=settings.request_timeout_ms / 100)
+        self._rlmm_append = ControllerRlmmAppend(settings.broker_id, wait_s=settings.request_timeout_ms / 80)
         self.rlmm = RemoteLogMetadataManager(self.store, append=self._rlmm_append)  # brokers never write the store
         self.metrics.observe(self._metrics_view)
         self.metrics_store: MetadataStore | None = None  # run() opens it when the metrics are served
@@ -283,7 +280,8 @@ class BrokerAgent:
             self.settings.controllers, ssl_context=client_ssl, sasl=identity.sasl, timeout_s=request_timeout_s
         )
         loop = asyncio.get_running_loop()
-        self._rlmm_append.attach(loop, controllers)
+        rlmm_writes = rlmm_write_client(self.settings.controllers, client_ssl, identity.sasl, request_timeout_s)
+        self._rlmm_append.attach(loop, rlmm_writes)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
         heartbeats = functools.partial(self.controller_link.heartbeat_loop, controllers)  # restarted if it fails
@@ -305,6 +303,7 @@ class BrokerAgent:
             if self._metrics_endpoint is not None:
                 self._metrics_endpoint.close()
             await controllers.close()
+            await self._rlmm_append.close()
             await forwarder.close()
             for plog in self.logs.values():
                 plog.close()

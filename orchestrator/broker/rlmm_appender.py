@@ -23,14 +23,32 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Sequence
 from concurrent.futures import CancelledError
 
 from orchestrator.errors import BrokerNotAvailable, RequestTimedOut, raise_for_code
 from orchestrator.metadata.records import MetadataRecord, encode_record
 from orchestrator.net.admin import AdminClient
+from orchestrator.net.client_security import SaslCredentials
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
+
+
+def rlmm_write_client(
+    controllers: str, ssl_context: ssl.SSLContext | None, sasl: SaslCredentials | None, timeout_s: float
+) -> AdminClient:
+    """The client a broker's RLMM writes go through: each request's retries go on for up to ten request timeouts
+    rather than a count of attempts, so a write made while the active controller fails over (the lease's TTL, then
+    the new controller's start) waits for the next one instead of failing the copy or the deletion it records."""
+    return AdminClient(
+        controllers,
+        ssl_context=ssl_context,
+        sasl=sasl,
+        timeout_s=timeout_s,
+        max_attempts=1_000,
+        retry_within_s=10 * timeout_s,
+    )
 
 
 class ControllerRlmmAppend:
@@ -38,15 +56,20 @@ class ControllerRlmmAppend:
 
     def __init__(self, broker_id: int, *, wait_s: float) -> None:
         self._broker_id = broker_id
-        self._wait_s = wait_s  # the whole call's bound (the AdminClient's attempts, each with its request timeout)
+        self._wait_s = wait_s  # the whole call's bound (the client's attempts, each with its request timeout)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._controllers: AdminClient | None = None
 
     def attach(self, loop: asyncio.AbstractEventLoop, controllers: AdminClient) -> None:
-        """From now on, send on ``loop`` through ``controllers``."""
+        """From now on, send on ``loop`` through ``controllers``: a client of this appender's own, whose retries
+        (NOT_CONTROLLER, a controller not reachable) outlast a controller failover (:func:`rlmm_write_client`)."""
         self._loop, self._controllers = loop, controllers
 
-    def __call__(self, records: Sequence[MetadataRecord], *, now_ms: int) -> int:
+    async def close(self) -> None:
+        if self._controllers is not None:
+            await self._controllers.close()
+
+    def __call__(self, records: Sequence[MetadataRecord], *, now_ms: int) -> list[int]:
         loop, controllers = self._loop, self._controllers
         if loop is None or controllers is None:
             raise BrokerNotAvailable("this broker is not connected to the controllers yet: no RLMM write is sent")
@@ -76,4 +99,4 @@ class ControllerRlmmAppend:
         except CancelledError as exc:  # the broker's loop is stopping: its tasks are cancelled
             raise BrokerNotAvailable("the broker is stopping: its RLMM write was not answered") from exc
         raise_for_code(resp["error_code"], resp["error_message"])
-        return resp["last_offset"]
+        return resp["offsets"]

@@ -109,6 +109,7 @@ class AdminEndpoint:
         self._lease = lease
         self._host = host
         self._wrote = wrote
+        self._rlmm_appends = rlmm_appends.BrokerRlmmAppends(store)
         self._pool: ConnectionPool | None = None
         self._forwarder: Forwarder | None = None
         self.handlers: Mapping[int, Handler] = {}  # the admin API's handlers, behind the authorization gate
@@ -180,7 +181,7 @@ class AdminEndpoint:
         if self._host.active_core() is None:
             return rlmm_appends.refused(NotController(self._who_is_active()))
         body = cast(m.AppendRemoteLogMetadataRequest, request.body)
-        return await asyncio.to_thread(rlmm_appends.append_for_broker, self._store, body, now_ms=wall_ms())
+        return await asyncio.to_thread(self._rlmm_appends.append, body, now_ms=wall_ms())
 
     async def on_init_producer_id(self, request: Request) -> Mapping[str, object]:
         """InitProducerId, which a client may send to any node it knows (librdkafka sends it to the first it is

@@ -755,7 +755,7 @@ class AppendRemoteLogMetadataResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
-    last_offset: int
+    offsets: list[int]
 
 
 class BrokerHeartbeatRequest(TypedDict, total=False):

@@ -41,6 +41,39 @@ def wait_until(what: str, check: Callable[[], Any], timeout_s: float = 30.0, int
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last value {last!r}")
 
 
+def retries_folded(records: list[tuple[SegmentState, int, int]]) -> list[SegmentState]:
+    """A segment's RLMM states, one per distinct record: each record is (state, event time, broker id), and a
+    broker's RLMM write whose answer was lost (a controller killed between appending and answering, or slow to
+    answer) is sent again as the very same record, which the RLMM takes as a retry (moot), even when it lands after
+    the next state. A state written again as a new record (a second deletion, say) stays visible."""
+    seen: set[tuple[SegmentState, int, int]] = set()
+    out = []
+    for record in records:
+        if record not in seen:
+            seen.add(record)
+            out.append(record[0])
+    return out
+
+
+def segment_records(store: Any, topic_id: Any) -> dict[Any, list[tuple[SegmentState, int, int]]]:
+    """Each remote segment of the topic id with its RLMM records in order, as (state, event time, broker id)."""
+    out: dict[Any, list[tuple[SegmentState, int, int]]] = {}
+    for e in store.read_remote_log_metadata(topic_id=topic_id):
+        f = e.record.fields
+        if "remote_log_segment_id" in f:
+            entry = (SegmentState(f["remote_log_segment_state"]), f["event_timestamp_ms"], f["broker_id"])
+            out.setdefault(f["remote_log_segment_id"]["id"], []).append(entry)
+    return out
+
+
+COPIED_THEN_DELETED = [
+    SegmentState.COPY_SEGMENT_STARTED,
+    SegmentState.COPY_SEGMENT_FINISHED,
+    SegmentState.DELETE_SEGMENT_STARTED,
+    SegmentState.DELETE_SEGMENT_FINISHED,
+]
+
+
 class LiveCluster:
     def __init__(
         self,
@@ -126,6 +159,11 @@ class LiveCluster:
                     SegmentState(f["remote_log_segment_state"])
                 )
             return states
+
+    def segment_records(self, topic_id: Any) -> dict[Any, list[tuple[SegmentState, int, int]]]:
+        """Each remote segment of the topic id with its RLMM records in order, as (state, event time, broker id)."""
+        with SqliteMetadataStore(self.dir / "metadata.db", recover_on_open=False) as store:
+            return segment_records(store, topic_id)
 
     def wait_tiering_settled(self, topic_id: Any, minimum: int = 1) -> None:
         """Wait until copies stopped (the same finished segments twice in a row, a second apart), so that what a

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from orchestrator.broker.rlmm_appender import ControllerRlmmAppend
-from orchestrator.controller.rlmm_appends import append_for_broker
+from orchestrator.controller.rlmm_appends import BrokerRlmmAppends
 from orchestrator.errors import (
     BrokerNotAvailable,
     InvalidRequest,
@@ -61,8 +61,8 @@ def test_the_controller_appends_a_requests_records_and_answers_the_last_offset(s
     tid = _enabled_topic(store)
     records = [copy_started(tid, 0), copy_started(tid, 0, start_offset=100)]
     body = {"broker_id": 1, "records": [encode_record(r) for r in records]}
-    answer = append_for_broker(store, body, now_ms=NOW)
-    assert (answer["error_code"], answer["last_offset"]) == (0, 1)
+    answer = BrokerRlmmAppends(store).append(body, now_ms=NOW)
+    assert (answer["error_code"], answer["offsets"]) == (0, [0, 1])
     assert [e.record for e in store.read_remote_log_metadata()] == records
 
 
@@ -70,16 +70,41 @@ def test_a_record_that_does_not_decode_or_is_not_an_rlmm_record_is_invalid_reque
     tid = _enabled_topic(store)
     good = encode_record(copy_started(tid, 0))
     for bad in ([good, b"\x00\x01"], [good, encode_record(topic("other", Uuid.random()))], []):
-        answer = append_for_broker(store, {"broker_id": 1, "records": bad}, now_ms=NOW)
-        assert answer["error_code"] == InvalidRequest.code and answer["last_offset"] == -1, answer
+        answer = BrokerRlmmAppends(store).append({"broker_id": 1, "records": bad}, now_ms=NOW)
+        assert answer["error_code"] == InvalidRequest.code and answer["offsets"] == [], answer
     assert list(store.read_remote_log_metadata()) == []
+
+
+def test_a_retried_record_landing_after_its_state_or_a_later_one_is_left_out_and_answered_minus_one(store):
+    tid = _enabled_topic(store)
+    appends = BrokerRlmmAppends(store)
+    seg = _segment(tid)
+    rlmm = RemoteLogMetadataManager(
+        store,
+        append=lambda records, *, now_ms: appends.append(
+            {"broker_id": 1, "records": [encode_record(r) for r in records]}, now_ms=now_ms
+        )["offsets"],
+    )
+    rlmm.copy_started(seg, now_ms=NOW)
+    rlmm.copy_finished(seg, broker_id=1, now_ms=NOW)
+    [started] = rlmm.transition([seg], SegmentState.DELETE_SEGMENT_STARTED, broker_id=1, now_ms=NOW)
+    rlmm.transition([seg], SegmentState.DELETE_SEGMENT_FINISHED, broker_id=1, now_ms=NOW)
+    before = [e.record for e in store.read_remote_log_metadata()]
+    late = [copy_started(tid, 0, segment_id=seg.segment_id), *[e.record for e in store.read_remote_log_metadata()][2:3]]
+    answer = appends.append({"broker_id": 1, "records": [encode_record(r) for r in late]}, now_ms=NOW)
+    assert (answer["error_code"], answer["offsets"]) == (0, [-1, -1])
+    assert [e.record for e in store.read_remote_log_metadata()] == before, "nothing written"
+    fresh = copy_started(tid, 0, start_offset=100)  # with a new one beside them: only that one is written
+    answer = appends.append({"broker_id": 1, "records": [encode_record(r) for r in (*late, fresh)]}, now_ms=NOW)
+    assert answer["offsets"] == [-1, -1, len(before)]
+    assert started.segment_id == seg.segment_id
 
 
 def test_the_copy_fence_refuses_the_whole_request_with_stale_tiered_epoch(store):
     tid = _enabled_topic(store)
     _disable(store, tid, 1)
     body = {"broker_id": 1, "records": [encode_record(copy_started(tid, 0))]}
-    answer = append_for_broker(store, body, now_ms=NOW)
+    answer = BrokerRlmmAppends(store).append(body, now_ms=NOW)
     assert answer["error_code"] == StaleTieredEpoch.code and "error_message" in answer
     assert list(store.read_remote_log_metadata()) == []
 
@@ -119,11 +144,11 @@ def test_a_write_before_the_broker_is_connected_is_broker_not_available():
 
 
 def test_the_records_go_encoded_in_one_idempotent_request_and_the_last_offset_comes_back(loop):
-    controllers = _Controllers({"error_code": 0, "error_message": None, "last_offset": 41})
+    controllers = _Controllers({"error_code": 0, "error_message": None, "offsets": [40, 41]})
     append = ControllerRlmmAppend(7, wait_s=5)
     append.attach(loop, controllers)  # type: ignore[arg-type]
     records = [copy_started(Uuid.random(), 0), copy_started(Uuid.random(), 0)]
-    assert append(records, now_ms=NOW) == 41
+    assert append(records, now_ms=NOW) == [40, 41]
     [(api_key, body, idempotent)] = controllers.requests
     assert (api_key, idempotent) == (10955, True)
     assert body == {"broker_id": 7, "records": [encode_record(r) for r in records]}
@@ -131,7 +156,7 @@ def test_the_records_go_encoded_in_one_idempotent_request_and_the_last_offset_co
 
 @pytest.mark.parametrize("error", [StaleTieredEpoch, InvalidRequest, NotController])
 def test_the_error_the_controller_answers_is_raised_as_its_typed_error(loop, error):
-    answer = {"error_code": error.code, "error_message": "refused", "last_offset": -1}
+    answer = {"error_code": error.code, "error_message": "refused", "offsets": []}
     append = ControllerRlmmAppend(1, wait_s=5)
     append.attach(loop, _Controllers(answer))  # type: ignore[arg-type]
     with pytest.raises(error, match="refused"):
@@ -147,7 +172,7 @@ def test_a_write_cut_short_by_the_broker_stopping_is_broker_not_available(loop):
 
 def test_a_write_from_the_event_loops_own_thread_is_refused_instead_of_waiting_for_itself(loop):
     append = ControllerRlmmAppend(1, wait_s=5)
-    append.attach(loop, _Controllers({"error_code": 0, "error_message": None, "last_offset": 0}))  # type: ignore[arg-type]
+    append.attach(loop, _Controllers({"error_code": 0, "error_message": None, "offsets": [0]}))  # type: ignore[arg-type]
 
     async def on_the_loop() -> None:
         append([copy_started(Uuid.random(), 0)], now_ms=NOW)
@@ -187,3 +212,34 @@ def test_a_copy_record_the_fence_refused_outright_is_still_refused(store):
 
     with pytest.raises(StaleTieredEpoch):
         RemoteLogMetadataManager(store, append=fenced).copy_started(_segment(tid), now_ms=NOW)
+
+
+# -- what the fold makes of retried and failed copies -------------------------------------------------------------
+
+
+def test_a_repeated_copy_start_after_the_copy_finished_is_moot_and_never_moves_it_back(store):
+    tid = _enabled_topic(store)
+    rlmm = RemoteLogMetadataManager(store)
+    seg = rlmm.copy_started(_segment(tid), now_ms=NOW)
+    rlmm.copy_finished(seg, broker_id=1, now_ms=NOW)
+    store.append_remote_log_metadata([copy_started(tid, 0, segment_id=seg.segment_id)], now_ms=NOW)  # a late retry
+    rlmm.refresh()
+    assert rlmm.segments(tid)[0].state == SegmentState.COPY_SEGMENT_FINISHED
+    fresh = RemoteLogMetadataManager(store)
+    fresh.refresh()
+    assert fresh.segments(tid)[0].state == SegmentState.COPY_SEGMENT_FINISHED  # read back the same
+
+
+def test_a_failed_copy_deleted_without_finishing_does_not_count_as_copied(store):
+    """A copy that never finished, cleaned up (its segment deleted), leaves its offsets to be copied again: counting
+    it would skip them for good and let local retention delete them as if they were remote."""
+    tid = _enabled_topic(store)
+    rlmm = RemoteLogMetadataManager(store)
+    first = rlmm.copy_started(_segment(tid), now_ms=NOW)
+    rlmm.transition([first], SegmentState.DELETE_SEGMENT_STARTED, broker_id=1, now_ms=NOW)
+    rlmm.transition([first], SegmentState.DELETE_SEGMENT_FINISHED, broker_id=1, now_ms=NOW)
+    assert rlmm.highest_copied_offset(tid, 0) == -1
+    again = rlmm.copy_started(_segment(tid), now_ms=NOW)
+    rlmm.copy_finished(again, broker_id=1, now_ms=NOW)
+    rlmm.transition([again], SegmentState.DELETE_SEGMENT_STARTED, broker_id=1, now_ms=NOW)  # expired after copied
+    assert rlmm.highest_copied_offset(tid, 0) == 99  # a finished copy counts, deleted since or not

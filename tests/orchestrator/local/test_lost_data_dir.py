@@ -80,7 +80,9 @@ def test_a_lost_data_directory_is_rebuilt_from_the_rlmm_and_no_offset_is_handed_
     state = _up(cluster_dir, s3_endpoint=moto_endpoint, bucket="lost-dir")
     boot = state.bootstrap_server
     _create_topic(state)
-    acked = produce_confluent(boot, TOPIC, [(0, None, f"r{i}".encode().ljust(100, b".")) for i in range(1500)])
+    records = [(0, None, f"r{i}".encode().ljust(100, b".")) for i in range(1500)]
+    # batches of 20 records: the 4 KiB segments roll every batch or two, and most of them get tiered
+    acked = produce_confluent(boot, TOPIC, records, **{"batch.num.messages": 20})
     assert [offset for _, offset, _, _ in acked] == list(range(1500))
     # most of it copied to S3 (local retention 0 trims the local copies); the active segment stays local only
     wait_until("segments copied", lambda: _copied_end(cluster_dir) >= 1000, 60)
