@@ -35,6 +35,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterable
@@ -44,14 +45,7 @@ from pathlib import Path
 import structlog
 
 from orchestrator.broker.leader_epochs import CHECKPOINT_FILE, EpochEntry, LeaderEpochCache, checkpoint_text
-from orchestrator.broker.local_log import (
-    OFFSETS_CHECKPOINT,
-    LogConfig,
-    PartitionLog,
-    check_partition_metadata,
-    log_directory_error,
-    offsets_checkpoint,
-)
+from orchestrator.broker.local_log import LogConfig, PartitionLog, check_partition_metadata, log_directory_error
 from orchestrator.broker.partition_dirs import move_aside
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState
@@ -59,6 +53,7 @@ from remote_storage.rlmm import RemoteSegment
 
 log = structlog.get_logger(__name__)
 
+OFFSETS_CHECKPOINT = "offsets.checkpoint"  # local_log's start offsets file
 REBUILD_SUFFIX = ".rebuild"
 
 
@@ -142,13 +137,16 @@ def _write_rebuilt(directory: Path, topic_id: Uuid, bounds: RemoteBounds) -> Non
         shutil.rmtree(tmp)  # a rebuild killed half way: nothing in it was ever served
     tmp.mkdir(parents=True)
     check_partition_metadata(tmp, topic_id)
+    offsets = {"log_start_offset": bounds.log_start_offset, "local_log_start_offset": bounds.next_offset}
     files = {
-        OFFSETS_CHECKPOINT: offsets_checkpoint(bounds.log_start_offset, bounds.next_offset),
+        OFFSETS_CHECKPOINT: json.dumps(offsets).encode(),
         CHECKPOINT_FILE: checkpoint_text(bounds.leader_epochs).encode(),
     }
     for name, data in files.items():
-        (tmp / name).write_bytes(data)
-    for name in ("partition.metadata", *files):  # every file on disk before the rename makes the directory live
+        with (tmp / name).open("wb") as f:
+            f.write(data)
+            os.fsync(f.fileno())
+    for name in ("partition.metadata", *files):
         with (tmp / name).open("rb") as f:
             os.fsync(f.fileno())
     tmp.rename(directory)
