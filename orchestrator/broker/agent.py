@@ -174,7 +174,7 @@ class BrokerAgent:
         )
         self.store = self._open_store()
         self.follower = MetadataFollower(self.store)
-        self._rlmm_append = ControllerRlmmAppend(settings.broker_id, wait_s=settings.request_timeout_ms / 80)
+        self._rlmm_append = ControllerRlmmAppend(settings.broker_id, request_timeout_ms=settings.request_timeout_ms)
         self.rlmm = RemoteLogMetadataManager(self.store, append=self._rlmm_append)  # brokers never write the store
         self.metrics.observe(self._metrics_view)
         self.metrics_store: MetadataStore | None = None  # run() opens it when the metrics are served

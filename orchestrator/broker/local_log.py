@@ -99,7 +99,17 @@ from orchestrator.protocol.record_batch import (
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["AppendInfo", "LogConfig", "PartitionLog", "SegmentInfo", "log_directory_error"]
+__all__ = [
+    "OFFSETS_CHECKPOINT",
+    "AppendInfo",
+    "LogConfig",
+    "PartitionLog",
+    "SegmentInfo",
+    "log_directory_error",
+    "offsets_checkpoint",
+]
+
+OFFSETS_CHECKPOINT = "offsets.checkpoint"  # the start offsets, JSON (module docstring)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -205,7 +215,7 @@ class PartitionLog:
             if not active:
                 self._restore_producer_snapshot(seg)
             self._segments.append(seg)
-        cp = self.directory / "offsets.checkpoint"
+        cp = self.directory / OFFSETS_CHECKPOINT
         first_local = self._segments[0].base_offset if self._segments else 0
         if cp.exists():
             doc = json.loads(cp.read_text())
@@ -286,8 +296,8 @@ class PartitionLog:
             self._checkpointed = offsets
 
     def _checkpoint(self) -> None:
-        offsets = {"log_start_offset": self.log_start_offset, "local_log_start_offset": self.local_log_start_offset}
-        self._replace_file(self.directory / "offsets.checkpoint", json.dumps(offsets).encode())
+        data = offsets_checkpoint(self.log_start_offset, self.local_log_start_offset)
+        self._replace_file(self.directory / OFFSETS_CHECKPOINT, data)
 
     @staticmethod
     def _replace_file(path: Path, data: bytes) -> None:
@@ -530,6 +540,11 @@ class PartitionLog:
         # also when the offset did not move: this finishes a call that a disk error stopped half way
         self.delete_local_segments_before(self.log_start_offset)
         self._save_leader_epochs(self.leader_epochs.truncated_from_start(self.log_start_offset))
+
+
+def offsets_checkpoint(log_start_offset: int, local_log_start_offset: int) -> bytes:
+    """The contents of :data:`OFFSETS_CHECKPOINT` for these start offsets."""
+    return json.dumps({"log_start_offset": log_start_offset, "local_log_start_offset": local_log_start_offset}).encode()
 
 
 def check_partition_metadata(directory: Path, topic_id: Uuid) -> None:

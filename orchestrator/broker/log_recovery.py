@@ -35,7 +35,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterable
@@ -45,7 +44,14 @@ from pathlib import Path
 import structlog
 
 from orchestrator.broker.leader_epochs import CHECKPOINT_FILE, EpochEntry, LeaderEpochCache, checkpoint_text
-from orchestrator.broker.local_log import LogConfig, PartitionLog, check_partition_metadata, log_directory_error
+from orchestrator.broker.local_log import (
+    OFFSETS_CHECKPOINT,
+    LogConfig,
+    PartitionLog,
+    check_partition_metadata,
+    log_directory_error,
+    offsets_checkpoint,
+)
 from orchestrator.broker.partition_dirs import move_aside
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState
@@ -53,7 +59,6 @@ from remote_storage.rlmm import RemoteSegment
 
 log = structlog.get_logger(__name__)
 
-OFFSETS_CHECKPOINT = "offsets.checkpoint"  # local_log's start offsets file
 REBUILD_SUFFIX = ".rebuild"
 
 
@@ -137,16 +142,13 @@ def _write_rebuilt(directory: Path, topic_id: Uuid, bounds: RemoteBounds) -> Non
         shutil.rmtree(tmp)  # a rebuild killed half way: nothing in it was ever served
     tmp.mkdir(parents=True)
     check_partition_metadata(tmp, topic_id)
-    offsets = {"log_start_offset": bounds.log_start_offset, "local_log_start_offset": bounds.next_offset}
     files = {
-        OFFSETS_CHECKPOINT: json.dumps(offsets).encode(),
+        OFFSETS_CHECKPOINT: offsets_checkpoint(bounds.log_start_offset, bounds.next_offset),
         CHECKPOINT_FILE: checkpoint_text(bounds.leader_epochs).encode(),
     }
     for name, data in files.items():
-        with (tmp / name).open("wb") as f:
-            f.write(data)
-            os.fsync(f.fileno())
-    for name in ("partition.metadata", *files):
+        (tmp / name).write_bytes(data)
+    for name in ("partition.metadata", *files):  # every file on disk before the rename makes the directory live
         with (tmp / name).open("rb") as f:
             os.fsync(f.fileno())
     tmp.rename(directory)

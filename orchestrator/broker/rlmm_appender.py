@@ -34,29 +34,34 @@ from orchestrator.net.client_security import SaslCredentials
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 
+# How long a write's retries go on, in request timeouts: past a controller failover (the lease's TTL, then the new
+# controller's start). The writer waits two more for the last attempt's answer.
+RETRY_WITHIN_TIMEOUTS = 10
+
 
 def rlmm_write_client(
     controllers: str, ssl_context: ssl.SSLContext | None, sasl: SaslCredentials | None, timeout_s: float
 ) -> AdminClient:
-    """The client a broker's RLMM writes go through: each request's retries go on for up to ten request timeouts
-    rather than a count of attempts, so a write made while the active controller fails over (the lease's TTL, then
-    the new controller's start) waits for the next one instead of failing the copy or the deletion it records."""
+    """The client a broker's RLMM writes go through: each request's retries go on for
+    :data:`RETRY_WITHIN_TIMEOUTS` request timeouts rather than a count of attempts, so a write made while the active
+    controller fails over waits for the next one instead of failing the copy or the deletion it records."""
     return AdminClient(
         controllers,
         ssl_context=ssl_context,
         sasl=sasl,
         timeout_s=timeout_s,
         max_attempts=1_000,
-        retry_within_s=10 * timeout_s,
+        retry_within_s=RETRY_WITHIN_TIMEOUTS * timeout_s,
     )
 
 
 class ControllerRlmmAppend:
     """An :class:`~remote_storage.rlmm.RlmmAppend` that sends the records to the active controller."""
 
-    def __init__(self, broker_id: int, *, wait_s: float) -> None:
+    def __init__(self, broker_id: int, *, request_timeout_ms: int) -> None:
         self._broker_id = broker_id
-        self._wait_s = wait_s  # the whole call's bound (the client's attempts, each with its request timeout)
+        # the whole call's bound: the client's retries (rlmm_write_client), then the last attempt's answer
+        self._wait_s = (RETRY_WITHIN_TIMEOUTS + 2) * request_timeout_ms / 1000
         self._loop: asyncio.AbstractEventLoop | None = None
         self._controllers: AdminClient | None = None
 

@@ -140,12 +140,12 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
 
 def test_a_write_before_the_broker_is_connected_is_broker_not_available():
     with pytest.raises(BrokerNotAvailable):
-        ControllerRlmmAppend(1, wait_s=5)([copy_started(Uuid.random(), 0)], now_ms=NOW)
+        ControllerRlmmAppend(1, request_timeout_ms=500)([copy_started(Uuid.random(), 0)], now_ms=NOW)
 
 
 def test_the_records_go_encoded_in_one_idempotent_request_and_the_last_offset_comes_back(loop):
     controllers = _Controllers({"error_code": 0, "error_message": None, "offsets": [40, 41]})
-    append = ControllerRlmmAppend(7, wait_s=5)
+    append = ControllerRlmmAppend(7, request_timeout_ms=500)
     append.attach(loop, controllers)  # type: ignore[arg-type]
     records = [copy_started(Uuid.random(), 0), copy_started(Uuid.random(), 0)]
     assert append(records, now_ms=NOW) == [40, 41]
@@ -157,21 +157,21 @@ def test_the_records_go_encoded_in_one_idempotent_request_and_the_last_offset_co
 @pytest.mark.parametrize("error", [StaleTieredEpoch, InvalidRequest, NotController])
 def test_the_error_the_controller_answers_is_raised_as_its_typed_error(loop, error):
     answer = {"error_code": error.code, "error_message": "refused", "offsets": []}
-    append = ControllerRlmmAppend(1, wait_s=5)
+    append = ControllerRlmmAppend(1, request_timeout_ms=500)
     append.attach(loop, _Controllers(answer))  # type: ignore[arg-type]
     with pytest.raises(error, match="refused"):
         append([copy_started(Uuid.random(), 0)], now_ms=NOW)
 
 
 def test_a_write_cut_short_by_the_broker_stopping_is_broker_not_available(loop):
-    append = ControllerRlmmAppend(1, wait_s=5)
+    append = ControllerRlmmAppend(1, request_timeout_ms=500)
     append.attach(loop, _Controllers(asyncio.CancelledError()))  # type: ignore[arg-type]
     with pytest.raises(BrokerNotAvailable, match="stopping"):
         append([copy_started(Uuid.random(), 0)], now_ms=NOW)
 
 
 def test_a_write_from_the_event_loops_own_thread_is_refused_instead_of_waiting_for_itself(loop):
-    append = ControllerRlmmAppend(1, wait_s=5)
+    append = ControllerRlmmAppend(1, request_timeout_ms=500)
     append.attach(loop, _Controllers({"error_code": 0, "error_message": None, "offsets": [0]}))  # type: ignore[arg-type]
 
     async def on_the_loop() -> None:
