@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from chaos.runner import FAST_BROKER, FAST_CONTROLLER
 from orchestrator.client import TieredClient
+from orchestrator.errors import UnknownTopicOrPartition
 from orchestrator.local import cluster as lc
 from orchestrator.local.security import LocalSecurity
 from orchestrator.local.state import LocalClusterState, ProcessInfo
@@ -166,18 +167,73 @@ class LiveCluster:
             return segment_records(store, topic_id)
 
     def wait_tiering_settled(self, topic_id: Any, minimum: int = 1) -> None:
-        """Wait until copies stopped (the same finished segments twice in a row, a second apart), so that what a
-        test does next meets no copy in flight."""
-        last: list[int | None] = [None]
+        """Wait until the topic has at least ``minimum`` remote segments and nothing left to copy: no copy in flight
+        (no segment at COPY_SEGMENT_STARTED) and, in every partition directory of the topic on the brokers' disks,
+        every closed segment copied (the highest offset copied reaches the active segment's base). A quiet spell
+        between copies is no proof (a partition backing off after a failed copy is quiet for seconds with segments
+        still owed), so what a test does next meets no copy in flight and no copy still to come."""
+        wait_until("tiering to settle", lambda: self.tiering_settled(topic_id, minimum), interval_s=0.5, timeout_s=90)
 
-        def settled() -> bool:
-            segs = self.segments(topic_id)
-            done = len(segs) >= minimum and all(s[-1] == SegmentState.COPY_SEGMENT_FINISHED for s in segs.values())
-            same = done and last[0] == len(segs)
-            last[0] = len(segs) if done else None
-            return same
+    def tiering_settled(self, topic_id: Any, minimum: int = 1) -> bool:
+        with SqliteMetadataStore(self.dir / "metadata.db", recover_on_open=False) as store:
+            entries = list(store.read_remote_log_metadata(topic_id=topic_id))
+        where: dict[Any, tuple[int, int]] = {}  # segment id -> (partition, end offset)
+        started: set[Any] = set()
+        finished: set[Any] = set()  # ever reached COPY_SEGMENT_FINISHED (then maybe deleted by retention)
+        for e in entries:
+            f = e.record.fields
+            if "remote_log_segment_id" not in f:  # a RemotePartitionDeleteMetadataRecord (a deleted topic)
+                continue
+            sid, state = f["remote_log_segment_id"]["id"], SegmentState(f["remote_log_segment_state"])
+            if "start_offset" in f:  # the segment's own record (an update record has end_offset -1)
+                where[sid] = (f["remote_log_segment_id"]["topic_id_partition"]["partition"], f["end_offset"])
+            if state == SegmentState.COPY_SEGMENT_STARTED:
+                started.add(sid)
+            elif state == SegmentState.COPY_SEGMENT_FINISHED:
+                finished.add(sid)
+            else:  # its deletion: a copy that failed and was cleaned up is no copy in flight
+                started.discard(sid)
+        if len(where) < minimum or started - finished:
+            return False
+        copied: dict[int, int] = {}
+        for sid in finished:
+            partition, end = where[sid]
+            copied[partition] = max(copied.get(partition, -1), end)
+        return all(
+            copied.get(partition, -1) >= active_base - 1 for partition, active_base in self._active_bases(topic_id)
+        )
 
-        wait_until("tiering to settle", settled, interval_s=1.0)
+    def wait_rlmm_published(self) -> None:
+        """Wait until ``__remote_log_metadata`` exists (the controller creates it ``placement_settle_ms`` after the
+        brokers' set settles) and holds every RLMM record of the store (the brokers publish it from the store every
+        ``publish_interval_ms``): what a reader of the topic (``--compat kafka``) sees next is
+        the store's RLMM as it stands now."""
+        from remote_storage.rlmm_topic.layout import TOPIC_NAME
+        from tests.support.kafka_clients import confluent_watermarks
+
+        def caught_up() -> bool:
+            with SqliteMetadataStore(self.dir / "metadata.db", recover_on_open=False) as store:
+                records = sum(1 for _ in store.read_remote_log_metadata())
+            try:
+                topic = self.call(lambda c: c.topic(TOPIC_NAME))
+            except UnknownTopicOrPartition:  # the controller creates it once the brokers' set has settled
+                return False
+            partitions = [p["partition_index"] for p in topic["partitions"]]
+            return (
+                sum(high for _, high in confluent_watermarks(self.bootstrap, TOPIC_NAME, partitions).values())
+                >= records
+            )
+
+        wait_until("__remote_log_metadata to hold every RLMM record of the store", caught_up, interval_s=0.2)
+
+    def _active_bases(self, topic_id: Any) -> Iterator[tuple[int, int]]:
+        """(partition, base offset of its active segment) of each directory of the topic id on the brokers' disks."""
+        for meta in (self.dir / "data").glob("broker-*/*/partition.metadata"):
+            if f"topic_id: {topic_id}" not in meta.read_text().splitlines():
+                continue
+            logs = sorted(meta.parent.glob("*.log"))
+            if logs:
+                yield int(meta.parent.name.rsplit("-", 1)[1]), int(logs[-1].name.split(".")[0])
 
     def close(self) -> None:
         for p in LocalClusterState.load(self.dir).processes:  # a SIGSTOPped process cannot handle SIGTERM

@@ -78,13 +78,15 @@ def jsonout(live: LiveCluster, *args: str, check: int = 0) -> Any:
 
 
 def tiered_topic(live: LiveCluster, name: str, *, partitions: int = 1, segments: int = 3) -> Any:
-    """A tiered topic with at least ``segments`` segments copied (every partition's settled); its id."""
+    """A tiered topic with at least ``segments`` segments copied (every partition's settled) and published to
+    ``__remote_log_metadata``, which ``--compat kafka`` reads; its id."""
     live.call(lambda c: c.create_topic(name, partitions=partitions, configs=TIERED))
     for p in range(partitions):
         values = [f"{p}:{i}:".encode() + b"x" * 200 for i in range(120)]
         live.call(lambda c, p=p, values=values: c.produce(name, values, partition=p))  # type: ignore[misc]
     tid = live.status(name).topic_id
     live.wait_tiering_settled(tid, segments)
+    live.wait_rlmm_published()
     return tid
 
 
