@@ -9,6 +9,14 @@ Invariants (Kafka's RemoteLogManager rules):
   partition to fit ``retention.bytes``. -1 means unlimited. Segments expire oldest first: the first survivor keeps
   every later one.
 * Local retention, while tiering is on, drops only segments already copied (end offset <= highest copied).
+* Unfinished segments (:func:`plan_unfinished`) are finished by deleting them, as Kafka's expiration task retries
+  dangling segments: a deletion left at DELETE_SEGMENT_STARTED, and a copy this broker started and abandoned (left at
+  COPY_SEGMENT_STARTED: the broker was killed between its upload and its COPY_SEGMENT_FINISHED, or the write of one
+  of its records went unanswered). A copy is abandoned only when no write of it can still land: it was started
+  before this broker process started (its copies are sequential per partition, so an earlier process's copy is
+  over), or longer ago than ``settle_ms`` (at least the RLMM writer's whole wait). Another broker's copy is never
+  taken as abandoned: it may still be uploading, and deleting a copy whose COPY_SEGMENT_FINISHED lands meanwhile
+  would drop data that local retention then drops too.
 """
 
 from __future__ import annotations
@@ -99,3 +107,29 @@ def plan_local_retention(
         total -= seg.size_bytes
         cut = seg.end_offset + 1
     return cut
+
+
+def plan_unfinished(
+    segments: Sequence[RemoteSegment], *, broker_id: int, now_ms: int, started_ms: int, settle_ms: int
+) -> tuple[RemoteSegment, ...]:
+    """The partition's segments to finish by deleting them (module docstring): deletions that did not finish, and
+    copies ``broker_id`` abandoned, each last written before ``started_ms`` (this broker process's start) or
+    ``settle_ms`` or more before ``now_ms``; in offset order."""
+
+    def settled(seg: RemoteSegment) -> bool:
+        return seg.event_timestamp_ms < started_ms or seg.event_timestamp_ms <= now_ms - settle_ms
+
+    return tuple(
+        sorted(
+            (
+                s
+                for s in segments
+                if settled(s)
+                and (
+                    s.state == SegmentState.DELETE_SEGMENT_STARTED
+                    or (s.state == SegmentState.COPY_SEGMENT_STARTED and s.broker_id == broker_id)
+                )
+            ),
+            key=lambda s: s.start_offset,
+        )
+    )

@@ -190,6 +190,7 @@ class BrokerAgent:
             now_ms=wall_ms,
             reader=storage.reader,
             copy_stall_threshold_ms=settings.copy_stall_threshold_ms,
+            abandoned_after_ms=2 * self._rlmm_append.wait_ms,
         )
         fence = ControllerEpochFence(self.store)  # one for every API a controller calls
         self.disable_handler = DisableRemoteTopicHandler(

@@ -13,6 +13,14 @@ deleted meanwhile: its finish is refused (the store's fence: the topic id is gon
 marked for deletion), and if the partition's deletion already deleted the segment (its objects may have been
 uploaded after that), the copier deletes the objects it uploaded itself, with no journal entry left to write.
 
+A copy whose RLMM write goes unanswered (RequestTimedOut and the like: the record may have landed) ends the pass
+with that error but is not undone: undoing a segment whose COPY_SEGMENT_FINISHED landed would leave the RLMM holding
+the range as copied with its objects gone, and local retention would then drop it locally too. What such copies
+leave is finished by the leader's expiry pass (:func:`~policies.retention.plan_unfinished`): deletions left at
+DELETE_SEGMENT_STARTED, and this broker's copies left at COPY_SEGMENT_STARTED once no write of them can land (begun
+by an earlier process of this broker, or ``abandoned_after_ms`` ago, twice the RLMM writer's whole wait), are
+deleted, objects first; a deletion that fails again is tried after another ``abandoned_after_ms``.
+
 Copy lag (Kafka's RemoteCopyLagSegments/Bytes): from the start of each copy pass and after each segment copied,
 the closed local segments of the partition that are still not remote (so an upload stuck on S3 shows as lag), kept
 per partition while it may copy (its topic ENABLED, led here) and read by the metrics
@@ -61,6 +69,7 @@ from orchestrator.broker.log_reads import (
 )
 from orchestrator.errors import (
     InvalidRequest,
+    KafkaError,
     KafkaStorageError,
     MissingCredentialsError,
     OffsetOutOfRange,
@@ -77,7 +86,7 @@ from orchestrator.metadata.topic_configs import (
     RETENTION_MS,
     int_or_default,
 )
-from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry
+from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry, plan_unfinished
 from policies.retention_executor import execute_expiry_plan
 from remote_storage.deletion import DeleteResult, delete_segments
 from remote_storage.keys import Suffix
@@ -123,6 +132,9 @@ class PartitionCopyState:
 
 
 DEFAULT_COPY_STALL_THRESHOLD_MS = 30_000  # the S3 client's default read timeout: one request may take that long
+# A copy of this process left at COPY_SEGMENT_STARTED, or a deletion left at DELETE_SEGMENT_STARTED, this long is
+# finished by deleting it (policies.retention.plan_unfinished); the broker passes twice its RLMM writer's whole wait.
+DEFAULT_ABANDONED_AFTER_MS = 120_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +143,10 @@ class PartitionCopyLag:
 
     segments: int
     bytes: int
+
+
+# An RLMM write answered with one of these wrote nothing: the copy can be undone at once.
+_REFUSALS = (StaleTieredEpoch, InvalidRequest, KafkaStorageError)
 
 
 class RemoteLogManager:
@@ -145,8 +161,11 @@ class RemoteLogManager:
         now_ms: Callable[[], int],
         reader: RemoteSegmentReader | None = None,
         copy_stall_threshold_ms: int = DEFAULT_COPY_STALL_THRESHOLD_MS,
+        abandoned_after_ms: int = DEFAULT_ABANDONED_AFTER_MS,
     ) -> None:
         self.broker_id = broker_id
+        self.abandoned_after_ms = abandoned_after_ms
+        self._started_ms = now_ms()  # a copy this broker started before this process did is over
         self.copy_stall_threshold_ms = copy_stall_threshold_ms
         self.rsm = rsm
         self.reader = reader if reader is not None else RemoteSegmentReader(rsm)
@@ -159,6 +178,7 @@ class RemoteLogManager:
         self._stopped_at: dict[Uuid, int] = {}  # topic id -> the tiered epoch it was stopped at
         self._copy_lag: dict[PartitionKey, PartitionCopyLag] = {}  # under _cond: the metrics read it from their thread
         self._copy_states: dict[PartitionKey, PartitionCopyState] = {}  # under _cond: the heartbeat reads it
+        self._unfinished_retry_at: dict[Uuid, int] = {}  # segment id -> when its failed deletion is tried again
 
     # -- copy -------------------------------------------------------------------------------------------------
 
@@ -292,11 +312,18 @@ class RemoteLogManager:
             leader_epoch=epochs[0][0] if epochs else 0,
             leader_epochs=epochs,
         )
+        where = {"topic_id": str(topic.topic_id), "partition": partition, "segment_id": str(remote.segment_id)}
         try:
             remote = self.rlmm.copy_started(remote, now_ms=self._now_ms())
         except StaleTieredEpoch as exc:
             log.info("rlm.copy_refused", topic_id=str(topic.topic_id), partition=partition, reason=str(exc))
             return _REFUSED
+        except _REFUSALS as exc:  # the controller refused it: nothing written, nothing uploaded
+            log.warning("rlm.copy_aborted", **where, reason=str(exc))
+            return exc
+        except (KafkaError, OSError) as exc:  # unanswered: COPY_SEGMENT_STARTED may have landed
+            log.warning("rlm.copy_unconfirmed", **where, record="COPY_SEGMENT_STARTED", reason=str(exc))
+            return exc
         target = f"s3://{self.rsm.bucket}/{remote.object_keys(self.rsm.prefix)[Suffix.LOG]}"
         what = f"upload of segment {seg.base_offset}-{seg.end_offset} of {topic.name}-{partition} to {target}"
         since = self._now_ms()
@@ -313,18 +340,22 @@ class RemoteLogManager:
             )
             remote = replace(remote, custom_metadata=uploaded.custom_metadata)
             crash_points.reached("broker.after_upload_before_rlmm")
-            self.rlmm.copy_finished(remote, broker_id=self.broker_id, now_ms=self._now_ms())
-        except (
-            StaleTieredEpoch,
-            InvalidRequest,  # the segment was deleted under the copy (it cannot go back to COPY_SEGMENT_FINISHED)
-            KafkaStorageError,
-            RemoteStorageError,
-            MissingCredentialsError,
-            OSError,
-        ) as exc:
-            where = {"topic_id": str(topic.topic_id), "partition": partition, "segment_id": str(remote.segment_id)}
+        except (RemoteStorageError, MissingCredentialsError, OSError) as exc:  # the upload failed
             log.warning("rlm.copy_aborted", **where, reason=str(exc))
             self._clean_up(remote)
+            return exc
+        try:
+            self.rlmm.copy_finished(remote, broker_id=self.broker_id, now_ms=self._now_ms())
+        except _REFUSALS as exc:  # refused, nothing written (InvalidRequest: the segment was deleted under the copy)
+            log.warning("rlm.copy_aborted", **where, reason=str(exc))
+            self._clean_up(remote)
+            return exc
+        except (KafkaError, OSError) as exc:  # unanswered: COPY_SEGMENT_FINISHED may have landed, or may yet
+            # Undoing the copy now could delete a segment the RLMM then holds as copied, which local retention would
+            # take as safe to drop locally: it is left at COPY_SEGMENT_STARTED, or finished, as the write went. The
+            # next pass copies the range again if it did not land, and the unfinished segment is deleted once no
+            # write of it can land any more (_finish_unfinished).
+            log.warning("rlm.copy_unconfirmed", **where, record="COPY_SEGMENT_FINISHED", reason=str(exc))
             return exc
         where = {"topic_id": str(topic.topic_id), "partition": partition}
         offsets = {"start_offset": seg.base_offset, "end_offset": seg.end_offset}
@@ -420,7 +451,7 @@ class RemoteLogManager:
             log_start_offset=plog.log_start_offset,
             local_bytes_not_copied=not_copied,
         )
-        return execute_expiry_plan(
+        expired = execute_expiry_plan(
             plan,
             rsm=self.rsm,
             rlmm=self.rlmm,
@@ -428,6 +459,45 @@ class RemoteLogManager:
             now_ms=self._now_ms,
             advance_log_start=plog.advance_log_start_offset,
         )
+        self._finish_unfinished(topic_id, partition)
+        return expired
+
+    def _finish_unfinished(self, topic_id: Uuid, partition: int) -> None:
+        """Delete the partition's unfinished segments (:func:`~policies.retention.plan_unfinished`): deletions left
+        at DELETE_SEGMENT_STARTED and copies this broker abandoned at COPY_SEGMENT_STARTED, whose objects would
+        otherwise stay in the bucket for ever. Runs after the partition's copy pass (copies are sequential per
+        partition, so none of this process's is in flight); one that fails again is retried after another
+        ``abandoned_after_ms``, so a segment that cannot be deleted (its recorded key outside its topic's prefix)
+        is reported that often, not every pass."""
+        now = self._now_ms()
+        unfinished = [
+            s
+            for s in plan_unfinished(
+                self.rlmm.segments(topic_id, partition),
+                broker_id=self.broker_id,
+                now_ms=now,
+                started_ms=self._started_ms,
+                settle_ms=self.abandoned_after_ms,
+            )
+            if self._unfinished_retry_at.get(s.segment_id, 0) <= now
+        ]
+        if not unfinished:
+            return
+        for seg in unfinished:
+            where = {"topic_id": str(topic_id), "partition": partition, "segment_id": str(seg.segment_id)}
+            log.warning(
+                "rlm.unfinished_segment_deleted", **where, state=seg.state.name, written_ms=seg.event_timestamp_ms
+            )
+        result = delete_segments(
+            unfinished, rsm=self.rsm, rlmm=self.rlmm, broker_id=self.broker_id, now_ms=self._now_ms
+        )
+        for seg in unfinished:  # tried again after another abandoned_after_ms if it failed, else forgotten
+            if result.complete:
+                self._unfinished_retry_at.pop(seg.segment_id, None)
+            else:
+                self._unfinished_retry_at[seg.segment_id] = now + self.abandoned_after_ms
+        if not result.complete:
+            log.error("rlm.cleanup_incomplete", failed=dict(result.failed_keys))
 
     # -- local retention ------------------------------------------------------------------------------------
 

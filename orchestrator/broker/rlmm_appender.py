@@ -65,6 +65,12 @@ class ControllerRlmmAppend:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._controllers: AdminClient | None = None
 
+    @property
+    def wait_ms(self) -> int:
+        """The longest a write may take, retries included: a write of this appender unanswered for longer can no
+        longer land (the RemoteLogManager waits out twice this before it takes a copy of this process as abandoned)."""
+        return int(self._wait_s * 1000)
+
     def attach(self, loop: asyncio.AbstractEventLoop, controllers: AdminClient) -> None:
         """From now on, send on ``loop`` through ``controllers``: a client of this appender's own, whose retries
         (NOT_CONTROLLER, a controller not reachable) outlast a controller failover (:func:`rlmm_write_client`)."""

@@ -291,7 +291,7 @@ def test_a_broker_killed_while_applying_the_delete_policy_leaves_nothing_behind_
     _nothing_left(live, name, tid)
 
 
-def test_a_broker_killed_between_an_upload_and_its_rlmm_record_leaves_no_orphan_after_a_delete_disable(
+def test_a_broker_killed_between_an_upload_and_its_rlmm_record_deletes_the_orphan_once_back_and_after_a_disable(
     live: LiveCluster, tmp_path: Path
 ) -> None:
     record = tmp_path / "crashes.jsonl"
@@ -310,6 +310,12 @@ def test_a_broker_killed_between_an_upload_and_its_rlmm_record_leaves_no_orphan_
         lambda: any(h[-1] == SegmentState.COPY_SEGMENT_FINISHED for h in _segments_of(live, tid, partition).values()),
         30,
     )
+    wait_until(  # its earlier process's copy is over: the restarted broker deletes it, no disable needed
+        "broker 1 to delete the copy it abandoned",
+        lambda: _segments_of(live, tid, partition)[orphan][-1] == SegmentState.DELETE_SEGMENT_FINISHED,
+        30,
+    )
+    assert not any(f"-{orphan}." in key for key in _keys(live, "upload", tid)), "its objects are gone"
     live.call(lambda c: c.disable_tiering("upload", "delete"))
     _disabled(live, "upload")
     _nothing_left(live, "upload", tid)  # the orphan's objects too: DELETE_SEGMENT_FINISHED, nothing in the bucket

@@ -17,7 +17,7 @@ from orchestrator.broker.agent import BrokerAgent
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.broker.local_log import LogConfig, PartitionLog
-from orchestrator.broker.remote_log_manager import RemoteLogManager
+from orchestrator.broker.remote_log_manager import DEFAULT_ABANDONED_AFTER_MS, RemoteLogManager
 from orchestrator.ids import Uuid
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState, make_record
@@ -25,7 +25,7 @@ from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.settings import BrokerSettings
 from remote_storage.keys import topic_prefix
 from remote_storage.object_format import DEFAULT_OBJECT_FORMAT, ObjectFormat
-from remote_storage.rlmm import RemoteLogMetadataManager
+from remote_storage.rlmm import RemoteLogMetadataManager, RlmmAppend
 from remote_storage.s3 import S3RemoteStorage
 
 
@@ -92,7 +92,11 @@ class BrokerUnderTest:
         log_config: LogConfig | None = None,
         now_ms: Callable[[], int] = wall_ms,
         object_format: ObjectFormat = DEFAULT_OBJECT_FORMAT,
+        rlmm_append: RlmmAppend | None = None,
+        abandoned_after_ms: int = DEFAULT_ABANDONED_AFTER_MS,
     ) -> None:
+        """``rlmm_append`` replaces the store's own append of the broker's RLMM records (as the agent's goes through
+        the controller); ``abandoned_after_ms`` is the RemoteLogManager's."""
         self.broker_id = broker_id
         self.data_dir = data_dir
         self.store = SqliteMetadataStore(store_path)
@@ -104,13 +108,19 @@ class BrokerUnderTest:
             sleep=lambda s: None,
             object_format=object_format,
         )
-        self.rlmm = RemoteLogMetadataManager(self.store)
+        self.rlmm = RemoteLogMetadataManager(self.store, append=rlmm_append)
         self.logs: dict[tuple[Uuid, int], PartitionLog] = {}
         self.log_config = log_config or LogConfig(segment_bytes=2000, index_interval_bytes=256)
         self.now_ms = now_ms
         refresh = self.follower.refresh
         self.rlm = RemoteLogManager(
-            broker_id=broker_id, rsm=self.rsm, rlmm=self.rlmm, logs=self.logs, image=refresh, now_ms=now_ms
+            broker_id=broker_id,
+            rsm=self.rsm,
+            rlmm=self.rlmm,
+            logs=self.logs,
+            image=refresh,
+            now_ms=now_ms,
+            abandoned_after_ms=abandoned_after_ms,
         )
         self.handler = DisableRemoteTopicHandler(
             broker_id=broker_id, store=self.store, rlm=self.rlm, logs=self.logs, refresh_image=refresh, now_ms=now_ms
