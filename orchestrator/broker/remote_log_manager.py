@@ -16,10 +16,10 @@ uploaded after that), the copier deletes the objects it uploaded itself, with no
 A copy whose RLMM write goes unanswered (RequestTimedOut and the like: the record may have landed) ends the pass
 with that error but is not undone: undoing a segment whose COPY_SEGMENT_FINISHED landed would leave the RLMM holding
 the range as copied with its objects gone, and local retention would then drop it locally too. What such copies
-leave is finished by the leader's expiry pass (:func:`~policies.retention.plan_unfinished`): deletions left at
-DELETE_SEGMENT_STARTED, and this broker's copies left at COPY_SEGMENT_STARTED once no write of them can land (begun
-by an earlier process of this broker, or ``abandoned_after_ms`` ago, twice the RLMM writer's whole wait), are
-deleted, objects first; a deletion that fails again is tried after another ``abandoned_after_ms``.
+leave is finished by the leader's expiry pass (:mod:`orchestrator.broker.remote_retention`).
+
+Retention (local, and remote expiry) is :class:`~orchestrator.broker.remote_retention.PartitionRetention`'s; a pass
+runs it after the partition's copies.
 
 Copy lag (Kafka's RemoteCopyLagSegments/Bytes): from the start of each copy pass and after each segment copied,
 the closed local segments of the partition that are still not remote (so an upload stuck on S3 shows as lag), kept
@@ -67,6 +67,7 @@ from orchestrator.broker.log_reads import (
     time_index_entries,
     timestamp_search_position,
 )
+from orchestrator.broker.remote_retention import DEFAULT_ABANDONED_AFTER_MS, PartitionRetention
 from orchestrator.errors import (
     InvalidRequest,
     KafkaError,
@@ -79,15 +80,6 @@ from orchestrator.errors import (
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import TieredState
-from orchestrator.metadata.topic_configs import (
-    LOCAL_RETENTION_BYTES,
-    LOCAL_RETENTION_MS,
-    RETENTION_BYTES,
-    RETENTION_MS,
-    int_or_default,
-)
-from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry, plan_unfinished
-from policies.retention_executor import execute_expiry_plan
 from remote_storage.deletion import DeleteResult, delete_segments
 from remote_storage.keys import Suffix
 from remote_storage.remote_segments import RemoteSegmentReader
@@ -132,9 +124,6 @@ class PartitionCopyState:
 
 
 DEFAULT_COPY_STALL_THRESHOLD_MS = 30_000  # the S3 client's default read timeout: one request may take that long
-# A copy of this process left at COPY_SEGMENT_STARTED, or a deletion left at DELETE_SEGMENT_STARTED, this long is
-# finished by deleting it (policies.retention.plan_unfinished); the broker passes twice its RLMM writer's whole wait.
-DEFAULT_ABANDONED_AFTER_MS = 120_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +153,6 @@ class RemoteLogManager:
         abandoned_after_ms: int = DEFAULT_ABANDONED_AFTER_MS,
     ) -> None:
         self.broker_id = broker_id
-        self.abandoned_after_ms = abandoned_after_ms
-        self._started_ms = now_ms()  # a copy this broker started before this process did is over
         self.copy_stall_threshold_ms = copy_stall_threshold_ms
         self.rsm = rsm
         self.reader = reader if reader is not None else RemoteSegmentReader(rsm)
@@ -178,7 +165,15 @@ class RemoteLogManager:
         self._stopped_at: dict[Uuid, int] = {}  # topic id -> the tiered epoch it was stopped at
         self._copy_lag: dict[PartitionKey, PartitionCopyLag] = {}  # under _cond: the metrics read it from their thread
         self._copy_states: dict[PartitionKey, PartitionCopyState] = {}  # under _cond: the heartbeat reads it
-        self._unfinished_retry_at: dict[Uuid, int] = {}  # segment id -> when its failed deletion is tried again
+        self.retention = PartitionRetention(
+            broker_id=broker_id,
+            rsm=rsm,
+            rlmm=rlmm,
+            logs=logs,
+            image=image,
+            now_ms=now_ms,
+            abandoned_after_ms=abandoned_after_ms,
+        )
 
     # -- copy -------------------------------------------------------------------------------------------------
 
@@ -426,117 +421,13 @@ class RemoteLogManager:
         with self._cond:
             return self._in_flight.get(topic_id, 0)
 
-    # -- expiry -----------------------------------------------------------------------------------------------
+    # -- retention (remote_retention.py) ------------------------------------------------------------------
 
     def expire_partition(self, topic_id: Uuid, partition: int, *, refresh: bool = True) -> DeleteResult:
-        """Apply retention.ms / retention.bytes to this partition's remote segments (leader only)."""
-        image = self._image()
-        topic = image.topics.get(topic_id)
-        if topic is None:
-            return DeleteResult()
-        p = topic.partitions.get(partition)
-        if p is None or p.leader != self.broker_id:
-            return DeleteResult()
-        configs = image.topic_configs(topic.name)
-        plog = self._logs[(topic_id, partition)]
-        if refresh:
-            self.rlmm.refresh()
-        highest = self.rlmm.highest_copied_offset(topic_id, partition)
-        not_copied = sum(s.size_bytes for s in plog.segments() if s.end_offset > highest)
-        plan = plan_remote_expiry(
-            self.rlmm.segments(topic_id, partition),
-            now_ms=self._now_ms(),
-            retention_ms=int_or_default(configs, RETENTION_MS),
-            retention_bytes=int_or_default(configs, RETENTION_BYTES),
-            log_start_offset=plog.log_start_offset,
-            local_bytes_not_copied=not_copied,
-        )
-        expired = execute_expiry_plan(
-            plan,
-            rsm=self.rsm,
-            rlmm=self.rlmm,
-            broker_id=self.broker_id,
-            now_ms=self._now_ms,
-            advance_log_start=plog.advance_log_start_offset,
-        )
-        self._finish_unfinished(topic_id, partition)
-        return expired
-
-    def _finish_unfinished(self, topic_id: Uuid, partition: int) -> None:
-        """Delete the partition's unfinished segments (:func:`~policies.retention.plan_unfinished`): deletions left
-        at DELETE_SEGMENT_STARTED and copies this broker abandoned at COPY_SEGMENT_STARTED, whose objects would
-        otherwise stay in the bucket for ever. Runs after the partition's copy pass (copies are sequential per
-        partition, so none of this process's is in flight); one that fails again is retried after another
-        ``abandoned_after_ms``, so a segment that cannot be deleted (its recorded key outside its topic's prefix)
-        is reported that often, not every pass."""
-        now = self._now_ms()
-        unfinished = [
-            s
-            for s in plan_unfinished(
-                self.rlmm.segments(topic_id, partition),
-                broker_id=self.broker_id,
-                now_ms=now,
-                started_ms=self._started_ms,
-                settle_ms=self.abandoned_after_ms,
-            )
-            if self._unfinished_retry_at.get(s.segment_id, 0) <= now
-        ]
-        if not unfinished:
-            return
-        for seg in unfinished:
-            where = {"topic_id": str(topic_id), "partition": partition, "segment_id": str(seg.segment_id)}
-            log.warning(
-                "rlm.unfinished_segment_deleted", **where, state=seg.state.name, written_ms=seg.event_timestamp_ms
-            )
-        result = delete_segments(
-            unfinished, rsm=self.rsm, rlmm=self.rlmm, broker_id=self.broker_id, now_ms=self._now_ms
-        )
-        for seg in unfinished:  # tried again after another abandoned_after_ms if it failed, else forgotten
-            if result.complete:
-                self._unfinished_retry_at.pop(seg.segment_id, None)
-            else:
-                self._unfinished_retry_at[seg.segment_id] = now + self.abandoned_after_ms
-        if not result.complete:
-            log.error("rlm.cleanup_incomplete", failed=dict(result.failed_keys))
-
-    # -- local retention ------------------------------------------------------------------------------------
+        return self.retention.expire_partition(topic_id, partition, refresh=refresh)
 
     def apply_local_retention(self, topic_id: Uuid, partition: int, *, refresh: bool = True) -> int:
-        """Drop expired closed local segments; returns how many. While tiering is on, ``local.retention.*`` apply
-        (-2 inherits ``retention.*``, as in Kafka) and only segments already copied may go; otherwise
-        ``retention.*`` apply and, with no live remote data below, the log start offset follows the local one."""
-        image = self._image()
-        topic = image.topics.get(topic_id)
-        plog = self._logs.get((topic_id, partition))
-        if topic is None or plog is None:
-            return 0
-        configs = image.topic_configs(topic.name)
-        retention_ms = int_or_default(configs, RETENTION_MS)
-        retention_bytes = int_or_default(configs, RETENTION_BYTES)
-        tiering = topic.tiered_state == TieredState.ENABLED
-        if tiering:
-            local_ms = int_or_default(configs, LOCAL_RETENTION_MS)
-            local_bytes = int_or_default(configs, LOCAL_RETENTION_BYTES)
-            retention_ms = retention_ms if local_ms == -2 else local_ms
-            retention_bytes = retention_bytes if local_bytes == -2 else local_bytes
-        if refresh:
-            self.rlmm.refresh()
-        closed = [
-            LocalSegment(s.base_offset, s.end_offset, s.size_bytes, s.max_timestamp_ms) for s in plog.closed_segments()
-        ]
-        cut = plan_local_retention(
-            closed,
-            now_ms=self._now_ms(),
-            retention_ms=retention_ms,
-            retention_bytes=retention_bytes,
-            tiering_enabled=tiering,
-            highest_copied_offset=self.rlmm.highest_copied_offset(topic_id, partition),
-            active_bytes=plog.segments()[-1].size_bytes,
-        )
-        dropped = plog.delete_local_segments_before(cut)
-        if dropped and not self.rlmm.live_segments(topic_id, partition):
-            plog.advance_log_start_offset(plog.local_log_start_offset)
-        return len(dropped)
+        return self.retention.apply_local_retention(topic_id, partition, refresh=refresh)
 
     # -- reads ----------------------------------------------------------------------------------------------
 

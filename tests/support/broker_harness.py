@@ -17,7 +17,8 @@ from orchestrator.broker.agent import BrokerAgent
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.job_registry import BrokerJobStatus
 from orchestrator.broker.local_log import LogConfig, PartitionLog
-from orchestrator.broker.remote_log_manager import DEFAULT_ABANDONED_AFTER_MS, RemoteLogManager
+from orchestrator.broker.remote_log_manager import RemoteLogManager
+from orchestrator.broker.remote_retention import DEFAULT_ABANDONED_AFTER_MS
 from orchestrator.ids import Uuid
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.records import ConfigResourceType, DisablePolicy, TieredState, make_record
