@@ -19,6 +19,8 @@ The global options may be given before the command (the root group makes the con
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -53,6 +55,28 @@ RETRY_WITHIN_TIMEOUTS = 2
 the controller that took over from a frozen one), and a cluster that answers nothing never holds a command longer."""
 UNANSWERED = (NotController, BrokerNotAvailable, RequestTimedOut, KafkaStorageError)
 """What a cluster whose store does not answer ends a request with: the store is checked then."""
+
+
+def _probing_after(
+    timeout_s: float, local: LocalClusterState, request: Callable[[TieredClient], Coroutine[Any, Any, T]]
+) -> Callable[[TieredClient], Coroutine[Any, Any, T]]:
+    """``request``, whose store is checked once it has gone unanswered for ``timeout_s``: a store that does not
+    answer then ends the request with STORE_UNAVAILABLE (the request is cancelled); one that answers lets the request
+    go on as it would have (a long ``--wait`` is no problem)."""
+
+    async def watched(client: TieredClient) -> T:
+        task = asyncio.ensure_future(request(client))
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+        if not done:
+            problem = await asyncio.to_thread(store_problem, local)
+            if problem is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, *UNANSWERED):
+                    await task
+                raise problem
+        return await task
+
+    return watched
 
 
 @dataclass(frozen=True)
@@ -121,11 +145,14 @@ class Ctx:
         """Run ``request`` on the command's client session (opened by its first request, with ``timeout_s``: every
         request of a command asks for the same) and return its result. When the local cluster did not answer (no
         active controller, a timeout, its store's error), its metadata store is checked, within a bound: a store
-        that does not answer is the error raised (STORE_UNAVAILABLE, naming it and what to do)."""
+        that does not answer is the error raised (STORE_UNAVAILABLE, naming it and what to do). The store is also
+        checked when a request to the local cluster is still unanswered after one request timeout, so a command
+        on a cluster whose store is paused ends then, not after the retries' two."""
+        local = self._local_cluster_talked_to()
+        watched = request if local is None else _probing_after(timeout_s, local, request)
         try:
-            return self.session.run(request, connect=self.new_client, timeout_s=timeout_s)
+            return self.session.run(watched, connect=self.new_client, timeout_s=timeout_s)
         except UNANSWERED as exc:
-            local = self._local_cluster_talked_to()
             problem = store_problem(local) if local is not None else None
             if problem is not None:
                 raise problem from exc
