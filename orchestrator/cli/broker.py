@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import click
 
-from orchestrator.broker.agent import main as run_broker
 from orchestrator.cli import options
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
@@ -23,6 +22,8 @@ def broker() -> None:
 @options.config_file
 def broker_start(config_path: str) -> None:
     """Run a broker agent in the foreground."""
+    from orchestrator.broker.agent import main as run_broker  # imported when run: every other command starts fast
+
     run_broker(config_path)
 
 

@@ -22,12 +22,14 @@ from orchestrator.cli.output import Output
 from orchestrator.cli.progress import progress_bar
 from orchestrator.clock import wall_ms
 from orchestrator.local.state import DEFAULT_PREFIX, LocalClusterState
-from remote_storage.inventory import build_inventory
-from remote_storage.s3 import make_s3_client
-from remote_storage.scan.sources import ObjectStoreAccess
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+
+    from remote_storage.scan.sources import ObjectStoreAccess
+
+# The S3 client (botocore) and the inventory builder are imported by what lists or reads the bucket: tieredctl's
+# other commands start without them.
 
 InventoryFormat = Literal["csv", "parquet"]
 
@@ -79,6 +81,8 @@ class BucketTarget:
         return self._bucket
 
     def client(self) -> S3Client:
+        from remote_storage.s3 import make_s3_client
+
         access_key_id, secret_access_key = self._credentials or (None, None)
         return make_s3_client(
             endpoint_url=self.s3_endpoint, access_key_id=access_key_id, secret_access_key=secret_access_key
@@ -87,6 +91,8 @@ class BucketTarget:
     def executor_access(self, client: S3Client) -> ObjectStoreAccess:
         """How the scan's executors reach the bucket: the local cluster's key pair for its embedded S3, else the
         driver's credentials when they are static (:meth:`ObjectStoreAccess.of_client`)."""
+        from remote_storage.scan.sources import ObjectStoreAccess
+
         if self._credentials is None:
             return ObjectStoreAccess.of_client(client)
         access_key_id, secret_access_key = self._credentials
@@ -105,6 +111,8 @@ def list_into_inventory(
 ) -> str:
     """List the bucket under the prefix (and ``also_prefixes``) into an inventory at ``dest``, counting objects on a
     transient bar; return the manifest's location."""
+    from remote_storage.inventory import build_inventory
+
     client = target.client()
     listing = TextColumn(f"listing s3://{target.bucket}/{target.prefix}")
     columns = (listing, TextColumn("{task.completed:,} objects"), TimeElapsedColumn())

@@ -7,7 +7,6 @@ import click
 
 from orchestrator.cli import options
 from orchestrator.cli.command import NounGroup
-from orchestrator.controller.service import main as run_controller
 
 
 @click.group(cls=NounGroup)
@@ -19,4 +18,6 @@ def controller() -> None:
 @options.config_file
 def controller_start(config_path: str) -> None:
     """Run a controller in the foreground (one is active; the others wait as standbys)."""
+    from orchestrator.controller.service import main as run_controller  # imported when run: the others start fast
+
     run_controller(config_path)

@@ -12,9 +12,10 @@ from orchestrator.cli import options
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
 from orchestrator.cli.views import ClusterStarted, ClusterStatus, ClusterStopped
-from orchestrator.local import cluster as local_cluster
-from orchestrator.local.security import LocalSecurity
 from orchestrator.local.state import DEFAULT_BUCKET
+
+# orchestrator.local.cluster (process control, certificates, the S3 client) is imported by the commands that use it:
+# every other command of tieredctl starts without it.
 
 cluster_dir_option = options.local_cluster_dir("--dir")
 
@@ -75,6 +76,9 @@ def cluster_up(
 
     With --tls, --sasl or --acls, DIR/client.properties says how the admin connects (Kafka's client properties);
     tieredctl uses it by itself when it talks to the local cluster, and Kafka clients take it as it is."""
+    from orchestrator.local import cluster as local_cluster
+    from orchestrator.local.security import LocalSecurity
+
     state = local_cluster.up(
         Path(cluster_dir),
         brokers=brokers,
@@ -102,6 +106,8 @@ def cluster_down(obj: Ctx, cluster_dir: str, purge: bool) -> None:
     With --purge, delete the cluster as well: cluster.json, config/, run/, data/ (every broker's records), logs/,
     the metadata store and s3/ (the embedded S3's objects). Objects in an external bucket are not deleted, nor is
     the metadata in an external PostgreSQL store (--store)."""
+    from orchestrator.local import cluster as local_cluster
+
     obj.output.show(ClusterStopped(local_cluster.down(Path(cluster_dir), purge=purge)))
 
 
@@ -111,4 +117,6 @@ def cluster_down(obj: Ctx, cluster_dir: str, purge: bool) -> None:
 def cluster_status(obj: Ctx, cluster_dir: str) -> None:
     """Every process of the local cluster: role, id, pid, alive, which controller is active, and the URL of each
     controller's and broker's Prometheus metrics."""
+    from orchestrator.local import cluster as local_cluster
+
     obj.output.show(ClusterStatus(local_cluster.status(Path(cluster_dir))))

@@ -19,6 +19,7 @@ import functools
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, TaskID, TextColumn, TimeElapsedColumn
@@ -32,11 +33,13 @@ from orchestrator.cli.progress import progress_bar
 from orchestrator.cli.views import ReclaimOutcome
 from orchestrator.clock import wall_ms
 from orchestrator.errors import TieredError
-from policies import reclaim_executor as rx
-from policies.reclaim import reclaim_categories
-from remote_storage.export import read_export_source
 from remote_storage.export_format import SOURCE_KAFKA, ExportSource
-from remote_storage.s3 import S3RemoteStorage
+
+if TYPE_CHECKING:
+    from policies import reclaim_executor as rx
+
+# The executor (the classifier, S3 and the segment formats) is imported when reclaim runs: tieredctl's other
+# commands start without it.
 
 PHASE_LABELS = {"recheck": "re-checking objects", "delete": "deleting"}
 
@@ -92,6 +95,11 @@ def reclaim(
     are batched per topic prefix and journaled in DIR/reclaim-journal.jsonl; a second run deletes nothing more.
     Exit status 1 when an object could not be re-checked or deleted, or a guard refused the whole run.
     """
+    from policies import reclaim_executor as rx
+    from policies.reclaim import reclaim_categories
+    from remote_storage.export import read_export_source
+    from remote_storage.s3 import S3RemoteStorage
+
     out = obj.output
     try:
         wanted = reclaim_categories(categories)
@@ -149,6 +157,8 @@ def reclaim(
 def kafka_metadata(obj: Ctx, scanned: ExportSource) -> rx.CurrentMetadata:
     """The current metadata of the Kafka cluster a scan read (``--bootstrap-server``, else the one it recorded),
     read again from its remote log metadata topic, with the same refusal when that topic may have lost records."""
+    from policies import reclaim_executor as rx
+
     recorded = obj.bootstrap_server is None
     cluster = obj.with_global_options(bootstrap_server=scanned.bootstrap_servers) if recorded else obj
     rlmm_topic = scanned.rlmm_topic or ""

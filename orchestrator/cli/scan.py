@@ -23,11 +23,9 @@ from orchestrator.metadata.open import parse_store_spec
 from remote_storage.export_format import SOURCE_KAFKA, SOURCE_STORE, SOURCES
 from remote_storage.rlmm_topic.layout import TOPIC_NAME
 from remote_storage.scan import contract as c
-from remote_storage.scan.job import ScanSettings
-from remote_storage.scan.report import render_text, write_html_report
-from remote_storage.scan.run import export_store, recorded_prefixes
-from remote_storage.scan.run import scan as run_scan
-from remote_storage.scan.summary import load_summary
+
+# The scan itself (Spark's driver, the S3 client, the report's templates) is imported by the commands that run it:
+# tieredctl's other commands start without it.
 
 SCAN_INVENTORY_ROWS_PER_FILE = 1_000_000
 
@@ -119,6 +117,11 @@ def scan_run(
     configs, and every record of its remote log metadata topic, which must keep them all (retention.ms and
     retention.bytes -1, every partition from offset 0): otherwise the scan refuses, exit 1, nothing written.
     """
+    from remote_storage.scan.job import ScanSettings
+    from remote_storage.scan.report import render_text
+    from remote_storage.scan.run import export_store, recorded_prefixes
+    from remote_storage.scan.run import scan as run_scan
+
     out = obj.output
 
     def step(message: str) -> None:
@@ -198,6 +201,9 @@ def metadata_source(obj: Ctx, *, export_dir: Path | None, metadata_store: str | 
 @click.pass_obj
 def scan_report(obj: Ctx, directory: Path, max_anomaly_rows: int) -> None:
     """Re-render DIRECTORY/report.html from a scan's summary.json; print the per-topic totals."""
+    from remote_storage.scan.report import render_text, write_html_report
+    from remote_storage.scan.summary import load_summary
+
     summary = load_summary(directory)
     path = write_html_report(directory, max_anomaly_rows=max_anomaly_rows)
     obj.output.show(ScanSummary(summary, path, render_text))

@@ -28,16 +28,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from psycopg.conninfo import make_conninfo
-
 from orchestrator.errors import InvalidArgument, SettingsError
-from orchestrator.metadata.postgres import PostgresMetadataStore, SessionTimeouts, masked_dsn
-from orchestrator.metadata.postgres.connection import check_dsn
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import MetadataStore
+
+if TYPE_CHECKING:
+    from orchestrator.metadata.postgres import SessionTimeouts
+
+# psycopg and the PostgreSQL store are imported where a postgresql:// spec is met: a command or process on SQLite
+# (or on no store at all) starts without them.
 from orchestrator.settings import StoreSettings
 
 PASSWORD_ENV = "TIEREDCTL_STORE_PASSWORD"
@@ -58,7 +60,11 @@ class StoreSpec:
     @property
     def location(self) -> str:
         """What logs, errors and ``cluster status`` show: the path, or the DSN with its password masked."""
-        return masked_dsn(self.target) if self.backend == "postgresql" else self.target
+        if self.backend != "postgresql":
+            return self.target
+        from orchestrator.metadata.postgres import masked_dsn
+
+        return masked_dsn(self.target)
 
     @property
     def is_postgresql(self) -> bool:
@@ -75,6 +81,8 @@ def parse_store_spec(spec: str | Path) -> StoreSpec:
         return StoreSpec("sqlite", text)
     scheme = match.group(1).lower()
     if scheme in POSTGRES_SCHEMES:
+        from orchestrator.metadata.postgres.connection import check_dsn
+
         try:
             check_dsn(text)
         except InvalidArgument as exc:
@@ -125,6 +133,8 @@ def read_password(settings: StoreSettings, environ: Mapping[str, str]) -> str | 
 
 
 def session_timeouts(settings: StoreSettings) -> SessionTimeouts:
+    from orchestrator.metadata.postgres import SessionTimeouts
+
     return SessionTimeouts(
         statement_timeout_ms=settings.statement_timeout_ms,
         lock_timeout_ms=settings.lock_timeout_ms,
@@ -149,6 +159,10 @@ def open_store(
         if settings is not None and settings.password_file:
             raise SettingsError(f"[store] password_file is set but the metadata store {parsed.target} is SQLite")
         return SqliteMetadataStore(parsed.target, recover_on_open=recover_on_open)
+    from psycopg.conninfo import make_conninfo
+
+    from orchestrator.metadata.postgres import PostgresMetadataStore
+
     settings = settings or StoreSettings()
     dsn = parsed.target if password is None else make_conninfo(parsed.target, password=password)
     return PostgresMetadataStore(

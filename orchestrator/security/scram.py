@@ -31,10 +31,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import NoReturn
-
-import scramp
-from scramp.utils import saslprep
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from orchestrator.errors import (
     IllegalSaslState,
@@ -43,6 +40,19 @@ from orchestrator.errors import (
     UnacceptableCredential,
     UnsupportedSaslMechanism,
 )
+
+if TYPE_CHECKING:
+    import scramp
+
+
+def _scramp() -> Any:  # scramp ships no type information
+    """The SCRAM library, imported at the first exchange or credential: a process or command that never
+    authenticates with SCRAM starts without it (and without the package metadata it reads on import)."""
+    import scramp
+    import scramp.utils
+
+    return scramp
+
 
 MIN_ITERATIONS = 4096  # Kafka's ScramMechanism.minIterations (both mechanisms)
 MAX_ITERATIONS = 16384  # Kafka's ScramControlManager.MAX_ITERATIONS
@@ -121,7 +131,7 @@ def _check_salt(salt: bytes) -> None:
 def _scramp_mechanism(mechanism: ScramMechanism) -> scramp.ScramMechanism:
     if mechanism is ScramMechanism.UNKNOWN:
         raise UnsupportedSaslMechanism("unknown SCRAM mechanism")
-    return scramp.ScramMechanism(mechanism.mechanism_name)
+    return _scramp().ScramMechanism(mechanism.mechanism_name)
 
 
 def credential_from_password(
@@ -135,7 +145,7 @@ def credential_from_password(
         made_salt, stored_key, server_key, made_iterations = _scramp_mechanism(mechanism).make_auth_info(
             password, iteration_count=iterations, salt=salt
         )
-    except scramp.ScramException as exc:
+    except _scramp().ScramException as exc:
         # scramp's messages say what is wrong with the password's characters, never the password itself.
         raise UnacceptableCredential(f"the password cannot be used: {exc}") from None
     return ScramCredential(bytes(made_salt), stored_key, server_key, int(made_iterations))
@@ -147,8 +157,8 @@ def salted_password(mechanism: ScramMechanism, password: str, salt: bytes, itera
     check_iterations(iterations)
     _check_salt(salt)
     try:
-        prepared: str = saslprep(password)
-    except scramp.ScramException as exc:
+        prepared: str = _scramp().utils.saslprep(password)
+    except _scramp().ScramException as exc:
         raise UnacceptableCredential(f"the password cannot be used: {exc}") from None
     return hashlib.pbkdf2_hmac(mechanism.hash_name, prepared.encode("utf-8"), salt, iterations)
 
@@ -243,7 +253,7 @@ class ScramServerExchange:
         try:
             self._server.set_client_first(text)
             answer: str = self._server.get_server_first()
-        except scramp.ScramException as exc:
+        except _scramp().ScramException as exc:
             cause = f" ({exc.__cause__!r})" if exc.__cause__ is not None else ""  # e.g. the lookup itself failed
             self._fail(f"client-first refused: {exc}{cause}")
         self._round = 1
@@ -253,7 +263,7 @@ class ScramServerExchange:
         try:
             self._server.set_client_final(text)
             answer: str = self._server.get_server_final()
-        except scramp.ScramException as exc:
+        except _scramp().ScramException as exc:
             self._fail("unknown user" if not self._known else f"client-final refused: {exc}")
         if not self._known:  # unreachable in practice: nobody proves a random key
             self._fail("unknown user")
@@ -290,8 +300,8 @@ class ScramClientExchange:
     def __init__(self, mechanism: ScramMechanism, username: str, password: str) -> None:
         self.mechanism = mechanism
         try:
-            self._client = scramp.ScramClient([_scramp_mechanism(mechanism).name], username, password)
-        except scramp.ScramException as exc:
+            self._client = _scramp().ScramClient([_scramp_mechanism(mechanism).name], username, password)
+        except _scramp().ScramException as exc:
             detail = f"{mechanism.mechanism_name}: the user name or password cannot be used: {exc}"
             raise SaslExchangeFailed(detail) from None
         self._finished = False
@@ -327,5 +337,5 @@ class ScramClientExchange:
     def _run(self, what: str, action: Callable[[], str]) -> bytes:
         try:
             return action().encode("utf-8")
-        except (scramp.ScramException, UnicodeDecodeError) as exc:
+        except (_scramp().ScramException, UnicodeDecodeError) as exc:
             raise SaslExchangeFailed(f"{self.mechanism.mechanism_name} {what}: {exc}") from None
