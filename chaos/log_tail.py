@@ -14,19 +14,19 @@ store it opened is closed on every way out.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 from chaos import checker as ck
 from chaos.history import History
-from orchestrator.metadata.sqlite import SqliteMetadataStore
+from orchestrator.metadata.open import open_store
+from orchestrator.metadata.store import MetadataStore
 
 TAIL_INTERVAL_S = 0.01
 _STATE_RECORDS = frozenset({"TopicRecord", "RemoveTopicRecord", "TieredStateRecord", "UnregisterBrokerRecord"})
 
 
 class LogTail:
-    def __init__(self, database: Path, history: History) -> None:
-        self.database = database
+    def __init__(self, store_spec: str, history: History) -> None:
+        self.store_spec = store_spec  # the SQLite file or the postgresql:// URL
         self.history = history
         self.records: list[ck.LogRecord] = []
         self.gaps: list[tuple[int, int]] = []
@@ -55,13 +55,13 @@ class LogTail:
         before the oldest snapshot kept go) does not take records before the run saw them. Once told to stop it
         reads to the end one last time (retrying a busy store) and returns."""
         failures = 0
-        store: SqliteMetadataStore | None = None
+        store: MetadataStore | None = None
         try:
             while True:
                 stopping = self._stop.wait(TAIL_INTERVAL_S)
                 try:
                     if store is None:
-                        store = SqliteMetadataStore(self.database, recover_on_open=False)
+                        store = open_store(self.store_spec, recover_on_open=False)
                     self._read_log(store)
                     failures = 0
                 except Exception as exc:  # a busy or locked store: read again next tick; a persistent error is shown
@@ -76,7 +76,7 @@ class LogTail:
             if store is not None:
                 store.close()
 
-    def _read_log(self, store: SqliteMetadataStore) -> None:
+    def _read_log(self, store: MetadataStore) -> None:
         start = store.start_offset()
         if start > self._next_offset:
             self.gaps.append((self._next_offset, start - 1))

@@ -14,6 +14,7 @@ back.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 from collections import Counter
@@ -25,8 +26,8 @@ from chaos.history import History
 from chaos.rig import BUCKET, PREFIX, Rig
 from chaos.scenario import TOPIC_NAMES
 from orchestrator.client import TieredClient
+from orchestrator.metadata.open import open_store
 from orchestrator.metadata.records import TieredState
-from orchestrator.metadata.sqlite import SqliteMetadataStore
 
 
 async def unfinished_work(c: TieredClient) -> list[str]:
@@ -58,7 +59,7 @@ def observe(
 ) -> ck.Observation:
     """The observation of a healed cluster, with what the run recorded along the way; the tail must have finished."""
     assert rig.proxy is not None
-    with SqliteMetadataStore(rig.cluster_dir / "metadata.db", recover_on_open=False) as store:
+    with contextlib.closing(open_store(rig.store_spec, recover_on_open=False)) as store:
         rlmm = [_rlmm(e.record) for e in store.read_remote_log_metadata()]
     pages = rig.direct_s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
     keys = frozenset(o["Key"] for page in pages for o in page.get("Contents", []))

@@ -65,9 +65,10 @@ PREFIX = "tiered/"
 
 
 class Rig:
-    def __init__(self, directory: Path, scenario: Scenario) -> None:
+    def __init__(self, directory: Path, scenario: Scenario, *, store: str | None = None) -> None:
         self.dir = directory
         self.cluster_dir = directory / "cluster"
+        self.store = store  # a postgresql:// URL, or None: the cluster's SQLite file
         self.scenario = scenario
         self.s3: ProcessInfo | None = None
         self.proxy: S3FaultProxy | None = None
@@ -95,8 +96,14 @@ class Rig:
             prefix=PREFIX,
             broker_overrides=FAST_BROKER,
             controller_overrides=CONTROLLER_SETTINGS,
+            store=self.store,
         )
         self.bootstrap = state.bootstrap_server
+
+    @property
+    def store_spec(self) -> str:
+        """Where the cluster's metadata is, as :func:`~orchestrator.metadata.open.open_store` takes it."""
+        return self.store if self.store is not None else str(self.cluster_dir / "metadata.db")
 
     def plant_sentinels(self) -> None:
         for key in self.sentinels:

@@ -72,16 +72,19 @@ class Run:
         scenario: Scenario,
         *,
         heal_timeout_s: float = 90.0,
+        store: str | None = None,
     ) -> None:
+        """``store``: a ``postgresql://`` URL the cluster keeps its metadata in (a database of its own); None, the
+        cluster's SQLite file."""
         self.scenario = scenario
         self.seed = scenario.seed
         self.dir = Path(tempfile.mkdtemp(prefix=f"chaos-{scenario.seed}-"))
         self.heal_timeout_s = heal_timeout_s
         self.history = History(self.dir / "history.jsonl")
-        self.rig = Rig(self.dir, scenario)
+        self.rig = Rig(self.dir, scenario, store=store)
         self.injector = FaultInjector(self.rig, self.history, self.dir / "crash-points.jsonl")
         self.operations = Operations(self.rig, self.history, self.injector)
-        self.tail = LogTail(self.rig.cluster_dir / "metadata.db", self.history)
+        self.tail = LogTail(self.rig.store_spec, self.history)
 
     # What the run's result and the suite's own tests read.
 
@@ -190,6 +193,7 @@ def run_seed(
     fault_rate: float = 0.35,
     keep: bool = False,
     tamper: Callable[[Run], None] | None = None,
+    store: str | None = None,
 ) -> RunResult:
     """Generate the scenario of ``seed``, run it, heal, observe and check. ``tamper`` (for the suite's own tests)
     is called between healing and observing, to plant a defect the checker must find."""
@@ -202,7 +206,7 @@ def run_seed(
         crash_points=sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY),
     )
     started = time.monotonic()
-    run = Run(scenario)
+    run = Run(scenario, store=store)
     violations: list[ck.Violation] = []
     try:
         run.start()

@@ -16,6 +16,7 @@ import pytest
 from chaos.report import violation_report
 from chaos.runner import BUCKET, Run, run_seed
 from remote_storage.s3 import make_s3_client
+from tests.support.postgres_server import PostgresServer
 from tests.support.soak import sized
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -41,6 +42,20 @@ def test_a_seeded_run_under_faults_keeps_every_invariant(
     seed: int, operations: int, brokers: int, fault_rate: float
 ) -> None:
     result = run_seed(seed, operations=operations, brokers=brokers, controllers=2, fault_rate=fault_rate)
+    assert not result.violations, violation_report(result)
+    assert sum(result.faults.values()) > 0, "the seed injected faults"
+
+
+def test_a_seeded_run_on_postgresql_keeps_every_invariant(postgres_server: PostgresServer) -> None:
+    """The same run with the cluster's metadata in PostgreSQL: the controllers' lease and appends, the brokers'
+    reads and the run's own tail of the metadata log all go to the server, under the same faults and kills."""
+    seed, operations, brokers, fault_rate = RUNS[0]
+    name = postgres_server.create_database()
+    url = f"postgresql://postgres:{postgres_server.password}@127.0.0.1:{postgres_server.port}/{name}"
+    try:
+        result = run_seed(seed, operations=operations, brokers=brokers, controllers=2, fault_rate=fault_rate, store=url)
+    finally:
+        postgres_server.drop_database(name)
     assert not result.violations, violation_report(result)
     assert sum(result.faults.values()) > 0, "the seed injected faults"
 
