@@ -26,7 +26,9 @@ from chaos.s3_proxy import S3FaultProxy
 from chaos.scenario import Scenario
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
+from orchestrator.local.security import LocalSecurity
 from orchestrator.local.state import LocalClusterState, ProcessInfo, is_ours
+from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
 from remote_storage.s3 import make_s3_client
 
 T = TypeVar("T")
@@ -65,10 +67,19 @@ PREFIX = "tiered/"
 
 
 class Rig:
-    def __init__(self, directory: Path, scenario: Scenario, *, store: str | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        scenario: Scenario,
+        *,
+        store: str | None = None,
+        security: LocalSecurity = LocalSecurity(),
+    ) -> None:
         self.dir = directory
         self.cluster_dir = directory / "cluster"
         self.store = store  # a postgresql:// URL, or None: the cluster's SQLite file
+        self.security = security  # TLS, SCRAM logins and ACLs on every Kafka port of the cluster, as asked
+        self.client_security: ClientSecurity = PLAINTEXT  # how the run's own clients connect: the cluster's admin
         self.scenario = scenario
         self.s3: ProcessInfo | None = None
         self.proxy: S3FaultProxy | None = None
@@ -97,7 +108,9 @@ class Rig:
             broker_overrides=FAST_BROKER,
             controller_overrides=CONTROLLER_SETTINGS,
             store=self.store,
+            security=self.security,
         )
+        self.client_security = lc.operator_security(state)
         self.bootstrap = state.bootstrap_server
 
     @property
@@ -132,7 +145,7 @@ class Rig:
         """One call through a client of its own, within ``timeout_s``."""
 
         async def go() -> T:
-            async with TieredClient(self.bootstrap, timeout_s=CLIENT_TIMEOUT_S) as c:
+            async with TieredClient(self.bootstrap, timeout_s=CLIENT_TIMEOUT_S, security=self.client_security) as c:
                 return await asyncio.wait_for(fn(c), timeout_s)
 
         return asyncio.run(go())

@@ -46,6 +46,7 @@ from chaos.s3_proxy import S3FaultProxy
 from chaos.scenario import Fault, Scenario, generate
 from orchestrator import crash_points
 from orchestrator.errors import TieredError
+from orchestrator.local.security import LocalSecurity
 
 # Where they were first defined: the suite's tests and tests/support/live_cluster.py import them from here.
 __all__ = ["BUCKET", "FAST_BROKER", "FAST_CONTROLLER", "PREFIX", "Run", "RunResult", "run_seed"]
@@ -73,15 +74,17 @@ class Run:
         *,
         heal_timeout_s: float = 90.0,
         store: str | None = None,
+        security: LocalSecurity = LocalSecurity(),
     ) -> None:
         """``store``: a ``postgresql://`` URL the cluster keeps its metadata in (a database of its own); None, the
-        cluster's SQLite file."""
+        cluster's SQLite file. ``security``: TLS, SCRAM logins and ACLs as ``cluster up`` takes them; the run's
+        clients connect as the cluster's admin."""
         self.scenario = scenario
         self.seed = scenario.seed
         self.dir = Path(tempfile.mkdtemp(prefix=f"chaos-{scenario.seed}-"))
         self.heal_timeout_s = heal_timeout_s
         self.history = History(self.dir / "history.jsonl")
-        self.rig = Rig(self.dir, scenario, store=store)
+        self.rig = Rig(self.dir, scenario, store=store, security=security)
         self.injector = FaultInjector(self.rig, self.history, self.dir / "crash-points.jsonl")
         self.operations = Operations(self.rig, self.history, self.injector)
         self.tail = LogTail(self.rig.store_spec, self.history)
@@ -194,6 +197,7 @@ def run_seed(
     keep: bool = False,
     tamper: Callable[[Run], None] | None = None,
     store: str | None = None,
+    security: LocalSecurity = LocalSecurity(),
 ) -> RunResult:
     """Generate the scenario of ``seed``, run it, heal, observe and check. ``tamper`` (for the suite's own tests)
     is called between healing and observing, to plant a defect the checker must find."""
@@ -206,7 +210,7 @@ def run_seed(
         crash_points=sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY),
     )
     started = time.monotonic()
-    run = Run(scenario, store=store)
+    run = Run(scenario, store=store, security=security)
     violations: list[ck.Violation] = []
     try:
         run.start()

@@ -15,6 +15,8 @@ import pytest
 
 from chaos.report import violation_report
 from chaos.runner import BUCKET, Run, run_seed
+from orchestrator.local.security import LocalSecurity
+from orchestrator.local.state import LocalClusterState
 from remote_storage.s3 import make_s3_client
 from tests.support.postgres_server import PostgresServer
 from tests.support.soak import sized
@@ -58,6 +60,26 @@ def test_a_seeded_run_on_postgresql_keeps_every_invariant(postgres_server: Postg
         postgres_server.drop_database(name)
     assert not result.violations, violation_report(result)
     assert sum(result.faults.values()) > 0, "the seed injected faults"
+
+
+def test_a_seeded_run_on_a_secured_cluster_keeps_every_invariant() -> None:
+    """The same run with TLS, SCRAM logins and ACLs on every Kafka port (``cluster up --tls --sasl --acls``):
+    brokers reach the controllers, and each other's links, over TLS with their own logins, and the run's clients
+    connect as the cluster's admin."""
+    seed, operations, brokers, fault_rate = RUNS[1]
+    secured = LocalSecurity(tls=True, sasl=True, acls=True)
+    result = run_seed(
+        seed, operations=operations, brokers=brokers, controllers=2, fault_rate=fault_rate, security=secured, keep=True
+    )
+    assert result.directory is not None
+    try:
+        assert not result.violations, violation_report(result)
+        assert sum(result.faults.values()) > 0, "the seed injected faults"
+        state = LocalClusterState.load(result.directory / "cluster")
+        assert (state.tls, state.sasl, state.acls) == (True, True, True), "the run was on a secured cluster"
+    finally:
+        if not result.violations:
+            shutil.rmtree(result.directory, ignore_errors=True)
 
 
 def test_a_defect_planted_in_a_live_run_is_found_and_reported() -> None:
