@@ -115,7 +115,7 @@ demo: venv java-check
 # The fault suite's long run: SEEDS random scenarios on real clusters under faults, checked; prints a table.
 SEEDS ?= 200
 chaos: venv
-	$(PY) -m chaos --seeds $(SEEDS)
+	$(PY) -m chaos --seeds $(SEEDS) $(if $(SECURE),--secure)
 
 AWS_CLI_VENV := .venv-awscli
 

@@ -3,7 +3,8 @@
 ``python -m chaos --seeds 200`` runs seeds 1..200 (``--first`` moves the start; ``--seed N`` runs one) and prints a
 table: scenarios, operations, faults injected by kind, crash points hit, violations, time. A violation prints its
 seed, the fault schedule and the history excerpt that shows it, keeps the run's directory (logs, history, the
-cluster's files), and the command exits 1. Exit 0 means no violation in any seed.
+cluster's files), and the command exits 1. Exit 0 means no violation in any seed. ``--secure`` runs every seed on
+a cluster with TLS, SCRAM logins and ACLs (``make chaos SECURE=1``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rich.table import Table
 from chaos.report import violation_report
 from chaos.runner import run_seed
 from orchestrator import crash_points
+from orchestrator.local.security import LocalSecurity
 from orchestrator.logging import configure_logging
 
 console = Console(stderr=False)
@@ -32,7 +34,10 @@ console = Console(stderr=False)
 @click.option("--brokers", type=click.IntRange(1), default=3, show_default=True)
 @click.option("--fault-rate", type=click.FloatRange(0, 1), default=0.35, show_default=True)
 @click.option("--keep", is_flag=True, help="Keep every run's directory, not only those with violations.")
-def main(seeds: int, first: int, one: int | None, operations: int, brokers: int, fault_rate: float, keep: bool) -> None:
+@click.option("--secure", is_flag=True, help="Run each seed on a cluster with TLS, SCRAM logins and ACLs.")
+def main(
+    seeds: int, first: int, one: int | None, operations: int, brokers: int, fault_rate: float, keep: bool, secure: bool
+) -> None:
     configure_logging("cli", level=logging.WARNING)  # the run's own clients: their debug lines are noise here
     chosen = [one] if one is not None else list(range(first, first + seeds))
     started = time.monotonic()
@@ -42,7 +47,10 @@ def main(seeds: int, first: int, one: int | None, operations: int, brokers: int,
     bad: list[int] = []
     incomplete: list[int] = []  # seeds whose log the run could not read whole: checked on what it saw
     for n, seed in enumerate(chosen, 1):
-        result = run_seed(seed, operations=operations, brokers=brokers, fault_rate=fault_rate, keep=keep)
+        security = LocalSecurity(tls=True, sasl=True, acls=True) if secure else LocalSecurity()
+        result = run_seed(
+            seed, operations=operations, brokers=brokers, fault_rate=fault_rate, keep=keep, security=security
+        )
         faults.update(result.faults)
         hits.update(result.crash_points_hit)
         ops += result.operations
