@@ -23,6 +23,8 @@ from orchestrator.local.state import LocalClusterState, ProcessInfo
 from orchestrator.metadata.records import SegmentState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.client_security import ClientSecurity
+from remote_storage.rlmm_topic.layout import TOPIC_NAME
+from tests.support.kafka_clients import confluent_watermarks
 
 T = TypeVar("T")
 
@@ -40,6 +42,19 @@ def wait_until(what: str, check: Callable[[], Any], timeout_s: float = 30.0, int
             return last
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last value {last!r}")
+
+
+def fast_up(directory: Path, *, brokers: int, controllers: int, **options: Any) -> LocalClusterState:
+    """``cluster up`` of a new cluster (or a resumed one) with the suite's fast timings; ``options`` as
+    :func:`orchestrator.local.cluster.up` takes them."""
+    return lc.up(
+        directory,
+        brokers=brokers,
+        controllers=controllers,
+        broker_overrides=FAST_BROKER,
+        controller_overrides=FAST_CONTROLLER,
+        **options,
+    )
 
 
 def retries_folded(records: list[tuple[SegmentState, int, int]]) -> list[SegmentState]:
@@ -208,8 +223,6 @@ class LiveCluster:
         brokers' set settles) and holds every RLMM record of the store (the brokers publish it from the store every
         ``publish_interval_ms``): what a reader of the topic (``--compat kafka``) sees next is
         the store's RLMM as it stands now."""
-        from remote_storage.rlmm_topic.layout import TOPIC_NAME
-        from tests.support.kafka_clients import confluent_watermarks
 
         def caught_up() -> bool:
             with SqliteMetadataStore(self.dir / "metadata.db", recover_on_open=False) as store:

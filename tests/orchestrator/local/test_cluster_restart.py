@@ -17,7 +17,7 @@ from orchestrator.errors import LocalClusterError
 from orchestrator.local import cluster as lc
 from orchestrator.local.s3_snapshot import SNAPSHOT_DIR
 from orchestrator.local.state import STATE_FILE, STORE_FILE, LocalClusterState
-from tests.support.live_cluster import FAST_BROKER, FAST_CONTROLLER, run, wait_until
+from tests.support.live_cluster import fast_up, run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -25,14 +25,7 @@ TIERED = {"remote.storage.enable": "true", "local.retention.ms": "0", "segment.b
 
 
 def _up(directory, **kwargs):
-    return lc.up(
-        directory,
-        brokers=2,
-        controllers=2,
-        broker_overrides=FAST_BROKER,
-        controller_overrides=FAST_CONTROLLER,
-        **kwargs,
-    )
+    return fast_up(directory, brokers=2, controllers=2, **kwargs)
 
 
 def _call(state: LocalClusterState, fn):

@@ -21,7 +21,7 @@ import pytest
 
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import STATE_FILE
-from tests.support.live_cluster import FAST_BROKER, FAST_CONTROLLER
+from tests.support.live_cluster import fast_up
 from tests.support.soak import sized
 
 pytestmark = [pytest.mark.integration, pytest.mark.soak, pytest.mark.timeout(900)]
@@ -78,14 +78,12 @@ def test_many_clusters_in_a_row_start_while_other_programs_bind_ports(tmp_path, 
             # every tenth on the embedded S3, whose server process binds its own port too
             endpoint = None if i % 10 == 0 else moto_endpoint
             try:
-                state = lc.up(
+                state = fast_up(
                     d,
                     brokers=1,
                     controllers=1,
                     s3_endpoint=endpoint,
                     bucket=None if endpoint is None else "starts",
-                    broker_overrides=FAST_BROKER,
-                    controller_overrides=FAST_CONTROLLER,
                     timeout_s=60,
                 )
                 ports = [p.port for p in state.processes]

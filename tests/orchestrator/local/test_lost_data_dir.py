@@ -16,7 +16,7 @@ from orchestrator.metadata.records import SegmentState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.rlmm import RemoteLogMetadataManager
 from tests.support.kafka_clients import ClientReportedError, confluent_watermarks, consume_confluent, produce_confluent
-from tests.support.live_cluster import FAST_BROKER, FAST_CONTROLLER, run, wait_until
+from tests.support.live_cluster import fast_up, run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -25,14 +25,7 @@ TIERED = {"remote.storage.enable": "true", "local.retention.ms": "0", "segment.b
 
 
 def _up(directory, **kwargs):
-    return lc.up(
-        directory,
-        brokers=1,
-        controllers=1,
-        broker_overrides=FAST_BROKER,
-        controller_overrides=FAST_CONTROLLER,
-        **kwargs,
-    )
+    return fast_up(directory, brokers=1, controllers=1, **kwargs)
 
 
 def _create_topic(state) -> None:
