@@ -436,6 +436,14 @@ class UnacceptableCredential(KafkaError):
 
 
 @_register
+class InvalidUpdateVersion(KafkaError):
+    """An AlterPartition based on a partition epoch that is not the partition's current one: the leader's view of
+    the partition is stale (it learns the current one from the metadata, then decides again)."""
+
+    code, name, retriable = 95, "INVALID_UPDATE_VERSION", False
+
+
+@_register
 class UnknownTopicId(KafkaError):
     code, name, retriable = 100, "UNKNOWN_TOPIC_ID", True
 
@@ -458,6 +466,14 @@ class InconsistentTopicId(KafkaError):
 @_register
 class InconsistentClusterId(KafkaError):
     code, name, retriable = 104, "INCONSISTENT_CLUSTER_ID", False
+
+
+@_register
+class IneligibleReplica(KafkaError):
+    """An AlterPartition whose new ISR names a replica that may not be in it: not registered, fenced, or (version 3)
+    at another broker epoch than the registered one (KIP-841, KIP-903)."""
+
+    code, name, retriable = 107, "INELIGIBLE_REPLICA", False
 
 
 @_register

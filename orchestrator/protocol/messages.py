@@ -70,6 +70,43 @@ class AlterConfigsResourceResponse(TypedDict, total=False):
     resource_name: str
 
 
+class AlterPartitionRequestPartitionData(TypedDict, total=False):
+    """A struct of AlterPartitionRequest."""
+
+    partition_index: int
+    leader_epoch: int
+    new_isr: list[int]
+    new_isr_with_epochs: list[BrokerState]
+    leader_recovery_state: int
+    partition_epoch: int
+
+
+class AlterPartitionRequestTopicData(TypedDict, total=False):
+    """A struct of AlterPartitionRequest."""
+
+    topic_id: Uuid
+    partitions: list[AlterPartitionRequestPartitionData]
+
+
+class AlterPartitionResponsePartitionData(TypedDict, total=False):
+    """A struct of AlterPartitionResponse."""
+
+    partition_index: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    isr: list[int]
+    leader_recovery_state: int
+    partition_epoch: int
+
+
+class AlterPartitionResponseTopicData(TypedDict, total=False):
+    """A struct of AlterPartitionResponse."""
+
+    topic_id: Uuid
+    partitions: list[AlterPartitionResponsePartitionData]
+
+
 class AlterUserScramCredentialsResult(TypedDict, total=False):
     """A struct of AlterUserScramCredentialsResponse."""
 
@@ -108,6 +145,13 @@ class BrokerFeature(TypedDict, total=False):
     name: str
     min_supported_version: int
     max_supported_version: int
+
+
+class BrokerState(TypedDict, total=False):
+    """A struct of AlterPartitionRequest."""
+
+    broker_id: int
+    broker_epoch: int
 
 
 class CreatableReplicaAssignment(TypedDict, total=False):
@@ -366,13 +410,6 @@ class DisableTopicResult(TypedDict, total=False):
     segments_remaining: int
 
 
-class EpochEndOffset(TypedDict, total=False):
-    """A struct of FetchResponse."""
-
-    epoch: int
-    end_offset: int
-
-
 class Feature(TypedDict, total=False):
     """A struct of BrokerRegistrationRequest."""
 
@@ -392,6 +429,29 @@ class FetchPartition(TypedDict, total=False):
     partition_max_bytes: int
 
 
+class FetchResponseEpochEndOffset(TypedDict, total=False):
+    """A struct of FetchResponse."""
+
+    epoch: int
+    end_offset: int
+
+
+class FetchResponsePartitionData(TypedDict, total=False):
+    """A struct of FetchResponse."""
+
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    diverging_epoch: FetchResponseEpochEndOffset
+    current_leader: LeaderIdAndEpoch
+    snapshot_id: SnapshotId
+    aborted_transactions: list[AbortedTransaction] | None
+    preferred_read_replica: int
+    records: bytes | None
+
+
 class FetchTopic(TypedDict, total=False):
     """A struct of FetchRequest."""
 
@@ -403,7 +463,7 @@ class FetchableTopicResponse(TypedDict, total=False):
     """A struct of FetchResponse."""
 
     topic: str
-    partitions: list[PartitionData]
+    partitions: list[FetchResponsePartitionData]
 
 
 class FinalizedFeatureKey(TypedDict, total=False):
@@ -524,6 +584,37 @@ class MetadataResponseTopic(TypedDict, total=False):
     topic_authorized_operations: int
 
 
+class OffsetForLeaderEpochResponseEpochEndOffset(TypedDict, total=False):
+    """A struct of OffsetForLeaderEpochResponse."""
+
+    error_code: int
+    partition: int
+    leader_epoch: int
+    end_offset: int
+
+
+class OffsetForLeaderPartition(TypedDict, total=False):
+    """A struct of OffsetForLeaderEpochRequest."""
+
+    partition: int
+    current_leader_epoch: int
+    leader_epoch: int
+
+
+class OffsetForLeaderTopic(TypedDict, total=False):
+    """A struct of OffsetForLeaderEpochRequest."""
+
+    topic: str
+    partitions: list[OffsetForLeaderPartition]
+
+
+class OffsetForLeaderTopicResult(TypedDict, total=False):
+    """A struct of OffsetForLeaderEpochResponse."""
+
+    topic: str
+    partitions: list[OffsetForLeaderEpochResponseEpochEndOffset]
+
+
 class OwedPartition(TypedDict, total=False):
     """A struct of DescribeTieredStateResponse."""
 
@@ -558,22 +649,6 @@ class PartitionCopyState(TypedDict, total=False):
     last_error: str | None
     last_error_ms: int
     failed_passes: int
-
-
-class PartitionData(TypedDict, total=False):
-    """A struct of FetchResponse."""
-
-    partition_index: int
-    error_code: int
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    diverging_epoch: EpochEndOffset
-    current_leader: LeaderIdAndEpoch
-    snapshot_id: SnapshotId
-    aborted_transactions: list[AbortedTransaction] | None
-    preferred_read_replica: int
-    records: bytes | None
 
 
 class PartitionProduceData(TypedDict, total=False):
@@ -707,6 +782,22 @@ class AlterConfigsResponse(TypedDict, total=False):
 
     throttle_time_ms: int
     responses: list[AlterConfigsResourceResponse]
+
+
+class AlterPartitionRequest(TypedDict, total=False):
+    """AlterPartitionRequest (request, api key 56; versions 2-3)."""
+
+    broker_id: int
+    broker_epoch: int
+    topics: list[AlterPartitionRequestTopicData]
+
+
+class AlterPartitionResponse(TypedDict, total=False):
+    """AlterPartitionResponse (response, api key 56; versions 2-3)."""
+
+    throttle_time_ms: int
+    error_code: int
+    topics: list[AlterPartitionResponseTopicData]
 
 
 class AlterUserScramCredentialsRequest(TypedDict, total=False):
@@ -1140,6 +1231,20 @@ class MetadataResponse(TypedDict, total=False):
     controller_id: int
     topics: list[MetadataResponseTopic]
     cluster_authorized_operations: int
+
+
+class OffsetForLeaderEpochRequest(TypedDict, total=False):
+    """OffsetForLeaderEpochRequest (request, api key 23; versions 2-4)."""
+
+    replica_id: int
+    topics: list[OffsetForLeaderTopic]
+
+
+class OffsetForLeaderEpochResponse(TypedDict, total=False):
+    """OffsetForLeaderEpochResponse (response, api key 23; versions 2-4)."""
+
+    throttle_time_ms: int
+    topics: list[OffsetForLeaderTopicResult]
 
 
 class PartitionChangeRecord(TypedDict, total=False):

@@ -259,6 +259,8 @@ def _kafka_python_schema(name: str) -> MessageSchema | None:
 KP_JSON = [n for n in STANDARD if _kafka_python_schema(n) is not None]
 #: Broker-to-controller APIs kafka-python (a client) does not ship; kio covers them above.
 KP_JSON_EXPECTED_MISSING = {
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
     "BrokerHeartbeatRequest",
     "BrokerHeartbeatResponse",
     "BrokerRegistrationRequest",
