@@ -69,6 +69,21 @@ class LeaderEpochCache:
         kept = tuple(e for e in self.entries if e.start_offset < start_offset)
         return LeaderEpochCache((*kept, EpochEntry(epoch, start_offset)))
 
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` of the largest epoch at or below ``epoch`` here, its end being where the next
+        epoch starts (the log end offset for the latest): what a leader answers a follower that last fetched in
+        ``epoch`` (Kafka's ``endOffsetFor``). Below the first entry: ``epoch`` and the first entry's start. Above
+        every entry, or for -1 or an empty cache: ``(-1, -1)`` (undefined)."""
+        if epoch < 0 or not self.entries:
+            return -1, -1
+        if epoch == self.latest_epoch:
+            return epoch, log_end_offset
+        higher = next((e for e in self.entries if e.epoch > epoch), None)
+        if higher is None:
+            return -1, -1
+        floor = [e for e in self.entries if e.epoch <= epoch]
+        return (floor[-1].epoch if floor else epoch), higher.start_offset
+
     def truncated_from_end(self, end_offset: int) -> LeaderEpochCache:
         """Without the entries that start at or after ``end_offset``."""
         kept = tuple(e for e in self.entries if e.start_offset < end_offset)

@@ -77,6 +77,12 @@ from orchestrator.broker.leader_epochs import (
 )
 from orchestrator.broker.log_reads import Record, find_timestamp, read_batches, records_from, timestamp_search_position
 from orchestrator.broker.log_segment import LogSegment, SegmentInfo, segment_file
+from orchestrator.broker.partition_files import (
+    OFFSETS_CHECKPOINT,
+    check_partition_metadata,
+    offsets_checkpoint,
+    read_partition_metadata,
+)
 from orchestrator.broker.producer_state import (
     ProducedBatch,
     ProducerStates,
@@ -86,15 +92,18 @@ from orchestrator.broker.producer_state import (
     snapshot_bytes,
     states_from_snapshot,
 )
-from orchestrator.errors import InconsistentTopicId, KafkaStorageError, OffsetOutOfRange
+from orchestrator.errors import CorruptMessage, KafkaStorageError, OffsetOutOfRange
 from orchestrator.ids import Uuid
 from orchestrator.protocol.record_batch import (
     NO_PARTITION_LEADER_EPOCH,
     BatchHeader,
     batch_header,
     build_batch,
+    crc_matches,
     encode_batch,
+    frames,
     rebased,
+    split_batches,
 )
 
 log = structlog.get_logger(__name__)
@@ -107,9 +116,8 @@ __all__ = [
     "SegmentInfo",
     "log_directory_error",
     "offsets_checkpoint",
+    "read_partition_metadata",
 ]
-
-OFFSETS_CHECKPOINT = "offsets.checkpoint"  # the start offsets, JSON (module docstring)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -366,6 +374,68 @@ class PartitionLog:
         batch = build_batch(0, [(key, value, now if ts is None else ts, ()) for key, value, ts in records])
         return self.append_batches([encode_batch(batch)], leader_epoch=leader_epoch)
 
+    @_on_log_directory
+    def append_replicated(self, records: bytes | memoryview) -> int:
+        """Append a leader's batches as they are (a follower's fetch: offsets and leader epochs already assigned),
+        and return how many were written. Batches wholly below the log end offset are skipped (a fetch that began
+        inside one); a truncated batch at the end is left for the next fetch. A batch that does not start at the log
+        end offset, or fails its CRC-32C, is CORRUPT_MESSAGE and nothing from it on is written."""
+        now = self._clock()
+        written = 0
+        for raw in split_batches(records).batches:
+            header = batch_header(raw)
+            if header.next_offset <= self.log_end_offset:
+                continue
+            if header.base_offset != self.log_end_offset or not crc_matches(raw):
+                why = "fails its CRC-32C" if header.base_offset == self.log_end_offset else "leaves a gap"
+                raise CorruptMessage(
+                    f"{self.directory}: a replicated batch at offset {header.base_offset} {why} "
+                    f"(log end offset {self.log_end_offset})"
+                )
+            self._maybe_roll(header.size, now)
+            self.active.write(bytes(raw), header.last_offset, header.max_timestamp, self.config.index_interval_bytes)
+            before = self.leader_epochs
+            self._remember_batch(header)
+            if self.leader_epochs != before:
+                self._save_leader_epochs(self.leader_epochs)
+            written += 1
+        return written
+
+    @_on_log_directory
+    def truncate_to(self, offset: int) -> bool:
+        """Drop every batch that ends at or past ``offset`` (a follower's divergent tail, KIP-101), and return whether
+        anything was dropped. The log is cut at a batch boundary: the batch holding ``offset`` goes whole. Below the
+        local log start offset the whole local log goes and restarts there. Files are cut, then the log is read
+        back from the disk as an open reads it (indexes, producers and leader epochs rebuilt)."""
+        if offset >= self.log_end_offset:
+            return False
+        offset = max(offset, self.local_log_start_offset)
+        keep = [s for s in self._segments if s.base_offset < offset] or [self._segments[0]]
+        for seg in self._segments[len(keep) :]:
+            seg.delete_files()
+        cut = keep[-1]
+        cut.close()
+        position = cut.position_of(offset)
+        data = cut.read_at(position, cut.size - position)
+        for at, raw in frames(data):
+            if batch_header(raw).next_offset > offset:
+                position += at
+                break
+        with cut.log_path.open("r+b") as f:
+            f.truncate(min(position, cut.size))
+            os.fsync(f.fileno())
+        for path in self.directory.glob("*.snapshot"):
+            if path.stem.isdigit() and int(path.stem) > offset:
+                path.unlink(missing_ok=True)
+        self._reload()
+        log.warning("log.truncated", directory=str(self.directory), log_end_offset=self.log_end_offset)
+        return True
+
+    def _reload(self) -> None:
+        for seg in self._segments:
+            seg.close()
+        self._open(self.topic_id, self.config, self._clock)
+
     def _maybe_roll(self, batch_size: int, now: int) -> None:
         seg = self.active
         if seg.size == 0:
@@ -540,28 +610,3 @@ class PartitionLog:
         # also when the offset did not move: this finishes a call that a disk error stopped half way
         self.delete_local_segments_before(self.log_start_offset)
         self._save_leader_epochs(self.leader_epochs.truncated_from_start(self.log_start_offset))
-
-
-def offsets_checkpoint(log_start_offset: int, local_log_start_offset: int) -> bytes:
-    """The contents of :data:`OFFSETS_CHECKPOINT` for these start offsets."""
-    return json.dumps({"log_start_offset": log_start_offset, "local_log_start_offset": local_log_start_offset}).encode()
-
-
-def check_partition_metadata(directory: Path, topic_id: Uuid) -> None:
-    """Write ``partition.metadata`` on first use; refuse a directory that belongs to another topic id."""
-    path = directory / "partition.metadata"
-    if not path.exists():
-        tmp = directory / "partition.metadata.tmp"
-        tmp.write_text(f"version: 0\ntopic_id: {topic_id}\n")
-        tmp.replace(path)
-        return
-    found = read_partition_metadata(path)
-    if found != topic_id:
-        raise InconsistentTopicId(f"{directory} belongs to topic id {found}, not {topic_id}: it is stale")
-
-
-def read_partition_metadata(path: Path) -> Uuid | None:
-    fields = dict(line.split(": ", 1) for line in path.read_text().splitlines() if ": " in line)
-    if fields.get("version") != "0" or "topic_id" not in fields:
-        return None
-    return Uuid.from_string(fields["topic_id"].strip())

@@ -44,15 +44,9 @@ from pathlib import Path
 import structlog
 
 from orchestrator.broker.leader_epochs import CHECKPOINT_FILE, EpochEntry, LeaderEpochCache, checkpoint_text
-from orchestrator.broker.local_log import (
-    OFFSETS_CHECKPOINT,
-    LogConfig,
-    PartitionLog,
-    check_partition_metadata,
-    log_directory_error,
-    offsets_checkpoint,
-)
+from orchestrator.broker.local_log import LogConfig, PartitionLog, log_directory_error
 from orchestrator.broker.partition_dirs import move_aside
+from orchestrator.broker.partition_files import OFFSETS_CHECKPOINT, check_partition_metadata, offsets_checkpoint
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState
 from remote_storage.rlmm import RemoteSegment
