@@ -258,6 +258,21 @@ class InvalidTopic(KafkaError):
 
 
 @_register
+class NotEnoughReplicas(KafkaError):
+    """An acks=all write refused before it was appended: the ISR is smaller than ``min.insync.replicas``."""
+
+    code, name, retriable = 19, "NOT_ENOUGH_REPLICAS", True
+
+
+@_register
+class NotEnoughReplicasAfterAppend(KafkaError):
+    """An acks=all write appended by the leader, but the ISR shrank below ``min.insync.replicas`` before every
+    member had it: the client retries (an idempotent producer's retry is not written twice)."""
+
+    code, name, retriable = 20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", True
+
+
+@_register
 class InvalidRequiredAcks(KafkaError):
     code, name, retriable = 21, "INVALID_REQUIRED_ACKS", False
     hint = "acks must be 0, 1 or -1 (all)."
