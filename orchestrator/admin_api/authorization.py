@@ -65,6 +65,7 @@ CLUSTER_ONLY = frozenset(
         ApiKey.DELETE_REMOTE_PARTITIONS,
         ApiKey.APPEND_REMOTE_LOG_METADATA,
         ApiKey.REPORT_COPY_STATES,
+        ApiKey.ALTER_PARTITION,
         ApiKey.ENVELOPE,
     }
 )

@@ -72,6 +72,7 @@ CORE_CALLS: Mapping[int, CoreCall] = {  # answered by the active controller's co
     ApiKey.DELETE_ACLS: ControllerCore.delete_acls,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: ControllerCore.alter_user_scram_credentials,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: ControllerCore.describe_user_scram_credentials,
+    ApiKey.ALTER_PARTITION: ControllerCore.alter_partition,  # partition leaders' ISR changes
     # Our own APIs, at their only version.
     ApiKey.DESCRIBE_TIERED_STATE: lambda core, body, _version: core.describe_tiered_state(body),
     ApiKey.BROKER_REGISTRATION: lambda core, body, _version: core.broker_registration(body),

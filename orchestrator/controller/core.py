@@ -14,6 +14,7 @@ This module is a facade: it builds the state and the three parts that act on it,
 * ``state.py``: the image, the disablement queue, who this controller is; the one way to write (fenced appends).
 * ``admin.py``: the admin API (topics, partitions, configs, metadata).
 * ``membership.py``: broker registration, heartbeats, unregistration, fencing of expired sessions.
+* ``isr_requests.py``: AlterPartition, partition leaders' ISR changes (decided by the pure ``isr_changes.py``).
 * ``disablement.py``: DisableRemoteTopic out and in, completing finished topics (delete: only once the RLMM, read
   through the core's own :class:`RemoteLogMetadataManager` over the store, shows the remote data gone), stalled
   reporting, progress.
@@ -55,6 +56,7 @@ from .admin import AdminApi
 from .copy_reports import CopyReports
 from .disablement import DisablementDriver, DisableOutcome, DisableRequestBody
 from .internal_topics import RemoteLogMetadataTopicCreator
+from .isr_requests import IsrRequests
 from .membership import BrokerLifecycle
 from .security_admin import SecurityAdmin
 from .state import ControllerState
@@ -97,6 +99,7 @@ class ControllerCore:
         self._copy_reports = CopyReports()
         self._brokers = BrokerLifecycle(self._state, self._driver, membership, copy_reports=self._copy_reports)
         self._security = SecurityAdmin(self._state)
+        self._isr_requests = IsrRequests(self._state)
         self._internal_topic = (
             None if remote_log_metadata is None else RemoteLogMetadataTopicCreator(self._state, remote_log_metadata)
         )
@@ -212,14 +215,19 @@ class ControllerCore:
     def unregister_broker(self, body: m.UnregisterBrokerRequest) -> m.UnregisterBrokerResponse:
         return self._brokers.unregister_broker(body)
 
+    def alter_partition(self, body: m.AlterPartitionRequest, version: int) -> m.AlterPartitionResponse:
+        """A partition leader's ISR changes (``isr_requests.py``, the rules in ``isr_changes.py``)."""
+        return self._isr_requests.alter_partition(body, version)
+
     def tick(self) -> None:
-        """Fence brokers whose session expired, time out lost DisableRemoteTopic requests, complete topics, report
-        the (topic, broker) pairs that newly stalled, reconcile the remote deletions with the RLMM and report the
-        (deleted topic, broker) pairs that newly stalled, and create the ``__remote_log_metadata`` topic when it is
-        missing and due."""
+        """Fence brokers whose session expired, give in-sync preferred replicas their leadership back, time out lost
+        DisableRemoteTopic requests, complete topics, report the (topic, broker) pairs that newly stalled, reconcile
+        the remote deletions with the RLMM and report the (deleted topic, broker) pairs that newly stalled, and create
+        the ``__remote_log_metadata`` topic when it is missing and due."""
         self._state.refresh()
         now = self._state.now_ms()
         self._brokers.fence_expired(now)
+        self._brokers.balance_leaders()
         self._driver.expire_requests(now)
         self._driver.complete_finished()
         self._driver.report_stalled(now)

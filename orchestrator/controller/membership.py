@@ -11,6 +11,7 @@ Design choices (KRaft's rules):
   replaces it (the old incarnation leaves its partitions' ISRs and leaderships in the same append).
 * A broker is fenced (and leaves every ISR and leadership) when its session expires, when it asks (WantFence,
   WantShutDown), and when it is unregistered; it is unfenced (and rejoins) by a heartbeat that is caught up.
+* With ``auto_leader_rebalance``, every tick gives each live in-sync preferred replica its leadership back.
 * A registered broker's copies in flight or failing (ReportCopyStates, sent beside its heartbeats) are kept in memory
   for ``tiering status`` (``copy_reports.py``).
 * Unregistering (decommissioning) a broker removes it from every pending set of the disablement queue, so topics
@@ -37,7 +38,7 @@ from orchestrator.settings import BrokerMembership
 
 from .copy_reports import CopyReports
 from .disablement import DisablementDriver
-from .partitions import leave_records, rejoin_records
+from .partitions import leave_records, preferred_leader_records, rejoin_records
 from .state import ControllerState
 
 log = structlog.get_logger(__name__)
@@ -194,6 +195,16 @@ class BrokerLifecycle:
             fence = make_record("FenceBrokerRecord", id=broker_id, epoch=registration.broker_epoch)
             state.append([fence, *leave_records(state.image, broker_id)])
             log.warning("broker.fenced", broker_id=broker_id, reason="session timeout", silent_ms=now - last)
+
+    def balance_leaders(self) -> None:
+        """With ``auto_leader_rebalance``, give every live in-sync preferred replica its partition's leadership
+        back (``partitions.py``), in one append."""
+        if not self._settings.auto_leader_rebalance:
+            return
+        records = preferred_leader_records(self._state.image)
+        if records:
+            self._state.append(records)
+            log.info("controller.preferred_leaders_elected", partitions=len(records))
 
     def _session_alive(self, broker_id: int, now: int) -> bool:
         last = self._last_heartbeat.get(broker_id)

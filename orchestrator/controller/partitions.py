@@ -6,12 +6,23 @@ round-robin cursor) and returns the records to append, or raises a typed Kafka e
 * Replicas are placed round-robin over the live (registered, unfenced) brokers sorted by id, starting at a cursor
   that the caller rotates per topic from a random start; the leader is the first replica. A new partition's ISR is
   its live replicas (all of them if none is live, leaderless).
+* The ISR is who holds every acknowledged record (followers replicate their leader's log), and only
+  its members may lead, as in KRaft. Only the leader grows the ISR (AlterPartition, ``isr_changes.py``, once a
+  follower has caught up); the controller only shrinks it.
 * Leaving (fencing: session timeout, WantFence/WantShutDown, a new incarnation, unregistration) removes the broker
-  from every ISR (KRaft keeps the last member, leaderless) and moves each partition it leads to the first live
-  in-ISR replica in replica order, or to -1.
-* Rejoining (unfencing): local data is not replicated between brokers (ARCHITECTURE §2), so an unfenced broker is put
-  back in the ISR of its partitions, takes the leadership of leaderless ones and, with ``rebalance``, of those it is the
-  preferred (first) replica of: that is where its data is.
+  from every ISR, except a last member: a partition whose every in-sync replica left keeps the last one to leave as
+  its ISR, leaderless, because that is the replica known to hold everything acknowledged. Each partition the broker
+  led goes to its first live in-ISR replica in replica order, or to -1.
+* Rejoining (unfencing) does not put the broker back in any ISR: it must catch up first, and its leader then asks.
+  It takes the leadership of the leaderless partitions whose ISR it is in (the last member to leave comes back as
+  leader) and, with ``rebalance``, of those it is the preferred (first) replica of and in the ISR of.
+* Leader balancing (``rebalance``, on every controller tick): a live in-sync preferred replica that does not lead
+  takes its partition's leadership back; an out-of-sync one never does.
+* Unclean election (topic config ``unclean.leader.election.enable``, default false): a leaderless partition whose
+  in-sync replicas are all fenced or gone elects a live replica outside the ISR, whose ISR becomes just that broker
+  (acknowledged records it lacks are lost). It happens when the leader leaves with no live in-sync replica, and when
+  such a replica rejoins.
+* With one replica nothing of this shows: the sole replica is always the ISR, leaves leaderless and returns leader.
 * A PartitionChangeRecord is written only for a partition that changes, and names only what changes.
 * A new topic is its TopicRecord, one PartitionRecord per partition, then the records of its configs and tiered
   state (:func:`new_topic_records`): what a client's CreateTopics and the controller's own internal topic write.
@@ -26,6 +37,7 @@ from orchestrator.errors import InvalidReplicaAssignment, InvalidReplicationFact
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import LEADER_UNCHANGED, NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from orchestrator.metadata.records import MetadataRecord, make_record
+from orchestrator.metadata.topic_configs import flag
 
 from . import tiering
 
@@ -99,11 +111,15 @@ def new_topic_records(
     return records, plan
 
 
+UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+
+
 def leave_records(image: MetadataImage, broker_id: int) -> list[MetadataRecord]:
-    """PartitionChangeRecords taking ``broker_id`` out of every ISR and leadership (KRaft keeps a last ISR member)."""
+    """PartitionChangeRecords taking ``broker_id`` out of every ISR (but a last member) and leadership; a partition
+    left without a live in-sync replica elects a live one outside the ISR when its topic allows unclean election."""
 
     def usable(b: int) -> bool:
-        return b != broker_id and b in image.brokers and not image.brokers[b].fenced
+        return b != broker_id and _live(image, b)
 
     out: list[MetadataRecord] = []
     for topic, p in _partitions(image):
@@ -113,6 +129,9 @@ def leave_records(image: MetadataImage, broker_id: int) -> list[MetadataRecord]:
         leader = p.leader
         if leader == broker_id:
             leader = next((b for b in p.replicas if b in isr and usable(b)), NO_LEADER)
+            unclean = next((b for b in p.replicas if usable(b)), NO_LEADER)
+            if leader == NO_LEADER and unclean != NO_LEADER and _unclean_allowed(image, topic):
+                leader, isr = unclean, [unclean]
         change = _change(topic.topic_id, p, isr, leader)
         if change is not None:
             out.append(change)
@@ -120,20 +139,47 @@ def leave_records(image: MetadataImage, broker_id: int) -> list[MetadataRecord]:
 
 
 def rejoin_records(image: MetadataImage, broker_id: int, *, rebalance: bool) -> list[MetadataRecord]:
-    """PartitionChangeRecords putting an unfenced ``broker_id`` back in the ISR of its partitions, leading the
-    leaderless ones and (``rebalance``) those it is the preferred replica of."""
+    """PartitionChangeRecords for an unfenced ``broker_id``: leading the leaderless partitions whose ISR it is in (or,
+    with unclean election allowed, whose ISR is all fenced) and (``rebalance``) those it is the preferred replica
+    of and in the ISR of. It joins no ISR: its leader adds it once it has caught up."""
     out: list[MetadataRecord] = []
     for topic, p in _partitions(image):
         if broker_id not in p.replicas:
             continue
-        isr = [b for b in p.replicas if b in p.isr or b == broker_id]
-        leader = p.leader
-        if leader == NO_LEADER or (rebalance and p.replicas[0] == broker_id):
+        isr, leader = list(p.isr), p.leader
+        if leader == NO_LEADER and broker_id in p.isr:
+            leader = broker_id
+        elif leader == NO_LEADER and _unclean_allowed(image, topic) and not any(_live(image, b) for b in p.isr):
+            leader, isr = broker_id, [broker_id]
+        elif rebalance and p.replicas[0] == broker_id and broker_id in p.isr:
             leader = broker_id
         change = _change(topic.topic_id, p, isr, leader)
         if change is not None:
             out.append(change)
     return out
+
+
+def preferred_leader_records(image: MetadataImage) -> list[MetadataRecord]:
+    """PartitionChangeRecords giving each partition whose preferred (first) replica is live and in the ISR but does
+    not lead its leadership back (KRaft's automatic leader balancing; a replica that rejoined gets there once its
+    leader has added it to the ISR)."""
+    out: list[MetadataRecord] = []
+    for topic, p in _partitions(image):
+        preferred = p.replicas[0] if p.replicas else NO_LEADER
+        if preferred != p.leader and preferred in p.isr and _live(image, preferred):
+            change = _change(topic.topic_id, p, list(p.isr), preferred)
+            if change is not None:
+                out.append(change)
+    return out
+
+
+def _live(image: MetadataImage, broker_id: int) -> bool:
+    broker = image.brokers.get(broker_id)
+    return broker is not None and not broker.fenced
+
+
+def _unclean_allowed(image: MetadataImage, topic: TopicImage) -> bool:
+    return flag(image.topic_configs(topic.name), UNCLEAN_LEADER_ELECTION)
 
 
 def _partitions(image: MetadataImage) -> Iterable[tuple[TopicImage, PartitionImage]]:

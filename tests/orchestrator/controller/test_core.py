@@ -98,6 +98,30 @@ class CoreHarness:
         result: dict[str, Any] = self.core.incremental_alter_configs(body, 1)["responses"][0]
         return result
 
+    def alter_partition(self, leader: int, name: str, partition: int, new_isr: list[int], **kw: Any) -> dict[str, Any]:
+        """AlterPartition (v2) from ``leader`` for one partition, at the partition's current epochs unless ``kw``
+        says otherwise; the partition's entry of the response, with the top-level error when there is one."""
+        topic = self.topic(name)
+        p = topic.partitions[partition]
+        entry = {
+            "partition_index": partition,
+            "leader_epoch": p.leader_epoch,
+            "new_isr": new_isr,
+            "partition_epoch": p.partition_epoch,
+            **kw,
+        }
+        body = {
+            "broker_id": leader,
+            "broker_epoch": self.epochs[leader],
+            "topics": [{"topic_id": topic.topic_id, "partitions": [entry]}],
+        }
+        response = self.core.alter_partition(body, 2)
+        _encodes("AlterPartitionResponse", 2, response)
+        if response["error_code"]:
+            return {"error_code": response["error_code"]}
+        result: dict[str, Any] = response["topics"][0]["partitions"][0]
+        return result
+
     def topic(self, name: str) -> Any:
         return self.core.image.topic_by_name(name)
 
@@ -419,10 +443,46 @@ def test_session_timeout_fences_a_broker_and_moves_its_leadership_to_a_live_in_s
     assert image.brokers[1].fenced and not image.brokers[2].fenced
     for p in c.topic("t").partitions.values():
         assert 1 not in p.isr and p.leader != 1 and p.leader in p.isr
-    c.heartbeat(1)  # back, caught up: unfenced, back in the ISR, its preferred leaderships restored
+    leaders = {pid: p.leader for pid, p in c.topic("t").partitions.items()}
+    c.heartbeat(1)  # back, caught up: unfenced, but in no ISR (it has not caught up with its leaders' logs)
+    c.core.tick()
+    for pid, p in c.topic("t").partitions.items():
+        assert 1 not in p.isr and p.leader == leaders[pid]
+    for pid, p in c.topic("t").partitions.items():  # each leader adds it once it has caught up (AlterPartition)
+        if 1 in p.replicas:
+            assert c.alter_partition(p.leader, "t", pid, [*p.isr, 1])["error_code"] == 0
+    c.core.tick()  # in sync again: its preferred leaderships are restored
     for pid in led_by_1:
         p = c.topic("t").partitions[pid]
         assert p.leader == 1 and 1 in p.isr
+
+
+def test_alter_partition_shrinks_and_expands_the_isr_and_refuses_a_follower_and_a_stale_incarnation() -> None:
+    c = CoreHarness()
+    c.create("t", num_partitions=1, replication_factor=3)
+    p = c.topic("t").partitions[0]
+    leader, followers = p.leader, [b for b in p.replicas if b != p.leader]
+    start = c.store.end_offset()
+    shrunk = c.alter_partition(leader, "t", 0, [leader, followers[0]])
+    assert shrunk == {
+        "partition_index": 0,
+        "error_code": 0,
+        "leader_id": leader,
+        "leader_epoch": p.leader_epoch,
+        "isr": [leader, followers[0]],
+        "partition_epoch": p.partition_epoch + 1,
+    }
+    assert c.topic("t").partitions[0].isr == (leader, followers[0]) and c.store.end_offset() == start + 1
+    again = c.alter_partition(leader, "t", 0, [leader, followers[0]], partition_epoch=p.partition_epoch)
+    assert again == shrunk and c.store.end_offset() == start + 1, "a repeat is answered and writes nothing"
+    stale = c.alter_partition(leader, "t", 0, [leader, *followers], partition_epoch=p.partition_epoch)
+    assert stale["error_code"] == 95  # INVALID_UPDATE_VERSION: based on the state before the shrink
+    expanded = c.alter_partition(leader, "t", 0, [leader, *followers])
+    assert (expanded["error_code"], expanded["isr"], expanded["partition_epoch"]) == (0, [leader, *followers], 2)
+    assert c.alter_partition(followers[0], "t", 0, followers)["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
+    c.epochs[leader] += 1
+    assert c.alter_partition(leader, "t", 0, [leader])["error_code"] == 77  # STALE_BROKER_EPOCH
+    assert c.topic("t").partitions[0].isr == (leader, *followers) and c.store.end_offset() == start + 2
 
 
 def test_disablement_end_to_end_writes_disabled_exactly_once_after_every_broker_acknowledged() -> None:

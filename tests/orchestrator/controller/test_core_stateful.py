@@ -519,8 +519,9 @@ test_the_controller_keeps_the_tiering_invariants_under_faults = ControllerUnderF
 
 def test_a_reply_handled_while_the_brokers_leadership_bounced_is_not_credited() -> None:
     """The rare interleaving the random runs seldom reach, pinned: broker 3 is asked while it leads p0 for a
-    fenced broker 2; 2 is unfenced (takes p0 back), 3 handles the request, 2 is fenced again (p0 returns to 3), the
-    reply arrives, and 2 is decommissioned. 3's reply covered a duty without p0, so the topic must not complete."""
+    fenced broker 2; 2 is unfenced and, once 3 has put it back in p0's ISR, takes p0 back as its preferred replica;
+    3 handles the request; 2 is fenced again (p0 returns to 3), the reply arrives, and 2 is decommissioned. 3's
+    reply covered a duty without p0, so the topic must not complete."""
     machine = ControllerUnderFaults()
     orders = machine.store_image().topic_by_name("orders")
     assert orders is not None and orders.partitions[0].replicas == (2, 3) and orders.partitions[0].leader == 2
@@ -530,7 +531,34 @@ def test_a_reply_handled_while_the_brokers_leadership_bounced_is_not_credited() 
     for core, broker_id, body in [r for r in machine.in_flight if r[1] == 1]:
         machine.in_flight.remove((core, broker_id, body))
         machine._deliver(core, broker_id, body, "reply")
-    machine.leadership_bounces_while_a_request_is_handled(pick=0, other=2)
+    core, broker_id, body = next(r for r in machine.in_flight if r[1] == 3)
+    machine.in_flight.remove((core, broker_id, body))
+    machine._unfence(2)
+    p0 = machine.store_image().topics[orders.topic_id].partitions[0]
+    assert (p0.leader, p0.isr) == (3, (3,)), "2 is back but out of sync: 3 keeps p0"
+    expand = {
+        "broker_id": 3,
+        "broker_epoch": machine.brokers[3].epoch,
+        "topics": [
+            {
+                "topic_id": orders.topic_id,
+                "partitions": [
+                    {
+                        "partition_index": 0,
+                        "leader_epoch": p0.leader_epoch,
+                        "new_isr": [3, 2],
+                        "partition_epoch": p0.partition_epoch,
+                    }
+                ],
+            }
+        ],
+    }
+    assert machine.core.alter_partition(expand, 2)["topics"][0]["partitions"][0]["error_code"] == 0
+    machine.core.tick()  # 2 is in sync again: the preferred replica takes p0 back
+    assert machine.store_image().topics[orders.topic_id].partitions[0].leader == 2
+    response = machine.brokers[3].handle(body, machine.acks)
+    machine.fence_broker_on_request(2)  # p0 returns to 3
+    machine._reply(core, broker_id, body, response, None)
     machine.decommission_broker(2)
     machine.the_log_keeps_the_tiering_invariants()
     state = machine._state("orders")

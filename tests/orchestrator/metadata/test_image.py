@@ -309,3 +309,22 @@ def test_new_topics_moved_partitions_and_removed_topics_are_found_the_same_with_
     replaced[first] = replaced.pop(first)
     assert same_topic_ids(removed.topics, replaced)
     assert topics_with_new_partitions(removed.topics, replaced) == []
+
+
+def test_every_partition_change_bumps_the_partition_epoch_and_only_a_new_leader_bumps_the_leader_epoch():
+    tid, recs = _cluster()
+    image = replay(EMPTY_IMAGE, _numbered(recs))
+    changes = [
+        (make_record("PartitionChangeRecord", topic_id=tid, partition_id=0, isr=[1]), (1, (1,), 0, 1)),  # shrink
+        (make_record("PartitionChangeRecord", topic_id=tid, partition_id=0, isr=[1, 2]), (1, (1, 2), 0, 2)),  # expand
+        (make_record("PartitionChangeRecord", topic_id=tid, partition_id=0, leader=2), (2, (1, 2), 1, 3)),
+        (make_record("PartitionChangeRecord", topic_id=tid, partition_id=0, leader=2), (2, (1, 2), 1, 4)),  # same
+        (make_record("PartitionChangeRecord", topic_id=tid, partition_id=0, leader=-1, isr=[2]), (-1, (2,), 2, 5)),
+        (make_record("PartitionChangeRecord", topic_id=tid, partition_id=0, leader=2), (2, (2,), 3, 6)),
+    ]
+    for record, expected in changes:
+        image = replay(image, [(image.offset + 1, record)])
+        p = image.topics[tid].partitions[0]
+        assert (p.leader, p.isr, p.leader_epoch, p.partition_epoch) == expected, record
+    untouched = image.topics[tid].partitions[1]
+    assert (untouched.leader_epoch, untouched.partition_epoch) == (0, 0)
