@@ -7,7 +7,13 @@ by a ReportCopyStates (our key 10957) while any upload of this broker is in flig
 more when none is left, which clears the controller's view): what ``tiering status`` shows of them; a heartbeat
 answered STALE_BROKER_EPOCH (the controller fenced this incarnation) makes the broker register again.
 
-Both requests are idempotent, so one the controller does not answer within ``request_timeout_ms`` is sent again
+A leader's ISR changes go to the active controller with :meth:`ControllerLink.alter_partition` (AlterPartition,
+Kafka's key 56, sent at version 2: plain broker ids, because this broker's Fetch carries no follower broker epochs
+for version 3's KIP-903 check). It answers the partition's state after the change (:class:`AlterPartitionResult`) or
+raises the refusal's :class:`KafkaError`; the controller answers a repeat of an applied change with the same state and
+writes nothing, so it is sent again when unanswered like the others.
+
+These requests are idempotent, so one the controller does not answer within ``request_timeout_ms`` is sent again
 (the AdminClient forgets a silent controller and asks the other controllers of the bootstrap list who is active): a
 frozen active controller costs this broker about one request timeout, after which it beats the controller that
 took the lease. That one gives every broker a full session from its start, so when the request timeout is shorter
@@ -17,12 +23,13 @@ than lease TTL + session timeout the broker is not even fenced.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import structlog
 
 from orchestrator.broker.remote_log_manager import PartitionCopyState
-from orchestrator.errors import StaleBrokerEpoch, TieredError
+from orchestrator.errors import StaleBrokerEpoch, TieredError, for_code
 from orchestrator.ids import Uuid
 from orchestrator.net.admin import AdminClient
 from orchestrator.protocol import messages as m
@@ -30,6 +37,19 @@ from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.settings import BrokerSettings
 
 log = structlog.get_logger(__name__)
+
+ALTER_PARTITION_VERSIONS = (2, 2)  # topic ids, ISR members as plain broker ids
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    """A partition's state as the controller answered an AlterPartition that it accepted: what the leader goes on
+    from (the next change is based on ``partition_epoch``)."""
+
+    leader_id: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
 
 
 class ControllerLink:
@@ -103,6 +123,51 @@ class ControllerLink:
             except OSError as exc:
                 log.warning("broker.heartbeat_failed", error=type(exc).__name__, detail=str(exc))
             await self._sleep(interval)
+
+    async def alter_partition(
+        self,
+        controllers: AdminClient,
+        *,
+        topic_id: Uuid,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: Sequence[int],
+    ) -> AlterPartitionResult:
+        """Ask the active controller to make ``new_isr`` the ISR of a partition this broker leads in ``leader_epoch``,
+        based on ``partition_epoch``. Returns the partition's state after it; raises the :class:`KafkaError` of a
+        refusal (STALE_BROKER_EPOCH for the whole request; FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER,
+        INVALID_UPDATE_VERSION, INVALID_REQUEST, INELIGIBLE_REPLICA, UNKNOWN_TOPIC_ID... for the partition), and
+        what :meth:`AdminClient.call` raises when no controller answers."""
+        entry: m.AlterPartitionRequestPartitionData = {
+            "partition_index": partition,
+            "leader_epoch": leader_epoch,
+            "new_isr": list(new_isr),
+            "partition_epoch": partition_epoch,
+        }
+        body: m.AlterPartitionRequest = {
+            "broker_id": self.settings.broker_id,
+            "broker_epoch": self.broker_epoch,
+            "topics": [{"topic_id": topic_id, "partitions": [entry]}],
+        }
+        resp = await controllers.call(
+            ApiKey.ALTER_PARTITION, ALTER_PARTITION_VERSIONS, body, m.AlterPartitionResponse, idempotent=True
+        )
+        where = f"partition {partition} of topic id {topic_id}"
+        if resp["error_code"] != 0:
+            raise for_code(resp["error_code"])(f"AlterPartition of {where} refused")
+        answers = [p for t in resp["topics"] if t["topic_id"] == topic_id for p in t["partitions"]]
+        answer = next((p for p in answers if p["partition_index"] == partition), None)
+        if answer is None:
+            raise for_code(-1)(f"the controller's AlterPartition answer does not name {where}")
+        if answer["error_code"] != 0:
+            raise for_code(answer["error_code"])(f"AlterPartition of {where} to ISR {list(new_isr)} refused")
+        return AlterPartitionResult(
+            leader_id=answer["leader_id"],
+            leader_epoch=answer["leader_epoch"],
+            isr=tuple(answer["isr"]),
+            partition_epoch=answer["partition_epoch"],
+        )
 
     async def _report_copy_states(self, controllers: AdminClient) -> None:
         """Send this broker's copies in flight or failing, when there are any or the last report had some."""
