@@ -109,6 +109,7 @@ class CopyLag:
 class BrokerView:
     metadata: MetadataView
     copy_lag: Sequence[CopyLag] = field(default_factory=tuple)
+    under_replicated: int = 0  # partitions this broker leads with fewer in-sync replicas than replicas
 
 
 # -- the metrics ------------------------------------------------------------------------------------------------
@@ -188,7 +189,27 @@ def broker_families(view: BrokerView) -> list[Metric]:
     for lag in sorted(view.copy_lag, key=lambda c: (c.topic, c.partition)):
         segments.add_metric([lag.topic, str(lag.partition)], lag.segments)
         size.add_metric([lag.topic, str(lag.partition)], lag.bytes)
-    return [segments, size, *metadata_families(view.metadata)]
+    under = _gauge(
+        "under_replicated_partitions", "Partitions this broker leads with fewer in-sync replicas than replicas", []
+    )
+    under.add_metric([], view.under_replicated)
+    return [segments, size, under, *metadata_families(view.metadata)]
+
+
+class ReplicationMetrics:
+    """ISR changes a leader had the controller make (Kafka's IsrShrinksPerSec and IsrExpandsPerSec, as counts)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.isr_shrinks = Counter(
+            PREFIX + "isr_shrinks", "Replicas this broker, as leader, had removed from an ISR", registry=registry
+        )
+        self.isr_expands = Counter(
+            PREFIX + "isr_expands", "Replicas this broker, as leader, had added to an ISR", registry=registry
+        )
+
+    def changed(self, removed: int, added: int) -> None:
+        self.isr_shrinks.inc(removed)
+        self.isr_expands.inc(added)
 
 
 class RemoteStorageMetrics:
@@ -322,6 +343,7 @@ class BrokerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.remote_storage = RemoteStorageMetrics(self.registry)
+        self.replication = ReplicationMetrics(self.registry)
 
     def observe(self, view: Callable[[], BrokerView]) -> None:
         self.registry.register(_ViewCollector(view, broker_families, "broker"))

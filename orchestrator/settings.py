@@ -370,6 +370,9 @@ class BrokerSettings:
     # An upload in flight this long is reported stalled (``tiering status``, with the segment and the object): one
     # S3 request may take the S3 read timeout ([s3] read_timeout_s), so by default no longer than that.
     copy_stall_threshold_ms: int = 30_000
+    # A follower that has not caught up with its leader's log this long leaves the partition's ISR (Kafka's
+    # replica.lag.time.max.ms); acks=all then waits for the others only.
+    replica_lag_time_max_ms: int = 30_000
     s3: S3Settings = field(default_factory=S3Settings)
     rsm: RemoteStorageManagerSettings = field(default_factory=RemoteStorageManagerSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)

@@ -10,6 +10,13 @@ protocol, DisableRemoteTopic (10950), DeleteRemotePartitions (10954: a deleted t
 plane: Produce, Fetch, ListOffsets and InitProducerId (:mod:`orchestrator.broker.data_plane`), so Kafka's own
 producers (idempotent ones too) and consumers read and write, across both tiers.
 
+Replication (:mod:`orchestrator.broker.replica_manager`): the broker fetches each partition it follows from its
+leader and appends the leader's batches as they are (truncating a divergent tail first, KIP-101); as a leader it
+serves its followers' fetches, derives the high watermark from its ISR (what consumers see, what acks=all waits for,
+what may be tiered) and asks the controller to shrink and expand the ISR (AlterPartition). Only the leader copies to
+remote storage and expires remote segments; a follower applies local retention against what the leader copied, and
+its log start follows the leader's.
+
 Kafka clients learn of the brokers from Metadata and send admin requests to any of them, so a broker serves the
 admin API too (:mod:`orchestrator.admin_api`): Metadata, DescribeConfigs and DescribeCluster from its own image,
 refreshed from the store before each answer (:mod:`orchestrator.broker.admin_reads`), and the admin writes
@@ -92,6 +99,7 @@ from orchestrator.broker.controller_link import ControllerLink, copy_state_messa
 from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.fencing import ControllerEpochFence
+from orchestrator.broker.isr_proposals import IsrProposal
 from orchestrator.broker.job_registry import error_body
 from orchestrator.broker.local_log import LogConfig, PartitionLog
 from orchestrator.broker.log_recovery import open_partition_log
@@ -106,6 +114,7 @@ from orchestrator.broker.producer_ids import ProducerIdAllocator
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.broker.remote_storage_setup import remote_storage
+from orchestrator.broker.replica_manager import ReplicaManager
 from orchestrator.broker.rlmm_appender import ControllerRlmmAppend, rlmm_write_client
 from orchestrator.broker.rlmm_publisher import RemoteLogMetadataPublisher
 from orchestrator.clock import wall_ms
@@ -124,6 +133,7 @@ from orchestrator.metadata.store import MetadataStore
 from orchestrator.metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS
 from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
 from orchestrator.net.admin import AdminClient
+from orchestrator.net.connection import ConnectionPool
 from orchestrator.net.server import KafkaServer
 from orchestrator.net.tls import metrics_ssl_context, node_client_security, server_ssl_context
 from orchestrator.private_files import restrict_process
@@ -222,7 +232,9 @@ class BrokerAgent:
             log_lock=self._log_lock,
             now_ms=wall_clock_ms,
             producer_ids=ProducerIdAllocator(self.data_dir / "producer-ids.json", settings.broker_id).next_id,
+            image=lambda: self.follower.image,
         )
+        self.replication: ReplicaManager | None = None  # run() starts it, with its connections to the brokers
         self.rlmm_publisher = RemoteLogMetadataPublisher.serving(self.data_plane, settings, self.store, self.follower)
         self.metrics.observe_rlmm_lag(self.rlmm_publisher.lag)
         self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
@@ -286,6 +298,20 @@ class BrokerAgent:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
         heartbeats = functools.partial(self.controller_link.heartbeat_loop, controllers)  # restarted if it fails
+        self.replication = ReplicaManager(
+            broker_id=self.settings.broker_id,
+            image=lambda: self.follower.image,
+            logs=self.logs,
+            open_log=self._open_log,
+            log_lock=self._log_lock,
+            replicas=self.data_plane.replicas,
+            pool=ConnectionPool(ssl_context=client_ssl, sasl=identity.sasl),
+            request_timeout_s=request_timeout_s,
+            alter_isr=functools.partial(self._alter_isr, controllers),
+            lag_max_ms=self.settings.replica_lag_time_max_ms,
+            now_ms=self._wall_clock_ms,
+            on_isr_change=self.metrics.replication.changed,
+        )
         tasks = [
             self._start_loop("heartbeat", heartbeats, self.settings.heartbeat_interval_ms),
             self._start_loop(
@@ -293,6 +319,7 @@ class BrokerAgent:
             ),
             self._start_loop("tiering", self._tiering_round, self.settings.tiering_interval_ms),
             self._start_loop("rlmm_publish", self.rlmm_publisher.publish_round, self.rlmm_publisher.interval_ms),
+            self._start_loop("replication", self.replication.round, self.settings.metadata_poll_ms),
         ]
         try:
             await self._stopping.wait()
@@ -300,6 +327,7 @@ class BrokerAgent:
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await self.replication.close()
             await self.server.stop()
             if self._metrics_endpoint is not None:
                 self._metrics_endpoint.close()
@@ -491,13 +519,23 @@ class BrokerAgent:
             and (p := topic.partitions.get(key[1])) is not None
             and p.leader == self.settings.broker_id
         ]
-        self._tiering_retry.forget_all_but(led)
+        followed = [key for key in list(self.logs) if key not in led]
+        self._tiering_retry.forget_all_but(set(self.logs))
         self.rlm.retain_copy_lag(led)
-        if not led:
+        if not self.logs:
             return
         await asyncio.to_thread(self.rlm.rlmm.refresh)  # once per round, not once per partition
         for key in led:
             await self._partition_work("tiering", self._tiering_retry, key, functools.partial(self._tiering_pass, *key))
+        for key in followed:  # a follower's local log start follows what the leader copied
+            await self._partition_work(
+                "tiering", self._tiering_retry, key, functools.partial(self._follower_pass, *key)
+            )
+
+    async def _follower_pass(self, topic_id: Uuid, partition: int) -> None:
+        async with self._log_lock:
+            if (topic_id, partition) in self.logs:
+                await asyncio.to_thread(self.rlm.apply_local_retention, topic_id, partition, refresh=False)
 
     async def _tiering_pass(self, topic_id: Uuid, partition: int) -> None:
         """One partition's pass (:meth:`RemoteLogManager.tiering_pass`'s steps): the roll, and local retention and
@@ -505,10 +543,12 @@ class BrokerAgent:
         produce, fetch or open of any partition (they need the lock). A failed copy is raised at the end."""
         key = (topic_id, partition)
         async with self._log_lock:
-            if key not in self.logs:
+            if key not in self.logs or (topic := self.follower.image.topics.get(topic_id)) is None:
                 return  # closed since the round began: its topic was deleted
             await asyncio.to_thread(self.logs[key].maybe_roll_by_time)
-        copied = await asyncio.to_thread(self.rlm.copy_partition, topic_id, partition, refresh=False)
+            hw = self.data_plane.high_watermark(topic, partition, self.logs[key])
+        copy = functools.partial(self.rlm.copy_partition, topic_id, partition, refresh=False, high_watermark=hw)
+        copied = await asyncio.to_thread(copy)
         async with self._log_lock:
             if key in self.logs:
                 await asyncio.to_thread(self.rlm.trim_and_expire, topic_id, partition)
@@ -562,6 +602,16 @@ class BrokerAgent:
         if (stale := stale_broker_epoch(body["broker_epoch"], self.controller_link.broker_epoch)) is not None:
             return error_body(stale, m.DeleteRemotePartitionsResponse)
         return await asyncio.to_thread(self.remote_delete_handler.handle, body)
+
+    async def _alter_isr(self, controllers: AdminClient, proposal: IsrProposal) -> None:
+        await self.controller_link.alter_partition(
+            controllers,
+            topic_id=proposal.topic_id,
+            partition=proposal.partition,
+            leader_epoch=proposal.leader_epoch,
+            partition_epoch=proposal.partition_epoch,
+            new_isr=proposal.new_isr,
+        )
 
     def _leader_log(self, topic_id: Uuid, partition: int) -> PartitionLog:
         """The open log of a partition this broker leads. The caller holds ``_log_lock``."""

@@ -19,10 +19,19 @@ Invariants:
   UNKNOWN_LEADER_EPOCH, an offset outside [log start offset, log end offset] OFFSET_OUT_OF_RANGE (with the
   partition's bounds, so a consumer can reset), a failed disk KAFKA_STORAGE_ERROR; the other partitions of the
   request are served. A refused produce appends nothing of that partition.
-* **acks.** 1 and -1 (all) answer once the batches are in the leader's log (written to the OS: safe against
-  SIGKILL); each partition has one replica, the leader, so "all in-sync replicas" is the leader. 0 gets no
-  response; if any partition failed, the connection is closed instead (as Kafka does), so the producer notices.
-  Other values are INVALID_REQUIRED_ACKS on every partition.
+* **acks.** 1 answers once the batches are in the leader's log (written to the OS: safe against SIGKILL); -1 (all)
+  once every in-sync replica has them too: the high watermark has passed them (:mod:`orchestrator.broker.replication`;
+  followers fetch with their replica id, :mod:`orchestrator.broker.replica_fetcher`). acks=all is refused with
+  NOT_ENOUGH_REPLICAS, nothing written, when the ISR is smaller than ``min.insync.replicas``; one whose ISR shrinks
+  below it while it waits gets NOT_ENOUGH_REPLICAS_AFTER_APPEND, and one the ISR does not reach within the request's
+  ``timeout_ms`` REQUEST_TIMED_OUT (the records stay in the leader's log; an idempotent producer's retry is not
+  written twice). 0 gets no response; if any partition failed, the connection is closed instead (as Kafka does), so
+  the producer notices. Other values are INVALID_REQUIRED_ACKS on every partition.
+* **High watermark.** Consumers read up to it, ListOffsets' latest is it, and only segments wholly below it are
+  copied to remote storage: nothing a new leader might not have is ever served or tiered. A follower's Fetch
+  (``replica_id`` >= 0, one of the partition's replicas) reads up to the log end offset; its fetch offset is how far
+  it has the log, and a follower whose last fetched epoch ends earlier here is answered with the diverging epoch
+  (KIP-320) and no records, so it truncates first.
 * **Idempotent producers, no transactions.** InitProducerId gives a producer id unique in the cluster; each
   partition deduplicates retried batches and fences stale epochs (:mod:`orchestrator.broker.producer_state`:
   a retry gets its first offsets, OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise).
@@ -30,16 +39,16 @@ Invariants:
   nothing is accepted under a guarantee the broker cannot keep.
 * **Fetch sessions (KIP-227) are never created:** every response has session id 0, so clients send full fetches;
   an incremental fetch naming a session is FETCH_SESSION_ID_NOT_FOUND. read_committed reads as read_uncommitted
-  (no transactions exist, so the last stable offset is the high watermark, the log end offset).
-* **Long polls are bounded.** A fetch with fewer than ``min_bytes`` to return waits for an append to this broker,
-  at most ``max_wait_ms`` (capped at :data:`MAX_FETCH_WAIT_MS`), then answers what it has.
+  (no transactions exist, so the last stable offset is the high watermark).
+* **Long polls are bounded.** A fetch with fewer than ``min_bytes`` to return waits for an append to this broker
+  or a high watermark to move, at most ``max_wait_ms`` (capped at :data:`MAX_FETCH_WAIT_MS`), then answers what it has.
 * **KIP-74 limits.** Each partition returns at least its first batch, however large, when it is the first with
   data; after that, batches stop at ``partition_max_bytes`` and at the request's ``max_bytes``.
-* ListOffsets: -2 earliest (the log start offset: what remains readable from either tier), -1 latest (the log end
-  offset), -3 the record with the largest timestamp (v7+), -4 the local log start offset (v8+, KIP-405), -5 the
-  last offset copied to the remote tier (v9+, KIP-1005; -1 when none); any other timestamp at or above 0 finds the
-  first record at or after it, in either tier (offset -1 when none). A special value the version does not know is
-  UNSUPPORTED_VERSION, another negative one INVALID_REQUEST.
+* ListOffsets: -2 earliest (the log start offset: what remains readable from either tier), -1 latest (the high
+  watermark: what a consumer can read), -3 the record with the largest timestamp (v7+), -4 the local log start
+  offset (v8+, KIP-405), -5 the last offset copied to the remote tier (v9+, KIP-1005; -1 when none); any other
+  timestamp at or above 0 finds the first record at or after it, in either tier (offset -1 when none). A special
+  value the version does not know is UNSUPPORTED_VERSION, another negative one INVALID_REQUEST.
 
 Blocking work (the log, S3) runs in worker threads; the log is used under the broker's log lock, so a log is never
 closed under a read or an append. A read from the remote tier finds its segment under the lock and reads it from S3
@@ -50,6 +59,7 @@ after releasing it: a slow GET holds up no produce or fetch of another partition
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -62,6 +72,7 @@ from orchestrator.admin_api.internal_topics import produce_refusal
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.produce_validation import ProducePolicy, validate_records
 from orchestrator.broker.remote_log_manager import ReadResult, RemoteLogManager
+from orchestrator.broker.replication import ReplicaStates
 from orchestrator.errors import (
     FencedLeaderEpoch,
     FetchSessionIdNotFound,
@@ -69,8 +80,12 @@ from orchestrator.errors import (
     InvalidRequiredAcks,
     KafkaError,
     KafkaStorageError,
+    NotEnoughReplicas,
+    NotEnoughReplicasAfterAppend,
+    NotLeaderOrFollower,
     OffsetOutOfRange,
     RemoteStorageError,
+    RequestTimedOut,
     TieredError,
     UnknownLeaderEpoch,
     UnknownTopicOrPartition,
@@ -84,11 +99,12 @@ from orchestrator.metadata.topic_configs import int_or_default
 from orchestrator.net.server import CLOSE_CONNECTION, NO_RESPONSE
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.framing import Request
-from orchestrator.protocol.record_batch import with_log_append_time
+from orchestrator.protocol.record_batch import frames, with_log_append_time
 
 log = structlog.get_logger(__name__)
 
 MAX_FETCH_WAIT_MS = 30_000
+ISR_RECHECK_S = 0.25  # an acks=all wait looks at the image's ISR this often (its changes wake nothing)
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 _SPECIAL_SINCE = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 NO_OFFSET = -1
@@ -128,10 +144,17 @@ class _Bounds:
     log_start_offset: int
     local_log_start_offset: int
     log_end_offset: int
+    high_watermark: int
 
 
-def _bounds(plog: PartitionLog) -> _Bounds:
-    return _Bounds(plog.log_start_offset, plog.local_log_start_offset, plog.log_end_offset)
+def below(records: bytes, end: int) -> bytes:
+    """The leading batches of ``records`` that start below ``end`` (a consumer reads up to the high watermark)."""
+    cut = 0
+    for position, raw in frames(records):
+        if int.from_bytes(raw[:8], "big", signed=True) >= end:
+            break
+        cut = position + len(raw)
+    return records if cut == len(records) else records[:cut]
 
 
 class DataPlane:
@@ -148,6 +171,8 @@ class DataPlane:
         now_ms: Callable[[], int],
         producer_ids: Callable[[], int],
         monotonic: Callable[[], float] = time.monotonic,
+        replicas: ReplicaStates | None = None,
+        image: Callable[[], MetadataImage] | None = None,
     ) -> None:
         self._refresh_image = refresh_image
         self._leader_log = leader_log
@@ -156,7 +181,10 @@ class DataPlane:
         self._now_ms = now_ms
         self._producer_ids = producer_ids
         self._monotonic = monotonic
+        self.replicas = replicas if replicas is not None else ReplicaStates()
+        self._image = image if image is not None else refresh_image  # the image as last replayed (no store read)
         self._appended = asyncio.Event()  # set (and replaced) on every append: long polls wake up
+        self._hw_moved = asyncio.Event()  # set (and replaced) when a high watermark moves: acks=all waits wake up
 
     # -- lookups ------------------------------------------------------------------------------------------------
 
@@ -191,6 +219,64 @@ class DataPlane:
         fetches waiting for data. Call it on the event loop."""
         self._woken()
 
+    def high_watermark(self, topic: TopicImage, partition: int, plog: PartitionLog) -> int:
+        """The high watermark of a partition this broker leads, moved forward if its ISR allows (and the waits on it
+        woken when it moves). Call it on the event loop."""
+        p = topic.partitions[partition]
+        key = (topic.topic_id, partition)
+        before = self.replicas.stored_high_watermark(key)
+        hw = self.replicas.high_watermark(
+            key,
+            leader_epoch=p.leader_epoch,
+            leader=p.leader,  # this broker: only the log of a partition it leads is open here
+            isr=p.isr,
+            leader_end=plog.log_end_offset,
+            log_start=plog.log_start_offset,
+        )
+        if hw > before:
+            self._hw_changed()
+        return hw
+
+    def _hw_changed(self) -> None:
+        self._hw_moved.set()
+        self._hw_moved = asyncio.Event()
+        self._woken()  # a consumer waiting at the high watermark has records now
+
+    async def _replicated(
+        self, topic: TopicImage, partition: int, plog: PartitionLog, end: int, timeout_ms: int
+    ) -> None:
+        """Wait until every in-sync replica has the log up to ``end`` (acks=all): the high watermark reaches it.
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below ``min.insync.replicas`` first, REQUEST_TIMED_OUT
+        when the request's timeout passes first (the records stay in the leader's log, as in Kafka)."""
+        deadline = self._monotonic() + max(timeout_ms, 0) / 1000
+        key = (topic.topic_id, partition)
+        while True:
+            moved = self._hw_moved
+            image = self._image()
+            current = image.topics.get(topic.topic_id)
+            if current is None or partition not in current.partitions:
+                raise UnknownTopicOrPartition(f"topic '{topic.name}' was deleted while an acks=all write waited")
+            p = current.partitions[partition]
+            if p.leader != topic.partitions[partition].leader:
+                raise NotLeaderOrFollower(f"{topic.name}-{partition}: leadership moved while an acks=all write waited")
+            if self.high_watermark(current, partition, plog) >= end:
+                return
+            min_isr = int_or_default(image.topic_configs(topic.name), "min.insync.replicas")
+            if len(p.isr) < min_isr:
+                raise NotEnoughReplicasAfterAppend(
+                    f"{topic.name}-{partition}: the ISR {list(p.isr)} fell below min.insync.replicas={min_isr} "
+                    f"before offset {end - 1} was replicated"
+                )
+            left = deadline - self._monotonic()
+            if left <= 0:
+                raise RequestTimedOut(
+                    f"{topic.name}-{partition}: offset {end - 1} was not replicated to the ISR {list(p.isr)} "
+                    f"within {timeout_ms} ms (followers: {self.replicas.followers(key)})"
+                )
+            # woken by a follower's fetch; the ISR changes only in the image, looked at again each slice
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(moved.wait(), timeout=min(left, ISR_RECHECK_S))
+
     # -- Produce ------------------------------------------------------------------------------------------------
 
     async def produce(self, request: Request) -> m.ProduceResponse:
@@ -214,7 +300,9 @@ class DataPlane:
                 try:
                     if refuse is not None:
                         raise refuse
-                    partitions.append(await self._produce_partition(image, name, index, data["records"]))
+                    partitions.append(
+                        await self._produce_partition(image, name, index, data["records"], acks, body["timeout_ms"])
+                    )
                 except TieredError as exc:
                     failed = True
                     partitions.append(_produce_error(index, exc, name))
@@ -224,12 +312,19 @@ class DataPlane:
         return {"responses": responses, "throttle_time_ms": 0}
 
     async def _produce_partition(
-        self, image: MetadataImage, name: str, partition: int, records: bytes | None
+        self, image: MetadataImage, name: str, partition: int, records: bytes | None, acks: int, timeout_ms: int
     ) -> m.PartitionProduceResponse:
         internal = produce_refusal(name)
         if internal is not None:
             raise internal
         topic = self._topic(image, name, partition)
+        isr = topic.partitions[partition].isr
+        min_isr = int_or_default(image.topic_configs(name), "min.insync.replicas")
+        if acks == -1 and len(isr) < min_isr:
+            raise NotEnoughReplicas(
+                f"{name}-{partition}: the ISR {list(isr)} is smaller than min.insync.replicas={min_isr}; nothing "
+                "was written (acks=all needs that many in-sync replicas)"
+            )
         policy = produce_policy(image, topic)
         now = self._now_ms()
         validated = await asyncio.to_thread(validate_records, records, policy, now_ms=now)
@@ -242,6 +337,8 @@ class DataPlane:
             appended = await asyncio.to_thread(plog.append_batches, batches, leader_epoch=leader_epoch)
             log_start = plog.log_start_offset
         self._woken()
+        if self.high_watermark(topic, partition, plog) <= appended.last_offset and acks == -1:
+            await self._replicated(topic, partition, plog, appended.last_offset + 1, timeout_ms)
         return {
             "index": partition,
             "error_code": 0,
@@ -297,6 +394,7 @@ class DataPlane:
 
     async def _fetch_once(self, body: m.FetchRequest) -> tuple[list[m.FetchableTopicResponse], int, bool]:
         read_committed = body.get("isolation_level", 0) == 1
+        replica_id = body.get("replica_id", -1)
         image = await self._current_image()
         budget = max(body.get("max_bytes", 0x7FFFFFFF), 0)
         total = 0
@@ -304,20 +402,23 @@ class DataPlane:
         responses: list[m.FetchableTopicResponse] = []
         for topic_request in body["topics"]:
             name = topic_request["topic"]
-            partitions: list[m.PartitionData] = []
+            partitions: list[m.FetchResponsePartitionData] = []
             for p in topic_request["partitions"]:
                 index = p["partition"]
                 limit = max(min(p["partition_max_bytes"], budget - total), 1 if total == 0 else 0)
-                entry: m.PartitionData = {
+                entry: m.FetchResponsePartitionData = {
                     "partition_index": index,
                     "aborted_transactions": [] if read_committed else None,
                     "preferred_read_replica": -1,
                     "records": b"",
                 }
                 try:
-                    bounds, records = await self._read_partition(image, name, index, p, limit)
+                    bounds, records, diverging = await self._read_partition(image, name, index, p, limit, replica_id)
                     entry.update(_fetched(bounds))
                     entry["records"] = records
+                    if diverging is not None:
+                        entry["diverging_epoch"] = diverging
+                        errors = True  # answered at once: the follower truncates before it fetches again
                     total += len(records)
                 except TieredError as exc:
                     errors = True
@@ -332,36 +433,62 @@ class DataPlane:
         return responses, total, errors
 
     async def _read_partition(
-        self, image: MetadataImage, name: str, partition: int, p: m.FetchPartition, limit: int
-    ) -> tuple[_Bounds, bytes]:
+        self, image: MetadataImage, name: str, partition: int, p: m.FetchPartition, limit: int, replica_id: int
+    ) -> tuple[_Bounds, bytes, m.FetchResponseEpochEndOffset | None]:
+        """One partition's answer: its bounds, its records, and for a follower whose log diverged from this one the
+        epoch and end offset it must truncate to (KIP-320's diverging epoch, nothing read then). A consumer reads up
+        to the high watermark, a follower (``replica_id`` >= 0, one of the partition's replicas) up to the log end
+        offset; a follower's fetch offset is how far it has the log, which may move the high watermark."""
         topic = self._topic(image, name, partition)
         check_leader_epoch(topic, partition, p.get("current_leader_epoch", -1))
+        follower = replica_id >= 0
+        if follower and replica_id not in topic.partitions[partition].replicas:
+            raise NotLeaderOrFollower(f"broker {replica_id} is no replica of {name}-{partition}")
         offset = p["fetch_offset"]
         read_first = functools.partial(
             self._rlm.read_local_or_locate, topic.topic_id, partition, offset, max_bytes=limit
         )
         async with self._log_lock:
             plog = await asyncio.to_thread(self._leader_log, topic.topic_id, partition)
-            bounds = _bounds(plog)
+            if follower:
+                leader_epoch = topic.partitions[partition].leader_epoch
+                diverging = _diverging(plog, leader_epoch, p.get("last_fetched_epoch", -1), offset)
+                if diverging is not None:
+                    return self._bounds(topic, partition, plog), b"", diverging
+                if plog.log_start_offset <= offset <= plog.log_end_offset:
+                    self.replicas.follower_fetched(
+                        (topic.topic_id, partition),
+                        leader_epoch=topic.partitions[partition].leader_epoch,
+                        follower=replica_id,
+                        fetch_offset=offset,
+                        leader_end=plog.log_end_offset,
+                        now_ms=self._now_ms(),
+                    )
+            bounds = self._bounds(topic, partition, plog)
             if offset < bounds.log_start_offset or offset > bounds.log_end_offset:
                 raise _OutOfRange(bounds, offset, name, partition)
-            if offset == bounds.log_end_offset or limit <= 0:
-                return bounds, b""
+            end = bounds.log_end_offset if follower else bounds.high_watermark
+            if offset >= end or limit <= 0:
+                return bounds, b"", None
             try:
                 planned = await asyncio.to_thread(read_first)
             except OffsetOutOfRange as exc:  # the log start offset moved meanwhile
-                raise _OutOfRange(_bounds(plog), offset, name, partition) from exc
+                raise _OutOfRange(self._bounds(topic, partition, plog), offset, name, partition) from exc
         if isinstance(planned, ReadResult):
-            return bounds, planned.records
+            return bounds, below(planned.records, end), None
         # From S3 outside the lock: a slow GET holds up no produce or fetch of another partition.
         try:
             result = await asyncio.to_thread(self._rlm.read_remote, planned, offset, max_bytes=limit)
         except RemoteStorageError:
-            now = _bounds(plog)
+            now = self._bounds(topic, partition, plog)
             if offset < now.log_start_offset:  # expired meanwhile (retention, a delete policy): out of range now
                 raise _OutOfRange(now, offset, name, partition) from None
             raise
-        return bounds, result.records
+        return bounds, result.records, None
+
+    def _bounds(self, topic: TopicImage, partition: int, plog: PartitionLog) -> _Bounds:
+        hw = self.high_watermark(topic, partition, plog)
+        return _Bounds(plog.log_start_offset, plog.local_log_start_offset, plog.log_end_offset, hw)
 
     # -- ListOffsets --------------------------------------------------------------------------------------------
 
@@ -411,8 +538,8 @@ class DataPlane:
             plog = await asyncio.to_thread(self._leader_log, tid, partition)
             if target == EARLIEST:
                 return plog.log_start_offset, NO_OFFSET, -1
-            if target == LATEST:
-                return plog.log_end_offset, NO_OFFSET, leader_epoch
+            if target == LATEST:  # what a consumer can read: the high watermark
+                return self.high_watermark(topic, partition, plog), NO_OFFSET, leader_epoch
             if target == EARLIEST_LOCAL:
                 return plog.local_log_start_offset, NO_OFFSET, -1
             if target == LATEST_TIERED:
@@ -438,13 +565,29 @@ class _OutOfRange(OffsetOutOfRange):
         self.bounds = bounds
 
 
-def _fetched(bounds: _Bounds) -> m.PartitionData:
+def _fetched(bounds: _Bounds) -> m.FetchResponsePartitionData:
     return {
         "error_code": 0,
-        "high_watermark": bounds.log_end_offset,
-        "last_stable_offset": bounds.log_end_offset,
+        "high_watermark": bounds.high_watermark,
+        "last_stable_offset": bounds.high_watermark,
         "log_start_offset": bounds.log_start_offset,
     }
+
+
+def _diverging(
+    plog: PartitionLog, leader_epoch: int, last_fetched_epoch: int, fetch_offset: int
+) -> m.FetchResponseEpochEndOffset | None:
+    """Where a follower's log leaves this one (Kafka's check of a follower's fetch, KIP-320): the epoch it last
+    fetched ends here before its fetch offset, or this log has no such epoch. None when the logs agree. The leader's
+    own epoch counts as begun at its log end offset even before its first batch (Kafka writes that entry on becoming
+    leader), so a follower that led a later term than this log has batches of is still answered."""
+    if last_fetched_epoch < 0:
+        return None
+    cache = plog.leader_epochs.assigned(leader_epoch, plog.log_end_offset)
+    epoch, end = cache.end_offset_for(last_fetched_epoch, plog.log_end_offset)
+    if end < fetch_offset or epoch < last_fetched_epoch:
+        return {"epoch": epoch, "end_offset": end}
+    return None
 
 
 def _produce_error(index: int, exc: TieredError, topic: str) -> m.PartitionProduceResponse:

@@ -31,4 +31,10 @@ def broker_view(
             continue
         lags.append(CopyLag(topic.name, partition, lag.segments, lag.bytes))
     metadata = MetadataView(image_offset=image.offset, log_end_offset=log_end_offset)
-    return BrokerView(metadata=metadata, copy_lag=tuple(lags))
+    under = sum(
+        1
+        for topic in image.topics.values()
+        for p in topic.partitions.values()
+        if p.leader == broker_id and len(p.isr) < len(p.replicas)
+    )
+    return BrokerView(metadata=metadata, copy_lag=tuple(lags), under_replicated=under)

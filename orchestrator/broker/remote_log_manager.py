@@ -186,9 +186,13 @@ class RemoteLogManager:
             and p.leader == self.broker_id
         )
 
-    def copy_partition(self, topic_id: Uuid, partition: int, *, refresh: bool = True) -> CopyResult:
+    def copy_partition(
+        self, topic_id: Uuid, partition: int, *, refresh: bool = True, high_watermark: int | None = None
+    ) -> CopyResult:
         """Copy every closed segment of this partition that is not yet remote. One caller per partition.
-        ``refresh=False`` skips re-reading the RLMM (a periodic pass refreshes once for all partitions)."""
+        ``refresh=False`` skips re-reading the RLMM (a periodic pass refreshes once for all partitions).
+        ``high_watermark``: only segments wholly below it are copied (never a record not every in-sync replica has:
+        a new leader may not have it, KIP-405); None: the log end offset (a closed segment always is below it)."""
         copied = aborted = 0
         failure: Exception | None = None
         plog = self._logs.get((topic_id, partition))
@@ -197,7 +201,8 @@ class RemoteLogManager:
         if refresh:
             self.rlmm.refresh()
         highest = self.rlmm.highest_copied_offset(topic_id, partition)
-        behind = [seg for seg in plog.closed_segments() if seg.end_offset > highest]
+        upto = high_watermark if high_watermark is not None else plog.log_end_offset
+        behind = [seg for seg in plog.closed_segments() if highest < seg.end_offset < upto]
         self._record_copy_lag(topic_id, partition, behind)  # what is owed shows while an upload is stuck
         for seg in behind:
             topic = self._image().topics.get(topic_id)

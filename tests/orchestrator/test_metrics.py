@@ -220,3 +220,26 @@ def test_with_client_certificates_the_endpoint_serves_only_https_scrapes_that_pr
     finally:
         silent.close()
         endpoint.close()
+
+
+@pytest.mark.unit
+def test_the_broker_shows_its_under_replicated_partitions_and_counts_isr_shrinks_and_expands() -> None:
+    from orchestrator.broker.metrics_view import broker_view
+    from orchestrator.ids import Uuid
+    from orchestrator.metadata.image import MetadataImage, PartitionImage, TopicImage
+
+    tid = Uuid.random()
+    parts = {
+        0: PartitionImage(0, (1, 2, 3), (1, 2), leader=1, leader_epoch=0, partition_epoch=1),  # under-replicated
+        1: PartitionImage(1, (1, 2, 3), (1, 2, 3), leader=1, leader_epoch=0, partition_epoch=0),
+        2: PartitionImage(2, (2, 1, 3), (2,), leader=2, leader_epoch=0, partition_epoch=2),  # led elsewhere
+    }
+    image = MetadataImage(topics={tid: TopicImage(tid, "r", parts)})
+    metrics = BrokerMetrics()
+    metrics.observe(lambda: broker_view(image, broker_id=1, copy_lag={}, log_end_offset=None))
+    metrics.replication.changed(2, 0)
+    metrics.replication.changed(0, 1)
+    got = _samples(metrics.registry)
+    assert got[("tieredctl_under_replicated_partitions", ())] == 1
+    assert got[("tieredctl_isr_shrinks_total", ())] == 2
+    assert got[("tieredctl_isr_expands_total", ())] == 1

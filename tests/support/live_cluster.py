@@ -20,6 +20,7 @@ from orchestrator.errors import UnknownTopicOrPartition
 from orchestrator.local import cluster as lc
 from orchestrator.local.security import LocalSecurity
 from orchestrator.local.state import LocalClusterState, ProcessInfo
+from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.records import SegmentState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.net.client_security import ClientSecurity
@@ -192,6 +193,8 @@ class LiveCluster:
     def tiering_settled(self, topic_id: Any, minimum: int = 1) -> bool:
         with SqliteMetadataStore(self.dir / "metadata.db", recover_on_open=False) as store:
             entries = list(store.read_remote_log_metadata(topic_id=topic_id))
+            topic = MetadataFollower(store).refresh().topics.get(topic_id)
+        leaders = {p.partition_id: p.leader for p in topic.partitions.values()} if topic is not None else {}
         where: dict[Any, tuple[int, int]] = {}  # segment id -> (partition, end offset)
         started: set[Any] = set()
         finished: set[Any] = set()  # ever reached COPY_SEGMENT_FINISHED (then maybe deleted by retention)
@@ -215,7 +218,8 @@ class LiveCluster:
             partition, end = where[sid]
             copied[partition] = max(copied.get(partition, -1), end)
         return all(
-            copied.get(partition, -1) >= active_base - 1 for partition, active_base in self._active_bases(topic_id)
+            copied.get(partition, -1) >= active_base - 1
+            for partition, active_base in self._active_bases(topic_id, leaders)
         )
 
     def wait_rlmm_published(self) -> None:
@@ -239,14 +243,18 @@ class LiveCluster:
 
         wait_until("__remote_log_metadata to hold every RLMM record of the store", caught_up, interval_s=0.2)
 
-    def _active_bases(self, topic_id: Any) -> Iterator[tuple[int, int]]:
-        """(partition, base offset of its active segment) of each directory of the topic id on the brokers' disks."""
+    def _active_bases(self, topic_id: Any, leaders: dict[int, int]) -> Iterator[tuple[int, int]]:
+        """(partition, base offset of its active segment) of the directory of each partition of the topic id on its
+        leader's disk (a follower's segments end where its own rolls put them; only the leader copies)."""
         for meta in (self.dir / "data").glob("broker-*/*/partition.metadata"):
             if f"topic_id: {topic_id}" not in meta.read_text().splitlines():
                 continue
+            partition = int(meta.parent.name.rsplit("-", 1)[1])
+            if meta.parent.parent.name != f"broker-{leaders.get(partition)}":
+                continue
             logs = sorted(meta.parent.glob("*.log"))
             if logs:
-                yield int(meta.parent.name.rsplit("-", 1)[1]), int(logs[-1].name.split(".")[0])
+                yield partition, int(logs[-1].name.split(".")[0])
 
     def close(self) -> None:
         for p in LocalClusterState.load(self.dir).processes:  # a SIGSTOPped process cannot handle SIGTERM

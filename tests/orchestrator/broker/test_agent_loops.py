@@ -291,7 +291,7 @@ class FakeRemoteLogManager:
     def retain_copy_lag(self, partitions) -> None:
         return None
 
-    def copy_partition(self, topic_id, partition: int, *, refresh: bool = True) -> CopyResult:
+    def copy_partition(self, topic_id, partition: int, *, refresh: bool = True, high_watermark=None) -> CopyResult:
         self.passes.append(partition)
         if partition == self.slow:
             self.copying.set()

@@ -182,7 +182,7 @@ def test_a_tiering_pass_of_a_log_closed_since_its_round_began_does_nothing(env):
         def __init__(self) -> None:
             self.passes: list[tuple] = []
 
-        def copy_partition(self, topic_id, partition: int, *, refresh: bool = True) -> None:
+        def copy_partition(self, topic_id, partition: int, *, refresh: bool = True, high_watermark=None) -> None:
             self.passes.append((topic_id, partition))
 
         def trim_and_expire(self, topic_id, partition: int) -> None:

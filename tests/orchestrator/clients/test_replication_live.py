@@ -1,0 +1,229 @@
+"""Replication factor 3 on a live cluster (3 brokers, separate OS processes), judged by confluent-kafka (librdkafka):
+acks=all with min.insync.replicas=2 means one dead broker loses nothing (issue 36).
+
+* Every replica holds the leader's batches byte for byte (read from the brokers' segment files).
+* The partition's leader SIGKILLed mid-produce: leadership moves to an in-sync follower, the producer goes on there,
+  and every acknowledged record is read back exactly once, in order, no offset handed out twice.
+* The killed broker comes back: its log agrees with the new leader's (a divergent tail, written but never
+  replicated, is truncated), and consumers read the same records from whichever replica leads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.local import cluster as lc
+from orchestrator.local.restart import restart
+from orchestrator.protocol.record_batch import split_batches
+from tests.support.kafka_clients import consume_confluent
+from tests.support.live_cluster import live_cluster, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+TOPIC = "replicated"
+
+
+def _partition_dir(cluster: Any, broker: int) -> Path:
+    return cluster.dir / "data" / f"broker-{broker}" / f"{TOPIC}-0"
+
+
+def _batches(directory: Path) -> bytes:
+    """The whole batches of a replica's log, from its segment files in offset order (a torn last batch left out)."""
+    files = sorted(directory.glob("*.log"), key=lambda p: int(p.stem))
+    return b"".join(bytes(b) for f in files for b in split_batches(f.read_bytes()).batches)
+
+
+def _leader(cluster: Any) -> tuple[int, list[int], list[int]]:
+    async def ask(c: Any) -> tuple[int, list[int], list[int]]:
+        md = await c.metadata([TOPIC])
+        (p,) = md["topics"][0]["partitions"]
+        return p["leader_id"], list(p["replica_nodes"]), list(p["isr_nodes"])
+
+    return cluster.call(ask)  # type: ignore[no-any-return]
+
+
+def _produce_until(cluster: Any, count: int, kill_after: int, on_kill: Any) -> list[tuple[int, bytes]]:
+    """Produce ``count`` records with acks=all and idempotence; once ``kill_after`` are acknowledged, call
+    ``on_kill`` (from the delivery callback's thread: the producer goes on). Returns (offset, value) acknowledged."""
+    from confluent_kafka import Producer
+
+    acked: list[tuple[int, bytes]] = []
+    errors: list[Any] = []
+    killed = threading.Event()
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "batch.num.messages": 20,
+            "message.timeout.ms": 120_000,
+        }
+    )
+
+    def report(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+            return
+        acked.append((msg.offset(), msg.value()))
+        if len(acked) >= kill_after and not killed.is_set():
+            killed.set()
+            on_kill()
+
+    for i in range(count):
+        producer.produce(TOPIC, value=b"v%05d" % i, partition=0, on_delivery=report)
+        producer.poll(0)
+        if i % 50 == 49:
+            producer.flush(0.05)  # let deliveries come back so the kill lands mid-produce
+    left = producer.flush(180)
+    assert left == 0 and not errors, f"undelivered {left}, errors {errors[:5]}"
+    assert killed.is_set()
+    return acked
+
+
+def test_acks_all_to_three_replicas_survives_the_leaders_sigkill_and_the_returning_replica_agrees(tmp_path):
+    with live_cluster(tmp_path / "c", brokers=3, controllers=1) as cluster:
+        cluster.call(
+            lambda c: c.create_topic(TOPIC, partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
+        )
+        leader, replicas, isr = _leader(cluster)
+        assert sorted(replicas) == [1, 2, 3] and sorted(isr) == [1, 2, 3]
+
+        victim = leader
+        pid = cluster.process("broker", victim).pid
+        acked = _produce_until(cluster, 3000, 800, lambda: os.kill(pid, signal.SIGKILL))
+        values = sorted(acked)
+        assert [o for o, _ in values] == sorted({o for o, _ in acked}), "no offset acknowledged twice"
+
+        new_leader, _, new_isr = wait_until("a new leader", lambda: (x := _leader(cluster))[0] != victim and x, 60)
+        assert new_leader in (set(replicas) - {victim}) and victim not in new_isr
+
+        read = consume_confluent(cluster.bootstrap, TOPIC, [0], until={0: max(o for o, _ in acked) + 1}, timeout_s=90)
+        got = [(o, v) for _, o, _, v in read]
+        assert [o for o, _ in got] == list(range(len(got))), "offsets dense from 0, each record once"
+        assert [v for _, v in got] == [b"v%05d" % i for i in range(3000)], "every record once, in the order sent"
+        assert set(acked) <= set(got), "every acknowledged record is read back at its offset"
+
+        restart(cluster.dir, "broker", victim)
+        survivors = [b for b in replicas if b != victim]
+
+        def agree() -> bool:
+            logs = [_batches(_partition_dir(cluster, b)) for b in replicas]
+            return len(set(logs)) == 1 and len(split_batches(logs[0]).batches) > 0
+
+        wait_until("the returning replica's log to agree with the others'", agree, 90)
+        assert _batches(_partition_dir(cluster, victim)) == _batches(_partition_dir(cluster, survivors[0]))
+        wait_until("the returning replica to rejoin the ISR", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
+
+
+def _produce_acks_all(cluster: Any, values: list[bytes]) -> list[Any]:
+    """Each record's delivery error (None: acknowledged), with librdkafka's retries off so a refusal shows."""
+    from confluent_kafka import Producer
+
+    outcome: list[Any] = []
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "retries": 0, "message.timeout.ms": 20_000}
+    )
+    for v in values:
+        producer.produce(TOPIC, value=v, partition=0, on_delivery=lambda err, msg: outcome.append(err))
+    assert producer.flush(60) == 0
+    return outcome
+
+
+def test_stopped_followers_leave_the_isr_acks_all_holds_to_min_isr_and_they_rejoin_once_caught_up(tmp_path):
+    with live_cluster(tmp_path / "c", brokers=3, controllers=1) as cluster:
+        cluster.call(
+            lambda c: c.create_topic(TOPIC, partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
+        )
+        leader, replicas, _ = _leader(cluster)
+        first, second = [b for b in replicas if b != leader]
+        assert _produce_acks_all(cluster, [b"before"]) == [None]
+
+        cluster.signal("broker", first, signal.SIGSTOP)
+        wait_until("the stopped follower to leave the ISR", lambda: first not in _leader(cluster)[2], 60)
+        assert _produce_acks_all(cluster, [b"two of three"]) == [None], "acks=all with 2 in-sync of min 2"
+
+        cluster.signal("broker", second, signal.SIGSTOP)
+        wait_until("the second to leave too", lambda: _leader(cluster)[2] == [leader], 60)
+        (under,) = lc.status(cluster.dir)["under_replicated_partitions"]
+        assert (under["topic"], under["partition"], under["isr"]) == (TOPIC, 0, [leader])
+        (refused,) = _produce_acks_all(cluster, [b"refused"])
+        assert refused is not None and refused.name() == "NOT_ENOUGH_REPLICAS", refused
+
+        cluster.signal("broker", first, signal.SIGCONT)
+        cluster.signal("broker", second, signal.SIGCONT)
+        wait_until("both to rejoin the ISR", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
+        assert lc.status(cluster.dir)["under_replicated_partitions"] == []
+        assert _produce_acks_all(cluster, [b"after"]) == [None]
+        read = consume_confluent(cluster.bootstrap, TOPIC, [0], until={0: 3}, timeout_s=60)
+        assert [v for _, _, _, v in read] == [b"before", b"two of three", b"after"], "nothing refused was written"
+
+        def agree() -> bool:
+            return len({_batches(_partition_dir(cluster, b)) for b in replicas}) == 1
+
+        wait_until("every replica to hold the same batches", agree, 60)
+
+
+TIERED = {
+    "remote.storage.enable": "true",
+    "local.retention.ms": "0",
+    "segment.bytes": "4096",
+    "min.insync.replicas": "2",
+}
+
+
+def _copied_ranges(cluster: Any, topic_id: Any) -> list[tuple[int, int]]:
+    """(start, end) of every segment the RLMM holds as copied (COPY_SEGMENT_FINISHED, not deleted), by start."""
+    from orchestrator.metadata.records import SegmentState
+    from orchestrator.metadata.sqlite import SqliteMetadataStore
+
+    with SqliteMetadataStore(cluster.dir / "metadata.db", recover_on_open=False) as store:
+        ranges: dict[Any, tuple[int, int]] = {}
+        state: dict[Any, SegmentState] = {}
+        for e in store.read_remote_log_metadata(topic_id=topic_id):
+            f = e.record.fields
+            sid = f["remote_log_segment_id"]["id"]
+            if "start_offset" in f:
+                ranges[sid] = (f["start_offset"], f["end_offset"])
+            state[sid] = SegmentState(f["remote_log_segment_state"])
+    return sorted(r for sid, r in ranges.items() if state[sid] == SegmentState.COPY_SEGMENT_FINISHED)
+
+
+def test_tiering_goes_on_across_a_leader_change_with_no_gap_no_segment_copied_twice_and_followers_trimmed(tmp_path):
+    from tests.support.kafka_clients import produce_confluent
+
+    with live_cluster(tmp_path / "c", brokers=3, controllers=1) as cluster:
+        topic_id = cluster.call(lambda c: c.create_topic(TOPIC, partitions=1, replication_factor=3, configs=TIERED))
+        sent = [(0, None, b"a%04d" % i + b"." * 100) for i in range(600)]
+        produce_confluent(cluster.bootstrap, TOPIC, sent, acks="all", **{"batch.num.messages": 20})
+        cluster.wait_tiering_settled(topic_id, 3)
+        before = _copied_ranges(cluster, topic_id)
+
+        victim = _leader(cluster)[0]
+        cluster.signal("broker", victim, signal.SIGKILL)
+        wait_until("a new leader", lambda: _leader(cluster)[0] not in (victim, -1), 60)
+        more = [(0, None, b"b%04d" % i + b"." * 100) for i in range(600)]
+        produce_confluent(cluster.bootstrap, TOPIC, more, acks="all", **{"batch.num.messages": 20})
+        cluster.wait_tiering_settled(topic_id, len(before) + 3)
+
+        ranges = _copied_ranges(cluster, topic_id)
+        assert ranges[0][0] == 0 and ranges[-1][1] >= 600, ranges
+        assert len(set(ranges)) == len(ranges), f"a segment copied twice: {ranges}"
+        for (_, end), (start, _) in itertools.pairwise(ranges):
+            assert start <= end + 1, f"a gap after offset {end}: {ranges}"
+        read = consume_confluent(cluster.bootstrap, TOPIC, [0], until={0: 1200}, timeout_s=90)
+        assert [v for _, _, _, v in read] == [v for _, _, v in sent + more], "every record once, from both tiers"
+
+        leader = _leader(cluster)[0]
+        follower = next(b for b in (1, 2, 3) if b not in (victim, leader))
+        copied_end = ranges[-1][1]
+        local = sorted(int(p.stem) for p in _partition_dir(cluster, follower).glob("*.log"))
+        assert local[0] > 0, "a follower's local log start follows what was tiered (local.retention.ms=0)"
+        assert local[0] <= copied_end + 1, "and never passes it"
