@@ -139,6 +139,13 @@ def _cluster_status(view: v.ClusterStatus) -> list[Piece]:
         alive = "alive" if p["alive"] else "DEAD "
         metrics = f"  metrics {p['metrics_url']}" if p.get("metrics_url") else ""
         lines.append(f"{p['role']:<10} {p['id']:>5}  pid {p['pid']:>7}  {alive}{extra}{metrics}")
+    under = status.get("under_replicated_partitions")
+    if under:
+        lines.append(f"under-replicated partitions: {len(under)}")
+        lines += [
+            f"  {u['topic']}-{u['partition']}: leader {u['leader']} replicas {u['replicas']} isr {u['isr']}"
+            for u in under
+        ]
     return [Echo("\n".join(lines))]
 
 
@@ -167,7 +174,8 @@ def _topic_description(view: v.TopicDescription) -> list[Piece]:
     s = view.status
     lines = [f"topic {s.topic}  id {s.topic_id}  tiered {s.state.name} (epoch {s.tiered_epoch})"]
     lines += [
-        f"  partition {p['partition']}: leader {p['leader']} replicas {p['replicas']} isr {p['isr']}"
+        f"  partition {p['partition']}: leader {p['leader']} (epoch {p['leader_epoch']}) replicas {p['replicas']} "
+        f"isr {p['isr']}" + ("  UNDER-REPLICATED" if p["under_replicated"] else "")
         for p in view.partitions
     ]
     lines += _config_lines(view.configs, indent="  ")

@@ -65,7 +65,8 @@ def topic_list(obj: Ctx, include_internal: bool) -> None:
 @click.argument("name")
 @click.pass_obj
 def topic_describe(obj: Ctx, name: str) -> None:
-    """Partitions (leader, replicas, ISR), configs and tiered state of topic NAME."""
+    """Partitions (leader and its epoch, replicas, ISR, under-replicated or not), configs and tiered state of topic
+    NAME."""
 
     async def describe(c: TieredClient) -> tuple[m.MetadataResponseTopic, dict[str, str | None], TieringStatus]:
         return await c.topic(name), await c.describe_configs(name), (await c.tiering_status([name]))[0]
@@ -76,8 +77,10 @@ def topic_describe(obj: Ctx, name: str) -> None:
         {
             "partition": p["partition_index"],
             "leader": p["leader_id"],
+            "leader_epoch": p.get("leader_epoch", -1),
             "replicas": p["replica_nodes"],
             "isr": p["isr_nodes"],
+            "under_replicated": len(p["isr_nodes"]) < len(p["replica_nodes"]),
         }
         for p in by_index
     ]

@@ -38,8 +38,10 @@ class PartitionRow(TypedDict):
 
     partition: int
     leader: int
+    leader_epoch: int
     replicas: list[int]
     isr: list[int]
+    under_replicated: bool  # fewer in-sync replicas than replicas
 
 
 class BrokerRow(TypedDict):

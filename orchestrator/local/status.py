@@ -1,5 +1,6 @@
 """What ``cluster status`` reports: every process of a local cluster, whether it runs, which controller is active,
-and where the cluster answers. Reads the record, /proc and the store's lease: it connects to no process.
+where the cluster answers, and the partitions with fewer in-sync replicas than replicas (under-replicated). Reads
+the record, /proc and the store (its lease and metadata log): it connects to no process.
 
 A store that cannot be read (a PostgreSQL server down or unreachable) does not hide the processes: they are listed,
 alive or not, with ``store_error`` saying why the store could not be read and every controller's ``active`` null
@@ -15,15 +16,16 @@ from orchestrator.clock import wall_ms
 from orchestrator.errors import KafkaStorageError
 from orchestrator.local.cluster_store import open_cluster_store
 from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, ProcessInfo, is_ours
+from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.open import parse_store_spec
 
 
 def status(directory: Path) -> dict[str, Any]:
     """The contract of ``cluster status --output json``."""
     state = LocalClusterState.load(directory.resolve())
-    active, store_error = None, None
+    active, store_error, under = None, None, None
     try:
-        active = _active_controller(state)
+        active, under = _from_store(state)
     except KafkaStorageError as exc:
         store_error = str(exc)
     return {
@@ -39,18 +41,34 @@ def status(directory: Path) -> dict[str, Any]:
         "s3_credentials_file": str(state.s3_credentials_file) if state.s3_credentials_file else None,
         "store_error": store_error,
         "processes": [_process_entry(p, active, state, known=store_error is None) for p in state.processes],
+        # None: unknown (no store yet, or it cannot be read)
+        "under_replicated_partitions": under,
     }
 
 
-def _active_controller(state: LocalClusterState) -> int | None:
-    """The node id of the controller holding an unexpired lease, from the store (None: none, or no store yet)."""
+def _from_store(state: LocalClusterState) -> tuple[int | None, list[dict[str, Any]] | None]:
+    """The node id of the controller holding an unexpired lease (None: none), and the under-replicated partitions
+    (None: no store yet)."""
     if state.store is None and not state.metadata_store.exists():
-        return None
+        return None, None
     with open_cluster_store(state) as s:
         lease = s.current_lease()
+        image = MetadataFollower(s).refresh()
+    under = [
+        {
+            "topic": t.name,
+            "partition": p.partition_id,
+            "leader": p.leader,
+            "replicas": list(p.replicas),
+            "isr": list(p.isr),
+        }
+        for t in sorted(image.topics.values(), key=lambda t: t.name)
+        for p in sorted(t.partitions.values(), key=lambda p: p.partition_id)
+        if len(p.isr) < len(p.replicas)
+    ]
     if lease is None or lease.expired(wall_ms()):
-        return None
-    return int(lease.holder.split("@", 1)[0]) if "@" in lease.holder else None
+        return None, under
+    return (int(lease.holder.split("@", 1)[0]) if "@" in lease.holder else None), under
 
 
 def _process_entry(p: ProcessInfo, active: int | None, state: LocalClusterState, *, known: bool) -> dict[str, Any]:
