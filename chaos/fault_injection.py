@@ -3,9 +3,11 @@
 :meth:`FaultInjector.inject` applies one :class:`~chaos.scenario.Fault`: a SIGKILL (the process is restarted once the
 run reaches the operation its ``restart_after`` names), a SIGSTOP (continued by a timer after ``duration_s``), a
 crash point (every process of the role restarted armed with it), an S3 fault rule on the proxy or a mode on a link
-(each lifted by a timer). :meth:`FaultInjector.revive`, called around every operation and while healing, restarts
-what died at a crash point or is due back, and reports one dead for no reason the run knows as an *unexpected
-exit* (a violation). :meth:`FaultInjector.lift_all` and :meth:`FaultInjector.disarm` are healing's part.
+(each lifted by a timer), or, when the store is the run's PostgreSQL server (:mod:`chaos.store_server`), that server
+paused or stopped (continued or started again by a timer). :meth:`FaultInjector.revive`, called around every
+operation and while healing, restarts what died at a crash point or is due back, and reports one dead for no reason
+the run knows as an *unexpected exit* (a violation). :meth:`FaultInjector.lift_all` and
+:meth:`FaultInjector.disarm` are healing's part.
 
 Invariants:
 
@@ -13,6 +15,8 @@ Invariants:
 * A crash point's record line is read only after its process was seen dead (it writes the line first, then dies),
   so a death at a crash point is never taken for an unexpected exit.
 * The paused set and the S3 rules are changed under one lock: the timers that lift faults run on their own threads.
+* A store fault asked while the server is still paused or down from another is skipped: recorded as such, and
+  counted under ``<kind> skipped``, not as injected.
 * Every timer started is cancelled by :meth:`FaultInjector.cancel_timers` (healing and the run's close call it); a
   pause lifted by healing is not lifted again by its timer.
 """
@@ -34,11 +38,13 @@ from chaos.history import History
 from chaos.link_proxy import LinkProxy
 from chaos.rig import Rig
 from chaos.s3_proxy import S3Fault
-from chaos.scenario import Fault
+from chaos.scenario import STORE_FAULT_KINDS, Fault
+from chaos.store_server import StoreFaultRefused
 from orchestrator import crash_points
 from orchestrator.errors import TieredError
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import LocalClusterState, is_ours
+from tests.support.postgres_server import PostgresUnavailable
 
 
 class FaultInjector:
@@ -121,6 +127,25 @@ class FaultInjector:
             link = self._link(f.args)
             link.set_mode(f.args["mode"], delay_s=f.args.get("delay_s", 0.0))
             self._later(f.args["duration_s"], lambda: link.set_mode("pass"))
+        elif f.kind in STORE_FAULT_KINDS:
+            self._store_fault(f)
+
+    def _store_fault(self, f: Fault) -> None:
+        postgres = self.rig.postgres
+        assert postgres is not None, "store faults are drawn only when the run controls a PostgreSQL server"
+        try:
+            if f.kind == "postgres_pause":
+                stopped = postgres.pause()
+                self.history.record("store_paused", pids=stopped)
+                self._later(f.args["duration_s"], self._resume_store)
+            else:
+                postgres.stop()
+                self.history.record("store_stopped")
+                self._later(f.args["down_s"], self._start_store)
+        except StoreFaultRefused as exc:
+            self.injected[f.kind] -= 1
+            self.injected[f"{f.kind} skipped"] += 1
+            self.history.record("fault_skipped", kind=f.kind, why=str(exc))
 
     def decommission(self, broker: int, dead_for: int) -> None:
         """Kill a broker about to be decommissioned; it comes back ``dead_for`` operations on."""
@@ -155,10 +180,27 @@ class FaultInjector:
             os.kill(pid, signal.SIGCONT)
         self.history.record("fault_lifted", kind="pause", role=key[0], id=key[1])
 
+    def _resume_store(self) -> None:
+        assert self.rig.postgres is not None
+        self.rig.postgres.resume()
+        self.history.record("fault_lifted", kind="postgres_pause")
+
+    def _start_store(self) -> None:
+        assert self.rig.postgres is not None
+        try:
+            self.rig.postgres.start()
+        except PostgresUnavailable as exc:  # healing starts it again
+            self.history.record("restart_failed", role="postgres", error=str(exc)[:500])
+        else:
+            self.history.record("fault_lifted", kind="postgres_restart", pid=self.rig.postgres.server.pid)
+
     def lift_all(self) -> None:
-        """Every fault lifted at once: timers cancelled, S3 rules cleared, links passed, paused processes continued
-        (the dead and the armed are :meth:`revive`'s and :meth:`disarm`'s)."""
+        """Every fault lifted at once: timers cancelled, the PostgreSQL server continued or started again, S3 rules
+        cleared, links passed, paused processes continued (the dead and the armed are :meth:`revive`'s and
+        :meth:`disarm`'s)."""
         self.cancel_timers()
+        if self.rig.postgres is not None:
+            self.rig.postgres.heal()
         proxy, links = self.rig.proxy, self.rig.links
         assert proxy is not None and links is not None
         with self._lock:

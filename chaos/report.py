@@ -9,7 +9,7 @@ from chaos.runner import RunResult
 
 
 def violation_report(result: RunResult) -> str:
-    lines = [f"seed {result.seed}: {len(result.violations)} violation(s)", "fault schedule:"]
+    lines = [f"seed {result.seed} (on {result.store}): {len(result.violations)} violation(s)", "fault schedule:"]
     lines += [f"  {line}" for line in result.scenario.schedule()] or ["  (no faults)"]
     lines += ["operations:"] + [f"  {op.describe()}" for op in result.scenario.ops]
     for v in result.violations:
@@ -19,5 +19,11 @@ def violation_report(result: RunResult) -> str:
         lines += [f"    {dict(event)}" for event in ck.excerpt(result.history, v)]
     lines.append(f"the run's files are kept in {result.directory}")
     size = f"({result.seed}, {result.operations}, {result.scenario.brokers})"
-    lines.append(f"to keep it as a regression test: add {size} to REGRESSION_SEEDS in tests/chaos/test_seeds.py")
+    if result.store != "postgresql server":
+        lines.append(f"to keep it as a regression test: add {size} to REGRESSION_SEEDS in tests/chaos/test_seeds.py")
+    else:  # its schedule has the server's faults: it replays only on a server the run controls
+        lines.append(
+            f"to keep it as a regression test: run {size} on the suite's PostgreSQL server as STORE_FAULT_RUN is "
+            "run in tests/chaos/test_seeds.py"
+        )
     return "\n".join(lines)

@@ -3,12 +3,14 @@
 A :class:`Rig` is, all on 127.0.0.1: the embedded S3 (moto's server) behind an :class:`~chaos.s3_proxy.S3FaultProxy`,
 the controllers and brokers of :mod:`orchestrator.local.cluster` (with this suite's fast timings), sentinel objects in
 the bucket outside every topic's prefix, and a :class:`~chaos.link_proxy.LinkProxy` on every link between a broker and
-a controller. It also opens a :class:`~orchestrator.client.TieredClient` per call (:meth:`Rig.call`) and finds a
-process of the cluster by role and id.
+a controller; when the store is the run's own PostgreSQL server, that server's control (:mod:`chaos.store_server`),
+for the faults it suffers. It also opens a :class:`~orchestrator.client.TieredClient` per call (:meth:`Rig.call`) and
+finds a process of the cluster by role and id.
 
 Invariants: :meth:`Rig.close` stops every process the rig started, by pid, whatever part of the start-up was reached
-(every piece is ``None`` until it is up); paused processes are continued first, so that they can be stopped; the
-sentinels are written straight to moto's server, never through the fault proxy.
+(every piece is ``None`` until it is up); paused processes are continued first, so that they can be stopped, and the
+PostgreSQL server is continued or started again first, so that the cluster can shut down and the next seed finds it
+up; the sentinels are written straight to moto's server, never through the fault proxy.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, TypeVar
 from chaos.links import Links, insert_link_proxies
 from chaos.s3_proxy import S3FaultProxy
 from chaos.scenario import Scenario
+from chaos.store_server import ChaosPostgres
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
 from orchestrator.local.security import LocalSecurity
@@ -73,11 +76,13 @@ class Rig:
         scenario: Scenario,
         *,
         store: str | None = None,
+        postgres: ChaosPostgres | None = None,
         security: LocalSecurity = LocalSecurity(),
     ) -> None:
         self.dir = directory
         self.cluster_dir = directory / "cluster"
         self.store = store  # a postgresql:// URL, or None: the cluster's SQLite file
+        self.postgres = postgres  # the server of ``store`` when the run may pause and restart it; else None
         self.security = security  # TLS, SCRAM logins and ACLs on every Kafka port of the cluster, as asked
         self.client_security: ClientSecurity = PLAINTEXT  # how the run's own clients connect: the cluster's admin
         self.scenario = scenario
@@ -126,6 +131,9 @@ class Rig:
         self.links = insert_link_proxies(self.cluster_dir)
 
     def close(self) -> None:
+        if self.postgres is not None:
+            with contextlib.suppress(Exception):  # one that will not start again fails the seed's database drop
+                self.postgres.heal()
         with contextlib.suppress(Exception):
             if LocalClusterState.load_if_present(self.cluster_dir) is not None:
                 for p in LocalClusterState.load(self.cluster_dir).processes:

@@ -12,8 +12,9 @@ A run, in order (this module holds the order; each step's work is its own module
    (:mod:`chaos.fault_injection`); after each, the processes are looked at: one dead at a crash point (its record
    line says so) or past its restart time is restarted unarmed, one dead for no reason the run knows is an
    *unexpected exit* (a violation);
-2. healing: every fault lifted (S3 rules cleared, links passed, paused processes continued, dead ones restarted,
-   armed ones restarted unarmed), then wait until no topic is DISABLING and no deletion is owed;
+2. healing: every fault lifted (the run's PostgreSQL server continued or started again, S3 rules cleared, links
+   passed, paused processes continued, dead ones restarted, armed ones restarted unarmed), then wait until no topic
+   is DISABLING and no deletion is owed;
 3. the observation (:mod:`chaos.observation`): the metadata log (tailed all along by :mod:`chaos.log_tail`, so a
    snapshot cannot hide records), the RLMM, the bucket, the proxy's record of every mutation, each topic's state,
    offsets and records, the controllers' logs;
@@ -44,6 +45,7 @@ from chaos.operations import Operations
 from chaos.rig import BUCKET, FAST_BROKER, FAST_CONTROLLER, PREFIX, Rig
 from chaos.s3_proxy import S3FaultProxy
 from chaos.scenario import Fault, Scenario, generate
+from chaos.store_server import ChaosPostgres
 from orchestrator import crash_points
 from orchestrator.errors import TieredError
 from orchestrator.local.security import LocalSecurity
@@ -65,6 +67,7 @@ class RunResult:
     directory: Path | None  # kept when there are violations (or when asked)
     incomplete: list[ck.Violation]  # what the run could not observe (a log gap): not checked, not a violation
     history: list[dict[str, Any]] = field(default_factory=list)
+    store: str = "sqlite"  # or "postgresql" (a URL given), or "postgresql server" (the run's own, with its faults)
 
 
 class Run:
@@ -74,17 +77,19 @@ class Run:
         *,
         heal_timeout_s: float = 90.0,
         store: str | None = None,
+        postgres: ChaosPostgres | None = None,
         security: LocalSecurity = LocalSecurity(),
     ) -> None:
         """``store``: a ``postgresql://`` URL the cluster keeps its metadata in (a database of its own); None, the
-        cluster's SQLite file. ``security``: TLS, SCRAM logins and ACLs as ``cluster up`` takes them; the run's
-        clients connect as the cluster's admin."""
+        cluster's SQLite file. ``postgres``: the server of that URL, when the scenario pauses and restarts it.
+        ``security``: TLS, SCRAM logins and ACLs as ``cluster up`` takes them; the run's clients connect as the
+        cluster's admin."""
         self.scenario = scenario
         self.seed = scenario.seed
         self.dir = Path(tempfile.mkdtemp(prefix=f"chaos-{scenario.seed}-"))
         self.heal_timeout_s = heal_timeout_s
         self.history = History(self.dir / "history.jsonl")
-        self.rig = Rig(self.dir, scenario, store=store, security=security)
+        self.rig = Rig(self.dir, scenario, store=store, postgres=postgres, security=security)
         self.injector = FaultInjector(self.rig, self.history, self.dir / "crash-points.jsonl")
         self.operations = Operations(self.rig, self.history, self.injector)
         self.tail = LogTail(self.rig.store_spec, self.history)
@@ -197,10 +202,17 @@ def run_seed(
     keep: bool = False,
     tamper: Callable[[Run], None] | None = None,
     store: str | None = None,
+    postgres: ChaosPostgres | None = None,
     security: LocalSecurity = LocalSecurity(),
 ) -> RunResult:
     """Generate the scenario of ``seed``, run it, heal, observe and check. ``tamper`` (for the suite's own tests)
-    is called between healing and observing, to plant a defect the checker must find."""
+    is called between healing and observing, to plant a defect the checker must find.
+
+    The metadata store: ``store`` (a ``postgresql://`` URL the caller made) or, with ``postgres``, a database of
+    the seed's own on that server, made before the run and dropped after it (kept, and dumped into the run's
+    directory, when the seed is kept), with the server's pauses and restarts among the faults; else SQLite."""
+    if store is not None and postgres is not None:
+        raise ValueError("run_seed takes a store URL or a PostgreSQL server to make one on, not both")
     scenario = generate(
         seed,
         operations=operations,
@@ -208,10 +220,15 @@ def run_seed(
         controllers=controllers,
         fault_rate=fault_rate,
         crash_points=sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY),
+        store_faults=postgres is not None,
     )
     started = time.monotonic()
-    run = Run(scenario, store=store, security=security)
+    database = postgres.create_database() if postgres is not None else None
+    if postgres is not None and database is not None:
+        store = postgres.url(database)
+    run = Run(scenario, store=store, postgres=postgres, security=security)
     violations: list[ck.Violation] = []
+    interrupted = False
     try:
         run.start()
         run.execute()
@@ -223,10 +240,15 @@ def run_seed(
     except Exception as exc:  # the run itself failed: that is reported as a violation, with the history kept
         violations = [*run.unexpected, ck.Violation("run", f"the run failed: {type(exc).__name__}: {exc}")]
         run.history.record("run_failed", error=f"{type(exc).__name__}: {exc}")
+    except BaseException:  # ^C: nothing to report; the run's directory goes too (unless asked to keep it)
+        interrupted = True
+        raise
     finally:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second ^C must not leave processes behind
         try:
             run.close()
+            if interrupted and not keep:
+                run.remove()
         finally:
             signal.signal(signal.SIGINT, previous)
     incomplete = [v for v in violations if v.invariant == ck.INCOMPLETE]
@@ -236,6 +258,12 @@ def run_seed(
         for kind, n in run.proxy.faults_served.items():
             faults[f"s3 {kind} served"] += n
     kept = run.dir if violations or keep else None
+    if postgres is not None and database is not None:
+        if kept is None:
+            postgres.drop_database(database)
+        else:
+            why_not = postgres.dump(database, run.dir / "metadata.sql")
+            run.history.record("store_kept", database=database, dump=why_not or "metadata.sql")
     if kept is None:
         run.remove()
     return RunResult(
@@ -250,4 +278,5 @@ def run_seed(
         kept,
         incomplete,
         run.history.events,
+        "postgresql server" if postgres is not None else "sqlite" if store is None else "postgresql",
     )

@@ -19,7 +19,12 @@ seconds where that applies:
   sees it dead. The next operations are the ones that reach that moment (a disable, a delete, a produce and a pause
   for tiering: ``_TRIGGERS``);
 * ``s3``: S3 faults (SlowDown, InternalError, reset, slow) on one operation family or all, for ``duration_s``;
-* ``link``: a link between brokers and controllers dropped, delayed, reset or cut one way, for ``duration_s``.
+* ``link``: a link between brokers and controllers dropped, delayed, reset or cut one way, for ``duration_s``;
+* ``postgres_pause`` (only when the store is PostgreSQL, ``store_faults``): every process of the PostgreSQL server
+  SIGSTOPped, then SIGCONTed after ``duration_s``: half the draws under the controllers' lease (:data:`LEASE_S`),
+  half well beyond it, so the active controller loses its lease while the store cannot be reached;
+* ``postgres_restart`` (likewise): the server stopped (fast shutdown) and started again on the same data directory
+  and port ``down_s`` seconds later.
 
 Invariants: every operation index in ``faults`` is within the workload; a ``kill`` of the last live broker is never
 scheduled while another kill of a broker is outstanding (the cluster must be able to heal on its own once the run
@@ -49,6 +54,11 @@ _OPS = (
     ("settle", 10),
 )
 _FAULTS = (("kill", 4), ("pause", 2), ("crash_point", 5), ("s3", 4), ("link", 3))
+FAULT_KINDS = tuple(kind for kind, _ in _FAULTS)
+# Drawn only when the store is PostgreSQL: appended, so a seed on SQLite draws exactly what it drew before.
+_STORE_FAULTS = (("postgres_pause", 2), ("postgres_restart", 2))
+STORE_FAULT_KINDS = tuple(kind for kind, _ in _STORE_FAULTS)
+LEASE_S = 1.5  # the controllers' lease in a chaos run (chaos.rig's lease_ttl_ms): long store pauses outlast it
 S3_FAULT_KINDS = ("slowdown", "internal", "reset", "slow")
 S3_OPERATIONS = (None, "PutObject", "DeleteObjects", "GetObject", "ListObjectsV2")
 LINK_MODES = ("drop", "drop_in", "drop_out", "delay", "reset")
@@ -155,11 +165,23 @@ def _batch(rng: random.Random) -> dict[str, Any]:
 
 
 def _fault(
-    rng: random.Random, at: int, brokers: int, controllers: int, crash_points: Sequence[str], broker_down: bool
+    rng: random.Random,
+    at: int,
+    brokers: int,
+    controllers: int,
+    crash_points: Sequence[str],
+    broker_down: bool,
+    store_faults: bool = False,
 ) -> Fault:
-    kind = _pick(rng, _FAULTS)
+    kind = _pick(rng, _FAULTS + _STORE_FAULTS if store_faults else _FAULTS)
     if kind == "kill" and broker_down:
         kind = "s3"
+    if kind == "postgres_pause":
+        under_lease = rng.random() < 0.5
+        low, high = (0.3, LEASE_S * 0.8) if under_lease else (LEASE_S * 1.5, LEASE_S * 5)
+        return Fault(at, kind, args={"duration_s": round(rng.uniform(low, high), 2)})
+    if kind == "postgres_restart":
+        return Fault(at, kind, args={"down_s": round(rng.uniform(0.2, 4.0), 2)})
     if kind in ("kill", "pause"):
         role = rng.choice(("controller", "broker"))
         target = rng.choice((-1, *range(controllers))) if role == "controller" else rng.randint(1, brokers)
@@ -233,8 +255,10 @@ def generate(
     controllers: int = 2,
     fault_rate: float = 0.35,
     crash_points: Sequence[str] = (),
+    store_faults: bool = False,
 ) -> Scenario:
-    """The scenario of ``seed``: ``operations`` operations and, before each, a fault with ``fault_rate`` odds."""
+    """The scenario of ``seed``: ``operations`` operations and, before each, a fault with ``fault_rate`` odds.
+    ``store_faults``: the store is a PostgreSQL server the run controls, so its pauses and restarts are drawn too."""
     rng = random.Random(seed)
     names = {n: _Name() for n in TOPIC_NAMES}
     ops: list[Op] = []
@@ -251,7 +275,8 @@ def generate(
         ops.append(op)
         if i > 0 and rng.random() < fault_rate:
             points = crash_points or ("none",)
-            fault = _fault(rng, i, brokers, controllers, points, broker_down=i < broker_down_until)
+            down = i < broker_down_until
+            fault = _fault(rng, i, brokers, controllers, points, broker_down=down, store_faults=store_faults)
             if fault.kind == "crash_point" and not crash_points:
                 continue
             if fault.kind == "kill" and fault.role == "broker":

@@ -4,6 +4,10 @@ more seeds at ``make chaos``'s size (20 operations, 3 brokers, fault rate 0.35) 
 at the same size in both (the regression seeds must: a seed replays its operations, so it shows its defect only at
 the size it was found at).
 
+One seed runs with its metadata on the suite's PostgreSQL server, another on a secured cluster, and one
+(``STORE_FAULT_RUN``) on a database of its own on that server with the server's own faults drawn: paused longer
+than the lease, and stopped and started again.
+
 A seed that once showed a violation joins ``REGRESSION_SEEDS`` once the defect is fixed, so it stays fixed. A failure
 prints the seed, its fault schedule and the history excerpt of each violation; the run's files are kept."""
 
@@ -15,6 +19,9 @@ import pytest
 
 from chaos.report import violation_report
 from chaos.runner import BUCKET, Run, run_seed
+from chaos.scenario import LEASE_S, generate
+from chaos.store_server import UP, ChaosPostgres
+from orchestrator import crash_points
 from orchestrator.local.security import LocalSecurity
 from orchestrator.local.state import LocalClusterState
 from remote_storage.s3 import make_s3_client
@@ -33,6 +40,9 @@ FIXED_SEEDS = (1, 2, 3)  # run small: 12 operations, 2 brokers, a fault before h
 #       out, so a seed cannot replay it: test_cluster_restart.py takes the port on purpose instead.
 REGRESSION_SEEDS: tuple[tuple[int, int, int], ...] = ((104, 20, 3),)
 RUNS = [(seed, OPERATIONS, 2, 0.5) for seed in FIXED_SEEDS] + [(s, ops, b, 0.35) for s, ops, b in REGRESSION_SEEDS]
+# At RUNS' small size with the PostgreSQL server's own faults drawn: a pause of 6.5 s (beyond the 1.5 s lease) while
+# a produce is under way, a controller crash point, then the server stopped and started again during two disables.
+STORE_FAULT_RUN = (42, OPERATIONS, 2, 0.5)
 SOAK_RUNS = sized([], soak=[(seed, 20, 3, 0.35) for seed in range(4, 14)])  # make chaos's size, seeds 4 to 13
 
 
@@ -60,6 +70,27 @@ def test_a_seeded_run_on_postgresql_keeps_every_invariant(postgres_server: Postg
         postgres_server.drop_database(name)
     assert not result.violations, violation_report(result)
     assert sum(result.faults.values()) > 0, "the seed injected faults"
+
+
+def test_a_seeded_run_whose_postgresql_server_is_paused_and_restarted_keeps_every_invariant(
+    postgres_server: PostgresServer,
+) -> None:
+    """The run pauses the suite's PostgreSQL server (every process of it SIGSTOPped, longer than the controllers'
+    lease) and stops and starts it again on the same port, on a database of the seed's own; it is left running."""
+    seed, operations, brokers, fault_rate = STORE_FAULT_RUN
+    points = sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY)
+    drawn = generate(
+        seed, operations=operations, brokers=brokers, fault_rate=fault_rate, crash_points=points, store_faults=True
+    ).faults
+    pauses = [f.args["duration_s"] for f in drawn if f.kind == "postgres_pause"]
+    restarts = [f for f in drawn if f.kind == "postgres_restart"]
+    assert pauses and max(pauses) > LEASE_S and restarts, "the seed no longer draws a long pause and a restart"
+    store = ChaosPostgres(postgres_server)
+    result = run_seed(seed, operations=operations, brokers=brokers, fault_rate=fault_rate, postgres=store)
+    assert not result.violations, violation_report(result)
+    assert result.faults["postgres_pause"] == len(pauses), "every pause drawn was injected (none skipped)"
+    assert result.faults["postgres_restart"] == len(restarts), "every restart drawn was injected (none skipped)"
+    assert store.state == UP and store.answers()
 
 
 def test_a_seeded_run_on_a_secured_cluster_keeps_every_invariant() -> None:
@@ -98,6 +129,7 @@ def test_a_defect_planted_in_a_live_run_is_found_and_reported() -> None:
     assert ("5", "DeleteObject of 'outside/keep.bin', outside every topic's prefix") in found, found
     assert any(v.invariant == "5" and "sentinel" in v.message for v in result.violations), found
     report = violation_report(result)
-    assert f"seed {FIXED_SEEDS[0]}: " in report and "history excerpt:" in report and "REGRESSION_SEEDS" in report
+    assert f"seed {FIXED_SEEDS[0]} (on sqlite): " in report and "history excerpt:" in report
+    assert "REGRESSION_SEEDS" in report
     assert result.directory is not None and (result.directory / "history.jsonl").exists()
     shutil.rmtree(result.directory)
