@@ -112,10 +112,14 @@ slowest: venv
 demo: venv java-check
 	$(PY) -m orchestrator.demo
 
-# The fault suite's long run: SEEDS random scenarios on real clusters under faults, checked; prints a table.
+# The fault suite's long run: SEEDS random scenarios on real clusters under faults, checked; prints a table of
+# violations and coverage (each fault kind and crash point hit, by store and security). STORE=postgresql keeps the
+# metadata in a throwaway PostgreSQL server started for the run (a database per seed; the server's pauses and
+# restarts join the faults), STORE=all runs each seed on both; SECURE=1 runs on TLS, SCRAM logins and ACLs.
 SEEDS ?= 200
-chaos: venv
-	$(PY) -m chaos --seeds $(SEEDS) $(if $(SECURE),--secure)
+STORE ?= sqlite
+chaos: venv $(if $(filter postgresql all,$(STORE)),postgres)
+	$(PY) -m chaos --seeds $(SEEDS) --store $(STORE) $(if $(SECURE),--secure)
 
 AWS_CLI_VENV := .venv-awscli
 

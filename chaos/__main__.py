@@ -1,29 +1,44 @@
 """``python -m chaos``: run chaos scenarios and print what they found (``make chaos SEEDS=200``).
 
 ``python -m chaos --seeds 200`` runs seeds 1..200 (``--first`` moves the start; ``--seed N`` runs one) and prints a
-table: scenarios, operations, faults injected by kind, crash points hit, violations, time. A violation prints its
-seed, the fault schedule and the history excerpt that shows it, keeps the run's directory (logs, history, the
-cluster's files), and the command exits 1. Exit 0 means no violation in any seed. ``--secure`` runs every seed on
-a cluster with TLS, SCRAM logins and ACLs (``make chaos SECURE=1``).
+table: scenarios, operations, violations, time, and the coverage (:mod:`chaos.coverage`: how often each fault kind
+and crash point was hit, one column per store and security the run used). A violation prints its seed, the fault
+schedule and the history excerpt that shows it, keeps the run's directory (logs, history, the cluster's files), and
+the command exits 1. Exit 0 means no violation in any seed.
+
+``--secure`` runs every seed on a cluster with TLS, SCRAM logins and ACLs (``make chaos SECURE=1``); ``--security
+all`` runs each seed both ways. ``--store postgresql`` keeps the metadata in PostgreSQL (``make chaos
+STORE=postgresql``): a throwaway server (:mod:`chaos.store_server`) is started once for the run and stopped at its
+end, whatever happens (Ctrl-C included), each seed gets a database of its own, and the server's pauses and restarts
+join the faults drawn; ``--store all`` runs each seed on SQLite and on PostgreSQL. Ctrl-C stops the run after
+cleaning up the seed it was in, and prints the table of the seeds done (exit 130).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 import time
-from collections import Counter
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from chaos.coverage import Config, Coverage
 from chaos.report import violation_report
-from chaos.runner import run_seed
+from chaos.runner import RunResult, run_seed
+from chaos.store_server import ChaosPostgres, chaos_postgres
 from orchestrator import crash_points
 from orchestrator.local.security import LocalSecurity
 from orchestrator.logging import configure_logging
+from tests.support.postgres_server import PostgresUnavailable
 
-console = Console(stderr=False)
+# The table is read back from logs and CI output: never wrapped to a pipe's 80 columns.
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 200)
+STORES = {"sqlite": ("sqlite",), "postgresql": ("postgresql",), "all": ("sqlite", "postgresql")}
+SECURITIES = {"plain": (False,), "secure": (True,), "all": (False, True)}
+INTERRUPTED = "interrupted: the seed under way was stopped and removed; the table covers the seeds done"
 
 
 @click.command()
@@ -34,56 +49,131 @@ console = Console(stderr=False)
 @click.option("--brokers", type=click.IntRange(1), default=3, show_default=True)
 @click.option("--fault-rate", type=click.FloatRange(0, 1), default=0.35, show_default=True)
 @click.option("--keep", is_flag=True, help="Keep every run's directory, not only those with violations.")
-@click.option("--secure", is_flag=True, help="Run each seed on a cluster with TLS, SCRAM logins and ACLs.")
+@click.option(
+    "--store",
+    type=click.Choice(sorted(STORES)),
+    default="sqlite",
+    show_default=True,
+    help="Where the cluster keeps its metadata (postgresql: a throwaway server, a database per seed; all: both).",
+)
+@click.option(
+    "--security",
+    type=click.Choice(sorted(SECURITIES)),
+    default="plain",
+    show_default=True,
+    help="secure: TLS, SCRAM logins and ACLs on every Kafka port; all: each seed both ways.",
+)
+@click.option("--secure", is_flag=True, help="The same as --security secure.")
 def main(
-    seeds: int, first: int, one: int | None, operations: int, brokers: int, fault_rate: float, keep: bool, secure: bool
+    seeds: int,
+    first: int,
+    one: int | None,
+    operations: int,
+    brokers: int,
+    fault_rate: float,
+    keep: bool,
+    store: str,
+    security: str,
+    secure: bool,
 ) -> None:
     configure_logging("cli", level=logging.WARNING)  # the run's own clients: their debug lines are noise here
+    if secure and security != "plain":
+        raise click.UsageError("--secure is --security secure: give one of them")
     chosen = [one] if one is not None else list(range(first, first + seeds))
-    started = time.monotonic()
-    faults: Counter[str] = Counter()
-    hits: Counter[str] = Counter()
-    ops = failed = violations = 0
-    bad: list[int] = []
-    incomplete: list[int] = []  # seeds whose log the run could not read whole: checked on what it saw
-    for n, seed in enumerate(chosen, 1):
-        security = LocalSecurity(tls=True, sasl=True, acls=True) if secure else LocalSecurity()
-        result = run_seed(
-            seed, operations=operations, brokers=brokers, fault_rate=fault_rate, keep=keep, security=security
-        )
-        faults.update(result.faults)
-        hits.update(result.crash_points_hit)
-        ops += result.operations
-        failed += result.operations_failed
-        violations += len(result.violations)
-        state = "[green]ok[/]" if not result.violations else f"[red]{len(result.violations)} violation(s)[/]"
-        if result.incomplete:
-            incomplete.append(seed)
-            state += f" [yellow](not all seen: {'; '.join(v.message for v in result.incomplete)})[/]"
-        injected = len(result.scenario.faults)
-        console.print(
-            f"[{n}/{len(chosen)}] seed {seed}: {state}, {result.operations} operations "
-            f"({result.operations_failed} refused or failed), {injected} faults, "
-            f"crash points hit {result.crash_points_hit or 'none'}, {result.seconds:.1f}s"
-        )
+    configs = [Config(s, sec) for s in STORES[store] for sec in SECURITIES["secure" if secure else security]]
+    summary = _Summary()
+    with contextlib.ExitStack() as stack:
+        postgres: ChaosPostgres | None = None
+        if any(c.store == "postgresql" for c in configs):
+            try:
+                postgres = stack.enter_context(chaos_postgres())
+            except PostgresUnavailable as exc:
+                raise click.ClickException(f"--store postgresql needs a PostgreSQL server: {exc}") from None
+            console.print(f"PostgreSQL server for the run: pid {postgres.server.pid}, port {postgres.server.port}")
+        total = len(chosen) * len(configs)
+        try:
+            for n, (config, seed) in enumerate(((c, s) for c in configs for s in chosen), 1):
+                result = run_seed(
+                    seed,
+                    operations=operations,
+                    brokers=brokers,
+                    fault_rate=fault_rate,
+                    keep=keep,
+                    postgres=postgres if config.store == "postgresql" else None,
+                    security=LocalSecurity(tls=True, sasl=True, acls=True) if config.secure else LocalSecurity(),
+                )
+                summary.add(config, result)
+                where = f" ({config.label})" if len(configs) > 1 else ""
+                console.print(f"[{n}/{total}] seed {seed}{where}: {_seed_line(result)}")
+                if result.violations:
+                    console.print(violation_report(result), markup=False, highlight=False)
+        except KeyboardInterrupt:
+            summary.interrupted = True
+            console.print(f"[yellow]{INTERRUPTED}[/]")
+    console.print(summary.render(configs))
+    raise SystemExit(130 if summary.interrupted else 1 if summary.violations else 0)
+
+
+def _seed_line(result: RunResult) -> str:
+    state = "[green]ok[/]" if not result.violations else f"[red]{len(result.violations)} violation(s)[/]"
+    if result.incomplete:
+        state += f" [yellow](not all seen: {'; '.join(v.message for v in result.incomplete)})[/]"
+    return (
+        f"{state}, {result.operations} operations ({result.operations_failed} refused or failed), "
+        f"{len(result.scenario.faults)} faults, crash points hit {result.crash_points_hit or 'none'}, "
+        f"{result.seconds:.1f}s"
+    )
+
+
+class _Summary:
+    """What the seeds done add up to, and the tables that say it."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.coverage = Coverage()
+        self.seeds: list[tuple[Config, int]] = []
+        self.ops = self.failed = self.violations = 0
+        self.bad: list[str] = []
+        self.incomplete: list[str] = []  # seeds whose log the run could not read whole: checked on what it saw
+        self.interrupted = False
+
+    def add(self, config: Config, result: RunResult) -> None:
+        self.coverage.add(config, result.faults, result.crash_points_hit)
+        self.seeds.append((config, result.seed))
+        self.ops += result.operations
+        self.failed += result.operations_failed
+        self.violations += len(result.violations)
+        name = f"{result.seed} ({config.label})"
         if result.violations:
-            bad.append(seed)
-            console.print(violation_report(result), markup=False, highlight=False)
-    table = Table(title=f"chaos: seeds {chosen[0]}..{chosen[-1]}")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    table.add_row("scenarios", str(len(chosen)))
-    table.add_row("operations (refused or failed)", f"{ops} ({failed})")
-    for kind, n in sorted(faults.items()):
-        table.add_row(f"faults: {kind}", str(n))
-    for point in sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY):
-        table.add_row(f"crash point {point}", f"{hits.get(point, 0)} hit(s)")
-    table.add_row("violations", str(violations))
-    table.add_row("seeds with violations", ", ".join(map(str, bad)) or "none")
-    table.add_row("seeds not seen whole (log gap)", ", ".join(map(str, incomplete)) or "none")
-    table.add_row("time", f"{time.monotonic() - started:.0f} s")
-    console.print(table)
-    raise SystemExit(1 if violations else 0)
+            self.bad.append(name)
+        if result.incomplete:
+            self.incomplete.append(name)
+
+    def render(self, configs: list[Config]) -> Table:
+        seeds = sorted({s for _, s in self.seeds})
+        span = f"seeds {seeds[0]}..{seeds[-1]}" if seeds else "no seed done"
+        title = f"chaos: {span} on {', '.join(c.label for c in configs)}"
+        table = Table(title=title)
+        header, rows = self.coverage.table(sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY))
+        if len(header) < 2:  # no seed done: an empty column, so the figures below still have their value's
+            header, rows = [*header, ""], [[*row, ""] for row in rows]
+        for i, name in enumerate(header):
+            table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
+        for row in rows:
+            table.add_row(*row)
+        table.add_section()
+        blank = [""] * (len(header) - 2)
+        figures = [
+            ("scenarios run", str(len(self.seeds))),
+            ("operations (refused or failed)", f"{self.ops} ({self.failed})"),
+            ("violations", str(self.violations)),
+            ("seeds with violations", ", ".join(self.bad) or "none"),
+            ("seeds not seen whole (log gap)", ", ".join(self.incomplete) or "none"),
+            ("time", f"{time.monotonic() - self.started:.0f} s"),
+        ]
+        for name, value in figures:
+            table.add_row(name, value, *blank)
+        return table
 
 
 if __name__ == "__main__":

@@ -1,0 +1,60 @@
+"""The coverage table of ``python -m chaos``: one row per fault kind and crash point, one column per store and
+security that ran, with hit counts; what never happened shows as 0, what cannot happen as ``-``."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from chaos.coverage import NOT_APPLICABLE, Config, Coverage, fault_rows
+from chaos.scenario import FAULT_KINDS, STORE_FAULT_KINDS
+
+pytestmark = pytest.mark.unit
+
+SQLITE, POSTGRES_SECURE = Config("sqlite", secure=False), Config("postgresql", secure=True)
+POINTS = ["broker.before_disable_ack", "controller.mid_snapshot"]
+
+
+def rows_of(coverage: Coverage) -> tuple[list[str], dict[str, list[str]]]:
+    header, rows = coverage.table(POINTS)
+    return header, {row[0]: row[1:] for row in rows}
+
+
+def test_counts_add_up_per_configuration_with_one_column_each() -> None:
+    coverage = Coverage()
+    coverage.add(SQLITE, Counter(kill=2, **{"s3 slowdown served": 5}), ["controller.mid_snapshot"])
+    coverage.add(SQLITE, Counter(kill=1), [])
+    coverage.add(POSTGRES_SECURE, Counter(postgres_pause=2, postgres_restart=1), ["controller.mid_snapshot"] * 2)
+    header, rows = rows_of(coverage)
+    assert header == ["fault", "postgresql secure (1 seeds)", "sqlite plain (2 seeds)"]
+    assert rows["kill"] == ["0", "3"]
+    assert rows["s3 slowdown served"] == ["0", "5"]
+    assert rows["postgres_pause"] == ["2", NOT_APPLICABLE]
+    assert rows["postgres_restart"] == ["1", NOT_APPLICABLE]
+    assert rows["postgres_restart skipped"] == ["0", NOT_APPLICABLE]
+    assert rows["crash point controller.mid_snapshot"] == ["2", "1"]
+    assert rows["crash point broker.before_disable_ack"] == ["0", "0"]
+
+
+def test_every_known_fault_and_crash_point_has_a_row_even_if_never_hit() -> None:
+    coverage = Coverage()
+    coverage.add(SQLITE, Counter(), [])
+    _, rows = rows_of(coverage)
+    assert set(fault_rows()) | {f"crash point {p}" for p in POINTS} == set(rows)
+    assert {*FAULT_KINDS, *STORE_FAULT_KINDS} <= set(rows)
+    assert all(cells == ["0"] for kind, cells in rows.items() if not kind.startswith(STORE_FAULT_KINDS))
+
+
+def test_a_fault_or_crash_point_this_module_does_not_know_still_gets_a_row() -> None:
+    coverage = Coverage()
+    coverage.add(SQLITE, Counter(disk_full=3), ["broker.new_point"])
+    _, rows = rows_of(coverage)
+    assert rows["disk_full"] == ["3"]
+    assert rows["crash point broker.new_point"] == ["1"]
+
+
+def test_nothing_run_is_a_table_without_columns() -> None:
+    header, rows = Coverage().table(POINTS)
+    assert header == ["fault"]
+    assert all(len(row) == 1 for row in rows)

@@ -1,0 +1,37 @@
+"""``python -m chaos``'s own decisions, without running a seed: a PostgreSQL run without the server's binaries ends
+at once with an error naming what is missing, and contradictory options are refused."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+from click.testing import CliRunner
+
+import chaos.__main__ as cli
+from tests.support.postgres_server import PostgresUnavailable
+
+pytestmark = pytest.mark.unit
+
+
+def test_without_postgresql_binaries_a_postgresql_run_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    @contextlib.contextmanager
+    def missing() -> Iterator[None]:
+        raise PostgresUnavailable("the PostgreSQL server binaries (initdb and postgres) were not found (...)")
+        yield
+
+    def no_seed(*_: object, **__: object) -> None:
+        raise AssertionError("no seed runs without its store")
+
+    monkeypatch.setattr(cli, "chaos_postgres", missing)
+    monkeypatch.setattr(cli, "run_seed", no_seed)
+    result = CliRunner().invoke(cli.main, ["--store", "postgresql", "--seeds", "1"])
+    assert result.exit_code == 1, result.output
+    assert "--store postgresql needs a PostgreSQL server" in result.output
+    assert "initdb and postgres" in result.output
+
+
+def test_secure_and_another_security_are_refused() -> None:
+    result = CliRunner().invoke(cli.main, ["--secure", "--security", "all"])
+    assert result.exit_code == 2 and "--secure is --security secure" in result.output
