@@ -15,6 +15,13 @@ from tests.support.postgres_server import PostgresUnavailable
 pytestmark = pytest.mark.unit
 
 
+@pytest.fixture(autouse=True)
+def _logging_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main`` configures structlog for the process (level WARNING): in the suite's process that would leave later
+    tests' log capture without their info events."""
+    monkeypatch.setattr(cli, "configure_logging", lambda *_, **__: None)
+
+
 def test_without_postgresql_binaries_a_postgresql_run_names_what_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     @contextlib.contextmanager
     def missing() -> Iterator[None]:
