@@ -1,5 +1,5 @@
 """Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, metadata-postgres, snapshots,
-delete, controller, failover-postgres, copy, remote-format, scan, dataplane."""
+delete, controller, failover-postgres, copy, remote-format, scan, dataplane, replication."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from bench import (
     metadata_log,
     metadata_postgres,
     remote_format,
+    replication,
     scan,
     snapshots,
 )
@@ -29,6 +30,7 @@ SECTIONS = {
     "remote-format": remote_format.run,
     "scan": scan.run,
     "dataplane": dataplane.run,
+    "replication": replication.run,
 }
 
 
