@@ -14,9 +14,11 @@ Invariants (Kafka's RemoteLogManager rules):
   COPY_SEGMENT_STARTED: the broker was killed between its upload and its COPY_SEGMENT_FINISHED, or the write of one
   of its records went unanswered). A copy is abandoned only when no write of it can still land: it was started
   before this broker process started (its copies are sequential per partition, so an earlier process's copy is
-  over), or longer ago than ``settle_ms`` (at least the RLMM writer's whole wait). Another broker's copy is never
-  taken as abandoned: it may still be uploading, and deleting a copy whose COPY_SEGMENT_FINISHED lands meanwhile
-  would drop data that local retention then drops too.
+  over), or longer ago than ``settle_ms`` (at least the RLMM writer's whole wait). Another broker's copy (only a
+  leader copies, so that broker led an earlier term: killed or deposed mid-copy) is taken only once ``settle_ms``
+  has passed since it was written: until then it may still be uploading, and deleting a copy whose
+  COPY_SEGMENT_FINISHED lands meanwhile would drop data that local retention then drops too. After it, a late
+  COPY_SEGMENT_FINISHED cannot land: the controller appends no record that moves a segment's state back.
 """
 
 from __future__ import annotations
@@ -112,24 +114,23 @@ def plan_local_retention(
 def plan_unfinished(
     segments: Sequence[RemoteSegment], *, broker_id: int, now_ms: int, started_ms: int, settle_ms: int
 ) -> tuple[RemoteSegment, ...]:
-    """The partition's segments to finish by deleting them (module docstring): deletions that did not finish, and
-    copies ``broker_id`` abandoned, each last written before ``started_ms`` (this broker process's start) or
-    ``settle_ms`` or more before ``now_ms``; in offset order."""
+    """The partition's segments its leader ``broker_id`` finishes by deleting them (module docstring), in offset
+    order: deletions that did not finish and copies this broker abandoned, each last written before ``started_ms``
+    (this broker process's start) or ``settle_ms`` or more before ``now_ms``; and copies another broker left at
+    COPY_SEGMENT_STARTED ``settle_ms`` or more before ``now_ms`` (only a leader copies, so that broker led an earlier
+    term: once its writer's whole wait has passed, nothing it still sends can land after the deletion)."""
 
     def settled(seg: RemoteSegment) -> bool:
-        return seg.event_timestamp_ms < started_ms or seg.event_timestamp_ms <= now_ms - settle_ms
+        return seg.event_timestamp_ms <= now_ms - settle_ms
 
-    return tuple(
-        sorted(
-            (
-                s
-                for s in segments
-                if settled(s)
-                and (
-                    s.state == SegmentState.DELETE_SEGMENT_STARTED
-                    or (s.state == SegmentState.COPY_SEGMENT_STARTED and s.broker_id == broker_id)
-                )
-            ),
-            key=lambda s: s.start_offset,
-        )
-    )
+    def mine_settled(seg: RemoteSegment) -> bool:
+        return seg.event_timestamp_ms < started_ms or settled(seg)
+
+    def unfinished(s: RemoteSegment) -> bool:
+        if s.state == SegmentState.DELETE_SEGMENT_STARTED:
+            return mine_settled(s)
+        if s.state == SegmentState.COPY_SEGMENT_STARTED:
+            return mine_settled(s) if s.broker_id == broker_id else settled(s)
+        return False
+
+    return tuple(sorted((s for s in segments if unfinished(s)), key=lambda s: s.start_offset))

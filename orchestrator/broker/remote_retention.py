@@ -11,7 +11,8 @@ a leader finishes by deleting them.
   left at COPY_SEGMENT_STARTED once no write of them can land (begun by an earlier process of this broker, or
   ``abandoned_after_ms`` ago: the broker passes twice its RLMM writer's whole wait), are deleted, objects first
   (:func:`policies.retention.plan_unfinished`), as Kafka's expiration task retries dangling segments. Another
-  broker's copy is never taken: it may still be uploading. A deletion that fails again is tried after another
+  broker's copy (an earlier leader's, killed or deposed mid-copy) is taken only ``abandoned_after_ms`` after it was
+  written: until then it may still be uploading. A deletion that fails again is tried after another
   ``abandoned_after_ms``, so a segment that cannot be deleted (its recorded key outside its topic's prefix) is
   reported that often, not every pass.
 

@@ -37,27 +37,29 @@ def test_expiry_below_the_log_start_offset_and_unlimited_retention():
     assert [s.start_offset for s in plan.expired] == [0] and plan.log_start_offset == 15
 
 
-def test_unfinished_deletions_and_this_brokers_abandoned_copies_are_finished_and_nothing_else():
+def test_unfinished_deletions_and_abandoned_copies_are_finished_and_nothing_else():
     started, deleting, finished, gone = (
         SegmentState.COPY_SEGMENT_STARTED,
         SegmentState.DELETE_SEGMENT_STARTED,
         SegmentState.COPY_SEGMENT_FINISHED,
         SegmentState.DELETE_SEGMENT_FINISHED,
     )
-    chain = segment_chain(7)
+    chain = segment_chain(8)
     at = [  # (state, writer, last written at); this broker is 1, its process started at 5_000, now is 100_000
         (started, 1, 4_000),  # an earlier process of this broker: abandoned
         (started, 1, 80_000),  # this process, 20 s ago: a write of it may still land
         (started, 1, 69_999),  # this process, 30_001 ms ago (settle 30_000): abandoned
-        (started, 2, 1_000),  # another broker's copy: it may still be uploading
+        (started, 2, 1_000),  # an earlier leader's copy, long ago: its writer's wait is over
         (deleting, 2, 69_000),  # a deletion left unfinished, by anyone, long enough ago
         (deleting, 1, 99_000),  # a deletion under way
         (finished, 1, 1_000),
+        (started, 2, 4_000),  # an earlier leader's copy 96 s ago, before this process began: taken as well
     ]
     segs = [replace(s, state=st_, broker_id=b, event_timestamp_ms=t) for s, (st_, b, t) in zip(chain, at, strict=True)]
-    segs.append(replace(segment_chain(8)[7], state=gone, broker_id=1, event_timestamp_ms=0))
+    segs.append(replace(segment_chain(9)[8], state=gone, broker_id=1, event_timestamp_ms=0))
+    segs.append(replace(segment_chain(10)[9], state=started, broker_id=3, event_timestamp_ms=71_000))  # 29 s: may land
     plan = plan_unfinished(segs, broker_id=1, now_ms=100_000, started_ms=5_000, settle_ms=30_000)
-    assert [s.start_offset for s in plan] == [0, 20, 40]
+    assert [s.start_offset for s in plan] == [0, 20, 30, 40, 70]
     assert (
         plan_unfinished(list(reversed(segs)), broker_id=1, now_ms=100_000, started_ms=5_000, settle_ms=30_000) == plan
     )

@@ -137,7 +137,7 @@ def test_a_copy_abandoned_at_started_is_copied_again_then_deleted_once_no_write_
     assert broker.read_all(tid) == list(range(10))
 
 
-def test_a_restarted_broker_deletes_its_earlier_process_copy_at_once_and_never_another_brokers(world):
+def test_a_restarted_broker_deletes_its_earlier_process_copy_at_once_and_an_earlier_leaders_after_the_wait(world):
     writer, new_broker, lossy, clock, s3, bucket = world
     old_leader, first = new_broker(2), new_broker(1)
     tid = writer.create_topic("orders", leader=2)
@@ -163,3 +163,8 @@ def test_a_restarted_broker_deletes_its_earlier_process_copy_at_once_and_never_a
     assert states[by_writer[2]] == SegmentState.COPY_SEGMENT_STARTED, "another broker's copy may still be uploading"
     keys = _keys(s3, bucket, "")
     assert not any(str(by_writer[1]) in k for k in keys) and any(str(by_writer[2]) in k for k in keys)
+
+    clock.now += ABANDONED_AFTER_MS  # the earlier leader's writer has given up: nothing of it can land any more
+    restarted.rlm.expire_partition(tid, 0)
+    assert _states(restarted, tid)[by_writer[2]] == SegmentState.DELETE_SEGMENT_FINISHED
+    assert not any(str(by_writer[2]) in k for k in _keys(s3, bucket, ""))
