@@ -99,14 +99,12 @@ from orchestrator.broker.controller_link import ControllerLink, copy_state_messa
 from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.fencing import ControllerEpochFence
-from orchestrator.broker.isr_proposals import IsrProposal
+from orchestrator.broker.hosted_logs import HostedLogs
 from orchestrator.broker.job_registry import error_body
-from orchestrator.broker.local_log import LogConfig, PartitionLog
-from orchestrator.broker.log_recovery import open_partition_log
+from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.metrics_view import broker_view
 from orchestrator.broker.partition_dirs import (
     PartitionKey,
-    partition_dir_name,
     remove_expired_stale_dirs,
     retire_stale_partitions,
 )
@@ -114,13 +112,11 @@ from orchestrator.broker.producer_ids import ProducerIdAllocator
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.broker.remote_storage_setup import remote_storage
-from orchestrator.broker.replica_manager import ReplicaManager
+from orchestrator.broker.replica_manager import ReplicaManager, alter_through
 from orchestrator.broker.rlmm_appender import ControllerRlmmAppend, rlmm_write_client
 from orchestrator.broker.rlmm_publisher import RemoteLogMetadataPublisher
 from orchestrator.clock import wall_ms
 from orchestrator.errors import (
-    InconsistentTopicId,
-    NotLeaderOrFollower,
     TieredError,
     UnknownTopicId,
 )
@@ -130,7 +126,6 @@ from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage, TopicImage, same_topic_ids, topics_with_new_partitions
 from orchestrator.metadata.open import open_store, parse_store_spec, read_password
 from orchestrator.metadata.store import MetadataStore
-from orchestrator.metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS
 from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.connection import ConnectionPool
@@ -225,6 +220,17 @@ class BrokerAgent:
         self.port = settings.port
         self._stopping = asyncio.Event()
         self._log_lock = asyncio.Lock()
+        self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
+        self.hosted = HostedLogs(
+            settings,
+            logs=lambda: self.logs,
+            follower=self.follower,
+            rlmm=self.rlmm,
+            open_lock=self._open_lock,
+            reconcile=self.reconcile_partition_dirs,
+        )
+        self._open_log = self.hosted.open_log
+        self._leader_log = self.hosted.leader_log
         self.data_plane = DataPlane(
             refresh_image=self.follower.refresh,
             leader_log=self._leader_log,
@@ -237,7 +243,6 @@ class BrokerAgent:
         self.replication: ReplicaManager | None = None  # run() starts it, with its connections to the brokers
         self.rlmm_publisher = RemoteLogMetadataPublisher.serving(self.data_plane, settings, self.store, self.follower)
         self.metrics.observe_rlmm_lag(self.rlmm_publisher.lag)
-        self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
         self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff()
         self._all_hosted_open: MetadataImage | None = None  # the image every hosted log was last found open for
         self._tiering_retry: RetryBackoff[PartitionKey] = RetryBackoff()
@@ -307,7 +312,7 @@ class BrokerAgent:
             replicas=self.data_plane.replicas,
             pool=ConnectionPool(ssl_context=client_ssl, sasl=identity.sasl),
             request_timeout_s=request_timeout_s,
-            alter_isr=functools.partial(self._alter_isr, controllers),
+            alter_isr=alter_through(self.controller_link, controllers),
             lag_max_ms=self.settings.replica_lag_time_max_ms,
             now_ms=self._wall_clock_ms,
             on_isr_change=self.metrics.replication.changed,
@@ -481,34 +486,6 @@ class BrokerAgent:
         except UnknownTopicId:
             return  # deleted since this round's image was read: nothing to open, nothing failed
 
-    def _open_log(
-        self, image: MetadataImage, topic_id: Uuid, partition: int, *, refresh_rlmm: bool = True
-    ) -> PartitionLog:
-        """The partition's open log, opened now if it is not (:func:`open_partition_log`: a directory that lost
-        offsets the RLMM knows is rebuilt from it). ``refresh_rlmm=False``: the caller refreshed the RLMM since it
-        last could have changed for an unopened partition (the metadata round does, once for all)."""
-        key = (topic_id, partition)
-        with self._open_lock:  # two PartitionLogs of one directory would hand out the same offsets twice
-            plog = self.logs.get(key)
-            if plog is None:
-                if topic_id not in self.follower.image.topics:  # retired while the caller held an older image
-                    raise UnknownTopicId(f"topic id {topic_id} was deleted")
-                topic = image.topics[topic_id]
-                configs = image.topic_configs(topic.name)
-                log_config = LogConfig(
-                    segment_bytes=int(configs.get(SEGMENT_BYTES, self.settings.segment_bytes)),
-                    segment_ms=int(configs.get(SEGMENT_MS, self.settings.segment_ms)),
-                )
-                directory = self.data_dir / partition_dir_name(topic.name, partition)
-                if refresh_rlmm:
-                    self.rlmm.refresh()
-                segments = self.rlmm.segments(topic_id, partition)  # a lost directory is rebuilt from them
-                plog = open_partition_log(
-                    directory, topic_id=topic_id, config=log_config, clock=wall_ms, segments=segments
-                )
-                self.logs[key] = plog
-        return plog
-
     async def _tiering_round(self) -> None:
         """Roll, copy, local retention and remote expiry for every partition this broker leads (each one apart)."""
         image = self.follower.image
@@ -602,39 +579,6 @@ class BrokerAgent:
         if (stale := stale_broker_epoch(body["broker_epoch"], self.controller_link.broker_epoch)) is not None:
             return error_body(stale, m.DeleteRemotePartitionsResponse)
         return await asyncio.to_thread(self.remote_delete_handler.handle, body)
-
-    async def _alter_isr(self, controllers: AdminClient, proposal: IsrProposal) -> None:
-        await self.controller_link.alter_partition(
-            controllers,
-            topic_id=proposal.topic_id,
-            partition=proposal.partition,
-            leader_epoch=proposal.leader_epoch,
-            partition_epoch=proposal.partition_epoch,
-            new_isr=proposal.new_isr,
-        )
-
-    def _leader_log(self, topic_id: Uuid, partition: int) -> PartitionLog:
-        """The open log of a partition this broker leads. The caller holds ``_log_lock``."""
-        image = self.follower.image
-        topic = image.topics.get(topic_id)
-        if (
-            topic is None
-            or partition not in topic.partitions
-            or topic.partitions[partition].leader != self.settings.broker_id
-        ):
-            image = self.follower.refresh()  # the client may know of a change this broker has not replayed yet
-            topic = image.topics.get(topic_id)
-        if topic is None or partition not in topic.partitions:
-            raise UnknownTopicId(f"no partition {partition} of topic id {topic_id}")
-        if topic.partitions[partition].leader != self.settings.broker_id:
-            raise NotLeaderOrFollower(f"broker {self.settings.broker_id} does not lead {topic.name}-{partition}")
-        try:
-            return self._open_log(image, topic_id, partition)
-        except InconsistentTopicId:
-            # The directory still holds a deleted topic id of the same name (deleted and re-created since the
-            # metadata round last reconciled): move it aside now rather than refuse until the round does.
-            self.reconcile_partition_dirs(image)
-            return self._open_log(image, topic_id, partition)
 
 
 def main(settings_path: str) -> None:

@@ -13,13 +13,31 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 
+from orchestrator.broker.controller_link import ControllerLink
 from orchestrator.broker.isr_proposals import IsrChanges, IsrProposal
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.replica_fetcher import ReplicaFetcher
 from orchestrator.broker.replication import PartitionKey, ReplicaStates
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage
+from orchestrator.net.admin import AdminClient
 from orchestrator.net.connection import ConnectionPool
+
+
+def alter_through(link: ControllerLink, controllers: AdminClient) -> Callable[[IsrProposal], Awaitable[object]]:
+    """The leader side's way to the active controller: each proposal as AlterPartition (raises its refusal)."""
+
+    async def alter(proposal: IsrProposal) -> object:
+        return await link.alter_partition(
+            controllers,
+            topic_id=proposal.topic_id,
+            partition=proposal.partition,
+            leader_epoch=proposal.leader_epoch,
+            partition_epoch=proposal.partition_epoch,
+            new_isr=proposal.new_isr,
+        )
+
+    return alter
 
 
 def epoch_start_offset(plog: PartitionLog, leader_epoch: int) -> int:

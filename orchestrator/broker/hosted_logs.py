@@ -1,0 +1,102 @@
+"""The logs of the partitions a broker hosts (leads or follows): opened on first use, shared by every part of the
+broker through one dict (``logs``), and the one way to get the log of a partition this broker leads.
+
+Invariants:
+
+* A log is opened only under ``open_lock`` and only for a topic id the newest image still has (a caller holding an
+  older image cannot re-create a retired topic's directory: UNKNOWN_TOPIC_ID), so two PartitionLogs of one directory
+  never hand out the same offsets twice.
+* A directory that lost offsets the RLMM knows (a lost data directory) is rebuilt from the RLMM as it opens
+  (:func:`orchestrator.broker.log_recovery.open_partition_log`).
+* :meth:`HostedLogs.leader_log` serves only a partition this broker leads (NOT_LEADER_OR_FOLLOWER otherwise), looking
+  at the store once more when its image says otherwise (a client may know of a change not replayed here yet); a
+  directory still held by a deleted topic id of the same name is moved aside at once (the broker's reconciliation),
+  not refused until the metadata round does it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from orchestrator.broker.local_log import LogConfig, PartitionLog
+from orchestrator.broker.log_recovery import open_partition_log
+from orchestrator.broker.partition_dirs import PartitionKey, partition_dir_name
+from orchestrator.clock import wall_ms
+from orchestrator.errors import InconsistentTopicId, NotLeaderOrFollower, UnknownTopicId
+from orchestrator.ids import Uuid
+from orchestrator.metadata.follower import MetadataFollower
+from orchestrator.metadata.image import MetadataImage
+from orchestrator.metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS
+from orchestrator.settings import BrokerSettings
+from remote_storage.rlmm import RemoteLogMetadataManager
+
+
+class HostedLogs:
+    def __init__(
+        self,
+        settings: BrokerSettings,
+        *,
+        logs: Callable[[], dict[PartitionKey, PartitionLog]],
+        follower: MetadataFollower,
+        rlmm: RemoteLogMetadataManager,
+        open_lock: threading.Lock,
+        reconcile: Callable[[MetadataImage], object],
+    ) -> None:
+        self._settings = settings
+        self._data_dir = Path(settings.data_dir)
+        self._logs = logs  # the broker's dict of open logs (looked up each time: a test may wrap it)
+        self._follower = follower
+        self._rlmm = rlmm
+        self._open_lock = open_lock
+        self._reconcile = reconcile
+
+    def open_log(
+        self, image: MetadataImage, topic_id: Uuid, partition: int, *, refresh_rlmm: bool = True
+    ) -> PartitionLog:
+        """The partition's open log, opened now if it is not (:func:`open_partition_log`: a directory that lost
+        offsets the RLMM knows is rebuilt from it). ``refresh_rlmm=False``: the caller refreshed the RLMM since it
+        last could have changed for an unopened partition (the metadata round does, once for all)."""
+        key = (topic_id, partition)
+        with self._open_lock:  # two PartitionLogs of one directory would hand out the same offsets twice
+            logs = self._logs()
+            plog = logs.get(key)
+            if plog is None:
+                if topic_id not in self._follower.image.topics:  # retired while the caller held an older image
+                    raise UnknownTopicId(f"topic id {topic_id} was deleted")
+                topic = image.topics[topic_id]
+                configs = image.topic_configs(topic.name)
+                log_config = LogConfig(
+                    segment_bytes=int(configs.get(SEGMENT_BYTES, self._settings.segment_bytes)),
+                    segment_ms=int(configs.get(SEGMENT_MS, self._settings.segment_ms)),
+                )
+                directory = self._data_dir / partition_dir_name(topic.name, partition)
+                if refresh_rlmm:
+                    self._rlmm.refresh()
+                segments = self._rlmm.segments(topic_id, partition)  # a lost directory is rebuilt from them
+                plog = open_partition_log(
+                    directory, topic_id=topic_id, config=log_config, clock=wall_ms, segments=segments
+                )
+                logs[key] = plog
+        return plog
+
+    def leader_log(self, topic_id: Uuid, partition: int) -> PartitionLog:
+        """The open log of a partition this broker leads. The caller holds the broker's log lock."""
+        broker_id = self._settings.broker_id
+        image = self._follower.image
+        topic = image.topics.get(topic_id)
+        if topic is None or partition not in topic.partitions or topic.partitions[partition].leader != broker_id:
+            image = self._follower.refresh()  # the client may know of a change this broker has not replayed yet
+            topic = image.topics.get(topic_id)
+        if topic is None or partition not in topic.partitions:
+            raise UnknownTopicId(f"no partition {partition} of topic id {topic_id}")
+        if topic.partitions[partition].leader != broker_id:
+            raise NotLeaderOrFollower(f"broker {broker_id} does not lead {topic.name}-{partition}")
+        try:
+            return self.open_log(image, topic_id, partition)
+        except InconsistentTopicId:
+            # The directory still holds a deleted topic id of the same name (deleted and re-created since the
+            # metadata round last reconciled): move it aside now rather than refuse until the round does.
+            self._reconcile(image)
+            return self.open_log(image, topic_id, partition)
