@@ -10,8 +10,10 @@ the command exits 1. Exit 0 means no violation in any seed.
 all`` runs each seed both ways. ``--store postgresql`` keeps the metadata in PostgreSQL (``make chaos
 STORE=postgresql``): a throwaway server (:mod:`chaos.store_server`) is started once for the run and stopped at its
 end, whatever happens (Ctrl-C included), each seed gets a database of its own, and the server's pauses and restarts
-join the faults drawn; ``--store all`` runs each seed on SQLite and on PostgreSQL. Ctrl-C stops the run after
-cleaning up the seed it was in, and prints the table of the seeds done (exit 130).
+join the faults drawn; ``--store all`` runs each seed on SQLite and on PostgreSQL. ``--replication-factor 3``
+(``make chaos RF=3``) creates every topic of the workload with 3 replicas (at most ``--brokers``) and
+``min.insync.replicas=2``; the table's columns name the factor. Ctrl-C stops the run after cleaning up the seed it
+was in, and prints the table of the seeds done (exit 130).
 """
 
 from __future__ import annotations
@@ -64,6 +66,13 @@ INTERRUPTED = "interrupted: the seed under way was stopped and removed; the tabl
     help="secure: TLS, SCRAM logins and ACLs on every Kafka port; all: each seed both ways.",
 )
 @click.option("--secure", is_flag=True, help="The same as --security secure.")
+@click.option(
+    "--replication-factor",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Of every topic the workload creates (at most --brokers); from 3, min.insync.replicas=2.",
+)
 def main(
     seeds: int,
     first: int,
@@ -75,12 +84,15 @@ def main(
     store: str,
     security: str,
     secure: bool,
+    replication_factor: int,
 ) -> None:
     configure_logging("cli", level=logging.WARNING)  # the run's own clients: their debug lines are noise here
     if secure and security != "plain":
         raise click.UsageError("--secure is --security secure: give one of them")
     chosen = [one] if one is not None else list(range(first, first + seeds))
-    configs = [Config(s, sec) for s in STORES[store] for sec in SECURITIES["secure" if secure else security]]
+    factor = min(replication_factor, brokers)  # the scenario's cap, so the table says what ran
+    securities = SECURITIES["secure" if secure else security]
+    configs = [Config(s, sec, factor) for s in STORES[store] for sec in securities]
     summary = _Summary()
     with contextlib.ExitStack() as stack:
         postgres: ChaosPostgres | None = None
@@ -101,6 +113,7 @@ def main(
                     keep=keep,
                     postgres=postgres if config.store == "postgresql" else None,
                     security=LocalSecurity(tls=True, sasl=True, acls=True) if config.secure else LocalSecurity(),
+                    replication_factor=config.replication_factor,
                 )
                 summary.add(config, result)
                 where = f" ({config.label})" if len(configs) > 1 else ""

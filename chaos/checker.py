@@ -19,6 +19,9 @@ What is checked (the number is the invariant of ARCHITECTURE §4 it shows; "prom
 6. the controller epoch of the log's records never goes down along the offsets;
 8. promise: every acknowledged record at or above its partition's log start is read back with its value; one below
    it is gone only if its topic id had a delete-policy disable asked after it was acknowledged;
+   promise: no offset is handed out twice: two different records acknowledged at the same offset of a partition (of
+   one topic id) is a violation, whether or not they are still there to read (a policy may have removed both); with
+   replicas this is what a leader elected without a record its predecessor acknowledged would do;
    promise: the run converged (no topic left DISABLING, no deletion left unfinished).
 
 Invariant 7 (idempotent re-delivery) has no check of its own: retries and failovers re-deliver all the time in a
@@ -395,6 +398,34 @@ def check_records(obs: Observation) -> list[Violation]:
     return out
 
 
+def check_offsets_unique(obs: Observation) -> list[Violation]:
+    """Promise 8: no offset of a partition acknowledged for two different records (one violation per acknowledged
+    batch that reuses offsets, naming the first it collides with)."""
+    out: list[Violation] = []
+    first: dict[tuple[str, int, int], tuple[bytes, int]] = {}  # (topic id, partition, offset) -> (value, ack time)
+    for ack in sorted(obs.acks, key=lambda a: a.time_ms):
+        clashes: list[tuple[int, bytes, int]] = []  # (offset, the value acknowledged there before, when)
+        for i, value in enumerate(ack.values):
+            at = (ack.topic_id, ack.partition, ack.first_offset + i)
+            earlier, when = first.setdefault(at, (value, ack.time_ms))
+            if earlier != value:
+                clashes.append((at[2], earlier, when))
+        if not clashes:
+            continue
+        offset, earlier, when = clashes[0]
+        value = ack.values[offset - ack.first_offset]
+        out.append(
+            Violation(
+                "8",
+                f"{len(clashes)} offset(s) of {ack.topic_id}-{ack.partition} acknowledged twice, from {offset}: "
+                f"{_short(earlier)} at {when}, then {_short(value)} at {ack.time_ms}",
+                ack.topic_id,
+                tuple(f"offset {o}: acknowledged {_short(v)} at {t}" for o, v, t in clashes[:5]),
+            )
+        )
+    return out
+
+
 def _short(value: bytes | None) -> str:
     if value is None:
         return "a null value"
@@ -423,6 +454,7 @@ CHECKS = (
     check_prefixes,
     check_controller_epochs,
     check_records,
+    check_offsets_unique,
     check_converged,
 )
 

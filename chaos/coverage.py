@@ -1,5 +1,5 @@
-"""What a ``python -m chaos`` run covered: how often each fault kind and each crash point was hit, by store and
-security (issue 37's "fault x crash point x store x security, with hit counts").
+"""What a ``python -m chaos`` run covered: how often each fault kind and each crash point was hit, by store, security
+and replication factor (issue 37's "fault x crash point x store x security, with hit counts", and its "RF 1 and RF 3").
 
 Pure: :class:`Coverage` adds up what each seed's result says (:attr:`~chaos.runner.RunResult.faults`, its
 ``crash_points_hit``) under the seed's :class:`Config`, and :meth:`Coverage.table` returns the rows to print, one
@@ -34,10 +34,11 @@ NOT_APPLICABLE = "-"
 class Config:
     store: str  # "sqlite" | "postgresql"
     secure: bool  # TLS, SCRAM logins and ACLs
+    replication_factor: int = 1  # of the workload's topics (at most the cluster's broker count)
 
     @property
     def label(self) -> str:
-        return f"{self.store} {'secure' if self.secure else 'plain'}"
+        return f"{self.store} {'secure' if self.secure else 'plain'} RF {self.replication_factor}"
 
 
 def fault_rows() -> list[str]:

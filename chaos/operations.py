@@ -2,8 +2,9 @@
 
 :meth:`Operations.run` performs one :class:`~chaos.scenario.Op` of the scenario through a client of its own and
 writes the ``op`` and ``result`` events of the history. What the checker needs of the answers is kept here: every
-acknowledged produce (:class:`~chaos.checker.Ack`, with the values derived from the seed) and the time of every
-delete-policy disable per topic id.
+acknowledged record batch (:class:`~chaos.checker.Ack`, with the values derived from the seed; an ``acked`` event
+each) and the time of every delete-policy disable per topic id. Topics are created with the scenario's replication
+factor and configs (:meth:`~chaos.scenario.Scenario.topic_configs`).
 
 Invariants:
 
@@ -12,6 +13,9 @@ Invariants:
 * A disable with the delete policy whose answer never came (or came as a retriable error) may still be applied at
   any later time: it is kept as :data:`UNKNOWN_OUTCOME`, which stands for every record of the topic id from then
   on. A definite refusal (a non-retriable Kafka error) applied nothing and is not kept.
+* Produces are acks=all (the client's only mode): a batch is acknowledged once every in-sync replica has it, the
+  only promise that survives a broker's death with replicas. A batch acknowledged before a later one of the same
+  produce failed is kept; one whose answer never came is not (it may or may not be in the log).
 * Produced values are a pure function of (seed, operation, index, size): the history never stores bytes.
 """
 
@@ -74,14 +78,17 @@ class Operations:
                     call(lambda c: c.delete_topic(op.topic))
             configs = {"remote.storage.enable": "true" if a["tiered"] else "false", "retention.ms": "-1"}
             configs["local.retention.ms"] = "0"
-            created = call(lambda c: c.create_topic(op.topic, partitions=a["partitions"], configs=configs))
+            configs.update(self.rig.scenario.topic_configs())
+            factor = self.rig.scenario.replication_factor
+            created = call(
+                lambda c: c.create_topic(
+                    op.topic, partitions=a["partitions"], replication_factor=factor, configs=configs
+                )
+            )
             return {"topic_id": str(created)}
         tid = str(call(lambda c: c.topic(op.topic))["topic_id"])
         if op.kind == "produce":
-            values = [_value(self.seed, op.index, i, a["size"]) for i in range(a["records"])]
-            first, _last = call(lambda c: c.produce(op.topic, values, partition=a["partition"]))
-            self.acks.append(ck.Ack(tid, a["partition"], first, tuple(values), wall_ms()))
-            return {"topic_id": tid, "partition": a["partition"], "first_offset": first, "records": len(values)}
+            return self._produce(tid, op, [_value(self.seed, op.index, i, a["size"]) for i in range(a["records"])])
         if op.kind == "disable":
             # A delete policy may take records acknowledged before its answer. One whose answer never came may
             # still be applied at any later time, so it stands for every record of the topic id from then on.
@@ -104,6 +111,23 @@ class Operations:
         else:  # pragma: no cover - the generator makes no other kind
             raise AssertionError(op.kind)
         return {"topic_id": tid}
+
+    def _produce(self, tid: str, op: Op, values: list[bytes]) -> dict[str, Any]:
+        """acks=all, one Produce per record batch: each batch is kept as acknowledged (and recorded in the history)
+        as its answer arrives, so a produce that fails half way still holds the cluster to the batches it acked."""
+        partition = op.args["partition"]
+        done = 0
+
+        def acked(base: int, records: int) -> None:
+            nonlocal done
+            batch = tuple(values[done : done + records])
+            done += records
+            self.acks.append(ck.Ack(tid, partition, base, batch, wall_ms()))
+            where = {"topic_id": tid, "partition": partition, "first_offset": base, "records": records}
+            self.history.record("acked", index=op.index, topic=op.topic, **where)
+
+        first, _last = self.rig.call(lambda c: c.produce(op.topic, values, partition=partition, on_ack=acked))
+        return {"topic_id": tid, "partition": partition, "first_offset": first, "records": len(values)}
 
     def _decommission(self, broker: int, dead_for: int) -> dict[str, Any]:
         self.injector.decommission(broker, dead_for)

@@ -9,7 +9,9 @@ from chaos.runner import RunResult
 
 
 def violation_report(result: RunResult) -> str:
-    lines = [f"seed {result.seed} (on {result.store}): {len(result.violations)} violation(s)", "fault schedule:"]
+    factor = result.scenario.replication_factor
+    on = result.store if factor == 1 else f"{result.store}, replication factor {factor}"
+    lines = [f"seed {result.seed} (on {on}): {len(result.violations)} violation(s)", "fault schedule:"]
     lines += [f"  {line}" for line in result.scenario.schedule()] or ["  (no faults)"]
     lines += ["operations:"] + [f"  {op.describe()}" for op in result.scenario.ops]
     for v in result.violations:
@@ -19,7 +21,13 @@ def violation_report(result: RunResult) -> str:
         lines += [f"    {dict(event)}" for event in ck.excerpt(result.history, v)]
     lines.append(f"the run's files are kept in {result.directory}")
     size = f"({result.seed}, {result.operations}, {result.scenario.brokers})"
-    if result.store != "postgresql server":
+    if factor > 1:
+        replicated = f"({result.seed}, {result.operations}, {result.scenario.brokers}, {factor})"
+        lines.append(
+            f"to keep it as a regression test: add {replicated} to REPLICATED_REGRESSION_SEEDS in "
+            "tests/chaos/test_seeds.py"
+        )
+    elif result.store != "postgresql server":
         lines.append(f"to keep it as a regression test: add {size} to REGRESSION_SEEDS in tests/chaos/test_seeds.py")
     else:  # its schedule has the server's faults: it replays only on a server the run controls
         lines.append(

@@ -58,6 +58,10 @@ CONTROLLER_SETTINGS = {
     # the oldest one kept go: the run tails the log every TAIL_INTERVAL_S (chaos.log_tail) so it has read them first.
     "snapshots": {"every_records": 40, "retained": 2},
 }
+# With replicas, a follower that has not caught up this long leaves the ISR (Kafka's replica.lag.time.max.ms, 30 s
+# by default): within the run's pauses (0.3 to 2 s) and link faults, so that ISR shrinks and expands happen under
+# faults too, not only the fencing of a broker dead past its session.
+REPLICA_LAG_MS = 2000
 OP_TIMEOUT_S = 20.0
 CLIENT_TIMEOUT_S = 5.0
 SENTINELS = (
@@ -110,13 +114,19 @@ class Rig:
             s3_endpoint=self.proxy.url,
             bucket=BUCKET,
             prefix=PREFIX,
-            broker_overrides=FAST_BROKER,
+            broker_overrides=self.broker_settings(),
             controller_overrides=CONTROLLER_SETTINGS,
             store=self.store,
             security=self.security,
         )
         self.client_security = lc.operator_security(state)
         self.bootstrap = state.bootstrap_server
+
+    def broker_settings(self) -> dict[str, dict[str, int]]:
+        """The brokers' overrides: the fast timings, and with replicas a short :data:`REPLICA_LAG_MS`."""
+        if self.scenario.replication_factor == 1:
+            return FAST_BROKER
+        return {"broker": {**FAST_BROKER["broker"], "replica_lag_time_max_ms": REPLICA_LAG_MS}}
 
     @property
     def store_spec(self) -> str:

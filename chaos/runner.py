@@ -204,9 +204,11 @@ def run_seed(
     store: str | None = None,
     postgres: ChaosPostgres | None = None,
     security: LocalSecurity = LocalSecurity(),
+    replication_factor: int = 1,
 ) -> RunResult:
     """Generate the scenario of ``seed``, run it, heal, observe and check. ``tamper`` (for the suite's own tests)
-    is called between healing and observing, to plant a defect the checker must find.
+    is called between healing and observing, to plant a defect the checker must find. ``replication_factor``: of
+    the workload's topics (at most ``brokers``; see :func:`chaos.scenario.generate`).
 
     The metadata store: ``store`` (a ``postgresql://`` URL the caller made) or, with ``postgres``, a database of
     the seed's own on that server, made before the run and dropped after it (kept, and dumped into the run's
@@ -221,6 +223,7 @@ def run_seed(
         fault_rate=fault_rate,
         crash_points=sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY),
         store_faults=postgres is not None,
+        replication_factor=replication_factor,
     )
     started = time.monotonic()
     database = postgres.create_database() if postgres is not None else None

@@ -7,7 +7,9 @@ The workload is Kafka operations on a few topic names (``chaos-0`` ...): create,
 policy, re-enable, purge (delete after retain), delete, delete and re-create under the same name, add partitions,
 and decommission a broker (killed first: only a dead broker is decommissioned). The generator keeps a rough model
 of each name (exists, tiered, disabled) so most operations make sense; the run still expects refusals (a disable
-while one is in progress), and records them.
+while one is in progress), and records them. Every topic is created with the scenario's replication factor (1 unless
+asked, at most the broker count) and, from factor 3, ``min.insync.replicas=2``; produces are acks=all, so what is
+acknowledged is on every in-sync replica and must survive any one broker's death.
 
 Faults are placed before operations (``at`` is the index of the operation they precede) and last ``duration_s``
 seconds where that applies:
@@ -62,6 +64,7 @@ LEASE_S = 1.5  # the controllers' lease in a chaos run (chaos.rig's lease_ttl_ms
 S3_FAULT_KINDS = ("slowdown", "internal", "reset", "slow")
 S3_OPERATIONS = (None, "PutObject", "DeleteObjects", "GetObject", "ListObjectsV2")
 LINK_MODES = ("drop", "drop_in", "drop_out", "delay", "reset")
+REPLICATED_MIN_INSYNC, MIN_INSYNC_REPLICAS = 3, 2  # from replication factor 3, topics require 2 in-sync replicas
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,16 @@ class Scenario:
     controllers: int
     ops: tuple[Op, ...]
     faults: tuple[Fault, ...]
+    # Of every topic the workload creates, at most ``brokers``; it draws nothing, so a seed's operations and faults
+    # are the same at every factor (min.insync.replicas is MIN_INSYNC_REPLICAS from REPLICATED_MIN_INSYNC up).
+    replication_factor: int = 1
+
+    def topic_configs(self) -> dict[str, str]:
+        """What the workload's topics are created with besides their tiering: acks=all is promised to survive a
+        broker's death only with a second in-sync replica required."""
+        if self.replication_factor >= REPLICATED_MIN_INSYNC:
+            return {"min.insync.replicas": str(MIN_INSYNC_REPLICAS)}
+        return {}
 
     def schedule(self) -> list[str]:
         return [f.describe() for f in self.faults]
@@ -256,9 +269,13 @@ def generate(
     fault_rate: float = 0.35,
     crash_points: Sequence[str] = (),
     store_faults: bool = False,
+    replication_factor: int = 1,
 ) -> Scenario:
     """The scenario of ``seed``: ``operations`` operations and, before each, a fault with ``fault_rate`` odds.
-    ``store_faults``: the store is a PostgreSQL server the run controls, so its pauses and restarts are drawn too."""
+    ``store_faults``: the store is a PostgreSQL server the run controls, so its pauses and restarts are drawn too.
+    ``replication_factor``: of the topics created, capped at ``brokers``; it changes nothing drawn."""
+    if replication_factor < 1:
+        raise ValueError(f"the replication factor must be at least 1, got {replication_factor}")
     rng = random.Random(seed)
     names = {n: _Name() for n in TOPIC_NAMES}
     ops: list[Op] = []
@@ -284,4 +301,4 @@ def generate(
             if fault.kind == "crash_point":
                 forced = list(_TRIGGERS.get(fault.args["point"], ()))
             faults.append(fault)
-    return Scenario(seed, brokers, controllers, tuple(ops), tuple(faults))
+    return Scenario(seed, brokers, controllers, tuple(ops), tuple(faults), min(replication_factor, brokers))

@@ -170,6 +170,21 @@ def test_lost_or_changed_acknowledged_records_are_promise_8() -> None:
     assert "8" in invariants(dataclasses.replace(base, topics=(after, events)))
 
 
+def test_an_offset_acknowledged_for_two_different_records_is_promise_8_even_once_a_policy_removed_both() -> None:
+    base = clean()
+    # orders-0@1 acked as b"b" at 5, then as b"z" at 15: both went with the delete policy asked at 20, so reading
+    # back shows nothing; only the acknowledgements do
+    reused = dataclasses.replace(base, acks=(*base.acks, ck.Ack(T1, 0, 1, (b"z",), 15)))
+    found = ck.check(reused)
+    assert [v.invariant for v in found] == ["8"]
+    assert found[0].message.startswith(f"1 offset(s) of {T1}-0 acknowledged twice, from 1: b'b' at 5, then b'z' at 15")
+    assert found[0].evidence == ("offset 1: acknowledged b'b' at 5",)
+    same_again = dataclasses.replace(base, acks=(*base.acks, ck.Ack(T2, 0, 1, (b"y",), 7)))
+    assert invariants(same_again) == [], "the same record at the same offset is one record"
+    other_partition = dataclasses.replace(base, acks=(*base.acks, ck.Ack(T1, 1, 1, (b"z",), 26)))
+    assert ck.check_offsets_unique(other_partition) == []
+
+
 def test_a_run_that_did_not_converge_or_missed_log_records_is_reported() -> None:
     base = clean()
     assert invariants(dataclasses.replace(base, unconverged=("orders still DISABLING",))) == ["8"]

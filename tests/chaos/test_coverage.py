@@ -27,7 +27,7 @@ def test_counts_add_up_per_configuration_with_one_column_each() -> None:
     coverage.add(SQLITE, Counter(kill=1), [])
     coverage.add(POSTGRES_SECURE, Counter(postgres_pause=2, postgres_restart=1), ["controller.mid_snapshot"] * 2)
     header, rows = rows_of(coverage)
-    assert header == ["fault", "postgresql secure (1 seeds)", "sqlite plain (2 seeds)"]
+    assert header == ["fault", "postgresql secure RF 1 (1 seeds)", "sqlite plain RF 1 (2 seeds)"]
     assert rows["kill"] == ["0", "3"]
     assert rows["s3 slowdown served"] == ["0", "5"]
     assert rows["postgres_pause"] == ["2", NOT_APPLICABLE]
@@ -35,6 +35,16 @@ def test_counts_add_up_per_configuration_with_one_column_each() -> None:
     assert rows["postgres_restart skipped"] == ["0", NOT_APPLICABLE]
     assert rows["crash point controller.mid_snapshot"] == ["2", "1"]
     assert rows["crash point broker.before_disable_ack"] == ["0", "0"]
+
+
+def test_each_replication_factor_run_is_a_column_of_its_own_that_names_it() -> None:
+    coverage = Coverage()
+    replicated = Config("sqlite", secure=False, replication_factor=3)
+    coverage.add(SQLITE, Counter(kill=1), [])
+    coverage.add(replicated, Counter(kill=2, pause=1), [])
+    header, rows = rows_of(coverage)
+    assert header == ["fault", "sqlite plain RF 1 (1 seeds)", "sqlite plain RF 3 (1 seeds)"]
+    assert rows["kill"] == ["1", "2"] and rows["pause"] == ["0", "1"]
 
 
 def test_every_known_fault_and_crash_point_has_a_row_even_if_never_hit() -> None:

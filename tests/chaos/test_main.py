@@ -1,15 +1,19 @@
 """``python -m chaos``'s own decisions, without running a seed: a PostgreSQL run without the server's binaries ends
-at once with an error naming what is missing, and contradictory options are refused."""
+at once with an error naming what is missing, contradictory options are refused, and the replication factor asked
+reaches every seed and the table's columns."""
 
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner
 
 import chaos.__main__ as cli
+from chaos.runner import RunResult
+from chaos.scenario import generate
 from tests.support.postgres_server import PostgresUnavailable
 
 pytestmark = pytest.mark.unit
@@ -42,3 +46,23 @@ def test_without_postgresql_binaries_a_postgresql_run_names_what_is_missing(monk
 def test_secure_and_another_security_are_refused() -> None:
     result = CliRunner().invoke(cli.main, ["--secure", "--security", "all"])
     assert result.exit_code == 2 and "--secure is --security secure" in result.output
+
+
+def test_the_replication_factor_reaches_every_seed_capped_at_the_brokers_and_names_its_column(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[int] = []
+
+    def fake_seed(seed: int, *, brokers: int, replication_factor: int, **_: object) -> RunResult:
+        asked.append(replication_factor)
+        scenario = generate(seed, brokers=brokers, replication_factor=replication_factor)
+        return RunResult(seed, scenario, [], Counter(kill=1), [], 20, 0, 0.1, None, [])
+
+    monkeypatch.setattr(cli, "run_seed", fake_seed)
+    result = CliRunner().invoke(cli.main, ["--seeds", "2", "--replication-factor", "3"])
+    assert result.exit_code == 0, result.output
+    assert asked == [3, 3]
+    assert "sqlite plain RF 3 (2 seeds)" in result.output
+    capped = CliRunner().invoke(cli.main, ["--seed", "1", "--brokers", "2", "--replication-factor", "3"])
+    assert capped.exit_code == 0, capped.output
+    assert asked[-1] == 2 and "sqlite plain RF 2 (1 seeds)" in capped.output

@@ -4,9 +4,11 @@ scenario as it was (a regression seed replays only the schedule it was found wit
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from chaos.rig import CONTROLLER_SETTINGS
+from chaos.rig import CONTROLLER_SETTINGS, FAST_BROKER, REPLICA_LAG_MS, Rig
 from chaos.scenario import LEASE_S, STORE_FAULT_KINDS, generate
 from orchestrator import crash_points
 
@@ -53,3 +55,28 @@ def test_the_store_faults_are_drawn_from_the_seed_alone() -> None:
 
 def test_the_lease_the_pauses_are_drawn_against_is_the_runs_lease() -> None:
     assert CONTROLLER_SETTINGS["controller"]["lease_ttl_ms"] == LEASE_S * 1000
+
+
+def test_a_replication_factor_draws_the_same_scenario_and_is_capped_at_the_broker_count() -> None:
+    for seed in (1, 2, 3, 104):
+        plain = generate(seed, operations=12, brokers=3, fault_rate=0.5, crash_points=POINTS)
+        replicated = generate(seed, operations=12, brokers=3, fault_rate=0.5, crash_points=POINTS, replication_factor=3)
+        assert (replicated.ops, replicated.faults) == (plain.ops, plain.faults), seed
+        assert (plain.replication_factor, replicated.replication_factor) == (1, 3)
+    assert generate(1, brokers=2, replication_factor=3).replication_factor == 2
+    with pytest.raises(ValueError, match="at least 1"):
+        generate(1, replication_factor=0)
+
+
+def test_topics_require_two_in_sync_replicas_from_factor_3_only() -> None:
+    assert generate(1, brokers=3, replication_factor=3).topic_configs() == {"min.insync.replicas": "2"}
+    assert generate(1, brokers=5, replication_factor=5).topic_configs() == {"min.insync.replicas": "2"}
+    assert generate(1, brokers=3, replication_factor=2).topic_configs() == {}
+    assert generate(1, brokers=2, replication_factor=3).topic_configs() == {}, "capped at 2 brokers: factor 2"
+    assert generate(1, brokers=3).topic_configs() == {}
+
+
+def test_brokers_drop_a_lagging_follower_within_the_runs_pauses_only_with_replicas(tmp_path: Path) -> None:
+    assert Rig(tmp_path, generate(1, brokers=3)).broker_settings() == FAST_BROKER, "RF 1 runs as it always ran"
+    replicated = Rig(tmp_path, generate(1, brokers=3, replication_factor=3)).broker_settings()
+    assert replicated["broker"] == {**FAST_BROKER["broker"], "replica_lag_time_max_ms": REPLICA_LAG_MS}
