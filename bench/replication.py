@@ -13,7 +13,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from bench.dataplane import _confluent_produce, _values
+from bench.dataplane import _confluent_produce, _log_end, _values
 from bench.report import Figure, print_figures
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
@@ -27,14 +27,6 @@ def _create(bootstrap: str, name: str, factor: int) -> None:
             await c.create_topic(name, partitions=1, replication_factor=factor, configs=configs)
 
     asyncio.run(go())
-
-
-def _log_end(bootstrap: str, topic: str) -> int:
-    async def go() -> int:
-        async with TieredClient(bootstrap, timeout_s=60) as c:
-            return (await c.offsets(topic)).log_end_offset
-
-    return asyncio.run(go())
 
 
 def run(records: int = 100_000, rounds: int = 3) -> list[Figure]:
