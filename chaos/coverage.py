@@ -11,6 +11,8 @@ What a cell counts:
   down from the previous one is not counted; its ``skipped`` row says how often that happened);
 * ``s3 <kind> served``: S3 requests the fault proxy answered with that fault (a rule in force that no request met
   served nothing);
+* ``leader moved``, ``isr shrunk``, ``isr expanded``: what the faults made replication do, from the metadata log
+  (:mod:`chaos.replication_events`; a leader moves only with replicas);
 * ``crash point <name>``: times a process died there, with how often a crash point was armed in the
   ``crash_point`` row (an armed point whose moment never came is armed, not hit).
 
@@ -25,6 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from chaos import replication_events
 from chaos.scenario import FAULT_KINDS, S3_FAULT_KINDS, STORE_FAULT_KINDS
 
 NOT_APPLICABLE = "-"
@@ -42,11 +45,11 @@ class Config:
 
 
 def fault_rows() -> list[str]:
-    """Every fault kind a run can count, in the table's order."""
+    """Every fault kind a run can count, and what replication did, in the table's order."""
     rows = [*FAULT_KINDS, *(f"s3 {kind} served" for kind in S3_FAULT_KINDS)]
     for kind in STORE_FAULT_KINDS:
         rows += [kind, f"{kind} skipped"]
-    return rows
+    return [*rows, *replication_events.ROWS]
 
 
 def _applies(row: str, config: Config) -> bool:

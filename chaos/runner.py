@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos import checker as ck
+from chaos import replication_events
 from chaos.fault_injection import FaultInjector
 from chaos.history import History
 from chaos.log_tail import LogTail
@@ -59,7 +60,7 @@ class RunResult:
     seed: int
     scenario: Scenario
     violations: list[ck.Violation]
-    faults: Counter[str]  # injected, by kind (S3 faults by what the proxy served)
+    faults: Counter[str]  # injected, by kind (S3 faults by what the proxy served), and chaos.replication_events
     crash_points_hit: list[str]
     operations: int
     operations_failed: int
@@ -231,6 +232,7 @@ def run_seed(
         store = postgres.url(database)
     run = Run(scenario, store=store, postgres=postgres, security=security)
     violations: list[ck.Violation] = []
+    replication: Counter[str] = Counter()
     interrupted = False
     try:
         run.start()
@@ -240,6 +242,7 @@ def run_seed(
             tamper(run)
         obs = run.observe(unfinished)
         violations = [*run.unexpected, *ck.check(obs)]
+        replication = replication_events.count(obs.log)
     except Exception as exc:  # the run itself failed: that is reported as a violation, with the history kept
         violations = [*run.unexpected, ck.Violation("run", f"the run failed: {type(exc).__name__}: {exc}")]
         run.history.record("run_failed", error=f"{type(exc).__name__}: {exc}")
@@ -256,7 +259,7 @@ def run_seed(
             signal.signal(signal.SIGINT, previous)
     incomplete = [v for v in violations if v.invariant == ck.INCOMPLETE]
     violations = [v for v in violations if v.invariant != ck.INCOMPLETE]
-    faults = Counter(run.faults)
+    faults = Counter(run.faults) + replication
     if run.proxy is not None:
         for kind, n in run.proxy.faults_served.items():
             faults[f"s3 {kind} served"] += n
