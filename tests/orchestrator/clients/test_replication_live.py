@@ -22,8 +22,9 @@ import pytest
 from orchestrator.local import cluster as lc
 from orchestrator.local.restart import restart
 from orchestrator.protocol.record_batch import split_batches
+from remote_storage.keys import topic_prefix
 from tests.support.kafka_clients import consume_confluent
-from tests.support.live_cluster import live_cluster, wait_until
+from tests.support.live_cluster import bucket_keys, live_cluster, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -179,8 +180,8 @@ TIERED = {
 }
 
 
-def _copied_ranges(cluster: Any, topic_id: Any) -> list[tuple[int, int]]:
-    """(start, end) of every segment the RLMM holds as copied (COPY_SEGMENT_FINISHED, not deleted), by start."""
+def _copied(cluster: Any, topic_id: Any) -> dict[Any, tuple[int, int]]:
+    """Segment id -> (start, end) of every segment the RLMM holds as copied (COPY_SEGMENT_FINISHED, not deleted)."""
     from orchestrator.metadata.records import SegmentState
     from orchestrator.metadata.sqlite import SqliteMetadataStore
 
@@ -193,7 +194,7 @@ def _copied_ranges(cluster: Any, topic_id: Any) -> list[tuple[int, int]]:
             if "start_offset" in f:
                 ranges[sid] = (f["start_offset"], f["end_offset"])
             state[sid] = SegmentState(f["remote_log_segment_state"])
-    return sorted(r for sid, r in ranges.items() if state[sid] == SegmentState.COPY_SEGMENT_FINISHED)
+    return {sid: r for sid, r in ranges.items() if state[sid] == SegmentState.COPY_SEGMENT_FINISHED}
 
 
 def test_tiering_goes_on_across_a_leader_change_with_no_gap_no_segment_copied_twice_and_followers_trimmed(tmp_path):
@@ -204,7 +205,7 @@ def test_tiering_goes_on_across_a_leader_change_with_no_gap_no_segment_copied_tw
         sent = [(0, None, b"a%04d" % i + b"." * 100) for i in range(600)]
         produce_confluent(cluster.bootstrap, TOPIC, sent, acks="all", **{"batch.num.messages": 20})
         cluster.wait_tiering_settled(topic_id, 3)
-        before = _copied_ranges(cluster, topic_id)
+        before = _copied(cluster, topic_id)
 
         victim = _leader(cluster)[0]
         cluster.signal("broker", victim, signal.SIGKILL)
@@ -213,11 +214,18 @@ def test_tiering_goes_on_across_a_leader_change_with_no_gap_no_segment_copied_tw
         produce_confluent(cluster.bootstrap, TOPIC, more, acks="all", **{"batch.num.messages": 20})
         cluster.wait_tiering_settled(topic_id, len(before) + 3)
 
-        ranges = _copied_ranges(cluster, topic_id)
+        copied = _copied(cluster, topic_id)
+        ranges = sorted(copied.values())
         assert ranges[0][0] == 0 and ranges[-1][1] >= 600, ranges
         assert len(set(ranges)) == len(ranges), f"a segment copied twice: {ranges}"
         for (_, end), (start, _) in itertools.pairwise(ranges):
             assert start <= end + 1, f"a gap after offset {end}: {ranges}"
+        keys = bucket_keys(
+            lc.s3_client(cluster.state), cluster.state.bucket, topic_prefix(cluster.state.prefix, TOPIC, topic_id)
+        )
+        in_bucket = {sid for sid in copied if any(str(sid) in k for k in keys)}
+        assert in_bucket == set(copied), "every copied segment's objects are in the bucket"
+        assert all(any(str(sid) in k for sid in copied) for k in keys), f"no object of another segment: {keys}"
         read = consume_confluent(cluster.bootstrap, TOPIC, [0], until={0: 1200}, timeout_s=90)
         assert [v for _, _, _, v in read] == [v for _, _, v in sent + more], "every record once, from both tiers"
 
