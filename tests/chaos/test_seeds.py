@@ -6,7 +6,8 @@ the size it was found at).
 
 One seed runs with its metadata on the suite's PostgreSQL server, another on a secured cluster, and one
 (``STORE_FAULT_RUN``) on a database of its own on that server with the server's own faults drawn: paused longer
-than the lease, and stopped and started again.
+than the lease, and stopped and started again. One (``REPLICATED_RUN``) creates its topics with three replicas and
+min.insync.replicas=2 on three brokers, and kills a broker that leads partitions being produced to (acks=all).
 
 A seed that once showed a violation joins ``REGRESSION_SEEDS`` once the defect is fixed, so it stays fixed. A failure
 prints the seed, its fault schedule and the history excerpt of each violation; the run's files are kept."""
@@ -43,6 +44,15 @@ RUNS = [(seed, OPERATIONS, 2, 0.5) for seed in FIXED_SEEDS] + [(s, ops, b, 0.35)
 # At RUNS' small size with the PostgreSQL server's own faults drawn: a pause of 6.5 s (beyond the 1.5 s lease) while
 # a produce is under way, a controller crash point, then the server stopped and started again during two disables.
 STORE_FAULT_RUN = (42, OPERATIONS, 2, 0.5)
+# Replication factor 3 at RUNS' size on 3 brokers (every broker a replica of every partition): seed 323 creates
+# chaos-2 with 3 partitions (so each broker leads one) and chaos-0 with 2, kills broker 3 (a second kill, drawn
+# while it is still down, finds nothing to kill) for two operations, then pauses it for 1.44 s, with acks=all
+# produces to both topics before, during and after, and an S3 fault; the topics stay, so every acknowledged record
+# is read back. The run must see a leader move (about 45 s here; 4 moves, 11 ISR shrinks and 11 expansions).
+REPLICATED_RUN = (323, OPERATIONS, 3, 0.5, 3)
+# Replicated seeds that once showed a violation: (seed, operations, brokers, replication factor), at fault rate 0.35.
+REPLICATED_REGRESSION_SEEDS: tuple[tuple[int, int, int, int], ...] = ()
+REPLICATED_RUNS = [REPLICATED_RUN] + [(s, ops, b, 0.35, rf) for s, ops, b, rf in REPLICATED_REGRESSION_SEEDS]
 SOAK_RUNS = sized([], soak=[(seed, 20, 3, 0.35) for seed in range(4, 14)])  # make chaos's size, seeds 4 to 13
 
 
@@ -56,6 +66,26 @@ def test_a_seeded_run_under_faults_keeps_every_invariant(
     result = run_seed(seed, operations=operations, brokers=brokers, controllers=2, fault_rate=fault_rate)
     assert not result.violations, violation_report(result)
     assert sum(result.faults.values()) > 0, "the seed injected faults"
+
+
+@pytest.mark.parametrize(("seed", "operations", "brokers", "fault_rate", "replication_factor"), REPLICATED_RUNS)
+def test_a_seeded_run_with_three_replicas_keeps_every_invariant_through_a_leaders_death(
+    seed: int, operations: int, brokers: int, fault_rate: float, replication_factor: int
+) -> None:
+    """acks=all on replicated topics: what a leader acknowledged is on an in-sync follower, which takes over when the
+    leader dies; nothing acknowledged is lost or handed out twice, and the returning broker truncates and follows."""
+    result = run_seed(
+        seed,
+        operations=operations,
+        brokers=brokers,
+        controllers=2,
+        fault_rate=fault_rate,
+        replication_factor=replication_factor,
+    )
+    assert not result.violations, violation_report(result)
+    assert result.scenario.replication_factor == replication_factor
+    if (seed, operations, brokers, fault_rate, replication_factor) == REPLICATED_RUN:
+        assert result.faults["leader moved"] > 0, f"no partition's leadership moved: {dict(result.faults)}"
 
 
 def test_a_seeded_run_on_postgresql_keeps_every_invariant(postgres_server: PostgresServer) -> None:
