@@ -216,7 +216,8 @@ class BrokerMembership:
 
     cluster_id: str = DEFAULT_CLUSTER_ID  # brokers formatted for another cluster are refused (INCONSISTENT_CLUSTER_ID)
     session_timeout_ms: int = 6_000  # a broker with no heartbeat for this long is fenced
-    auto_leader_rebalance: bool = True  # an unfenced preferred replica takes its partitions' leadership back
+    # A preferred (first) replica that is in the ISR takes its partitions' leadership back (looked at every tick)
+    auto_leader_rebalance: bool = True
 
 
 @dataclass(frozen=True)
