@@ -404,8 +404,9 @@ class PartitionLog:
     @_on_log_directory
     def truncate_to(self, offset: int) -> bool:
         """Drop every batch that ends at or past ``offset`` (a follower's divergent tail, KIP-101), and return whether
-        anything was dropped. The log is cut at a batch boundary: the batch holding ``offset`` goes whole. Below the
-        local log start offset the whole local log goes and restarts there. Files are cut, then the log is read
+        anything was dropped. The log is cut at a batch boundary: the batch holding ``offset`` goes whole. Never below
+        the local log start offset (what lies there was tiered, so every replica had it): an ``offset`` below it cuts
+        there. Files are cut, then the log is read
         back from the disk as an open reads it (indexes, producers and leader epochs rebuilt)."""
         if offset >= self.log_end_offset:
             return False

@@ -217,10 +217,10 @@ class ReplicaFetcher:
         error_code = int(p["error_code"])  # type: ignore[call-overload]
         async with self._log_lock:
             if error_code == OffsetOutOfRange.code:
-                leader_end = int(p.get("high_watermark", -1))  # type: ignore[call-overload]
-                await asyncio.to_thread(self._out_of_range, plog, p)
+                leader_hw = int(p.get("high_watermark", -1))  # type: ignore[call-overload]
+                await asyncio.to_thread(self._out_of_range, plog, leader_hw)
                 self._replicas.truncated(key, plog.log_end_offset)
-                log.info("broker.replica_out_of_range", partition=followed.partition, leader_hw=leader_end)
+                log.info("broker.replica_out_of_range", partition=followed.partition, leader_hw=leader_hw)
                 return
             if error_code:
                 raise_for_code(error_code, f"{followed.name}-{followed.partition} from its leader")
@@ -252,8 +252,9 @@ class ReplicaFetcher:
         log.warning("broker.replica_truncated", directory=str(plog.directory), epoch=epoch, to=plog.log_end_offset)
 
     @staticmethod
-    def _out_of_range(plog: PartitionLog, p: Mapping[str, object]) -> None:
-        """The leader has no offset where this log ends: past its end, cut back to it."""
-        leader_end = int(p.get("high_watermark", -1))  # type: ignore[call-overload]
-        if 0 <= leader_end < plog.log_end_offset:
-            plog.truncate_to(leader_end)
+    def _out_of_range(plog: PartitionLog, leader_hw: int) -> None:
+        """The leader has no offset where this log ends: when this log is past the leader's high watermark (which
+        the answer carries, at or below the leader's end), cut back to it; the rest is fetched again. A log that ends
+        below the leader's log start is left as it is (not reset: see the README)."""
+        if 0 <= leader_hw < plog.log_end_offset:
+            plog.truncate_to(leader_hw)
