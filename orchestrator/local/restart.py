@@ -7,6 +7,8 @@ Invariants:
   given it. A broker whose port was taken comes back on a new one (it registers its new address, and clients follow
   Metadata); a controller (its address is in every bootstrap list) or the embedded S3 whose port was taken is a
   :class:`LocalClusterError` that says so, not a process that dies at bind.
+* A port can also be taken between the check and the bind (the new process needs a second to get there): a broker
+  that exits with "address already in use" is started again on new ports, at most ``BIND_ATTEMPTS`` times in all.
 * The embedded S3 comes back with the objects of its last clean stop, and refuses to start if it was killed.
 """
 
@@ -31,6 +33,9 @@ from orchestrator.local.s3_snapshot import SNAPSHOT_DIR
 from orchestrator.local.settings_files import Tables, read_toml, with_overrides, write_toml
 from orchestrator.local.state import LocalClusterState, ProcessInfo, is_ours
 
+BIND_ATTEMPTS = 3
+ADDRESS_IN_USE = "[Errno 98]"  # what a Python process prints when its bind finds the port taken (EADDRINUSE)
+
 
 def restart(
     directory: Path, role: str, ident: int, *, timeout_s: float = 30.0, env: Mapping[str, str] | None = None
@@ -51,6 +56,23 @@ def restart(
         raise LocalClusterError(f"{role} {ident} cannot be restarted")
     reap_if_dead(p)  # our child that died by itself (a crash, a crash point): reaped, not left a zombie
     moved = _move_if_port_taken(state, p)
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        log_size = _size(Path(p.log))
+        try:
+            _start(state, p, moved, timeout_s, env)
+            return p
+        except LocalClusterError:
+            lost_race = p.role == "broker" and ADDRESS_IN_USE in _read_from(Path(p.log), log_size)
+            if not lost_race or attempt == BIND_ATTEMPTS:
+                raise
+            reap_if_dead(p)
+            moved = _move_to_new_ports(p)  # taken between our check and its bind: a new port, as a moved broker
+    raise AssertionError("unreachable")
+
+
+def _start(
+    state: LocalClusterState, p: ProcessInfo, moved: Tables | None, timeout_s: float, env: Mapping[str, str] | None
+) -> None:
     ready, command = _ready_file_and_command(state, p)
     ready.unlink(missing_ok=True)
     proc = spawn(command, Path(p.log), process_env(state) | dict(env or {}))
@@ -60,8 +82,20 @@ def restart(
         StartingNode(p, proc, ready, moved).wait(timeout_s)  # learns the new ports and writes them into the settings
         state.save()
     else:
-        wait_for(f"{role} {ident} to restart", ready.exists, timeout_s, Path(p.log), proc)
-    return p
+        wait_for(f"{p.role} {p.id} to restart", ready.exists, timeout_s, Path(p.log), proc)
+
+
+def _size(log: Path) -> int:
+    return log.stat().st_size if log.exists() else 0
+
+
+def _read_from(log: Path, offset: int) -> str:
+    """What was appended to ``log`` after ``offset`` (the output of the attempt that just ended)."""
+    if not log.exists():
+        return ""
+    with log.open("rb") as f:
+        f.seek(offset)
+        return f.read().decode("utf-8", "replace")
 
 
 def _move_if_port_taken(state: LocalClusterState, p: ProcessInfo) -> Tables | None:
@@ -76,6 +110,12 @@ def _move_if_port_taken(state: LocalClusterState, p: ProcessInfo) -> Tables | No
             "it was down; a controller's address is in every bootstrap list, so it cannot move. Free the port, or "
             f"'tieredctl cluster down --dir {state.dir}' then 'cluster up' to start it anew"
         )
+    return _move_to_new_ports(p)
+
+
+def _move_to_new_ports(p: ProcessInfo) -> Tables:
+    """Rewrite a broker's settings to bind new ports; the settings it had are returned, to write the new ports into
+    once it is ready."""
     assert p.config is not None
     settings = read_toml(Path(p.config))
     write_toml(Path(p.config), with_overrides(settings, {p.role: {"port": 0}, "metrics": {"port": 0}}))

@@ -247,3 +247,44 @@ def test_a_broker_whose_port_was_taken_while_it_was_down_restarts_on_another_and
                 lc.restart(tmp_path, "controller", controller.id)
             assert not lc.is_ours(LocalClusterState.load(tmp_path).find("controller", controller.id))
         assert lc.is_ours(lc.restart(tmp_path, "controller", controller.id)), "once the port is free it restarts"
+
+
+def test_a_broker_whose_port_is_taken_between_the_check_and_its_bind_is_started_again_on_another(
+    tmp_path, moto_endpoint, bucket, cleanup, monkeypatch
+):
+    """The port is free when restart looks, and taken by the time the new process binds (the second it takes to
+    start is enough for an outgoing connection to get it: CI saw it as a broker that died with "address already in
+    use"). The broker is started again on a new port, and clients find it there."""
+    from orchestrator.local import restart as restart_module
+
+    cleanup.append(tmp_path)
+    state = _up(tmp_path, s3_endpoint=moto_endpoint, bucket=bucket)
+    _call(state, lambda c: c.create_topic("orders", partitions=2))
+    _produce(state, "orders", 2, 50)
+    broker = state.find("broker", 1)
+    lc.kill_process(broker)
+    squatters: list[socket.socket] = []
+    checked = restart_module._move_if_port_taken
+
+    def check_then_lose_the_port(st, p):  # the check finds it free; then another process takes it
+        found = checked(st, p)
+        squatters.append(socket.create_server(("127.0.0.1", p.port)))
+        return found
+
+    monkeypatch.setattr(restart_module, "_move_if_port_taken", check_then_lose_the_port)
+    try:
+        moved = lc.restart(tmp_path, "broker", 1)
+        assert moved.port != broker.port and lc.is_ours(moved)
+        assert "[Errno 98]" in Path(moved.log).read_text(), "the first attempt did lose the race"
+        assert LocalClusterState.load(tmp_path).find("broker", 1).port == moved.port
+
+        def registered_at_new_port() -> bool:
+            md = _call(state, lambda c: c.metadata())
+            return any(b["node_id"] == 1 and b["port"] == moved.port for b in md["brokers"])
+
+        wait_until("broker 1 to register its new port", registered_at_new_port, 30)
+        values, _ = _read_all(state, "orders")
+        assert len(values) == 100
+    finally:
+        for s in squatters:
+            s.close()
