@@ -14,6 +14,7 @@ import itertools
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,28 @@ def test_tiering_goes_on_across_a_leader_change_with_no_gap_no_segment_copied_tw
         local = sorted(int(p.stem) for p in _partition_dir(cluster, follower).glob("*.log"))
         assert local[0] > 0, "a follower's local log start follows what was tiered (local.retention.ms=0)"
         assert local[0] <= copied_end + 1, "and never passes it"
+        assert _scan_findings(cluster, tmp_path / "export") == ([], []), "the scan finds nothing to reclaim, no anomaly"
+
+
+def _scan_findings(cluster: Any, export_dir: Path) -> tuple[list[str], list[str]]:
+    """What the scan's classifier (the pure one the Spark job is held equal to) says of the cluster's bucket against
+    its metadata: (keys it finds reclaimable or not live, anomalies)."""
+    from orchestrator.metadata.sqlite import SqliteMetadataStore
+    from policies.orphans import BucketObject, Metadata, classify
+    from remote_storage.export import export_metadata, load_export
+    from remote_storage.scan import contract as c
+
+    with SqliteMetadataStore(cluster.dir / "metadata.db", recover_on_open=False) as store:
+        export_metadata(store, export_dir)
+    s3 = lc.s3_client(cluster.state)
+    listed = s3.get_paginator("list_objects_v2").paginate(Bucket=cluster.state.bucket)
+    objects = [
+        BucketObject(o["Key"], o["Size"], int(o["LastModified"].timestamp() * 1000))
+        for page in listed
+        for o in page.get("Contents", [])
+    ]
+    now = int(time.time() * 1000)
+    meta = Metadata.build(*load_export(export_dir), now_ms=now)
+    found = classify(objects, meta, prefix=cluster.state.prefix, now_ms=now, grace_ms=0)
+    not_live = [f"{v.key}: {v.category}" for v in found.objects if v.category != c.LIVE or v.reclaimable]
+    return not_live, [f"{a.type} {a.segment_id}" for a in found.anomalies]
