@@ -97,7 +97,7 @@ class MotoObjects:
                 content_type=headers.get("content-type"),
                 metadata={k[len(_USER_META) :]: v for k, v in headers.items() if k.startswith(_USER_META)},
                 tags={t["Key"]: t["Value"] for t in tags},
-                last_modified_ms=round(key.last_modified.replace(tzinfo=datetime.UTC).timestamp() * 1000),
+                last_modified_us=to_epoch_us(key.last_modified),
             )
 
     def create_bucket(self, bucket: str) -> None:
@@ -111,9 +111,23 @@ class MotoObjects:
         key.set_metadata(headers)
         if obj.tags:
             self._backend.put_object_tagging(key, obj.tags)
-        if obj.last_modified_ms is not None:
-            when = datetime.datetime.fromtimestamp(obj.last_modified_ms / 1000, tz=datetime.UTC)
-            key.last_modified = when.replace(tzinfo=None)
+        if obj.last_modified_us is not None:
+            key.last_modified = from_epoch_us(obj.last_modified_us)
+
+
+_EPOCH = datetime.datetime(1970, 1, 1)  # noqa: DTZ001 - moto keeps naive UTC datetimes
+_MICROSECOND = datetime.timedelta(microseconds=1)
+
+
+def to_epoch_us(naive_utc: datetime.datetime) -> int:
+    """Microseconds since the epoch of one of moto's naive UTC datetimes, exactly (no float: a time at .9996 s must
+    not become the next second, which is what a client would read in ``Last-Modified``)."""
+    return (naive_utc - _EPOCH) // _MICROSECOND
+
+
+def from_epoch_us(us: int) -> datetime.datetime:
+    """The naive UTC datetime moto keeps, from :func:`to_epoch_us`'s count."""
+    return _EPOCH + us * _MICROSECOND
 
 
 class SignedRequestsOnly:

@@ -14,8 +14,8 @@ Invariants:
   restores an older snapshot in its place (that would serve a bucket that silently lacks objects).
 * A snapshot is complete before ``state.json`` names it (written to its own directory first, then the state file
   is replaced atomically); older snapshots are removed only after that.
-* An object comes back with its bytes, tags, content type, user metadata and last-modified time, so what a scan
-  recorded still matches after a restart. Both ways go through the server's own process (:class:`ObjectStore`),
+* An object comes back with its bytes, tags, content type, user metadata and last-modified time (to the
+  microsecond, as the server held it), so what a scan recorded still matches after a restart. Both ways go through the server's own process (:class:`ObjectStore`),
   not a request per object: stopping and starting take seconds at ten thousand objects.
 * Only objects and buckets are kept: bucket configuration (versioning, lifecycle, inventory configurations) and
   in-progress multipart uploads are not.
@@ -58,7 +58,7 @@ class StoredObject:
     content_type: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
-    last_modified_ms: int | None = None
+    last_modified_us: int | None = None  # microseconds since the epoch: the time the server held, exactly
 
 
 class ObjectStore(Protocol):
@@ -121,7 +121,7 @@ def restore(directory: Path, store: ObjectStore, *, on_object: Callable[[int], N
             content_type=entry.get("content_type"),
             metadata=dict(entry["metadata"]),
             tags=dict(entry["tags"]),
-            last_modified_ms=entry.get("last_modified_ms"),
+            last_modified_us=_last_modified_us(entry),
         )
         store.put(entry["bucket"], obj)
         on_object(n)
@@ -154,7 +154,7 @@ def write(directory: Path, store: ObjectStore) -> int:
                     "content_type": obj.content_type,
                     "metadata": obj.metadata,
                     "tags": obj.tags,
-                    "last_modified_ms": obj.last_modified_ms,
+                    "last_modified_us": obj.last_modified_us,
                 }
             )
     with (snap / "manifest.json").open("w") as out:
@@ -166,3 +166,11 @@ def write(directory: Path, store: ObjectStore) -> int:
         if old.name != name:
             shutil.rmtree(old, ignore_errors=True)
     return len(objects)
+
+
+def _last_modified_us(entry: dict[str, Any]) -> int | None:
+    """An entry's time in microseconds; a snapshot written before microseconds were kept has milliseconds."""
+    if entry.get("last_modified_us") is not None:
+        return int(entry["last_modified_us"])
+    ms = entry.get("last_modified_ms")
+    return None if ms is None else int(ms) * 1000
