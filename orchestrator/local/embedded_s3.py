@@ -115,7 +115,7 @@ class MotoObjects:
             key.last_modified = from_epoch_us(obj.last_modified_us)
 
 
-_EPOCH = datetime.datetime(1970, 1, 1)  # noqa: DTZ001 - moto keeps naive UTC datetimes
+_EPOCH = datetime.datetime(1970, 1, 1)  # naive, as moto keeps its UTC datetimes
 _MICROSECOND = datetime.timedelta(microseconds=1)
 
 

@@ -15,8 +15,9 @@ Invariants:
 * A snapshot is complete before ``state.json`` names it (written to its own directory first, then the state file
   is replaced atomically); older snapshots are removed only after that.
 * An object comes back with its bytes, tags, content type, user metadata and last-modified time (to the
-  microsecond, as the server held it), so what a scan recorded still matches after a restart. Both ways go through the server's own process (:class:`ObjectStore`),
-  not a request per object: stopping and starting take seconds at ten thousand objects.
+  microsecond, as the server held it), so what a scan recorded still matches after a restart. Both ways go through
+  the server's own process (:class:`ObjectStore`), not a request per object: stopping and starting take seconds at
+  ten thousand objects.
 * Only objects and buckets are kept: bucket configuration (versioning, lifecycle, inventory configurations) and
   in-progress multipart uploads are not.
 """
