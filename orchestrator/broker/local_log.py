@@ -432,6 +432,27 @@ class PartitionLog:
         log.warning("log.truncated", directory=str(self.directory), log_end_offset=self.log_end_offset)
         return True
 
+    @_on_log_directory
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every local batch and start the log empty at ``offset`` (a follower whose log ends below its
+        leader's log start: what it has was removed on the leader, so it starts where the leader's log does).
+
+        The start offsets are checkpointed first, then segments are deleted oldest first: a crash part way leaves
+        segments below the log start, which the next call (the next out-of-range answer) removes."""
+        with self._mutex:
+            self.log_start_offset = self.local_log_start_offset = offset
+            self._checkpoint()
+            self._checkpointed = (offset, offset)
+            for seg in self._segments:
+                seg.close()
+                seg.delete_files()
+            for path in self.directory.glob("*.snapshot"):
+                path.unlink(missing_ok=True)
+            self._segments = [self._new_segment(offset)]
+            self.producers = ProducerStates()
+            self._save_leader_epochs(LeaderEpochCache())
+        log.warning("log.truncated_fully", directory=str(self.directory), start_offset=offset)
+
     def _reload(self) -> None:
         for seg in self._segments:
             seg.close()

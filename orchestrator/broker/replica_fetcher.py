@@ -14,7 +14,8 @@ What comes back, per partition, under the broker's log lock:
   epoch in this log (Kafka's rule), before the next fetch (:meth:`PartitionLog.truncate_to`);
 * the leader's high watermark, kept cut to this log's end (:class:`ReplicaStates`), and its log start offset:
   this log's start follows it (a delete-policy disable or retention on the leader removes the same range here);
-* OFFSET_OUT_OF_RANGE past the leader's end: this log is cut back to the leader's end.
+* OFFSET_OUT_OF_RANGE: a log that ends below the leader's log start starts again, empty, at it
+  (:meth:`PartitionLog.truncate_fully_and_start_at`); one past the leader's end is cut back to it.
 
 Errors of one leader (a dead broker, a refused request) back that leader's task off on the loops' one schedule
 (:data:`orchestrator.supervision.LOOP_RETRY_WAIT`); the others go on. A task ends when its leader leads nothing this
@@ -218,9 +219,16 @@ class ReplicaFetcher:
         async with self._log_lock:
             if error_code == OffsetOutOfRange.code:
                 leader_hw = int(p.get("high_watermark", -1))  # type: ignore[call-overload]
-                await asyncio.to_thread(self._out_of_range, plog, leader_hw)
+                leader_start = int(p.get("log_start_offset", -1))  # type: ignore[call-overload]
+                await asyncio.to_thread(self._out_of_range, plog, leader_hw, leader_start)
                 self._replicas.truncated(key, plog.log_end_offset)
-                log.info("broker.replica_out_of_range", partition=followed.partition, leader_hw=leader_hw)
+                log.info(
+                    "broker.replica_out_of_range",
+                    partition=followed.partition,
+                    leader_hw=leader_hw,
+                    leader_log_start=leader_start,
+                    log_end_offset=plog.log_end_offset,
+                )
                 return
             if error_code:
                 raise_for_code(error_code, f"{followed.name}-{followed.partition} from its leader")
@@ -252,9 +260,12 @@ class ReplicaFetcher:
         log.warning("broker.replica_truncated", directory=str(plog.directory), epoch=epoch, to=plog.log_end_offset)
 
     @staticmethod
-    def _out_of_range(plog: PartitionLog, leader_hw: int) -> None:
-        """The leader has no offset where this log ends: when this log is past the leader's high watermark (which
-        the answer carries, at or below the leader's end), cut back to it; the rest is fetched again. A log that ends
-        below the leader's log start is left as it is (not reset: see the README)."""
-        if 0 <= leader_hw < plog.log_end_offset:
+    def _out_of_range(plog: PartitionLog, leader_hw: int, leader_start: int) -> None:
+        """The leader has no offset where this log ends. Below the leader's log start (retention or a delete policy
+        removed it there while this replica was away): this log starts again, empty, at the leader's log start, as
+        Kafka's follower does. Past the leader's high watermark (which the answer carries, at or below the leader's
+        end): cut back to it. The rest is fetched again."""
+        if plog.log_end_offset < leader_start:
+            plog.truncate_fully_and_start_at(leader_start)
+        elif 0 <= leader_hw < plog.log_end_offset:
             plog.truncate_to(leader_hw)

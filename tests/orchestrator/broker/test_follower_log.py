@@ -113,3 +113,44 @@ def test_truncating_inside_a_batch_drops_the_whole_batch_and_producers_are_rebui
     assert plog.log_end_offset == 0
     plog.append([(None, b"z", None)], leader_epoch=2)
     assert _records(plog) == [(0, b"z")]
+
+
+def test_a_follower_whose_log_ends_below_the_leaders_start_starts_again_there_and_catches_up(logs, tmp_path):
+    """A replica away while the leader's log start moved past its end (a delete-policy disable, retention) gets
+    OFFSET_OUT_OF_RANGE forever unless it starts again at the leader's log start (Kafka's follower does)."""
+    from orchestrator.broker.replica_fetcher import ReplicaFetcher
+
+    leader, follower = logs("leader", segment_bytes=300), logs("follower", segment_bytes=300)
+    _produce(leader, [b"d%02d" % i for i in range(10)], epoch=0)
+    _replicate(leader, follower)
+    _produce(leader, [b"e%02d" % i for i in range(30)], epoch=1)
+    leader.advance_log_start_offset(leader.closed_segments()[-1].end_offset + 1)
+    start = leader.log_start_offset
+    assert follower.log_end_offset < start, "the follower's log ends below the leader's start"
+
+    ReplicaFetcher._out_of_range(follower, leader_hw=leader.log_end_offset, leader_start=start)
+    assert (follower.log_start_offset, follower.local_log_start_offset, follower.log_end_offset) == (start,) * 3
+    assert sorted(int(p.stem) for p in follower.directory.glob("*.log")) == [start]
+    assert follower.leader_epochs.entries == ()
+    _replicate(leader, follower)
+    assert _records(follower) == _records(leader)
+    assert follower.leader_epochs.entries == leader.leader_epochs.entries
+
+    follower.close()
+    reopened = PartitionLog(follower.directory, topic_id=TID, config=follower.config, clock=Clock())
+    try:
+        assert (reopened.log_start_offset, reopened.log_end_offset) == (start, leader.log_end_offset)
+        assert _records(reopened) == _records(leader)
+    finally:
+        reopened.close()
+
+
+def test_a_follower_past_the_leaders_high_watermark_is_cut_back_and_one_inside_is_left_alone(logs):
+    from orchestrator.broker.replica_fetcher import ReplicaFetcher
+
+    plog = logs("f", segment_bytes=10_000)
+    _produce(plog, [b"x%02d" % i for i in range(8)], epoch=0)
+    ReplicaFetcher._out_of_range(plog, leader_hw=8, leader_start=0)
+    assert plog.log_end_offset == 8
+    ReplicaFetcher._out_of_range(plog, leader_hw=5, leader_start=0)
+    assert plog.log_end_offset == 5 and plog.log_start_offset == 0
