@@ -3,9 +3,10 @@ follows from its leader (:mod:`orchestrator.broker.replica_fetcher`), the leader
 and expand its partitions' ISR (:mod:`orchestrator.broker.isr_proposals`). Both read the one
 :class:`~orchestrator.broker.replication.ReplicaStates` the data plane keeps (followers' fetches, high watermarks).
 
-Invariants: one fetcher task per leader broker, started by :meth:`ReplicaManager.round` and ended by
-:meth:`ReplicaManager.close` (and by itself when its leader leads nothing followed here any more); the leader side
-sends one AlterPartition per partition and partition epoch at most.
+Invariants: the replication state (:class:`ReplicaStates`) holds only partitions this broker has a replica of in the
+latest image (pruned once per new image); one fetcher task per leader broker, started by
+:meth:`ReplicaManager.round` and ended by :meth:`ReplicaManager.close` (and by itself when its leader leads nothing
+followed here any more); the leader side sends one AlterPartition per partition and partition epoch at most.
 """
 
 from __future__ import annotations
@@ -49,6 +50,16 @@ def epoch_start_offset(plog: PartitionLog, leader_epoch: int) -> int:
     return plog.log_end_offset
 
 
+def replicas_held(image: MetadataImage, broker_id: int) -> list[PartitionKey]:
+    """Every partition ``broker_id`` holds a replica of in ``image``."""
+    return [
+        (topic.topic_id, index)
+        for topic in image.topics.values()
+        for index, part in topic.partitions.items()
+        if broker_id in part.replicas
+    ]
+
+
 class ReplicaManager:
     def __init__(
         self,
@@ -66,7 +77,8 @@ class ReplicaManager:
         now_ms: Callable[[], int],
         on_isr_change: Callable[[int, int], None],
     ) -> None:
-        self._pool = pool
+        self._pool, self._broker_id, self._image, self._replicas = pool, broker_id, image, replicas
+        self._pruned_for: MetadataImage | None = None
         self.fetcher = ReplicaFetcher(
             broker_id=broker_id,
             image=image,
@@ -93,8 +105,18 @@ class ReplicaManager:
         )
 
     async def round(self) -> None:
+        self._forget_partitions_gone()
         await self.fetcher.round()
         await self.isr.round()
+
+    def _forget_partitions_gone(self) -> None:
+        """Drop the replication state of partitions this broker no longer holds a replica of (a deleted topic, a
+        new assignment), once per new image: the state grows with the partitions held, not with their history."""
+        image = self._image()
+        if image is self._pruned_for:
+            return
+        self._pruned_for = image
+        self._replicas.forget_all_but(replicas_held(image, self._broker_id))
 
     async def close(self) -> None:
         await self.fetcher.close()

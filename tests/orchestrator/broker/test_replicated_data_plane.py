@@ -160,3 +160,48 @@ def test_a_follower_whose_last_epoch_ends_earlier_here_is_told_where_to_truncate
         assert (await rep.fetch(0, replica=7))["error_code"] == 6  # NOT_LEADER_OR_FOLLOWER
 
     asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_the_replication_round_forgets_the_followers_of_a_deleted_topic(rep):
+    """The followers' state the leader keeps per partition is dropped once the image no longer has the partition
+    here (it grew with every topic ever led before)."""
+    from orchestrator.broker.replica_manager import ReplicaManager
+    from orchestrator.net.connection import ConnectionPool
+
+    broker = rep.broker
+    rep.partition(isr=[1, 2, 3])
+    asyncio.run(rep.produce(b"a", acks=1))
+    asyncio.run(rep.fetch(1, replica=2))
+    key = (rep.tid, 0)
+    assert set(rep.plane.replicas.followers(key)) == {2}
+
+    async def never_alter(_proposal: Any) -> None:
+        raise AssertionError("nothing to propose")
+
+    manager = ReplicaManager(
+        broker_id=1,
+        image=lambda: broker.follower.image,
+        logs=broker.logs,
+        open_log=broker._open_log,
+        log_lock=asyncio.Lock(),
+        replicas=rep.plane.replicas,
+        pool=ConnectionPool(),
+        request_timeout_s=5.0,
+        alter_isr=never_alter,
+        lag_max_ms=30_000,
+        now_ms=lambda: NOW,
+        on_isr_change=lambda _shrinks, _expands: None,
+    )
+
+    async def rounds() -> None:
+        try:
+            await manager.round()
+            assert set(rep.plane.replicas.followers(key)) == {2}, "kept while the partition is here"
+            rep.writer.delete_topic(rep.tid)
+            await broker._metadata_round()
+            await manager.round()
+        finally:
+            await manager.close()
+
+    asyncio.run(rounds())
+    assert rep.plane.replicas.followers(key) == {}
