@@ -11,6 +11,7 @@ acks=all with min.insync.replicas=2 means one dead broker loses nothing (issue 3
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import threading
@@ -261,3 +262,42 @@ def _scan_findings(cluster: Any, export_dir: Path) -> tuple[list[str], list[str]
     found = classify(objects, meta, prefix=cluster.state.prefix, now_ms=now, grace_ms=0)
     not_live = [f"{v.key}: {v.category}" for v in found.objects if v.category != c.LIVE or v.reclaimable]
     return not_live, [f"{a.type} {a.segment_id}" for a in found.anomalies]
+
+
+def _log_start(cluster: Any, broker: int) -> int:
+    """A replica's log start offset as its checkpoint on disk says (each broker's own, not the leader's answer)."""
+    from orchestrator.broker.partition_files import OFFSETS_CHECKPOINT
+
+    cp = _partition_dir(cluster, broker) / OFFSETS_CHECKPOINT
+    return int(json.loads(cp.read_text())["log_start_offset"]) if cp.exists() else 0
+
+
+def test_a_delete_policy_disable_moves_every_replicas_log_start_and_a_new_leader_serves_from_there(tmp_path):
+    """KIP-950's delete policy with replicas: the remote tier is emptied, each follower's log start follows the
+    leader's (their local data below it goes too), and after the leader dies the new one serves exactly the records
+    from that start, as confluent-kafka reads them."""
+    from tests.support.kafka_clients import confluent_watermarks, produce_confluent
+
+    with live_cluster(tmp_path / "c", brokers=3, controllers=1) as cluster:
+        topic_id = cluster.call(lambda c: c.create_topic(TOPIC, partitions=1, replication_factor=3, configs=TIERED))
+        sent = [(0, None, b"d%04d" % i + b"." * 100) for i in range(600)]
+        produce_confluent(cluster.bootstrap, TOPIC, sent, acks="all", **{"batch.num.messages": 20})
+        cluster.wait_tiering_settled(topic_id, 3)
+
+        cluster.call(lambda c: c.disable_tiering(TOPIC, "delete"))
+        wait_until("DISABLED", lambda: cluster.status(TOPIC).state.name == "DISABLED", 60)
+        prefix = topic_prefix(cluster.state.prefix, TOPIC, topic_id)
+        assert bucket_keys(lc.s3_client(cluster.state), cluster.state.bucket, prefix) == [], "the remote tier is gone"
+        leader, replicas, _ = _leader(cluster)
+        start = _log_start(cluster, leader)
+        assert start > 0, "the records only S3 held are gone: the log starts at the local log start"
+        wait_until("every replica's log start to follow", lambda: {_log_start(cluster, b) for b in replicas} == {start})
+        for b in replicas:
+            bases = sorted(int(p.stem) for p in _partition_dir(cluster, b).glob("*.log"))
+            assert bases and (len(bases) == 1 or bases[1] > start), f"broker {b} kept a segment below {start}: {bases}"
+
+        cluster.signal("broker", leader, signal.SIGKILL)
+        wait_until("a new leader", lambda: _leader(cluster)[0] not in (leader, -1), 60)
+        assert confluent_watermarks(cluster.bootstrap, TOPIC, [0]) == {0: (start, 600)}
+        read = consume_confluent(cluster.bootstrap, TOPIC, [0], from_offset=start, until={0: 600}, timeout_s=60)
+        assert [(o, v) for _, o, _, v in read] == [(o, v) for o, (_, _, v) in enumerate(sent) if o >= start]
