@@ -245,8 +245,9 @@ class DataPlane:
     async def _replicated(
         self, topic: TopicImage, partition: int, plog: PartitionLog, end: int, timeout_ms: int
     ) -> None:
-        """Wait until every in-sync replica has the log up to ``end`` (acks=all): the high watermark reaches it.
-        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below ``min.insync.replicas`` first, REQUEST_TIMED_OUT
+        """Wait until every in-sync replica has the log up to ``end`` (acks=all): the high watermark reaches it, with
+        at least ``min.insync.replicas`` in the ISR. NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below it
+        (also when its shrinking is what let the high watermark reach ``end``), REQUEST_TIMED_OUT
         when the request's timeout passes first (the records stay in the leader's log, as in Kafka)."""
         deadline = self._monotonic() + max(timeout_ms, 0) / 1000
         key = (topic.topic_id, partition)
@@ -259,10 +260,11 @@ class DataPlane:
             p = current.partitions[partition]
             if p.leader != topic.partitions[partition].leader:
                 raise NotLeaderOrFollower(f"{topic.name}-{partition}: leadership moved while an acks=all write waited")
-            if self.high_watermark(current, partition, plog) >= end:
-                return
+            reached = self.high_watermark(current, partition, plog) >= end
             min_isr = int_or_default(image.topic_configs(topic.name), "min.insync.replicas")
-            if len(p.isr) < min_isr:
+            if reached and len(p.isr) >= min_isr:
+                return
+            if len(p.isr) < min_isr:  # reached or not: fewer copies than promised (Kafka checks it as it answers)
                 raise NotEnoughReplicasAfterAppend(
                     f"{topic.name}-{partition}: the ISR {list(p.isr)} fell below min.insync.replicas={min_isr} "
                     f"before offset {end - 1} was replicated"

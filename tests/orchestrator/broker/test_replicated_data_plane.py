@@ -205,3 +205,25 @@ def test_the_replication_round_forgets_the_followers_of_a_deleted_topic(rep):
 
     asyncio.run(rounds())
     assert rep.plane.replicas.followers(key) == {}
+
+
+def test_an_acks_all_write_whose_isr_shrinks_below_min_isr_while_it_waits_is_not_enough_replicas_after_append(rep):
+    """The records were appended with the ISR at min.insync.replicas; the controller then shrinks it (a follower
+    lagged): the waiting write answers NOT_ENOUGH_REPLICAS_AFTER_APPEND (20), and the records stay in the log."""
+    rep.partition(isr=[1, 2], min_isr=2)
+
+    async def go() -> None:
+        producing = asyncio.create_task(rep.produce(b"appended", timeout_ms=60_000))
+        got = await rep.fetch(0, replica=2, wait_ms=10_000)  # the follower sees it (woken by the append)...
+        assert values(got) == [b"appended"] and not producing.done()
+        shrink = make_record("PartitionChangeRecord", topic_id=rep.tid, partition_id=0, isr=[1])
+        rep.writer.store.append([shrink], controller_epoch=rep.writer.epoch)  # ...but never fetches past it
+        await rep.broker._metadata_round()
+        answer = await producing
+        assert answer["error_code"] == 20, answer  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        assert "min.insync.replicas=2" in answer["error_message"]
+        assert values(await rep.fetch(0, replica=2)) == [b"appended"], "in the leader's log, as Kafka leaves it"
+        again = await rep.produce(b"refused")
+        assert again["error_code"] == 19, "and the next acks=all write is refused before it is written"
+
+    asyncio.run(asyncio.wait_for(go(), 30))
