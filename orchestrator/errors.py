@@ -484,6 +484,14 @@ class InconsistentClusterId(KafkaError):
 
 
 @_register
+class OffsetMovedToTieredStorage(KafkaError):
+    """A follower's fetch below the leader's local log start (KIP-405): those records are in remote storage only,
+    so the follower starts its log at the leader's local log start instead of copying them back."""
+
+    code, name, retriable = 109, "OFFSET_MOVED_TO_TIERED_STORAGE", False
+
+
+@_register
 class IneligibleReplica(KafkaError):
     """An AlterPartition whose new ISR names a replica that may not be in it: not registered, fenced, or (version 3)
     at another broker epoch than the registered one (KIP-841, KIP-903)."""

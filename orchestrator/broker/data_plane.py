@@ -31,7 +31,8 @@ Invariants:
   copied to remote storage: nothing a new leader might not have is ever served or tiered. A follower's Fetch
   (``replica_id`` >= 0, one of the partition's replicas) reads up to the log end offset; its fetch offset is how far
   it has the log, and a follower whose last fetched epoch ends earlier here is answered with the diverging epoch
-  (KIP-320) and no records, so it truncates first.
+  (KIP-320) and no records, so it truncates first; one below the local log start offset is answered
+  OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405) with the bounds, so it starts its log there rather than copy S3 back.
 * **Idempotent producers, no transactions.** InitProducerId gives a producer id unique in the cluster; each
   partition deduplicates retried batches and fences stale epochs (:mod:`orchestrator.broker.producer_state`:
   a retry gets its first offsets, OUT_OF_ORDER_SEQUENCE_NUMBER and INVALID_PRODUCER_EPOCH otherwise).
@@ -83,6 +84,7 @@ from orchestrator.errors import (
     NotEnoughReplicas,
     NotEnoughReplicasAfterAppend,
     NotLeaderOrFollower,
+    OffsetMovedToTieredStorage,
     OffsetOutOfRange,
     RemoteStorageError,
     RequestTimedOut,
@@ -428,7 +430,7 @@ class DataPlane:
                     errors = True
                     wire = as_wire_error(exc)
                     entry.update({"error_code": wire.code, "high_watermark": -1, "last_stable_offset": -1})
-                    if isinstance(exc, _OutOfRange):
+                    if isinstance(exc, (_OutOfRange, _MovedToTiered)):
                         entry.update(_fetched(exc.bounds))
                         entry["error_code"] = exc.code
                     _log_storage_error("Fetch", name, index, wire)
@@ -471,6 +473,8 @@ class DataPlane:
             bounds = self._bounds(topic, partition, plog)
             if offset < bounds.log_start_offset or offset > bounds.log_end_offset:
                 raise _OutOfRange(bounds, offset, name, partition)
+            if follower and offset < plog.local_log_start_offset:  # KIP-405: in S3 only; not copied back
+                raise _MovedToTiered(bounds, offset, plog.local_log_start_offset, f"{name}-{partition}")
             end = bounds.log_end_offset if follower else bounds.high_watermark
             if offset >= end or limit <= 0:
                 return bounds, b"", None
@@ -566,6 +570,17 @@ class _OutOfRange(OffsetOutOfRange):
         super().__init__(
             f"{topic}-{partition}: offset {offset} is outside [{bounds.log_start_offset}, {bounds.log_end_offset}]"
         )
+        self.bounds = bounds
+
+
+class _MovedToTiered(OffsetMovedToTieredStorage):
+    """OFFSET_MOVED_TO_TIERED_STORAGE for a follower, with the partition's bounds (its log start offset tells the
+    follower where the log starts, remote part included)."""
+
+    name, retriable = OffsetMovedToTieredStorage.name, OffsetMovedToTieredStorage.retriable
+
+    def __init__(self, bounds: _Bounds, offset: int, local_start: int, where: str) -> None:
+        super().__init__(f"{where}: offset {offset} is below the local log start {local_start}, in remote storage only")
         self.bounds = bounds
 
 

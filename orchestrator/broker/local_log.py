@@ -433,16 +433,19 @@ class PartitionLog:
         return True
 
     @_on_log_directory
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully_and_start_at(self, offset: int, *, log_start: int | None = None) -> None:
         """Drop every local batch and start the log empty at ``offset`` (a follower whose log ends below its
-        leader's log start: what it has was removed on the leader, so it starts where the leader's log does).
+        leader's log start: what it has was removed on the leader, so it starts where the leader's log does; or
+        below its leader's local log start: ``log_start``, at or below ``offset``, is then the leader's log start,
+        the records between being in remote storage).
 
         The start offsets are checkpointed first, then segments are deleted oldest first: a crash part way leaves
         segments below the log start, which the next call (the next out-of-range answer) removes."""
+        start = offset if log_start is None else min(log_start, offset)
         with self._mutex:
-            self.log_start_offset = self.local_log_start_offset = offset
+            self.log_start_offset, self.local_log_start_offset = start, offset
             self._checkpoint()
-            self._checkpointed = (offset, offset)
+            self._checkpointed = (start, offset)
             for seg in self._segments:
                 seg.close()
                 seg.delete_files()

@@ -14,6 +14,9 @@ What comes back, per partition, under the broker's log lock:
   epoch in this log (Kafka's rule), before the next fetch (:meth:`PartitionLog.truncate_to`);
 * the leader's high watermark, kept cut to this log's end (:class:`ReplicaStates`), and its log start offset:
   this log's start follows it (a delete-policy disable or retention on the leader removes the same range here);
+* OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405: this log ends below the leader's local log start, what lies between
+  is in remote storage only): the log starts again, empty, at the leader's local log start (ListOffsets
+  EARLIEST_LOCAL), its log start offset the leader's; nothing is copied back from S3;
 * OFFSET_OUT_OF_RANGE: a log that ends below the leader's log start starts again, empty, at it
   (:meth:`PartitionLog.truncate_fully_and_start_at`); one past the leader's end is cut back to it.
 
@@ -40,6 +43,7 @@ from orchestrator.errors import (
     FencedLeaderEpoch,
     KafkaError,
     NotLeaderOrFollower,
+    OffsetMovedToTieredStorage,
     OffsetOutOfRange,
     TieredError,
     UnknownLeaderEpoch,
@@ -56,6 +60,8 @@ from orchestrator.supervision import LOOP_RETRY_WAIT
 log = structlog.get_logger(__name__)
 
 FETCH_VERSION = 12
+LIST_OFFSETS_VERSION = 8  # the first with EARLIEST_LOCAL (-4), KIP-405
+EARLIEST_LOCAL = -4
 REPLICA_FETCH_WAIT_MS = 500  # Kafka's replica.fetch.wait.max.ms
 REPLICA_FETCH_MIN_BYTES = 1
 REPLICA_FETCH_MAX_BYTES = 10 * 1024 * 1024  # replica.fetch.response.max.bytes
@@ -210,8 +216,53 @@ class ReplicaFetcher:
                 if p["error_code"] in _WAIT_FOR_METADATA:
                     waiting += 1
                     continue
+                if p["error_code"] == OffsetMovedToTieredStorage.code:
+                    await self._start_at_leaders_local_start(address, followed, logs[key], p)
+                    continue
                 await self._apply(followed, logs[key], p)
         return answered > 0 and waiting == answered
+
+    async def _start_at_leaders_local_start(
+        self, address: tuple[str, int], followed: Followed, plog: PartitionLog, p: Mapping[str, object]
+    ) -> None:
+        """KIP-405's follower: what it lacks below the leader's local log start is in remote storage, so its log
+        starts again, empty, at that offset (asked with ListOffsets EARLIEST_LOCAL), its log start offset the
+        leader's; nothing is copied back from S3."""
+        body: m.ListOffsetsRequest = {
+            "replica_id": self._broker_id,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "name": followed.name,
+                    "partitions": [
+                        {
+                            "partition_index": followed.partition,
+                            "current_leader_epoch": followed.leader_epoch,
+                            "timestamp": EARLIEST_LOCAL,
+                        }
+                    ],
+                }
+            ],
+        }
+        response = await self._pool.request(
+            address, ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, timeout_s=self._timeout_s
+        )
+        (answer,) = response["topics"][0]["partitions"]
+        raise_for_code(answer["error_code"], f"{followed.name}-{followed.partition}'s local log start")
+        local_start = int(answer["offset"])
+        leader_start = int(p.get("log_start_offset", -1))  # type: ignore[call-overload]
+        async with self._log_lock:
+            if plog.log_end_offset < local_start:  # else it moved on meanwhile: the next fetch says where it is
+                await asyncio.to_thread(
+                    plog.truncate_fully_and_start_at, local_start, log_start=min(max(leader_start, 0), local_start)
+                )
+                self._replicas.truncated((followed.topic_id, followed.partition), plog.log_end_offset)
+        log.info(
+            "broker.replica_moved_to_tiered",
+            partition=followed.partition,
+            leader_local_log_start=local_start,
+            leader_log_start=leader_start,
+        )
 
     async def _apply(self, followed: Followed, plog: PartitionLog, p: Mapping[str, object]) -> None:
         key = (followed.topic_id, followed.partition)

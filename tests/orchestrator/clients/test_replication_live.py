@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.broker.partition_files import OFFSETS_CHECKPOINT
 from orchestrator.local import cluster as lc
 from orchestrator.local.restart import restart
 from orchestrator.protocol.record_batch import split_batches
@@ -266,8 +267,6 @@ def _scan_findings(cluster: Any, export_dir: Path) -> tuple[list[str], list[str]
 
 def _log_start(cluster: Any, broker: int) -> int:
     """A replica's log start offset as its checkpoint on disk says (each broker's own, not the leader's answer)."""
-    from orchestrator.broker.partition_files import OFFSETS_CHECKPOINT
-
     cp = _partition_dir(cluster, broker) / OFFSETS_CHECKPOINT
     return int(json.loads(cp.read_text())["log_start_offset"]) if cp.exists() else 0
 
@@ -301,3 +300,45 @@ def test_a_delete_policy_disable_moves_every_replicas_log_start_and_a_new_leader
         assert confluent_watermarks(cluster.bootstrap, TOPIC, [0]) == {0: (start, 600)}
         read = consume_confluent(cluster.bootstrap, TOPIC, [0], from_offset=start, until={0: 600}, timeout_s=60)
         assert [(o, v) for _, o, _, v in read] == [(o, v) for o, (_, _, v) in enumerate(sent) if o >= start]
+
+
+def test_a_follower_back_from_a_long_stop_starts_at_the_leaders_local_log_start_and_copies_nothing_back(tmp_path):
+    """KIP-405's follower: a replica away while the leader tiered and trimmed its local log is answered
+    OFFSET_MOVED_TO_TIERED_STORAGE, starts its log at the leader's local log start (its log start offset the
+    leader's, the records between being in S3), catches up and rejoins the ISR; the records stay readable from 0
+    by whichever replica leads."""
+    from tests.support.kafka_clients import produce_confluent
+
+    with live_cluster(tmp_path / "c", brokers=3, controllers=1) as cluster:
+        topic_id = cluster.call(lambda c: c.create_topic(TOPIC, partitions=1, replication_factor=3, configs=TIERED))
+        leader, replicas, _ = _leader(cluster)
+        away = next(b for b in replicas if b != leader)
+        sent = [(0, None, b"f%04d" % i + b"." * 100) for i in range(100)]
+        produce_confluent(cluster.bootstrap, TOPIC, sent, acks="all", **{"batch.num.messages": 20})
+        wait_until("every replica to have the first records", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
+
+        cluster.signal("broker", away, signal.SIGSTOP)
+        wait_until("the stopped follower to leave the ISR", lambda: away not in _leader(cluster)[2], 60)
+        more = [(0, None, b"g%04d" % i + b"." * 100) for i in range(600)]
+        produce_confluent(cluster.bootstrap, TOPIC, more, acks="all", **{"batch.num.messages": 20})
+        away_end = max(int(p.stem) for p in _partition_dir(cluster, away).glob("*.log")) + 1
+
+        def leader_local_start() -> int:
+            return int(cluster.call(lambda c: c.offsets(TOPIC, 0)).local_log_start_offset)
+
+        wait_until("the leader to tier past the stopped follower", lambda: leader_local_start() > away_end, 90)
+        local_start = leader_local_start()
+        cluster.signal("broker", away, signal.SIGCONT)
+        wait_until("the follower to rejoin the ISR", lambda: away in _leader(cluster)[2], 90)
+
+        log_text = (cluster.dir / "logs" / f"broker-{away}.log").read_text()
+        assert "broker.replica_moved_to_tiered" in log_text, "answered OFFSET_MOVED_TO_TIERED_STORAGE, not fed S3"
+        cp = json.loads((_partition_dir(cluster, away) / OFFSETS_CHECKPOINT).read_text())
+        assert cp["log_start_offset"] == 0, "its log starts where the leader's does, the remote part included"
+        assert cp["local_log_start_offset"] >= local_start > away_end, (cp, local_start, away_end)
+
+        cluster.signal("broker", leader, signal.SIGKILL)
+        wait_until("a new leader", lambda: _leader(cluster)[0] not in (leader, -1), 60)
+        read = consume_confluent(cluster.bootstrap, TOPIC, [0], until={0: 700}, timeout_s=90)
+        assert [v for _, _, _, v in read] == [v for _, _, v in sent + more], "every record once, from both tiers"
+        assert cluster.segments(topic_id), "the records below the local log starts are in S3"
