@@ -223,6 +223,9 @@ class RlmmFold:
         self._topic_names: dict[Uuid, str] = {}
         self._moot: set[int] = set()  # offsets of update records that moved nothing (lost a race; rare)
         self._copied_end: dict[tuple[Uuid, int], int] = {}  # per partition: the highest end of a finished copy
+        # per partition and leader epoch: the highest offset of that epoch a finished copy held (Kafka's
+        # highestOffsetForEpoch), for a leader to resume in its own epoch lineage
+        self._copied_by_epoch: dict[tuple[Uuid, int], dict[int, int]] = {}
 
     # -- folding ----------------------------------------------------------------------------------------------
 
@@ -281,6 +284,9 @@ class RlmmFold:
                 if moved_to == SegmentState.COPY_SEGMENT_FINISHED:
                     key = (seg.topic_id, seg.partition)
                     self._copied_end[key] = max(self._copied_end.get(key, -1), seg.end_offset)
+                    by_epoch = self._copied_by_epoch.setdefault(key, {})
+                    for epoch, last in epoch_ends(seg):
+                        by_epoch[epoch] = max(by_epoch.get(epoch, -1), last)
                 self._put(moved)
             else:  # a writer that lost a race, or an unknown segment: states never go back (see the docstring)
                 self._moot.add(offset)
@@ -354,6 +360,19 @@ class RlmmFold:
         as if they were remote)."""
         with self._lock:
             return self._copied_end.get((topic_id, partition), -1)
+
+    def highest_copied_offset_in_lineage(
+        self, topic_id: Uuid, partition: int, lineage: Sequence[tuple[int, int]], log_end_offset: int
+    ) -> int:
+        """Where a leader whose log has ``lineage`` (its leader-epoch entries: (epoch, start offset), ascending)
+        resumes copying: the highest offset a finished copy holds in the latest of its epochs that any copy has, cut
+        to where that epoch ends in its own log (Kafka's findHighestRemoteOffset), so a leader elected without a
+        predecessor's divergent tail (unclean election) copies its own records over those offsets rather than skip
+        them. With no epoch of the lineage copied (an empty or truncated lineage): :meth:`highest_copied_offset`."""
+        with self._lock:
+            by_epoch = dict(self._copied_by_epoch.get((topic_id, partition), {}))
+            overall = self._copied_end.get((topic_id, partition), -1)
+        return highest_in_lineage(by_epoch, lineage, log_end_offset, overall)
 
     def partition_delete_state(self, topic_id: Uuid, partition: int) -> PartitionDeleteState | None:
         with self._lock:
@@ -568,3 +587,24 @@ class RemoteLogMetadataManager(RlmmFold):
         self.refresh()
         records = self.partition_delete_records(topic, topic_id, partitions, state, broker_id=broker_id, now_ms=now_ms)
         self._append(records, now_ms=now_ms)
+
+
+def epoch_ends(seg: RemoteSegment) -> list[tuple[int, int]]:
+    """(leader epoch, the last offset of the segment in that epoch) for each epoch of ``seg``."""
+    epochs = list(seg.epochs)
+    nexts = [start for _, start in epochs[1:]] + [seg.end_offset + 1]
+    return [(epoch, nxt - 1) for (epoch, _), nxt in zip(epochs, nexts, strict=True)]
+
+
+def highest_in_lineage(
+    copied_by_epoch: dict[int, int], lineage: Sequence[tuple[int, int]], log_end_offset: int, overall: int
+) -> int:
+    """Pure: see :meth:`RlmmFold.highest_copied_offset_in_lineage`."""
+    if not lineage:
+        return overall
+    ends = [start for _, start in lineage[1:]] + [log_end_offset]
+    for (epoch, _), end in reversed(list(zip(lineage, ends, strict=True))):
+        copied = copied_by_epoch.get(epoch)
+        if copied is not None:
+            return min(copied, end - 1)
+    return overall

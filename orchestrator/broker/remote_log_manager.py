@@ -67,7 +67,7 @@ from orchestrator.broker.log_reads import (
     time_index_entries,
     timestamp_search_position,
 )
-from orchestrator.broker.remote_retention import DEFAULT_ABANDONED_AFTER_MS, PartitionRetention
+from orchestrator.broker.remote_retention import DEFAULT_ABANDONED_AFTER_MS, PartitionRetention, copied_through
 from orchestrator.errors import (
     InvalidRequest,
     KafkaError,
@@ -200,7 +200,7 @@ class RemoteLogManager:
             return CopyResult()  # closed since the pass began: its topic was deleted
         if refresh:
             self.rlmm.refresh()
-        highest = self.rlmm.highest_copied_offset(topic_id, partition)
+        highest = copied_through(self.rlmm, topic_id, partition, plog)
         upto = high_watermark if high_watermark is not None else plog.log_end_offset
         behind = [seg for seg in plog.closed_segments() if highest < seg.end_offset < upto]
         self._record_copy_lag(topic_id, partition, behind)  # what is owed shows while an upload is stuck

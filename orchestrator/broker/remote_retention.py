@@ -50,6 +50,13 @@ log = structlog.get_logger(__name__)
 DEFAULT_ABANDONED_AFTER_MS = 120_000
 
 
+def copied_through(rlmm: RemoteLogMetadataManager, topic_id: Uuid, partition: int, plog: PartitionLog) -> int:
+    """The highest offset of this log that is copied: in its own leader-epoch lineage (a copy of a predecessor's
+    divergent tail does not count, KIP-405), what both copying and local retention go by."""
+    lineage = [(e.epoch, e.start_offset) for e in plog.leader_epochs.entries]
+    return rlmm.highest_copied_offset_in_lineage(topic_id, partition, lineage, plog.log_end_offset)
+
+
 class PartitionRetention:
     def __init__(
         self,
@@ -86,7 +93,7 @@ class PartitionRetention:
         plog = self._logs[(topic_id, partition)]
         if refresh:
             self.rlmm.refresh()
-        highest = self.rlmm.highest_copied_offset(topic_id, partition)
+        highest = copied_through(self.rlmm, topic_id, partition, plog)
         not_copied = sum(s.size_bytes for s in plog.segments() if s.end_offset > highest)
         plan = plan_remote_expiry(
             self.rlmm.segments(topic_id, partition),
@@ -167,7 +174,7 @@ class PartitionRetention:
             retention_ms=retention_ms,
             retention_bytes=retention_bytes,
             tiering_enabled=tiering,
-            highest_copied_offset=self.rlmm.highest_copied_offset(topic_id, partition),
+            highest_copied_offset=copied_through(self.rlmm, topic_id, partition, plog),
             active_bytes=plog.segments()[-1].size_bytes,
         )
         dropped = plog.delete_local_segments_before(cut)
