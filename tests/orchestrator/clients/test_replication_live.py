@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -342,3 +343,83 @@ def test_a_follower_back_from_a_long_stop_starts_at_the_leaders_local_log_start_
         read = consume_confluent(cluster.bootstrap, TOPIC, [0], until={0: 700}, timeout_s=90)
         assert [v for _, _, _, v in read] == [v for _, _, v in sent + more], "every record once, from both tiers"
         assert cluster.segments(topic_id), "the records below the local log starts are in S3"
+
+
+def _state_of(cluster: Any, topic: str) -> tuple[int, list[int]]:
+    """(leader, ISR) of partition 0 of ``topic`` as Metadata answers."""
+
+    async def ask(c: Any) -> tuple[int, list[int]]:
+        md = await c.metadata([topic])
+        (p,) = md["topics"][0]["partitions"]
+        return p["leader_id"], sorted(p["isr_nodes"])
+
+    return cluster.call(ask)  # type: ignore[no-any-return]
+
+
+def test_only_a_topic_that_allows_unclean_election_takes_an_out_of_sync_leader_and_a_clean_one_loses_nothing(
+    tmp_path,
+):
+    """Two topics on brokers 1 and 2 (leader 1), one with ``unclean.leader.election.enable=true``. Broker 2 is
+    stopped and leaves the ISR; records are acknowledged by 1 alone (min ISR 1); 1 is killed; 2 comes back. The
+    unclean topic takes 2 as leader (those records are lost, as the config accepts); the clean one stays leaderless
+    until 1 returns, then serves every acknowledged record. 1, back as the unclean topic's follower, truncates its
+    divergent tail and holds 2's log."""
+    with warnings.catch_warnings():  # kafka-python's first import uses a resources API Python deprecated
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+    from tests.support.kafka_clients import produce_confluent
+
+    with live_cluster(tmp_path / "c", brokers=2, controllers=1) as cluster:
+        base = {"min.insync.replicas": "1"}
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)  # kafka-python: assignments as Kafka takes them
+        try:
+            admin.create_topics(
+                [
+                    NewTopic("clean", -1, -1, replica_assignments={0: [1, 2]}, topic_configs=base),
+                    NewTopic(
+                        "unclean", -1, -1, replica_assignments={0: [1, 2]}, topic_configs={**base, UNCLEAN: "true"}
+                    ),
+                ]
+            )
+        finally:
+            admin.close()
+        both = ("clean", "unclean")
+        wait_until("both led by 1, in sync", lambda: all(_state_of(cluster, t) == (1, [1, 2]) for t in both), 60)
+        for t in both:
+            produce_confluent(cluster.bootstrap, t, [(0, None, b"replicated")], acks="all")
+        wait_until(
+            "broker 2 to have the first record",
+            lambda: all(_batches(cluster.dir / "data" / "broker-2" / f"{t}-0") for t in both),
+            60,
+        )
+
+        cluster.signal("broker", 2, signal.SIGSTOP)
+        wait_until("2 to leave both ISRs", lambda: all(_state_of(cluster, t) == (1, [1]) for t in both), 60)
+        for t in both:
+            produce_confluent(cluster.bootstrap, t, [(0, None, b"only on 1")], acks="all")
+        cluster.signal("broker", 1, signal.SIGKILL)
+        cluster.signal("broker", 2, signal.SIGCONT)
+        wait_until("the unclean topic to take 2", lambda: _state_of(cluster, "unclean")[0] == 2, 60)
+        assert _state_of(cluster, "clean") == (-1, [1]), "no leader outside the ISR without the config"
+
+        read = consume_confluent(cluster.bootstrap, "unclean", [0], until={0: 1}, timeout_s=60)
+        assert [(o, v) for _, o, _, v in read] == [(0, b"replicated")], "what only 1 had is gone: the accepted cost"
+        (after,) = produce_confluent(cluster.bootstrap, "unclean", [(0, None, b"under 2")], acks="all")
+        assert after[1] == 1, "offset 1 is handed out again: unclean election's cost"
+
+        restart(cluster.dir, "broker", 1)
+        wait_until("the clean topic led by 1 again", lambda: _state_of(cluster, "clean")[0] == 1, 60)
+        read = consume_confluent(cluster.bootstrap, "clean", [0], until={0: 2}, timeout_s=60)
+        assert [v for _, _, _, v in read] == [b"replicated", b"only on 1"], "a clean election lost nothing"
+        wait_until(
+            "1 to hold 2's log of the unclean topic",
+            lambda: (
+                _batches(cluster.dir / "data" / "broker-1" / "unclean-0")
+                == _batches(cluster.dir / "data" / "broker-2" / "unclean-0")
+            ),
+            60,
+        )
+
+
+UNCLEAN = "unclean.leader.election.enable"
