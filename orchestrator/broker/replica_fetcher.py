@@ -122,11 +122,22 @@ class ReplicaFetcher:
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._followed: tuple[MetadataImage | None, dict[int, list[Followed]]] = (None, {})
         self.fetched_batches = 0  # batches appended since start (tests and metrics look)
+
+    def _followed_now(self) -> tuple[MetadataImage, dict[int, list[Followed]]]:
+        """The image and what this broker follows in it, computed once per image (not per fetch: a walk of every
+        partition of the cluster)."""
+        image = self._image()
+        cached_for, followed = self._followed
+        if image is not cached_for:
+            followed = followed_by_leader(image, self._broker_id)
+            self._followed = (image, followed)
+        return image, followed
 
     async def round(self) -> None:
         """Start a fetcher task for each leader that has none (one whose partitions this broker follows)."""
-        for leader in followed_by_leader(self._image(), self._broker_id):
+        for leader in self._followed_now()[1]:
             task = self._tasks.get(leader)
             if task is None or task.done():
                 self._tasks[leader] = asyncio.create_task(self._follow(leader), name=f"replica-fetch-{leader}")
@@ -140,8 +151,8 @@ class ReplicaFetcher:
     async def _follow(self, leader: int) -> None:
         failures = 0
         while True:
-            image = self._image()
-            partitions = followed_by_leader(image, self._broker_id).get(leader)
+            image, followed = self._followed_now()
+            partitions = followed.get(leader)
             if not partitions:
                 return
             try:

@@ -79,3 +79,32 @@ def test_a_follower_keeps_its_leaders_high_watermark_cut_to_its_own_log_and_trun
     assert states.follower_high_watermark(KEY, leader_epoch=0, leader_hw=80, log_end=90) == 80
     states.truncated(KEY, 70)
     assert states.stored_high_watermark(KEY) == 70
+
+
+def test_the_fetcher_walks_the_image_for_what_it_follows_once_per_image(monkeypatch):
+    """What a broker follows is a walk of every partition of the cluster: done when the image changes, not before
+    each Fetch (at ten thousand partitions that walk was most of a follower's work)."""
+    import asyncio
+
+    from orchestrator.broker import replica_fetcher
+    from orchestrator.metadata.image import MetadataImage
+    from orchestrator.net.connection import ConnectionPool
+
+    walks = []
+    monkeypatch.setattr(replica_fetcher, "followed_by_leader", lambda image, broker: walks.append(image) or {})
+    images = [MetadataImage()]
+    fetcher = replica_fetcher.ReplicaFetcher(
+        broker_id=1,
+        image=lambda: images[-1],
+        open_log=lambda *_: None,
+        log_lock=asyncio.Lock(),
+        replicas=ReplicaStates(),
+        pool=ConnectionPool(),
+        request_timeout_s=1.0,
+    )
+    for _ in range(3):
+        fetcher._followed_now()
+    assert walks == [images[0]]
+    images.append(MetadataImage())
+    fetcher._followed_now()
+    assert walks == images
