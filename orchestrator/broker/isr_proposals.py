@@ -70,6 +70,16 @@ def propose(
     return None if set(proposal) == set(p.isr) else proposal
 
 
+def led_with_replicas(image: MetadataImage, broker_id: int) -> list[tuple[PartitionKey, PartitionImage]]:
+    """The partitions ``broker_id`` leads that have followers (an ISR to look after)."""
+    return [
+        ((topic.topic_id, p.partition_id), p)
+        for topic in image.topics.values()
+        for p in topic.partitions.values()
+        if p.leader == broker_id and len(p.replicas) > 1
+    ]
+
+
 class IsrChanges:
     """Sends the ISR changes of the partitions this broker leads (see the module docstring)."""
 
@@ -95,16 +105,15 @@ class IsrChanges:
         self._on_change = on_change  # (replicas removed, replicas added) of each change made
         self._leading_since: dict[tuple[PartitionKey, int], int] = {}  # (partition, leader epoch) -> since when
         self._sent: dict[PartitionKey, int] = {}  # partition -> the partition epoch a change was asked at
+        self._led_in: MetadataImage | None = None  # the image self._led was worked out from
+        self._led: list[tuple[PartitionKey, PartitionImage]] = []
 
     async def round(self) -> None:
         image, now = self._image(), self._now_ms()
-        led: list[tuple[PartitionKey, PartitionImage]] = [
-            ((topic.topic_id, p.partition_id), p)
-            for topic in image.topics.values()
-            for p in topic.partitions.values()
-            if p.leader == self._broker_id and len(p.replicas) > 1
-        ]
-        self._forget_all_but({(key, p.leader_epoch) for key, p in led})
+        if image is not self._led_in:  # a walk of every partition of the cluster: once per image
+            self._led_in, self._led = image, led_with_replicas(image, self._broker_id)
+            self._forget_all_but({(key, p.leader_epoch) for key, p in self._led})
+        led = self._led
         for key, p in led:
             since = self._leading_since.setdefault((key, p.leader_epoch), now)
             if self._sent.get(key) == p.partition_epoch:

@@ -93,3 +93,38 @@ def test_each_change_is_asked_once_per_partition_epoch_and_again_after_a_failure
     current["p"] = replace(P, isr=(1,), partition_epoch=10)  # the image shows it
     asyncio.run(changes.round())
     assert len(asked) == 2
+
+
+def test_the_partitions_led_are_worked_out_once_per_image_and_the_lag_clock_still_runs(monkeypatch):
+    """Which partitions a leader looks after is a walk of the whole image: once per image, not each round; the
+    shrink still comes when the lag time passes with the image unchanged."""
+    from orchestrator.broker import isr_proposals
+
+    walks = []
+    real = isr_proposals.led_with_replicas
+    monkeypatch.setattr(isr_proposals, "led_with_replicas", lambda image, b: walks.append(image) or real(image, b))
+    image = MetadataImage(topics={TID: TopicImage(topic_id=TID, name="t", partitions={0: P})})
+    now = [1_000]
+    asked = []
+
+    async def alter(proposal):
+        asked.append(proposal.new_isr)
+
+    states = ReplicaStates()
+    changes = IsrChanges(
+        broker_id=1,
+        image=lambda: image,
+        replicas=states,
+        epoch_start_offset=lambda key, epoch: 0,
+        alter=alter,
+        lag_max_ms=LAG,
+        now_ms=lambda: now[0],
+    )
+    _fetch(states, 2, 100, now=1_000)
+    _fetch(states, 3, 100, now=1_000)
+    for t in (1_000, 20_000, 40_000):
+        now[0] = t
+        _fetch(states, 2, 100, now=t)
+        asyncio.run(changes.round())
+    assert len(walks) == 1
+    assert asked == [(1, 2)], "3 left once the lag time passed, the image the same object all along"
