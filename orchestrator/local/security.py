@@ -91,6 +91,7 @@ def prepare(
         write_key_pair(directory / S3_CREDENTIALS_FILE, KeyPair.generate())
     if not security.on:
         return dict(tables), operator
+    private_dir(directory / Path(TLS_DIR).parent)  # 0700 itself: mkdir's parents=True gives parents the umask's mode
     principals = [f"User:{name}" for name in names]
     common: dict[str, Any] = {"cluster_principals": principals}
     if security.acls:

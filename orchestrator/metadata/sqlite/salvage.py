@@ -37,7 +37,7 @@ from typing import Any
 
 from orchestrator.metadata.sql.tables import rebuild_fence
 from orchestrator.metadata.sqlite.schema import FORMAT_VERSION, STATEMENTS, create_tables
-from orchestrator.metadata.sqlite.wal import sidecar
+from orchestrator.metadata.sqlite.wal import create_owner_only, sidecar
 from orchestrator.metadata.store import CHECKSUM_ALGORITHM, checksum
 
 
@@ -175,6 +175,7 @@ def _read_salvage(src: Path) -> Salvage:
 
 
 def _write_salvage(tmp: Path, salvage: Salvage, *, corrupt_name: str, now_ms: int) -> None:
+    create_owner_only(tmp)
     db = sqlite3.connect(tmp, isolation_level=None)
     try:
         db.execute("PRAGMA journal_mode = WAL")

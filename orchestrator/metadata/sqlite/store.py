@@ -52,7 +52,7 @@ from orchestrator.metadata.group_commit import DEFAULT_MAX_GROUP
 from orchestrator.metadata.sql import FileFindings, Polling, SqlMetadataStore
 from orchestrator.metadata.sqlite.salvage import Salvage, finish_salvage, replace_with_salvage
 from orchestrator.metadata.sqlite.schema import FORMAT_VERSION, STATEMENTS, create_tables
-from orchestrator.metadata.sqlite.wal import WalInspection, inspect_wal, sidecar
+from orchestrator.metadata.sqlite.wal import WalInspection, create_owner_only, inspect_wal, sidecar
 from orchestrator.metadata.store import CHECKSUM_ALGORITHM
 
 log = structlog.get_logger(__name__)
@@ -87,6 +87,7 @@ class SqliteDialect:
     def open(self) -> sqlite3.Connection:
         """A fresh connection, creating the file if there is none (only opening a store, or recovering it, does)."""
         self.disconnect()
+        create_owner_only(Path(self.path))  # SQLite would make it 0666 less the umask
         conn = sqlite3.connect(
             self.path,
             timeout=self._busy_timeout_ms / 1000,

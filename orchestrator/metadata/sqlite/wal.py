@@ -16,6 +16,8 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,13 @@ from pathlib import Path
 _WAL_MAGIC = (0x377F0682, 0x377F0683)
 _WAL_HEADER = 32
 _WAL_FRAME_HEADER = 24
+
+
+def create_owner_only(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 unless it exists, whatever the process's umask: the store holds SCRAM
+    credentials, and SQLite gives the ``-wal`` and ``-shm`` files it makes beside it the same mode."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def sidecar(path: Path, suffix: str) -> Path:

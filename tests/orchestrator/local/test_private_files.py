@@ -69,3 +69,20 @@ def test_a_cluster_run_leaves_no_file_or_directory_open_to_group_or_others(tmp_p
         assert _open_to_others(live.dir) == []
     finally:
         live.close()
+
+
+@pytest.mark.unit
+def test_a_secured_clusters_security_files_and_its_store_are_owner_only_under_a_shell_umask(
+    tmp_path: Path, shell_umask: None
+) -> None:
+    """Made by the CLI's own process (umask 022), not a server's: the security files of a --tls --sasl --acls
+    cluster on an external S3 (no key pair of its own), and the store the first SCRAM logins are written into
+    (``metadata.db`` and SQLite's ``-wal`` and ``-shm`` beside it). Both were 0755/0644 before."""
+    from orchestrator.local.security import LocalSecurity, prepare
+    from orchestrator.metadata.sqlite import SqliteMetadataStore
+
+    prepare(tmp_path, LocalSecurity(tls=True, sasl=True, acls=True), [("controller", 1), ("broker", 1)])
+    assert (tmp_path / "security").is_dir()
+    with SqliteMetadataStore(tmp_path / "metadata.db"):  # the schema written: the WAL and its index exist
+        assert {p.name for p in tmp_path.glob("metadata.db*")} >= {"metadata.db", "metadata.db-wal", "metadata.db-shm"}
+        assert _open_to_others(tmp_path) == []
