@@ -515,9 +515,10 @@ class BrokerAgent:
                 await asyncio.to_thread(self.rlm.apply_local_retention, topic_id, partition, refresh=False)
 
     async def _tiering_pass(self, topic_id: Uuid, partition: int) -> None:
-        """One partition's pass (:meth:`RemoteLogManager.tiering_pass`'s steps): the roll, and local retention and
-        expiry, under the log lock; the copy between them outside it, so an upload waiting on a slow S3 holds up no
-        produce, fetch or open of any partition (they need the lock). A failed copy is raised at the end."""
+        """One partition's pass (:meth:`RemoteLogManager.tiering_pass`'s steps): the roll and local retention under
+        the log lock; the copy and remote expiry outside it, so an upload or a delete waiting on a slow S3 (or an RLMM
+        write waiting on the controller) holds up no produce, fetch or open of any partition (they need the lock). A
+        failed copy is raised at the end."""
         key = (topic_id, partition)
         async with self._log_lock:
             if key not in self.logs or (topic := self.follower.image.topics.get(topic_id)) is None:
@@ -528,7 +529,11 @@ class BrokerAgent:
         copied = await asyncio.to_thread(copy)
         async with self._log_lock:
             if key in self.logs:
-                await asyncio.to_thread(self.rlm.trim_and_expire, topic_id, partition)
+                await asyncio.to_thread(self.rlm.apply_local_retention, topic_id, partition, refresh=False)
+        # Remote expiry deletes objects and writes RLMM records (S3 and the controller): outside the lock, like the
+        # copy; the log's own lock orders its log start move with the partition's reads and appends.
+        if key in self.logs:
+            await asyncio.to_thread(self.rlm.expire_partition, topic_id, partition, refresh=False)
         if copied.failure is not None:
             raise copied.failure
 

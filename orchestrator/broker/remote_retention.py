@@ -90,7 +90,9 @@ class PartitionRetention:
         if p is None or p.leader != self.broker_id:
             return DeleteResult()
         configs = image.topic_configs(topic.name)
-        plog = self._logs[(topic_id, partition)]
+        plog = self._logs.get((topic_id, partition))
+        if plog is None:
+            return DeleteResult()  # closed meanwhile (this runs outside the broker's log lock)
         if refresh:
             self.rlmm.refresh()
         highest = copied_through(self.rlmm, topic_id, partition, plog)

@@ -279,11 +279,14 @@ class FakeRemoteLogManager:
     """Tiering passes whose copy fails for some partitions, or waits (a slow S3) until released, recording every
     call."""
 
-    def __init__(self, failing: dict[int, BaseException], *, slow: int | None = None) -> None:
+    def __init__(
+        self, failing: dict[int, BaseException], *, slow: int | None = None, slow_expiry: int | None = None
+    ) -> None:
         self.failing = failing
         self.passes: list[int] = []
         self.rlmm = self
         self.slow, self.copying, self.release = slow, threading.Event(), threading.Event()
+        self.slow_expiry = slow_expiry
 
     def refresh(self) -> None:
         return None
@@ -300,8 +303,13 @@ class FakeRemoteLogManager:
             raise self.failing[partition]
         return CopyResult()
 
-    def trim_and_expire(self, topic_id, partition: int) -> None:
-        return None
+    def apply_local_retention(self, topic_id, partition: int, *, refresh: bool = True) -> int:
+        return 0
+
+    def expire_partition(self, topic_id, partition: int, *, refresh: bool = True) -> None:
+        if partition == self.slow_expiry:  # a DeleteObjects (or an RLMM write) that does not answer
+            self.copying.set()
+            assert self.release.wait(timeout=30), "the expiry was never released"
 
     def read_local_or_locate(self, topic_id, partition: int, offset: int, *, max_bytes: int) -> object:
         return ("a remote segment of", topic_id, partition)  # every read goes to the remote tier
@@ -347,6 +355,27 @@ def test_a_copy_waiting_on_a_slow_s3_holds_up_no_produce_to_another_partition(br
         produce = data_request(ApiKey.PRODUCE, 9, _produce_body(1))
         answered = await asyncio.wait_for(broker.data_plane.produce(produce), timeout=30)
         assert not stuck.done(), "answered while the copy was still stuck"
+        broker.rlm.release.set()
+        await stuck
+        return answered
+
+    answered = asyncio.run(scenario())
+    assert answered["responses"][0]["partition_responses"][0]["error_code"] == 0
+
+
+def test_a_remote_expiry_waiting_on_a_slow_s3_holds_up_no_produce_to_another_partition(broker):
+    """Remote expiry deletes objects and writes RLMM records: outside the broker's log lock too (it held the lock
+    for its S3 and controller calls, so a hung DeleteObjects stopped every produce and fetch of the broker)."""
+    broker.blocked.unlink()
+    asyncio.run(broker._metadata_round())
+    broker.rlm = FakeRemoteLogManager({}, slow_expiry=0)
+
+    async def scenario() -> dict:
+        stuck = asyncio.create_task(broker._tiering_pass(broker.topic_id, 0))
+        assert await asyncio.to_thread(broker.rlm.copying.wait, 30), "the expiry started"
+        produce = data_request(ApiKey.PRODUCE, 9, _produce_body(1))
+        answered = await asyncio.wait_for(broker.data_plane.produce(produce), timeout=30)
+        assert not stuck.done(), "answered while the expiry was still stuck"
         broker.rlm.release.set()
         await stuck
         return answered

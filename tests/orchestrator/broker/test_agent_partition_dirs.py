@@ -185,7 +185,11 @@ def test_a_tiering_pass_of_a_log_closed_since_its_round_began_does_nothing(env):
         def copy_partition(self, topic_id, partition: int, *, refresh: bool = True, high_watermark=None) -> None:
             self.passes.append((topic_id, partition))
 
-        def trim_and_expire(self, topic_id, partition: int) -> None:
+        def apply_local_retention(self, topic_id, partition: int, *, refresh: bool = True) -> int:
+            self.passes.append((topic_id, partition))
+            return 0
+
+        def expire_partition(self, topic_id, partition: int, *, refresh: bool = True) -> None:
             self.passes.append((topic_id, partition))
 
     broker.rlm = RecordingRemoteLogManager()
