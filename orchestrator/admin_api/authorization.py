@@ -15,7 +15,9 @@ The rules are Kafka's (``KafkaApis`` / ``ControllerApis``):
   rule), else CLUSTER_AUTHORIZATION_FAILED.
 * The data plane, per topic like the entries above: Produce needs WRITE on the topic, Fetch READ, ListOffsets
   DESCRIBE; a refused topic's partitions are answered TOPIC_AUTHORIZATION_FAILED (a Produce with acks=0 that had
-  one gets its connection closed, as any failed acks=0 produce).
+  one gets its connection closed, as any failed acks=0 produce). OffsetForLeaderEpoch needs CLUSTER_ACTION on the
+  cluster (what replicas have; not having it is no refusal) or else DESCRIBE on the topic (what a consumer has,
+  KIP-320), whoever asks: Kafka 3's rule, which looks at no ``replica_id``.
 * What only the cluster's own processes do (BrokerRegistration, BrokerHeartbeat, DisableRemoteTopic,
   DeleteRemotePartitions, Envelope) is served only to ``cluster_principals`` — checked whenever that set is given,
   with or without the ACL authorizer — and answered CLUSTER_AUTHORIZATION_FAILED to anyone else. Without that set
@@ -274,10 +276,20 @@ def _records(operation: AclOperation, list_field: str, name_field: str) -> Calla
     return decide_records
 
 
+def _epoch_end_offsets(check: _Check, body: Mapping[str, Any], _image: MetadataImage) -> Decision:
+    """CLUSTER_ACTION on the cluster (asked quietly) covers every topic; else each topic needs DESCRIBE."""
+    may_act_on_cluster = not check.policy.authorizer or check.trusted or _quietly(check, Op.CLUSTER_ACTION)
+    error = TopicAuthorizationFailed(_denied_text(check.request))
+    return _split(
+        check, body, "topics", lambda t: may_act_on_cluster or check.allows(Op.DESCRIBE, _TOPIC, t["topic"]), error
+    )
+
+
 _ENTRIES: Mapping[int, Callable[[_Check, Mapping[str, Any], MetadataImage], Decision]] = {
     ApiKey.PRODUCE: _records(Op.WRITE, "topic_data", "name"),
     ApiKey.FETCH: _records(Op.READ, "topics", "topic"),
     ApiKey.LIST_OFFSETS: _records(Op.DESCRIBE, "topics", "name"),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _epoch_end_offsets,
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
@@ -291,6 +303,7 @@ _RESPONSE_LISTS: Mapping[int, str] = {
     ApiKey.PRODUCE: "responses",
     ApiKey.FETCH: "responses",
     ApiKey.LIST_OFFSETS: "topics",
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: "topics",
     ApiKey.CREATE_TOPICS: "topics",
     ApiKey.DELETE_TOPICS: "responses",
     ApiKey.CREATE_PARTITIONS: "results",

@@ -1,12 +1,12 @@
 """A request refused as a whole: its API's own response, with one error wherever that response carries one.
 
-Kafka's APIs report errors per partition (Produce, Fetch, ListOffsets), per topic or per resource (CreateTopics,
-DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs, CreateAcls, DeleteAcls,
-AlterUserScramCredentials) or at the top level (DescribeCluster, DescribeAcls, DescribeUserScramCredentials and our
-own APIs). A node that cannot serve a request at all (a standby asked to write while no controller is active, a
-forward that timed out) and a gate that refuses entries answer with :func:`refusal`, so a client reads the error
-where it looks for it, with the entries it asked about, and retries when the error is retriable (NOT_CONTROLLER,
-REQUEST_TIMED_OUT).
+Kafka's APIs report errors per partition (Produce, Fetch, ListOffsets, OffsetForLeaderEpoch), per topic or per
+resource (CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
+CreateAcls, DeleteAcls, AlterUserScramCredentials) or at the top level (DescribeCluster, DescribeAcls,
+DescribeUserScramCredentials and our own APIs). A node that cannot serve a request at all (a standby asked to write
+while no controller is active, a forward that timed out) and a gate that refuses entries answer with
+:func:`refusal`, so a client reads the error where it looks for it, with the entries it asked about, and retries
+when the error is retriable (NOT_CONTROLLER, REQUEST_TIMED_OUT).
 
 Pure: a function of the request and the error.
 """
@@ -82,6 +82,19 @@ def refusal(api_key: int, version: int, body: Mapping[str, Any], error: KafkaErr
                     "name": t["name"],
                     "partitions": [
                         {"partition_index": p["partition_index"], "error_code": error.code} for p in t["partitions"]
+                    ],
+                }
+                for t in body["topics"]
+            ]
+        }
+    elif api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+        out = {
+            "topics": [
+                {
+                    "topic": t["topic"],
+                    "partitions": [
+                        {"partition": p["partition"], "error_code": error.code, "leader_epoch": -1, "end_offset": -1}
+                        for p in t["partitions"]
                     ],
                 }
                 for t in body["topics"]

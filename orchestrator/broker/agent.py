@@ -7,8 +7,9 @@ from the shared store into its image (every ``metadata_poll_ms``; on a PostgreSQ
 notification and at least every ``metadata_notified_poll_ms``); hosts its partitions' local logs; runs the
 RemoteLogManager's copy, local retention and remote expiry for the partitions it leads; and serves, over the Kafka
 protocol, DisableRemoteTopic (10950), DeleteRemotePartitions (10954: a deleted topic's remote data) and Kafka's data
-plane: Produce, Fetch, ListOffsets and InitProducerId (:mod:`orchestrator.broker.data_plane`), so Kafka's own
-producers (idempotent ones too) and consumers read and write, across both tiers.
+plane: Produce, Fetch, ListOffsets and InitProducerId (:mod:`orchestrator.broker.data_plane`) and
+OffsetForLeaderEpoch (:mod:`orchestrator.broker.epoch_end_offsets`), so Kafka's own producers (idempotent ones too)
+and consumers read and write, across both tiers, and check their positions after a leader change.
 
 Replication (:mod:`orchestrator.broker.replica_manager`): the broker fetches each partition it follows from its
 leader and appends the leader's batches as they are (truncating a divergent tail first, KIP-101); as a leader it
@@ -98,6 +99,7 @@ from orchestrator.broker.admin_reads import BROKER_READS, answer_read
 from orchestrator.broker.controller_link import ControllerLink, copy_state_messages, stale_broker_epoch
 from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
+from orchestrator.broker.epoch_end_offsets import EpochEndOffsets
 from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.hosted_logs import HostedLogs
 from orchestrator.broker.job_registry import error_body
@@ -240,6 +242,12 @@ class BrokerAgent:
             producer_ids=ProducerIdAllocator(self.data_dir / "producer-ids.json", settings.broker_id).next_id,
             image=lambda: self.follower.image,
         )
+        self.epoch_end_offsets = EpochEndOffsets(
+            broker_id=settings.broker_id,
+            refresh_image=self.follower.refresh,
+            leader_log=self._leader_log,
+            log_lock=self._log_lock,
+        )
         self.replication: ReplicaManager | None = None  # run() starts it, with its connections to the brokers
         self.rlmm_publisher = RemoteLogMetadataPublisher.serving(self.data_plane, settings, self.store, self.follower)
         self.metrics.observe_rlmm_lag(self.rlmm_publisher.lag)
@@ -271,6 +279,7 @@ class BrokerAgent:
                 ApiKey.FETCH: self.data_plane.fetch,
                 ApiKey.LIST_OFFSETS: self.data_plane.list_offsets,
                 ApiKey.INIT_PRODUCER_ID: self.data_plane.init_producer_id,
+                ApiKey.OFFSET_FOR_LEADER_EPOCH: self.epoch_end_offsets.offset_for_leader_epoch,
                 **{key: self._on_read for key in BROKER_READS},
             }
         )

@@ -431,3 +431,67 @@ def test_init_producer_id_needs_idempotent_write_on_the_cluster_or_write_on_any_
     assert serve(cluster, request(ApiKey.INIT_PRODUCER_ID, 4, body), Recorder())["error_code"] == 0
     transactional = {**body, "transactional_id": "tx"}  # the handler refuses it: no transactions are served
     assert serve(nothing, request(ApiKey.INIT_PRODUCER_ID, 4, transactional), Recorder())["error_code"] == 0
+
+
+def offset_for_leader_epoch(*topics: str, replica_id: int = -1) -> dict[str, Any]:
+    partitions = [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 1}, {"partition": 2, "leader_epoch": 0}]
+    return {"replica_id": replica_id, "topics": [{"topic": t, "partitions": partitions} for t in topics]}
+
+
+class EpochEndOffsetsRecorder(Recorder):
+    async def __call__(self, req: Request) -> dict[str, Any]:
+        self.seen.append(req.body)
+        return {
+            "topics": [
+                {
+                    "topic": t["topic"],
+                    "partitions": [
+                        {"partition": p["partition"], "error_code": 0, "leader_epoch": 1, "end_offset": 9}
+                        for p in t["partitions"]
+                    ],
+                }
+                for t in req.body["topics"]
+            ]
+        }
+
+
+@pytest.mark.parametrize("version", [2, 4])
+def test_offset_for_leader_epoch_needs_describe_on_the_topic_and_refused_partitions_get_29(version):
+    handler = EpochEndOffsetsRecorder()
+    with capture_logs() as logs:
+        answer = serve(
+            image_with(*DATA_ACLS),
+            request(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, offset_for_leader_epoch(*DATA_TOPICS)),
+            handler,
+        )
+    allowed = {"w", "r", "d"}  # READ and WRITE imply DESCRIBE
+    assert [t["topic"] for t in handler.seen[0]["topics"]] == ["w", "r", "d"]
+    got = {
+        (t["topic"], p["partition"]): (p["error_code"], p["end_offset"])
+        for t in answer["topics"]
+        for p in t["partitions"]
+    }
+    assert got == {(t, p): (0, 9) if t in allowed else (29, -1) for t in DATA_TOPICS for p in (0, 2)}
+    assert [e[3:6] for e in denied_events(logs)] == [("DESCRIBE", "TOPIC", t) for t in ("a", "x")]
+
+
+@pytest.mark.parametrize("replica_id", [-1, 2])
+def test_cluster_action_allows_offset_for_leader_epoch_on_every_topic_and_a_replica_needs_nothing_more(replica_id):
+    """Kafka 3's rule: CLUSTER_ACTION on the cluster (a replica's) or DESCRIBE on the topic, whatever the replica id.
+    Not having CLUSTER_ACTION is no refusal and is not audited."""
+    handler = EpochEndOffsetsRecorder()
+    cluster_action = allow(AclOperation.CLUSTER_ACTION, CLUSTER_RESOURCE_NAME, rtype=ResourceType.CLUSTER)
+    body = offset_for_leader_epoch("x", "y", replica_id=replica_id)
+    answer = serve(image_with(cluster_action), request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body), handler)
+    assert {p["error_code"] for t in answer["topics"] for p in t["partitions"]} == {0}
+    with capture_logs() as logs:
+        described = serve(
+            image_with(allow(AclOperation.DESCRIBE, "x")), request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body), handler
+        )
+    assert {t["topic"]: {p["error_code"] for p in t["partitions"]} for t in described["topics"]} == {
+        "x": {0},
+        "y": {29},
+    }
+    assert [e[3:6] for e in denied_events(logs)] == [("DESCRIBE", "TOPIC", "y")]
+    nothing = serve(image_with(), request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body), EpochEndOffsetsRecorder())
+    assert {p["error_code"] for t in nothing["topics"] for p in t["partitions"]} == {29}
