@@ -342,40 +342,21 @@ def test_a_partition_whose_tiering_pass_fails_is_backed_off_alone_while_the_othe
     assert _events(logs, "broker.loop_recovered", loop="tiering", partition=0, failed_attempts=1)
 
 
-def test_a_copy_waiting_on_a_slow_s3_holds_up_no_produce_to_another_partition(broker):
-    """The tiering pass copies outside the broker's log lock: a produce to another partition of the broker is
-    answered while an upload is stuck (it used to wait for the upload, whatever its topic)."""
+@pytest.mark.parametrize("stuck_in", ["copy", "expiry"])
+def test_a_tiering_pass_waiting_on_a_slow_s3_holds_up_no_produce_to_another_partition(broker, stuck_in):
+    """The tiering pass copies, and expires remote segments (objects deleted, RLMM records written), outside the
+    broker's log lock: a produce to another partition of the broker is answered while an upload or a delete is
+    stuck (each used to hold the lock, so one hung S3 call stopped every produce and fetch of the broker)."""
     broker.blocked.unlink()
     asyncio.run(broker._metadata_round())
-    broker.rlm = FakeRemoteLogManager({}, slow=0)
+    broker.rlm = FakeRemoteLogManager({}, slow=0) if stuck_in == "copy" else FakeRemoteLogManager({}, slow_expiry=0)
 
     async def scenario() -> dict:
         stuck = asyncio.create_task(broker._tiering_pass(broker.topic_id, 0))
-        assert await asyncio.to_thread(broker.rlm.copying.wait, 30), "the copy started"
+        assert await asyncio.to_thread(broker.rlm.copying.wait, 30), f"the {stuck_in} started"
         produce = data_request(ApiKey.PRODUCE, 9, _produce_body(1))
         answered = await asyncio.wait_for(broker.data_plane.produce(produce), timeout=30)
-        assert not stuck.done(), "answered while the copy was still stuck"
-        broker.rlm.release.set()
-        await stuck
-        return answered
-
-    answered = asyncio.run(scenario())
-    assert answered["responses"][0]["partition_responses"][0]["error_code"] == 0
-
-
-def test_a_remote_expiry_waiting_on_a_slow_s3_holds_up_no_produce_to_another_partition(broker):
-    """Remote expiry deletes objects and writes RLMM records: outside the broker's log lock too (it held the lock
-    for its S3 and controller calls, so a hung DeleteObjects stopped every produce and fetch of the broker)."""
-    broker.blocked.unlink()
-    asyncio.run(broker._metadata_round())
-    broker.rlm = FakeRemoteLogManager({}, slow_expiry=0)
-
-    async def scenario() -> dict:
-        stuck = asyncio.create_task(broker._tiering_pass(broker.topic_id, 0))
-        assert await asyncio.to_thread(broker.rlm.copying.wait, 30), "the expiry started"
-        produce = data_request(ApiKey.PRODUCE, 9, _produce_body(1))
-        answered = await asyncio.wait_for(broker.data_plane.produce(produce), timeout=30)
-        assert not stuck.done(), "answered while the expiry was still stuck"
+        assert not stuck.done(), f"answered while the {stuck_in} was still stuck"
         broker.rlm.release.set()
         await stuck
         return answered

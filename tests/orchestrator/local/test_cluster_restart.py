@@ -212,6 +212,27 @@ def test_an_unreadable_cluster_record_is_a_local_cluster_error_and_purge_still_w
     assert purged.deleted == [str(d / STATE_FILE)] and list(d.iterdir()) == []
 
 
+def _broker_1_killed(tmp_path, moto_endpoint, bucket, cleanup):
+    """A cluster with 100 records in two partitions, broker 1 SIGKILLed: (its state, broker 1 as it was)."""
+    cleanup.append(tmp_path)
+    state = _up(tmp_path, s3_endpoint=moto_endpoint, bucket=bucket)
+    _call(state, lambda c: c.create_topic("orders", partitions=2))
+    _produce(state, "orders", 2, 50)
+    broker = state.find("broker", 1)
+    lc.kill_process(broker)
+    return state, broker
+
+
+def _wait_registered_at(state, broker_id: int, port: int) -> None:
+    """Until the cluster's metadata lists ``broker_id`` at ``port`` (what clients follow)."""
+
+    def registered() -> bool:
+        md = _call(state, lambda c: c.metadata())
+        return any(b["node_id"] == broker_id and b["port"] == port for b in md["brokers"])
+
+    wait_until(f"broker {broker_id} to register port {port}", registered, 30)
+
+
 def test_a_broker_whose_port_was_taken_while_it_was_down_restarts_on_another_and_a_controller_is_refused(
     tmp_path, moto_endpoint, bucket, cleanup
 ):
@@ -219,23 +240,13 @@ def test_a_broker_whose_port_was_taken_while_it_was_down_restarts_on_another_and
     may get it as its source port (the fault suite found this: seed 130 of ``make chaos``). The broker comes back on
     a new port and clients find it there; a controller, whose address is in every bootstrap list, gets a clear
     error and nothing is started."""
-    cleanup.append(tmp_path)
-    state = _up(tmp_path, s3_endpoint=moto_endpoint, bucket=bucket)
-    _call(state, lambda c: c.create_topic("orders", partitions=2))
-    _produce(state, "orders", 2, 50)
-    broker = state.find("broker", 1)
-    lc.kill_process(broker)
+    state, broker = _broker_1_killed(tmp_path, moto_endpoint, bucket, cleanup)
     with socket.create_server(("127.0.0.1", broker.port)) as squatter:
         moved = lc.restart(tmp_path, "broker", 1)
         assert moved.port != broker.port and lc.is_ours(moved)
         assert LocalClusterState.load(tmp_path).find("broker", 1).port == moved.port
         assert f"port = {moved.port}" in Path(moved.config).read_text()
-
-        def registered_at_new_port() -> bool:
-            md = _call(state, lambda c: c.metadata())
-            return any(b["node_id"] == 1 and b["port"] == moved.port for b in md["brokers"])
-
-        wait_until("broker 1 to register its new port", registered_at_new_port, 30)
+        _wait_registered_at(state, 1, moved.port)
         values, _ = _read_all(state, "orders")
         assert len(values) == 100, "every record, the moved broker's partition too"
 
@@ -257,12 +268,7 @@ def test_a_broker_whose_port_is_taken_between_the_check_and_its_bind_is_started_
     use"). The broker is started again on a new port, and clients find it there."""
     from orchestrator.local import restart as restart_module
 
-    cleanup.append(tmp_path)
-    state = _up(tmp_path, s3_endpoint=moto_endpoint, bucket=bucket)
-    _call(state, lambda c: c.create_topic("orders", partitions=2))
-    _produce(state, "orders", 2, 50)
-    broker = state.find("broker", 1)
-    lc.kill_process(broker)
+    state, broker = _broker_1_killed(tmp_path, moto_endpoint, bucket, cleanup)
     squatters: list[socket.socket] = []
     checked = restart_module._move_if_port_taken
 
@@ -277,12 +283,7 @@ def test_a_broker_whose_port_is_taken_between_the_check_and_its_bind_is_started_
         assert moved.port != broker.port and lc.is_ours(moved)
         assert "[Errno 98]" in Path(moved.log).read_text(), "the first attempt did lose the race"
         assert LocalClusterState.load(tmp_path).find("broker", 1).port == moved.port
-
-        def registered_at_new_port() -> bool:
-            md = _call(state, lambda c: c.metadata())
-            return any(b["node_id"] == 1 and b["port"] == moved.port for b in md["brokers"])
-
-        wait_until("broker 1 to register its new port", registered_at_new_port, 30)
+        _wait_registered_at(state, 1, moved.port)
         values, _ = _read_all(state, "orders")
         assert len(values) == 100
     finally:
