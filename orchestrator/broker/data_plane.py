@@ -20,7 +20,7 @@ Invariants:
   partition's bounds, so a consumer can reset), a failed disk KAFKA_STORAGE_ERROR; the other partitions of the
   request are served. A refused produce appends nothing of that partition.
 * **acks.** 1 answers once the batches are in the leader's log (written to the OS: safe against SIGKILL); -1 (all)
-  once every in-sync replica has them too: the high watermark has passed them (:mod:`orchestrator.broker.replication`;
+  once every in-sync replica has them too: the high watermark has passed them (:mod:`.leader_replication`;
   followers fetch with their replica id, :mod:`orchestrator.broker.replica_fetcher`). acks=all is refused with
   NOT_ENOUGH_REPLICAS, nothing written, when the ISR is smaller than ``min.insync.replicas``; one whose ISR shrinks
   below it while it waits gets NOT_ENOUGH_REPLICAS_AFTER_APPEND, and one the ISR does not reach within the request's
@@ -60,7 +60,6 @@ after releasing it: a slow GET holds up no produce or fetch of another partition
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -70,6 +69,8 @@ from typing import cast
 import structlog
 
 from orchestrator.admin_api.internal_topics import produce_refusal
+from orchestrator.broker.leader_replication import LeaderReplication
+from orchestrator.broker.leader_replication import diverging as diverging_at
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.produce_validation import ProducePolicy, validate_records
 from orchestrator.broker.remote_log_manager import ReadResult, RemoteLogManager
@@ -82,12 +83,10 @@ from orchestrator.errors import (
     KafkaError,
     KafkaStorageError,
     NotEnoughReplicas,
-    NotEnoughReplicasAfterAppend,
     NotLeaderOrFollower,
     OffsetMovedToTieredStorage,
     OffsetOutOfRange,
     RemoteStorageError,
-    RequestTimedOut,
     TieredError,
     UnknownLeaderEpoch,
     UnknownTopicOrPartition,
@@ -106,7 +105,6 @@ from orchestrator.protocol.record_batch import frames, with_log_append_time
 log = structlog.get_logger(__name__)
 
 MAX_FETCH_WAIT_MS = 30_000
-ISR_RECHECK_S = 0.25  # an acks=all wait looks at the image's ISR this often (its changes wake nothing)
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 _SPECIAL_SINCE = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 NO_OFFSET = -1
@@ -183,10 +181,15 @@ class DataPlane:
         self._now_ms = now_ms
         self._producer_ids = producer_ids
         self._monotonic = monotonic
-        self.replicas = replicas if replicas is not None else ReplicaStates()
         self._image = image if image is not None else refresh_image  # the image as last replayed (no store read)
         self._appended = asyncio.Event()  # set (and replaced) on every append: long polls wake up
-        self._hw_moved = asyncio.Event()  # set (and replaced) when a high watermark moves: acks=all waits wake up
+        self._leading = LeaderReplication(
+            replicas=replicas if replicas is not None else ReplicaStates(),
+            image=self._image,
+            on_moved=self._woken,
+            monotonic=monotonic,
+        )
+        self.replicas = self._leading.replicas
 
     # -- lookups ------------------------------------------------------------------------------------------------
 
@@ -222,64 +225,9 @@ class DataPlane:
         self._woken()
 
     def high_watermark(self, topic: TopicImage, partition: int, plog: PartitionLog) -> int:
-        """The high watermark of a partition this broker leads, moved forward if its ISR allows (and the waits on it
-        woken when it moves). Call it on the event loop."""
-        p = topic.partitions[partition]
-        key = (topic.topic_id, partition)
-        before = self.replicas.stored_high_watermark(key)
-        hw = self.replicas.high_watermark(
-            key,
-            leader_epoch=p.leader_epoch,
-            leader=p.leader,  # this broker: only the log of a partition it leads is open here
-            isr=p.isr,
-            leader_end=plog.log_end_offset,
-            log_start=plog.log_start_offset,
-        )
-        if hw > before:
-            self._hw_changed()
-        return hw
-
-    def _hw_changed(self) -> None:
-        self._hw_moved.set()
-        self._hw_moved = asyncio.Event()
-        self._woken()  # a consumer waiting at the high watermark has records now
-
-    async def _replicated(
-        self, topic: TopicImage, partition: int, plog: PartitionLog, end: int, timeout_ms: int
-    ) -> None:
-        """Wait until every in-sync replica has the log up to ``end`` (acks=all): the high watermark reaches it, with
-        at least ``min.insync.replicas`` in the ISR. NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below it
-        (also when its shrinking is what let the high watermark reach ``end``), REQUEST_TIMED_OUT
-        when the request's timeout passes first (the records stay in the leader's log, as in Kafka)."""
-        deadline = self._monotonic() + max(timeout_ms, 0) / 1000
-        key = (topic.topic_id, partition)
-        while True:
-            moved = self._hw_moved
-            image = self._image()
-            current = image.topics.get(topic.topic_id)
-            if current is None or partition not in current.partitions:
-                raise UnknownTopicOrPartition(f"topic '{topic.name}' was deleted while an acks=all write waited")
-            p = current.partitions[partition]
-            if p.leader != topic.partitions[partition].leader:
-                raise NotLeaderOrFollower(f"{topic.name}-{partition}: leadership moved while an acks=all write waited")
-            reached = self.high_watermark(current, partition, plog) >= end
-            min_isr = int_or_default(image.topic_configs(topic.name), "min.insync.replicas")
-            if reached and len(p.isr) >= min_isr:
-                return
-            if len(p.isr) < min_isr:  # reached or not: fewer copies than promised (Kafka checks it as it answers)
-                raise NotEnoughReplicasAfterAppend(
-                    f"{topic.name}-{partition}: the ISR {list(p.isr)} fell below min.insync.replicas={min_isr} "
-                    f"before offset {end - 1} was replicated"
-                )
-            left = deadline - self._monotonic()
-            if left <= 0:
-                raise RequestTimedOut(
-                    f"{topic.name}-{partition}: offset {end - 1} was not replicated to the ISR {list(p.isr)} "
-                    f"within {timeout_ms} ms (followers: {self.replicas.followers(key)})"
-                )
-            # woken by a follower's fetch; the ISR changes only in the image, looked at again each slice
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(moved.wait(), timeout=min(left, ISR_RECHECK_S))
+        """The high watermark of a partition this broker leads (:meth:`LeaderReplication.high_watermark`). Call it on
+        the event loop."""
+        return self._leading.high_watermark(topic, partition, plog)
 
     # -- Produce ------------------------------------------------------------------------------------------------
 
@@ -342,7 +290,7 @@ class DataPlane:
             log_start = plog.log_start_offset
         self._woken()
         if self.high_watermark(topic, partition, plog) <= appended.last_offset and acks == -1:
-            await self._replicated(topic, partition, plog, appended.last_offset + 1, timeout_ms)
+            await self._leading.wait_replicated(topic, partition, plog, appended.last_offset + 1, timeout_ms)
         return {
             "index": partition,
             "error_code": 0,
@@ -458,7 +406,7 @@ class DataPlane:
             plog = await asyncio.to_thread(self._leader_log, topic.topic_id, partition)
             if follower:
                 leader_epoch = topic.partitions[partition].leader_epoch
-                diverging = _diverging(plog, leader_epoch, p.get("last_fetched_epoch", -1), offset)
+                diverging = diverging_at(plog, leader_epoch, p.get("last_fetched_epoch", -1), offset)
                 if diverging is not None:
                     return self._bounds(topic, partition, plog), b"", diverging
                 if plog.log_start_offset <= offset <= plog.log_end_offset:
@@ -591,22 +539,6 @@ def _fetched(bounds: _Bounds) -> m.FetchResponsePartitionData:
         "last_stable_offset": bounds.high_watermark,
         "log_start_offset": bounds.log_start_offset,
     }
-
-
-def _diverging(
-    plog: PartitionLog, leader_epoch: int, last_fetched_epoch: int, fetch_offset: int
-) -> m.FetchResponseEpochEndOffset | None:
-    """Where a follower's log leaves this one (Kafka's check of a follower's fetch, KIP-320): the epoch it last
-    fetched ends here before its fetch offset, or this log has no such epoch. None when the logs agree. The leader's
-    own epoch counts as begun at its log end offset even before its first batch (Kafka writes that entry on becoming
-    leader), so a follower that led a later term than this log has batches of is still answered."""
-    if last_fetched_epoch < 0:
-        return None
-    cache = plog.leader_epochs.assigned(leader_epoch, plog.log_end_offset)
-    epoch, end = cache.end_offset_for(last_fetched_epoch, plog.log_end_offset)
-    if end < fetch_offset or epoch < last_fetched_epoch:
-        return {"epoch": epoch, "end_offset": end}
-    return None
 
 
 def _produce_error(index: int, exc: TieredError, topic: str) -> m.PartitionProduceResponse:

@@ -2,8 +2,8 @@
 
 A consumer asks it after a leader change to check its position (KIP-320: librdkafka does so as soon as a broker
 advertises the API), a tool or a replica to find where its own log leaves the leader's (KIP-101, KIP-279). Our own
-followers learn it from Fetch's diverging epoch instead (:func:`orchestrator.broker.data_plane._diverging`), which
-answers from the same cache by the same rule. Served versions 2-4 (the schemas under ``orchestrator/protocol``).
+followers learn it from Fetch's diverging epoch instead (:func:`orchestrator.broker.leader_replication.diverging`),
+which answers from the same cache by the same rule. Served versions 2-4 (the schemas under ``orchestrator/protocol``).
 
 Each partition is answered as Kafka's leader answers it (``ReplicaManager.lastOffsetForLeaderEpoch`` and
 ``Partition.lastOffsetForLeaderEpoch``), in this order:
