@@ -43,9 +43,9 @@ Disk errors (KIP-112's failed log directory):
 * Every ``OSError`` of a partition's files leaves :class:`PartitionLog` as :class:`KafkaStorageError`
   (KAFKA_STORAGE_ERROR, 56) naming the partition's directory, the OS error and the file
   (``log directory /data/broker-2/t-0: [Errno 30] Read-only file system``), with the ``OSError`` as its cause.
-  The translation happens in one place, :func:`_on_log_directory`, which wraps every public method that touches
-  the disk (opening included); callers (request handlers, the broker's loops, the RemoteLogManager) never see a
-  bare ``OSError`` from here.
+  The translation happens in one place, :func:`~orchestrator.broker.log_directory.on_log_directory`, which wraps
+  every public method that touches the disk (opening included); callers (request handlers, the broker's loops,
+  the RemoteLogManager) never see a bare ``OSError`` from here.
 * A failed operation leaves the log as the disk has it and may simply be retried once the disk is back: a write
   that failed half way is cut off when the segment is next opened for appending (nothing unaccounted stays in
   the file); a segment leaves the log only once its files are deleted; start offsets that moved in memory but
@@ -56,14 +56,13 @@ Disk errors (KIP-112's failed log directory):
 from __future__ import annotations
 
 import bisect
-import functools
 import json
 import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import NamedTuple
 
 import structlog
 
@@ -75,6 +74,7 @@ from orchestrator.broker.leader_epochs import (
     checkpoint_text,
     parse_checkpoint,
 )
+from orchestrator.broker.log_directory import log_directory_error, on_log_directory
 from orchestrator.broker.log_reads import Record, find_timestamp, read_batches, records_from, timestamp_search_position
 from orchestrator.broker.log_segment import LogSegment, SegmentInfo, segment_file
 from orchestrator.broker.partition_files import (
@@ -92,7 +92,7 @@ from orchestrator.broker.producer_state import (
     snapshot_bytes,
     states_from_snapshot,
 )
-from orchestrator.errors import CorruptMessage, KafkaStorageError, OffsetOutOfRange
+from orchestrator.errors import CorruptMessage, OffsetOutOfRange
 from orchestrator.ids import Uuid
 from orchestrator.protocol.record_batch import (
     NO_PARTITION_LEADER_EPOCH,
@@ -118,42 +118,6 @@ __all__ = [
     "offsets_checkpoint",
     "read_partition_metadata",
 ]
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def log_directory_error(directory: Path, exc: OSError) -> KafkaStorageError:
-    """KAFKA_STORAGE_ERROR for an OS error in a partition's log directory: the directory, the OS error, and the
-    file when it is not the directory itself (as a Kafka broker reports a failed log directory)."""
-    reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.errno is not None and exc.strerror else repr(exc)
-    files = []
-    for name in (exc.filename, exc.filename2):
-        if name is None:
-            continue
-        path = Path(os.fsdecode(name))
-        if path != directory:
-            files.append(path.name if path.parent == directory else str(path))
-    where = f" ({', '.join(files)})" if files else ""
-    return KafkaStorageError(f"log directory {directory}: {reason}{where}")
-
-
-def _on_log_directory(
-    method: Callable[Concatenate[PartitionLog, _P], _R],
-) -> Callable[Concatenate[PartitionLog, _P], _R]:
-    """The one boundary between the disk and the rest of the broker: ``method`` runs under the log's lock, and an
-    ``OSError`` inside it leaves it as :func:`log_directory_error` of the partition's directory. Every public method
-    that touches files has it."""
-
-    @functools.wraps(method)
-    def translated(self: PartitionLog, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with self._mutex:
-            try:
-                return method(self, *args, **kwargs)
-            except OSError as exc:
-                raise log_directory_error(self.directory, exc) from exc
-
-    return translated
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +154,7 @@ class PartitionLog:
         self._mutex = threading.RLock()
         self._open(topic_id, config, clock)
 
-    @_on_log_directory
+    @on_log_directory
     def _open(self, topic_id: Uuid, config: LogConfig, clock: Callable[[], int]) -> None:
         directory = self.directory
         self.topic_id = topic_id
@@ -328,7 +292,7 @@ class PartitionLog:
 
     # -- writing ----------------------------------------------------------------------------------------------
 
-    @_on_log_directory
+    @on_log_directory
     def append_batches(
         self, batches: Sequence[bytes | memoryview], *, leader_epoch: int = NO_PARTITION_LEADER_EPOCH
     ) -> AppendInfo:
@@ -374,7 +338,7 @@ class PartitionLog:
         batch = build_batch(0, [(key, value, now if ts is None else ts, ()) for key, value, ts in records])
         return self.append_batches([encode_batch(batch)], leader_epoch=leader_epoch)
 
-    @_on_log_directory
+    @on_log_directory
     def append_replicated(self, records: bytes | memoryview) -> int:
         """Append a leader's batches as they are (a follower's fetch: offsets and leader epochs already assigned),
         and return how many were written. Batches wholly below the log end offset are skipped (a fetch that began
@@ -401,7 +365,7 @@ class PartitionLog:
             written += 1
         return written
 
-    @_on_log_directory
+    @on_log_directory
     def truncate_to(self, offset: int) -> bool:
         """Drop every batch that ends at or past ``offset`` (a follower's divergent tail, KIP-101), and return whether
         anything was dropped. The log is cut at a batch boundary: the batch holding ``offset`` goes whole. Never below
@@ -432,7 +396,7 @@ class PartitionLog:
         log.warning("log.truncated", directory=str(self.directory), log_end_offset=self.log_end_offset)
         return True
 
-    @_on_log_directory
+    @on_log_directory
     def truncate_fully_and_start_at(self, offset: int, *, log_start: int | None = None) -> None:
         """Drop every local batch and start the log empty at ``offset`` (a follower whose log ends below its
         leader's log start: what it has was removed on the leader, so it starts where the leader's log does; or
@@ -470,7 +434,7 @@ class PartitionLog:
         if too_big or too_old:
             self.roll()
 
-    @_on_log_directory
+    @on_log_directory
     def roll(self) -> None:
         """Close the active segment (if it holds anything) and start a new one at the log end offset."""
         if self.active.size == 0:
@@ -481,7 +445,7 @@ class PartitionLog:
         self._segments.append(self._new_segment(self.log_end_offset))
         log.debug("log.rolled", directory=str(self.directory), base_offset=self.log_end_offset)
 
-    @_on_log_directory
+    @on_log_directory
     def maybe_roll_by_time(self) -> bool:
         """Roll the active segment if ``segment.ms`` has passed since its first record; True if it rolled."""
         seg = self.active
@@ -502,7 +466,7 @@ class PartitionLog:
                 f"offset {offset} is outside the local log [{self.local_log_start_offset}, {self.log_end_offset}]"
             )
 
-    @_on_log_directory
+    @on_log_directory
     def read_batches(self, offset: int, *, max_bytes: int = 1024 * 1024) -> bytes:
         """The record batches a fetch at ``offset`` returns from the local log: whole batches from the one holding
         ``offset``, at least one when any exists there, up to ``max_bytes`` (:mod:`orchestrator.broker.log_reads`);
@@ -533,7 +497,7 @@ class PartitionLog:
             offset = records[-1].offset + 1
         return out
 
-    @_on_log_directory
+    @on_log_directory
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first local record whose timestamp is at least ``timestamp_ms``: the first
         segment whose max timestamp reaches it, searched from where its time index says."""
@@ -545,7 +509,7 @@ class PartitionLog:
                     return found
         return None
 
-    @_on_log_directory
+    @on_log_directory
     def max_timestamp(self) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first local record with the largest timestamp, None when empty."""
         best = None
@@ -569,7 +533,7 @@ class PartitionLog:
         with self._mutex:
             return self.leader_epochs.in_range(base_offset, end_offset + 1)
 
-    @_on_log_directory
+    @on_log_directory
     def close(self) -> None:
         for seg in self._segments:
             seg.close()
@@ -591,7 +555,7 @@ class PartitionLog:
 
     # -- retention and start offsets --------------------------------------------------------------------------
 
-    @_on_log_directory
+    @on_log_directory
     def delete_local_segments_before(self, offset: int) -> list[SegmentInfo]:
         """Drop closed local segments that end below ``offset``; return what was dropped.
 
@@ -624,7 +588,7 @@ class PartitionLog:
             if path.stem.isdigit() and int(path.stem) < offset:
                 path.unlink(missing_ok=True)
 
-    @_on_log_directory
+    @on_log_directory
     def advance_log_start_offset(self, offset: int) -> None:
         """Move the log start offset forward (never back), e.g. to the local log start offset (delete policy)."""
         if offset > self.log_end_offset:
