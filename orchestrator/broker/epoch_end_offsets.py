@@ -134,12 +134,9 @@ def epoch_end_offsets(
                 elif isinstance(read, KafkaError):
                     entry["error_code"] = read.code
                 else:
-                    # The leader's own epoch begins at its log end offset before its first batch (Kafka writes that
-                    # entry on becoming leader): the epoch before it ends there rather than being "unknown".
                     leader_epoch = image.topics[key[0]].partitions[index].leader_epoch
-                    cache = read.leader_epochs.assigned(leader_epoch, read.log_end_offset)
-                    entry["leader_epoch"], entry["end_offset"] = cache.end_offset_for(
-                        p["leader_epoch"], read.log_end_offset
+                    entry["leader_epoch"], entry["end_offset"] = read.leader_epochs.end_offset_as_leader(
+                        p["leader_epoch"], leader_epoch=leader_epoch, log_end_offset=read.log_end_offset
                     )
             partitions.append(entry)
         topics.append({"topic": t["topic"], "partitions": partitions})

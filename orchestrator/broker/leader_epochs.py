@@ -84,6 +84,12 @@ class LeaderEpochCache:
         floor = [e for e in self.entries if e.epoch <= epoch]
         return (floor[-1].epoch if floor else epoch), higher.start_offset
 
+    def end_offset_as_leader(self, asked: int, *, leader_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """:meth:`end_offset_for` as the partition's leader at ``leader_epoch`` answers it: its own epoch counts as
+        begun at the log end offset even before its first batch (Kafka writes that entry on becoming leader), so the
+        epoch before it ends there rather than being undefined."""
+        return self.assigned(leader_epoch, log_end_offset).end_offset_for(asked, log_end_offset)
+
     def truncated_from_end(self, end_offset: int) -> LeaderEpochCache:
         """Without the entries that start at or after ``end_offset``."""
         kept = tuple(e for e in self.entries if e.start_offset < end_offset)

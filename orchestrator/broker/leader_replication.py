@@ -113,13 +113,13 @@ def diverging(
     plog: PartitionLog, leader_epoch: int, last_fetched_epoch: int, fetch_offset: int
 ) -> m.FetchResponseEpochEndOffset | None:
     """Where a follower's log leaves this one (Kafka's check of a follower's fetch, KIP-320): the epoch it last
-    fetched ends here before its fetch offset, or this log has no such epoch. None when the logs agree. The leader's
-    own epoch counts as begun at its log end offset even before its first batch (Kafka writes that entry on becoming
-    leader), so a follower that led a later term than this log has batches of is still answered."""
+    fetched ends here before its fetch offset, or this log has no such epoch (as the leader answers it,
+    :meth:`LeaderEpochCache.end_offset_as_leader`). None when the logs agree."""
     if last_fetched_epoch < 0:
         return None
-    cache = plog.leader_epochs.assigned(leader_epoch, plog.log_end_offset)
-    epoch, end = cache.end_offset_for(last_fetched_epoch, plog.log_end_offset)
+    epoch, end = plog.leader_epochs.end_offset_as_leader(
+        last_fetched_epoch, leader_epoch=leader_epoch, log_end_offset=plog.log_end_offset
+    )
     if end < fetch_offset or epoch < last_fetched_epoch:
         return {"epoch": epoch, "end_offset": end}
     return None
