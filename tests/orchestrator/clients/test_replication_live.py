@@ -45,9 +45,11 @@ def _batches(directory: Path) -> bytes:
     return b"".join(bytes(b) for f in files for b in split_batches(f.read_bytes()).batches)
 
 
-def _leader(cluster: Any) -> tuple[int, list[int], list[int]]:
+def _leader(cluster: Any, topic: str = TOPIC) -> tuple[int, list[int], list[int]]:
+    """(leader, replicas, ISR) of partition 0 of ``topic`` as Metadata answers."""
+
     async def ask(c: Any) -> tuple[int, list[int], list[int]]:
-        md = await c.metadata([TOPIC])
+        md = await c.metadata([topic])
         (p,) = md["topics"][0]["partitions"]
         return p["leader_id"], list(p["replica_nodes"]), list(p["isr_nodes"])
 
@@ -248,17 +250,13 @@ def _scan_findings(cluster: Any, export_dir: Path) -> tuple[list[str], list[str]
     from orchestrator.metadata.sqlite import SqliteMetadataStore
     from policies.orphans import BucketObject, Metadata, classify
     from remote_storage.export import export_metadata, load_export
+    from remote_storage.s3 import S3RemoteStorage
     from remote_storage.scan import contract as c
 
     with SqliteMetadataStore(cluster.dir / "metadata.db", recover_on_open=False) as store:
         export_metadata(store, export_dir)
-    s3 = lc.s3_client(cluster.state)
-    listed = s3.get_paginator("list_objects_v2").paginate(Bucket=cluster.state.bucket)
-    objects = [
-        BucketObject(o["Key"], o["Size"], int(o["LastModified"].timestamp() * 1000))
-        for page in listed
-        for o in page.get("Contents", [])
-    ]
+    rsm = S3RemoteStorage(client=lc.s3_client(cluster.state), bucket=cluster.state.bucket)
+    objects = [BucketObject(o.key, o.size, o.last_modified_ms) for o in rsm.list_objects("")]  # the whole bucket
     now = int(time.time() * 1000)
     meta = Metadata.build(*load_export(export_dir), now_ms=now)
     found = classify(objects, meta, prefix=cluster.state.prefix, now_ms=now, grace_ms=0)
@@ -316,18 +314,25 @@ def test_a_follower_back_from_a_long_stop_starts_at_the_leaders_local_log_start_
         away = next(b for b in replicas if b != leader)
         sent = [(0, None, b"f%04d" % i + b"." * 100) for i in range(100)]
         produce_confluent(cluster.bootstrap, TOPIC, sent, acks="all", **{"batch.num.messages": 20})
-        wait_until("every replica to have the first records", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
+        wait_until(
+            "the follower to hold the first records",
+            lambda: _batches(_partition_dir(cluster, away)) == _batches(_partition_dir(cluster, leader)),
+            60,
+        )
 
         cluster.signal("broker", away, signal.SIGSTOP)
         wait_until("the stopped follower to leave the ISR", lambda: away not in _leader(cluster)[2], 60)
-        more = [(0, None, b"g%04d" % i + b"." * 100) for i in range(600)]
-        produce_confluent(cluster.bootstrap, TOPIC, more, acks="all", **{"batch.num.messages": 20})
-        away_end = max(int(p.stem) for p in _partition_dir(cluster, away).glob("*.log")) + 1
+        # The fetch it sent before it stopped is answered while it is stopped, with at most the first of two bursts;
+        # so once the leader's local log starts past the first burst, the follower is behind it.
+        bursts = [[(0, None, b"%c%04d" % (c, i) + b"." * 100) for i in range(600)] for c in b"gh"]
+        for burst in bursts:
+            produce_confluent(cluster.bootstrap, TOPIC, burst, acks="all", **{"batch.num.messages": 20})
+        first_burst_end = len(sent) + len(bursts[0])
 
         def leader_local_start() -> int:
             return int(cluster.call(lambda c: c.offsets(TOPIC, 0)).local_log_start_offset)
 
-        wait_until("the leader to tier past the stopped follower", lambda: leader_local_start() > away_end, 90)
+        wait_until("the leader to tier past the first burst", lambda: leader_local_start() > first_burst_end, 90)
         local_start = leader_local_start()
         cluster.signal("broker", away, signal.SIGCONT)
         wait_until("the follower to rejoin the ISR", lambda: away in _leader(cluster)[2], 90)
@@ -336,24 +341,20 @@ def test_a_follower_back_from_a_long_stop_starts_at_the_leaders_local_log_start_
         assert "broker.replica_moved_to_tiered" in log_text, "answered OFFSET_MOVED_TO_TIERED_STORAGE, not fed S3"
         cp = json.loads((_partition_dir(cluster, away) / OFFSETS_CHECKPOINT).read_text())
         assert cp["log_start_offset"] == 0, "its log starts where the leader's does, the remote part included"
-        assert cp["local_log_start_offset"] >= local_start > away_end, (cp, local_start, away_end)
+        assert cp["local_log_start_offset"] >= local_start > first_burst_end, (cp, local_start)
 
         cluster.signal("broker", leader, signal.SIGKILL)
         wait_until("a new leader", lambda: _leader(cluster)[0] not in (leader, -1), 60)
-        read = consume_confluent(cluster.bootstrap, TOPIC, [0], until={0: 700}, timeout_s=90)
-        assert [v for _, _, _, v in read] == [v for _, _, v in sent + more], "every record once, from both tiers"
+        everything = sent + bursts[0] + bursts[1]
+        read = consume_confluent(cluster.bootstrap, TOPIC, [0], until={0: len(everything)}, timeout_s=90)
+        assert [v for _, _, _, v in read] == [v for _, _, v in everything], "every record once, from both tiers"
         assert cluster.segments(topic_id), "the records below the local log starts are in S3"
 
 
 def _state_of(cluster: Any, topic: str) -> tuple[int, list[int]]:
-    """(leader, ISR) of partition 0 of ``topic`` as Metadata answers."""
-
-    async def ask(c: Any) -> tuple[int, list[int]]:
-        md = await c.metadata([topic])
-        (p,) = md["topics"][0]["partitions"]
-        return p["leader_id"], sorted(p["isr_nodes"])
-
-    return cluster.call(ask)  # type: ignore[no-any-return]
+    """(leader, sorted ISR) of partition 0 of ``topic``."""
+    leader, _, isr = _leader(cluster, topic)
+    return leader, sorted(isr)
 
 
 def test_only_a_topic_that_allows_unclean_election_takes_an_out_of_sync_leader_and_a_clean_one_loses_nothing(
