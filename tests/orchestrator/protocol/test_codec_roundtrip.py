@@ -9,6 +9,7 @@ used), nested structs and arrays of structs down to any depth. The property is
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -105,8 +106,14 @@ def struct_strategy(fields: tuple[FieldSpec, ...], version: int) -> st.SearchStr
     return st.fixed_dictionaries(required, optional=optional)
 
 
+@functools.cache
 def value_strategy(schema: MessageSchema, version: int) -> st.SearchStrategy[dict[str, Any]]:
-    """Valid values of ``schema`` at ``version``."""
+    """Valid values of ``schema`` at ``version``.
+
+    Built once per (schema, version): hypothesis validates a strategy object once, so a test that draws from the
+    same object in each example skips rebuilding and revalidating the nested strategies; the values drawn are
+    the same as from a fresh copy.
+    """
     return struct_strategy(schema.fields, version)
 
 
@@ -174,6 +181,7 @@ def _all_tags(fields: tuple[FieldSpec, ...]) -> list[int]:
     return [int(f.tag) for f in fields if f.tag is not None]
 
 
+@functools.cache
 def struct_strategy_without_top_tags(schema: MessageSchema, version: int) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {f.py_name: field_strategy(f, version) for f in present(schema.fields, version) if not is_tagged(f, version)}
