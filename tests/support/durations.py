@@ -12,6 +12,9 @@ It is written by the process that reports to the terminal (the controller under 
 worker's reports), so a parallel run makes one report, like a serial one. ``total_s`` is setup + call + teardown:
 a session fixture's start-up is charged to the first test that asked for it, as pytest's ``--durations`` does. The
 newest ``KEEP`` reports are kept.
+
+``cpu_busy`` is how busy the machine's cores were over the run (from ``/proc/stat``; null where it cannot be read):
+well below 1.0 with every worker busy means the tests mostly wait (timeouts, polls, process start-ups), not compute.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tests.support import REPO_ROOT
 
@@ -29,6 +32,37 @@ REPORT_DIR = REPO_ROOT / "var" / "test-reports"
 KEEP = 50  # a day of make check runs must not push out the last full run
 FORMAT = 1
 PHASES = ("setup", "call", "teardown")
+PROC_STAT = Path("/proc/stat")
+
+
+class CpuTimes(NamedTuple):
+    """The machine's CPU time so far, in clock ticks: all of it, and the idle part (idle + iowait)."""
+
+    total: int
+    idle: int
+
+
+def parse_proc_stat(text: str) -> CpuTimes:
+    """The first line of ``/proc/stat`` (``cpu  user nice system idle iowait irq softirq steal ...``); guest time
+    is already inside user and nice, so it is not added again."""
+    fields = text.splitlines()[0].split()
+    if fields[0] != "cpu":
+        raise ValueError(f"not /proc/stat's first line: {text[:60]!r}")
+    ticks = [int(v) for v in fields[1:9]]
+    return CpuTimes(total=sum(ticks), idle=ticks[3] + ticks[4])
+
+
+def busy_fraction(before: CpuTimes, after: CpuTimes) -> float | None:
+    """The fraction of the cores' time between two readings that was not idle (None: no time passed)."""
+    total = after.total - before.total
+    return None if total <= 0 else round(1.0 - (after.idle - before.idle) / total, 3)
+
+
+def read_cpu_times(path: Path = PROC_STAT) -> CpuTimes | None:
+    try:
+        return parse_proc_stat(path.read_text())
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @dataclass
@@ -59,6 +93,7 @@ class DurationsReport:
         self.tests: dict[str, Timed] = {}
         self.started_wall = time.time()
         self.started = time.monotonic()
+        self.cpu_at_start = read_cpu_times()
         self.path: Path | None = None
 
     def pytest_runtest_logreport(self, report: Any) -> None:
@@ -71,6 +106,7 @@ class DurationsReport:
     def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
         if not self.tests:  # --collect-only, or nothing selected: nothing ran, nothing to report
             return
+        start, end = self.cpu_at_start, read_cpu_times()
         self.path = write_report(
             self.directory,
             started_wall=self.started_wall,
@@ -78,6 +114,7 @@ class DurationsReport:
             args=self.args,
             workers=int(getattr(session.config.option, "numprocesses", 0) or 0),
             exit_status=int(exitstatus),
+            cpu_busy=busy_fraction(start, end) if start is not None and end is not None else None,
             tests=[t.as_json() for t in self.tests.values()],
         )
 
@@ -116,9 +153,11 @@ def slowest(report: dict[str, Any], top: int) -> list[dict[str, Any]]:
 def render(report: dict[str, Any], top: int) -> str:
     tests = report["tests"]
     total = sum(t["total_s"] for t in tests)
+    busy = report.get("cpu_busy")  # older reports have none
+    cpu = "" if busy is None else f", CPU {busy:.0%} busy"
     lines = [
         f"run of {report['started_at']}: {len(tests)} tests, {report['wall_s']:.1f} s wall clock, "
-        f"{total:.1f} s of test time, {report['workers'] or 1} worker(s), exit status {report['exit_status']}",
+        f"{total:.1f} s of test time, {report['workers'] or 1} worker(s){cpu}, exit status {report['exit_status']}",
         f"{'seconds':>9}  {'worker':<6}  test",
     ]
     lines += [f"{t['total_s']:9.2f}  {t['worker']:<6}  {t['nodeid']}" for t in slowest(report, top)]

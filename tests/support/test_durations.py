@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.durations import KEEP, Timed, render, reports, slowest, write_report
+from tests.support.durations import (
+    KEEP,
+    CpuTimes,
+    Timed,
+    busy_fraction,
+    parse_proc_stat,
+    render,
+    reports,
+    slowest,
+    write_report,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -65,3 +75,23 @@ def test_reports_are_named_by_start_time_kept_apart_in_the_same_second_and_the_o
     kept = reports(tmp_path)
     newest = time.strftime("durations-%Y%m%dT%H%M%SZ.json", time.gmtime(1_764_288_001 + KEEP + 2))
     assert len(kept) == KEEP and first not in kept and kept[-1].name == newest
+
+
+PROC_STAT_FIRST_LINE = "cpu  4705 150 1120 16250 520 0 45 0 0 0\ncpu0 2350 75 560 8125 260 0 22 0 0 0\n"
+
+
+def test_the_machines_cpu_times_are_read_from_proc_stats_first_line_idle_and_iowait_counting_as_idle() -> None:
+    assert parse_proc_stat(PROC_STAT_FIRST_LINE) == CpuTimes(total=4705 + 150 + 1120 + 16250 + 520 + 45, idle=16770)
+    with pytest.raises(ValueError, match="not /proc/stat"):
+        parse_proc_stat("intr 1 2 3\n")
+
+
+def test_busy_is_the_share_of_the_cores_time_not_idle_and_nothing_when_no_time_passed() -> None:
+    before = CpuTimes(total=1000, idle=600)
+    assert busy_fraction(before, CpuTimes(total=1400, idle=700)) == 0.75
+    assert busy_fraction(before, before) is None
+
+
+def test_the_listing_says_how_busy_the_cpus_were_when_the_report_knows() -> None:
+    report = {**_report(a=1.0), "cpu_busy": 0.671}
+    assert render(report, 1).splitlines()[0].endswith("2 worker(s), CPU 67% busy, exit status 0")
