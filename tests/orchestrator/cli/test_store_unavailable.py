@@ -4,7 +4,9 @@ and what to do, exit status 1, instead of hanging; ``cluster status`` still list
 Paused for real: every process of a PostgreSQL server of the test's own SIGSTOPped (it accepts connections in the
 kernel and answers nothing), or, on SQLite, the file's write lock held by another connection (``BEGIN IMMEDIATE``,
 as a process paused inside a write holds it). Each command runs as a subprocess with a timeout that fails the test
-if it hangs; no duration is asserted."""
+if it hangs; no duration is asserted. The commands that only read run side by side, each a process of its own
+answered and checked on its own: each waits out its own request timeout and store probe, so together they take the
+time of one."""
 
 from __future__ import annotations
 
@@ -32,10 +34,40 @@ FAST = {"broker_overrides": FAST_BROKER, "controller_overrides": FAST_CONTROLLER
 COMMAND_BOUND_S = 150  # a command not ended by then hangs (two request timeouts, a last attempt, the probe)
 
 
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "orchestrator.cli", *args]
+
+
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("TIEREDCTL_BOOTSTRAP_SERVER", PASSWORD_ENV)}
+
+
 def _tieredctl(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("TIEREDCTL_BOOTSTRAP_SERVER", PASSWORD_ENV)}
-    command = [sys.executable, "-m", "orchestrator.cli", *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=COMMAND_BOUND_S)
+    env = _environment()
+    return subprocess.run(_command(*args), cwd=cwd, env=env, capture_output=True, text=True, timeout=COMMAND_BOUND_S)
+
+
+def _tieredctl_side_by_side(cwd: Path, *commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
+    """Each of ``commands`` run as by :func:`_tieredctl`, all started at once; their outcomes, in their order."""
+    env = _environment()
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for args in commands:
+            procs.append(
+                subprocess.Popen(
+                    _command(*args), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                )
+            )
+        outcomes = []
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=COMMAND_BOUND_S)  # a hang fails the test
+            outcomes.append(subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr))
+        return outcomes
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
 
 
 def _processes_of(pid: int) -> list[int]:
@@ -43,14 +75,27 @@ def _processes_of(pid: int) -> list[int]:
     return [pid, *(int(c) for c in children)]
 
 
-@pytest.fixture
-def sqlite_cluster(tmp_path: Path) -> Iterator[Path]:
-    directory = tmp_path / "var" / "cluster"  # where the CLI run in tmp_path looks for it
+@pytest.fixture(scope="module")
+def sqlite_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One local cluster on SQLite for the module's two SQLite tests: the probe's first (it only reads and holds
+    the lock for a moment), then the lock's, which frees the lock and waits for commands to work again."""
+    workdir = tmp_path_factory.mktemp("store")
+    directory = workdir / "var" / "cluster"  # where the CLI run in workdir looks for it
     lc.up(directory, brokers=1, controllers=1, **FAST)
     try:
-        yield tmp_path
+        yield workdir
     finally:
         lc.down(directory, purge=True, timeout_s=20)
+
+
+def test_the_store_probe_says_nothing_of_a_store_that_answers(sqlite_cluster: Path) -> None:
+    state = LocalClusterState.load(sqlite_cluster / "var" / "cluster")
+    assert store_problem(state) is None
+    with sqlite3.connect(state.metadata_store, isolation_level=None) as holder:
+        holder.execute("BEGIN IMMEDIATE")
+        problem = store_problem(state, timeout_s=0.2)
+        holder.execute("ROLLBACK")
+    assert isinstance(problem, StoreUnavailable) and "is locked" in problem.message
 
 
 def test_on_sqlite_a_write_lock_held_elsewhere_makes_commands_say_the_store_is_locked(sqlite_cluster: Path) -> None:
@@ -69,10 +114,10 @@ def test_on_sqlite_a_write_lock_held_elsewhere_makes_commands_say_the_store_is_l
         assert failed.returncode == 1
         assert failed.stderr.startswith("error: STORE_UNAVAILABLE: "), failed.stderr
         assert f"the metadata store {store} is locked" in failed.stderr and f"fuser {store}" in failed.stderr
-        for command in (["topic", "list"], ["tiering", "status"]):
-            listing = _tieredctl(cwd, *command)
+        reads = (["topic", "list"], ["tiering", "status"])
+        *listings, status = _tieredctl_side_by_side(cwd, *reads, ["cluster", "status"])
+        for command, listing in zip(reads, listings, strict=True):
             assert listing.returncode == 1 and "STORE_UNAVAILABLE" in listing.stderr, (command, listing.stderr)
-        status = _tieredctl(cwd, "cluster", "status")
         assert status.returncode == 0 and "controller" in status.stdout
     finally:
         holder.execute("ROLLBACK")
@@ -95,8 +140,9 @@ def test_on_postgresql_a_paused_server_makes_commands_end_with_store_unavailable
             paused = _processes_of(server.pid)
             for pid in paused:
                 os.kill(pid, signal.SIGSTOP)
-            for command in (["topic", "list"], ["tiering", "status"]):
-                ended = _tieredctl(tmp_path, *command)
+            reads = (["topic", "list"], ["tiering", "status"])
+            *endings, status = _tieredctl_side_by_side(tmp_path, *reads, ["cluster", "status"])
+            for command, ended in zip(reads, endings, strict=True):
                 assert ended.returncode == 1, (command, ended.stdout, ended.stderr)
                 assert ended.stderr.startswith("error: STORE_UNAVAILABLE: the metadata store user=postgres"), (
                     command,
@@ -104,20 +150,9 @@ def test_on_postgresql_a_paused_server_makes_commands_end_with_store_unavailable
                 )
                 assert f"port={server.port}" in ended.stderr and "pg_isready" in ended.stderr
                 assert server.password not in ended.stderr
-            status = _tieredctl(tmp_path, "cluster", "status")
             assert status.returncode == 0 and "cannot be read" in status.stdout, status.stdout
             assert "controller" in status.stdout and "alive" in status.stdout
         finally:
             for pid in paused:
                 os.kill(pid, signal.SIGCONT)
             lc.down(directory, purge=True, timeout_s=20)
-
-
-def test_the_store_probe_says_nothing_of_a_store_that_answers(sqlite_cluster: Path) -> None:
-    state = LocalClusterState.load(sqlite_cluster / "var" / "cluster")
-    assert store_problem(state) is None
-    with sqlite3.connect(state.metadata_store, isolation_level=None) as holder:
-        holder.execute("BEGIN IMMEDIATE")
-        problem = store_problem(state, timeout_s=0.2)
-        holder.execute("ROLLBACK")
-    assert isinstance(problem, StoreUnavailable) and "is locked" in problem.message
