@@ -1,6 +1,10 @@
 """Controller, standby controller and brokers as real OS processes, with moto's server as S3.
 
 Faults are real signals: SIGSTOP/SIGCONT pause a broker, SIGKILL kills the active controller.
+
+The tests that only pause a process (SIGSTOP, then SIGCONT whatever happens) leave the cluster whole, each on its
+own topic, so they share one cluster for the module (``shared``); the port-fuzzing test runs last on it, so every
+process must also have survived their pauses and failover. The test that SIGKILLs a controller has its own.
 """
 
 import contextlib
@@ -26,6 +30,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 @pytest.fixture
 def live(tmp_path):
     with live_cluster(tmp_path / "cluster", brokers=3, controllers=2) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCluster]:
+    """One cluster like ``live`` for the tests that pause processes but neither kill nor remove any."""
+    with live_cluster(tmp_path_factory.mktemp("shared") / "cluster", brokers=3, controllers=2) as cluster:
         yield cluster
 
 
@@ -58,7 +69,8 @@ def _paused(live: LiveCluster, broker_id: int) -> Iterator[None]:
         live.signal("broker", broker_id, signal.SIGCONT)
 
 
-def test_disable_with_delete_waits_for_a_paused_broker_and_completes_when_it_resumes(live):
+def test_disable_with_delete_waits_for_a_paused_broker_and_completes_when_it_resumes(shared: LiveCluster) -> None:
+    live = shared
     tid, leader_of_0 = _settled_tiered_topic(live, "orders")
     with _paused(live, leader_of_0):
         live.call(lambda c: c.disable_tiering("orders", "delete"))
@@ -95,7 +107,8 @@ def test_killing_the_active_controller_mid_disable_ends_disabled_with_the_policy
         assert retries_folded(records) == COPIED_THEN_DELETED, records
 
 
-def test_a_deposed_controllers_request_is_refused_by_a_broker(live):
+def test_a_deposed_controllers_request_is_refused_by_a_broker(shared: LiveCluster) -> None:
+    live = shared
     _tiered_topic(live, "events", partitions=1)
     old = live.active_controller()
     with SqliteMetadataStore(live.dir / "metadata.db", recover_on_open=False) as store:
@@ -149,7 +162,8 @@ def _send_raw(port: int, data: bytes) -> bytes:
         return b"".join(chunks)
 
 
-def test_every_port_survives_random_bytes_truncated_frames_and_oversized_lengths(live):
+def test_every_port_survives_random_bytes_truncated_frames_and_oversized_lengths(shared: LiveCluster) -> None:
+    live = shared
     import random
 
     rng = random.Random(950)
