@@ -10,7 +10,6 @@ import sys
 import pytest
 
 from chaos.link_proxy import LinkProxy
-from orchestrator.ids import Uuid
 from orchestrator.local.state import STATE_FILE, LocalClusterState
 from tests.support.live_cluster import LiveCluster, wait_until
 
@@ -41,14 +40,20 @@ def jsonout(live, *args, check=0):
     return json.loads(tieredctl("--output", "json", *args, bootstrap=live.bootstrap, check=check).stdout)
 
 
-TIERED = [
-    "--config",
-    "remote.storage.enable=true",
-    "--config",
-    "local.retention.ms=0",
-    "--config",
-    "segment.bytes=8192",
-]
+TIERED_CONFIGS = {"remote.storage.enable": "true", "local.retention.ms": "0", "segment.bytes": "8192"}
+TIERED = [arg for key, value in TIERED_CONFIGS.items() for arg in ("--config", f"{key}={value}")]
+
+
+def create_tiered(live, *names, partitions=1):
+    """Tiered topics made as ``tieredctl topic create NAME --partitions N --config ...TIERED`` makes them, by one
+    client in the test's process: the set-up of tests about other commands (``topic create`` itself runs as the
+    console script in the demo story)."""
+
+    async def create(c):
+        for name in names:
+            await c.create_topic(name, partitions=partitions, configs=TIERED_CONFIGS)
+
+    live.call(create)
 
 
 def test_the_demo_story(live):
@@ -84,7 +89,7 @@ def test_the_demo_story(live):
 
 
 def test_errors_name_the_kafka_error_and_change_nothing(live):
-    jsonout(live, "topic", "create", "errs", *TIERED)
+    create_tiered(live, "errs")
     before = jsonout(live, "tiering", "status", "errs")[0]
 
     disable_with_bogus_policy = ["--set", "remote.storage.enable=false", "--set", "remote.log.disable.policy=bogus"]
@@ -107,10 +112,10 @@ def test_errors_name_the_kafka_error_and_change_nothing(live):
 
 
 def test_a_disable_while_disabling_is_refused_and_wait_times_out_naming_the_pending_broker(live):
-    jsonout(live, "topic", "create", "slow", "--partitions", "3", *TIERED)
+    create_tiered(live, "slow", partitions=3)
     jsonout(live, "topic", "produce", "slow", "--records", "300")
-    live.wait_tiering_settled(Uuid.from_string(jsonout(live, "tiering", "status", "slow")[0]["topic_id"]))
-    leader = jsonout(live, "topic", "describe", "slow")["partitions"][0]["leader"]
+    live.wait_tiering_settled(live.status("slow").topic_id)
+    leader = live.call(lambda c: c.topic("slow"))["partitions"][0]["leader_id"]
     live.signal("broker", leader, signal.SIGSTOP)
     try:
         delete_waiting_3s = ["--policy", "delete", "--wait", "--timeout", "3"]
@@ -194,8 +199,7 @@ def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path
 
 
 def test_tiering_disable_takes_many_topics_by_name_or_pattern_each_answered_on_its_own(live):
-    for name in ("bulk-a", "bulk-b", "bulk-c", "bulk-d", "other-e"):
-        jsonout(live, "topic", "create", name, *TIERED)
+    create_tiered(live, "bulk-a", "bulk-b", "bulk-c", "bulk-d", "other-e")
 
     def states(*names):
         return {s["topic"]: s["state"] for s in jsonout(live, "tiering", "status") if s["topic"] in names}
@@ -244,8 +248,7 @@ def test_one_command_of_many_steps_connects_once_to_each_controller(live):
     """``tiering disable --regex P --wait`` lists the topics, disables those that match and polls until they are
     DISABLED: three steps, many polls, one client session. Reached through a proxy in front of each controller
     (``id@host:port`` pins a node to the address given), the command connects to each at most once."""
-    for name in ("session-a", "session-b"):
-        jsonout(live, "topic", "create", name, *TIERED)
+    create_tiered(live, "session-a", "session-b")
     controllers = [p for p in LocalClusterState.load(live.dir).processes if p.role == "controller"]
     proxies = {p.id: LinkProxy("127.0.0.1", p.port, name=f"controller-{p.id}") for p in controllers}
     try:
