@@ -80,14 +80,25 @@ def jsonout(live: LiveCluster, *args: str, check: int = 0) -> Any:
 def tiered_topic(live: LiveCluster, name: str, *, partitions: int = 1, segments: int = 3) -> Any:
     """A tiered topic with at least ``segments`` segments copied (every partition's settled) and published to
     ``__remote_log_metadata``, which ``--compat kafka`` reads; its id."""
-    live.call(lambda c: c.create_topic(name, partitions=partitions, configs=TIERED))
-    for p in range(partitions):
-        values = [f"{p}:{i}:".encode() + b"x" * 200 for i in range(120)]
-        live.call(lambda c, p=p, values=values: c.produce(name, values, partition=p))  # type: ignore[misc]
-    tid = live.status(name).topic_id
-    live.wait_tiering_settled(tid, segments)
+    return tiered_topics(live, name, partitions=partitions, segments=segments)[0]
+
+
+def tiered_topics(live: LiveCluster, *names: str, partitions: int = 1, segments: int = 3) -> list[Any]:
+    """:func:`tiered_topic` of each of ``names``, all written before the waits (their copies go on side by side);
+    their ids."""
+
+    async def write(c: Any) -> None:
+        for name in names:
+            await c.create_topic(name, partitions=partitions, configs=TIERED)
+            for p in range(partitions):
+                await c.produce(name, [f"{p}:{i}:".encode() + b"x" * 200 for i in range(120)], partition=p)
+
+    live.call(write)
+    tids = [live.status(name).topic_id for name in names]
+    for tid in tids:
+        live.wait_tiering_settled(tid, segments)
     live.wait_rlmm_published()
-    return tid
+    return tids
 
 
 def object_count(proxy: S3FaultProxy, tid: Any) -> int:
@@ -187,8 +198,7 @@ def test_a_delete_whose_s3_calls_fail_half_way_is_reported_as_stopped_then_finis
 
 def test_many_topics_by_pattern_are_disabled_one_after_another_with_one_document_of_all(world):
     live, _proxy = world
-    for name in ("compat-many-a", "compat-many-b"):
-        tiered_topic(live, name, segments=2)
+    tiered_topics(live, "compat-many-a", "compat-many-b", segments=2)
     args = ("tiering", "disable", "--regex", "compat-many-.", "--policy", "delete", "--compat", "kafka", "--wait")
     refused = tieredctl(live, *args)
     assert refused.returncode == 2 and "Add --yes" in refused.stderr  # a pattern's delete needs --yes, as ours
