@@ -72,13 +72,16 @@ def _remote_segments(state, name) -> int:
     return sum(1 for k in keys if f"/{name}-" in f"/{k.removeprefix(state.prefix)}" and k.endswith(".log"))
 
 
-def _two_topics(state):
+def _two_topics(state, *, scale: int = 1):
+    """A plain and a tiered topic of two partitions; at ``scale`` 1 most of the tiered topic is only in S3 (20
+    segments or more), which the resume tests read back; a larger ``scale`` writes that many times fewer records
+    and waits for that many times fewer segments, for a test that only needs some of the topic in S3."""
     _call(state, lambda c: c.create_topic("plain", partitions=2))
     _call(state, lambda c: c.create_topic("tiered", partitions=2, configs=TIERED))
-    _produce(state, "plain", 2, 1000)
-    _produce(state, "tiered", 2, 2000)
-    # every closed segment copied and the local copies trimmed: most of the tiered topic is only in S3
-    wait_until("segments of 'tiered' in S3", lambda: _remote_segments(state, "tiered") >= 20, 60)
+    _produce(state, "plain", 2, 1000 // scale)
+    _produce(state, "tiered", 2, 2000 // scale)
+    # every closed segment copied and the local copies trimmed
+    wait_until("segments of 'tiered' in S3", lambda: _remote_segments(state, "tiered") >= 20 // scale, 60)
 
 
 def _check_everything_readable(state):
@@ -162,7 +165,7 @@ def test_a_cluster_whose_embedded_s3_died_is_not_resumed_and_purge_deletes_it(tm
     d = tmp_path / "c"
     cleanup.append(d)
     state = _up(d)
-    _two_topics(state)
+    _two_topics(state, scale=10)  # what the dead S3 held is never read: some tiered segments in it are enough
     s3 = next(p for p in state.processes if p.role == "s3")
     os.kill(s3.pid, signal.SIGKILL)  # its objects were in memory only
     wait_until("the embedded S3 to die", lambda: not lc.is_ours(s3), 10)
