@@ -14,7 +14,9 @@ PostgreSQL server paused, a SQLite write lock held by a paused process) is a STO
 and what to do (:mod:`orchestrator.local.store_probe`), not NOT_CONTROLLER or a timeout.
 
 The global options may be given before the command (the root group makes the context from them) and after it
-(each leaf command replaces the values given there: :meth:`Ctx.with_global_options`).
+(each leaf command replaces the values given there: :meth:`Ctx.with_global_options`). ``TIEREDCTL_REQUEST_TIMEOUT_S``
+(seconds), when set, is the request timeout of every request of a command, instead of the one the command asks for
+(:func:`request_timeout_s`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable, Coroutine
+import math
+import os
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,11 +54,28 @@ DEFAULT_CLUSTER_DIR = Path("./var/cluster")
 """Where ``tieredctl cluster up`` puts a local cluster, and where commands look for one when told nothing."""
 DEFAULT_TIMEOUT_S = 30.0
 """A request's timeout, unless the command asks for another for all of its requests."""
+REQUEST_TIMEOUT_ENV = "TIEREDCTL_REQUEST_TIMEOUT_S"
+"""When set: the request timeout, in seconds, of every request of a command, whatever the command asks for."""
 RETRY_WITHIN_TIMEOUTS = 2
 """A request of a command and its retries end within this many request timeouts: one more send after a timeout (to
 the controller that took over from a frozen one), and a cluster that answers nothing never holds a command longer."""
 UNANSWERED = (NotController, BrokerNotAvailable, RequestTimedOut, KafkaStorageError)
 """What a cluster whose store does not answer ends a request with: the store is checked then."""
+
+
+def request_timeout_s(asked: float, environ: Mapping[str, str]) -> float:
+    """The request timeout of a command that asks for ``asked`` seconds: ``$TIEREDCTL_REQUEST_TIMEOUT_S`` when it is
+    set (a number of seconds above 0; anything else is a usage error naming it), else ``asked``."""
+    value = environ.get(REQUEST_TIMEOUT_ENV, "").strip()
+    if not value:
+        return asked
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise click.UsageError(f"{REQUEST_TIMEOUT_ENV}={value!r}: give a number of seconds above 0, such as 10")
+    return seconds
 
 
 def _probing_after(
@@ -147,7 +168,9 @@ class Ctx:
         active controller, a timeout, its store's error), its metadata store is checked, within a bound: a store
         that does not answer is the error raised (STORE_UNAVAILABLE, naming it and what to do). The store is also
         checked when a request to the local cluster is still unanswered after one request timeout, so a command
-        on a cluster whose store is paused ends then, not after the retries' two."""
+        on a cluster whose store is paused ends then, not after the retries' two. ``$TIEREDCTL_REQUEST_TIMEOUT_S``,
+        when set, replaces ``timeout_s``."""
+        timeout_s = request_timeout_s(timeout_s, os.environ)
         local = self._local_cluster_talked_to()
         watched = request if local is None else _probing_after(timeout_s, local, request)
         try:

@@ -12,6 +12,7 @@ import asyncio
 import threading
 from typing import Any
 
+import click
 import pytest
 
 from orchestrator.cli import context
@@ -88,3 +89,13 @@ def test_a_request_answered_in_time_never_checks_the_store(monkeypatch):
 
     probe = Probe(StoreUnavailable("unused"))
     assert _run(monkeypatch, probe, body) == 7 and probe.calls == 0
+
+
+def test_the_request_timeout_is_the_commands_own_unless_the_environment_sets_one():
+    assert context.request_timeout_s(30.0, {}) == 30.0
+    assert context.request_timeout_s(120.0, {context.REQUEST_TIMEOUT_ENV: " "}) == 120.0
+    assert context.request_timeout_s(30.0, {context.REQUEST_TIMEOUT_ENV: "5"}) == 5.0
+    assert context.request_timeout_s(120.0, {context.REQUEST_TIMEOUT_ENV: "0.5"}) == 0.5
+    for wrong in ("0", "-3", "ten", "nan", "inf"):
+        with pytest.raises(click.UsageError, match=context.REQUEST_TIMEOUT_ENV):
+            context.request_timeout_s(30.0, {context.REQUEST_TIMEOUT_ENV: wrong})

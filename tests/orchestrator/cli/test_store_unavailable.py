@@ -6,7 +6,9 @@ kernel and answers nothing), or, on SQLite, the file's write lock held by anothe
 as a process paused inside a write holds it). Each command runs as a subprocess with a timeout that fails the test
 if it hangs; no duration is asserted. The commands that only read run side by side, each a process of its own
 answered and checked on its own: each waits out its own request timeout and store probe, so together they take the
-time of one."""
+time of one. The commands run while the store is paused have a request timeout of 5 s (``TIEREDCTL_REQUEST_TIMEOUT_S``)
+instead of 30 s: the same path (the request unanswered for one timeout, the store probed, STORE_UNAVAILABLE), waited
+out sooner."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.cli.context import REQUEST_TIMEOUT_ENV
 from orchestrator.errors import StoreUnavailable
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import LocalClusterState
@@ -32,24 +35,27 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 FAST = {"broker_overrides": FAST_BROKER, "controller_overrides": FAST_CONTROLLER}
 COMMAND_BOUND_S = 150  # a command not ended by then hangs (two request timeouts, a last attempt, the probe)
+PAUSED_REQUEST_TIMEOUT = {REQUEST_TIMEOUT_ENV: "5"}  # the request timeout of the commands run while it is paused
 
 
 def _command(*args: str) -> list[str]:
     return [sys.executable, "-m", "orchestrator.cli", *args]
 
 
-def _environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in ("TIEREDCTL_BOOTSTRAP_SERVER", PASSWORD_ENV)}
+def _environment(paused: bool) -> dict[str, str]:
+    dropped = ("TIEREDCTL_BOOTSTRAP_SERVER", PASSWORD_ENV, REQUEST_TIMEOUT_ENV)
+    return {**{k: v for k, v in os.environ.items() if k not in dropped}, **(PAUSED_REQUEST_TIMEOUT if paused else {})}
 
 
-def _tieredctl(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = _environment()
+def _tieredctl(cwd: Path, *args: str, paused: bool = False) -> subprocess.CompletedProcess[str]:
+    env = _environment(paused)
     return subprocess.run(_command(*args), cwd=cwd, env=env, capture_output=True, text=True, timeout=COMMAND_BOUND_S)
 
 
 def _tieredctl_side_by_side(cwd: Path, *commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
-    """Each of ``commands`` run as by :func:`_tieredctl`, all started at once; their outcomes, in their order."""
-    env = _environment()
+    """Each of ``commands`` run as by :func:`_tieredctl` while the store is paused, all started at once; their
+    outcomes, in their order."""
+    env = _environment(paused=True)
     procs: list[subprocess.Popen[str]] = []
     try:
         for args in commands:
@@ -107,7 +113,9 @@ def test_on_sqlite_a_write_lock_held_elsewhere_makes_commands_say_the_store_is_l
     try:
         failed = wait_until(
             "a command to fail once the controller cannot renew its lease",
-            lambda: (p := _tieredctl(cwd, "topic", "create", "during", "--partitions", "1")).returncode and p,
+            lambda: (
+                (p := _tieredctl(cwd, "topic", "create", "during", "--partitions", "1", paused=True)).returncode and p
+            ),
             COMMAND_BOUND_S,
             0.5,
         )
