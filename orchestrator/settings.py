@@ -374,6 +374,9 @@ class BrokerSettings:
     # A follower that has not caught up with its leader's log this long leaves the partition's ISR (Kafka's
     # replica.lag.time.max.ms); acks=all then waits for the others only.
     replica_lag_time_max_ms: int = 30_000
+    # The longest wait before a failing background loop, partition or replica fetch is tried again (the waits
+    # double from 0.2 s up to this, with full jitter; orchestrator.supervision).
+    loop_retry_max_ms: int = 10_000
     s3: S3Settings = field(default_factory=S3Settings)
     rsm: RemoteStorageManagerSettings = field(default_factory=RemoteStorageManagerSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
@@ -385,6 +388,8 @@ class BrokerSettings:
     def __post_init__(self) -> None:
         if not 0 <= self.advertised_port <= 65535:
             raise SettingsError(f"[broker] advertised_port must be 0..65535, got {self.advertised_port}")
+        if self.loop_retry_max_ms < 100:
+            raise SettingsError(f"[broker] loop_retry_max_ms must be >= 100, got {self.loop_retry_max_ms}")
         require_authentication("broker", self.host, self.tls, self.security)
 
 

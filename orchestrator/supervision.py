@@ -8,7 +8,8 @@ first success after failures logs ``<component>.loop_recovered`` and resets the 
 
 Invariants:
 * Every backoff follows ONE declared schedule, :data:`LOOP_RETRY_WAIT` (:mod:`orchestrator.backoff`: exponential
-  with full jitter, capped, never below 0.1 s so a failing round cannot spin); sleep is injected, and
+  with full jitter, capped, never below 0.1 s so a failing round cannot spin); a process may lower or raise its cap
+  (:func:`loop_retry_wait`, the broker's ``loop_retry_max_ms``), nothing else; sleep is injected, and
   :class:`RetryBackoff` takes the time from its caller, so nothing here reads a clock. A caller may pass its own
   schedule (``wait``: consecutive failures -> seconds), e.g. a deterministic one in tests.
 * Only cancellation ends :func:`supervise`; whoever starts a supervised task treats any other end as a crash.
@@ -17,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 from collections.abc import Awaitable, Callable, Collection, Hashable
 from typing import Generic, NoReturn, TypeVar
@@ -37,6 +39,17 @@ _RNG = random.Random()
 Sleep = Callable[[float], Awaitable[None]]
 WaitPolicy = Callable[[int], float]  # consecutive failures (>= 1) -> seconds to wait
 _Key = TypeVar("_Key", bound=Hashable)
+
+
+def loop_retry_wait(cap_ms: int) -> Backoff:
+    """:data:`LOOP_RETRY_WAIT` with its cap at ``cap_ms`` (a process's setting), never below its floor."""
+    return dataclasses.replace(LOOP_RETRY_WAIT, cap=max(cap_ms / 1000, LOOP_RETRY_WAIT.floor))
+
+
+def loop_wait(cap_ms: int, rng: random.Random = _RNG) -> WaitPolicy:
+    """:func:`loop_retry_wait` as a :data:`WaitPolicy` (consecutive failures -> seconds), drawn from ``rng``."""
+    backoff = loop_retry_wait(cap_ms)
+    return lambda failures: backoff.delay(failures, rng)
 
 
 def loop_backoff_s(failures: int, rng: random.Random = _RNG) -> float:

@@ -138,7 +138,7 @@ from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.framing import Request
 from orchestrator.settings import BrokerSettings, load_broker_settings
-from orchestrator.supervision import RetryBackoff, Sleep, log_loop_failure, log_loop_recovered, supervise
+from orchestrator.supervision import RetryBackoff, Sleep, log_loop_failure, log_loop_recovered, loop_wait, supervise
 from remote_storage.rlmm import RemoteLogMetadataManager
 
 log = structlog.get_logger(__name__)
@@ -251,9 +251,10 @@ class BrokerAgent:
         self.replication: ReplicaManager | None = None  # run() starts it, with its connections to the brokers
         self.rlmm_publisher = RemoteLogMetadataPublisher.serving(self.data_plane, settings, self.store, self.follower)
         self.metrics.observe_rlmm_lag(self.rlmm_publisher.lag)
-        self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff()
+        self._loop_wait = loop_wait(settings.loop_retry_max_ms)
+        self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff(self._loop_wait)
         self._all_hosted_open: MetadataImage | None = None  # the image every hosted log was last found open for
-        self._tiering_retry: RetryBackoff[PartitionKey] = RetryBackoff()
+        self._tiering_retry: RetryBackoff[PartitionKey] = RetryBackoff(self._loop_wait)
         self._reconciled_topics: Mapping[Uuid, TopicImage] | None = None  # the topics at the last reconciliation
         self._next_stale_dir_check = -math.inf  # self._clock() time; the first metadata round looks
         self.crashed_loop: str | None = None  # set when a loop ended while the broker ran: main() exits nonzero
@@ -323,6 +324,7 @@ class BrokerAgent:
             request_timeout_s=request_timeout_s,
             alter_isr=alter_through(self.controller_link, controllers),
             lag_max_ms=self.settings.replica_lag_time_max_ms,
+            retry_max_ms=self.settings.loop_retry_max_ms,
             now_ms=self._wall_clock_ms,
             on_isr_change=self.metrics.replication.changed,
         )
@@ -367,7 +369,15 @@ class BrokerAgent:
         pause: Callable[[float], Awaitable[object]] | None = None,
     ) -> asyncio.Task[Any]:
         interval_s = interval_ms / 1000
-        loop = supervise(name, one_round, component="broker", interval_s=interval_s, sleep=self._sleep, pause=pause)
+        loop = supervise(
+            name,
+            one_round,
+            component="broker",
+            interval_s=interval_s,
+            sleep=self._sleep,
+            wait=self._loop_wait,
+            pause=pause,
+        )
         task: asyncio.Task[Any] = asyncio.create_task(loop, name=name)
         task.add_done_callback(self._loop_ended)
         return task

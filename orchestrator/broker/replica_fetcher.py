@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from orchestrator.backoff import Backoff
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.replication import ReplicaStates
 from orchestrator.errors import (
@@ -109,6 +110,7 @@ class ReplicaFetcher:
         replicas: ReplicaStates,
         pool: ConnectionPool,
         request_timeout_s: float,
+        retry_wait: Backoff = LOOP_RETRY_WAIT,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
@@ -119,6 +121,7 @@ class ReplicaFetcher:
         self._replicas = replicas
         self._pool = pool
         self._timeout_s = request_timeout_s
+        self._retry_wait = retry_wait
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -160,7 +163,7 @@ class ReplicaFetcher:
                 failures = 0
             except (TieredError, OSError, TimeoutError) as exc:
                 failures += 1
-                delay = LOOP_RETRY_WAIT.delay(failures, self._rng)
+                delay = self._retry_wait.delay(failures, self._rng)
                 error = exc.name if isinstance(exc, KafkaError) else type(exc).__name__
                 log.warning(
                     "broker.replica_fetch_failed",
@@ -173,7 +176,7 @@ class ReplicaFetcher:
                 await self._sleep(delay)
                 continue
             if waits:  # every partition answered "not yet known here": give the metadata a moment
-                await self._sleep(LOOP_RETRY_WAIT.floor)
+                await self._sleep(self._retry_wait.floor)
 
     async def _fetch_once(self, image: MetadataImage, leader: int, partitions: list[Followed]) -> bool:
         """One Fetch to ``leader`` for ``partitions`` and its answer applied; True when every partition was answered

@@ -23,6 +23,7 @@ from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage
 from orchestrator.net.admin import AdminClient
 from orchestrator.net.connection import ConnectionPool
+from orchestrator.supervision import loop_retry_wait
 
 
 def alter_through(link: ControllerLink, controllers: AdminClient) -> Callable[[IsrProposal], Awaitable[object]]:
@@ -74,6 +75,7 @@ class ReplicaManager:
         request_timeout_s: float,
         alter_isr: Callable[[IsrProposal], Awaitable[object]],
         lag_max_ms: int,
+        retry_max_ms: int,
         now_ms: Callable[[], int],
         on_isr_change: Callable[[int, int], None],
     ) -> None:
@@ -87,6 +89,7 @@ class ReplicaManager:
             replicas=replicas,
             pool=pool,
             request_timeout_s=request_timeout_s,
+            retry_wait=loop_retry_wait(retry_max_ms),
         )
 
         def start_of(key: PartitionKey, leader_epoch: int) -> int | None:

@@ -69,7 +69,14 @@ from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.store import LogEntry, MetadataStore
 from orchestrator.protocol.record_batch import decode_batches
 from orchestrator.settings import BrokerSettings, RemoteLogMetadataTopicSettings
-from orchestrator.supervision import RetryBackoff, log_loop_failure, log_loop_recovered
+from orchestrator.supervision import (
+    RetryBackoff,
+    WaitPolicy,
+    log_loop_failure,
+    log_loop_recovered,
+    loop_backoff_s,
+    loop_wait,
+)
 from remote_storage.rlmm_topic.layout import TOPIC_NAME
 from remote_storage.rlmm_topic.publishing import last_published_in, metadata_partition_of, publish_batch
 from remote_storage.rlmm_topic.serde import decode_value, encode_value
@@ -155,6 +162,7 @@ class RemoteLogMetadataPublisher:
         appended: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         max_records_per_round: int = MAX_RECORDS_PER_ROUND,
+        retry_wait: WaitPolicy = loop_backoff_s,
     ) -> None:
         self._broker_id = broker_id
         self._version = settings.record_version
@@ -169,7 +177,7 @@ class RemoteLogMetadataPublisher:
         self._topic_id: Uuid | None = None
         self._partitions: dict[int, _Partition] = {}
         self._read_end = 0  # the store offset after the last record a round read
-        self._retry: RetryBackoff[int] = RetryBackoff()
+        self._retry: RetryBackoff[int] = RetryBackoff(retry_wait)
         self._lag: Mapping[int, int] = {}
 
     @classmethod
@@ -186,6 +194,7 @@ class RemoteLogMetadataPublisher:
             leader_log=data_plane.leader_log,
             log_lock=data_plane.log_lock,
             appended=data_plane.appended,
+            retry_wait=loop_wait(settings.loop_retry_max_ms),
         )
 
     @property

@@ -174,6 +174,17 @@ def test_a_broker_registers_its_bound_port_unless_an_advertised_port_is_set(tmp_
             load_broker_settings(path)
 
 
+def test_a_brokers_loop_retry_cap_is_read_and_a_cap_below_the_shortest_wait_is_refused(tmp_path):
+    path = tmp_path / "b.toml"
+    path.write_text(BROKER_BASICS)
+    assert load_broker_settings(path).loop_retry_max_ms == 10_000
+    path.write_text(BROKER_BASICS + "loop_retry_max_ms = 2000\n")
+    assert load_broker_settings(path).loop_retry_max_ms == 2000
+    path.write_text(BROKER_BASICS + "loop_retry_max_ms = 50\n")
+    with pytest.raises(SettingsError, match="loop_retry_max_ms must be >= 100, got 50"):
+        load_broker_settings(path)
+
+
 # --- types are checked against each field's real type, the way TOML writes them ---------------------------------
 
 

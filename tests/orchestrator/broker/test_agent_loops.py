@@ -25,7 +25,14 @@ from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.record_batch import build_batch, encode_batch
 from orchestrator.settings import BrokerSettings
-from orchestrator.supervision import LOOP_RETRY_WAIT, RetryBackoff, loop_backoff_s, supervise
+from orchestrator.supervision import (
+    LOOP_RETRY_WAIT,
+    RetryBackoff,
+    loop_backoff_s,
+    loop_retry_wait,
+    loop_wait,
+    supervise,
+)
 from tests.support.broker_harness import ControllerWriter
 from tests.support.clocks import FakeClock
 from tests.support.requests import data_request
@@ -132,6 +139,16 @@ def test_the_declared_loop_backoff_is_exponential_with_full_jitter_capped_and_ne
     assert schedule == [random.Random(3).uniform(0.1, upper) for upper in (0.2, 1.6, 10.0)]
 
 
+def test_a_process_may_move_the_loop_backoffs_cap_and_nothing_else():
+    assert loop_retry_wait(2_000) == LOOP_RETRY_WAIT.__class__(base=0.2, cap=2.0, floor=0.1)
+    assert loop_retry_wait(30_000).cap == 30.0
+    assert loop_retry_wait(50).cap == 0.1  # never below the shortest wait
+    wait = loop_wait(500, random.Random(7))
+    draws = [wait(n) for n in range(1, 40) for _ in range(5)]
+    assert all(0.1 <= d <= 0.5 for d in draws) and max(draws) > 0.45  # the cap is reached, never passed
+    assert loop_wait(500, random.Random(7))(1) == random.Random(7).uniform(0.1, 0.2)  # the same full jitter
+
+
 def test_each_partition_backs_off_alone_and_a_success_resets_it():
     retry: RetryBackoff[str] = RetryBackoff(lambda failures: min(4, 2 ** (failures - 1)))
     assert retry.due("p0", now=0) and retry.due("p1", now=0)
@@ -183,6 +200,27 @@ def broker(tmp_path):
             plog.close()
         agent.store.close()
         writer_store.close()
+
+
+def test_every_backoff_of_a_broker_stays_under_its_loop_retry_max_ms(tmp_path):
+    """The partitions' backoffs (opening logs, tiering, publishing remote log metadata) and the loops' own, under
+    ``[broker] loop_retry_max_ms`` (here 300 ms, not the default 10 s)."""
+    settings = BrokerSettings(
+        broker_id=1,
+        data_dir=str(tmp_path / "broker-1"),
+        metadata_store=str(tmp_path / "metadata.db"),
+        controllers="127.0.0.1:1",
+        loop_retry_max_ms=300,
+    )
+    agent = BrokerAgent(settings, clock=FakeClock())
+    try:
+        for retry in (agent._open_retry, agent._tiering_retry, agent.rlmm_publisher._retry):
+            delays = [retry.failed(0, now=0)[1] for _ in range(60)]
+            assert all(0.1 <= d <= 0.3 for d in delays) and max(delays) > 0.25, delays
+        loop_waits = [agent._loop_wait(n) for n in range(1, 60)]
+        assert all(0.1 <= d <= 0.3 for d in loop_waits) and max(loop_waits) > 0.25
+    finally:
+        agent.store.close()
 
 
 def test_a_partition_whose_directory_cannot_be_created_is_retried_by_the_metadata_loop_until_the_disk_is_back(broker):

@@ -189,6 +189,7 @@ def test_the_replication_round_forgets_the_followers_of_a_deleted_topic(rep):
         request_timeout_s=5.0,
         alter_isr=never_alter,
         lag_max_ms=30_000,
+        retry_max_ms=10_000,
         now_ms=lambda: NOW,
         on_isr_change=lambda _shrinks, _expands: None,
     )
