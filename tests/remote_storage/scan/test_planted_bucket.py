@@ -8,7 +8,9 @@ objects on moto's S3 server; the inventory is built by listing the bucket; the s
 from __future__ import annotations
 
 import time
+import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,9 +26,10 @@ from remote_storage import export, export_format
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import segment_keys
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
+from remote_storage.s3 import make_s3_client
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ScanSettings
-from remote_storage.scan.run import scan
+from remote_storage.scan.run import ScanOutcome, scan
 from tests.support.broker_harness import ControllerWriter
 
 pytestmark = pytest.mark.spark
@@ -210,14 +213,44 @@ def plant_and_inventory(s3: Any, bucket: str, tmp_path: Path, fmt: str) -> tuple
     return planted, ids, export_dir, manifest
 
 
+@dataclass
+class Scanned:
+    """A planted bucket, its store and inventory, and the scan of it."""
+
+    bucket: str
+    db: Path
+    planted: Planted
+    ids: dict[str, Uuid]
+    out: Path
+    outcome: ScanOutcome
+
+
+@pytest.fixture(scope="module")
+def scanned(spark: Any, moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Scanned]:
+    """The scan of a planted bucket per inventory format, made once for the module: the Parquet one is both checked
+    and reclaimed (reclaim leaves the scan's outputs as they are; only the reclaim test changes the bucket)."""
+    s3 = make_s3_client(endpoint_url=moto_endpoint)
+    made: dict[str, Scanned] = {}
+
+    def scan_of(fmt: str) -> Scanned:
+        if fmt not in made:
+            tmp_path = tmp_path_factory.mktemp(f"planted-{fmt}")
+            bucket = f"planted-{uuid.uuid4().hex[:20]}"
+            s3.create_bucket(Bucket=bucket)
+            planted, ids, export_dir, manifest = plant_and_inventory(s3, bucket, tmp_path, fmt)
+            out = tmp_path / "scan"
+            settings = ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS, max_anomalies=5)
+            outcome = scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out, spark=spark, settings=settings)
+            made[fmt] = Scanned(bucket, tmp_path / "metadata.db", planted, ids, out, outcome)
+        return made[fmt]
+
+    return scan_of
+
+
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_scan_reports_exactly_what_was_planted(
-    spark: Any, s3_client: Any, bucket: str, tmp_path: Path, fmt: str
-) -> None:
-    planted, ids, export_dir, manifest = plant_and_inventory(s3_client, bucket, tmp_path, fmt)
-    out = tmp_path / "scan"
-    settings = ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS, max_anomalies=5)
-    outcome = scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out, spark=spark, settings=settings)
+def test_scan_reports_exactly_what_was_planted(scanned: Callable[[str], Scanned], fmt: str) -> None:
+    done = scanned(fmt)
+    planted, ids, out, outcome = done.planted, done.ids, done.out, done.outcome
     summary = outcome.summary
 
     # Every object classified as planted.
@@ -266,17 +299,15 @@ def test_scan_reports_exactly_what_was_planted(
 
 
 def test_reclaim_after_a_real_scan_deletes_exactly_the_reclaimable_objects_once(
-    spark: Any, s3_client: Any, moto_endpoint: str, bucket: str, tmp_path: Path
+    scanned: Callable[[str], Scanned], s3_client: Any, moto_endpoint: str
 ) -> None:
+    """Reclaims the Parquet scan of test_scan_reports_exactly_what_was_planted (the same scan, made once)."""
     from click.testing import CliRunner
 
     from orchestrator.cli import cli
 
-    planted, _, export_dir, manifest = plant_and_inventory(s3_client, bucket, tmp_path, "parquet")
-    db = tmp_path / "metadata.db"
-    out = tmp_path / "scan"
-    settings = ScanSettings(prefix=PREFIX, grace_ms=GRACE_MS, max_anomalies=100)
-    scan(inventory_uri=manifest, export_dir=export_dir, out_dir=out, spark=spark, settings=settings)
+    done = scanned("parquet")
+    planted, db, out, bucket = done.planted, done.db, done.out, done.bucket
 
     def listing() -> set[str]:
         pages = s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
