@@ -45,6 +45,9 @@ FAST_BROKER = {
         "segment_bytes": 4096,
         "segment_ms": 600_000,
         "request_timeout_ms": 3000,
+        # A failing loop or partition is tried again within 2 s (10 s by default): once a fault is lifted, the
+        # cluster catches up in seconds instead of waiting out a long backoff window.
+        "loop_retry_max_ms": 2000,
     }
 }
 FAST_CONTROLLER = {
