@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from remote_storage import export
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import Suffix, segment_keys
 from remote_storage.rlmm import RemoteSegment
+from remote_storage.s3 import make_s3_client
 from remote_storage.scan import contract as c
 from remote_storage.scan.errors import ScanError
 from remote_storage.scan.job import ScanSettings
@@ -175,7 +177,17 @@ def inventory(s3: Any, bucket: str, store: SqliteMetadataStore, planted: Planted
 
 @pytest.fixture
 def planted(s3_client: Any, bucket: str, tmp_path: Path) -> Planted:
+    """A bucket of its own, for a test that changes it or its metadata."""
     return plant(s3_client, bucket, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def planted_once(moto_endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> Planted:
+    """One planted bucket for the tests that only scan it (each into its own output directory)."""
+    s3 = make_s3_client(endpoint_url=moto_endpoint)
+    bucket = f"aiven-{uuid.uuid4().hex[:20]}"
+    s3.create_bucket(Bucket=bucket)
+    return plant(s3, bucket, tmp_path_factory.mktemp("aiven"))
 
 
 def _scan(spark: Any, s3_client: Any, planted: Planted, out: Path, **settings: Any) -> dict[str, Any]:
@@ -185,16 +197,16 @@ def _scan(spark: Any, s3_client: Any, planted: Planted, out: Path, **settings: A
 
 
 def test_aiven_objects_are_judged_by_the_format_and_the_summary_is_exact(
-    spark: Any, s3_client: Any, planted: Planted, tmp_path: Path
+    spark: Any, s3_client: Any, planted_once: Planted, tmp_path: Path
 ) -> None:
     out = tmp_path / "scan"
-    summary = _scan(spark, s3_client, planted, out)
+    summary = _scan(spark, s3_client, planted_once, out)
 
     anomalies = {k: v for k, v in summary["totals"]["anomalies"].items() if v}
     assert anomalies == {c.SIZE_MISMATCH: 2, c.MANIFEST_MISSING: 1, c.MANIFEST_UNREADABLE: 1}
     rows = pq.read_table(out / c.ANOMALIES_DIR).to_pylist()
     by_key = {(r["type"], r["key"]) for r in rows}
-    keys = planted.keys
+    keys = planted_once.keys
     assert (c.SIZE_MISMATCH, keys["truncated"][0]) in by_key
     assert (c.SIZE_MISMATCH, keys["legacy, wrong size"][0]) in by_key
     assert (c.MANIFEST_UNREADABLE, keys["garbage manifest"][2]) in by_key
@@ -226,9 +238,9 @@ def test_aiven_objects_are_judged_by_the_format_and_the_summary_is_exact(
 
 
 def test_without_manifest_reads_a_transformed_log_is_judged_by_the_rlmm_alone(
-    spark: Any, s3_client: Any, planted: Planted, tmp_path: Path
+    spark: Any, s3_client: Any, planted_once: Planted, tmp_path: Path
 ) -> None:
-    summary = _scan(spark, s3_client, planted, tmp_path / "scan", max_manifest_reads=0)
+    summary = _scan(spark, s3_client, planted_once, tmp_path / "scan", max_manifest_reads=0)
     # compressed+encrypted, truncated, garbage manifest, legacy wrong size: every .log not of the RLMM's size
     # that only a manifest could vouch for; the one with REMOTE_SIZE and the untransformed legacy one are right.
     assert {k: v for k, v in summary["totals"]["anomalies"].items() if v} == {c.SIZE_MISMATCH: 4, c.MANIFEST_MISSING: 1}
@@ -236,10 +248,10 @@ def test_without_manifest_reads_a_transformed_log_is_judged_by_the_rlmm_alone(
 
 
 def test_more_manifests_to_read_than_the_cap_stops_the_scan_before_any_get(
-    spark: Any, s3_client: Any, planted: Planted, tmp_path: Path
+    spark: Any, s3_client: Any, planted_once: Planted, tmp_path: Path
 ) -> None:
     with pytest.raises(ScanError, match=r"4 segments need their \.rsm-manifest read.*cap of 3.*--max-manifest-reads"):
-        _scan(spark, s3_client, planted, tmp_path / "scan", max_manifest_reads=3)
+        _scan(spark, s3_client, planted_once, tmp_path / "scan", max_manifest_reads=3)
     assert not (tmp_path / "scan" / c.MANIFESTS_DIR).exists()
 
 
