@@ -18,7 +18,8 @@ Python (a hypothesis test checks that they agree on generated buckets):
    metadata (a key under another prefix, or an explicit key).
 3. **Objects** (:mod:`.classify`): topics and the tiered-state history are small and broadcast; segments join on
    (topic id, segment id). An export that lists a topic id or a segment twice is refused (a join would count its
-   objects twice). ``objects.parquet`` is written once and read back by every later step.
+   objects twice): the driver reads the few topic rows itself, and one small job counts the segments, checks them
+   and finds the prefixes they record. ``objects.parquet`` is written once and read back by every later step.
 4. **Segments** (:mod:`.segment_checks`): one grouping of the written objects per segment gives the object-set,
    chain and size anomalies; the manifests the size rule needs are read by the executors, counted and capped first.
 5. **Outputs** (names in the contract): ``objects.parquet``, ``anomalies.parquet`` and, when manifests were read,
@@ -262,16 +263,57 @@ def _with_added_columns(segments: Any) -> Any:
     return segments.select("*", *nulls) if nulls else segments
 
 
+def _duplicate_error(export_dir: Path, what: str, example: str, count: int) -> ScanError:
+    return ScanError(
+        f"the metadata export in {export_dir} lists {what} more than once ({example}, {count} rows): "
+        "it is not an export of one cluster's metadata; export it again"
+    )
+
+
 def _refuse_duplicates(df: Any, keys: list[str], what: str, export_dir: Path) -> None:
     """An export holds each topic id, and each (topic id, segment id), once; a join would multiply rows otherwise."""
     F = _F()
     dup = df.groupBy(*keys).count().filter(F.col("count") > 1).limit(1).collect()
     if dup:
-        example = ", ".join(f"{k}={dup[0][k]}" for k in keys)
-        raise ScanError(
-            f"the metadata export in {export_dir} lists {what} more than once ({example}, {dup[0]['count']} rows): "
-            "it is not an export of one cluster's metadata; export it again"
-        )
+        raise _duplicate_error(export_dir, what, ", ".join(f"{k}={dup[0][k]}" for k in keys), dup[0]["count"])
+
+
+def _topic_rows(export_dir: Path) -> list[dict[str, Any]]:
+    """The export's topic rows, read by the driver itself (topics are few: they are broadcast), without a Spark
+    job; an export that lists a topic id twice is refused as :func:`_refuse_duplicates` refuses it."""
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    table = pq.read_table(export_dir / export_format.TOPICS_FILE)
+    for entry in pc.value_counts(table.column("topic_id")).to_pylist():
+        if entry["counts"] > 1:
+            raise _duplicate_error(export_dir, "a topic id", f"topic_id={entry['values']}", entry["counts"])
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class _SegmentFacts:
+    count: int  # segments in the export
+    any_recorded: bool  # a segment records a location (a prefix or a key) in its custom metadata
+    recorded_prefixes: tuple[str, ...]  # the prefixes they record (a recorded key alone records none)
+
+
+def _segment_facts(segments: Any, export_dir: Path) -> _SegmentFacts:
+    """What the job needs to know of the segments before it plans, in one small job: their count, whether any
+    records a location and under which prefixes; an export that lists a segment twice is refused (the count of
+    distinct (topic id, segment id) is smaller than the count of rows: then the grouping finds one to name)."""
+    F = _F()
+    recording = F.col("object_prefix").isNotNull() | F.col("object_key").isNotNull()
+    row = segments.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.count_distinct(F.struct("topic_id", "segment_id")).alias("distinct"),
+        F.coalesce(F.max(recording), F.lit(False)).alias("any_recorded"),
+        F.collect_set(F.when(recording, F.col("object_prefix"))).alias("prefixes"),
+    ).collect()[0]
+    if row["distinct"] != row["rows"]:
+        _refuse_duplicates(segments, ["topic_id", "segment_id"], "a segment", export_dir)
+    return _SegmentFacts(row["rows"], bool(row["any_recorded"]), tuple(sorted(row["prefixes"])))
 
 
 # -- the job ------------------------------------------------------------------------------------------------------
@@ -312,8 +354,8 @@ def _run_scan(
     if not source.files:
         raise ScanError(f"inventory {source.uri} lists no data files")
     topics, segments, epochs = _read_export(spark, export_dir)
-    _refuse_duplicates(topics, ["topic_id"], "a topic id", export_dir)
-    _refuse_duplicates(segments, ["topic_id", "segment_id"], "a segment", export_dir)
+    topic_list = _topic_rows(export_dir)
+    facts = _segment_facts(segments, export_dir)
 
     say(f"reading {len(source.files)} inventory data file(s) ({source.file_format})")
 
@@ -328,15 +370,12 @@ def _run_scan(
 
     say("classifying objects against the metadata export")
     expired = expired_segments(segments, topics, now_ms=now_ms)
-    broadcast = segments.count() <= settings.broadcast_segments_max
-    # One small job: the prefixes the segments that record a location record (None: a key under the scanned one).
-    recording = segments.filter(F.col("object_prefix").isNotNull() | F.col("object_key").isNotNull())
-    recorded_under = [r["object_prefix"] for r in recording.select("object_prefix").distinct().collect()]
-    prefixes = sorted(p for p in recorded_under if p is not None and p != settings.prefix)
-    if recorded_under:
+    broadcast = facts.count <= settings.broadcast_segments_max
+    prefixes = sorted(p for p in facts.recorded_prefixes if p != settings.prefix)
+    if facts.any_recorded:
         log.info("scan.recorded_locations", other_prefixes=prefixes)
     # Three keys per segment that records a location, and never more segments than the ones broadcast.
-    recorded = recorded_locations(segments, settings.prefix) if recorded_under else None
+    recorded = recorded_locations(segments, settings.prefix) if facts.any_recorded else None
     keyed = locate(parse_keys(valid, settings.prefix), recorded, settings.prefix, broadcast=broadcast)
     objects = classify_objects(
         keyed, topics, segments, expired, grace_ms=settings.grace_ms, now_ms=now_ms, broadcast=broadcast
@@ -375,14 +414,15 @@ def _run_scan(
     anomalies_by_topic = spark.read.parquet(str(out_dir / c.ANOMALIES_DIR)).groupBy("topic_id", "type").count()
     malformed = read_rows().filter(F.col("malformed").isNotNull())
     malformed_counts = {r["malformed"]: r["count"] for r in malformed.groupBy("malformed").count().collect()}
+    # Examples only when there is a malformed row: otherwise the inventory is not read a third time for none.
     examples = [
         {"file": sources.file_name(native or (), r["file"]), "reason": r["malformed"], "raw": (r["raw"] or "")[:500]}
-        for r in malformed.limit(settings.max_examples).collect()
+        for r in (malformed.limit(settings.max_examples).collect() if malformed_counts else [])
     ]
     seen_ids = {r["topic_id"] for r in grouped if r["topic_id"] is not None}
     anomaly_rows = [r.asDict() for r in anomalies_by_topic.collect()]
     seen_ids |= {r["topic_id"] for r in anomaly_rows if r["topic_id"] is not None}
-    topic_rows = [r.asDict() for r in topics.filter(F.col("topic_id").isin(*seen_ids)).collect()] if seen_ids else []
+    topic_rows = [r for r in topic_list if r["topic_id"] in seen_ids]
     seconds["summarise"] = time.perf_counter() - t0
     seconds["total"] = time.perf_counter() - started
     total_rows = sum(r["objects"] for r in grouped) + sum(malformed_counts.values())

@@ -92,6 +92,23 @@ def test_an_export_listing_a_topic_id_twice_is_refused_naming_it(spark: Any, tmp
         spark_scan(spark, world, tmp_path, "parquet")
 
 
+def test_an_export_listing_a_segment_twice_is_refused_naming_it(spark: Any, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from remote_storage.export_format import SegmentMeta, TopicMeta
+    from remote_storage.scan.job import ScanError
+
+    topic = TopicMeta("AAAAAAAAAAAAAAAAAAAAAA", "orders", "ENABLED", 1, "NONE", -1, -1, False)
+    segment = SegmentMeta(
+        topic.topic_id, "orders", 0, "BBBBBBBBBBBBBBBBBBBBBB", 0, 9, 10, 1, "COPY_SEGMENT_FINISHED", 0, 0
+    )
+    # The same segment, once under another prefix: the count of rows and of distinct segments differ.
+    twice = [segment, replace(segment, object_prefix="old/")]
+    world = World(topics=[topic], segments=twice, epochs=[], objects=[])
+    with pytest.raises(ScanError, match=r"a segment more than once.*segment_id=BBBBBBBBBBBBBBBBBBBBBB, 2 rows"):
+        spark_scan(spark, world, tmp_path, "parquet")
+
+
 def test_malformed_rows_are_counted_by_the_readers_reasons_never_dropped(spark: Any, tmp_path: Path) -> None:
     from remote_storage.scan.summary import build_summary
     from tests.support import aws_inventory as aws
