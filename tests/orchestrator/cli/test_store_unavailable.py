@@ -94,6 +94,12 @@ def sqlite_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         lc.down(directory, purge=True, timeout_s=20)
 
 
+def _stepped_down(workdir: Path) -> bool:
+    """The cluster's one controller logged that it stepped down (it could not renew its lease)."""
+    log = workdir / "var" / "cluster" / "logs" / "controller-3000.log"
+    return any('"controller.step_down"' in line for line in log.read_text().splitlines())
+
+
 def test_the_store_probe_says_nothing_of_a_store_that_answers(sqlite_cluster: Path) -> None:
     state = LocalClusterState.load(sqlite_cluster / "var" / "cluster")
     assert store_problem(state) is None
@@ -122,6 +128,9 @@ def test_on_sqlite_a_write_lock_held_elsewhere_makes_commands_say_the_store_is_l
         assert failed.returncode == 1
         assert failed.stderr.startswith("error: STORE_UNAVAILABLE: "), failed.stderr
         assert f"the metadata store {store} is locked" in failed.stderr and f"fuser {store}" in failed.stderr
+        # The reads below fail once the controller has given up its lease (until then it answers them from its
+        # image, which is right); a create that ends after a short request timeout can end before that.
+        wait_until("the controller to step down", lambda: _stepped_down(cwd), COMMAND_BOUND_S, 0.2)
         reads = (["topic", "list"], ["tiering", "status"])
         *listings, status = _tieredctl_side_by_side(cwd, *reads, ["cluster", "status"])
         for command, listing in zip(reads, listings, strict=True):
