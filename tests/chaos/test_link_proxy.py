@@ -47,6 +47,9 @@ class EchoServer:
                 return
             conn.settimeout(None)
             with self._lock:
+                if self._closing.is_set():  # accepted as close() ran: close() has taken its list already
+                    conn.close()
+                    return
                 self.accepted += 1
                 self._conns.append(conn)
             t = threading.Thread(target=self._echo, args=(conn,), daemon=True)
@@ -69,7 +72,7 @@ class EchoServer:
             conn.sendall(data)
 
     def close(self) -> None:
-        self._closing.set()
+        self._closing.set()  # before the lock: a connection accepted from now on is closed by _accept itself
         self._listener.close()
         with self._lock:
             conns = list(self._conns)
