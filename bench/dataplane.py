@@ -3,14 +3,19 @@ real local cluster (one broker, one controller, separate processes), for tieredc
 clients on the same cluster in the same run.
 
 Produce: the same N records (``VALUE_BYTES`` each, no key) to an empty one-partition topic without tiering (a plain
-local log), acks=all, no idempotence. ``TieredClient.produce`` sends one Produce per record batch of at most
-``max_batch_bytes`` (16 KiB), one at a time; the references are confluent-kafka (librdkafka) and kafka-python with
-Kafka's producer defaults of ``batch.size`` 16 KiB and ``linger.ms`` 5, timed from the first send to the last
-acknowledgement (flush).
+local log, Kafka's default ``segment.bytes`` of 1 GiB), acks=all, no idempotence. ``TieredClient.produce`` sends
+one Produce per record batch of at most ``max_batch_bytes`` (16 KiB), one at a time; the references are
+confluent-kafka (librdkafka) and kafka-python with Kafka's producer defaults of ``batch.size`` 16 KiB and
+``linger.ms`` 5, timed from the first send to the last acknowledgement (flush).
 
 Fetch: every client reads the same partition (the records ``TieredClient.produce`` wrote) from its start to its end;
 ``TieredClient.consume`` against a confluent-kafka consumer (``assign`` at OFFSET_BEGINNING, a group id, no
 commits) and a kafka-python one (no group). Each count and each value read is checked.
+
+The ceiling: confluent-kafka also produces to and fetches from a bare server (:mod:`bench.bare_broker`, its own
+process, the same server and codec as a broker) that appends what it is sent to a file and serves the broker's
+own segment files, the same bytes: the broker's figure with confluent-kafka over the bare one's is what the
+broker's own work (validation, offsets, the log and its indexes, the metadata image, acks=all) costs.
 
 Each client opens its connections before its clock starts (a metadata request), so the figures are steady-state
 rates, not connection setup. The clients take turns, a few rounds each (a fresh topic per produce), and the best
@@ -21,10 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +43,7 @@ from orchestrator.logging import configure_logging
 
 VALUE_BYTES = 100
 LINGER_MS, BATCH_BYTES = 5, 16384  # Kafka's producer defaults (4.0); also TieredClient's max_batch_bytes
+SEGMENT_BYTES = 1 << 30  # Kafka's default segment.bytes
 
 
 def _values(n: int) -> list[bytes]:
@@ -218,11 +227,47 @@ CLIENTS: dict[str, tuple[Timed, Timed]] = {  # name: (produce, consume), each re
 }
 
 
+BARE = "bare server"
+
+
+@contextmanager
+def _bare_broker(directory: Path, served: dict[str, Path]) -> Iterator[str]:
+    """A :mod:`bench.bare_broker` process serving ``served`` (topic: a broker's partition directory); its
+    bootstrap address."""
+    serve = [arg for topic, path in served.items() for arg in ("--serve", f"{topic}={path}")]
+    command = [sys.executable, "-m", "bench.bare_broker", "--dir", str(directory), *serve]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline().split()  # its first line: logging is off below warnings
+            if line[:1] != ["port"]:
+                status = process.wait(timeout=10)
+                raise AssertionError(f"the bare broker did not start: {line!r} (exit status {status})")
+            yield f"127.0.0.1:{line[1]}"
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _partition_dir(cluster_dir: Path, topic: str) -> Path:
+    """The one broker's directory of ``topic``'s partition 0."""
+    found = [p for p in (cluster_dir / "data").glob(f"broker-*/{topic}-0") if p.is_dir()]
+    if len(found) != 1:
+        raise AssertionError(f"expected one directory of {topic}-0 under {cluster_dir / 'data'}, found {found}")
+    return found[0]
+
+
 def _create_topics(bootstrap: str, names: list[str]) -> None:
     async def go() -> None:
         async with TieredClient(bootstrap, timeout_s=60) as c:
             for name in names:
-                await c.create_topic(name, partitions=1)  # no remote.storage.enable: a plain local log
+                # no remote.storage.enable: a plain local log; Kafka's default segment.bytes, not the local
+                # cluster's 64 KiB (made for watching tiering): a roll every few requests is no steady state
+                await c.create_topic(name, partitions=1, configs={"segment.bytes": str(SEGMENT_BYTES)})
 
     asyncio.run(go())
 
@@ -265,11 +310,33 @@ def run(records: int = 200_000, rounds: int = 3) -> list[Figure]:
                 for client, (_, consume) in CLIENTS.items():
                     rate = records / consume(bootstrap, topics[(OURS, 0)], values)
                     fetched[client] = max(rate, fetched.get(client, 0.0))
+            served = {topics[(OURS, 0)]: _partition_dir(Path(tmp), topics[(OURS, 0)])}
+            with _bare_broker(Path(tmp) / "bare", served) as bare:
+                for r in range(rounds):  # the best of as many rounds as each client had with the broker
+                    rate = records / _confluent_produce(bare, f"bare-{r}", values)
+                    produced[BARE] = max(rate, produced.get(BARE, 0.0))
+                for _r in range(rounds):
+                    rate = records / _confluent_consume(bare, topics[(OURS, 0)], values)
+                    fetched[BARE] = max(rate, fetched.get(BARE, 0.0))
         finally:
             lc.down(Path(tmp), purge=True)
     figures = [
         *(Figure("produce: TieredClient.produce", produced[OURS], "rec/s", labels[c], produced[c]) for c in labels),
         *(Figure("fetch: TieredClient.consume", fetched[OURS], "rec/s", labels[c], fetched[c]) for c in labels),
+        Figure(
+            "produce: the broker, with confluent-kafka",
+            produced["confluent-kafka"],
+            "rec/s",
+            "a bare server appending the same bytes to a file",
+            produced[BARE],
+        ),
+        Figure(
+            "fetch: the broker, with confluent-kafka",
+            fetched["confluent-kafka"],
+            "rec/s",
+            "a bare server serving the same bytes from the broker's segment files",
+            fetched[BARE],
+        ),
     ]
     mb = records * VALUE_BYTES / 1e6
     title = (
