@@ -9,14 +9,16 @@ unexport PYTHONDONTWRITEBYTECODE
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | md5sum | cut -c1-12)
+# The compiled hot paths (*.pyx) are built by the same install: a change to one installs again.
+BUILD_INPUTS := pyproject.toml $(wildcard orchestrator/*/*.pyx)
+STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | md5sum | cut -c1-12)
 
 .PHONY: all venv java-check clients kcat postgres setup lint ruff-check ruff-format mypy lint-imports test check \
 	unit unit-tests soak slowest demo bench chaos clean
 
 all: test
 
-$(STAMP): pyproject.toml
+$(STAMP): $(BUILD_INPUTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,s3server,spark]'

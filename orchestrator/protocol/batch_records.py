@@ -26,6 +26,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import cast
 
 from orchestrator.errors import CorruptMessage, InvalidArgument, UnsupportedCompressionType
 from orchestrator.protocol.codec import write_uvarint
@@ -71,6 +72,17 @@ _set_offset_delta, _set_timestamp_delta, _set_key, _set_value, _set_headers, _se
     getattr(Record, field).__set__ for field in Record.__slots__
 )
 assert Record.__slots__ == ("offset_delta", "timestamp_delta", "key", "value", "headers", "attributes")
+_SETTERS = (_set_offset_delta, _set_timestamp_delta, _set_key, _set_value, _set_headers, _set_attributes)
+
+try:  # the compiled decoder (orchestrator/protocol/_batch_records_c.pyx), which make builds
+    from orchestrator.protocol._batch_records_c import (  # type: ignore[import-not-found]
+        decode_records as _compiled_decode_records,
+    )
+except ImportError:  # pragma: no cover - an install that did not compile it: the reference alone
+    _compiled_decode_records = None
+
+#: Whether :func:`decode_records` runs compiled (the build made ``_batch_records_c``).
+COMPILED = _compiled_decode_records is not None
 
 
 def new_record(
@@ -201,6 +213,16 @@ def _varint(data: bytes, pos: int, end: int, max_bytes: int, what: str) -> tuple
 def decode_records(data: bytes, count: int, origin: int, where: str) -> tuple[Record, ...]:
     """``count`` records filling ``data`` exactly; ``data`` starts at byte ``origin`` of the batch (0 for
     decompressed records), which messages add to positions, after ``where``.
+
+    The compiled twin (``_batch_records_c.pyx``, built by ``make``) when it is built (:data:`COMPILED`), else the
+    reference, :func:`decode_records_py`: the same records and the same errors for the same bytes."""
+    if _compiled_decode_records is None:
+        return decode_records_py(data, count, origin, where)
+    return cast(tuple[Record, ...], _compiled_decode_records(data, count, origin, where, Record, _new_object, _SETTERS))
+
+
+def decode_records_py(data: bytes, count: int, origin: int, where: str) -> tuple[Record, ...]:
+    """The reference decoder, in Python (:func:`decode_records`).
 
     The hot loop of decoding: a one-byte varint is read inline (a call costs more than the read), longer ones by
     :func:`_varint`; every read is bounded by the record's end.
