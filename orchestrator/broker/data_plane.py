@@ -71,7 +71,7 @@ import structlog
 from orchestrator.admin_api.internal_topics import produce_refusal
 from orchestrator.broker.leader_replication import LeaderReplication
 from orchestrator.broker.leader_replication import diverging as diverging_at
-from orchestrator.broker.local_log import PartitionLog
+from orchestrator.broker.local_log import AppendInfo, PartitionLog
 from orchestrator.broker.produce_validation import ProducePolicy, validate_records
 from orchestrator.broker.remote_log_manager import ReadResult, RemoteLogManager
 from orchestrator.broker.replication import ReplicaStates
@@ -284,10 +284,13 @@ class DataPlane:
         if policy.log_append_time:
             batches = [with_log_append_time(raw, now) for raw in batches]
         leader_epoch = topic.partitions[partition].leader_epoch
+
+        def append() -> tuple[PartitionLog, AppendInfo, int]:  # one hop to a worker thread, not two
+            plog = self._leader_log(topic.topic_id, partition)
+            return plog, plog.append_batches(batches, leader_epoch=leader_epoch), plog.log_start_offset
+
         async with self._log_lock:
-            plog = await asyncio.to_thread(self._leader_log, topic.topic_id, partition)
-            appended = await asyncio.to_thread(plog.append_batches, batches, leader_epoch=leader_epoch)
-            log_start = plog.log_start_offset
+            plog, appended, log_start = await asyncio.to_thread(append)
         self._woken()
         if self.high_watermark(topic, partition, plog) <= appended.last_offset and acks == -1:
             await self._leading.wait_replicated(topic, partition, plog, appended.last_offset + 1, timeout_ms)

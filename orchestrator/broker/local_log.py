@@ -272,12 +272,13 @@ class PartitionLog:
         self._replace_file(self.directory / OFFSETS_CHECKPOINT, data)
 
     @staticmethod
-    def _replace_file(path: Path, data: bytes) -> None:
-        """Replace ``path``'s contents atomically: written beside it (``<name>.tmp``), synced, renamed over it."""
+    def _replace_file(path: Path, data: bytes, *, sync: bool = True) -> None:
+        """Replace ``path``'s contents atomically: written beside it (``<name>.tmp``), synced (unless ``sync`` is
+        False: see :meth:`roll`), renamed over it."""
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(data)
-        with tmp.open("rb") as f:
-            os.fsync(f.fileno())
+        if sync:
+            _fsync(tmp)
         tmp.replace(path)
 
     # -- offsets ----------------------------------------------------------------------------------------------
@@ -441,7 +442,12 @@ class PartitionLog:
             return
         closing = self.active
         closing.become_inactive()
-        self._replace_file(closing.producer_snapshot_path, snapshot_bytes(self.producers))
+        # Not synced here: a roll holds up every append of the broker while it runs, and a sync costs tens of
+        # milliseconds. A snapshot only a crash of the machine tore is unreadable (its CRC) and rebuilt from the
+        # segments on open; the one snapshot no segment can rebuild, at the local log start once the segments below
+        # it are deleted, is synced before they are (delete_local_segments_before). Kafka flushes it off the append
+        # path too.
+        self._replace_file(closing.producer_snapshot_path, snapshot_bytes(self.producers), sync=False)
         self._segments.append(self._new_segment(self.log_end_offset))
         log.debug("log.rolled", directory=str(self.directory), base_offset=self.log_end_offset)
 
@@ -562,6 +568,10 @@ class PartitionLog:
         A segment leaves the log once its log file is deleted (its other files go first: the log is what is
         served), so a disk error part way leaves the log as the disk has it, and a second call finishes the work."""
         dropped = []
+        kept = next((seg for seg in self._segments[:-1] if seg.next_offset > offset), self._segments[-1])
+        if kept is not self._segments[0]:  # what the deleted segments knew of producers lives on in it alone
+            _fsync_if_present(kept_snapshot := segment_file(self.directory, kept.base_offset, "snapshot"))
+            log.debug("log.producer_snapshot_synced", path=str(kept_snapshot))
         try:
             while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
                 seg = self._segments[0]
@@ -599,3 +609,17 @@ class PartitionLog:
         # also when the offset did not move: this finishes a call that a disk error stopped half way
         self.delete_local_segments_before(self.log_start_offset)
         self._save_leader_epochs(self.leader_epochs.truncated_from_start(self.log_start_offset))
+
+
+def _fsync(path: Path) -> None:
+    with path.open("rb") as f:
+        os.fsync(f.fileno())
+
+
+def _fsync_if_present(path: Path) -> None:
+    """Sync ``path`` to the disk; nothing when it is missing (opening the log writes a closed segment's missing
+    snapshot)."""
+    try:
+        _fsync(path)
+    except FileNotFoundError:
+        return

@@ -11,7 +11,9 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from orchestrator.broker import local_log
 from orchestrator.broker.local_log import LogConfig, PartitionLog
+from orchestrator.broker.log_segment import LogSegment
 from orchestrator.broker.producer_ids import BLOCK, ProducerIdAllocator
 from orchestrator.broker.producer_state import (
     MAX_SEQUENCE,
@@ -229,6 +231,38 @@ def test_a_producer_whose_batches_left_with_deleted_segments_is_still_known_afte
     assert reopened.append_batches([_idempotent([b"c"], epoch=0, sequence=2)]) == (3, 3)
     assert [r.value for r in reopened.read(3)] == [b"c"]
     reopened.close()
+
+
+def test_a_roll_does_not_sync_its_snapshot_and_the_one_left_alone_is_synced_before_any_segment_goes(
+    tmp_path, monkeypatch
+):
+    """A roll holds up every append of the broker, so its producer snapshot is written unsynced (one a machine crash
+    tore is rebuilt from the segments on open); the snapshot at the new local log start holds what deleted segments
+    knew and nothing can rebuild it, so it is synced before the first of them is deleted."""
+    events: list[tuple[str, str]] = []
+    sync = local_log._fsync
+    monkeypatch.setattr(local_log, "_fsync", lambda path: (events.append(("sync", path.name)), sync(path))[1])
+    delete = LogSegment.delete_files
+
+    def deleting(seg: LogSegment, **kwargs: bool) -> None:
+        events.append(("delete", seg.log_path.name))
+        delete(seg, **kwargs)
+
+    monkeypatch.setattr(LogSegment, "delete_files", deleting)
+    plog = PartitionLog(tmp_path / "t-0", topic_id=TID, config=LogConfig(segment_bytes=200), clock=lambda: 1_000)
+    plog.append_batches([_idempotent([b"a", b"b"], epoch=0, sequence=0)])
+    plog.roll()
+    plog.append_batches([_other_producer([b"x"])])
+    plog.roll()
+    assert not [e for e in events if ".snapshot" in e[1]]  # nor its ".snapshot.tmp" before the rename
+    events.clear()
+    plog.advance_log_start_offset(3)
+    assert events[:3] == [
+        ("sync", f"{3:020d}.snapshot"),
+        ("delete", f"{0:020d}.log"),
+        ("delete", f"{2:020d}.log"),
+    ]
+    plog.close()
 
 
 def _other_producer(values: list[bytes]) -> bytes:
