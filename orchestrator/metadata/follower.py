@@ -69,9 +69,13 @@ class MetadataFollower:
 
     def _catch_up(self) -> MetadataImage:
         image = self._image
-        if self._started and self._store.end_offset() <= image.offset:
-            log.warning("metadata.follower.rebuild", image_offset=image.offset, log_end=self._store.end_offset())
-            image, self._started = EMPTY_IMAGE, False
+        if self._started:
+            end = self._store.end_offset()
+            if end == image.offset + 1:
+                return image  # nothing appended since: the very same image (one query, as every request pays)
+            if end <= image.offset:
+                log.warning("metadata.follower.rebuild", image_offset=image.offset, log_end=end)
+                image, self._started = EMPTY_IMAGE, False
         if not self._started:
             image = self._load_start()
             self._started = True

@@ -168,6 +168,20 @@ def test_a_follower_that_is_not_behind_keeps_reading_the_tail(store: MetadataSto
     assert not [e for e in logs if e["event"] in ("metadata.follower.reload", "metadata.snapshot_loaded")]
 
 
+def test_a_refresh_with_nothing_new_is_the_very_same_image_and_the_next_append_is_read(store: MetadataStore) -> None:
+    # callers tell "nothing changed" by identity (a broker's metadata round opens no log for the same image)
+    epoch = _epoch(store)
+    records = _cluster(Uuid.random(), Uuid.random())
+    store.append(records, controller_epoch=epoch)
+    follower = MetadataFollower(store)
+    first = follower.refresh()
+    assert follower.refresh() is first
+    store.append(_filler(2), controller_epoch=epoch)
+    later = follower.refresh()
+    assert later is not first and later.offset == first.offset + 2
+    _same(later, _full_replay(records + _filler(2)))
+
+
 def test_the_export_still_names_deleted_topics_and_past_epochs_once_their_records_are_gone(
     store: MetadataStore, tmp_path: Path
 ) -> None:
