@@ -147,6 +147,16 @@ class _Bounds:
     high_watermark: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A partition's produced records, checked and validated, ready to append (:meth:`DataPlane.produce`)."""
+
+    topic: TopicImage
+    partition: int
+    batches: list[bytes | memoryview]
+    log_append_time_ms: int  # -1 unless the topic stamps LogAppendTime
+
+
 def below(records: bytes, end: int) -> bytes:
     """The leading batches of ``records`` that start below ``end`` (a consumer reads up to the high watermark)."""
     cut = 0
@@ -241,20 +251,37 @@ class DataPlane:
             refuse = UnsupportedForMessageFormat(
                 f"transactional id {body['transactional_id']!r}: this broker serves no transactions"
             )
+        timeout_ms = body["timeout_ms"]
+
+        def prepare() -> tuple[MetadataImage, list[tuple[str, list[tuple[int, _Prepared | TieredError]]]]]:
+            """Off the loop, in one hop: the image caught up with the store, each partition checked and validated
+            (nothing is written yet; the appends follow, each under the log lock)."""
+            image = self._refresh_image()
+            plan: list[tuple[str, list[tuple[int, _Prepared | TieredError]]]] = []
+            for topic_data in body["topic_data"]:
+                name = topic_data["name"]
+                parts: list[tuple[int, _Prepared | TieredError]] = []
+                for data in topic_data["partition_data"]:
+                    index = data["index"]
+                    try:
+                        if refuse is not None:
+                            raise refuse
+                        parts.append((index, self._prepare_partition(image, name, index, data["records"], acks)))
+                    except TieredError as exc:
+                        parts.append((index, exc))
+                plan.append((name, parts))
+            return image, plan
+
+        _, plan = await asyncio.to_thread(prepare)
         responses: list[m.TopicProduceResponse] = []
         failed = False
-        image = await self._current_image()
-        for topic_data in body["topic_data"]:
-            name = topic_data["name"]
+        for name, parts in plan:
             partitions: list[m.PartitionProduceResponse] = []
-            for data in topic_data["partition_data"]:
-                index = data["index"]
+            for index, prepared in parts:
                 try:
-                    if refuse is not None:
-                        raise refuse
-                    partitions.append(
-                        await self._produce_partition(image, name, index, data["records"], acks, body["timeout_ms"])
-                    )
+                    if isinstance(prepared, TieredError):
+                        raise prepared
+                    partitions.append(await self._append_partition(prepared, acks, timeout_ms))
                 except TieredError as exc:
                     failed = True
                     partitions.append(_produce_error(index, exc, name))
@@ -263,9 +290,11 @@ class DataPlane:
             return cast(m.ProduceResponse, CLOSE_CONNECTION if failed else NO_RESPONSE)
         return {"responses": responses, "throttle_time_ms": 0}
 
-    async def _produce_partition(
-        self, image: MetadataImage, name: str, partition: int, records: bytes | None, acks: int, timeout_ms: int
-    ) -> m.PartitionProduceResponse:
+    def _prepare_partition(
+        self, image: MetadataImage, name: str, partition: int, records: bytes | None, acks: int
+    ) -> _Prepared:
+        """One partition's records checked against ``image`` and validated (a worker thread): raises the error that
+        refuses them, before anything is written."""
         internal = produce_refusal(name)
         if internal is not None:
             raise internal
@@ -279,15 +308,20 @@ class DataPlane:
             )
         policy = produce_policy(image, topic)
         now = self._now_ms()
-        validated = await asyncio.to_thread(validate_records, records, policy, now_ms=now)
+        validated = validate_records(records, policy, now_ms=now)
         batches: list[bytes | memoryview] = list(validated.batches)
         if policy.log_append_time:
             batches = [with_log_append_time(raw, now) for raw in batches]
+        return _Prepared(topic, partition, batches, now if policy.log_append_time else -1)
+
+    async def _append_partition(self, p: _Prepared, acks: int, timeout_ms: int) -> m.PartitionProduceResponse:
+        """Append a prepared partition's batches under the log lock, then (acks=all) wait for its replicas."""
+        topic, partition = p.topic, p.partition
         leader_epoch = topic.partitions[partition].leader_epoch
 
         def append() -> tuple[PartitionLog, AppendInfo, int]:  # one hop to a worker thread, not two
             plog = self._leader_log(topic.topic_id, partition)
-            return plog, plog.append_batches(batches, leader_epoch=leader_epoch), plog.log_start_offset
+            return plog, plog.append_batches(p.batches, leader_epoch=leader_epoch), plog.log_start_offset
 
         async with self._log_lock:
             plog, appended, log_start = await asyncio.to_thread(append)
@@ -298,7 +332,7 @@ class DataPlane:
             "index": partition,
             "error_code": 0,
             "base_offset": appended.first_offset,
-            "log_append_time_ms": now if policy.log_append_time else -1,
+            "log_append_time_ms": p.log_append_time_ms,
             "log_start_offset": log_start,
         }
 
