@@ -230,6 +230,7 @@ class BrokerAgent:
             rlmm=self.rlmm,
             open_lock=self._open_lock,
             reconcile=self.reconcile_partition_dirs,
+            producer_snapshot=self.rlm.producer_snapshot,
         )
         self._open_log = self.hosted.open_log
         self._leader_log = self.hosted.leader_log

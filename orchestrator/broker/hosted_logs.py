@@ -7,7 +7,8 @@ Invariants:
   older image cannot re-create a retired topic's directory: UNKNOWN_TOPIC_ID), so two PartitionLogs of one directory
   never hand out the same offsets twice.
 * A directory that lost offsets the RLMM knows (a lost data directory) is rebuilt from the RLMM as it opens
-  (:func:`orchestrator.broker.log_recovery.open_partition_log`).
+  (:func:`orchestrator.broker.log_recovery.open_partition_log`), its producers from the snapshot uploaded with the
+  newest finished segment (``producer_snapshot``, read from the remote tier).
 * :meth:`HostedLogs.leader_log` serves only a partition this broker leads (NOT_LEADER_OR_FOLLOWER otherwise), looking
   at the store once more when its image says otherwise (a client may know of a change not replayed here yet); a
   directory still held by a deleted topic id of the same name is moved aside at once (the broker's reconciliation),
@@ -30,7 +31,7 @@ from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage
 from orchestrator.metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS
 from orchestrator.settings import BrokerSettings
-from remote_storage.rlmm import RemoteLogMetadataManager
+from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 
 
 class HostedLogs:
@@ -43,6 +44,7 @@ class HostedLogs:
         rlmm: RemoteLogMetadataManager,
         open_lock: threading.Lock,
         reconcile: Callable[[MetadataImage], object],
+        producer_snapshot: Callable[[RemoteSegment], bytes | None] | None = None,
     ) -> None:
         self._settings = settings
         self._data_dir = Path(settings.data_dir)
@@ -51,6 +53,7 @@ class HostedLogs:
         self._rlmm = rlmm
         self._open_lock = open_lock
         self._reconcile = reconcile
+        self._producer_snapshot = producer_snapshot
 
     def open_log(
         self, image: MetadataImage, topic_id: Uuid, partition: int, *, refresh_rlmm: bool = True
@@ -76,7 +79,12 @@ class HostedLogs:
                     self._rlmm.refresh()
                 segments = self._rlmm.segments(topic_id, partition)  # a lost directory is rebuilt from them
                 plog = open_partition_log(
-                    directory, topic_id=topic_id, config=log_config, clock=wall_ms, segments=segments
+                    directory,
+                    topic_id=topic_id,
+                    config=log_config,
+                    clock=wall_ms,
+                    segments=segments,
+                    producer_snapshot=self._producer_snapshot,
                 )
                 logs[key] = plog
         return plog

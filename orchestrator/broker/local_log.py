@@ -195,8 +195,9 @@ class PartitionLog:
             self.local_log_start_offset = int(doc["local_log_start_offset"])
         else:
             self.log_start_offset = self.local_log_start_offset = first_local
-        if not self._segments:
+        if not self._segments:  # an empty log (new, or rebuilt from the remote tier with a producer snapshot)
             self._segments.append(self._new_segment(self.local_log_start_offset))
+            self.producers = self._snapshot_at(self.local_log_start_offset)
         self.local_log_start_offset = max(self.local_log_start_offset, first_local)
         self.log_start_offset = min(self.log_start_offset, self.local_log_start_offset)
         epochs = self.leader_epochs.truncated_from_end(self.log_end_offset)  # a torn tail took its epochs along

@@ -29,6 +29,11 @@ Invariants:
   aside, if any.
 * **Atomic**: the new directory is written beside its place (``<name>.rebuild``), synced and renamed into place, so
   a kill leaves either no directory (rebuilt again on the next open) or a whole one.
+* **Idempotent producers are still known**: the rebuilt log's producer state is the producer snapshot uploaded
+  with the partition's newest finished segment (Kafka's ``buildRemoteLogAuxState`` does the same), so a retry of a
+  batch the remote tier holds is still answered as a duplicate, not written twice, and a producer's gap is still
+  refused. A segment uploaded without one, or one that does not parse, leaves the state empty (said in the log
+  event); a snapshot that cannot be fetched fails the open, which is retried, rather than forget the producers.
 * A directory whose log end is past every offset the RLMM knows is opened as it is: this module never touches a
   healthy log (tiering copies only closed segments, so a healthy log's end is always past what was copied).
 """
@@ -45,8 +50,10 @@ import structlog
 
 from orchestrator.broker.leader_epochs import CHECKPOINT_FILE, EpochEntry, LeaderEpochCache, checkpoint_text
 from orchestrator.broker.local_log import LogConfig, PartitionLog, log_directory_error
+from orchestrator.broker.log_segment import segment_file
 from orchestrator.broker.partition_dirs import move_aside
 from orchestrator.broker.partition_files import OFFSETS_CHECKPOINT, check_partition_metadata, offsets_checkpoint
+from orchestrator.broker.producer_state import SnapshotFormatError, parse_snapshot
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState
 from remote_storage.rlmm import RemoteSegment
@@ -91,28 +98,35 @@ def open_partition_log(
     config: LogConfig,
     clock: Callable[[], int],
     segments: Iterable[RemoteSegment],
+    producer_snapshot: Callable[[RemoteSegment], bytes | None] | None = None,
 ) -> PartitionLog:
     """The partition's log, rebuilt from the RLMM's ``segments`` of it first if its directory is lost or behind.
 
     ``directory`` is ``<data_dir>/<topic>-<partition>``; a directory moved aside goes to ``<data_dir>/stale/``.
-    Raises what :class:`PartitionLog` raises (KafkaStorageError for a disk error, InconsistentTopicId)."""
+    ``producer_snapshot`` fetches the producer snapshot uploaded with a segment (None: it has none); a rebuild
+    without it knows no producer. Raises what :class:`PartitionLog` raises (KafkaStorageError for a disk error,
+    InconsistentTopicId) and what ``producer_snapshot`` raises."""
+    segments = list(segments)
     bounds = remote_bounds(segments)
     if bounds is None:
         return PartitionLog(directory, topic_id=topic_id, config=config, clock=clock)
     moved_to: Path | None = None
     found_end: int | None = None
-    if directory.exists():
+    existing = directory.exists()
+    if existing:
         plog = PartitionLog(directory, topic_id=topic_id, config=config, clock=clock)
         if not needs_rebuild(plog.log_end_offset, bounds):
             return plog
         found_end = plog.log_end_offset
         plog.close()
+    snapshot, producers = _producer_snapshot(segments, producer_snapshot)  # a fetch that fails changes nothing
+    if existing:
         try:
             moved_to = move_aside(directory.parent, directory, topic_id, clock())
         except OSError as exc:
             raise log_directory_error(directory, exc) from exc
     try:
-        _write_rebuilt(directory, topic_id, bounds)
+        _write_rebuilt(directory, topic_id, bounds, snapshot)
     except OSError as exc:
         raise log_directory_error(directory, exc) from exc
     plog = PartitionLog(directory, topic_id=topic_id, config=config, clock=clock)
@@ -125,12 +139,32 @@ def open_partition_log(
         found_log_end_offset=found_end,
         moved_aside_to=str(moved_to) if moved_to is not None else None,
         lost="records that were only local, after the last offset the remote tier knows",
+        producers=producers,
     )
     return plog
 
 
-def _write_rebuilt(directory: Path, topic_id: Uuid, bounds: RemoteBounds) -> None:
-    """Write the rebuilt directory beside its place, sync it, rename it into place."""
+def _producer_snapshot(
+    segments: list[RemoteSegment], fetch: Callable[[RemoteSegment], bytes | None] | None
+) -> tuple[bytes | None, str | int]:
+    """The producer snapshot of the newest finished segment, checked, and what the log event says of it: how many
+    producers it holds, or why the rebuilt log knows none."""
+    finished = [s for s in segments if s.state == SegmentState.COPY_SEGMENT_FINISHED]
+    if not finished:
+        return None, "none: no segment finished its copy"
+    newest = max(finished, key=lambda s: s.end_offset)
+    data = fetch(newest) if fetch is not None else None
+    if data is None:
+        return None, f"none: segment {newest.segment_id} was uploaded without a producer snapshot"
+    try:
+        return data, len(parse_snapshot(data))
+    except SnapshotFormatError as exc:
+        return None, f"none: the producer snapshot of segment {newest.segment_id} is unreadable ({exc})"
+
+
+def _write_rebuilt(directory: Path, topic_id: Uuid, bounds: RemoteBounds, producer_snapshot: bytes | None) -> None:
+    """Write the rebuilt directory beside its place, sync it, rename it into place. The producer snapshot, if any,
+    is the one at the (empty) local log's start, where opening the log reads it."""
     tmp = directory.with_name(directory.name + REBUILD_SUFFIX)
     if tmp.exists():
         shutil.rmtree(tmp)  # a rebuild killed half way: nothing in it was ever served
@@ -140,6 +174,8 @@ def _write_rebuilt(directory: Path, topic_id: Uuid, bounds: RemoteBounds) -> Non
         OFFSETS_CHECKPOINT: offsets_checkpoint(bounds.log_start_offset, bounds.next_offset),
         CHECKPOINT_FILE: checkpoint_text(bounds.leader_epochs).encode(),
     }
+    if producer_snapshot is not None:
+        files[segment_file(tmp, bounds.next_offset, "snapshot").name] = producer_snapshot
     for name, data in files.items():
         (tmp / name).write_bytes(data)
     for name in ("partition.metadata", *files):  # every file on disk before the rename makes the directory live

@@ -436,6 +436,10 @@ class RemoteLogManager:
 
     # -- reads ----------------------------------------------------------------------------------------------
 
+    def producer_snapshot(self, seg: RemoteSegment) -> bytes | None:
+        """The producer snapshot uploaded with ``seg`` (None: it has none); a lost log is rebuilt with it."""
+        return self.reader.index(seg, IndexType.PRODUCER_SNAPSHOT)
+
     def read(self, topic_id: Uuid, partition: int, offset: int, *, max_bytes: int = 1024 * 1024) -> ReadResult:
         """The record batches a fetch at ``offset`` returns, from the local log or the remote tier."""
         planned = self.read_local_or_locate(topic_id, partition, offset, max_bytes=max_bytes)

@@ -1,18 +1,22 @@
 """A partition log whose directory was lost or is behind is rebuilt from the RLMM's segments of it: its offsets go
 on after every offset the RLMM knows, its log start is the remote tier's first live offset, its leader epochs are
-the segments'; a healthy log and a partition never tiered are opened as they are."""
+the segments', its idempotent producers those of the snapshot uploaded with the newest finished segment; a healthy
+log and a partition never tiered are opened as they are."""
 
 from __future__ import annotations
 
 import pytest
+from structlog.testing import capture_logs
 
 from orchestrator.broker.leader_epochs import EpochEntry
 from orchestrator.broker.local_log import LogConfig, PartitionLog
 from orchestrator.broker.log_recovery import REBUILD_SUFFIX, RemoteBounds, open_partition_log, remote_bounds
 from orchestrator.broker.partition_dirs import STALE_DIR
-from orchestrator.errors import InconsistentTopicId, OffsetOutOfRange
+from orchestrator.broker.producer_state import ProducedBatch, ProducerStates, snapshot_bytes
+from orchestrator.errors import InconsistentTopicId, OffsetOutOfRange, OutOfOrderSequenceNumber, RemoteStorageError
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState
+from orchestrator.protocol.record_batch import build_batch, encode_batch
 from remote_storage.rlmm import RemoteSegment
 
 pytestmark = pytest.mark.unit
@@ -144,3 +148,83 @@ def test_a_directory_of_another_topic_id_is_still_refused_not_rebuilt(tmp_path):
     with pytest.raises(InconsistentTopicId):
         open_partition_log(directory, topic_id=TID, config=CONFIG, clock=_clock, segments=[_seg(0, 9)])
     assert not (tmp_path / STALE_DIR).exists()
+
+
+# --- idempotent producers across the rebuild
+
+PID = 4_000
+
+
+def _snapshot_of(*batches: tuple[int, int, int, int]) -> bytes:
+    """A producer snapshot holding PID's batches, each (first sequence, last sequence, first offset, last offset)."""
+    states = ProducerStates()
+    for first_seq, last_seq, first, last in batches:
+        states = states.with_batch(PID, 0, ProducedBatch(first_seq, last_seq, first, last, 1_000))
+    return snapshot_bytes(states)
+
+
+def _idempotent(sequence: int, values: list[bytes]) -> bytes:
+    records = [(None, v, 1_000, ()) for v in values]
+    return encode_batch(build_batch(0, records, producer_id=PID, producer_epoch=0, base_sequence=sequence))
+
+
+def test_a_rebuilt_log_knows_the_producers_the_newest_finished_segment_uploaded(tmp_path, opened):
+    asked: list[int] = []
+    snapshot = _snapshot_of((0, 9, 200, 209), (10, 19, 210, 219))
+
+    def fetch(seg: RemoteSegment) -> bytes | None:
+        asked.append(seg.end_offset)
+        return snapshot
+
+    segments = [_seg(0, 99), _seg(100, 219), _seg(220, 260, S.COPY_SEGMENT_STARTED)]
+    with capture_logs() as logs:
+        plog = open_partition_log(
+            tmp_path / "orders-0", topic_id=TID, config=CONFIG, clock=_clock, segments=segments, producer_snapshot=fetch
+        )
+    opened.append(plog)
+    assert asked == [219]  # the newest finished segment's: the started copy's records are lost
+    assert [e["producers"] for e in logs if e["event"] == "log.rebuilt_from_remote"] == [1]
+    retry = _idempotent(10, [f"r{i}".encode() for i in range(10)])
+    assert plog.append_batches([retry]) == (210, 219)  # a duplicate of a batch in S3: not written again
+    assert plog.log_end_offset == 261
+    with pytest.raises(OutOfOrderSequenceNumber):
+        plog.append_batches([_idempotent(25, [b"gap"])])
+    assert plog.append_batches([_idempotent(20, [b"next"])]) == (261, 261)
+    plog.close()
+    reopened = _open(tmp_path / "orders-0", segments, opened)  # healthy now: the state is read back from disk
+    assert reopened.append_batches([_idempotent(20, [b"next"])]) == (261, 261)
+
+
+def test_without_a_snapshot_the_rebuilt_log_knows_no_producer_and_says_why(tmp_path, opened):
+    segments = [_seg(0, 99), _seg(100, 219)]
+    for fetched, why in [(None, "uploaded without a producer snapshot"), (b"\x00\x01garbage", "is unreadable")]:
+        directory = tmp_path / f"orders-{len(opened)}"
+        with capture_logs() as logs:
+            plog = open_partition_log(
+                directory,
+                topic_id=TID,
+                config=CONFIG,
+                clock=_clock,
+                segments=segments,
+                producer_snapshot=lambda s, fetched=fetched: fetched,
+            )
+        opened.append(plog)
+        [said] = [e["producers"] for e in logs if e["event"] == "log.rebuilt_from_remote"]
+        assert why in said
+        # the producer is unknown: its retry is taken as new records (the state lost with the disk)
+        assert plog.append_batches([_idempotent(10, [b"x"])]) == (220, 220)
+
+
+def test_a_snapshot_that_cannot_be_fetched_fails_the_open_and_moves_nothing(tmp_path, opened):
+    directory = tmp_path / "orders-0"
+    _open(directory, [], opened).append([(None, b"only local", None)])
+    opened.pop().close()
+
+    def unreachable(seg: RemoteSegment) -> bytes | None:
+        raise RemoteStorageError("S3 did not answer")
+
+    with pytest.raises(RemoteStorageError):
+        open_partition_log(
+            directory, topic_id=TID, config=CONFIG, clock=_clock, segments=[_seg(0, 99)], producer_snapshot=unreachable
+        )
+    assert not (tmp_path / STALE_DIR).exists() and (directory / f"{0:020d}.log").exists()

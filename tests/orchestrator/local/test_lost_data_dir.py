@@ -1,7 +1,8 @@
 """A broker whose data directory is lost between ``cluster down`` and ``cluster up`` rebuilds each partition's log from
 the RLMM: Kafka's own clients read every tiered record back at its offset from S3, a new produce gets offsets past
-every offset the RLMM knows (none handed out twice), and an offset whose records were only local is Kafka's
-OFFSET_OUT_OF_RANGE, never an empty read."""
+every offset the RLMM knows (none handed out twice), the idempotent producer is known as the newest segment's
+producer snapshot in S3 left it, and an offset whose records were only local is Kafka's OFFSET_OUT_OF_RANGE, never
+an empty read."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 
 import pytest
 
+from orchestrator.broker.producer_state import parse_snapshot
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import STATE_FILE, STORE_FILE
@@ -74,8 +76,9 @@ def test_a_lost_data_directory_is_rebuilt_from_the_rlmm_and_no_offset_is_handed_
     boot = state.bootstrap_server
     _create_topic(state)
     records = [(0, None, f"r{i}".encode().ljust(100, b".")) for i in range(1500)]
-    # batches of 20 records: the 4 KiB segments roll every batch or two, and most of them get tiered
-    acked = produce_confluent(boot, TOPIC, records, **{"batch.num.messages": 20})
+    # batches of 20 records: the 4 KiB segments roll every batch or two, and most of them get tiered; idempotent,
+    # so each segment uploads a producer snapshot that names the producer
+    acked = produce_confluent(boot, TOPIC, records, **{"batch.num.messages": 20, "enable.idempotence": True})
     assert [offset for _, offset, _, _ in acked] == list(range(1500))
     # most of it copied to S3 (local retention 0 trims the local copies); the active segment stays local only
     wait_until("segments copied", lambda: _copied_end(cluster_dir) >= 1000, 60)
@@ -97,6 +100,10 @@ def test_a_lost_data_directory_is_rebuilt_from_the_rlmm_and_no_offset_is_handed_
     # a stop cut short holds nothing readable: its offsets, after the last finished one, are lost with the disk)
     finished_end = _copied_end(cluster_dir)
     assert finished_end >= copied_end
+    # the rebuilt log knows the idempotent producer as the newest finished segment's snapshot in S3 left it
+    snapshot = cluster_dir / "data" / "broker-1" / f"{TOPIC}-0" / f"{known_end + 1:020d}.snapshot"
+    [producer] = parse_snapshot(snapshot.read_bytes())
+    assert producer.producer_id >= 0 and producer.last_offset == finished_end
     read = consume_confluent(boot, TOPIC, [0], until={0: finished_end + 1}, timeout_s=60)
     assert [(o, v) for _, o, _, v in read] == [(o, v) for _, o, _, v in acked[: finished_end + 1]]
 
