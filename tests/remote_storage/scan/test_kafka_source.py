@@ -39,6 +39,7 @@ from structlog.testing import capture_logs
 
 from orchestrator.cli import cli
 from orchestrator.client import TieredClient
+from orchestrator.errors import UnknownTopicOrPartition
 from orchestrator.ids import Uuid
 from orchestrator.local import cluster as lc
 from orchestrator.metadata.records import TieredState
@@ -109,8 +110,14 @@ def _store_records(cluster: LiveCluster) -> int:
 
 
 def _published(cluster: LiveCluster) -> int:
+    """The records the metadata topic holds; -1 while it does not exist (the controller creates it once the brokers'
+    set has settled, which a quick fixture can beat)."""
+
     async def count(c: TieredClient) -> int:
-        topic = await c.topic(TOPIC_NAME)
+        try:
+            topic = await c.topic(TOPIC_NAME)
+        except UnknownTopicOrPartition:
+            return -1
         return sum([await c.list_offset(TOPIC_NAME, p["partition_index"], -1) for p in topic["partitions"]])
 
     return cluster.call(count)
