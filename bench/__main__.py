@@ -1,5 +1,5 @@
 """Run every benchmark section. ``python -m bench [section ...]``; sections: metadata, metadata-postgres, snapshots,
-delete, controller, failover-postgres, copy, remote-format, scan, dataplane, replication."""
+delete, controller, failover-postgres, copy, remote-format, scan, dataplane, replication, local-restart."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from bench import (
     dataplane,
     delete_policy,
     failover_postgres,
+    local_restart,
     metadata_log,
     metadata_postgres,
     remote_format,
@@ -31,6 +32,7 @@ SECTIONS = {
     "scan": scan.run,
     "dataplane": dataplane.run,
     "replication": replication.run,
+    "local-restart": local_restart.run,
 }
 
 
