@@ -11,9 +11,10 @@
   ``advertised_port``, so Metadata sends every client and controller through it.
 
 Each broker's settings file is rewritten (only those two keys change) and the broker is restarted, one after the
-other; the function returns once every broker is registered again, at its proxy's port. The settings files keep
-naming the proxies, so a broker restarted later (a crash, a kill) comes back behind them too (a ``cluster up``
-that resumes the cluster writes ``controllers`` anew but keeps ``advertised_port``: insert the proxies again).
+other (one whose port was taken while it was down comes back on another, and its proxy is pointed there); the
+function returns once every broker is registered again, at its proxy's port. The settings files keep naming the
+proxies, so a broker restarted later (a crash, a kill) comes back behind them too (a ``cluster up`` that resumes the
+cluster writes ``controllers`` anew but keeps ``advertised_port``: insert the proxies again).
 
 Invariants: a failure on the way closes every proxy made so far; the controllers and the S3 link are untouched
 (clients reach the controllers directly, the brokers reach S3 through whatever ``[s3] endpoint_url`` says). While
@@ -70,7 +71,9 @@ def insert_link_proxies(directory: Path, *, timeout_s: float = 30.0) -> Links:
             bootstrap = ",".join(f"{c.id}@{_LOOPBACK}:{links.to_controller[(b.id, c.id)].port}" for c in controllers)
             _route_through(b, controllers=bootstrap, advertised_port=links.to_broker[b.id].port)
             lc.stop_process(b, timeout_s=_STOP_TIMEOUT_S)
-            lc.restart(Path(state.dir), "broker", b.id, timeout_s=timeout_s)
+            restarted = lc.restart(Path(state.dir), "broker", b.id, timeout_s=timeout_s)
+            if restarted.port != b.port:  # its port was taken while it was down: it came back on another
+                links.to_broker[b.id].target = (_LOOPBACK, restarted.port)
         expected = {b: link.port for b, link in links.to_broker.items()}
         _wait_registered(state, expected, timeout_s=timeout_s)
     except BaseException:

@@ -7,6 +7,7 @@ One real cluster (2 brokers, 1 controller, the fast timings of ``tests.support.l
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,3 +71,37 @@ def test_a_broker_cut_off_from_the_controllers_is_fenced_and_comes_back_when_the
 
     links.to_controller[(1, CONTROLLER)].set_mode("pass")
     wait_until("broker 1 back", lambda: registered_ports(state) == ingress, timeout_s=20, interval_s=0.3)
+
+
+def test_a_broker_whose_port_is_taken_while_it_restarts_behind_its_proxy_is_followed_by_the_proxy(
+    tmp_path, monkeypatch
+):
+    # the port a broker stopped on may be taken before it binds again (another program, another test): it comes
+    # back on another port, and the proxy in front of it must send clients there, not to the old one
+    cluster = LiveCluster(tmp_path / "cluster", brokers=2, controllers=1)
+    taken: list[socket.socket] = []
+    stop = lc.stop_process
+
+    def stop_and_take(p, **kwargs):  # type: ignore[no-untyped-def]
+        stop(p, **kwargs)
+        if p.id == 1:
+            taken.append(socket.create_server(("127.0.0.1", p.port)))
+
+    monkeypatch.setattr(lc, "stop_process", stop_and_take)
+    links: Links | None = None
+    try:
+        old_port = LocalClusterState.load(cluster.dir).find("broker", 1).port
+        links = insert_link_proxies(cluster.dir)
+        assert taken and links.to_broker[1].target[1] != old_port
+
+        async def through_broker_1() -> int:
+            async with TieredClient(f"127.0.0.1:{links.to_broker[1].port}", timeout_s=10) as c:
+                return len((await c.metadata())["brokers"])
+
+        assert run(through_broker_1()) == 3
+    finally:
+        cluster.close()
+        if links is not None:
+            links.close()
+        for s in taken:
+            s.close()
