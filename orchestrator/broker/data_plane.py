@@ -253,7 +253,7 @@ class DataPlane:
             )
         timeout_ms = body["timeout_ms"]
 
-        def prepare() -> tuple[MetadataImage, list[tuple[str, list[tuple[int, _Prepared | TieredError]]]]]:
+        def prepare() -> list[tuple[str, list[tuple[int, _Prepared | TieredError]]]]:
             """Off the loop, in one hop: the image caught up with the store, each partition checked and validated
             (nothing is written yet; the appends follow, each under the log lock)."""
             image = self._refresh_image()
@@ -270,9 +270,9 @@ class DataPlane:
                     except TieredError as exc:
                         parts.append((index, exc))
                 plan.append((name, parts))
-            return image, plan
+            return plan
 
-        _, plan = await asyncio.to_thread(prepare)
+        plan = await asyncio.to_thread(prepare)
         responses: list[m.TopicProduceResponse] = []
         failed = False
         for name, parts in plan:
