@@ -11,6 +11,7 @@ files (``shutil.copytree`` of ``<cluster>/s3/``).
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import time
@@ -20,7 +21,8 @@ from pathlib import Path
 
 from bench.report import Figure, print_figures
 from orchestrator.local import cluster as lc
-from orchestrator.local.state import LocalClusterState
+from orchestrator.local.state import STATE_FILE, LocalClusterState
+from orchestrator.logging import configure_logging
 
 OBJECT_BYTES = 4096
 PUT_THREADS = 8
@@ -50,11 +52,12 @@ def _count(state: LocalClusterState) -> int:
 
 
 def run(n: int = 10_000) -> list[Figure]:
+    configure_logging("cli", level=logging.WARNING)  # as the CLI: no connection retries between the tables
     with tempfile.TemporaryDirectory(prefix="tieredctl-bench-") as tmp:
         empty, full = Path(tmp) / "empty", Path(tmp) / "full"
-        lc.up(empty, brokers=1, controllers=1, timeout_s=120)
-        _put(lc.up(full, brokers=1, controllers=1, timeout_s=120), n)
         try:
+            lc.up(empty, brokers=1, controllers=1, timeout_s=120)
+            _put(lc.up(full, brokers=1, controllers=1, timeout_s=120), n)
             empty_down = _timed(lambda: lc.down(empty, timeout_s=300))
             empty_up = _timed(lambda: lc.up(empty, timeout_s=300))
             full_down = _timed(lambda: lc.down(full, timeout_s=300))
@@ -67,7 +70,8 @@ def run(n: int = 10_000) -> list[Figure]:
                 raise AssertionError(f"cluster up restored {counted:,} of {n:,} objects")
         finally:
             for d in (empty, full):
-                lc.down(d, purge=True, timeout_s=300)
+                if (d / STATE_FILE).exists():  # a cluster that did not get as far as starting has nothing to stop
+                    lc.down(d, purge=True, timeout_s=300)
     figures = [
         Figure(
             f"cluster down, {n:,} objects in the embedded S3",
