@@ -142,10 +142,11 @@ def bucket(s3_client) -> str:  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
-    """One local SparkSession for the whole run (start-up costs seconds): local[2], small shuffles, UI off."""
+    """One local SparkSession for the whole run (start-up costs seconds): local[2], small shuffles, UI off, and the
+    quick JIT of a small job (every test's inventory is small: remote_storage/scan/session.py)."""
     from remote_storage.scan.session import build_session
 
-    session = build_session(master="local[2]", driver_memory="1g", shuffle_partitions=2)
+    session = build_session(master="local[2]", driver_memory="1g", shuffle_partitions=2, quick_jit=True)
     try:
         yield session
     finally:

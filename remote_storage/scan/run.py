@@ -31,7 +31,7 @@ from remote_storage.s3 import S3RemoteStorage
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ManifestSource, ScanSettings, run_scan
 from remote_storage.scan.report import write_html_report
-from remote_storage.scan.session import DEFAULT_DRIVER_MEMORY, build_session
+from remote_storage.scan.session import DEFAULT_DRIVER_MEMORY, build_session, small_inventory
 from remote_storage.scan.sources import InventorySource, ObjectStoreAccess
 from remote_storage.scan.summary import build_summary, write_summary
 from remote_storage.scan.uploads import list_uploads, write_uploads
@@ -116,7 +116,11 @@ def scan(
         # getOrCreate hands back a session that is already running; only one we started is ours to stop.
         own_session = SparkSession.getActiveSession() is None
         say("starting Spark" if own_session else "using the running Spark session")
-        spark = build_session(master=spark_master, driver_memory=driver_memory or DEFAULT_DRIVER_MEMORY)
+        spark = build_session(
+            master=spark_master,
+            driver_memory=driver_memory or DEFAULT_DRIVER_MEMORY,
+            quick_jit=small_inventory(sum(f.size for f in inventory.manifest.files)),
+        )
     try:
         agg = run_scan(spark, source, export_dir, out_dir, settings, progress=say, manifests=manifests)
     finally:

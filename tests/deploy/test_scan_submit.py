@@ -23,6 +23,7 @@ from remote_storage.export import export_metadata
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import SegmentKey, segment_keys
 from remote_storage.scan import contract as c
+from remote_storage.scan.session import QUICK_JIT_OPTION
 from tests.support import REPO_ROOT
 
 pytestmark = pytest.mark.spark
@@ -307,7 +308,8 @@ def test_the_wrapper_runs_the_scan_into_a_dated_directory_and_passes_its_exit_st
     ]
     env_file.write_text("\n".join(settings) + "\n")
     # spark-submit is the one pyspark installed beside this interpreter; the wrapper finds it there.
-    env = _clock_env(tmp_path, _clean_env(TIEREDCTL_SCAN_ENV=str(env_file)))
+    # A small job's JVM (remote_storage/scan/session.py): spark-submit's own, which the wrapper leaves to it.
+    env = _clock_env(tmp_path, _clean_env(TIEREDCTL_SCAN_ENV=str(env_file), SPARK_SUBMIT_OPTS=QUICK_JIT_OPTION))
 
     # The unparseable key is one anomaly, over the threshold of 0: exit status 3, passed through.
     first = _run_wrapper({**env, **_at(RUN_AT_S)})

@@ -1,0 +1,58 @@
+"""The scan's SparkSession (remote_storage.scan.session): a small job's JVM runs the first JIT tier only, a large one
+keeps the JVM's default tiers, and a scan picks by the size of the inventory's data files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from remote_storage.scan import run as scan_run
+from remote_storage.scan import session
+from remote_storage.scan.job import ScanSettings
+from remote_storage.scan.session import QUICK_JIT_OPTION, SMALL_INVENTORY_BYTES, small_inventory
+from tests.support import aws_inventory
+from tests.support.scan_world import PREFIX, World
+
+
+@pytest.mark.unit
+def test_an_inventory_is_a_small_job_up_to_the_bound_and_a_large_one_past_it() -> None:
+    assert small_inventory(0)
+    assert small_inventory(SMALL_INVENTORY_BYTES)
+    assert not small_inventory(SMALL_INVENTORY_BYTES + 1)
+
+
+@pytest.mark.spark
+def test_the_session_built_for_a_small_job_runs_its_jvm_with_the_first_jit_tier_only(spark: Any) -> None:
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert QUICK_JIT_OPTION in arguments
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("bound", "quick"), [(SMALL_INVENTORY_BYTES, True), (0, False)])
+def test_a_scan_that_starts_spark_asks_for_the_quick_jit_only_for_a_small_inventory(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bound: int, quick: bool
+) -> None:
+    lines = [aws_inventory.csv_line("kafka-tiered", "tiered/x", 1, 1_600_000_000_000)]
+    manifest = aws_inventory.write_aws_inventory(
+        tmp_path / "inventory", {"a.csv.gz": aws_inventory.gz(lines)}, fmt="CSV", schema=aws_inventory.CSV_SCHEMA
+    )
+    asked: list[dict[str, Any]] = []
+
+    def session_of_this_worker(**kwargs: Any) -> Any:  # never a second JVM: record what was asked, hand ours back
+        asked.append(kwargs)
+        return spark
+
+    monkeypatch.setattr(session, "SMALL_INVENTORY_BYTES", bound)  # the inventory's one file is a few dozen bytes
+    monkeypatch.setattr(scan_run, "build_session", session_of_this_worker)
+    outcome = scan_run.scan(
+        inventory_uri=str(manifest),
+        export_dir=World([], [], [], []).write_export(tmp_path / "export"),
+        out_dir=tmp_path / "out",
+        settings=ScanSettings(prefix=PREFIX),
+    )
+    assert [a["quick_jit"] for a in asked] == [quick]
+    assert outcome.summary["inventory"]["rows"] == 1
+    assert not spark.sparkContext._jsc.sc().isStopped()  # a session that was running is not the scan's to stop
