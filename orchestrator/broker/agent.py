@@ -73,7 +73,9 @@ Background work never dies quietly:
   exits with a nonzero status, and the controller fences the silent broker.
 
 Disk errors: the local log turns an ``OSError`` into KAFKA_STORAGE_ERROR naming the partition's directory
-(:mod:`orchestrator.broker.local_log`), answered for that partition (``broker.storage_error``); the server goes on.
+(:mod:`orchestrator.broker.local_log`), answered for that partition (``broker.storage_error``). A disk that failed
+or refuses writes (EIO, EROFS, ENOSPC...) halts the broker, as Kafka's does when its only log directory fails
+(:mod:`orchestrator.broker.log_dir_failure`); any other OS error leaves the server going on.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.hosted_logs import HostedLogs
 from orchestrator.broker.job_registry import error_body
 from orchestrator.broker.local_log import PartitionLog
+from orchestrator.broker.log_dir_failure import LogDirFailureChannel, halt_now
 from orchestrator.broker.metrics_view import broker_view
 from orchestrator.broker.partition_dirs import (
     PartitionKey,
@@ -157,6 +160,7 @@ class BrokerAgent:
         clock: Callable[[], float] = time.monotonic,
         wall_clock_ms: Callable[[], int] = wall_ms,
         environ: Mapping[str, str] = os.environ,
+        halt: Callable[[int], None] = halt_now,
     ) -> None:
         self.settings = settings
         self._sleep = sleep
@@ -231,6 +235,7 @@ class BrokerAgent:
             open_lock=self._open_lock,
             reconcile=self.reconcile_partition_dirs,
             producer_snapshot=self.rlm.producer_snapshot,
+            on_failure=LogDirFailureChannel(Path(settings.data_dir), halt=halt).report,
         )
         self._open_log = self.hosted.open_log
         self._leader_log = self.hosted.leader_log

@@ -45,6 +45,7 @@ class HostedLogs:
         open_lock: threading.Lock,
         reconcile: Callable[[MetadataImage], object],
         producer_snapshot: Callable[[RemoteSegment], bytes | None] | None = None,
+        on_failure: Callable[[Path, OSError], None] | None = None,
     ) -> None:
         self._settings = settings
         self._data_dir = Path(settings.data_dir)
@@ -54,6 +55,7 @@ class HostedLogs:
         self._open_lock = open_lock
         self._reconcile = reconcile
         self._producer_snapshot = producer_snapshot
+        self._on_failure = on_failure  # every log's OS errors, told to the broker's failed-directory channel
 
     def open_log(
         self, image: MetadataImage, topic_id: Uuid, partition: int, *, refresh_rlmm: bool = True
@@ -85,6 +87,7 @@ class HostedLogs:
                     clock=wall_ms,
                     segments=segments,
                     producer_snapshot=self._producer_snapshot,
+                    on_failure=self._on_failure,
                 )
                 logs[key] = plog
         return plog

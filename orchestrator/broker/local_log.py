@@ -149,9 +149,13 @@ class PartitionLog:
         topic_id: Uuid,
         config: LogConfig = LogConfig(),
         clock: Callable[[], int],
+        on_failure: Callable[[Path, OSError], None] | None = None,
     ) -> None:
+        """``on_failure`` hears of every OS error of the log's files before it leaves as KAFKA_STORAGE_ERROR (the
+        broker's failed-directory channel, :mod:`orchestrator.broker.log_dir_failure`)."""
         self.directory = directory
         self._mutex = threading.RLock()
+        self._on_failure = on_failure
         self._open(topic_id, config, clock)
 
     @on_log_directory

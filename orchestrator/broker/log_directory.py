@@ -4,6 +4,8 @@ partition's directory, the OS error and the file, with the ``OSError`` as its ca
 
 Invariant: a method wrapped by :func:`on_log_directory` runs under its object's lock and never lets a bare
 ``OSError`` out; :mod:`orchestrator.broker.local_log` wraps every public method that touches the disk with it.
+Before the error leaves, the object's ``_on_failure`` (when set) hears of it: the broker's
+:class:`~orchestrator.broker.log_dir_failure.LogDirFailureChannel`, which halts the broker when the disk failed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class OnDirectory(Protocol):
 
     directory: Path
     _mutex: threading.RLock
+    _on_failure: Callable[[Path, OSError], None] | None
 
 
 _T = TypeVar("_T", bound=OnDirectory)
@@ -47,8 +50,8 @@ def log_directory_error(directory: Path, exc: OSError) -> KafkaStorageError:
 
 
 def on_log_directory(method: Callable[Concatenate[_T, _P], _R]) -> Callable[Concatenate[_T, _P], _R]:
-    """``method`` run under its object's lock, an ``OSError`` inside it leaving as :func:`log_directory_error` of
-    the object's directory."""
+    """``method`` run under its object's lock, an ``OSError`` inside it reported to the object's ``_on_failure``
+    and leaving as :func:`log_directory_error` of the object's directory."""
 
     @functools.wraps(method)
     def translated(self: _T, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -56,6 +59,8 @@ def on_log_directory(method: Callable[Concatenate[_T, _P], _R]) -> Callable[Conc
             try:
                 return method(self, *args, **kwargs)
             except OSError as exc:
+                if self._on_failure is not None:
+                    self._on_failure(self.directory, exc)
                 raise log_directory_error(self.directory, exc) from exc
 
     return translated

@@ -99,22 +99,24 @@ def open_partition_log(
     clock: Callable[[], int],
     segments: Iterable[RemoteSegment],
     producer_snapshot: Callable[[RemoteSegment], bytes | None] | None = None,
+    on_failure: Callable[[Path, OSError], None] | None = None,
 ) -> PartitionLog:
     """The partition's log, rebuilt from the RLMM's ``segments`` of it first if its directory is lost or behind.
 
     ``directory`` is ``<data_dir>/<topic>-<partition>``; a directory moved aside goes to ``<data_dir>/stale/``.
     ``producer_snapshot`` fetches the producer snapshot uploaded with a segment (None: it has none); a rebuild
-    without it knows no producer. Raises what :class:`PartitionLog` raises (KafkaStorageError for a disk error,
-    InconsistentTopicId) and what ``producer_snapshot`` raises."""
+    without it knows no producer; ``on_failure`` is the log's (:class:`PartitionLog`). Raises what
+    :class:`PartitionLog` raises (KafkaStorageError for a disk error, InconsistentTopicId) and what
+    ``producer_snapshot`` raises."""
     segments = list(segments)
     bounds = remote_bounds(segments)
     if bounds is None:
-        return PartitionLog(directory, topic_id=topic_id, config=config, clock=clock)
+        return PartitionLog(directory, topic_id=topic_id, config=config, clock=clock, on_failure=on_failure)
     moved_to: Path | None = None
     found_end: int | None = None
     existing = directory.exists()
     if existing:
-        plog = PartitionLog(directory, topic_id=topic_id, config=config, clock=clock)
+        plog = PartitionLog(directory, topic_id=topic_id, config=config, clock=clock, on_failure=on_failure)
         if not needs_rebuild(plog.log_end_offset, bounds):
             return plog
         found_end = plog.log_end_offset
@@ -129,7 +131,7 @@ def open_partition_log(
         _write_rebuilt(directory, topic_id, bounds, snapshot)
     except OSError as exc:
         raise log_directory_error(directory, exc) from exc
-    plog = PartitionLog(directory, topic_id=topic_id, config=config, clock=clock)
+    plog = PartitionLog(directory, topic_id=topic_id, config=config, clock=clock, on_failure=on_failure)
     log.warning(
         "log.rebuilt_from_remote",
         directory=str(directory),
