@@ -17,12 +17,19 @@ Where it starts and when it stops, as ``kafka-console-consumer`` does:
 A value that does not decode (a record Kafka would not write there) is printed as undecodable with why, and the
 dump goes on. The count of records printed ends the dump on stderr (text), as the console consumer's "Processed a
 total of N messages"; every way of stopping exits 0.
+
+Ctrl-C (SIGINT) is the dump's own from before it says "Ctrl-C stops": it sets an event the read waits on beside the
+next record, so one Ctrl-C always ends the dump, whatever the read is waiting on (it does not rest on the
+cancellation of the read being delivered: a run's only Ctrl-C was once lost that way, and the dump read on).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import contextlib
+import signal
+from collections.abc import AsyncGenerator, Iterator
+from typing import Any
 
 import click
 
@@ -73,6 +80,11 @@ def rlmm_dump(
     printed = [0, 0]  # records, undecodable ones: counted as they are printed, so Ctrl-C still tells them
 
     async def dump(c: TieredClient) -> str:
+        stop = asyncio.Event()
+        with _stopped_by_sigint(stop):
+            return await read(c, stop)
+
+    async def read(c: TieredClient, stop: asyncio.Event) -> str:
         to_end = from_beginning and not follow
         start = "the beginning" if from_beginning else "the end"
 
@@ -83,7 +95,9 @@ def rlmm_dump(
         records = c.read_topic(topic, from_beginning=from_beginning, to_end=to_end, started=started)
         try:
             while max_records is None or printed[0] < max_records:
-                record = await next_record(records, timeout)
+                record = await next_record(records, timeout, stop)
+                if isinstance(record, Interrupted):
+                    return "interrupted"
                 if record is None:
                     return "end"
                 view = decoded(record)
@@ -103,13 +117,51 @@ def rlmm_dump(
     obj.output.show(RlmmDumpEnded(printed[0], printed[1], reason))
 
 
-async def next_record(
-    records: AsyncGenerator[PartitionRecord, None], timeout_s: float | None
-) -> PartitionRecord | None:
-    """The next record (None at the end), waiting at most ``timeout_s`` for it (TimeoutError)."""
+class Interrupted:
+    """What :func:`next_record` returns once its ``stop`` is set."""
+
+
+INTERRUPTED = Interrupted()
+
+
+@contextlib.contextmanager
+def _stopped_by_sigint(stop: asyncio.Event) -> Iterator[None]:
+    """SIGINT sets ``stop`` while inside (on the running loop, main thread); the handler before is back after."""
+    loop = asyncio.get_running_loop()
     try:
-        if timeout_s is None:
-            return await anext(records)
-        return await asyncio.wait_for(anext(records), timeout_s)
-    except StopAsyncIteration:
-        return None
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+    except (RuntimeError, ValueError):  # not the main thread (an embedding caller): Ctrl-C is the caller's
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        signal.signal(signal.SIGINT, previous if callable(previous) else signal.default_int_handler)
+
+
+async def next_record(
+    records: AsyncGenerator[PartitionRecord, None], timeout_s: float | None, stop: asyncio.Event | None = None
+) -> PartitionRecord | Interrupted | None:
+    """The next record (None at the end), waiting at most ``timeout_s`` for it (TimeoutError), or
+    :data:`INTERRUPTED` as soon as ``stop`` is set (the read is cancelled, and has unwound when this returns)."""
+    get: asyncio.Task[PartitionRecord] = asyncio.ensure_future(anext(records))
+    waiting: list[asyncio.Future[Any]] = [get]
+    if stop is not None:
+        waiting.append(asyncio.ensure_future(stop.wait()))
+    try:
+        await asyncio.wait(waiting, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for f in waiting:
+            f.cancel()  # nothing for one that is done
+    if get.done() and not get.cancelled():
+        try:
+            return get.result()
+        except StopAsyncIteration:
+            return None
+    with contextlib.suppress(asyncio.CancelledError):
+        await get  # the read unwinds (its generator is finished) before the caller closes it
+    if stop is not None and stop.is_set():
+        return INTERRUPTED
+    raise TimeoutError(f"no new record within {timeout_s}s")

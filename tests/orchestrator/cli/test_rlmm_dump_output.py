@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator
 import pytest
 
 from orchestrator.cli.output import Output
-from orchestrator.cli.rlmm import decoded, next_record
+from orchestrator.cli.rlmm import INTERRUPTED, decoded, next_record
 from orchestrator.cli.views import RlmmDumpEnded, TopicList
 from orchestrator.client import PartitionRecord, TieringStatus
 from orchestrator.ids import Uuid
@@ -111,6 +111,27 @@ def test_waiting_for_the_next_record_ends_at_the_end_or_after_the_timeout() -> N
         ]
         with pytest.raises(TimeoutError):
             await next_record(silent(), 0.01)
+
+    asyncio.run(go())
+
+
+def test_a_stop_ends_the_wait_for_a_record_that_never_comes_and_the_read_unwinds_first() -> None:
+    unwound: list[str] = []
+
+    async def silent() -> AsyncGenerator[PartitionRecord, None]:
+        try:
+            await asyncio.Event().wait()  # no record ever comes, and no timeout is asked for
+            yield read(b"never")
+        finally:
+            unwound.append("read")
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        records = silent()
+        asyncio.get_running_loop().call_soon(stop.set)  # Ctrl-C, once the wait has begun
+        assert await next_record(records, None, stop) is INTERRUPTED
+        assert unwound == ["read"]
+        await records.aclose()
 
     asyncio.run(go())
 
