@@ -120,12 +120,13 @@ demo: venv java-check
 # violations and coverage (each fault kind and crash point hit, by store, security and replication factor).
 # STORE=postgresql keeps the metadata in a throwaway PostgreSQL server started for the run (a database per seed; the
 # server's pauses and restarts join the faults), STORE=all runs each seed on both; SECURE=1 runs on TLS, SCRAM logins
-# and ACLs; RF=3 creates the workload's topics with 3 replicas and min.insync.replicas=2 (RF=1, the default: one).
+# and ACLs; RF=3 creates the workload's topics with 3 replicas and min.insync.replicas=2 (RF=1, the default: one);
+# DISK=1 turns brokers' data directories read-only too (a bind mount, so as root), and a broker halts on its disk.
 SEEDS ?= 200
 STORE ?= sqlite
 RF ?= 1
 chaos: venv $(if $(filter postgresql all,$(STORE)),postgres)
-	$(PY) -m chaos --seeds $(SEEDS) --store $(STORE) --replication-factor $(RF) $(if $(SECURE),--secure)
+	$(PY) -m chaos --seeds $(SEEDS) --store $(STORE) --replication-factor $(RF) $(if $(SECURE),--secure) $(if $(DISK),--disk-faults)
 
 AWS_CLI_VENV := .venv-awscli
 

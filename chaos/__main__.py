@@ -12,8 +12,9 @@ STORE=postgresql``): a throwaway server (:mod:`chaos.store_server`) is started o
 end, whatever happens (Ctrl-C included), each seed gets a database of its own, and the server's pauses and restarts
 join the faults drawn; ``--store all`` runs each seed on SQLite and on PostgreSQL. ``--replication-factor 3``
 (``make chaos RF=3``) creates every topic of the workload with 3 replicas (at most ``--brokers``) and
-``min.insync.replicas=2``; the table's columns name the factor. Ctrl-C stops the run after cleaning up the seed it
-was in, and prints the table of the seeds done (exit 130).
+``min.insync.replicas=2``; the table's columns name the factor. ``--disk-faults`` (``make chaos DISK=1``, as
+root) makes brokers' data directories read-only too (:mod:`chaos.disk`). Ctrl-C stops the run after cleaning up
+the seed it was in, and prints the table of the seeds done (exit 130).
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ INTERRUPTED = "interrupted: the seed under way was stopped and removed; the tabl
     show_default=True,
     help="Of every topic the workload creates (at most --brokers); from 3, min.insync.replicas=2.",
 )
+@click.option(
+    "--disk-faults",
+    is_flag=True,
+    help="Brokers' data directories turn read-only too (a bind mount: needs root); a broker halts on its failed disk.",
+)
 def main(
     seeds: int,
     first: int,
@@ -85,6 +91,7 @@ def main(
     security: str,
     secure: bool,
     replication_factor: int,
+    disk_faults: bool,
 ) -> None:
     configure_logging("cli", level=logging.WARNING)  # the run's own clients: their debug lines are noise here
     if secure and security != "plain":
@@ -92,7 +99,7 @@ def main(
     chosen = [one] if one is not None else list(range(first, first + seeds))
     factor = min(replication_factor, brokers)  # the scenario's cap, so the table says what ran
     securities = SECURITIES["secure" if secure else security]
-    configs = [Config(s, sec, factor) for s in STORES[store] for sec in securities]
+    configs = [Config(s, sec, factor, disk_faults) for s in STORES[store] for sec in securities]
     summary = _Summary()
     with contextlib.ExitStack() as stack:
         postgres: ChaosPostgres | None = None
@@ -114,6 +121,7 @@ def main(
                     postgres=postgres if config.store == "postgresql" else None,
                     security=LocalSecurity(tls=True, sasl=True, acls=True) if config.secure else LocalSecurity(),
                     replication_factor=config.replication_factor,
+                    disk_faults=config.disk,
                 )
                 summary.add(config, result)
                 where = f" ({config.label})" if len(configs) > 1 else ""

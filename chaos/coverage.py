@@ -7,8 +7,10 @@ per fault kind and per crash point, one column per configuration that ran; the c
 
 What a cell counts:
 
-* a process, S3, link or store fault: times injected (a store fault skipped because the server was still paused or
-  down from the previous one is not counted; its ``skipped`` row says how often that happened);
+* a process, S3, link, store or disk fault: times injected (a store fault skipped because the server was still
+  paused or down from the previous one is not counted, nor a disk fault on a disk read-only already; their
+  ``skipped`` rows say how often that happened); ``disk_readonly halted``: brokers that halted on their read-only
+  disk, as they must;
 * ``s3 <kind> served``: S3 requests the fault proxy answered with that fault (a rule in force that no request met
   served nothing);
 * ``leader moved``, ``isr shrunk``, ``isr expanded``: what the faults made replication do, from the metadata log
@@ -17,7 +19,8 @@ What a cell counts:
   ``crash_point`` row (an armed point whose moment never came is armed, not hit).
 
 Invariants: every known fault kind and crash point has a row, even at 0 in every column, so what was never hit
-shows; a fault that cannot happen in a configuration (a PostgreSQL fault on SQLite) reads ``-``, not 0; kinds the
+shows; a fault that cannot happen in a configuration (a PostgreSQL fault on SQLite, a disk fault in a run without
+them) reads ``-``, not 0; kinds the
 results name that this module does not know (a new fault) still get a row.
 """
 
@@ -28,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from chaos import replication_events
-from chaos.scenario import FAULT_KINDS, S3_FAULT_KINDS, STORE_FAULT_KINDS
+from chaos.scenario import DISK_FAULT_KINDS, FAULT_KINDS, S3_FAULT_KINDS, STORE_FAULT_KINDS
 
 NOT_APPLICABLE = "-"
 
@@ -38,10 +41,12 @@ class Config:
     store: str  # "sqlite" | "postgresql"
     secure: bool  # TLS, SCRAM logins and ACLs
     replication_factor: int = 1  # of the workload's topics (at most the cluster's broker count)
+    disk: bool = False  # brokers' data directories turn read-only too
 
     @property
     def label(self) -> str:
-        return f"{self.store} {'secure' if self.secure else 'plain'} RF {self.replication_factor}"
+        disk = " disk" if self.disk else ""
+        return f"{self.store} {'secure' if self.secure else 'plain'} RF {self.replication_factor}{disk}"
 
 
 def fault_rows() -> list[str]:
@@ -49,10 +54,14 @@ def fault_rows() -> list[str]:
     rows = [*FAULT_KINDS, *(f"s3 {kind} served" for kind in S3_FAULT_KINDS)]
     for kind in STORE_FAULT_KINDS:
         rows += [kind, f"{kind} skipped"]
+    for kind in DISK_FAULT_KINDS:
+        rows += [kind, f"{kind} skipped", f"{kind} halted"]
     return [*rows, *replication_events.ROWS]
 
 
 def _applies(row: str, config: Config) -> bool:
+    if row.startswith(DISK_FAULT_KINDS):
+        return config.disk
     return config.store == "postgresql" or not row.startswith(STORE_FAULT_KINDS)
 
 

@@ -3,8 +3,9 @@
 :meth:`FaultInjector.inject` applies one :class:`~chaos.scenario.Fault`: a SIGKILL (the process is restarted once the
 run reaches the operation its ``restart_after`` names), a SIGSTOP (continued by a timer after ``duration_s``), a
 crash point (every process of the role restarted armed with it), an S3 fault rule on the proxy or a mode on a link
-(each lifted by a timer), or, when the store is the run's PostgreSQL server (:mod:`chaos.store_server`), that server
-paused or stopped (continued or started again by a timer). :meth:`FaultInjector.revive`, called around every
+(each lifted by a timer), a broker's data directory made read-only (:mod:`chaos.disk`, made writable again by a
+timer), or, when the store is the run's PostgreSQL server (:mod:`chaos.store_server`), that server paused or
+stopped (continued or started again by a timer). :meth:`FaultInjector.revive`, called around every
 operation and while healing, restarts what died at a crash point or is due back, and reports one dead for no reason
 the run knows as an *unexpected exit* (a violation). :meth:`FaultInjector.lift_all` and
 :meth:`FaultInjector.disarm` are healing's part.
@@ -19,6 +20,9 @@ Invariants:
   counted under ``<kind> skipped``, not as injected.
 * Every timer started is cancelled by :meth:`FaultInjector.cancel_timers` (healing and the run's close call it); a
   pause lifted by healing is not lifted again by its timer.
+* A broker whose disk is read-only is not restarted until the disk is back; one that died meanwhile and logged
+  ``log_dir.failed`` halted as it must (counted as ``disk_readonly halted``), not an unexpected exit. Every mount is
+  released by healing and by :meth:`FaultInjector.release_disks` (the run's close), whatever happened.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos import checker as ck
+from chaos.disk import DiskFaultRefused, ReadOnlyMount
 from chaos.history import History
 from chaos.link_proxy import LinkProxy
 from chaos.rig import Rig
@@ -65,6 +70,8 @@ class FaultInjector:
         self._crash_lines_seen = 0
         self._crashed_pids: set[int] = set()
         self._slots = 0
+        self._disks: dict[tuple[str, int], ReadOnlyMount] = {}  # brokers whose data directory is read-only now
+        self._disk_pids: set[int] = set()  # processes that ran while their disk was read-only: may halt
 
     # -- injecting ------------------------------------------------------------------------------------------------
 
@@ -105,7 +112,7 @@ class FaultInjector:
                 else [("broker", b) for b in range(1, scenario.brokers + 1)]
             )
             for key in targets:
-                if key in self._paused or key in self._down:
+                if key in self._paused or key in self._down or key in self._disks:
                     continue
                 self._restart(key, armed=point)
         elif f.kind == "s3":
@@ -129,6 +136,32 @@ class FaultInjector:
             self._later(f.args["duration_s"], lambda: link.set_mode("pass"))
         elif f.kind in STORE_FAULT_KINDS:
             self._store_fault(f)
+        elif f.kind == "disk_readonly":
+            self._disk_fault(f)
+
+    def _disk_fault(self, f: Fault) -> None:
+        key = ("broker", f.target)
+        directory = self.rig.cluster_dir / "data" / f"broker-{f.target}"
+        why = "its disk is read-only already" if key in self._disks else None
+        if why is None and not directory.is_dir():
+            why = f"{directory} does not exist yet"
+        mount = None
+        if why is None:
+            try:
+                mount = ReadOnlyMount(directory)
+            except DiskFaultRefused as exc:
+                why = str(exc)
+        if mount is None:
+            self.injected[f.kind] -= 1
+            self.injected[f"{f.kind} skipped"] += 1
+            self.history.record("fault_skipped", kind=f.kind, why=why)
+            return
+        p = self.rig.process(*key)
+        with self._lock:
+            self._disks[key] = mount
+            if is_ours(p):
+                self._disk_pids.add(p.pid)
+        self._later(f.args["duration_s"], lambda: self._lift_disk(key))
 
     def _store_fault(self, f: Fault) -> None:
         postgres = self.rig.postgres
@@ -180,6 +213,31 @@ class FaultInjector:
             os.kill(pid, signal.SIGCONT)
         self.history.record("fault_lifted", kind="pause", role=key[0], id=key[1])
 
+    def _lift_disk(self, key: tuple[str, int]) -> None:
+        with self._lock:
+            mount = self._disks.pop(key, None)
+        if mount is not None:
+            mount.release()
+            self.history.record("fault_lifted", kind="disk_readonly", role=key[0], id=key[1])
+
+    def release_disks(self) -> None:
+        """Every read-only data directory made writable again (healing, and the run's close whatever happened)."""
+        with self._lock:
+            keys = list(self._disks)
+        for key in keys:
+            self._lift_disk(key)
+
+    def _halted_on_disk(self, p: Any) -> bool:
+        """Whether ``p`` (dead) ran while its disk was read-only and halted for it, as it must; counted once."""
+        if p.pid not in self._disk_pids or not p.log:
+            return False
+        if "log_dir.failed" not in Path(p.log).read_text(errors="replace"):
+            return False
+        self._disk_pids.discard(p.pid)
+        self.injected["disk_readonly halted"] += 1
+        self.history.record("disk_halt", role=p.role, id=p.id, pid=p.pid)
+        return True
+
     def _resume_store(self) -> None:
         assert self.rig.postgres is not None
         self.rig.postgres.resume()
@@ -199,6 +257,7 @@ class FaultInjector:
         cleared, links passed, paused processes continued (the dead and the armed are :meth:`revive`'s and
         :meth:`disarm`'s)."""
         self.cancel_timers()
+        self.release_disks()
         if self.rig.postgres is not None:
             self.rig.postgres.heal()
         proxy, links = self.rig.proxy, self.rig.links
@@ -237,6 +296,8 @@ class FaultInjector:
         try:
             p = lc.restart(self.rig.cluster_dir, key[0], key[1], env=env)
             self.history.record("restart", role=key[0], id=key[1], armed=armed)
+            if key in self._disks:  # started on a disk still read-only: it may halt as well
+                self._disk_pids.add(p.pid)
             links = self.rig.links
             link = links.to_broker.get(key[1]) if links is not None and key[0] == "broker" else None
             if link is not None and link.target[1] != p.port:  # its old port was taken: it came back on another
@@ -264,13 +325,13 @@ class FaultInjector:
         state = LocalClusterState.load(self.rig.cluster_dir)
         for p in state.processes:
             key = (p.role, p.id)
-            if p.role == "s3" or is_ours(p) or key in self._paused:
+            if p.role == "s3" or is_ours(p) or key in self._paused or key in self._disks:
                 continue
             due = self._down.get(key)
             if due is not None and due > self.op_index and not healing:
                 continue
             self.read_crashes()  # read after the process was seen dead: its record line, written first, is there
-            if due is None and p.pid not in self._crashed_pids:
+            if due is None and p.pid not in self._crashed_pids and not self._halted_on_disk(p):
                 tail = "\n".join(Path(p.log).read_text(errors="replace").splitlines()[-12:]) if p.log else ""
                 why = f"{p.role} {p.id} (pid {p.pid}) exited, killed by no fault of the run"
                 self.unexpected.append(ck.Violation("process", why, None, (tail,)))

@@ -129,6 +129,7 @@ class Run:
     def close(self) -> None:
         self.tail.stop()
         self.injector.cancel_timers()
+        self.injector.release_disks()
         self.rig.close()
         self.history.close()
 
@@ -206,10 +207,12 @@ def run_seed(
     postgres: ChaosPostgres | None = None,
     security: LocalSecurity = LocalSecurity(),
     replication_factor: int = 1,
+    disk_faults: bool = False,
 ) -> RunResult:
     """Generate the scenario of ``seed``, run it, heal, observe and check. ``tamper`` (for the suite's own tests)
     is called between healing and observing, to plant a defect the checker must find. ``replication_factor``: of
-    the workload's topics (at most ``brokers``; see :func:`chaos.scenario.generate`).
+    the workload's topics (at most ``brokers``; see :func:`chaos.scenario.generate`); ``disk_faults``: brokers' data
+    directories turn read-only too (root only).
 
     The metadata store: ``store`` (a ``postgresql://`` URL the caller made) or, with ``postgres``, a database of
     the seed's own on that server, made before the run and dropped after it (kept, and dumped into the run's
@@ -225,6 +228,7 @@ def run_seed(
         crash_points=sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY),
         store_faults=postgres is not None,
         replication_factor=replication_factor,
+        disk_faults=disk_faults,
     )
     started = time.monotonic()
     database = postgres.create_database() if postgres is not None else None

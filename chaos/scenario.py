@@ -26,7 +26,10 @@ seconds where that applies:
   SIGSTOPped, then SIGCONTed after ``duration_s``: half the draws under the controllers' lease (:data:`LEASE_S`),
   half well beyond it, so the active controller loses its lease while the store cannot be reached;
 * ``postgres_restart`` (likewise): the server stopped (fast shutdown) and started again on the same data directory
-  and port ``down_s`` seconds later.
+  and port ``down_s`` seconds later;
+* ``disk_readonly`` (only when asked, ``disk_faults``): a broker's data directory made read-only in place for
+  ``duration_s`` (:mod:`chaos.disk`); a broker that writes to it meanwhile halts, as Kafka's does when its only log
+  directory fails, and is started again once the disk is back.
 
 Invariants: every operation index in ``faults`` is within the workload; a ``kill`` of the last live broker is never
 scheduled while another kill of a broker is outstanding (the cluster must be able to heal on its own once the run
@@ -60,6 +63,9 @@ FAULT_KINDS = tuple(kind for kind, _ in _FAULTS)
 # Drawn only when the store is PostgreSQL: appended, so a seed on SQLite draws exactly what it drew before.
 _STORE_FAULTS = (("postgres_pause", 2), ("postgres_restart", 2))
 STORE_FAULT_KINDS = tuple(kind for kind, _ in _STORE_FAULTS)
+# Drawn only when asked (a run as root): appended after the store's, so other runs draw exactly what they drew.
+_DISK_FAULTS = (("disk_readonly", 4),)
+DISK_FAULT_KINDS = tuple(kind for kind, _ in _DISK_FAULTS)
 LEASE_S = 1.5  # the controllers' lease in a chaos run (chaos.rig's lease_ttl_ms): long store pauses outlast it
 S3_FAULT_KINDS = ("slowdown", "internal", "reset", "slow")
 S3_OPERATIONS = (None, "PutObject", "DeleteObjects", "GetObject", "ListObjectsV2")
@@ -185,10 +191,13 @@ def _fault(
     crash_points: Sequence[str],
     broker_down: bool,
     store_faults: bool = False,
+    disk_faults: bool = False,
 ) -> Fault:
-    kind = _pick(rng, _FAULTS + _STORE_FAULTS if store_faults else _FAULTS)
-    if kind == "kill" and broker_down:
+    kind = _pick(rng, _FAULTS + (_STORE_FAULTS if store_faults else ()) + (_DISK_FAULTS if disk_faults else ()))
+    if kind in ("kill", "disk_readonly") and broker_down:
         kind = "s3"
+    if kind == "disk_readonly":
+        return Fault(at, kind, "broker", rng.randint(1, brokers), {"duration_s": round(rng.uniform(0.5, 3.0), 2)})
     if kind == "postgres_pause":
         under_lease = rng.random() < 0.5
         low, high = (0.3, LEASE_S * 0.8) if under_lease else (LEASE_S * 1.5, LEASE_S * 5)
@@ -270,10 +279,12 @@ def generate(
     crash_points: Sequence[str] = (),
     store_faults: bool = False,
     replication_factor: int = 1,
+    disk_faults: bool = False,
 ) -> Scenario:
     """The scenario of ``seed``: ``operations`` operations and, before each, a fault with ``fault_rate`` odds.
     ``store_faults``: the store is a PostgreSQL server the run controls, so its pauses and restarts are drawn too.
-    ``replication_factor``: of the topics created, capped at ``brokers``; it changes nothing drawn."""
+    ``replication_factor``: of the topics created, capped at ``brokers``; it changes nothing drawn. ``disk_faults``:
+    brokers' data directories turn read-only too (the run is root)."""
     if replication_factor < 1:
         raise ValueError(f"the replication factor must be at least 1, got {replication_factor}")
     rng = random.Random(seed)
@@ -293,11 +304,22 @@ def generate(
         if i > 0 and rng.random() < fault_rate:
             points = crash_points or ("none",)
             down = i < broker_down_until
-            fault = _fault(rng, i, brokers, controllers, points, broker_down=down, store_faults=store_faults)
+            fault = _fault(
+                rng,
+                i,
+                brokers,
+                controllers,
+                points,
+                broker_down=down,
+                store_faults=store_faults,
+                disk_faults=disk_faults,
+            )
             if fault.kind == "crash_point" and not crash_points:
                 continue
             if fault.kind == "kill" and fault.role == "broker":
                 broker_down_until = max(broker_down_until, i + fault.args["restart_after"])
+            if fault.kind == "disk_readonly":  # it may halt, and is started again from the next operation on
+                broker_down_until = max(broker_down_until, i + 1)
             if fault.kind == "crash_point":
                 forced = list(_TRIGGERS.get(fault.args["point"], ()))
             faults.append(fault)

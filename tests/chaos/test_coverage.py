@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from chaos.coverage import NOT_APPLICABLE, Config, Coverage, fault_rows
-from chaos.scenario import FAULT_KINDS, STORE_FAULT_KINDS
+from chaos.scenario import DISK_FAULT_KINDS, FAULT_KINDS, STORE_FAULT_KINDS
 
 pytestmark = pytest.mark.unit
 
@@ -52,8 +52,21 @@ def test_every_known_fault_and_crash_point_has_a_row_even_if_never_hit() -> None
     coverage.add(SQLITE, Counter(), [])
     _, rows = rows_of(coverage)
     assert set(fault_rows()) | {f"crash point {p}" for p in POINTS} == set(rows)
-    assert {*FAULT_KINDS, *STORE_FAULT_KINDS} <= set(rows)
-    assert all(cells == ["0"] for kind, cells in rows.items() if not kind.startswith(STORE_FAULT_KINDS))
+    assert {*FAULT_KINDS, *STORE_FAULT_KINDS, *DISK_FAULT_KINDS} <= set(rows)
+    not_here = (*STORE_FAULT_KINDS, *DISK_FAULT_KINDS)  # on SQLite, in a run without disk faults
+    assert all(cells == ["0"] for kind, cells in rows.items() if not kind.startswith(not_here))
+    assert all(cells == ["-"] for kind, cells in rows.items() if kind.startswith(not_here))
+
+
+def test_disk_faults_are_counted_only_in_a_run_that_had_them_and_its_column_says_so() -> None:
+    coverage = Coverage()
+    disk = Config("sqlite", False, 1, True)
+    coverage.add(SQLITE, Counter(kill=1), [])
+    coverage.add(disk, Counter({"disk_readonly": 2, "disk_readonly skipped": 1, "disk_readonly halted": 1}), [])
+    header, rows = rows_of(coverage)
+    assert header[1:] == ["sqlite plain RF 1 (1 seeds)", "sqlite plain RF 1 disk (1 seeds)"]
+    assert rows["disk_readonly"] == ["-", "2"] and rows["disk_readonly skipped"] == ["-", "1"]
+    assert rows["disk_readonly halted"] == ["-", "1"] and rows["kill"] == ["1", "0"]
 
 
 def test_a_fault_or_crash_point_this_module_does_not_know_still_gets_a_row() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chaos.rig import CONTROLLER_SETTINGS, FAST_BROKER, REPLICA_LAG_MS, Rig
-from chaos.scenario import LEASE_S, STORE_FAULT_KINDS, generate
+from chaos.scenario import DISK_FAULT_KINDS, LEASE_S, STORE_FAULT_KINDS, generate
 from orchestrator import crash_points
 
 pytestmark = pytest.mark.unit
@@ -22,6 +22,21 @@ def test_a_run_on_sqlite_draws_no_store_fault() -> None:
     for seed in SEEDS:
         kinds = {f.kind for f in generate(seed, crash_points=POINTS).faults}
         assert not kinds & set(STORE_FAULT_KINDS), seed
+
+
+def test_disk_faults_are_drawn_only_when_asked_on_a_broker_for_a_few_seconds_and_never_on_one_already_down() -> None:
+    drawn = 0
+    for seed in SEEDS:
+        assert not {f.kind for f in generate(seed, crash_points=POINTS).faults} & set(DISK_FAULT_KINDS), seed
+        scenario = generate(seed, crash_points=POINTS, disk_faults=True)
+        for f in scenario.faults:
+            if f.kind == "disk_readonly":
+                drawn += 1
+                assert f.role == "broker" and 1 <= f.target <= scenario.brokers
+                assert 0.5 <= f.args["duration_s"] <= 3.0
+                killed = [k for k in scenario.faults if k.kind == "kill" and k.role == "broker" and k.at < f.at]
+                assert all(k.at + k.args["restart_after"] <= f.at for k in killed), (seed, f)
+    assert drawn >= len(SEEDS) // 4  # they are drawn at all
 
 
 def test_the_schedule_of_a_regression_seed_on_sqlite_is_the_one_it_was_found_with() -> None:

@@ -143,6 +143,22 @@ def test_a_seeded_run_on_a_secured_cluster_keeps_every_invariant() -> None:
             shutil.rmtree(result.directory, ignore_errors=True)
 
 
+DISK_RUN = (59, OPERATIONS, 2, 0.5)  # broker 2's disk read-only for 2.4 s before a produce, then kills and links
+
+
+def test_a_seeded_run_whose_broker_disk_turns_read_only_keeps_every_invariant() -> None:
+    """A broker's data directory turns read-only (chaos.disk) under the workload: a broker that writes to it halts
+    (log_dir.failed), as a Kafka broker whose only log directory fails does, and is started again once the disk is
+    back; every record acknowledged before is still read back, and no offset is handed out twice."""
+    seed, operations, brokers, fault_rate = DISK_RUN
+    result = run_seed(
+        seed, operations=operations, brokers=brokers, controllers=2, fault_rate=fault_rate, disk_faults=True
+    )
+    assert not result.violations, violation_report(result)
+    assert result.faults["disk_readonly"] >= 1, f"no disk fault was injected: {dict(result.faults)}"
+    assert result.faults["disk_readonly halted"] >= 1, f"no broker halted on its disk: {dict(result.faults)}"
+
+
 def test_a_defect_planted_in_a_live_run_is_found_and_reported() -> None:
     """The whole pipeline can fail: objects written and deleted outside every topic's prefix, through the same S3
     endpoint the brokers use, and an acknowledged record's partition emptied behind the cluster's back."""

@@ -11,12 +11,12 @@ fails (never skips) when mounting is not permitted, and always unmounts.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from chaos.disk import DiskFaultRefused, ReadOnlyMount
 from orchestrator.broker.log_dir_failure import EXIT_LOG_DIR_FAILED
 from orchestrator.errors import LocalClusterError, TieredError
 from orchestrator.local import cluster as lc
@@ -31,32 +31,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 RECORD = b"r" * 200  # 60 of them fill about three 4 KiB segments (the live cluster's segment.bytes)
 
 
-class ReadOnlyBindMount:
-    """``directory`` made read-only in place until :meth:`release` (idempotent; call it in a finally)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.mounted = False
-        _run_or_fail(["mount", "--bind", str(directory), str(directory)])
-        self.mounted = True
-        try:
-            _run_or_fail(["mount", "-o", "remount,ro,bind", str(directory)])
-        except BaseException:
-            self.release()
-            raise
-
-    def release(self) -> None:
-        if not self.mounted:
-            return
-        if subprocess.run(["umount", str(self.directory)], capture_output=True, check=False).returncode != 0:
-            _run_or_fail(["umount", "-l", str(self.directory)])  # busy: detach now, the kernel finishes later
-        self.mounted = False
-
-
-def _run_or_fail(cmd: list[str]) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.fail(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()}; this test needs root")
+def read_only(directory: Path) -> ReadOnlyMount:
+    """The fault (chaos.disk), failing the test when it cannot be made."""
+    try:
+        return ReadOnlyMount(directory)
+    except DiskFaultRefused as exc:
+        pytest.fail(f"{exc}; this test needs root")
 
 
 def _log_events(path: str, event: str) -> list[dict[str, Any]]:
@@ -120,7 +100,7 @@ def test_a_read_only_data_directory_halts_the_broker_which_recovers_every_acknow
     data_dir = live.dir / "data" / f"broker-{broker_id}"
     acknowledged = {offset: RECORD for offset in range(60)}
 
-    mount = ReadOnlyBindMount(data_dir)
+    mount = read_only(data_dir)
     try:
         # The open segment takes a few more batches (its file was open before the disk turned read-only); the
         # roll cannot create the next segment's files: the broker halts, and that batch is never acknowledged.
