@@ -79,12 +79,13 @@ lint-imports: venv
 
 # pytest-xdist: TEST_WORKERS processes, one more than the cores: the tests spend part of their time waiting on the
 # processes they start, so one per core left the CPUs idle a third of the time (69% busy; one more: 87% and the run
-# 17% shorter; two more: slower than one more). --dist loadscope hands out whole modules, so a module's
+# 17% shorter; two more: slower than one more). --dist loadscope hands out whole modules, the longest first
+# (tests/support/schedule.py; xdist's own order, most tests first, left the longest for last), so a module's
 # live cluster (a module-scoped fixture) starts once, and tests that read what earlier tests of their module left
 # (the clients' request traces) run in order on one worker. Each worker has its own moto server, PostgreSQL server,
 # SparkSession, temporary directories and slice of ports (tests/conftest.py).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
-PYTEST_PARALLEL := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope
+PYTEST_PARALLEL := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The whole suite, from a fresh clone: set-up, lint, then every test on every core. CI runs exactly this.
 test: setup

@@ -10,7 +10,8 @@ The loop (README, "Tests"):
 * ``--soak`` runs the soak-sized tests at full size (:mod:`tests.support.soak`), and ``--examples-cap=N`` runs
   every property test with at most N examples (:mod:`tests.support.examples`, for ``make check``);
 * under pytest-xdist every worker has its own moto server, PostgreSQL server, temporary directories and slice of
-  ports (:mod:`tests.support.ports`) and its own SparkSession; ``make test`` hands out whole modules.
+  ports (:mod:`tests.support.ports`) and its own SparkSession; ``make test`` hands out whole modules, the longest
+  first (:mod:`tests.support.schedule`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tests.support.durations import DurationsReport
 from tests.support.examples import cap_examples
 from tests.support.markers import kind_problem, unmarked_report
 from tests.support.postgres_server import PostgresServer, running_postgres
+from tests.support.schedule import longest_first
 from tests.support.unit_guard import forbidding_io
 
 # boto3 needs credentials even for moto; these fake ones never leave the machine.
@@ -94,6 +96,7 @@ worker fails too: the guard must only ever catch a hang, never a slow run on a l
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = longest_first(items)  # what make test's workers get first (tests.support.schedule)
     for item in items:
         if item.get_closest_marker("spark") is not None and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT_S))
