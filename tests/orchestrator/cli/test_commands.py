@@ -3,9 +3,9 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -153,9 +153,36 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) != 0
+def _listeners(port: int) -> list[str]:
+    """The command lines of the processes listening on TCP ``port`` (from /proc: the LISTEN sockets on the port, and
+    the processes whose descriptors hold them). A port a stopped cluster used may be listened on again by anything
+    else on the machine (it was an ephemeral port, and other tests run beside this one), so the check is who holds
+    it, not whether a connection is answered."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    holders = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fds = list((proc / "fd").iterdir())
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if any(_link(fd) in inodes for fd in fds):
+            holders.append(cmdline)
+    return holders
+
+
+def _link(fd: Path) -> str:
+    try:
+        return os.readlink(fd)
+    except OSError:  # closed meanwhile (the listing's own descriptor, say)
+        return ""
 
 
 def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path):
@@ -191,7 +218,8 @@ def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path
     assert "data kept in" in down.stdout and "resumes the cluster" in down.stdout
     for p in procs:
         assert not _running(p["pid"]), f"{p['role']} {p['id']} (pid {p['pid']}) is still running"
-        assert _port_free(p["port"]), f"{p['role']} {p['id']} left port {p['port']} open"
+        left = [line for line in _listeners(p["port"]) if d in line]
+        assert not left, f"{p['role']} {p['id']} left port {p['port']} open: {left}"
     assert (tmp_path / "c" / STATE_FILE).exists()  # kept: 'cluster up' resumes it
     purged = json.loads(tieredctl("--output", "json", "cluster", "down", "--dir", d, "--purge", check=0).stdout)
     assert purged["purged"] and purged["stopped"] == [] and str(tmp_path / "c" / STATE_FILE) in purged["deleted"]
