@@ -5,10 +5,12 @@ Invariants:
   data directory and ports; ``cluster.json`` is updated with its new pid before it is waited on.
 * A port bound with port 0 is ephemeral: while its process is down, an outgoing connection of the machine may be
   given it. A broker whose port was taken comes back on a new one (it registers its new address, and clients follow
-  Metadata); a controller (its address is in every bootstrap list) or the embedded S3 whose port was taken is a
-  :class:`LocalClusterError` that says so, not a process that dies at bind.
+  Metadata); a controller whose metrics port was taken comes back on a new metrics port (only scrapers dial it); a
+  controller whose own port was taken (its address is in every bootstrap list) or the embedded S3 whose port was
+  taken is a :class:`LocalClusterError` that says so, not a process that dies at bind.
 * A port can also be taken between the check and the bind (the new process needs a second to get there): a broker
-  that exits with "address already in use" is started again on new ports, at most ``BIND_ATTEMPTS`` times in all.
+  that exits with "address already in use" is started again on new ports, and a controller whose own port is still
+  free (so its metrics port was the one lost) on a new metrics port, at most ``BIND_ATTEMPTS`` times in all.
 * The embedded S3 comes back with the objects of its last clean stop, and refuses to start if it was killed.
 """
 
@@ -62,11 +64,13 @@ def restart(
             _start(state, p, moved, timeout_s, env)
             return p
         except LocalClusterError:
-            lost_race = p.role == "broker" and ADDRESS_IN_USE in _read_from(Path(p.log), log_size)
-            if not lost_race or attempt == BIND_ATTEMPTS:
+            lost_race = ADDRESS_IN_USE in _read_from(Path(p.log), log_size)
+            metrics_lost = p.role == "controller" and port_free(p.port)  # its own port is free: metrics was taken
+            if not lost_race or attempt == BIND_ATTEMPTS or (p.role != "broker" and not metrics_lost):
                 raise
             reap_if_dead(p)
-            moved = _move_to_new_ports(p)  # taken between our check and its bind: a new port, as a moved broker
+            # taken between our check and its bind: a new port, as a moved broker (a controller: metrics only)
+            moved = _move_to_new_ports(p) if p.role == "broker" else _move_metrics_port(p)
     raise AssertionError("unreachable")
 
 
@@ -104,6 +108,8 @@ def _move_if_port_taken(state: LocalClusterState, p: ProcessInfo) -> Tables | No
     taken = [port for port in (p.port, p.metrics_port) if port and not port_free(port)]
     if not taken:
         return None
+    if p.role == "controller" and taken == [p.metrics_port]:
+        return _move_metrics_port(p)
     if p.role != "broker":
         raise LocalClusterError(
             f"{p.role} {p.id} cannot restart: its port(s) {taken} on 127.0.0.1 were taken by another process while "
@@ -119,6 +125,15 @@ def _move_to_new_ports(p: ProcessInfo) -> Tables:
     assert p.config is not None
     settings = read_toml(Path(p.config))
     write_toml(Path(p.config), with_overrides(settings, {p.role: {"port": 0}, "metrics": {"port": 0}}))
+    return settings
+
+
+def _move_metrics_port(p: ProcessInfo) -> Tables:
+    """Rewrite a controller's settings to bind a new metrics port (its own port stays); the settings it had are
+    returned, to write the new port into once it is ready."""
+    assert p.config is not None
+    settings = read_toml(Path(p.config))
+    write_toml(Path(p.config), with_overrides(settings, {"metrics": {"port": 0}}))
     return settings
 
 

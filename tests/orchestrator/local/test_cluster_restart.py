@@ -292,3 +292,43 @@ def test_a_broker_whose_port_is_taken_between_the_check_and_its_bind_is_started_
     finally:
         for s in squatters:
             s.close()
+
+
+def test_a_controller_whose_metrics_port_was_taken_comes_back_on_its_own_port_with_another_metrics_port(
+    tmp_path, moto_endpoint, bucket, cleanup, monkeypatch
+):
+    """Only scrapers dial a controller's metrics port, so it may move where its own port may not: taken while the
+    controller was down, and taken between restart's check and the controller's bind (the fault suite's soak saw a
+    restarted controller die at its metrics bind with "address already in use", again and again)."""
+    from orchestrator.local import restart as restart_module
+
+    state, _ = _broker_1_killed(tmp_path, moto_endpoint, bucket, cleanup)
+    lc.restart(tmp_path, "broker", 1)
+    controller = next(p for p in LocalClusterState.load(tmp_path).processes if p.role == "controller")
+    assert controller.metrics_port, "the local cluster's controllers serve /metrics"
+    lc.kill_process(controller)
+    with socket.create_server(("127.0.0.1", controller.metrics_port)):
+        back = lc.restart(tmp_path, "controller", controller.id)
+    assert lc.is_ours(back) and back.port == controller.port and back.metrics_port not in (0, controller.metrics_port)
+    assert LocalClusterState.load(tmp_path).find("controller", controller.id).metrics_port == back.metrics_port
+    assert f"port = {back.metrics_port}" in Path(back.config).read_text()
+
+    lc.kill_process(back)
+    squatters: list[socket.socket] = []
+    checked = restart_module._move_if_port_taken
+
+    def check_then_lose_the_metrics_port(st, p):
+        found = checked(st, p)
+        squatters.append(socket.create_server(("127.0.0.1", p.metrics_port)))
+        return found
+
+    monkeypatch.setattr(restart_module, "_move_if_port_taken", check_then_lose_the_metrics_port)
+    try:
+        again = lc.restart(tmp_path, "controller", controller.id)
+        assert lc.is_ours(again) and again.port == controller.port and again.metrics_port != back.metrics_port
+        assert "[Errno 98]" in Path(again.log).read_text(), "the first attempt did lose the race"
+    finally:
+        for s in squatters:
+            s.close()
+    values, _ = _read_all(state, "orders")
+    assert len(values) == 100, "the cluster serves through its restarted controller"
