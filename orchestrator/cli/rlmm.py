@@ -128,12 +128,12 @@ INTERRUPTED = Interrupted()
 def _stopped_by_sigint(stop: asyncio.Event) -> Iterator[None]:
     """SIGINT sets ``stop`` while inside (on the running loop, main thread); the handler before is back after."""
     loop = asyncio.get_running_loop()
+    previous = signal.getsignal(signal.SIGINT)  # before the loop puts its own in its place
     try:
         loop.add_signal_handler(signal.SIGINT, stop.set)
     except (RuntimeError, ValueError):  # not the main thread (an embedding caller): Ctrl-C is the caller's
         yield
         return
-    previous = signal.getsignal(signal.SIGINT)
     try:
         yield
     finally:

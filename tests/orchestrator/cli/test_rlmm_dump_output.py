@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import AsyncGenerator
 
 import pytest
 
 from orchestrator.cli.output import Output
-from orchestrator.cli.rlmm import INTERRUPTED, decoded, next_record
+from orchestrator.cli.rlmm import INTERRUPTED, _stopped_by_sigint, decoded, next_record
 from orchestrator.cli.views import RlmmDumpEnded, TopicList
 from orchestrator.client import PartitionRecord, TieringStatus
 from orchestrator.ids import Uuid
@@ -132,6 +133,17 @@ def test_a_stop_ends_the_wait_for_a_record_that_never_comes_and_the_read_unwinds
         assert await next_record(records, None, stop) is INTERRUPTED
         assert unwound == ["read"]
         await records.aclose()
+
+    asyncio.run(go())
+
+
+def test_sigint_is_the_dumps_only_inside_and_the_handler_before_is_back_after() -> None:
+    async def go() -> None:
+        before = signal.getsignal(signal.SIGINT)  # asyncio's runner's, which turns Ctrl-C into a cancellation
+        stop = asyncio.Event()
+        with _stopped_by_sigint(stop):
+            assert signal.getsignal(signal.SIGINT) is not before
+        assert signal.getsignal(signal.SIGINT) is before
 
     asyncio.run(go())
 
