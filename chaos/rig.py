@@ -53,7 +53,9 @@ FAST_BROKER = {
 FAST_CONTROLLER = {
     "controller": {"lease_ttl_ms": 1500},
     "membership": {"session_timeout_ms": 2500},
-    "disablement": {"request_timeout_ms": 2000, "repoll_ms": 100},
+    # A broker that did not answer is asked again within 2 s (30 s by default): a broker back from a pause or a
+    # fault is reached in seconds, not after a backoff that grew while it was away.
+    "disablement": {"request_timeout_ms": 2000, "repoll_ms": 100, "retry_backoff_max_ms": 2000},
 }
 CONTROLLER_SETTINGS = {
     **FAST_CONTROLLER,

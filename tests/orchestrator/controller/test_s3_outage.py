@@ -32,7 +32,7 @@ from tests.support.tcp_gate import TcpGate
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 REPOLL_MS = FAST_CONTROLLER["disablement"]["repoll_ms"]
-CAP_MS = 2000  # the retry backoff's cap on this cluster (DisablementSettings' default is 30 s)
+CAP_MS = FAST_CONTROLLER["disablement"]["retry_backoff_max_ms"]  # the retry backoff's cap (the default is 30 s)
 # An attempt's time is when it was sent; its backoff runs from its answer, which comes within the request timeout
 # (or the attempt fails then): so the next attempt is at most this long after the last one.
 REQUEST_TIMEOUT_MS = FAST_CONTROLLER["disablement"]["request_timeout_ms"]
@@ -42,14 +42,12 @@ CAUSE = re.compile(r"could not be deleted from bucket \S+: (ConnectionClosedErro
 @pytest.fixture
 def live(tmp_path, gate: TcpGate, bucket: str) -> Iterator[LiveCluster]:  # type: ignore[no-untyped-def]
     """Three brokers and one controller whose S3 is moto behind ``gate``, their retry backoff capped at CAP_MS."""
-    disablement = {**FAST_CONTROLLER["disablement"], "retry_backoff_max_ms": CAP_MS}
     cluster = LiveCluster(
         tmp_path / "cluster",
         brokers=3,
         controllers=1,
         s3_endpoint=gate.url,
         bucket=bucket,
-        controller_overrides={"disablement": disablement},
     )
     try:
         yield cluster
