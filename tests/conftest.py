@@ -11,7 +11,7 @@ The loop (README, "Tests"):
   every property test with at most N examples (:mod:`tests.support.examples`, for ``make check``);
 * under pytest-xdist every worker has its own moto server, PostgreSQL server, temporary directories and slice of
   ports (:mod:`tests.support.ports`) and its own SparkSession; ``make test`` hands out whole modules, the longest
-  first (:mod:`tests.support.schedule`).
+  first, and the modules that use the SparkSession to one worker together (:mod:`tests.support.schedule`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from tests.support.durations import DurationsReport
 from tests.support.examples import cap_examples
 from tests.support.markers import kind_problem, unmarked_report
 from tests.support.postgres_server import PostgresServer, running_postgres
-from tests.support.schedule import longest_first
+from tests.support.schedule import longest_first, make_scheduler, spark_outside_group
 from tests.support.unit_guard import forbidding_io
 
 # boto3 needs credentials even for moto; these fake ones never leave the machine.
@@ -95,7 +95,18 @@ a timeout that interrupts a call into the JVM leaves its gateway out of step, so
 worker fails too: the guard must only ever catch a hang, never a slow run on a loaded machine."""
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadscope`` with the modules that share the SparkSession as one unit (tests.support.schedule)."""
+    return make_scheduler(config, log) if config.getoption("dist", None) == "loadscope" else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    outside = spark_outside_group([i.nodeid for i in items if "spark" in getattr(i, "fixturenames", ())])
+    if outside:
+        raise pytest.UsageError(
+            f"{', '.join(outside)} use the spark fixture but are not in tests/support/schedule.py's "
+            "SPARK_SESSION_MODULES: add them, so that make test runs them on the worker whose SparkSession is warm"
+        )
     items[:] = longest_first(items)  # what make test's workers get first (tests.support.schedule)
     for item in items:
         if item.get_closest_marker("spark") is not None and item.get_closest_marker("timeout") is None:
