@@ -85,7 +85,8 @@ lint-imports: venv
 # 17% shorter; two more: slower than one more). --dist loadscope hands out whole modules, the longest first
 # (tests/support/schedule.py; xdist's own order, most tests first, left the longest for last), so a module's
 # live cluster (a module-scoped fixture) starts once, and tests that read what earlier tests of their module left
-# (the clients' request traces) run in order on one worker. Each worker has its own moto server, PostgreSQL server,
+# (the clients' request traces) run in order on one worker; the modules that use the SparkSession go to one worker
+# as one unit, so one JVM warms up instead of three. Each worker has its own moto server, PostgreSQL server,
 # SparkSession, temporary directories and slice of ports (tests/conftest.py).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 PYTEST_PARALLEL := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
