@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from xdist.scheduler import LoadScopeScheduling
+
 SPARK_SESSION = "spark-session"
 """The unit of work of the modules that share the worker's SparkSession."""
 
@@ -88,12 +90,12 @@ def spark_outside_group(uses_spark: Sequence[str]) -> list[str]:
     return sorted({module_of(n) for n in uses_spark} - set(SPARK_SESSION_MODULES))
 
 
-def make_scheduler(config: Any, log: Any) -> Any:
+class SharedScopeScheduling(LoadScopeScheduling):  # type: ignore[misc]
     """pytest-xdist's loadscope scheduling with :func:`scope_of` as the unit of work (for ``--dist loadscope``)."""
-    from xdist.scheduler import LoadScopeScheduling
 
-    class SharedScopeScheduling(LoadScopeScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            return scope_of(nodeid)
+    def _split_scope(self, nodeid: str) -> str:
+        return scope_of(nodeid)
 
+
+def make_scheduler(config: Any, log: Any) -> Any:
     return SharedScopeScheduling(config, log)
