@@ -11,6 +11,14 @@ compiler's work pays off, and that work is most of its CPU: on a 2-core machine 
 seconds instead of 37, and finished sooner. A large inventory keeps the JVM's default tiers, whose optimised code
 the long read needs.
 
+PySpark's DataFrame debugging is off (``spark.python.sql.dataFrameDebugging.enabled=false``, a static setting, so
+set before the session exists). When on, every PySpark function call (``F.col``, ``F.when``: a scan builds about 400)
+first asks the JVM for the active session and a setting and then records its Python call site there, about a dozen
+gateway round trips each, so an error can name the line of Python that built the failing expression. The scan's
+plans are built by this package alone, and the cost was most of a small scan's driver time: a warm scan of 50 rows
+made 8,600 gateway calls with it and 3,000 without, and took about a third less time. ``deploy/spark``'s wrapper
+passes the same setting to spark-submit (a ``SCAN_SPARK_CONF`` entry after it wins).
+
 Invariant: under ``spark-submit`` (``PYSPARK_GATEWAY_PORT`` is set: the JVM exists already) nothing that
 spark-submit decided is overridden, so the same job runs unchanged on a cluster; only the scan's SQL settings
 (time zone, shuffle partitions) are applied.
@@ -26,6 +34,7 @@ DEFAULT_MASTER = "local[2]"
 DEFAULT_DRIVER_MEMORY = "4g"
 DEFAULT_SHUFFLE_PARTITIONS = 4
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
+DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
 SMALL_INVENTORY_BYTES = 8 * 1024 * 1024
 """Up to this many bytes of inventory data files (as the manifest lists them) a scan is a small job: about 290,000
 rows of the bench's Parquet inventory (29 bytes a row). At 1,000,000 rows the first tier alone was 11% slower than
@@ -66,6 +75,7 @@ def build_session(
             .config("spark.driver.memory", driver_memory)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
+            .config(DATAFRAME_DEBUGGING, "false")
         )
         if quick_jit:
             builder = builder.config("spark.driver.extraJavaOptions", QUICK_JIT_OPTION)

@@ -1,5 +1,6 @@
 """The scan's SparkSession (remote_storage.scan.session): a small job's JVM runs the first JIT tier only, a large one
-keeps the JVM's default tiers, and a scan picks by the size of the inventory's data files."""
+keeps the JVM's default tiers, and a scan picks by the size of the inventory's data files; PySpark's DataFrame
+debugging (a JVM round trip per function call) is off, here and under deploy/spark's spark-submit wrapper."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from remote_storage.scan import run as scan_run
 from remote_storage.scan import session
 from remote_storage.scan.job import ScanSettings
-from remote_storage.scan.session import QUICK_JIT_OPTION, SMALL_INVENTORY_BYTES, small_inventory
+from remote_storage.scan.session import DATAFRAME_DEBUGGING, QUICK_JIT_OPTION, SMALL_INVENTORY_BYTES, small_inventory
 from tests.support import aws_inventory
 from tests.support.scan_world import PREFIX, World
 
@@ -28,6 +29,21 @@ def test_the_session_built_for_a_small_job_runs_its_jvm_with_the_first_jit_tier_
     jvm = spark.sparkContext._jvm
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert QUICK_JIT_OPTION in arguments
+
+
+@pytest.mark.spark
+def test_the_session_records_no_python_call_site_per_dataframe_function(spark: Any) -> None:
+    from pyspark.errors import utils
+
+    assert spark.conf.get(DATAFRAME_DEBUGGING) == "false"
+    assert utils.is_debugging_enabled() is False  # what PySpark's per-call wrapper reads
+
+
+@pytest.mark.unit
+def test_the_spark_submit_wrapper_turns_dataframe_debugging_off_before_the_operators_settings() -> None:
+    wrapper = (Path(__file__).parents[3] / "deploy" / "spark" / "tieredctl-scan-submit").read_text()
+    ours = wrapper.index(f"--conf {DATAFRAME_DEBUGGING}=false")
+    assert ours < wrapper.index('for kv in "${extra_conf[@]}"')  # an operator's SCAN_SPARK_CONF comes later and wins
 
 
 @pytest.mark.spark
