@@ -130,6 +130,7 @@ from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage, TopicImage, same_topic_ids, topics_with_new_partitions
 from orchestrator.metadata.open import open_store, parse_store_spec, read_password
+from orchestrator.metadata.records import TieredState
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
 from orchestrator.net.admin import AdminClient
@@ -543,11 +544,15 @@ class BrokerAgent:
         """One partition's pass (:meth:`RemoteLogManager.tiering_pass`'s steps): the roll and local retention under
         the log lock; the copy and remote expiry outside it, so an upload or a delete waiting on a slow S3 (or an RLMM
         write waiting on the controller) holds up no produce, fetch or open of any partition (they need the lock). A
-        failed copy is raised at the end."""
+        failed copy is raised at the end. A never-tiered topic's partition has only the roll and local retention
+        (:meth:`RemoteLogManager.local_pass`)."""
         key = (topic_id, partition)
         async with self._log_lock:
             if key not in self.logs or (topic := self.follower.image.topics.get(topic_id)) is None:
                 return  # closed since the round began: its topic was deleted
+            if topic.tiered_state == TieredState.NOT_TIERED:  # nothing to copy or expire, ever: one hop
+                await asyncio.to_thread(self.rlm.local_pass, topic_id, partition)
+                return
             await asyncio.to_thread(self.logs[key].maybe_roll_by_time)
             hw = self.data_plane.high_watermark(topic, partition, self.logs[key])
         copy = functools.partial(self.rlm.copy_partition, topic_id, partition, refresh=False, high_watermark=hw)

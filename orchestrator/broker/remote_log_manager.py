@@ -417,6 +417,17 @@ class RemoteLogManager:
         if copied.failure is not None:  # after retention and expiry, which do not depend on it: the caller backs off
             raise copied.failure
 
+    def local_pass(self, topic_id: Uuid, partition: int) -> None:
+        """The whole periodic round of a partition of a never-tiered topic (``NOT_TIERED``): roll by time, then local
+        retention. It has nothing to copy and no remote segment to expire: a topic leaves ``NOT_TIERED`` for good when
+        it is first enabled, and only an enabled topic's segments are copied. So its round is one thread hop under
+        the caller's log lock, where a tiering partition's takes four (:meth:`tiering_pass`'s steps)."""
+        plog = self._logs.get((topic_id, partition))
+        if plog is None:
+            return  # closed since the round began: its topic was deleted
+        plog.maybe_roll_by_time()
+        self.apply_local_retention(topic_id, partition, refresh=False)
+
     def trim_and_expire(self, topic_id: Uuid, partition: int) -> None:
         """A pass's end: local retention, then remote expiry (the RLMM as the pass's caller refreshed it)."""
         self.apply_local_retention(topic_id, partition, refresh=False)

@@ -170,12 +170,12 @@ def test_each_partition_backs_off_alone_and_a_success_resets_it():
 
 @pytest.fixture
 def broker(tmp_path):
-    """A broker agent (not started) on a real store, with topic 'orders' (2 partitions) led by it; its data
+    """A broker agent (not started) on a real store, with tiered topic 'orders' (2 partitions) led by it; its data
     directory is a regular file, as a disk the broker cannot write: remove ``broker.blocked`` to repair it."""
     store_path = tmp_path / "metadata.db"
     writer_store = SqliteMetadataStore(store_path)
     writer = ControllerWriter(writer_store)
-    topic_id = writer.create_topic("orders", partitions=2, leader=1, tiered=False)
+    topic_id = writer.create_topic("orders", partitions=2, leader=1, tiered=True)
     data_dir = tmp_path / "broker-1"
     data_dir.write_text("not a directory")
     settings = BrokerSettings(
@@ -322,6 +322,8 @@ class FakeRemoteLogManager:
     ) -> None:
         self.failing = failing
         self.passes: list[int] = []
+        self.local_passes: list[tuple[object, int]] = []
+        self.expired: list[tuple[object, int]] = []
         self.rlmm = self
         self.slow, self.copying, self.release = slow, threading.Event(), threading.Event()
         self.slow_expiry = slow_expiry
@@ -344,7 +346,11 @@ class FakeRemoteLogManager:
     def apply_local_retention(self, topic_id, partition: int, *, refresh: bool = True) -> int:
         return 0
 
+    def local_pass(self, topic_id, partition: int) -> None:
+        self.local_passes.append((topic_id, partition))
+
     def expire_partition(self, topic_id, partition: int, *, refresh: bool = True) -> None:
+        self.expired.append((topic_id, partition))
         if partition == self.slow_expiry:  # a DeleteObjects (or an RLMM write) that does not answer
             self.copying.set()
             assert self.release.wait(timeout=30), "the expiry was never released"
@@ -378,6 +384,20 @@ def test_a_partition_whose_tiering_pass_fails_is_backed_off_alone_while_the_othe
         asyncio.run(broker._tiering_round())
     assert broker.rlm.passes[-2:] == [0, 1]
     assert _events(logs, "broker.loop_recovered", loop="tiering", partition=0, failed_attempts=1)
+
+
+def test_a_never_tiered_topics_round_is_the_roll_and_local_retention_alone_and_a_tiered_ones_copies_and_expires(
+    broker,
+):
+    broker.blocked.unlink()
+    logs = broker.writer.create_topic("logs", partitions=1, leader=1, tiered=False)
+    asyncio.run(broker._metadata_round())
+    broker.rlm = FakeRemoteLogManager({})
+
+    asyncio.run(broker._tiering_round())
+    assert broker.rlm.local_passes == [(logs, 0)]
+    assert sorted(broker.rlm.passes) == [0, 1]  # the copies: 'orders' only
+    assert sorted(broker.rlm.expired) == [(broker.topic_id, 0), (broker.topic_id, 1)]
 
 
 @pytest.mark.parametrize("stuck_in", ["copy", "expiry"])

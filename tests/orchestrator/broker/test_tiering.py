@@ -312,6 +312,19 @@ def test_local_retention_of_a_never_tiered_topic_moves_the_log_start(env):
     assert broker.log(tid).log_start_offset == broker.log(tid).local_log_start_offset == 60
 
 
+def test_a_never_tiered_topics_local_pass_rolls_by_time_applies_retention_and_touches_no_object(env):
+    writer, broker, s3, bucket = env
+    tid = writer.create_topic("plain", configs={"retention.ms": "0", "segment.ms": "1"}, tiered=False)
+    broker.produce(tid, 60, ts=1)
+    # the last records sit in the active segment: only a roll by time lets retention remove them
+    assert max(seg.end_offset for seg in broker.log(tid).closed_segments()) < 59
+    before = _objects(s3, bucket)
+    broker.rlm.local_pass(tid, 0)
+    assert broker.log(tid).log_start_offset == broker.log(tid).local_log_start_offset == 60
+    assert broker.rlm.rlmm.segments(tid) == []
+    assert _objects(s3, bucket) == before
+
+
 def test_a_broker_that_becomes_leader_after_acknowledging_applies_the_policy_to_its_new_partition(env):
     from orchestrator.metadata.records import make_record
 
