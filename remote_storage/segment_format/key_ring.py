@@ -12,6 +12,8 @@ Owner: Aiven's, defined by ``core/src/main/java/io/aiven/kafka/tieredstorage/sec
 * Wrapping is Bouncy Castle's ``RSA/NONE/OAEPWithSHA3-512AndMGF1Padding``: RSAES-OAEP (RFC 8017) with SHA3-512 as
   both the OAEP hash and MGF1's hash, and an empty label. (``cryptography`` offers OAEP with SHA-1/SHA-2 only, hence
   pycryptodomex here.) With SHA3-512, a 2048-bit key wraps at most 126 bytes, plenty for a 32-byte AES key.
+* pycryptodomex is imported when a key is first read or used, not with this module: every broker imports the
+  object format, and only a broker that encrypts needs RSA (the import costs about 50 ms of each start-up).
 * In the manifest the wrapped key is ``"<key pair id>:<standard base64 of the RSA ciphertext>"``; so a key pair id
   is never blank and never holds a ``:``.
 """
@@ -24,14 +26,14 @@ import re
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
-
-from Cryptodome.Cipher import PKCS1_OAEP
-from Cryptodome.Hash import SHA3_512
-from Cryptodome.PublicKey import RSA
+from typing import TYPE_CHECKING, Any, cast
 
 from orchestrator.errors import InvalidArgument
 from remote_storage.segment_format.errors import SegmentFormatError, UnknownKeyPair
+
+if TYPE_CHECKING:
+    from Cryptodome.Cipher import PKCS1_OAEP
+    from Cryptodome.PublicKey import RSA
 
 RSA_TRANSFORMATION = "RSA/NONE/OAEPWithSHA3-512AndMGF1Padding"  # Aiven's name for the wrapping, for messages
 _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
@@ -96,6 +98,8 @@ class RsaKeyPair:
 
 
 def _import(pem: bytes | str, what: str) -> RSA.RsaKey:
+    from Cryptodome.PublicKey import RSA
+
     try:
         return RSA.import_key(pem)
     except (ValueError, IndexError, TypeError) as exc:
@@ -105,6 +109,9 @@ def _import(pem: bytes | str, what: str) -> RSA.RsaKey:
 def _oaep(key: RSA.RsaKey, random_bytes: Callable[[int], bytes] | None) -> PKCS1_OAEP.PKCS1OAEP_Cipher:
     # MGF1 defaults to the OAEP hash (SHA3-512), as in Bouncy Castle's OAEPWithSHA3-512AndMGF1Padding. The cast:
     # the stubs' HashLike protocol wants ``new(data=None)`` with a default, which the module has and its stub omits.
+    from Cryptodome.Cipher import PKCS1_OAEP
+    from Cryptodome.Hash import SHA3_512
+
     return PKCS1_OAEP.new(key, hashAlgo=cast(Any, SHA3_512), randfunc=random_bytes)
 
 
