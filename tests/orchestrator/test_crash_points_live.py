@@ -277,11 +277,16 @@ def test_a_broker_killed_while_applying_the_delete_policy_leaves_nothing_behind_
 
     live.call(lambda c: c.disable_tiering(name, "delete"))
     _wait_crashed(live, armed, point, record)
-    # Read at once (the controller fences the dead broker only after its session timeout): the window of the point.
-    last_states = {history[-1] for history in _segments_of(live, tid, partition).values()}
+    segments = _segments_of(live, tid, partition)
     if point == "broker.mid_delete_batch":  # the batch's objects deleted, its journal not finished
-        assert SegmentState.DELETE_SEGMENT_STARTED in last_states, last_states
+        # Judged by what broker 1 wrote: once its session ends, the controller gives its leaderless partition's
+        # delete to broker 2, which may finish the journal before this read on a busy machine.
+        records = live.segment_records(tid)
+        by_1 = [[state for state, _at, broker in records[segment] if broker == 1] for segment in segments]
+        started = SegmentState.DELETE_SEGMENT_STARTED
+        assert any(started in states and states[-1] == started for states in by_1), by_1
     else:  # the policy applied to all of its partition, the acknowledgement never sent
+        last_states = {history[-1] for history in segments.values()}
         assert last_states == {SegmentState.DELETE_SEGMENT_FINISHED}, last_states
     assert live.status(name).state == TieredState.DISABLING
 
