@@ -1,6 +1,7 @@
 """The cycle collector pause: nests, overlaps across threads, and leaves a disabled collector disabled. The settle:
 freezes a grown heap, not again until it doubles, waits for a quiet moment unless the heap grew a lot, collects
-frozen cycles at the next settle, never while paused."""
+frozen cycles at the next settle, never while paused. The heap measure walks the allocator's pools again only when
+the peak resident memory grew or a minute passed, and after a settle."""
 
 from __future__ import annotations
 
@@ -116,9 +117,10 @@ class _Node:
 
 @pytest.fixture
 def _unfrozen(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Nothing frozen, nothing settled, checked or busy yet (process-wide state)."""
+    """Nothing frozen, nothing settled, checked, measured or busy yet (process-wide state)."""
     fresh = {"checked_at": float("-inf"), "busy_at": float("-inf"), "settled_blocks": 0}
     monkeypatch.setattr(collector, "_settle", fresh)
+    monkeypatch.setattr(collector, "_measure", collector._Walk())
     gc.unfreeze()
     gc.collect()
     yield
@@ -251,3 +253,40 @@ def test_no_settle_while_paused_with_the_collector_off_or_within_the_interval() 
     blocks[0] *= 2
     assert not settle(3e9 + 0.5), "checked half a second ago"
     assert settle(3e9 + 1.5)
+
+
+class _Walks:
+    """An injected clock, peak resident memory and pool walk that counts the walks."""
+
+    def __init__(self) -> None:
+        self.now, self.peak, self.blocks, self.walks = 0.0, 1000, 7, 0
+
+    def walk(self) -> int:
+        self.walks += 1
+        return self.blocks
+
+    def measure(self) -> int:
+        return collector.allocated_blocks(clock=lambda: self.now, peak_resident=lambda: self.peak, walk=self.walk)
+
+
+@pytest.mark.usefixtures("_unfrozen")
+def test_the_heap_is_walked_again_only_once_the_peak_memory_grew_a_tenth_or_a_minute_passed() -> None:
+    w = _Walks()
+    assert (w.measure(), w.walks) == (7, 1), "the first measure walks"
+    w.blocks, w.now, w.peak = 9, collector.REMEASURE_AFTER_S - 1, int(1000 * collector.REMEASURE_PEAK_GROWTH) - 1
+    assert (w.measure(), w.walks) == (7, 1), "the last walk's blocks: memory grew less than a tenth, within a minute"
+    w.peak += 1
+    assert (w.measure(), w.walks) == (9, 2), "the peak grew a tenth"
+    w.blocks, w.now = 11, w.now + collector.REMEASURE_AFTER_S
+    assert (w.measure(), w.walks) == (11, 3), "a minute since the last walk"
+    assert (w.measure(), w.walks) == (11, 3)
+
+
+@pytest.mark.usefixtures("_unfrozen")
+def test_a_settle_forgets_the_last_walk_so_the_heap_it_leaves_is_walked_afresh() -> None:
+    gc.enable()
+    w = _Walks()
+    w.blocks = SETTLE_MIN_BLOCKS
+    w.measure()
+    assert settle_if_grown(busy=False, clock=lambda: 1e9, heap_blocks=w.measure)
+    assert w.walks == 2, "the check used the last walk; after the settle, a new walk though nothing grew"
