@@ -15,13 +15,23 @@ newest ``KEEP`` reports are kept.
 
 ``cpu_busy`` is how busy the machine's cores were over the run (from ``/proc/stat``; null where it cannot be read):
 well below 1.0 with every worker busy means the tests mostly wait (timeouts, polls, process start-ups), not compute.
+
+``reference_cpu_s`` says how fast the machine was while the run went: the CPU seconds of one fixed pure-Python
+workload (:func:`reference_workload`), measured at the start and then every ``REFERENCE_EVERY_S`` until the end,
+as ``[seconds into the run, CPU seconds]``. The same suite at the same commit took from 10 to 17 minutes on this
+machine: the reference says whether the interpreter itself ran slower (it does not see what leaves a process's CPU
+time alone, such as a slow disk). It costs about a twentieth of a second each time, in the reporting process, which
+the tests leave nearly idle.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -65,6 +75,71 @@ def read_cpu_times(path: Path = PROC_STAT) -> CpuTimes | None:
         return None
 
 
+REFERENCE_EVERY_S = 30.0
+REFERENCE_ROUNDS = 200_000
+
+
+def reference_workload(rounds: int = REFERENCE_ROUNDS) -> int:
+    """A fixed mix of what the tests' Python does most (integer arithmetic, dicts, strings); its result is returned
+    so that nothing of it can be skipped."""
+    table: dict[int, str] = {}
+    acc = 0
+    for i in range(rounds):
+        acc = (acc * 31 + i) % 1_000_003
+        table[acc % 4096] = f"{i}:{acc}"
+    return acc + sum(len(v) for v in table.values())
+
+
+def reference_cpu_s(workload: Callable[[], object] = reference_workload) -> float:
+    """The CPU seconds this process spends on ``workload`` now."""
+    started = time.process_time()
+    workload()
+    return round(time.process_time() - started, 4)
+
+
+class ReferenceSampler:
+    """:func:`reference_cpu_s` at the start, then every ``every_s`` (a daemon thread) until :meth:`stop`, which
+    takes a last sample; each sample as ``[seconds since the start, CPU seconds]``."""
+
+    def __init__(
+        self,
+        every_s: float = REFERENCE_EVERY_S,
+        measure: Callable[[], float] = reference_cpu_s,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._every_s, self._measure, self._clock = every_s, measure, clock
+        self._started = clock()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.samples: list[list[float]] = []
+        self._sample()
+        self._thread = threading.Thread(target=self._run, name="durations-reference", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        cpu_s = self._measure()
+        with self._lock:
+            self.samples.append([round(self._clock() - self._started, 1), cpu_s])
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every_s):
+            self._sample()
+
+    def stop(self) -> list[list[float]]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._sample()
+        with self._lock:
+            return list(self.samples)
+
+
+def reference_summary(samples: list[list[float]]) -> str:
+    """``reference 0.104 s CPU (median of 21; 0.098-0.171)``: how fast the machine was over the run."""
+    values = [cpu_s for _at, cpu_s in samples]
+    median = statistics.median(values)
+    return f"reference {median:.3f} s CPU (median of {len(values)}; {min(values):.3f}-{max(values):.3f})"
+
+
 @dataclass
 class Timed:
     nodeid: str
@@ -94,6 +169,7 @@ class DurationsReport:
         self.started_wall = time.time()
         self.started = time.monotonic()
         self.cpu_at_start = read_cpu_times()
+        self.reference = ReferenceSampler()
         self.path: Path | None = None
 
     def pytest_runtest_logreport(self, report: Any) -> None:
@@ -107,6 +183,7 @@ class DurationsReport:
         if not self.tests:  # --collect-only, or nothing selected: nothing ran, nothing to report
             return
         start, end = self.cpu_at_start, read_cpu_times()
+        reference = self.reference.stop()
         self.path = write_report(
             self.directory,
             started_wall=self.started_wall,
@@ -115,6 +192,7 @@ class DurationsReport:
             workers=int(getattr(session.config.option, "numprocesses", 0) or 0),
             exit_status=int(exitstatus),
             cpu_busy=busy_fraction(start, end) if start is not None and end is not None else None,
+            reference_cpu_s=reference,
             tests=[t.as_json() for t in self.tests.values()],
         )
 
@@ -155,9 +233,12 @@ def render(report: dict[str, Any], top: int) -> str:
     total = sum(t["total_s"] for t in tests)
     busy = report.get("cpu_busy")  # older reports have none
     cpu = "" if busy is None else f", CPU {busy:.0%} busy"
+    samples = report.get("reference_cpu_s")  # older reports have none
+    speed = f", {reference_summary(samples)}" if samples else ""
     lines = [
         f"run of {report['started_at']}: {len(tests)} tests, {report['wall_s']:.1f} s wall clock, "
-        f"{total:.1f} s of test time, {report['workers'] or 1} worker(s){cpu}, exit status {report['exit_status']}",
+        f"{total:.1f} s of test time, {report['workers'] or 1} worker(s){cpu}{speed}, "
+        f"exit status {report['exit_status']}",
         f"{'seconds':>9}  {'worker':<6}  test",
     ]
     lines += [f"{t['total_s']:9.2f}  {t['worker']:<6}  {t['nodeid']}" for t in slowest(report, top)]

@@ -11,9 +11,12 @@ import pytest
 from tests.support.durations import (
     KEEP,
     CpuTimes,
+    ReferenceSampler,
     Timed,
     busy_fraction,
     parse_proc_stat,
+    reference_summary,
+    reference_workload,
     render,
     reports,
     slowest,
@@ -95,3 +98,22 @@ def test_busy_is_the_share_of_the_cores_time_not_idle_and_nothing_when_no_time_p
 def test_the_listing_says_how_busy_the_cpus_were_when_the_report_knows() -> None:
     report = {**_report(a=1.0), "cpu_busy": 0.671}
     assert render(report, 1).splitlines()[0].endswith("2 worker(s), CPU 67% busy, exit status 0")
+
+
+def test_the_reference_workload_is_fixed_so_references_compare_across_runs() -> None:
+    assert reference_workload(1000) == 738677  # a changed workload makes older reports' references meaningless
+    assert reference_workload() == 849698
+
+
+def test_the_reference_is_sampled_at_the_start_and_at_the_end_with_the_seconds_into_the_run() -> None:
+    ticks = iter([100.0, 100.0, 160.5])  # the start; the first sample; the last one
+    measured = iter([0.05, 0.08])
+    sampler = ReferenceSampler(every_s=3600, measure=lambda: next(measured), clock=lambda: next(ticks))
+    assert sampler.stop() == [[0.0, 0.05], [60.5, 0.08]]
+
+
+def test_the_listing_says_how_fast_the_machine_was_when_the_report_knows() -> None:
+    report = {**_report(a=1.0), "reference_cpu_s": [[0.0, 0.05], [30.0, 0.09], [61.2, 0.06]]}
+    first = render(report, 1).splitlines()[0]
+    assert "2 worker(s), reference 0.060 s CPU (median of 3; 0.050-0.090), exit status 0" in first
+    assert reference_summary([[0.0, 0.1]]) == "reference 0.100 s CPU (median of 1; 0.100-0.100)"
