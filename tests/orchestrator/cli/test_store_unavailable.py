@@ -105,7 +105,9 @@ def test_the_store_probe_says_nothing_of_a_store_that_answers(sqlite_cluster: Pa
     assert store_problem(state) is None
     with sqlite3.connect(state.metadata_store, isolation_level=None) as holder:
         holder.execute("BEGIN IMMEDIATE")
-        problem = store_problem(state, timeout_s=0.2)
+        # The probe tries the lock for half the bound and must report within the whole: 0.2 s left 0.1 s for a
+        # thread to start, connect and raise, which a full run on a busy machine once overran ("did not answer").
+        problem = store_problem(state, timeout_s=2.0)
         holder.execute("ROLLBACK")
     assert isinstance(problem, StoreUnavailable) and "is locked" in problem.message
 
