@@ -125,6 +125,10 @@ class ReferenceSampler:
         while not self._stop.wait(self._every_s):
             self._sample()
 
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
     def stop(self) -> list[list[float]]:
         self._stop.set()
         self._thread.join(timeout=10)
@@ -180,10 +184,10 @@ class DurationsReport:
         times.add(report.when, float(report.duration), report.outcome)
 
     def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
+        reference = self.reference.stop()  # whether or not there is a report: its thread ends with the session
         if not self.tests:  # --collect-only, or nothing selected: nothing ran, nothing to report
             return
         start, end = self.cpu_at_start, read_cpu_times()
-        reference = self.reference.stop()
         self.path = write_report(
             self.directory,
             started_wall=self.started_wall,

@@ -11,6 +11,7 @@ import pytest
 from tests.support.durations import (
     KEEP,
     CpuTimes,
+    DurationsReport,
     ReferenceSampler,
     Timed,
     busy_fraction,
@@ -117,3 +118,11 @@ def test_the_listing_says_how_fast_the_machine_was_when_the_report_knows() -> No
     first = render(report, 1).splitlines()[0]
     assert "2 worker(s), reference 0.060 s CPU (median of 3; 0.050-0.090), exit status 0" in first
     assert reference_summary([[0.0, 0.1]]) == "reference 0.100 s CPU (median of 1; 0.100-0.100)"
+
+
+def test_a_session_that_ran_nothing_writes_no_report_and_still_ends_the_reference_thread(tmp_path: Path) -> None:
+    plugin = DurationsReport([], directory=tmp_path)
+    assert plugin.reference.running
+    plugin.pytest_sessionfinish(session=None, exitstatus=5)  # --collect-only, or nothing selected
+    assert not plugin.reference.running
+    assert list(tmp_path.iterdir()) == []
