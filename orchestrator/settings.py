@@ -208,6 +208,9 @@ class StoreSettings:
     # The client's own bound on one store operation: a server that answers nothing this long (paused, a link that
     # drops packets) is taken for gone, and the operation fails, retriable. Above the two bounds above.
     response_timeout_ms: int = 15_000
+    # A process starting while the server cannot be reached (restarting, a link down) tries again for this long
+    # before it gives up; a refusal (a wrong password, no such database) fails at once. 0: one attempt.
+    startup_timeout_ms: int = 60_000
 
 
 @dataclass(frozen=True)

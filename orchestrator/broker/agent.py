@@ -129,7 +129,7 @@ from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage, TopicImage, same_topic_ids, topics_with_new_partitions
-from orchestrator.metadata.open import open_store, parse_store_spec, read_password
+from orchestrator.metadata.open import open_store_at_startup, parse_store_spec, read_password
 from orchestrator.metadata.records import TieredState
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
@@ -178,7 +178,7 @@ class BrokerAgent:
         storage = remote_storage(settings.s3, settings.rsm, metrics=self.metrics.remote_storage)
         self.rsm = storage.rsm
         self._open_store = functools.partial(
-            open_store,
+            open_store_at_startup,
             settings.metadata_store,
             settings=settings.store,
             password=read_password(settings.store, environ),

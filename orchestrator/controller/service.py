@@ -53,7 +53,7 @@ from orchestrator.collector import run_as_burst
 from orchestrator.errors import TieredError
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
-from orchestrator.metadata.open import open_store, parse_store_spec, read_password
+from orchestrator.metadata.open import open_store_at_startup, parse_store_spec, read_password
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metrics import ControllerMetrics, ControllerView, MetricsEndpoint
 from orchestrator.net.admin import AdminClient
@@ -82,7 +82,7 @@ class ControllerService:
         self.settings = settings
         password = read_password(settings.store, environ)
         open_ = functools.partial(
-            open_store,
+            open_store_at_startup,
             settings.metadata_store,
             settings=settings.store,
             password=password,

@@ -174,10 +174,43 @@ def open_store(
     )
 
 
+def open_store_at_startup(
+    spec: str | Path,
+    *,
+    settings: StoreSettings | None = None,
+    password: str | None = None,
+    recover_on_open: bool = True,
+    application_name: str = "tieredctl",
+) -> MetadataStore:
+    """:func:`open_store` for a process starting up: a PostgreSQL server that cannot be reached yet is waited for,
+    at most ``[store] startup_timeout_ms`` (:mod:`orchestrator.metadata.postgres.startup`); SQLite opens at once."""
+    parsed = parse_store_spec(spec)
+
+    def open_() -> MetadataStore:
+        return open_store(
+            spec,
+            settings=settings,
+            password=password,
+            recover_on_open=recover_on_open,
+            application_name=application_name,
+        )
+
+    if not parsed.is_postgresql:
+        return open_()
+    from orchestrator.metadata.postgres.startup import open_when_reachable
+
+    timeout_ms = (settings or StoreSettings()).startup_timeout_ms
+    if timeout_ms < 0:
+        raise SettingsError(f"[store] startup_timeout_ms must be 0 or more, got {timeout_ms}")
+    timeout_s = timeout_ms / 1000
+    return open_when_reachable(open_, timeout_s=timeout_s, location=parsed.location)
+
+
 __all__ = [
     "PASSWORD_ENV",
     "StoreSpec",
     "open_store",
+    "open_store_at_startup",
     "parse_store_spec",
     "read_password",
     "session_timeouts",
