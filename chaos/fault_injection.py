@@ -5,7 +5,8 @@ run reaches the operation its ``restart_after`` names), a SIGSTOP (continued by 
 crash point (every process of the role restarted armed with it), an S3 fault rule on the proxy or a mode on a link
 (each lifted by a timer), a broker's data directory made read-only (:mod:`chaos.disk`, made writable again by a
 timer), or, when the store is the run's PostgreSQL server (:mod:`chaos.store_server`), that server paused or
-stopped (continued or started again by a timer). :meth:`FaultInjector.revive`, called around every
+stopped (continued or started again by a timer) or one process's link to it faulted (:mod:`chaos.store_links`,
+passed again by a timer). :meth:`FaultInjector.revive`, called around every
 operation and while healing, restarts what died at a crash point or is due back, and reports one dead for no reason
 the run knows as an *unexpected exit* (a violation). :meth:`FaultInjector.lift_all` and
 :meth:`FaultInjector.disarm` are healing's part.
@@ -134,6 +135,13 @@ class FaultInjector:
             link = self._link(f.args)
             link.set_mode(f.args["mode"], delay_s=f.args.get("delay_s", 0.0))
             self._later(f.args["duration_s"], lambda: link.set_mode("pass"))
+        elif f.kind == "postgres_link":
+            store_links = self.rig.store_links
+            assert store_links is not None, "store link faults are drawn only when the run controls the server"
+            ident = self.rig.controller_id(f.target) if f.role == "controller" else f.target
+            store_link = store_links.links[(f.role, ident)]
+            store_link.set_mode(f.args["mode"], delay_s=f.args.get("delay_s", 0.0))
+            self._later(f.args["duration_s"], lambda: store_link.set_mode("pass"))
         elif f.kind in STORE_FAULT_KINDS:
             self._store_fault(f)
         elif f.kind == "disk_readonly":
@@ -266,7 +274,8 @@ class FaultInjector:
             self._s3_rules.clear()
             proxy.clear()
             paused, self._paused = set(self._paused), set()
-        for link in links.all():
+        store_links = self.rig.store_links.all() if self.rig.store_links is not None else []
+        for link in [*links.all(), *store_links]:
             link.set_mode("pass")
         for key in paused:
             p = self.rig.process(*key)

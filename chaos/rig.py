@@ -4,7 +4,8 @@ A :class:`Rig` is, all on 127.0.0.1: the embedded S3 (moto's server) behind an :
 the controllers and brokers of :mod:`orchestrator.local.cluster` (with this suite's fast timings), sentinel objects in
 the bucket outside every topic's prefix, and a :class:`~chaos.link_proxy.LinkProxy` on every link between a broker and
 a controller; when the store is the run's own PostgreSQL server, that server's control (:mod:`chaos.store_server`),
-for the faults it suffers. It also opens a :class:`~orchestrator.client.TieredClient` per call (:meth:`Rig.call`) and
+for the faults it suffers, and a link proxy between each process and that server (:mod:`chaos.store_links`). It
+also opens a :class:`~orchestrator.client.TieredClient` per call (:meth:`Rig.call`) and
 finds a process of the cluster by role and id.
 
 Invariants: :meth:`Rig.close` stops every process the rig started, by pid, whatever part of the start-up was reached
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 from chaos.links import Links, insert_link_proxies
 from chaos.s3_proxy import S3FaultProxy
 from chaos.scenario import Scenario
+from chaos.store_links import StoreLinks, insert_store_proxies
 from chaos.store_server import ChaosPostgres
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
@@ -98,6 +100,7 @@ class Rig:
         self.s3: ProcessInfo | None = None
         self.proxy: S3FaultProxy | None = None
         self.links: Links | None = None
+        self.store_links: StoreLinks | None = None  # each process's link to the run's PostgreSQL server
         self.bootstrap = ""
         self.sentinels = frozenset(s.format(prefix=PREFIX) for s in SENTINELS)
 
@@ -143,6 +146,10 @@ class Rig:
             self.direct_s3.put_object(Bucket=BUCKET, Key=key, Body=b"not a topic's: never touched")
 
     def insert_links(self) -> None:
+        """The link proxies between brokers and controllers and, when the run controls the store's server, between
+        every process and the store (:mod:`chaos.store_links`), for the faults drawn on them."""
+        if self.postgres is not None:
+            self.store_links = insert_store_proxies(self.cluster_dir)
         self.links = insert_link_proxies(self.cluster_dir)
 
     def close(self) -> None:
@@ -157,6 +164,8 @@ class Rig:
                 lc.down(self.cluster_dir, purge=False, timeout_s=10)
         if self.links is not None:
             self.links.close()
+        if self.store_links is not None:
+            self.store_links.close()
         if self.proxy is not None:
             self.proxy.close()
         if self.s3 is not None:

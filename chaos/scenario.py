@@ -27,6 +27,10 @@ seconds where that applies:
   half well beyond it, so the active controller loses its lease while the store cannot be reached;
 * ``postgres_restart`` (likewise): the server stopped (fast shutdown) and started again on the same data directory
   and port ``down_s`` seconds later;
+* ``postgres_link`` (likewise): one process's link to the store (:mod:`chaos.store_links`; a controller, -1 the
+  active one, or a broker) dropped, delayed, reset or cut one way for ``duration_s``, half the draws within the
+  lease and half well beyond it: an active controller cut off from the store while the other controllers reach it
+  must step down, and the one that takes over must not be undone by it;
 * ``disk_readonly`` (only when asked, ``disk_faults``): a broker's data directory made read-only in place for
   ``duration_s`` (:mod:`chaos.disk`); a broker that writes to it meanwhile halts, as Kafka's does when its only log
   directory fails, and is started again once the disk is back.
@@ -61,7 +65,7 @@ _OPS = (
 _FAULTS = (("kill", 4), ("pause", 2), ("crash_point", 5), ("s3", 4), ("link", 3))
 FAULT_KINDS = tuple(kind for kind, _ in _FAULTS)
 # Drawn only when the store is PostgreSQL: appended, so a seed on SQLite draws exactly what it drew before.
-_STORE_FAULTS = (("postgres_pause", 2), ("postgres_restart", 2))
+_STORE_FAULTS = (("postgres_pause", 2), ("postgres_restart", 2), ("postgres_link", 2))
 STORE_FAULT_KINDS = tuple(kind for kind, _ in _STORE_FAULTS)
 # Drawn only when asked (a run as root): appended after the store's, so other runs draw exactly what they drew.
 _DISK_FAULTS = (("disk_readonly", 4),)
@@ -204,6 +208,15 @@ def _fault(
         return Fault(at, kind, args={"duration_s": round(rng.uniform(low, high), 2)})
     if kind == "postgres_restart":
         return Fault(at, kind, args={"down_s": round(rng.uniform(0.2, 4.0), 2)})
+    if kind == "postgres_link":
+        role = rng.choice(("controller", "broker"))
+        target = rng.choice((-1, *range(controllers))) if role == "controller" else rng.randint(1, brokers)
+        under_lease = rng.random() < 0.5
+        low, high = (0.3, LEASE_S * 0.8) if under_lease else (LEASE_S * 1.5, LEASE_S * 4)
+        store_args: dict[str, Any] = {"mode": rng.choice(LINK_MODES), "duration_s": round(rng.uniform(low, high), 2)}
+        if store_args["mode"] == "delay":
+            store_args["delay_s"] = round(rng.uniform(0.05, 0.5), 2)
+        return Fault(at, kind, role, target, store_args)
     if kind in ("kill", "pause"):
         role = rng.choice(("controller", "broker"))
         target = rng.choice((-1, *range(controllers))) if role == "controller" else rng.randint(1, brokers)

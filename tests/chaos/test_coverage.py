@@ -25,7 +25,9 @@ def test_counts_add_up_per_configuration_with_one_column_each() -> None:
     coverage = Coverage()
     coverage.add(SQLITE, Counter(kill=2, **{"s3 slowdown served": 5}), ["controller.mid_snapshot"])
     coverage.add(SQLITE, Counter(kill=1), [])
-    coverage.add(POSTGRES_SECURE, Counter(postgres_pause=2, postgres_restart=1), ["controller.mid_snapshot"] * 2)
+    coverage.add(
+        POSTGRES_SECURE, Counter(postgres_pause=2, postgres_restart=1, postgres_link=3), ["controller.mid_snapshot"] * 2
+    )
     header, rows = rows_of(coverage)
     assert header == ["fault", "postgresql secure RF 1 (1 seeds)", "sqlite plain RF 1 (2 seeds)"]
     assert rows["kill"] == ["0", "3"]
@@ -33,6 +35,7 @@ def test_counts_add_up_per_configuration_with_one_column_each() -> None:
     assert rows["postgres_pause"] == ["2", NOT_APPLICABLE]
     assert rows["postgres_restart"] == ["1", NOT_APPLICABLE]
     assert rows["postgres_restart skipped"] == ["0", NOT_APPLICABLE]
+    assert rows["postgres_link"] == ["3", NOT_APPLICABLE] and "postgres_link skipped" not in rows
     assert rows["crash point controller.mid_snapshot"] == ["2", "1"]
     assert rows["crash point broker.before_disable_ack"] == ["0", "0"]
 

@@ -1,6 +1,7 @@
 """The fault schedule drawn from a seed: the PostgreSQL server's faults are drawn only for a run that controls the
-server, they cover pauses both under and beyond the controllers' lease, and adding them left every SQLite seed's
-scenario as it was (a regression seed replays only the schedule it was found with)."""
+server, they cover pauses (and cuts of one process's link to it) both under and beyond the controllers' lease, and
+adding them left every SQLite seed's scenario as it was (a regression seed replays only the schedule it was found
+with)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaos.rig import CONTROLLER_SETTINGS, FAST_BROKER, REPLICA_LAG_MS, Rig
-from chaos.scenario import DISK_FAULT_KINDS, LEASE_S, STORE_FAULT_KINDS, generate
+from chaos.scenario import DISK_FAULT_KINDS, LEASE_S, LINK_MODES, STORE_FAULT_KINDS, generate
 from orchestrator import crash_points
 
 pytestmark = pytest.mark.unit
@@ -59,7 +60,25 @@ def test_a_run_on_its_own_postgresql_server_draws_its_pauses_and_restarts() -> N
     assert any(d < LEASE_S for d in pauses) and any(d > LEASE_S for d in pauses), "pauses under and beyond the lease"
     assert all(0.3 <= d <= LEASE_S * 5 for d in pauses)
     assert all(0.2 <= d <= 4.0 for d in restarts)
-    assert all(f.role == "" and f.target == -1 for f in faults if f.kind in STORE_FAULT_KINDS)
+    server_faults = ("postgres_pause", "postgres_restart")
+    assert all(f.role == "" and f.target == -1 for f in faults if f.kind in server_faults)
+
+
+def test_a_run_on_its_own_postgresql_server_draws_cuts_of_one_process_link_to_it_within_and_beyond_the_lease() -> None:
+    scenarios = [generate(seed, crash_points=POINTS, store_faults=True) for seed in SEEDS]
+    drawn = [(s, f) for s in scenarios for f in s.faults if f.kind == "postgres_link"]
+    assert len(drawn) > 20
+    for s, f in drawn:
+        if f.role == "controller":
+            assert -1 <= f.target < s.controllers, f
+        else:
+            assert f.role == "broker" and 1 <= f.target <= s.brokers, f
+        assert f.args["mode"] in LINK_MODES and 0.3 <= f.args["duration_s"] <= LEASE_S * 4, f
+        assert ("delay_s" in f.args) == (f.args["mode"] == "delay"), f
+    durations = [f.args["duration_s"] for _, f in drawn]
+    assert min(durations) < LEASE_S < max(durations), "links cut within the lease and beyond it"
+    cut = {(f.role, f.target == -1) for _, f in drawn if f.args["mode"] in ("drop", "drop_in", "drop_out")}
+    assert {("controller", True), ("broker", False)} <= cut, "the active controller's link and a broker's are cut"
 
 
 def test_the_store_faults_are_drawn_from_the_seed_alone() -> None:

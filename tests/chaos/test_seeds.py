@@ -41,9 +41,10 @@ FIXED_SEEDS = (1, 2, 3)  # run small: 12 operations, 2 brokers, a fault before h
 #       out, so a seed cannot replay it: test_cluster_restart.py takes the port on purpose instead.
 REGRESSION_SEEDS: tuple[tuple[int, int, int], ...] = ((104, 20, 3),)
 RUNS = [(seed, OPERATIONS, 2, 0.5) for seed in FIXED_SEEDS] + [(s, ops, b, 0.35) for s, ops, b in REGRESSION_SEEDS]
-# At RUNS' small size with the PostgreSQL server's own faults drawn: a pause of 6.5 s (beyond the 1.5 s lease) while
-# a produce is under way, a controller crash point, then the server stopped and started again during two disables.
-STORE_FAULT_RUN = (42, OPERATIONS, 2, 0.5)
+# At RUNS' small size with the PostgreSQL server's own faults drawn: a pause of 5.4 s (beyond the 1.5 s lease), broker
+# 1's link to the store dropped for 0.5 s, a short pause, the active controller's answers from the store dropped for
+# 4.3 s (it must step down while the other takes over), a controller crash point, then a restart of the server.
+STORE_FAULT_RUN = (458, OPERATIONS, 2, 0.5)
 # Replication factor 3 at RUNS' size on 3 brokers (every broker a replica of every partition): seed 323 creates
 # chaos-2 with 3 partitions (so each broker leads one) and chaos-0 with 2, kills broker 3 (a second kill, drawn
 # while it is still down, finds nothing to kill) for two operations, then pauses it for 1.44 s, with acks=all
@@ -106,7 +107,8 @@ def test_a_seeded_run_whose_postgresql_server_is_paused_and_restarted_keeps_ever
     postgres_server: PostgresServer,
 ) -> None:
     """The run pauses the suite's PostgreSQL server (every process of it SIGSTOPped, longer than the controllers'
-    lease) and stops and starts it again on the same port, on a database of the seed's own; it is left running."""
+    lease), cuts single processes' links to it (the active controller's longer than the lease), and stops and starts
+    it again on the same port, on a database of the seed's own; it is left running."""
     seed, operations, brokers, fault_rate = STORE_FAULT_RUN
     points = sorted(set(crash_points.POINTS) - crash_points.STOP_ONLY)
     drawn = generate(
@@ -114,12 +116,15 @@ def test_a_seeded_run_whose_postgresql_server_is_paused_and_restarted_keeps_ever
     ).faults
     pauses = [f.args["duration_s"] for f in drawn if f.kind == "postgres_pause"]
     restarts = [f for f in drawn if f.kind == "postgres_restart"]
+    links = [f for f in drawn if f.kind == "postgres_link"]
     assert pauses and max(pauses) > LEASE_S and restarts, "the seed no longer draws a long pause and a restart"
+    assert any(f.role == "controller" and f.args["duration_s"] > LEASE_S for f in links), "nor a long link cut"
     store = ChaosPostgres(postgres_server)
     result = run_seed(seed, operations=operations, brokers=brokers, fault_rate=fault_rate, postgres=store)
     assert not result.violations, violation_report(result)
     assert result.faults["postgres_pause"] == len(pauses), "every pause drawn was injected (none skipped)"
     assert result.faults["postgres_restart"] == len(restarts), "every restart drawn was injected (none skipped)"
+    assert result.faults["postgres_link"] == len(links), "every link fault drawn was injected"
     assert store.state == UP and store.answers()
 
 
