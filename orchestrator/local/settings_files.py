@@ -1,13 +1,14 @@
 """The settings files (TOML) the local cluster writes for its controllers and brokers, and reads back.
 
 A settings file is a table of tables (``{"broker": {"broker_id": 1, ...}, "s3": {...}}``). The cluster writes only
-what :func:`write_toml` can spell (booleans, integers, strings, lists of them); a ``None`` value is left out, so the
-process takes its own default. Files are 0600 in 0700 directories: they may name a password file.
+what :func:`write_toml` can spell (booleans, integers, finite floats, strings, lists of them); a ``None`` value is
+left out, so the process takes its own default. Files are 0600 in 0700 directories: they may name a password file.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,6 +48,10 @@ def _toml_value(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"a setting cannot be {v!r}: give a finite number")
+        return repr(v)  # a TOML float: 2.0, 0.25, 1e-05
     if isinstance(v, list | tuple):
         return "[" + ", ".join(_toml_value(item) for item in v) + "]"
     return json.dumps(str(v))
