@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from chaos.links import Links, insert_link_proxies
 from chaos.s3_proxy import S3FaultProxy
-from chaos.scenario import Scenario
+from chaos.scenario import S3_READ_TIMEOUT_S, Scenario
 from chaos.store_links import StoreLinks, insert_store_proxies
 from chaos.store_server import ChaosPostgres
 from orchestrator.client import TieredClient
@@ -130,11 +130,13 @@ class Rig:
         self.client_security = lc.operator_security(state)
         self.bootstrap = state.bootstrap_server
 
-    def broker_settings(self) -> dict[str, dict[str, int]]:
-        """The brokers' overrides: the fast timings, and with replicas a short :data:`REPLICA_LAG_MS`."""
-        if self.scenario.replication_factor == 1:
-            return FAST_BROKER
-        return {"broker": {**FAST_BROKER["broker"], "replica_lag_time_max_ms": REPLICA_LAG_MS}}
+    def broker_settings(self) -> dict[str, dict[str, Any]]:
+        """The brokers' overrides: the fast timings, an S3 read timeout that a ``hang`` fault outlasts
+        (:data:`~chaos.scenario.S3_READ_TIMEOUT_S`), and with replicas a short :data:`REPLICA_LAG_MS`."""
+        broker = dict(FAST_BROKER["broker"])
+        if self.scenario.replication_factor > 1:
+            broker["replica_lag_time_max_ms"] = REPLICA_LAG_MS
+        return {"broker": broker, "s3": {"read_timeout_s": S3_READ_TIMEOUT_S}}
 
     @property
     def store_spec(self) -> str:

@@ -8,7 +8,10 @@ of its fault rules (:class:`S3Fault`) that matches and whose dice hit:
 * ``slowdown``: 503 with S3's ``SlowDown`` error body and an ``x-amz-request-id``, not forwarded;
 * ``internal``: 500 ``InternalError``, not forwarded;
 * ``reset``: the client's connection closed with an RST (SO_LINGER 0), not forwarded;
-* ``slow``: forwarded ``delay_s`` late.
+* ``slow``: forwarded ``delay_s`` late;
+* ``hang``: the same, with a ``delay_s`` longer than the client waits for an answer (a stalled S3): the client times
+  out and tries again while the request is still held, and the held request reaches the target late all the same,
+  as one stuck in a real S3's front end may (a write that lands after its writer gave up on it).
 
 A faulted request is always read whole first, so the connection stays in step (a ``reset`` then hits a client
 waiting for its answer). The rules are swapped whole (:meth:`S3FaultProxy.set_faults`), never edited, so a request
@@ -48,7 +51,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from chaos.threads import ThreadSet
 from orchestrator.clock import wall_ms
 
-FaultKind = Literal["slowdown", "internal", "reset", "slow"]
+FaultKind = Literal["slowdown", "internal", "reset", "slow", "hang"]
 FAULT_KINDS: Final[frozenset[str]] = frozenset(get_args(FaultKind))
 MUTATING: Final[frozenset[str]] = frozenset(
     {
@@ -95,7 +98,7 @@ class S3Fault:
     operation: str | None = None
     key_pattern: str | None = None
     probability: float = 1.0
-    delay_s: float = 0.0  # for "slow"
+    delay_s: float = 0.0  # for "slow" and "hang"
     limit: int | None = None
 
     def __post_init__(self) -> None:
@@ -257,7 +260,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind in _ERRORS:
             self._send_error_xml(*_ERRORS[fault.kind])
             return
-        if fault is not None and fault.kind == "slow" and proxy._closing.wait(fault.delay_s):
+        if fault is not None and fault.kind in ("slow", "hang") and proxy._closing.wait(fault.delay_s):
             self._reset()
             return
         status, reason, resp_headers, resp_body = proxy._forward(self.command, self.path, self.headers.items(), body)

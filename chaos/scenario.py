@@ -20,7 +20,8 @@ seconds where that applies:
   (:mod:`orchestrator.crash_points`); the one that reaches it dies there and is restarted unarmed as soon as the run
   sees it dead. The next operations are the ones that reach that moment (a disable, a delete, a produce and a pause
   for tiering: ``_TRIGGERS``);
-* ``s3``: S3 faults (SlowDown, InternalError, reset, slow) on one operation family or all, for ``duration_s``;
+* ``s3``: S3 faults (SlowDown, InternalError, reset, slow, and hang: held past the brokers' S3 read timeout,
+  :data:`S3_READ_TIMEOUT_S`, then forwarded all the same) on one operation family or all, for ``duration_s``;
 * ``link``: a link between brokers and controllers dropped, delayed, reset or cut one way, for ``duration_s``;
 * ``postgres_pause`` (only when the store is PostgreSQL, ``store_faults``): every process of the PostgreSQL server
   SIGSTOPped, then SIGCONTed after ``duration_s``: half the draws under the controllers' lease (:data:`LEASE_S`),
@@ -71,7 +72,9 @@ STORE_FAULT_KINDS = tuple(kind for kind, _ in _STORE_FAULTS)
 _DISK_FAULTS = (("disk_readonly", 4),)
 DISK_FAULT_KINDS = tuple(kind for kind, _ in _DISK_FAULTS)
 LEASE_S = 1.5  # the controllers' lease in a chaos run (chaos.rig's lease_ttl_ms): long store pauses outlast it
-S3_FAULT_KINDS = ("slowdown", "internal", "reset", "slow")
+S3_FAULT_KINDS = ("slowdown", "internal", "reset", "slow", "hang")
+# The brokers' S3 read timeout in a chaos run (chaos.rig's [s3] read_timeout_s): a "hang" holds a request longer.
+S3_READ_TIMEOUT_S = 2.0
 S3_OPERATIONS = (None, "PutObject", "DeleteObjects", "GetObject", "ListObjectsV2")
 LINK_MODES = ("drop", "drop_in", "drop_out", "delay", "reset")
 REPLICATED_MIN_INSYNC, MIN_INSYNC_REPLICAS = 3, 2  # from replication factor 3, topics require 2 in-sync replicas
@@ -237,6 +240,8 @@ def _fault(
         }
         if args["fault"] == "slow":
             args["delay_s"] = round(rng.uniform(0.1, 0.8), 2)
+        elif args["fault"] == "hang":  # held past the client's timeout: it gives up and retries, the request lands late
+            args["delay_s"] = round(rng.uniform(S3_READ_TIMEOUT_S * 1.25, S3_READ_TIMEOUT_S * 3), 2)
         return Fault(at, kind, args=args)
     mode = rng.choice(LINK_MODES)
     link = rng.choice(("to_broker", "to_controller"))

@@ -21,6 +21,7 @@ from botocore.config import Config
 
 from chaos.s3_proxy import Mutation, S3Fault, S3FaultProxy, classify, deleted_keys
 from remote_storage.s3 import make_s3_client
+from tests.support.live_cluster import wait_until
 
 integration = pytest.mark.integration
 pytestmark = [pytest.mark.timeout(60)]
@@ -359,3 +360,15 @@ def test_close_ends_every_thread_even_with_idle_keep_alive_connections(moto_endp
     with socket.create_connection(("127.0.0.1", p.port), timeout=5):  # and one that never sends a byte
         p.close()
     assert p.live_threads() == 0
+
+
+@integration
+def test_a_hang_outlasts_the_clients_read_timeout_and_the_held_write_still_lands_late(proxy, s3_client, bucket):
+    impatient = make_s3_client(endpoint_url=proxy.url, read_timeout=0.3)
+    proxy.set_faults([S3Fault("hang", operation="PutObject", delay_s=1.5, limit=1)])
+    with pytest.raises(botocore.exceptions.ReadTimeoutError):
+        impatient.put_object(Bucket=bucket, Key="late", Body=b"v")
+    assert proxy.faults_served == {"hang": 1}
+    # the client gave up; the request it left behind is forwarded once its hold ends, and the proxy logs it
+    wait_until("the held write to land", lambda: ("PutObject", "late", 200) in mutations(proxy), timeout_s=10)
+    assert s3_client.get_object(Bucket=bucket, Key="late")["Body"].read() == b"v"

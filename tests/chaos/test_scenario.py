@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaos.rig import CONTROLLER_SETTINGS, FAST_BROKER, REPLICA_LAG_MS, Rig
-from chaos.scenario import DISK_FAULT_KINDS, LEASE_S, LINK_MODES, STORE_FAULT_KINDS, generate
+from chaos.scenario import DISK_FAULT_KINDS, LEASE_S, LINK_MODES, S3_READ_TIMEOUT_S, STORE_FAULT_KINDS, generate
 from orchestrator import crash_points
 
 pytestmark = pytest.mark.unit
@@ -111,6 +111,20 @@ def test_topics_require_two_in_sync_replicas_from_factor_3_only() -> None:
 
 
 def test_brokers_drop_a_lagging_follower_within_the_runs_pauses_only_with_replicas(tmp_path: Path) -> None:
-    assert Rig(tmp_path, generate(1, brokers=3)).broker_settings() == FAST_BROKER, "RF 1 runs as it always ran"
+    single = Rig(tmp_path, generate(1, brokers=3)).broker_settings()
+    assert single["broker"] == FAST_BROKER["broker"], "RF 1 runs as it always ran"
     replicated = Rig(tmp_path, generate(1, brokers=3, replication_factor=3)).broker_settings()
     assert replicated["broker"] == {**FAST_BROKER["broker"], "replica_lag_time_max_ms": REPLICA_LAG_MS}
+
+
+def test_an_s3_hang_holds_requests_past_the_read_timeout_the_runs_brokers_are_given(tmp_path: Path) -> None:
+    settings = Rig(tmp_path, generate(1, brokers=3)).broker_settings()
+    assert settings["s3"] == {"read_timeout_s": S3_READ_TIMEOUT_S}
+    hangs = [
+        f
+        for seed in SEEDS
+        for f in generate(seed, crash_points=POINTS).faults
+        if f.kind == "s3" and f.args["fault"] == "hang"
+    ]
+    assert len(hangs) > 10
+    assert all(S3_READ_TIMEOUT_S < f.args["delay_s"] <= S3_READ_TIMEOUT_S * 3 for f in hangs)
