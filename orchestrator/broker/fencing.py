@@ -27,7 +27,14 @@ class ControllerEpochFence:
         return self._highest
 
     def admit(self, controller_epoch: int) -> None:
-        """Raise :class:`StaleControllerEpoch` for a deposed controller's request; else remember its epoch."""
+        """Raise :class:`StaleControllerEpoch` for a deposed controller's request; else remember its epoch. An epoch
+        below one already seen is refused without reading the store, so it is refused as stale while the store
+        cannot be reached too (the lease read would fail with a retriable KafkaStorageError)."""
+        with self._lock:
+            if controller_epoch < self._highest:
+                raise StaleControllerEpoch(
+                    f"request from controller epoch {controller_epoch}; current is {self._highest}"
+                )
         lease = self._store.current_lease()
         with self._lock:
             floor = max(self._highest, lease.controller_epoch if lease else -1)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from orchestrator.broker.fencing import ControllerEpochFence
-from orchestrator.errors import StaleControllerEpoch
+from orchestrator.errors import KafkaStorageError, StaleControllerEpoch
 from orchestrator.metadata.memory_store import InMemoryMetadataStore
 
 pytestmark = pytest.mark.unit
@@ -34,3 +34,24 @@ def test_the_lease_epoch_is_a_floor_before_any_request():
         fence.admit(lease.controller_epoch - 1)
     fence.admit(lease.controller_epoch)
     assert fence.highest == lease.controller_epoch
+
+
+class SwitchableStore(InMemoryMetadataStore):
+    reachable = True
+
+    def current_lease(self):  # type: ignore[no-untyped-def]
+        if not self.reachable:
+            raise KafkaStorageError("the store cannot be reached")
+        return super().current_lease()
+
+
+def test_an_epoch_below_one_seen_is_refused_as_stale_without_the_store_and_a_newer_one_waits_for_it():
+    store = SwitchableStore()
+    fence = ControllerEpochFence(store)
+    fence.admit(5)
+    store.reachable = False
+    with pytest.raises(StaleControllerEpoch, match="epoch 4; current is 5"):
+        fence.admit(4)
+    with pytest.raises(KafkaStorageError):  # it may be current: only the lease can tell, so it is not admitted
+        fence.admit(5)
+    assert fence.highest == 5
