@@ -16,7 +16,9 @@ What is checked (the number is the invariant of ARCHITECTURE §4 it shows; "prom
    of a topic id is deleted unless the id had a delete policy or was deleted (retention never expires in a run);
 5. every object written or deleted is under ``<prefix><topic>-<topicId>/`` of a topic the log created, and the
    sentinel objects placed outside every topic's prefix are still there, untouched;
-6. the controller epoch of the log's records never goes down along the offsets;
+6. the controller epoch of the log's records never goes down along the offsets; and every broker that answered
+   the run's own DisableRemoteTopic as a deposed controller (:mod:`chaos.deposed`: after each failover, at the epoch
+   before) refused it whole, as STALE_CONTROLLER_EPOCH (or KAFKA_STORAGE_ERROR when it could not read the lease);
 8. promise: every acknowledged record at or above its partition's log start is read back with its value; one below
    it is gone only if its topic id had a delete-policy disable asked after it was acknowledged;
    promise: no offset is handed out twice: two different records acknowledged at the same offset of a partition (of
@@ -40,6 +42,7 @@ RETAIN, DELETE = 1, 2
 COPY_STARTED, COPY_FINISHED, DELETE_STARTED, DELETE_FINISHED = 0, 1, 2, 3
 _MUTATING_OPS = frozenset({"PutObject", "CopyObject", "CompleteMultipartUpload", "DeleteObject", "DeleteObjects"})
 _DELETES = frozenset({"DeleteObject", "DeleteObjects"})
+STALE_CONTROLLER_EPOCH, KAFKA_STORAGE_ERROR = 11, 56  # Kafka's error codes
 INCOMPLETE = "incomplete"  # the invariant name of what the run could not see, rather than what the cluster did
 
 
@@ -106,6 +109,17 @@ class ControllerEvent:
 
 
 @dataclass(frozen=True)
+class DeposedAnswer:
+    """A broker's answer to the DisableRemoteTopic the run sent as a deposed controller (:mod:`chaos.deposed`)."""
+
+    broker_id: int
+    sent_epoch: int  # the controller epoch the request carried
+    committed_epoch: int  # a higher one the metadata log had committed before it was sent
+    error_code: int | None  # None: no answer (paused, dead, cut off), judged on nothing
+    unanswered: str | None = None
+
+
+@dataclass(frozen=True)
 class Observation:
     prefix: str
     log: tuple[LogRecord, ...]
@@ -119,6 +133,7 @@ class Observation:
     delete_requests: Mapping[str, tuple[int, ...]]  # topic id -> times (ms) a delete-policy disable was asked
     controller_events: tuple[ControllerEvent, ...]
     unconverged: tuple[str, ...] = ()  # what was still unfinished when healing gave up
+    deposed: tuple[DeposedAnswer, ...] = ()  # the answers to the run's requests as a deposed controller
 
 
 @dataclass(frozen=True)
@@ -357,6 +372,23 @@ def check_controller_epochs(obs: Observation) -> list[Violation]:
     return out
 
 
+def check_deposed_refused(obs: Observation) -> list[Violation]:
+    """Invariant 6's second half, from outside: every broker that answered a request carrying a controller epoch
+    below one the log had committed refused it whole: as STALE_CONTROLLER_EPOCH, or as KAFKA_STORAGE_ERROR when it
+    had seen no newer epoch yet and could not read the lease (the store unreachable: it cannot tell, so it admits
+    nothing). Acceptance, or a refusal for any other reason, means the fence did not stop it."""
+    return [
+        Violation(
+            "6",
+            f"broker {a.broker_id} answered error code {a.error_code} (not STALE_CONTROLLER_EPOCH, "
+            f"{STALE_CONTROLLER_EPOCH}) to a DisableRemoteTopic from controller epoch {a.sent_epoch}, sent after "
+            f"epoch {a.committed_epoch} had written the metadata log",
+        )
+        for a in obs.deposed
+        if a.error_code is not None and a.error_code not in (STALE_CONTROLLER_EPOCH, KAFKA_STORAGE_ERROR)
+    ]
+
+
 def check_records(obs: Observation) -> list[Violation]:
     """Promise 8: every acknowledged record is read back where the policy keeps it."""
     out: list[Violation] = []
@@ -453,6 +485,7 @@ CHECKS = (
     check_delete_policy,
     check_prefixes,
     check_controller_epochs,
+    check_deposed_refused,
     check_records,
     check_offsets_unique,
     check_converged,

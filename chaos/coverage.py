@@ -15,6 +15,9 @@ What a cell counts:
   served nothing);
 * ``leader moved``, ``isr shrunk``, ``isr expanded``: what the faults made replication do, from the metadata log
   (:mod:`chaos.replication_events`; a leader moves only with replicas);
+* ``deposed controller refused`` / ``refused, no lease read`` / ``unanswered``: the run's DisableRemoteTopic as a
+  deposed controller (:mod:`chaos.deposed`, one per broker after each failover) refused as stale, refused because
+  the broker could not read the lease, or not answered at all;
 * ``crash point <name>``: times a process died there, with how often a crash point was armed in the
   ``crash_point`` row (an armed point whose moment never came is armed, not hit).
 
@@ -30,7 +33,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from chaos import replication_events
+from chaos import deposed, replication_events
 from chaos.scenario import DISK_FAULT_KINDS, FAULT_KINDS, S3_FAULT_KINDS, STORE_FAULT_KINDS
 
 NOT_APPLICABLE = "-"
@@ -56,7 +59,7 @@ def fault_rows() -> list[str]:
         rows += [kind] if kind == "postgres_link" else [kind, f"{kind} skipped"]
     for kind in DISK_FAULT_KINDS:
         rows += [kind, f"{kind} skipped", f"{kind} halted"]
-    return [*rows, *replication_events.ROWS]
+    return [*rows, *replication_events.ROWS, *deposed.ROWS]
 
 
 def _applies(row: str, config: Config) -> bool:

@@ -188,6 +188,11 @@ class FaultInjector:
             self.injected[f"{f.kind} skipped"] += 1
             self.history.record("fault_skipped", kind=f.kind, why=str(exc))
 
+    def paused(self) -> set[tuple[str, int]]:
+        """The processes paused now, as (role, id)."""
+        with self._lock:
+            return set(self._paused)
+
     def decommission(self, broker: int, dead_for: int) -> None:
         """Kill a broker about to be decommissioned; it comes back ``dead_for`` operations on."""
         p = self.rig.process("broker", broker)

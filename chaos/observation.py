@@ -56,6 +56,7 @@ def observe(
     acks: Sequence[ck.Ack],
     delete_requests: Mapping[str, Sequence[int]],
     unfinished: Sequence[str],
+    deposed: Sequence[ck.DeposedAnswer] = (),
 ) -> ck.Observation:
     """The observation of a healed cluster, with what the run recorded along the way; the tail must have finished."""
     assert rig.proxy is not None
@@ -80,6 +81,7 @@ def observe(
         delete_requests={k: tuple(v) for k, v in delete_requests.items()},
         controller_events=tuple(_controller_events(rig)),
         unconverged=tuple(unfinished),
+        deposed=tuple(deposed),
     )
 
 

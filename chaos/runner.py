@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos import checker as ck
-from chaos import replication_events
+from chaos import deposed, replication_events
+from chaos.deposed import DeposedController
 from chaos.fault_injection import FaultInjector
 from chaos.history import History
 from chaos.log_tail import LogTail
@@ -94,6 +95,7 @@ class Run:
         self.injector = FaultInjector(self.rig, self.history, self.dir / "crash-points.jsonl")
         self.operations = Operations(self.rig, self.history, self.injector)
         self.tail = LogTail(self.rig.store_spec, self.history)
+        self.deposed = DeposedController(self.rig, self.history)
 
     # What the run's result and the suite's own tests read.
 
@@ -147,6 +149,7 @@ class Run:
             for f in faults_at[op.index]:
                 self.injector.inject(f)
             self.injector.revive()
+            self.deposed.maybe_probe(self.tail.records, self.injector.paused())
             self.operations.run(op)
             self.injector.revive()
 
@@ -162,6 +165,7 @@ class Run:
         unfinished = self._converge(self.heal_timeout_s)
         if self.injector.disarm():
             unfinished = self._converge(self.heal_timeout_s)
+        self.deposed.maybe_probe(self.tail.records, ())  # a failover while healing: nothing is paused any more
         self.history.record("healed", unfinished=unfinished)
         return unfinished
 
@@ -191,6 +195,7 @@ class Run:
             acks=self.operations.acks,
             delete_requests=self.operations.delete_requests,
             unfinished=unfinished,
+            deposed=self.deposed.answers,
         )
 
 
@@ -263,7 +268,7 @@ def run_seed(
             signal.signal(signal.SIGINT, previous)
     incomplete = [v for v in violations if v.invariant == ck.INCOMPLETE]
     violations = [v for v in violations if v.invariant != ck.INCOMPLETE]
-    faults = Counter(run.faults) + replication
+    faults = Counter(run.faults) + replication + deposed.count(run.deposed.answers)
     if run.proxy is not None:
         for kind, n in run.proxy.faults_served.items():
             faults[f"s3 {kind} served"] += n

@@ -156,6 +156,18 @@ def test_a_record_written_by_an_older_controller_epoch_is_invariant_6() -> None:
     assert set(invariants(dataclasses.replace(base, log=raised))) == {"6"}
 
 
+def test_a_broker_that_does_not_refuse_a_deposed_controllers_request_as_stale_is_invariant_6() -> None:
+    base = clean()
+    refused = ck.DeposedAnswer(1, 1, 2, ck.STALE_CONTROLLER_EPOCH)
+    silent = ck.DeposedAnswer(2, 1, 2, None, "RequestTimedOut: paused")
+    no_lease = ck.DeposedAnswer(3, 1, 2, ck.KAFKA_STORAGE_ERROR)  # it could not read the lease: it admitted nothing
+    assert invariants(dataclasses.replace(base, deposed=(refused, silent, no_lease))) == []
+    accepted = ck.DeposedAnswer(1, 1, 2, 0)
+    assert invariants(dataclasses.replace(base, deposed=(refused, accepted))) == ["6"]
+    [violation] = ck.check(dataclasses.replace(base, deposed=(ck.DeposedAnswer(3, 4, 5, 31),)))
+    assert "broker 3 answered error code 31" in violation.message and "controller epoch 4" in violation.message
+
+
 def test_lost_or_changed_acknowledged_records_are_promise_8() -> None:
     base = clean()
     orders, events = base.topics
