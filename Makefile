@@ -136,11 +136,17 @@ demo: venv java-check
 # server's pauses and restarts join the faults), STORE=all runs each seed on both; SECURE=1 runs on TLS, SCRAM logins
 # and ACLs; RF=3 creates the workload's topics with 3 replicas and min.insync.replicas=2 (RF=1, the default: one);
 # DISK=1 turns brokers' data directories read-only too (a bind mount, so as root), and a broker halts on its disk.
+# OPS, TOPICS, CONTROLLERS and BROKERS size each scenario (OPS=100 TOPICS=10 CONTROLLERS=3 BROKERS=4: the long ones).
 SEEDS ?= 200
 STORE ?= sqlite
 RF ?= 1
+OPS ?= 20
+TOPICS ?= 3
+CONTROLLERS ?= 2
+BROKERS ?= 3
 chaos: venv $(if $(filter postgresql all,$(STORE)),postgres)
-	$(PY) -m chaos --seeds $(SEEDS) --store $(STORE) --replication-factor $(RF) $(if $(SECURE),--secure) $(if $(DISK),--disk-faults)
+	$(PY) -m chaos --seeds $(SEEDS) --store $(STORE) --replication-factor $(RF) $(if $(SECURE),--secure) \
+	  $(if $(DISK),--disk-faults) --operations $(OPS) --topics $(TOPICS) --controllers $(CONTROLLERS) --brokers $(BROKERS)
 
 AWS_CLI_VENV := .venv-awscli
 

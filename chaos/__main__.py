@@ -12,9 +12,10 @@ STORE=postgresql``): a throwaway server (:mod:`chaos.store_server`) is started o
 end, whatever happens (Ctrl-C included), each seed gets a database of its own, and the server's pauses and restarts
 join the faults drawn; ``--store all`` runs each seed on SQLite and on PostgreSQL. ``--replication-factor 3``
 (``make chaos RF=3``) creates every topic of the workload with 3 replicas (at most ``--brokers``) and
-``min.insync.replicas=2``; the table's columns name the factor. ``--disk-faults`` (``make chaos DISK=1``, as
-root) makes brokers' data directories read-only too (:mod:`chaos.disk`). Ctrl-C stops the run after cleaning up
-the seed it was in, and prints the table of the seeds done (exit 130).
+``min.insync.replicas=2``; the table's columns name the factor. ``--disk-faults`` (``make chaos DISK=1``, as root)
+makes brokers' data directories read-only too (:mod:`chaos.disk`). ``--operations``, ``--topics``, ``--controllers``
+and ``--brokers`` size each scenario (``make chaos OPS=100 TOPICS=10 CONTROLLERS=3 BROKERS=4``). Ctrl-C stops the
+run after cleaning up the seed it was in, and prints the table of the seeds done (exit 130).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rich.table import Table
 from chaos.coverage import Config, Coverage
 from chaos.report import violation_report
 from chaos.runner import RunResult, run_seed
+from chaos.scenario import MAX_TOPICS
 from chaos.store_server import ChaosPostgres, chaos_postgres
 from orchestrator import crash_points
 from orchestrator.local.security import LocalSecurity
@@ -50,6 +52,14 @@ INTERRUPTED = "interrupted: the seed under way was stopped and removed; the tabl
 @click.option("--seed", "one", type=int, default=None, help="Run this one seed (overrides --seeds/--first).")
 @click.option("--operations", type=click.IntRange(1), default=20, show_default=True, help="Operations per scenario.")
 @click.option("--brokers", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--controllers", type=click.IntRange(1), default=2, show_default=True)
+@click.option(
+    "--topics",
+    type=click.IntRange(1, MAX_TOPICS),
+    default=3,
+    show_default=True,
+    help="How many topic names the workload draws from (chaos-0 ...).",
+)
 @click.option("--fault-rate", type=click.FloatRange(0, 1), default=0.35, show_default=True)
 @click.option("--keep", is_flag=True, help="Keep every run's directory, not only those with violations.")
 @click.option(
@@ -85,6 +95,8 @@ def main(
     one: int | None,
     operations: int,
     brokers: int,
+    controllers: int,
+    topics: int,
     fault_rate: float,
     keep: bool,
     store: str,
@@ -116,6 +128,8 @@ def main(
                     seed,
                     operations=operations,
                     brokers=brokers,
+                    controllers=controllers,
+                    topics=topics,
                     fault_rate=fault_rate,
                     keep=keep,
                     postgres=postgres if config.store == "postgresql" else None,

@@ -8,8 +8,8 @@ the controllers' ``disable.ack``/``disable.completed`` log lines, and what the r
 records, delete requests, what never converged).
 
 Invariants: nothing here changes the cluster or the bucket (reads only); a controller's log line cut short by a
-kill is skipped, not an error; only the topics the scenario names (:data:`~chaos.scenario.TOPIC_NAMES`) are read
-back.
+kill is skipped, not an error; only the topics the scenario names (:attr:`~chaos.scenario.Scenario.topic_names`)
+are read back.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any
 from chaos import checker as ck
 from chaos.history import History
 from chaos.rig import BUCKET, PREFIX, Rig
-from chaos.scenario import TOPIC_NAMES
 from orchestrator.client import TieredClient
 from orchestrator.metadata.open import open_store
 from orchestrator.metadata.records import TieredState
@@ -64,7 +63,8 @@ def observe(
         rlmm = [_rlmm(e.record) for e in store.read_remote_log_metadata()]
     pages = rig.direct_s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
     keys = frozenset(o["Key"] for page in pages for o in page.get("Contents", []))
-    topics = rig.call(_topics_at_end, timeout_s=120)
+    names = frozenset(rig.scenario.topic_names)
+    topics = rig.call(lambda c: _topics_at_end(c, names), timeout_s=120)
     mutations = tuple(ck.Mutation(m.time_ms, m.operation, m.key, m.status) for m in rig.proxy.mutations())
     listing = Counter(k.split("/", 2)[1] if k.startswith(PREFIX) else "(outside the prefix)" for k in keys)
     history.record("observed", bucket_objects=dict(listing), topics=[t.name for t in topics])
@@ -85,12 +85,12 @@ def observe(
     )
 
 
-async def _topics_at_end(c: TieredClient) -> list[ck.TopicEnd]:
+async def _topics_at_end(c: TieredClient, names: frozenset[str]) -> list[ck.TopicEnd]:
     out = []
     statuses = {s.topic: s for s in await c.tiering_status(None)}
     md = await c.metadata(None)
     for t in md["topics"]:
-        if t["name"] not in TOPIC_NAMES:
+        if t["name"] not in names:
             continue
         s = statuses.get(t["name"])
         parts = []

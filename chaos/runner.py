@@ -213,11 +213,12 @@ def run_seed(
     security: LocalSecurity = LocalSecurity(),
     replication_factor: int = 1,
     disk_faults: bool = False,
+    topics: int = 3,
 ) -> RunResult:
     """Generate the scenario of ``seed``, run it, heal, observe and check. ``tamper`` (for the suite's own tests)
     is called between healing and observing, to plant a defect the checker must find. ``replication_factor``: of
     the workload's topics (at most ``brokers``; see :func:`chaos.scenario.generate`); ``disk_faults``: brokers' data
-    directories turn read-only too (root only).
+    directories turn read-only too (root only); ``topics``: how many topic names the workload draws from.
 
     The metadata store: ``store`` (a ``postgresql://`` URL the caller made) or, with ``postgres``, a database of
     the seed's own on that server, made before the run and dropped after it (kept, and dumped into the run's
@@ -234,6 +235,7 @@ def run_seed(
         store_faults=postgres is not None,
         replication_factor=replication_factor,
         disk_faults=disk_faults,
+        topics=topics,
     )
     started = time.monotonic()
     database = postgres.create_database() if postgres is not None else None

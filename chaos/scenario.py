@@ -49,6 +49,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TOPIC_NAMES = ("chaos-0", "chaos-1", "chaos-2")
+MAX_TOPICS = 10  # chaos-0 .. chaos-9: a sentinel object sits under a chaos-10 prefix of a topic id no topic has
+
+
+def topic_names(topics: int) -> tuple[str, ...]:
+    """The names a workload of ``topics`` topics draws from (``chaos-0`` ...; :data:`TOPIC_NAMES` for 3)."""
+    if not 1 <= topics <= MAX_TOPICS:
+        raise ValueError(f"a workload has 1 to {MAX_TOPICS} topics, got {topics}")
+    return tuple(f"chaos-{i}" for i in range(topics))
+
 
 _OPS = (
     ("produce", 34),
@@ -116,6 +125,7 @@ class Scenario:
     # Of every topic the workload creates, at most ``brokers``; it draws nothing, so a seed's operations and faults
     # are the same at every factor (min.insync.replicas is MIN_INSYNC_REPLICAS from REPLICATED_MIN_INSYNC up).
     replication_factor: int = 1
+    topic_names: tuple[str, ...] = TOPIC_NAMES  # the names the workload draws from
 
     def topic_configs(self) -> dict[str, str]:
         """What the workload's topics are created with besides their tiering: acks=all is promised to survive a
@@ -142,7 +152,7 @@ def _pick(rng: random.Random, weighted: Sequence[tuple[str, int]]) -> str:
 
 def _op(rng: random.Random, index: int, names: dict[str, _Name], brokers: int) -> Op:
     kind = _pick(rng, _OPS)
-    name = rng.choice(TOPIC_NAMES)
+    name = rng.choice(list(names))
     model = names[name]
     existing = [n for n, m in names.items() if m.exists]
     if kind == "create" or (not existing and kind not in ("settle", "decommission")):
@@ -298,15 +308,17 @@ def generate(
     store_faults: bool = False,
     replication_factor: int = 1,
     disk_faults: bool = False,
+    topics: int = len(TOPIC_NAMES),
 ) -> Scenario:
     """The scenario of ``seed``: ``operations`` operations and, before each, a fault with ``fault_rate`` odds.
     ``store_faults``: the store is a PostgreSQL server the run controls, so its pauses and restarts are drawn too.
     ``replication_factor``: of the topics created, capped at ``brokers``; it changes nothing drawn. ``disk_faults``:
-    brokers' data directories turn read-only too (the run is root)."""
+    brokers' data directories turn read-only too (the run is root). ``topics``: how many names the workload draws
+    from (``chaos-0`` ...; 3 draws exactly what every seed drew before the option)."""
     if replication_factor < 1:
         raise ValueError(f"the replication factor must be at least 1, got {replication_factor}")
     rng = random.Random(seed)
-    names = {n: _Name() for n in TOPIC_NAMES}
+    names = {n: _Name() for n in topic_names(topics)}
     ops: list[Op] = []
     faults: list[Fault] = []
     broker_down_until = -1  # op index until which a killed (or decommissioned) broker stays down
@@ -341,4 +353,6 @@ def generate(
             if fault.kind == "crash_point":
                 forced = list(_TRIGGERS.get(fault.args["point"], ()))
             faults.append(fault)
-    return Scenario(seed, brokers, controllers, tuple(ops), tuple(faults), min(replication_factor, brokers))
+    return Scenario(
+        seed, brokers, controllers, tuple(ops), tuple(faults), min(replication_factor, brokers), tuple(names)
+    )

@@ -128,3 +128,15 @@ def test_an_s3_hang_holds_requests_past_the_read_timeout_the_runs_brokers_are_gi
     ]
     assert len(hangs) > 10
     assert all(S3_READ_TIMEOUT_S < f.args["delay_s"] <= S3_READ_TIMEOUT_S * 3 for f in hangs)
+
+
+def test_a_long_scenario_draws_from_its_own_topic_names_and_three_are_the_names_every_seed_drew() -> None:
+    long = generate(7, operations=100, brokers=4, controllers=3, crash_points=POINTS, topics=10)
+    assert long.topic_names == tuple(f"chaos-{i}" for i in range(10))
+    used = {op.topic for op in long.ops if op.topic}
+    assert used <= set(long.topic_names) and len(used) > 3, "more names than a default run has"
+    assert all(f.target < 3 for f in long.faults if f.role == "controller")
+    assert generate(7, crash_points=POINTS, topics=3) == generate(7, crash_points=POINTS)
+    for bad in (0, 11):
+        with pytest.raises(ValueError, match="1 to 10 topics"):
+            generate(7, topics=bad)
