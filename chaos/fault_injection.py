@@ -3,8 +3,8 @@
 :meth:`FaultInjector.inject` applies one :class:`~chaos.scenario.Fault`: a SIGKILL (the process is restarted once the
 run reaches the operation its ``restart_after`` names), a SIGSTOP (continued by a timer after ``duration_s``), a
 crash point (every process of the role restarted armed with it), an S3 fault rule on the proxy or a mode on a link
-(each lifted by a timer), a broker's data directory made read-only (:mod:`chaos.disk`, made writable again by a
-timer), or, when the store is the run's PostgreSQL server (:mod:`chaos.store_server`), that server paused or
+(each lifted by a timer), a broker's data directory made read-only or full (:mod:`chaos.disk`, made whole again by
+a timer), or, when the store is the run's PostgreSQL server (:mod:`chaos.store_server`), that server paused or
 stopped (continued or started again by a timer) or one process's link to it faulted (:mod:`chaos.store_links`,
 passed again by a timer). :meth:`FaultInjector.revive`, called around every
 operation and while healing, restarts what died at a crash point or is due back, and reports one dead for no reason
@@ -21,8 +21,9 @@ Invariants:
   counted under ``<kind> skipped``, not as injected.
 * Every timer started is cancelled by :meth:`FaultInjector.cancel_timers` (healing and the run's close call it); a
   pause lifted by healing is not lifted again by its timer.
-* A broker whose disk is read-only is not restarted until the disk is back; one that died meanwhile and logged
-  ``log_dir.failed`` halted as it must (counted as ``disk_readonly halted``), not an unexpected exit. Every mount is
+* A broker whose disk is read-only or full is not restarted until the disk is back; one that died meanwhile and
+  logged ``log_dir.failed`` halted as it must (counted as ``disk_readonly halted`` or ``disk_full halted``), not an
+  unexpected exit. Every mount is
   released by healing and by :meth:`FaultInjector.release_disks` (the run's close), whatever happened.
 """
 
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos import checker as ck
-from chaos.disk import DiskFaultRefused, ReadOnlyMount
+from chaos.disk import Ballast, DiskFaultRefused, ReadOnlyMount
 from chaos.history import History
 from chaos.link_proxy import LinkProxy
 from chaos.rig import Rig
@@ -71,8 +72,9 @@ class FaultInjector:
         self._crash_lines_seen = 0
         self._crashed_pids: set[int] = set()
         self._slots = 0
-        self._disks: dict[tuple[str, int], ReadOnlyMount] = {}  # brokers whose data directory is read-only now
-        self._disk_pids: set[int] = set()  # processes that ran while their disk was read-only: may halt
+        # Brokers whose data directory is faulted now: (the fault's kind, what lifts it).
+        self._disks: dict[tuple[str, int], tuple[str, ReadOnlyMount | Ballast]] = {}
+        self._disk_pids: dict[int, str] = {}  # processes that ran on a faulted disk (may halt) -> the fault's kind
 
     # -- injecting ------------------------------------------------------------------------------------------------
 
@@ -144,31 +146,34 @@ class FaultInjector:
             self._later(f.args["duration_s"], lambda: store_link.set_mode("pass"))
         elif f.kind in STORE_FAULT_KINDS:
             self._store_fault(f)
-        elif f.kind == "disk_readonly":
+        elif f.kind in ("disk_readonly", "disk_full"):
             self._disk_fault(f)
 
     def _disk_fault(self, f: Fault) -> None:
         key = ("broker", f.target)
         directory = self.rig.cluster_dir / "data" / f"broker-{f.target}"
-        why = "its disk is read-only already" if key in self._disks else None
+        why = f"its disk is faulted already ({self._disks[key][0]})" if key in self._disks else None
         if why is None and not directory.is_dir():
             why = f"{directory} does not exist yet"
-        mount = None
+        sized = self.rig.sized_disks.get(f.target)
+        if why is None and f.kind == "disk_full" and sized is None:
+            why = f"broker {f.target}'s data directory is not on a disk of its own (the run did not size it)"
+        fault: ReadOnlyMount | Ballast | None = None
         if why is None:
             try:
-                mount = ReadOnlyMount(directory)
-            except DiskFaultRefused as exc:
+                fault = Ballast(sized) if f.kind == "disk_full" and sized is not None else ReadOnlyMount(directory)
+            except (DiskFaultRefused, OSError) as exc:
                 why = str(exc)
-        if mount is None:
+        if fault is None:
             self.injected[f.kind] -= 1
             self.injected[f"{f.kind} skipped"] += 1
             self.history.record("fault_skipped", kind=f.kind, why=why)
             return
         p = self.rig.process(*key)
         with self._lock:
-            self._disks[key] = mount
+            self._disks[key] = (f.kind, fault)
             if is_ours(p):
-                self._disk_pids.add(p.pid)
+                self._disk_pids[p.pid] = f.kind
         self._later(f.args["duration_s"], lambda: self._lift_disk(key))
 
     def _store_fault(self, f: Fault) -> None:
@@ -228,26 +233,29 @@ class FaultInjector:
 
     def _lift_disk(self, key: tuple[str, int]) -> None:
         with self._lock:
-            mount = self._disks.pop(key, None)
-        if mount is not None:
-            mount.release()
-            self.history.record("fault_lifted", kind="disk_readonly", role=key[0], id=key[1])
+            faulted = self._disks.pop(key, None)
+        if faulted is not None:
+            kind, fault = faulted
+            fault.release()
+            self.history.record("fault_lifted", kind=kind, role=key[0], id=key[1])
 
     def release_disks(self) -> None:
-        """Every read-only data directory made writable again (healing, and the run's close whatever happened)."""
+        """Every faulted data directory made whole again (writable, its ballast deleted): healing, and the run's
+        close whatever happened."""
         with self._lock:
             keys = list(self._disks)
         for key in keys:
             self._lift_disk(key)
 
     def _halted_on_disk(self, p: Any) -> bool:
-        """Whether ``p`` (dead) ran while its disk was read-only and halted for it, as it must; counted once."""
+        """Whether ``p`` (dead) ran while its disk was faulted and halted for it, as it must; counted once, under
+        the fault's kind."""
         if p.pid not in self._disk_pids or not p.log:
             return False
         if "log_dir.failed" not in Path(p.log).read_text(errors="replace"):
             return False
-        self._disk_pids.discard(p.pid)
-        self.injected["disk_readonly halted"] += 1
+        kind = self._disk_pids.pop(p.pid)
+        self.injected[f"{kind} halted"] += 1
         self.history.record("disk_halt", role=p.role, id=p.id, pid=p.pid)
         return True
 
@@ -310,8 +318,8 @@ class FaultInjector:
         try:
             p = lc.restart(self.rig.cluster_dir, key[0], key[1], env=env)
             self.history.record("restart", role=key[0], id=key[1], armed=armed)
-            if key in self._disks:  # started on a disk still read-only: it may halt as well
-                self._disk_pids.add(p.pid)
+            if key in self._disks:  # started on a disk still faulted: it may halt as well
+                self._disk_pids[p.pid] = self._disks[key][0]
             links = self.rig.links
             link = links.to_broker.get(key[1]) if links is not None and key[0] == "broker" else None
             if link is not None and link.target[1] != p.port:  # its old port was taken: it came back on another

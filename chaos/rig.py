@@ -24,6 +24,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from chaos.disk import SizedDisk
 from chaos.links import Links, insert_link_proxies
 from chaos.s3_proxy import S3FaultProxy
 from chaos.scenario import S3_READ_TIMEOUT_S, Scenario
@@ -70,6 +71,7 @@ CONTROLLER_SETTINGS = {
 # faults too, not only the fencing of a broker dead past its session.
 REPLICA_LAG_MS = 2000
 OP_TIMEOUT_S = 20.0
+DISK_BYTES = 64 * 1024 * 1024  # a broker's own disk in a run with disk faults: far above what a run writes
 CLIENT_TIMEOUT_S = 5.0
 SENTINELS = (
     "outside/keep.bin",
@@ -101,6 +103,7 @@ class Rig:
         self.proxy: S3FaultProxy | None = None
         self.links: Links | None = None
         self.store_links: StoreLinks | None = None  # each process's link to the run's PostgreSQL server
+        self.sized_disks: dict[int, SizedDisk] = {}  # broker id -> its data directory's own tmpfs (disk faults)
         self.bootstrap = ""
         self.sentinels = frozenset(s.format(prefix=PREFIX) for s in SENTINELS)
 
@@ -147,6 +150,16 @@ class Rig:
         for key in self.sentinels:
             self.direct_s3.put_object(Bucket=BUCKET, Key=key, Body=b"not a topic's: never touched")
 
+    def size_disks(self, size_bytes: int = DISK_BYTES) -> None:
+        """Move every broker's data directory onto a tmpfs of its own (:class:`~chaos.disk.SizedDisk`), the broker
+        stopped meanwhile and started again, so that a ``disk_full`` fault can fill it."""
+        for p in LocalClusterState.load(self.cluster_dir).processes:
+            if p.role != "broker":
+                continue
+            lc.stop_process(p, timeout_s=10)
+            self.sized_disks[p.id] = SizedDisk(self.cluster_dir / "data" / f"broker-{p.id}", size_bytes)
+            lc.restart(self.cluster_dir, "broker", p.id)
+
     def insert_links(self) -> None:
         """The link proxies between brokers and controllers and, when the run controls the store's server, between
         every process and the store (:mod:`chaos.store_links`), for the faults drawn on them."""
@@ -168,6 +181,9 @@ class Rig:
             self.links.close()
         if self.store_links is not None:
             self.store_links.close()
+        for disk in self.sized_disks.values():  # once the brokers stopped: their files go with the tmpfs
+            with contextlib.suppress(Exception):
+                disk.release()
         if self.proxy is not None:
             self.proxy.close()
         if self.s3 is not None:

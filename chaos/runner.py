@@ -125,6 +125,8 @@ class Run:
         self.rig.start_cluster()
         self.tail.start()
         self.rig.plant_sentinels()
+        if any(f.kind == "disk_full" for f in self.scenario.faults):  # a disk of its own for each broker, to fill
+            self.rig.size_disks()
         self.rig.insert_links()
         self.history.record("start", seed=self.seed, schedule=self.scenario.schedule())
 

@@ -34,7 +34,9 @@ seconds where that applies:
   must step down, and the one that takes over must not be undone by it;
 * ``disk_readonly`` (only when asked, ``disk_faults``): a broker's data directory made read-only in place for
   ``duration_s`` (:mod:`chaos.disk`); a broker that writes to it meanwhile halts, as Kafka's does when its only log
-  directory fails, and is started again once the disk is back.
+  directory fails, and is started again once the disk is back;
+* ``disk_full`` (likewise): a broker's data directory (on a tmpfs of its own in such a run) filled to the last byte
+  for ``duration_s``; a broker that writes to it meanwhile halts on ENOSPC the same way.
 
 Invariants: every operation index in ``faults`` is within the workload; a ``kill`` of the last live broker is never
 scheduled while another kill of a broker is outstanding (the cluster must be able to heal on its own once the run
@@ -78,7 +80,7 @@ FAULT_KINDS = tuple(kind for kind, _ in _FAULTS)
 _STORE_FAULTS = (("postgres_pause", 2), ("postgres_restart", 2), ("postgres_link", 2))
 STORE_FAULT_KINDS = tuple(kind for kind, _ in _STORE_FAULTS)
 # Drawn only when asked (a run as root): appended after the store's, so other runs draw exactly what they drew.
-_DISK_FAULTS = (("disk_readonly", 4),)
+_DISK_FAULTS = (("disk_readonly", 4), ("disk_full", 3))
 DISK_FAULT_KINDS = tuple(kind for kind, _ in _DISK_FAULTS)
 LEASE_S = 1.5  # the controllers' lease in a chaos run (chaos.rig's lease_ttl_ms): long store pauses outlast it
 S3_FAULT_KINDS = ("slowdown", "internal", "reset", "slow", "hang")
@@ -211,9 +213,9 @@ def _fault(
     disk_faults: bool = False,
 ) -> Fault:
     kind = _pick(rng, _FAULTS + (_STORE_FAULTS if store_faults else ()) + (_DISK_FAULTS if disk_faults else ()))
-    if kind in ("kill", "disk_readonly") and broker_down:
+    if kind in ("kill", *DISK_FAULT_KINDS) and broker_down:
         kind = "s3"
-    if kind == "disk_readonly":
+    if kind in DISK_FAULT_KINDS:
         return Fault(at, kind, "broker", rng.randint(1, brokers), {"duration_s": round(rng.uniform(0.5, 3.0), 2)})
     if kind == "postgres_pause":
         under_lease = rng.random() < 0.5
@@ -348,7 +350,7 @@ def generate(
                 continue
             if fault.kind == "kill" and fault.role == "broker":
                 broker_down_until = max(broker_down_until, i + fault.args["restart_after"])
-            if fault.kind == "disk_readonly":  # it may halt, and is started again from the next operation on
+            if fault.kind in DISK_FAULT_KINDS:  # it may halt, and is started again from the next operation on
                 broker_down_until = max(broker_down_until, i + 1)
             if fault.kind == "crash_point":
                 forced = list(_TRIGGERS.get(fault.args["point"], ()))

@@ -65,18 +65,23 @@ def test_disk_faults_are_counted_only_in_a_run_that_had_them_and_its_column_says
     coverage = Coverage()
     disk = Config("sqlite", False, 1, True)
     coverage.add(SQLITE, Counter(kill=1), [])
-    coverage.add(disk, Counter({"disk_readonly": 2, "disk_readonly skipped": 1, "disk_readonly halted": 1}), [])
+    coverage.add(
+        disk,
+        Counter({"disk_readonly": 2, "disk_readonly skipped": 1, "disk_readonly halted": 1, "disk_full": 1}),
+        [],
+    )
     header, rows = rows_of(coverage)
     assert header[1:] == ["sqlite plain RF 1 (1 seeds)", "sqlite plain RF 1 disk (1 seeds)"]
     assert rows["disk_readonly"] == ["-", "2"] and rows["disk_readonly skipped"] == ["-", "1"]
     assert rows["disk_readonly halted"] == ["-", "1"] and rows["kill"] == ["1", "0"]
+    assert rows["disk_full"] == ["-", "1"] and rows["disk_full halted"] == ["-", "0"]
 
 
 def test_a_fault_or_crash_point_this_module_does_not_know_still_gets_a_row() -> None:
     coverage = Coverage()
-    coverage.add(SQLITE, Counter(disk_full=3), ["broker.new_point"])
+    coverage.add(SQLITE, Counter(clock_jump=3), ["broker.new_point"])
     _, rows = rows_of(coverage)
-    assert rows["disk_full"] == ["3"]
+    assert rows["clock_jump"] == ["3"]
     assert rows["crash point broker.new_point"] == ["1"]
 
 

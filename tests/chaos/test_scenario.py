@@ -31,13 +31,16 @@ def test_disk_faults_are_drawn_only_when_asked_on_a_broker_for_a_few_seconds_and
         assert not {f.kind for f in generate(seed, crash_points=POINTS).faults} & set(DISK_FAULT_KINDS), seed
         scenario = generate(seed, crash_points=POINTS, disk_faults=True)
         for f in scenario.faults:
-            if f.kind == "disk_readonly":
+            if f.kind in DISK_FAULT_KINDS:
                 drawn += 1
                 assert f.role == "broker" and 1 <= f.target <= scenario.brokers
                 assert 0.5 <= f.args["duration_s"] <= 3.0
                 killed = [k for k in scenario.faults if k.kind == "kill" and k.role == "broker" and k.at < f.at]
                 assert all(k.at + k.args["restart_after"] <= f.at for k in killed), (seed, f)
     assert drawn >= len(SEEDS) // 4  # they are drawn at all
+    assert set(DISK_FAULT_KINDS) == {"disk_readonly", "disk_full"}
+    kinds = {f.kind for seed in SEEDS for f in generate(seed, crash_points=POINTS, disk_faults=True).faults}
+    assert set(DISK_FAULT_KINDS) <= kinds, "both kinds are drawn"
 
 
 def test_the_schedule_of_a_regression_seed_on_sqlite_is_the_one_it_was_found_with() -> None:

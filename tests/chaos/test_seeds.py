@@ -148,20 +148,25 @@ def test_a_seeded_run_on_a_secured_cluster_keeps_every_invariant() -> None:
             shutil.rmtree(result.directory, ignore_errors=True)
 
 
-DISK_RUN = (59, OPERATIONS, 2, 0.5)  # broker 2's disk read-only for 2.4 s before a produce, then kills and links
+# Broker 1's disk read-only for 0.7 s while a disable is asked, then full for 2.4 s before two produces to the
+# partition it leads, then broker 2 killed; with crash points, a controller pause and S3 SlowDowns before.
+DISK_RUN = (7, OPERATIONS, 2, 0.5)
 
 
-def test_a_seeded_run_whose_broker_disk_turns_read_only_keeps_every_invariant() -> None:
-    """A broker's data directory turns read-only (chaos.disk) under the workload: a broker that writes to it halts
-    (log_dir.failed), as a Kafka broker whose only log directory fails does, and is started again once the disk is
-    back; every record acknowledged before is still read back, and no offset is handed out twice."""
+def test_a_seeded_run_whose_broker_disk_turns_read_only_or_full_keeps_every_invariant() -> None:
+    """A broker's data directory turns read-only, then full (chaos.disk: a tmpfs of its own filled to the last
+    byte) under the workload: a broker that writes to it halts (log_dir.failed, on EROFS or ENOSPC), as a Kafka
+    broker whose only log directory fails does, and is started again once the disk is back; every record
+    acknowledged before is still read back, and no offset is handed out twice."""
     seed, operations, brokers, fault_rate = DISK_RUN
     result = run_seed(
         seed, operations=operations, brokers=brokers, controllers=2, fault_rate=fault_rate, disk_faults=True
     )
     assert not result.violations, violation_report(result)
-    assert result.faults["disk_readonly"] >= 1, f"no disk fault was injected: {dict(result.faults)}"
-    assert result.faults["disk_readonly halted"] >= 1, f"no broker halted on its disk: {dict(result.faults)}"
+    for kind in ("disk_readonly", "disk_full"):
+        assert result.faults[kind] >= 1, f"no {kind} fault was injected: {dict(result.faults)}"
+    halted = result.faults["disk_readonly halted"] + result.faults["disk_full halted"]
+    assert halted >= 1, f"no broker halted on its disk: {dict(result.faults)}"
 
 
 def test_a_defect_planted_in_a_live_run_is_found_and_reported() -> None:
