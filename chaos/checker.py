@@ -24,6 +24,7 @@ What is checked (the number is the invariant of ARCHITECTURE §4 it shows; "prom
    promise: no offset is handed out twice: two different records acknowledged at the same offset of a partition (of
    one topic id) is a violation, whether or not they are still there to read (a policy may have removed both); with
    replicas this is what a leader elected without a record its predecessor acknowledged would do;
+   promise: a record a client read during the run (:mod:`chaos.traffic`) is the one acknowledged at its offset;
    promise: the run converged (no topic left DISABLING, no deletion left unfinished).
 
 Invariant 7 (idempotent re-delivery) has no check of its own: retries and failovers re-deliver all the time in a
@@ -81,6 +82,17 @@ class Ack:
 
 
 @dataclass(frozen=True)
+class Read:
+    """A record a client read during the run (:mod:`chaos.traffic`), at the time the read ended."""
+
+    topic_id: str
+    partition: int
+    offset: int
+    value: bytes | None
+    time_ms: int
+
+
+@dataclass(frozen=True)
 class PartitionEnd:
     partition: int
     log_start: int
@@ -134,6 +146,7 @@ class Observation:
     controller_events: tuple[ControllerEvent, ...]
     unconverged: tuple[str, ...] = ()  # what was still unfinished when healing gave up
     deposed: tuple[DeposedAnswer, ...] = ()  # the answers to the run's requests as a deposed controller
+    reads: tuple[Read, ...] = ()  # records clients read while the faults went on
 
 
 @dataclass(frozen=True)
@@ -464,6 +477,32 @@ def _short(value: bytes | None) -> str:
     return repr(value[:32]) + ("..." if len(value) > 32 else "")
 
 
+def check_reads(obs: Observation) -> list[Violation]:
+    """Promise 8 as a reader saw it during the run: a record read at an offset is the one acknowledged there (an
+    offset handed out twice, or a read of a record that was later replaced, shows as another value)."""
+    acked: dict[tuple[str, int, int], bytes] = {}
+    for ack in obs.acks:
+        for i, value in enumerate(ack.values):
+            acked.setdefault((ack.topic_id, ack.partition, ack.first_offset + i), value)
+    out: list[Violation] = []
+    seen: set[tuple[str, int, int]] = set()
+    for r in obs.reads:
+        key = (r.topic_id, r.partition, r.offset)
+        want = acked.get(key)
+        if want is None or r.value == want or key in seen:
+            continue
+        seen.add(key)
+        out.append(
+            Violation(
+                "8",
+                f"{r.topic_id}-{r.partition}@{r.offset} read at {r.time_ms} as {_short(r.value)}, acknowledged as "
+                f"{_short(want)}",
+                r.topic_id,
+            )
+        )
+    return out
+
+
 def check_converged(obs: Observation) -> list[Violation]:
     return [Violation("8", f"did not converge: {what}") for what in obs.unconverged]
 
@@ -488,6 +527,7 @@ CHECKS = (
     check_deposed_refused,
     check_records,
     check_offsets_unique,
+    check_reads,
     check_converged,
 )
 

@@ -18,6 +18,8 @@ What a cell counts:
 * ``deposed controller refused`` / ``refused, no lease read`` / ``unanswered``: the run's DisableRemoteTopic as a
   deposed controller (:mod:`chaos.deposed`, one per broker after each failover) refused as stale, refused because
   the broker could not read the lease, or not answered at all;
+* ``traffic batches acked`` / ``records read`` / ``requests failed``: the client traffic beside the workload
+  (:mod:`chaos.traffic`);
 * ``crash point <name>``: times a process died there, with how often a crash point was armed in the
   ``crash_point`` row (an armed point whose moment never came is armed, not hit).
 
@@ -33,7 +35,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from chaos import deposed, replication_events
+from chaos import deposed, replication_events, traffic
 from chaos.scenario import DISK_FAULT_KINDS, FAULT_KINDS, S3_FAULT_KINDS, STORE_FAULT_KINDS
 
 NOT_APPLICABLE = "-"
@@ -59,7 +61,7 @@ def fault_rows() -> list[str]:
         rows += [kind] if kind == "postgres_link" else [kind, f"{kind} skipped"]
     for kind in DISK_FAULT_KINDS:
         rows += [kind, f"{kind} skipped", f"{kind} halted"]
-    return [*rows, *replication_events.ROWS, *deposed.ROWS]
+    return [*rows, *replication_events.ROWS, *deposed.ROWS, *traffic.ROWS]
 
 
 def _applies(row: str, config: Config) -> bool:

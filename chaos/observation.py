@@ -56,6 +56,7 @@ def observe(
     delete_requests: Mapping[str, Sequence[int]],
     unfinished: Sequence[str],
     deposed: Sequence[ck.DeposedAnswer] = (),
+    reads: Sequence[ck.Read] = (),
 ) -> ck.Observation:
     """The observation of a healed cluster, with what the run recorded along the way; the tail must have finished."""
     assert rig.proxy is not None
@@ -82,6 +83,7 @@ def observe(
         controller_events=tuple(_controller_events(rig)),
         unconverged=tuple(unfinished),
         deposed=tuple(deposed),
+        reads=tuple(reads),
     )
 
 

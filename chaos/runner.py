@@ -48,6 +48,7 @@ from chaos.rig import BUCKET, FAST_BROKER, FAST_CONTROLLER, PREFIX, Rig
 from chaos.s3_proxy import S3FaultProxy
 from chaos.scenario import Fault, Scenario, generate
 from chaos.store_server import ChaosPostgres
+from chaos.traffic import Traffic
 from orchestrator import crash_points
 from orchestrator.errors import TieredError
 from orchestrator.local.security import LocalSecurity
@@ -96,6 +97,7 @@ class Run:
         self.operations = Operations(self.rig, self.history, self.injector)
         self.tail = LogTail(self.rig.store_spec, self.history)
         self.deposed = DeposedController(self.rig, self.history)
+        self.traffic = Traffic(self.rig, self.history, self.tail, self.operations.acks)
 
     # What the run's result and the suite's own tests read.
 
@@ -129,8 +131,10 @@ class Run:
             self.rig.size_disks()
         self.rig.insert_links()
         self.history.record("start", seed=self.seed, schedule=self.scenario.schedule())
+        self.traffic.start()
 
     def close(self) -> None:
+        self.traffic.stop()
         self.tail.stop()
         self.injector.cancel_timers()
         self.injector.release_disks()
@@ -160,6 +164,7 @@ class Run:
     def heal(self) -> list[str]:
         """Lift every fault, restart everything unarmed, and wait for the cluster to finish its work; returns what
         was still unfinished when the wait gave up (empty: converged)."""
+        self.traffic.stop()  # client traffic runs through the faults; the healed cluster is observed quiet
         self.injector.lift_all()
         self.history.record("heal")
         # Armed processes stay armed through the first wait: the work finishing is often the moment a crash point
@@ -198,6 +203,7 @@ class Run:
             delete_requests=self.operations.delete_requests,
             unfinished=unfinished,
             deposed=self.deposed.answers,
+            reads=self.traffic.reads,
         )
 
 
@@ -272,7 +278,7 @@ def run_seed(
             signal.signal(signal.SIGINT, previous)
     incomplete = [v for v in violations if v.invariant == ck.INCOMPLETE]
     violations = [v for v in violations if v.invariant != ck.INCOMPLETE]
-    faults = Counter(run.faults) + replication + deposed.count(run.deposed.answers)
+    faults = Counter(run.faults) + replication + deposed.count(run.deposed.answers) + run.traffic.counts
     if run.proxy is not None:
         for kind, n in run.proxy.faults_served.items():
             faults[f"s3 {kind} served"] += n

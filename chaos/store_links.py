@@ -3,10 +3,10 @@
 :func:`insert_store_proxies` puts a :class:`~chaos.link_proxy.LinkProxy` in front of the store for every controller
 and broker, one each (``links[(role, id)]``): the process's settings file names its proxy's port in
 ``metadata_store`` (only the host and port of the URL change), and the process is restarted, one after the other,
-controllers first. A fault on one link then cuts or slows one process's store and no other's: the active
-controller's lease renewal hangs while the standby's does not, or one broker's metadata reads stall while the
-others go on. The settings files keep naming the proxies, so a process restarted later (a crash, a kill) comes back
-behind its own.
+controllers first; the function returns once every broker is registered again and unfenced. A fault on one link then
+cuts or slows one process's store and no other's: the active controller's lease renewal hangs while the standby's
+does not, or one broker's metadata reads stall while the others go on. The settings files keep naming the proxies,
+so a process restarted later (a crash, a kill) comes back behind its own.
 
 Invariants: the proxies' target is the store's own address, so a server stopped and started again on the same port
 (``postgres_restart``) is reached again by every new connection; a failure on the way closes every proxy made so
@@ -16,17 +16,21 @@ cluster runs, :meth:`StoreLinks.close` cuts every process off from the store: st
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from chaos.link_proxy import LinkProxy
+from chaos.links import registered_ports
+from orchestrator.errors import TieredError
 from orchestrator.local import cluster as lc
 from orchestrator.local.settings_files import read_toml, with_overrides, write_toml
 from orchestrator.local.state import LocalClusterState, ProcessInfo
 
 _LOOPBACK = "127.0.0.1"
 _STOP_TIMEOUT_S = 10.0
+_POLL_S = 0.2
 
 
 @dataclass
@@ -75,10 +79,29 @@ def insert_store_proxies(directory: Path, *, timeout_s: float = 30.0) -> StoreLi
             _route_through(p, link.port)
             lc.stop_process(p, timeout_s=_STOP_TIMEOUT_S)
             lc.restart(Path(state.dir), p.role, p.id, timeout_s=timeout_s)
+        _wait_unfenced(state, {p.id for p in state.processes if p.role == "broker"}, timeout_s=timeout_s)
     except BaseException:
         links.close()
         raise
     return links
+
+
+def _wait_unfenced(state: LocalClusterState, brokers: set[int], *, timeout_s: float) -> None:
+    """Until every broker restarted behind its proxy is registered again and unfenced (its old session had to end
+    first), so that work placed from then on reaches it."""
+    deadline = time.monotonic() + timeout_s
+    seen: set[int] | str = set()
+    while time.monotonic() < deadline:
+        try:
+            seen = set(registered_ports(state))
+        except (TieredError, OSError) as exc:
+            seen = f"{type(exc).__name__}: {exc}"
+        if seen == brokers:
+            return
+        time.sleep(_POLL_S)
+    raise TimeoutError(
+        f"brokers not unfenced behind their store proxies after {timeout_s}s: want {brokers}, saw {seen}"
+    )
 
 
 def _route_through(p: ProcessInfo, port: int) -> None:

@@ -148,9 +148,9 @@ def test_a_seeded_run_on_a_secured_cluster_keeps_every_invariant() -> None:
             shutil.rmtree(result.directory, ignore_errors=True)
 
 
-# Broker 1's disk read-only for 0.7 s while a disable is asked, then full for 2.4 s before two produces to the
-# partition it leads, then broker 2 killed; with crash points, a controller pause and S3 SlowDowns before.
-DISK_RUN = (7, OPERATIONS, 2, 0.5)
+# One broker, so that it leads every partition: its disk read-only for 2.5 s before a produce, then full for 2.2 s
+# before a produce of 7.8 KB (new pages on a full disk: it must halt); with a controller kill and S3 faults.
+DISK_RUN = (42, OPERATIONS, 1, 0.5)
 
 
 def test_a_seeded_run_whose_broker_disk_turns_read_only_or_full_keeps_every_invariant() -> None:
@@ -165,8 +165,7 @@ def test_a_seeded_run_whose_broker_disk_turns_read_only_or_full_keeps_every_inva
     assert not result.violations, violation_report(result)
     for kind in ("disk_readonly", "disk_full"):
         assert result.faults[kind] >= 1, f"no {kind} fault was injected: {dict(result.faults)}"
-    halted = result.faults["disk_readonly halted"] + result.faults["disk_full halted"]
-    assert halted >= 1, f"no broker halted on its disk: {dict(result.faults)}"
+    assert result.faults["disk_full halted"] >= 1, f"the broker did not halt on its full disk: {dict(result.faults)}"
 
 
 def test_a_defect_planted_in_a_live_run_is_found_and_reported() -> None:
