@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,6 +102,14 @@ def registered_ports(state: LocalClusterState) -> dict[int, int]:
 
 
 def _wait_registered(state: LocalClusterState, expected: dict[int, int], *, timeout_s: float) -> None:
+    wait_brokers(
+        state, lambda ports: ports == expected, f"registered behind their link proxies at {expected}", timeout_s
+    )
+
+
+def wait_brokers(state: LocalClusterState, done: Callable[[dict[int, int]], bool], what: str, timeout_s: float) -> None:
+    """Until the unfenced brokers' registered ports (:func:`registered_ports`) satisfy ``done``; raises
+    TimeoutError naming ``what`` and the last thing seen after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     seen: dict[int, int] | str = {}
     while time.monotonic() < deadline:
@@ -108,9 +117,7 @@ def _wait_registered(state: LocalClusterState, expected: dict[int, int], *, time
             seen = registered_ports(state)
         except (TieredError, OSError) as exc:
             seen = f"{type(exc).__name__}: {exc}"
-        if seen == expected:
+        if isinstance(seen, dict) and done(seen):
             return
         time.sleep(_POLL_S)
-    raise TimeoutError(
-        f"brokers not registered behind their link proxies after {timeout_s}s: want {expected}, saw {seen}"
-    )
+    raise TimeoutError(f"brokers not {what} after {timeout_s}s; saw {seen}")

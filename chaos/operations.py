@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from chaos import checker as ck
@@ -39,6 +40,24 @@ UNKNOWN_OUTCOME = 2**62  # the time of a request whose outcome the run never lea
 
 def _value(seed: int, op: int, i: int, size: int) -> bytes:
     return f"{seed}:{op}:{i}:".encode().ljust(size, b"v")
+
+
+def ack_recorder(
+    acks: list[ck.Ack], history: History, values: list[bytes], *, index: int, topic: str, tid: str, partition: int
+) -> Callable[[int, int], None]:
+    """The ``on_ack`` of one produce of ``values``: each batch acknowledged is kept in ``acks`` (and the history) as
+    its answer arrives, so a produce that fails half way still holds the cluster to the batches it acked."""
+    done = 0
+
+    def acked(base: int, records: int) -> None:
+        nonlocal done
+        batch = tuple(values[done : done + records])
+        done += records
+        acks.append(ck.Ack(tid, partition, base, batch, wall_ms()))
+        where = {"topic_id": tid, "partition": partition, "first_offset": base, "records": records}
+        history.record("acked", index=index, topic=topic, **where)
+
+    return acked
 
 
 class Operations:
@@ -116,16 +135,9 @@ class Operations:
         """acks=all, one Produce per record batch: each batch is kept as acknowledged (and recorded in the history)
         as its answer arrives, so a produce that fails half way still holds the cluster to the batches it acked."""
         partition = op.args["partition"]
-        done = 0
-
-        def acked(base: int, records: int) -> None:
-            nonlocal done
-            batch = tuple(values[done : done + records])
-            done += records
-            self.acks.append(ck.Ack(tid, partition, base, batch, wall_ms()))
-            where = {"topic_id": tid, "partition": partition, "first_offset": base, "records": records}
-            self.history.record("acked", index=op.index, topic=op.topic, **where)
-
+        acked = ack_recorder(
+            self.acks, self.history, values, index=op.index, topic=op.topic, tid=tid, partition=partition
+        )
         first, _last = self.rig.call(lambda c: c.produce(op.topic, values, partition=partition, on_ack=acked))
         return {"topic_id": tid, "partition": partition, "first_offset": first, "records": len(values)}
 

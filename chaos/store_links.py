@@ -16,21 +16,18 @@ cluster runs, :meth:`StoreLinks.close` cuts every process off from the store: st
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from chaos.link_proxy import LinkProxy
-from chaos.links import registered_ports
-from orchestrator.errors import TieredError
+from chaos.links import wait_brokers
 from orchestrator.local import cluster as lc
 from orchestrator.local.settings_files import read_toml, with_overrides, write_toml
 from orchestrator.local.state import LocalClusterState, ProcessInfo
 
 _LOOPBACK = "127.0.0.1"
 _STOP_TIMEOUT_S = 10.0
-_POLL_S = 0.2
 
 
 @dataclass
@@ -79,29 +76,14 @@ def insert_store_proxies(directory: Path, *, timeout_s: float = 30.0) -> StoreLi
             _route_through(p, link.port)
             lc.stop_process(p, timeout_s=_STOP_TIMEOUT_S)
             lc.restart(Path(state.dir), p.role, p.id, timeout_s=timeout_s)
-        _wait_unfenced(state, {p.id for p in state.processes if p.role == "broker"}, timeout_s=timeout_s)
+        brokers = {p.id for p in state.processes if p.role == "broker"}
+        wait_brokers(
+            state, lambda ports: set(ports) == brokers, f"unfenced behind their store proxies: {brokers}", timeout_s
+        )
     except BaseException:
         links.close()
         raise
     return links
-
-
-def _wait_unfenced(state: LocalClusterState, brokers: set[int], *, timeout_s: float) -> None:
-    """Until every broker restarted behind its proxy is registered again and unfenced (its old session had to end
-    first), so that work placed from then on reaches it."""
-    deadline = time.monotonic() + timeout_s
-    seen: set[int] | str = set()
-    while time.monotonic() < deadline:
-        try:
-            seen = set(registered_ports(state))
-        except (TieredError, OSError) as exc:
-            seen = f"{type(exc).__name__}: {exc}"
-        if seen == brokers:
-            return
-        time.sleep(_POLL_S)
-    raise TimeoutError(
-        f"brokers not unfenced behind their store proxies after {timeout_s}s: want {brokers}, saw {seen}"
-    )
 
 
 def _route_through(p: ProcessInfo, port: int) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from chaos import checker as ck
 from chaos.history import History
 from chaos.log_tail import LogTail
+from chaos.operations import ack_recorder
 from chaos.rig import Rig
 from orchestrator.clock import wall_ms
 from orchestrator.errors import TieredError
@@ -91,16 +92,12 @@ class Traffic:
     def _produce(self, name: str, tid: str, partition: int) -> None:
         self._n += 1
         values = [f"traffic:{self.rig.scenario.seed}:{self._n}:{i}".encode() for i in range(RECORDS_PER_BATCH)]
-        done = 0
+        # acknowledged under the id the name had when the batch was asked for: the partition it named is that one's
+        record = ack_recorder(self.acks, self.history, values, index=-1, topic=name, tid=tid, partition=partition)
 
         def acked(base: int, records: int) -> None:
-            nonlocal done
-            batch = tuple(values[done : done + records])
-            done += records
-            # the id the name had when the batch was asked for: the partition it named is that topic's
-            self.acks.append(ck.Ack(tid, partition, base, batch, wall_ms()))
+            record(base, records)
             self.counts[PRODUCED] += 1
-            self.history.record("acked", index=-1, topic=name, topic_id=tid, partition=partition, first_offset=base)
 
         async def produce(c: Any) -> None:
             if str((await c.topic(name))["topic_id"]) != tid:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from chaos.store_links import StoreLinks, insert_store_proxies, store_address, through
+from orchestrator.errors import InvalidReplicationFactor
 from orchestrator.local import cluster as lc
 from orchestrator.local.settings_files import read_toml
 from orchestrator.local.state import LocalClusterState
@@ -24,6 +25,21 @@ from tests.support.live_cluster import LiveCluster, wait_until
 from tests.support.postgres_server import PostgresServer
 
 CONTROLLERS = (lc.CONTROLLER_ID_BASE, lc.CONTROLLER_ID_BASE + 1)
+
+
+def _create(cluster: LiveCluster, name: str) -> None:
+    """Create a topic of one partition once the active controller counts the broker as unfenced: a controller that
+    just became active (or restarted) learns that from the broker's next heartbeat, and refuses to place a replica
+    until then (INVALID_REPLICATION_FACTOR); any other error fails the test."""
+
+    def created() -> bool:
+        try:
+            cluster.call(lambda c: c.create_topic(name, partitions=1))
+        except InvalidReplicationFactor:
+            return False
+        return True
+
+    wait_until(f"{name} created", created, timeout_s=30, interval_s=0.2)
 
 
 @pytest.mark.unit
@@ -74,7 +90,7 @@ def test_every_process_reaches_the_store_through_its_own_proxy(
         lambda: all(link.bytes_relayed > relayed[key] for key, link in links.links.items()),
         timeout_s=20,
     )
-    cluster.call(lambda c: c.create_topic("through-proxies", partitions=1))
+    _create(cluster, "through-proxies")
     assert "through-proxies" in {t["name"] for t in cluster.call(lambda c: c.metadata())["topics"]}
 
 
@@ -94,7 +110,7 @@ def test_the_active_controller_cut_off_from_the_store_alone_hands_over_and_stays
 
     wait_until(f"controller {other} active", taken_over, timeout_s=30, interval_s=0.2)
     assert lc.is_ours(cluster.process("controller", first.id)), "the cut-off controller still runs"
-    cluster.call(lambda c: c.create_topic("while-cut-off", partitions=1))
+    _create(cluster, "while-cut-off")
 
     links.links[("controller", first.id)].set_mode("pass")
     log = Path(str(cluster.process("controller", first.id).log))
@@ -107,7 +123,7 @@ def test_the_active_controller_cut_off_from_the_store_alone_hands_over_and_stays
         timeout_s=30,
         interval_s=0.2,
     )
-    cluster.call(lambda c: c.create_topic("after-healing", partitions=1))
+    _create(cluster, "after-healing")
     assert taken_over(), "the healed controller did not take the lease back from the one that holds it"
     names = {t["name"] for t in cluster.call(lambda c: c.metadata())["topics"]}
     assert {"while-cut-off", "after-healing"} <= names
@@ -137,4 +153,4 @@ def test_a_controller_started_while_its_store_link_resets_waits_for_the_store_an
         links.links[("controller", ident)].set_mode("pass")
         restarted = restarting.result(timeout=60)
     assert lc.is_ours(restarted)
-    cluster.call(lambda c: c.create_topic("after-the-wait", partitions=1))
+    _create(cluster, "after-the-wait")
