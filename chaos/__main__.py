@@ -6,16 +6,16 @@ and crash point was hit, one column per store and security the run used). A viol
 schedule and the history excerpt that shows it, keeps the run's directory (logs, history, the cluster's files), and
 the command exits 1. Exit 0 means no violation in any seed.
 
-``--secure`` runs every seed on a cluster with TLS, SCRAM logins and ACLs (``make chaos SECURE=1``); ``--security
-all`` runs each seed both ways. ``--store postgresql`` keeps the metadata in PostgreSQL (``make chaos
-STORE=postgresql``): a throwaway server (:mod:`chaos.store_server`) is started once for the run and stopped at its
-end, whatever happens (Ctrl-C included), each seed gets a database of its own, and the server's pauses and restarts
-join the faults drawn; ``--store all`` runs each seed on SQLite and on PostgreSQL. ``--replication-factor 3``
-(``make chaos RF=3``) creates every topic of the workload with 3 replicas (at most ``--brokers``) and
-``min.insync.replicas=2``; the table's columns name the factor. ``--disk-faults`` (``make chaos DISK=1``, as root)
-makes brokers' data directories read-only too (:mod:`chaos.disk`). ``--operations``, ``--topics``, ``--controllers``
-and ``--brokers`` size each scenario (``make chaos OPS=100 TOPICS=10 CONTROLLERS=3 BROKERS=4``). Ctrl-C stops the
-run after cleaning up the seed it was in, and prints the table of the seeds done (exit 130).
+``--secure`` runs every seed on a cluster with TLS, SCRAM logins and ACLs (``make chaos SECURE=1``); ``--security all``
+runs each seed both ways. ``--store postgresql`` keeps the metadata in PostgreSQL (``make chaos STORE=postgresql``): a
+throwaway server (:mod:`chaos.store_server`) is started once for the run and stopped at its end, whatever happens
+(Ctrl-C included), each seed gets a database of its own, and the server's pauses and restarts join the faults drawn;
+``--store all`` runs each seed on SQLite and on PostgreSQL. ``--replication-factor 3`` (``make chaos RF=3``) creates
+every topic of the workload with 3 replicas (at most ``--brokers``) and ``min.insync.replicas=2``; the table's columns
+name the factor. ``--disk-faults`` (``make chaos DISK=1``, as root) makes brokers' data directories read-only or full
+too, and, with replicas, lost (:mod:`chaos.disk`). ``--operations``, ``--topics``, ``--controllers`` and ``--brokers``
+size each scenario (``make chaos OPS=100 TOPICS=10 CONTROLLERS=3 BROKERS=4``). Ctrl-C stops the run after cleaning up
+the seed it was in, and prints the table of the seeds done (exit 130).
 """
 
 from __future__ import annotations
@@ -87,7 +87,8 @@ INTERRUPTED = "interrupted: the seed under way was stopped and removed; the tabl
 @click.option(
     "--disk-faults",
     is_flag=True,
-    help="Brokers' data directories turn read-only too (a bind mount: needs root); a broker halts on its failed disk.",
+    help="Brokers' data directories turn read-only or full too (mounts: needs root), and with replicas are lost "
+    "(emptied while the broker is dead); a broker halts on its failed disk.",
 )
 def main(
     seeds: int,

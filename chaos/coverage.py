@@ -10,7 +10,8 @@ What a cell counts:
 * a process, S3, link, store or disk fault: times injected (a store fault skipped because the server was still
   paused or down from the previous one is not counted, nor a disk fault on a disk read-only already; their
   ``skipped`` rows say how often that happened; a fault on a process's link to the store is never skipped);
-  ``disk_readonly halted``: brokers that halted on their read-only disk, as they must;
+  ``disk_readonly halted``: brokers that halted on their read-only disk, as they must; ``disk_lost``: brokers
+  killed and started again on an empty data directory (only with replicas: ``-`` at RF 1);
 * ``s3 <kind> served``: S3 requests the fault proxy answered with that fault (a rule in force that no request met
   served nothing);
 * ``leader moved``, ``isr shrunk``, ``isr expanded``: what the faults made replication do, from the metadata log
@@ -36,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from chaos import deposed, replication_events, traffic
-from chaos.scenario import DISK_FAULT_KINDS, FAULT_KINDS, S3_FAULT_KINDS, STORE_FAULT_KINDS
+from chaos.scenario import DISK_FAULT_KINDS, DISK_LOST, FAULT_KINDS, S3_FAULT_KINDS, STORE_FAULT_KINDS
 
 NOT_APPLICABLE = "-"
 
@@ -61,10 +62,13 @@ def fault_rows() -> list[str]:
         rows += [kind] if kind == "postgres_link" else [kind, f"{kind} skipped"]
     for kind in DISK_FAULT_KINDS:
         rows += [kind, f"{kind} skipped", f"{kind} halted"]
+    rows += [DISK_LOST, f"{DISK_LOST} skipped"]
     return [*rows, *replication_events.ROWS, *deposed.ROWS, *traffic.ROWS]
 
 
 def _applies(row: str, config: Config) -> bool:
+    if row.startswith(DISK_LOST):
+        return config.disk and config.replication_factor >= 2
     if row.startswith(DISK_FAULT_KINDS):
         return config.disk
     return config.store == "postgresql" or not row.startswith(STORE_FAULT_KINDS)

@@ -10,7 +10,11 @@ read-only mode does, or filled to the last byte, as a disk that runs out of spac
   starts). The fault then takes every free byte of it with a ballast file (``posix_fallocate``), so every write
   that needs a new block, to a file opened before or after, fails with ENOSPC; lifting it deletes the ballast.
 
-Both need root (``mount``). Invariants: a mount that could not be made leaves nothing mounted and raises
+* Lost (:func:`empty_directory`): every file and directory under the data directory deleted while its broker is
+  dead, as a failed disk replaced by a new, empty one; the directory itself stays (it may be a sized disk's mount
+  point). No root needed.
+
+Read-only and full need root (``mount``). Invariants: a mount that could not be made leaves nothing mounted and raises
 :class:`DiskFaultRefused` naming the command and its error, and a directory that could not be moved onto its tmpfs
 is left as it was; every ``release`` is idempotent, and a busy mount is detached lazily (``umount -l``) so release
 never fails on a directory a process still has open. A sized disk is released only once its broker stopped: its
@@ -112,6 +116,18 @@ class Ballast:
 
     def release(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+def empty_directory(directory: Path) -> int:
+    """Delete everything under ``directory`` (not the directory); how many entries were directly under it."""
+    removed = 0
+    for entry in list(directory.iterdir()):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed += 1
+    return removed
 
 
 def _run(cmd: list[str]) -> None:

@@ -1,14 +1,14 @@
 """The faults of a chaos run, injected and lifted, and the control of its processes: who is down, paused or armed.
 
 :meth:`FaultInjector.inject` applies one :class:`~chaos.scenario.Fault`: a SIGKILL (the process is restarted once the
-run reaches the operation its ``restart_after`` names), a SIGSTOP (continued by a timer after ``duration_s``), a
-crash point (every process of the role restarted armed with it), an S3 fault rule on the proxy or a mode on a link
-(each lifted by a timer), a broker's data directory made read-only or full (:mod:`chaos.disk`, made whole again by
-a timer), or, when the store is the run's PostgreSQL server (:mod:`chaos.store_server`), that server paused or
-stopped (continued or started again by a timer) or one process's link to it faulted (:mod:`chaos.store_links`,
-passed again by a timer). :meth:`FaultInjector.revive`, called around every
-operation and while healing, restarts what died at a crash point or is due back, and reports one dead for no reason
-the run knows as an *unexpected exit* (a violation). :meth:`FaultInjector.lift_all` and
+run reaches the operation its ``restart_after`` names), a SIGSTOP (continued by a timer after ``duration_s``), a crash
+point (every process of the role restarted armed with it), an S3 fault rule on the proxy or a mode on a link (each
+lifted by a timer), a broker's data directory made read-only or full (:mod:`chaos.disk`, made whole again by a timer) or
+lost (the broker SIGKILLed and its data directory emptied, restarted like a kill), or, when the store is the run's
+PostgreSQL server (:mod:`chaos.store_server`), that server paused or stopped (continued or started again by a timer) or
+one process's link to it faulted (:mod:`chaos.store_links`, passed again by a timer). :meth:`FaultInjector.revive`,
+called around every operation and while healing, restarts what died at a crash point or is due back, and reports one
+dead for no reason the run knows as an *unexpected exit* (a violation). :meth:`FaultInjector.lift_all` and
 :meth:`FaultInjector.disarm` are healing's part.
 
 Invariants:
@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from chaos import checker as ck
-from chaos.disk import Ballast, DiskFaultRefused, ReadOnlyMount
+from chaos.disk import Ballast, DiskFaultRefused, ReadOnlyMount, empty_directory
 from chaos.history import History
 from chaos.link_proxy import LinkProxy
 from chaos.rig import Rig
 from chaos.s3_proxy import S3Fault
-from chaos.scenario import STORE_FAULT_KINDS, Fault
+from chaos.scenario import DISK_LOST, STORE_FAULT_KINDS, Fault
 from chaos.store_server import StoreFaultRefused
 from orchestrator import crash_points
 from orchestrator.errors import TieredError
@@ -148,6 +148,30 @@ class FaultInjector:
             self._store_fault(f)
         elif f.kind in ("disk_readonly", "disk_full"):
             self._disk_fault(f)
+        elif f.kind == DISK_LOST:
+            self._lose_disk(f)
+
+    def _lose_disk(self, f: Fault) -> None:
+        """The broker killed and every file under its data directory deleted (the directory itself stays: it may be
+        the mount point of the disk a ``disk_full`` run gave it); it is restarted ``restart_after`` operations on."""
+        key = ("broker", f.target)
+        directory = self.rig.cluster_dir / "data" / f"broker-{f.target}"
+        why = f"its disk is faulted already ({self._disks[key][0]})" if key in self._disks else None
+        if why is None and key in self._paused:
+            why = "it is paused"
+        if why is None and not directory.is_dir():
+            why = f"{directory} does not exist yet"
+        if why is not None:
+            self.injected[f.kind] -= 1
+            self.injected[f"{f.kind} skipped"] += 1
+            self.history.record("fault_skipped", kind=f.kind, why=why)
+            return
+        p = self.rig.process(*key)
+        if is_ours(p):
+            lc.kill_process(p)
+        removed = empty_directory(directory)
+        self.history.record("disk_wiped", role="broker", id=f.target, entries=removed)
+        self._down[key] = self.op_index + f.args["restart_after"]
 
     def _disk_fault(self, f: Fault) -> None:
         key = ("broker", f.target)

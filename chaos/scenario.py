@@ -36,7 +36,12 @@ seconds where that applies:
   ``duration_s`` (:mod:`chaos.disk`); a broker that writes to it meanwhile halts, as Kafka's does when its only log
   directory fails, and is started again once the disk is back;
 * ``disk_full`` (likewise): a broker's data directory (on a tmpfs of its own in such a run) filled to the last byte
-  for ``duration_s``; a broker that writes to it meanwhile halts on ENOSPC the same way.
+  for ``duration_s``; a broker that writes to it meanwhile halts on ENOSPC the same way;
+* ``disk_lost`` (likewise, and only when the workload's topics have replicas): a broker SIGKILLed and every file of
+  its data directory deleted, as a disk replaced by an empty one; it is started again ``restart_after`` operations
+  on, and must come back with nothing acknowledged lost (its replicas are copied back from the others; it may not
+  lead a partition it holds nothing of). With one replica a lost disk loses what was not tiered yet by definition:
+  ``tests/orchestrator/local/test_lost_data_dir.py`` holds that case to what it can promise.
 
 Invariants: every operation index in ``faults`` is within the workload; a ``kill`` of the last live broker is never
 scheduled while another kill of a broker is outstanding (the cluster must be able to heal on its own once the run
@@ -82,6 +87,8 @@ STORE_FAULT_KINDS = tuple(kind for kind, _ in _STORE_FAULTS)
 # Drawn only when asked (a run as root): appended after the store's, so other runs draw exactly what they drew.
 _DISK_FAULTS = (("disk_readonly", 4), ("disk_full", 3))
 DISK_FAULT_KINDS = tuple(kind for kind, _ in _DISK_FAULTS)
+DISK_LOST = "disk_lost"
+_REPLICATED_DISK_FAULTS = ((DISK_LOST, 3),)  # drawn with the disk faults when the topics have replicas
 LEASE_S = 1.5  # the controllers' lease in a chaos run (chaos.rig's lease_ttl_ms): long store pauses outlast it
 S3_FAULT_KINDS = ("slowdown", "internal", "reset", "slow", "hang")
 # The brokers' S3 read timeout in a chaos run (chaos.rig's [s3] read_timeout_s): a "hang" holds a request longer.
@@ -124,8 +131,9 @@ class Scenario:
     controllers: int
     ops: tuple[Op, ...]
     faults: tuple[Fault, ...]
-    # Of every topic the workload creates, at most ``brokers``; it draws nothing, so a seed's operations and faults
-    # are the same at every factor (min.insync.replicas is MIN_INSYNC_REPLICAS from REPLICATED_MIN_INSYNC up).
+    # Of every topic the workload creates, at most ``brokers``; it draws nothing but lost disks (with disk faults, at
+    # 2 or more), so a seed's operations and faults are otherwise the same at every factor (min.insync.replicas is
+    # MIN_INSYNC_REPLICAS from REPLICATED_MIN_INSYNC up).
     replication_factor: int = 1
     topic_names: tuple[str, ...] = TOPIC_NAMES  # the names the workload draws from
 
@@ -211,10 +219,14 @@ def _fault(
     broker_down: bool,
     store_faults: bool = False,
     disk_faults: bool = False,
+    replicated: bool = False,
 ) -> Fault:
-    kind = _pick(rng, _FAULTS + (_STORE_FAULTS if store_faults else ()) + (_DISK_FAULTS if disk_faults else ()))
-    if kind in ("kill", *DISK_FAULT_KINDS) and broker_down:
+    disk = (_DISK_FAULTS + (_REPLICATED_DISK_FAULTS if replicated else ())) if disk_faults else ()
+    kind = _pick(rng, _FAULTS + (_STORE_FAULTS if store_faults else ()) + disk)
+    if kind in ("kill", DISK_LOST, *DISK_FAULT_KINDS) and broker_down:
         kind = "s3"
+    if kind == DISK_LOST:
+        return Fault(at, kind, "broker", rng.randint(1, brokers), {"restart_after": rng.choice((0, 1, 2))})
     if kind in DISK_FAULT_KINDS:
         return Fault(at, kind, "broker", rng.randint(1, brokers), {"duration_s": round(rng.uniform(0.5, 3.0), 2)})
     if kind == "postgres_pause":
@@ -314,8 +326,9 @@ def generate(
 ) -> Scenario:
     """The scenario of ``seed``: ``operations`` operations and, before each, a fault with ``fault_rate`` odds.
     ``store_faults``: the store is a PostgreSQL server the run controls, so its pauses and restarts are drawn too.
-    ``replication_factor``: of the topics created, capped at ``brokers``; it changes nothing drawn. ``disk_faults``:
-    brokers' data directories turn read-only too (the run is root). ``topics``: how many names the workload draws
+    ``replication_factor``: of the topics created, capped at ``brokers``; it changes nothing drawn, except with
+    ``disk_faults``, when a factor of 2 or more draws lost disks too. ``disk_faults``: brokers' data directories
+    turn read-only or full too (the run is root). ``topics``: how many names the workload draws
     from (``chaos-0`` ...; 3 draws exactly what every seed drew before the option)."""
     if replication_factor < 1:
         raise ValueError(f"the replication factor must be at least 1, got {replication_factor}")
@@ -345,10 +358,11 @@ def generate(
                 broker_down=down,
                 store_faults=store_faults,
                 disk_faults=disk_faults,
+                replicated=min(replication_factor, brokers) >= 2,
             )
             if fault.kind == "crash_point" and not crash_points:
                 continue
-            if fault.kind == "kill" and fault.role == "broker":
+            if fault.kind in ("kill", DISK_LOST) and fault.role == "broker":
                 broker_down_until = max(broker_down_until, i + fault.args["restart_after"])
             if fault.kind in DISK_FAULT_KINDS:  # it may halt, and is started again from the next operation on
                 broker_down_until = max(broker_down_until, i + 1)

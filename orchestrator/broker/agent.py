@@ -237,6 +237,7 @@ class BrokerAgent:
             reconcile=self.reconcile_partition_dirs,
             producer_snapshot=self.rlm.producer_snapshot,
             on_failure=LogDirFailureChannel(Path(settings.data_dir), halt=halt).report,
+            incarnation_id=self.controller_link.incarnation_id,
         )
         self._open_log = self.hosted.open_log
         self._leader_log = self.hosted.leader_log

@@ -10,7 +10,11 @@ Invariants:
   (:func:`orchestrator.broker.log_recovery.open_partition_log`), its producers from the snapshot uploaded with the
   newest finished segment (``producer_snapshot``, read from the remote tier).
 * :meth:`HostedLogs.leader_log` serves only a partition this broker leads (NOT_LEADER_OR_FOLLOWER otherwise), looking
-  at the store once more when its image says otherwise (a client may know of a change not replayed here yet); a
+  at the store once more when its image says otherwise (a client may know of a change not replayed here yet), and
+  only once this process's incarnation is the broker's registered, unfenced one, as a KRaft broker serves no client
+  before the controller unfenced it. A restarted broker's image still names it leader of what its previous
+  incarnation led until that one's session expires: leading then would hand out offsets from whatever its disk
+  holds (nothing at all, if the disk was lost) while the partition's other in-sync replicas hold more; a
   directory still held by a deleted topic id of the same name is moved aside at once (the broker's reconciliation),
   not refused until the metadata round does it.
 """
@@ -46,8 +50,10 @@ class HostedLogs:
         reconcile: Callable[[MetadataImage], object],
         producer_snapshot: Callable[[RemoteSegment], bytes | None] | None = None,
         on_failure: Callable[[Path, OSError], None] | None = None,
+        incarnation_id: Uuid | None = None,
     ) -> None:
         self._settings = settings
+        self._incarnation_id = incarnation_id  # None: not checked (a harness without a controller)
         self._data_dir = Path(settings.data_dir)
         self._logs = logs  # the broker's dict of open logs (looked up each time: a test may wrap it)
         self._follower = follower
@@ -92,6 +98,28 @@ class HostedLogs:
                 logs[key] = plog
         return plog
 
+    def _serving(self, image: MetadataImage) -> bool:
+        if self._incarnation_id is None:
+            return True
+        registration = image.brokers.get(self._settings.broker_id)
+        return (
+            registration is not None and registration.incarnation_id == self._incarnation_id and not registration.fenced
+        )
+
+    def _check_registered(self, image: MetadataImage, what: str) -> None:
+        """NOT_LEADER_OR_FOLLOWER unless this process is the broker's registered, unfenced incarnation."""
+        if self._serving(image):
+            return
+        broker_id = self._settings.broker_id
+        registration = image.brokers.get(broker_id)
+        if registration is None or registration.incarnation_id != self._incarnation_id:
+            raise NotLeaderOrFollower(
+                f"broker {broker_id} restarted and is not registered yet (its previous incarnation's session has "
+                f"not expired): it does not lead {what} until the controller moves or confirms the leadership"
+            )
+        if registration.fenced:
+            raise NotLeaderOrFollower(f"broker {broker_id} is fenced: it does not lead {what} until unfenced")
+
     def leader_log(self, topic_id: Uuid, partition: int) -> PartitionLog:
         """The open log of a partition this broker leads. The caller holds the broker's log lock."""
         broker_id = self._settings.broker_id
@@ -104,6 +132,12 @@ class HostedLogs:
             raise UnknownTopicId(f"no partition {partition} of topic id {topic_id}")
         if topic.partitions[partition].leader != broker_id:
             raise NotLeaderOrFollower(f"broker {broker_id} does not lead {topic.name}-{partition}")
+        if not self._serving(image):
+            image = self._follower.refresh()  # registered or unfenced since the image was replayed?
+            topic = image.topics.get(topic_id)
+            if topic is None or partition not in topic.partitions or topic.partitions[partition].leader != broker_id:
+                raise NotLeaderOrFollower(f"broker {broker_id} does not lead topic id {topic_id} partition {partition}")
+            self._check_registered(image, f"{topic.name}-{partition}")
         try:
             return self.open_log(image, topic_id, partition)
         except InconsistentTopicId:

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from chaos.coverage import NOT_APPLICABLE, Config, Coverage, fault_rows
-from chaos.scenario import DISK_FAULT_KINDS, FAULT_KINDS, STORE_FAULT_KINDS
+from chaos.scenario import DISK_FAULT_KINDS, DISK_LOST, FAULT_KINDS, STORE_FAULT_KINDS
 
 pytestmark = pytest.mark.unit
 
@@ -56,7 +56,7 @@ def test_every_known_fault_and_crash_point_has_a_row_even_if_never_hit() -> None
     _, rows = rows_of(coverage)
     assert set(fault_rows()) | {f"crash point {p}" for p in POINTS} == set(rows)
     assert {*FAULT_KINDS, *STORE_FAULT_KINDS, *DISK_FAULT_KINDS} <= set(rows)
-    not_here = (*STORE_FAULT_KINDS, *DISK_FAULT_KINDS)  # on SQLite, in a run without disk faults
+    not_here = (*STORE_FAULT_KINDS, *DISK_FAULT_KINDS, DISK_LOST)  # on SQLite, in a run without disk faults
     assert all(cells == ["0"] for kind, cells in rows.items() if not kind.startswith(not_here))
     assert all(cells == ["-"] for kind, cells in rows.items() if kind.startswith(not_here))
 
@@ -75,6 +75,14 @@ def test_disk_faults_are_counted_only_in_a_run_that_had_them_and_its_column_says
     assert rows["disk_readonly"] == ["-", "2"] and rows["disk_readonly skipped"] == ["-", "1"]
     assert rows["disk_readonly halted"] == ["-", "1"] and rows["kill"] == ["1", "0"]
     assert rows["disk_full"] == ["-", "1"] and rows["disk_full halted"] == ["-", "0"]
+
+
+def test_lost_disks_are_counted_only_in_a_run_with_disk_faults_and_replicas() -> None:
+    coverage = Coverage()
+    coverage.add(Config("sqlite", False, 1, True), Counter(), [])
+    coverage.add(Config("sqlite", False, 3, True), Counter({"disk_lost": 2}), [])
+    _, rows = rows_of(coverage)
+    assert rows["disk_lost"] == ["-", "2"] and rows["disk_lost skipped"] == ["-", "0"]
 
 
 def test_a_fault_or_crash_point_this_module_does_not_know_still_gets_a_row() -> None:

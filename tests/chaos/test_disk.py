@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.disk import BALLAST, Ballast, DiskFaultRefused, SizedDisk
+from chaos.disk import BALLAST, Ballast, DiskFaultRefused, SizedDisk, empty_directory
 
 pytestmark = pytest.mark.integration
 
@@ -79,3 +79,13 @@ def test_a_directory_that_cannot_be_moved_onto_a_tmpfs_is_left_as_it_was(data_di
     assert not _mounted(data_dir)
     assert (data_dir / "orders-0" / "00000000000000000000.log").read_bytes() == b"x" * 5000
     assert not data_dir.with_name("broker-1.moving").exists()
+
+
+def test_a_lost_disk_leaves_the_directory_itself_and_nothing_under_it(tmp_path: Path) -> None:
+    data = tmp_path / "broker-1"
+    (data / "topic-0").mkdir(parents=True)
+    (data / "topic-0" / "00000000000000000000.log").write_bytes(b"x" * 100)
+    (data / "meta.properties").write_text("id")
+    (data / "link").symlink_to(tmp_path)  # a link is removed, not followed
+    assert empty_directory(data) == 3
+    assert data.is_dir() and list(data.iterdir()) == [] and tmp_path.is_dir()

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from chaos.rig import CONTROLLER_SETTINGS, FAST_BROKER, REPLICA_LAG_MS, Rig
-from chaos.scenario import DISK_FAULT_KINDS, LEASE_S, LINK_MODES, S3_READ_TIMEOUT_S, STORE_FAULT_KINDS, generate
+from chaos.scenario import (
+    DISK_FAULT_KINDS,
+    DISK_LOST,
+    LEASE_S,
+    LINK_MODES,
+    S3_READ_TIMEOUT_S,
+    STORE_FAULT_KINDS,
+    generate,
+)
 from orchestrator import crash_points
 
 pytestmark = pytest.mark.unit
@@ -41,6 +49,29 @@ def test_disk_faults_are_drawn_only_when_asked_on_a_broker_for_a_few_seconds_and
     assert set(DISK_FAULT_KINDS) == {"disk_readonly", "disk_full"}
     kinds = {f.kind for seed in SEEDS for f in generate(seed, crash_points=POINTS, disk_faults=True).faults}
     assert set(DISK_FAULT_KINDS) <= kinds, "both kinds are drawn"
+
+
+def test_lost_disks_are_drawn_only_with_disk_faults_and_replicas_on_one_broker_at_a_time() -> None:
+    drawn = 0
+    for seed in SEEDS:
+        for rf, disk in ((1, True), (3, False)):
+            kinds = {
+                f.kind for f in generate(seed, crash_points=POINTS, replication_factor=rf, disk_faults=disk).faults
+            }
+            assert DISK_LOST not in kinds, (seed, rf, disk)
+        scenario = generate(seed, crash_points=POINTS, replication_factor=3, disk_faults=True)
+        for f in scenario.faults:
+            if f.kind != DISK_LOST:
+                continue
+            drawn += 1
+            assert f.role == "broker" and 1 <= f.target <= scenario.brokers and f.args["restart_after"] in (0, 1, 2)
+            down = [
+                k
+                for k in scenario.faults
+                if k.kind in ("kill", DISK_LOST) and k.role == "broker" and k.at < f.at and k is not f
+            ]
+            assert all(k.at + k.args["restart_after"] <= f.at for k in down), (seed, f)
+    assert drawn >= len(SEEDS) // 4
 
 
 def test_the_schedule_of_a_regression_seed_on_sqlite_is_the_one_it_was_found_with() -> None:

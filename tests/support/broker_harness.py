@@ -67,6 +67,22 @@ class ControllerWriter:
         self.store.append(recs, controller_epoch=self.epoch)
         return tid
 
+    def register_broker(self, broker_id: int, incarnation_id: Uuid) -> None:
+        """The broker's incarnation registered and unfenced, as the controller leaves a live broker: a broker leads
+        nothing until then (:mod:`orchestrator.broker.hosted_logs`)."""
+        epoch = self.store.end_offset()
+        endpoint = {"name": "PLAINTEXT", "host": "127.0.0.1", "port": 1, "security_protocol": 0}
+        record = make_record(
+            "RegisterBrokerRecord",
+            broker_id=broker_id,
+            incarnation_id=incarnation_id,
+            broker_epoch=epoch,
+            end_points=[endpoint],
+            rack=None,
+            fenced=False,
+        )
+        self.store.append([record], controller_epoch=self.epoch)
+
     def set_state(self, tid: Uuid, state: TieredState, policy: DisablePolicy = DisablePolicy.NONE) -> int:
         """Move the topic to ``state``; the epoch is bumped except for DISABLING -> DISABLED (ARCHITECTURE §4)."""
         topic = self.follower.refresh().topics[tid]
@@ -247,7 +263,9 @@ def in_process_broker(
             **settings,
         )
         broker = BrokerAgent(broker_settings, **(agent_kwargs or {}))
-        yield broker, ControllerWriter(writer_store)
+        writer = ControllerWriter(writer_store)
+        writer.register_broker(1, broker.controller_link.incarnation_id)
+        yield broker, writer
     finally:
         if broker is not None:
             for plog in broker.logs.values():

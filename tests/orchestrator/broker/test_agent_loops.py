@@ -189,6 +189,7 @@ def broker(tmp_path):
     )
     clock = FakeClock()
     agent = BrokerAgent(settings, clock=clock)
+    writer.register_broker(1, agent.controller_link.incarnation_id)
     agent.blocked = data_dir
     agent.topic_id = topic_id
     agent.writer = writer

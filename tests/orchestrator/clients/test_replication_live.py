@@ -6,6 +6,10 @@ acks=all with min.insync.replicas=2 means one dead broker loses nothing (issue 3
   and every acknowledged record is read back exactly once, in order, no offset handed out twice.
 * The killed broker comes back: its log agrees with the new leader's (a divergent tail, written but never
   replicated, is truncated), and consumers read the same records from whichever replica leads.
+* The leader SIGKILLed and started again at once on an empty data directory (a lost disk): while its previous
+  incarnation's session lives the metadata still names it leader, and it must lead nothing (a KRaft broker serves
+  no client before the controller registered and unfenced it), or it would hand out offset 0 again from its empty
+  disk; the records go to the new leader, nothing acknowledged is lost, and it copies the log back from the others.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -128,6 +133,45 @@ def test_acks_all_to_three_replicas_survives_the_leaders_sigkill_and_the_returni
         wait_until("the returning replica's log to agree with the others'", agree, 90)
         assert _batches(_partition_dir(cluster, victim)) == _batches(_partition_dir(cluster, survivors[0]))
         wait_until("the returning replica to rejoin the ISR", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
+
+
+def test_a_leader_back_at_once_on_an_empty_disk_leads_nothing_until_registered_and_nothing_acknowledged_is_lost(
+    tmp_path,
+):
+    from tests.support.kafka_clients import produce_confluent
+
+    with live_cluster(tmp_path / "c", brokers=3, controllers=1) as cluster:
+        cluster.call(
+            lambda c: c.create_topic(TOPIC, partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
+        )
+        first = [(0, None, b"first-%03d" % i) for i in range(200)]
+        produced = produce_confluent(cluster.bootstrap, TOPIC, first, acks="all")
+        assert [r[1] for r in produced] == list(range(200))
+        victim, replicas, _ = _leader(cluster)
+        wait_until("every replica to hold the records", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
+
+        lc.kill_process(cluster.process("broker", victim))
+        data_dir = cluster.dir / "data" / f"broker-{victim}"
+        for entry in list(data_dir.iterdir()):  # the disk replaced by an empty one
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        restart(cluster.dir, "broker", victim)
+        assert _leader(cluster)[0] == victim, "the metadata still names the restarted broker leader"
+
+        second = [(0, None, b"second-%03d" % i) for i in range(100)]
+        acked = produce_confluent(
+            cluster.bootstrap, TOPIC, second, acks="all", timeout_s=90, **{"message.timeout.ms": 60_000}
+        )
+        assert [r[1] for r in acked] == list(range(200, 300)), "no offset handed out twice"
+        read = consume_confluent(cluster.bootstrap, TOPIC, [0], until={0: 300}, timeout_s=90)
+        assert [(o, v) for _, o, _, v in read] == [(i, v) for i, (_, _, v) in enumerate(first + second)]
+
+        others = [b for b in replicas if b != victim]
+        wait_until(
+            "the broker on the new disk to copy the log back",
+            lambda: _batches(_partition_dir(cluster, victim)) == _batches(_partition_dir(cluster, others[0])),
+            90,
+        )
+        wait_until("and to rejoin the ISR", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
 
 
 def _produce_acks_all(cluster: Any, values: list[bytes]) -> list[Any]:
