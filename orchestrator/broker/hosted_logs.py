@@ -6,9 +6,15 @@ Invariants:
 * A log is opened only under ``open_lock`` and only for a topic id the newest image still has (a caller holding an
   older image cannot re-create a retired topic's directory: UNKNOWN_TOPIC_ID), so two PartitionLogs of one directory
   never hand out the same offsets twice.
-* A directory that lost offsets the RLMM knows (a lost data directory) is rebuilt from the RLMM as it opens
+* A directory that lost offsets the RLMM knows (a lost data directory) is rebuilt from the RLMM
   (:func:`orchestrator.broker.log_recovery.open_partition_log`), its producers from the snapshot uploaded with the
-  newest finished segment (``producer_snapshot``, read from the remote tier).
+  newest finished segment (``producer_snapshot``, read from the remote tier), when the RLMM is the only other
+  record: the partition has one replica, or this broker is to lead it (:meth:`HostedLogs.leader_log`, e.g. the last
+  in-sync replica back on a new disk). A follower of a replicated partition is not rebuilt: it opens what its disk
+  holds and copies the rest from its leader (from offset 0 if it lost everything, as a Kafka follower does, down to
+  the leader's local log start when older records are tiered). A rebuild would start it past records that only the
+  leader's local log holds (a copy that started but never finished names their offsets), and once in sync it could
+  lead without them.
 * :meth:`HostedLogs.leader_log` serves only a partition this broker leads (NOT_LEADER_OR_FOLLOWER otherwise), looking
   at the store once more when its image says otherwise (a client may know of a change not replayed here yet), and
   only once this process's incarnation is the broker's registered, unfenced one, as a KRaft broker serves no client
@@ -26,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.broker.local_log import LogConfig, PartitionLog
-from orchestrator.broker.log_recovery import open_partition_log
+from orchestrator.broker.log_recovery import needs_rebuild, open_partition_log, remote_bounds
 from orchestrator.broker.partition_dirs import PartitionKey, partition_dir_name
 from orchestrator.clock import wall_ms
 from orchestrator.errors import InconsistentTopicId, NotLeaderOrFollower, UnknownTopicId
@@ -62,40 +68,62 @@ class HostedLogs:
         self._reconcile = reconcile
         self._producer_snapshot = producer_snapshot
         self._on_failure = on_failure  # every log's OS errors, told to the broker's failed-directory channel
+        # The open logs found, or made, fit to lead: not behind the RLMM (each log is looked at once).
+        self._leader_checked: dict[PartitionKey, PartitionLog] = {}
 
     def open_log(
-        self, image: MetadataImage, topic_id: Uuid, partition: int, *, refresh_rlmm: bool = True
+        self,
+        image: MetadataImage,
+        topic_id: Uuid,
+        partition: int,
+        *,
+        refresh_rlmm: bool = True,
+        as_leader: bool = False,
     ) -> PartitionLog:
-        """The partition's open log, opened now if it is not (:func:`open_partition_log`: a directory that lost
-        offsets the RLMM knows is rebuilt from it). ``refresh_rlmm=False``: the caller refreshed the RLMM since it
-        last could have changed for an unopened partition (the metadata round does, once for all)."""
+        """The partition's open log, opened now if it is not. A directory that lost offsets the RLMM knows is rebuilt
+        from it (:func:`open_partition_log`) when this broker is the partition's only replica, or opens it to lead
+        (``as_leader``: an open log found behind the RLMM then is rebuilt, once per log); a follower of a replicated
+        partition opens what its disk holds, and copies the rest from its leader (see the module docstring).
+        ``refresh_rlmm=False``: the caller refreshed the RLMM since it last could have changed for an unopened
+        partition (the metadata round does, once for all)."""
         key = (topic_id, partition)
         with self._open_lock:  # two PartitionLogs of one directory would hand out the same offsets twice
             logs = self._logs()
             plog = logs.get(key)
-            if plog is None:
-                if topic_id not in self._follower.image.topics:  # retired while the caller held an older image
-                    raise UnknownTopicId(f"topic id {topic_id} was deleted")
-                topic = image.topics[topic_id]
-                configs = image.topic_configs(topic.name)
-                log_config = LogConfig(
-                    segment_bytes=int(configs.get(SEGMENT_BYTES, self._settings.segment_bytes)),
-                    segment_ms=int(configs.get(SEGMENT_MS, self._settings.segment_ms)),
-                )
-                directory = self._data_dir / partition_dir_name(topic.name, partition)
+            if plog is not None and (not as_leader or self._leader_checked.get(key) is plog):
+                return plog
+            if topic_id not in self._follower.image.topics:  # retired while the caller held an older image
+                raise UnknownTopicId(f"topic id {topic_id} was deleted")
+            topic = image.topics[topic_id]
+            replicated = partition in topic.partitions and len(topic.partitions[partition].replicas) > 1
+            if plog is not None:  # open as a follower's: behind the RLMM, it cannot lead as it is
                 if refresh_rlmm:
                     self._rlmm.refresh()
-                segments = self._rlmm.segments(topic_id, partition)  # a lost directory is rebuilt from them
-                plog = open_partition_log(
-                    directory,
-                    topic_id=topic_id,
-                    config=log_config,
-                    clock=wall_ms,
-                    segments=segments,
-                    producer_snapshot=self._producer_snapshot,
-                    on_failure=self._on_failure,
-                )
-                logs[key] = plog
+                if not needs_rebuild(plog.log_end_offset, remote_bounds(self._rlmm.segments(topic_id, partition))):
+                    self._leader_checked[key] = plog
+                    return plog
+                plog.close()
+                del logs[key]
+            elif refresh_rlmm and (as_leader or not replicated):
+                self._rlmm.refresh()
+            configs = image.topic_configs(topic.name)
+            log_config = LogConfig(
+                segment_bytes=int(configs.get(SEGMENT_BYTES, self._settings.segment_bytes)),
+                segment_ms=int(configs.get(SEGMENT_MS, self._settings.segment_ms)),
+            )
+            rebuild = as_leader or not replicated
+            plog = open_partition_log(
+                self._data_dir / partition_dir_name(topic.name, partition),
+                topic_id=topic_id,
+                config=log_config,
+                clock=wall_ms,
+                segments=self._rlmm.segments(topic_id, partition) if rebuild else (),
+                producer_snapshot=self._producer_snapshot,
+                on_failure=self._on_failure,
+            )
+            logs[key] = plog
+            if rebuild:
+                self._leader_checked[key] = plog
         return plog
 
     def _serving(self, image: MetadataImage) -> bool:
@@ -139,9 +167,9 @@ class HostedLogs:
                 raise NotLeaderOrFollower(f"broker {broker_id} does not lead topic id {topic_id} partition {partition}")
             self._check_registered(image, f"{topic.name}-{partition}")
         try:
-            return self.open_log(image, topic_id, partition)
+            return self.open_log(image, topic_id, partition, as_leader=True)
         except InconsistentTopicId:
             # The directory still holds a deleted topic id of the same name (deleted and re-created since the
             # metadata round last reconciled): move it aside now rather than refuse until the round does.
             self._reconcile(image)
-            return self.open_log(image, topic_id, partition)
+            return self.open_log(image, topic_id, partition, as_leader=True)
