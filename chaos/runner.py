@@ -226,7 +226,8 @@ def run_seed(
     """Generate the scenario of ``seed``, run it, heal, observe and check. ``tamper`` (for the suite's own tests)
     is called between healing and observing, to plant a defect the checker must find. ``replication_factor``: of
     the workload's topics (at most ``brokers``; see :func:`chaos.scenario.generate`); ``disk_faults``: brokers' data
-    directories turn read-only too (root only); ``topics``: how many topic names the workload draws from.
+    directories turn read-only or full too (root only), and with replicas are lost; ``topics``: how many topic names
+    the workload draws from.
 
     The metadata store: ``store`` (a ``postgresql://`` URL the caller made) or, with ``postgres``, a database of
     the seed's own on that server, made before the run and dropped after it (kept, and dumped into the run's
