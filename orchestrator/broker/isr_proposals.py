@@ -7,7 +7,8 @@ its followers' fetches said):
 * **shrink**: an ISR member that has not caught up with the leader's log for ``replica.lag.time.max.ms`` leaves
   (a dead, frozen or cut-off follower; one never heard of in this term counts from when this broker began leading);
 * **expand**: a replica outside the ISR whose log reaches the high watermark, and the offset where the leader's
-  current epoch began, joins (a returning broker, once it has truncated and caught up: KIP-101).
+  current epoch began, joins (a returning broker, once it has truncated and caught up: KIP-101), if it fetched
+  within ``replica.lag.time.max.ms``: a replica that stopped fetching is never taken back on an old fetch.
 
 The proposal is the current ISR with both changes, in replica order, the leader always in it. At most one request
 per partition is in flight, and a proposal is sent again only once the image shows a new partition epoch or a
@@ -64,7 +65,10 @@ def propose(
         )
     )
     hw = replicas.stored_high_watermark(key)
-    joining = set(replicas.caught_up(key, replicas=p.replicas, isr=p.isr, high_watermark=max(hw, epoch_start_offset)))
+    at = max(hw, epoch_start_offset)
+    joining = set(
+        replicas.caught_up(key, replicas=p.replicas, isr=p.isr, high_watermark=at, now_ms=now_ms, lag_max_ms=lag_max_ms)
+    )
     members = (set(p.isr) - lagging) | joining | {p.leader}
     proposal = tuple(r for r in p.replicas if r in members)
     return None if set(proposal) == set(p.isr) else proposal

@@ -137,9 +137,20 @@ class ReplicaStates:
         return lagging
 
     def caught_up(
-        self, key: PartitionKey, *, replicas: Iterable[int], isr: Iterable[int], high_watermark: int
+        self,
+        key: PartitionKey,
+        *,
+        replicas: Iterable[int],
+        isr: Iterable[int],
+        high_watermark: int,
+        now_ms: int,
+        lag_max_ms: int,
     ) -> list[int]:
-        """Replicas outside the ISR whose log reaches the high watermark: ready to join it."""
+        """Replicas outside the ISR whose log reaches the high watermark and that fetched within ``lag_max_ms``:
+        ready to join it. A replica heard of no longer (dead, frozen, cut off) never joins on what it fetched before:
+        Kafka grows the ISR only on a follower's fetch. Judged on its last fetch alone, a follower that died at the
+        high watermark was taken back in each round after it was dropped for its lag, and dropped again, while it
+        was not there at all."""
         part = self._partitions.get(key)
         if part is None:
             return []
@@ -150,6 +161,7 @@ class ReplicaStates:
             if r not in members
             and (state := part.followers.get(r)) is not None
             and state.log_end_offset >= high_watermark
+            and now_ms - state.last_fetch_ms <= lag_max_ms
         ]
 
     def forget_all_but(self, keys: Iterable[PartitionKey]) -> None:

@@ -52,6 +52,19 @@ def test_a_replica_joins_once_its_log_reaches_the_high_watermark_and_the_start_o
     assert _propose(states, p, now=3_000, epoch_start=100) == (1, 2, 3), "in replica order"
 
 
+def test_a_follower_dropped_for_its_lag_is_not_taken_back_on_a_fetch_from_before():
+    # 3 fetched at the high watermark at 1 s and was not heard of again (it died there): dropped once its lag passed,
+    # it must not be taken back in the next round on that old fetch, dropped again, and so on (the ISR flapped).
+    states = ReplicaStates()
+    _fetch(states, 2, 100, now=35_000)
+    _fetch(states, 3, 100, now=1_000)
+    assert _propose(states, now=40_000) == (1, 2)
+    dropped = replace(P, isr=(1, 2))
+    assert _propose(states, dropped, now=40_100) is None, "3 stays out"
+    _fetch(states, 3, 100, now=41_000)
+    assert _propose(states, dropped, now=41_100) == (1, 2, 3), "its next fetch takes it back"
+
+
 def test_a_partition_of_one_replica_is_never_changed():
     assert _propose(ReplicaStates(), replace(P, replicas=(1,), isr=(1,)), now=10**9) is None
 

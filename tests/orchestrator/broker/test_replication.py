@@ -69,8 +69,11 @@ def test_members_not_caught_up_within_the_lag_time_are_out_of_sync_and_caught_up
     lagging = states.out_of_sync(KEY, leader=1, isr=(1, 2, 3), now_ms=40_000, lag_max_ms=30_000, since_ms=5_000)
     assert lagging == [2, 3], "3 was never heard of since this broker began leading at 5 s"
     assert states.out_of_sync(KEY, leader=1, isr=(1, 2, 3), now_ms=20_000, lag_max_ms=30_000, since_ms=5_000) == []
-    assert states.caught_up(KEY, replicas=(1, 2, 3), isr=(1,), high_watermark=100) == [2]
-    assert states.caught_up(KEY, replicas=(1, 2, 3), isr=(1,), high_watermark=101) == []
+    recent = {"now_ms": 20_000, "lag_max_ms": 30_000}
+    assert states.caught_up(KEY, replicas=(1, 2, 3), isr=(1,), high_watermark=100, **recent) == [2]
+    assert states.caught_up(KEY, replicas=(1, 2, 3), isr=(1,), high_watermark=101, **recent) == []
+    stale = {"now_ms": 40_000, "lag_max_ms": 30_000}
+    assert states.caught_up(KEY, replicas=(1, 2, 3), isr=(1,), high_watermark=100, **stale) == [], "not heard of since"
 
 
 def test_a_follower_keeps_its_leaders_high_watermark_cut_to_its_own_log_and_truncation_lowers_it():
