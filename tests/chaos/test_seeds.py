@@ -19,7 +19,7 @@ import shutil
 import pytest
 
 from chaos.report import violation_report
-from chaos.runner import BUCKET, Run, run_seed
+from chaos.runner import BUCKET, Run, RunResult, run_seed
 from chaos.scenario import LEASE_S, generate
 from chaos.store_server import UP, ChaosPostgres
 from orchestrator import crash_points
@@ -69,12 +69,10 @@ def test_a_seeded_run_under_faults_keeps_every_invariant(
     assert sum(result.faults.values()) > 0, "the seed injected faults"
 
 
-@pytest.mark.parametrize(("seed", "operations", "brokers", "fault_rate", "replication_factor"), REPLICATED_RUNS)
-def test_a_seeded_run_with_three_replicas_keeps_every_invariant_through_a_leaders_death(
-    seed: int, operations: int, brokers: int, fault_rate: float, replication_factor: int
-) -> None:
-    """acks=all on replicated topics: what a leader acknowledged is on an in-sync follower, which takes over when the
-    leader dies; nothing acknowledged is lost or handed out twice, and the returning broker truncates and follows."""
+def _replicated_run(
+    seed: int, operations: int, brokers: int, fault_rate: float, replication_factor: int, *, disk_faults: bool = False
+) -> RunResult:
+    """The seed's run on 2 controllers with replicated topics, held to every invariant."""
     result = run_seed(
         seed,
         operations=operations,
@@ -82,8 +80,19 @@ def test_a_seeded_run_with_three_replicas_keeps_every_invariant_through_a_leader
         controllers=2,
         fault_rate=fault_rate,
         replication_factor=replication_factor,
+        disk_faults=disk_faults,
     )
     assert not result.violations, violation_report(result)
+    return result
+
+
+@pytest.mark.parametrize(("seed", "operations", "brokers", "fault_rate", "replication_factor"), REPLICATED_RUNS)
+def test_a_seeded_run_with_three_replicas_keeps_every_invariant_through_a_leaders_death(
+    seed: int, operations: int, brokers: int, fault_rate: float, replication_factor: int
+) -> None:
+    """acks=all on replicated topics: what a leader acknowledged is on an in-sync follower, which takes over when the
+    leader dies; nothing acknowledged is lost or handed out twice, and the returning broker truncates and follows."""
+    result = _replicated_run(seed, operations, brokers, fault_rate, replication_factor)
     assert result.scenario.replication_factor == replication_factor
     if (seed, operations, brokers, fault_rate, replication_factor) == REPLICATED_RUN:
         assert result.faults["leader moved"] > 0, f"no partition's leadership moved: {dict(result.faults)}"
@@ -187,16 +196,7 @@ LOST_DISK_RUNS = sized([], soak=[(5, 20, 3, 0.5, 3), (7, 20, 3, 0.5, 3)])
 def test_a_seeded_run_whose_brokers_lose_their_disks_keeps_every_invariant_with_replicas(
     seed: int, operations: int, brokers: int, fault_rate: float, replication_factor: int
 ) -> None:
-    result = run_seed(
-        seed,
-        operations=operations,
-        brokers=brokers,
-        controllers=2,
-        fault_rate=fault_rate,
-        replication_factor=replication_factor,
-        disk_faults=True,
-    )
-    assert not result.violations, violation_report(result)
+    result = _replicated_run(seed, operations, brokers, fault_rate, replication_factor, disk_faults=True)
     assert result.faults["disk_lost"] >= 1, f"no disk was lost: {dict(result.faults)}"
 
 

@@ -4,12 +4,15 @@ one it is to lead; never a follower's of a replicated partition, which copies fr
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState, TieredState, make_record
-from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
+from remote_storage.rlmm import RemoteLogMetadataManager
 from tests.support.broker_harness import in_process_broker, wall_ms
+from tests.support.segments import remote_segment
 
 pytestmark = pytest.mark.unit
 
@@ -35,20 +38,7 @@ def _topic(writer, name: str, replicas: list[int], leader: int) -> Uuid:
 
 
 def _copy_started(writer, name: str, tid: Uuid, start: int, end: int) -> None:
-    seg = RemoteSegment(
-        topic=name,
-        topic_id=tid,
-        partition=0,
-        segment_id=Uuid.random(),
-        start_offset=start,
-        end_offset=end,
-        max_timestamp_ms=0,
-        size_bytes=100,
-        tiered_epoch=1,
-        state=SegmentState.COPY_SEGMENT_STARTED,
-        leader_epoch=0,
-        leader_epochs=((0, start),),
-    )
+    seg = replace(remote_segment(start, end, state=SegmentState.COPY_SEGMENT_STARTED, tid=tid), topic=name)
     RemoteLogMetadataManager(writer.store).copy_started(seg, now_ms=wall_ms())
 
 
