@@ -97,6 +97,7 @@ import structlog
 from orchestrator import crash_points
 from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
+from orchestrator.broker import directory_id
 from orchestrator.broker.admin_reads import BROKER_READS, answer_read
 from orchestrator.broker.controller_link import ControllerLink, copy_state_messages, stale_broker_epoch
 from orchestrator.broker.data_plane import DataPlane
@@ -273,6 +274,15 @@ class BrokerAgent:
         structlog.contextvars.bind_contextvars(broker_id=self.settings.broker_id)
         image = await asyncio.to_thread(self.follower.refresh)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        dir_id, created = await asyncio.to_thread(
+            directory_id.load_or_create,
+            self.data_dir,
+            broker_id=self.settings.broker_id,
+            cluster_id=self.settings.cluster_id,
+        )
+        self.controller_link.log_dirs = (dir_id,)
+        if created:
+            log.info("broker.log_dir_created", directory=str(self.data_dir), directory_id=str(dir_id))
         await asyncio.to_thread(self.reconcile_partition_dirs, image)
         identity = node_client_security(self.settings.tls, self.settings.security)
         client_ssl = identity.ssl_context()

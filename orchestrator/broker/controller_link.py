@@ -64,6 +64,7 @@ class ControllerLink:
     ) -> None:
         self.settings = settings
         self.incarnation_id = Uuid.random()
+        self.log_dirs: tuple[Uuid, ...] = ()  # the data directory's id (directory_id.py), set before registering
         self.broker_epoch = -1  # none until registered
         self._advertised_port = advertised_port  # known once the server has bound its port
         self._image_offset = image_offset
@@ -85,6 +86,7 @@ class ControllerLink:
             "listeners": [listener],
             "features": [],
             "rack": self.settings.rack,
+            "log_dirs": list(self.log_dirs),
         }
         # Idempotent: the controller gives a retried registration of the same incarnation the same epoch, so one that
         # timed out (a frozen controller) is sent again to whichever controller Metadata then names.

@@ -23,8 +23,10 @@ that does not lead):
   KIP-903; -1 skips the check), at that epoch: else INELIGIBLE_REPLICA. Members already in the ISR pass (the
   controller takes a broker that leaves out of every ISR it leads), so in practice this checks the ones added.
 
-A change is one PartitionChangeRecord naming only the new ISR; replaying it bumps the partition epoch and leaves the
-leader and its epoch as they are (:mod:`orchestrator.metadata.image`). AlterPartition never moves leadership.
+A change is one PartitionChangeRecord naming the new ISR (and the new ELR, KIP-966, when that changes: the replicas
+a shrink below ``min.insync.replicas`` leaves out join it, an ISR back at ``min.insync.replicas`` empties it:
+:func:`~orchestrator.controller.partitions.next_elr`); replaying it bumps the partition epoch and leaves the leader
+and its epoch as they are (:mod:`orchestrator.metadata.image`). AlterPartition never moves leadership.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from orchestrator.errors import (
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage, PartitionImage
 from orchestrator.metadata.records import MetadataRecord, make_record
+
+from .partitions import min_insync, next_elr
 
 UNKNOWN_BROKER_EPOCH = -1  # a member's broker epoch the request does not give (version 2, or a leader that skips it)
 
@@ -115,8 +119,13 @@ def decide(image: MetadataImage, request: IsrRequest) -> IsrDecision:
         return IsrDecision(
             IneligibleReplica(f"{where}: the new ISR {asked} names {', '.join(ineligible)}"), partition=p
         )
+    elr = next_elr(p, asked, min_insync(image, topic))
     record = make_record(
-        "PartitionChangeRecord", topic_id=request.topic_id, partition_id=request.partition_id, isr=asked
+        "PartitionChangeRecord",
+        topic_id=request.topic_id,
+        partition_id=request.partition_id,
+        isr=asked,
+        eligible_leader_replicas=elr if tuple(elr) != p.elr else None,
     )
     return IsrDecision(record=record, partition=p)
 

@@ -8,7 +8,10 @@ Design choices (KRaft's rules):
 * broker epoch = the offset of the broker's RegisterBrokerRecord; a registration is fenced until a heartbeat reports
   a metadata offset at or past it. A registration with the same incarnation id is a retry and gets the same epoch;
   another incarnation is refused with DUPLICATE_BROKER_REGISTRATION while the old one's session lives, and then
-  replaces it (the old incarnation leaves its partitions' ISRs and leaderships in the same append).
+  replaces it (the old incarnation leaves its partitions' ISRs and leaderships in the same append). A registration
+  whose log directory ids share none with the previous one's (a disk replaced by an empty one, KIP-858) leaves as a
+  broker that holds nothing: even a last ISR member, when an eligible leader replica can take over, and the ELR
+  (``partitions.leave_records(lost=True)``; logged ``broker.disk_replaced``).
 * A broker is fenced (and leaves every ISR and leadership) when its session expires, when it asks (WantFence,
   WantShutDown), and when it is unregistered; it is unfenced (and rejoins) by a heartbeat that is caught up.
 * With ``auto_leader_rebalance``, every tick gives each live in-sync preferred replica its leadership back.
@@ -19,6 +22,8 @@ Design choices (KRaft's rules):
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import structlog
 
@@ -32,6 +37,7 @@ from orchestrator.errors import (
     StaleBrokerEpoch,
     StaleControllerEpoch,
 )
+from orchestrator.ids import Uuid
 from orchestrator.metadata.records import make_record
 from orchestrator.protocol import messages as m
 from orchestrator.settings import BrokerMembership
@@ -42,6 +48,13 @@ from .partitions import leave_records, preferred_leader_records, rejoin_records
 from .state import ControllerState
 
 log = structlog.get_logger(__name__)
+
+
+def replaced_disk(before: Sequence[Uuid], now: Sequence[Uuid]) -> bool:
+    """Whether a broker that registered with log directories ``before`` now registers with none of them (KIP-858's
+    directory ids): its disk was replaced by an empty one. A registration without ids (an older broker) says
+    nothing either way."""
+    return bool(before) and bool(now) and not set(before) & set(now)
 
 
 class BrokerLifecycle:
@@ -85,6 +98,15 @@ class BrokerLifecycle:
                     f"session has not expired; retry after {self._settings.session_timeout_ms} ms without heartbeats"
                 )
             broker_epoch = state.next_offset()
+            log_dirs = list(req.get("log_dirs") or [])
+            lost = replaced_disk(existing.log_dirs if existing is not None else (), log_dirs)
+            if lost:
+                log.warning(
+                    "broker.disk_replaced",
+                    broker_id=broker_id,
+                    log_dirs=[str(d) for d in log_dirs],
+                    previous_log_dirs=[str(d) for d in existing.log_dirs] if existing is not None else [],
+                )
             records = [
                 make_record(
                     "RegisterBrokerRecord",
@@ -95,8 +117,9 @@ class BrokerLifecycle:
                     features=[dict(f) for f in req["features"]],
                     rack=req["rack"],
                     fenced=True,
+                    log_dirs=log_dirs,
                 ),
-                *(leave_records(image, broker_id) if existing is not None else []),
+                *(leave_records(image, broker_id, lost=lost) if existing is not None else []),
             ]
             offset = state.append(records)
             if offset - len(records) + 1 != broker_epoch:  # pragma: no cover - the lease makes this core the writer

@@ -18,6 +18,12 @@ round-robin cursor) and returns the records to append, or raises a typed Kafka e
   leader) and, with ``rebalance``, of those it is the preferred (first) replica of and in the ISR of.
 * Leader balancing (``rebalance``, on every controller tick): a live in-sync preferred replica that does not lead
   takes its partition's leadership back; an out-of-sync one never does.
+* Eligible leader replicas (ELR, KIP-966): a replica that leaves the ISR while the ISR is (then) smaller than the
+  topic's ``min.insync.replicas`` joins the ELR, since nothing can be committed without it from then on; an ISR
+  back at ``min.insync.replicas`` empties it. A broker back on a new disk (``lost``: its registration's log
+  directory ids are new, KIP-858) leaves the ELR, and leaves the ISR even as its last member when the ELR names
+  another replica; a partition whose ISR is then empty elects a live ELR member (its ISR becomes that one), now or
+  when one rejoins. Without an ELR member the lost broker stays the last member, as with one replica.
 * Unclean election (topic config ``unclean.leader.election.enable``, default false): a leaderless partition whose
   in-sync replicas are all fenced or gone elects a live replica outside the ISR, whose ISR becomes just that broker
   (acknowledged records it lacks are lost). It happens when the leader leaves with no live in-sync replica, and when
@@ -31,13 +37,13 @@ round-robin cursor) and returns the records to append, or raises a typed Kafka e
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from orchestrator.errors import InvalidReplicaAssignment, InvalidReplicationFactor
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import LEADER_UNCHANGED, NO_LEADER, MetadataImage, PartitionImage, TopicImage
 from orchestrator.metadata.records import MetadataRecord, make_record
-from orchestrator.metadata.topic_configs import flag
+from orchestrator.metadata.topic_configs import flag, int_or_default
 
 from . import tiering
 
@@ -112,48 +118,98 @@ def new_topic_records(
 
 
 UNCLEAN_LEADER_ELECTION = "unclean.leader.election.enable"
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
-def leave_records(image: MetadataImage, broker_id: int) -> list[MetadataRecord]:
+def leave_records(image: MetadataImage, broker_id: int, *, lost: bool = False) -> list[MetadataRecord]:
     """PartitionChangeRecords taking ``broker_id`` out of every ISR (but a last member) and leadership; a partition
-    left without a live in-sync replica elects a live one outside the ISR when its topic allows unclean election."""
+    left without a live in-sync replica elects a live eligible leader replica (ELR), or, when its topic allows unclean
+    election, a live one outside the ISR. ``lost``: the broker came back on a new disk (its log directories are not
+    the ones it registered before): it holds nothing, so it leaves the ELR, and leaves the ISR even as its last
+    member when the ELR names someone else (who holds every committed record); with no one else (one replica, or
+    ``min.insync.replicas`` 1) it stays, and leads again with what the remote tier holds (the broker rebuilds its
+    log from the RLMM: what only the lost disk held is gone)."""
 
     def usable(b: int) -> bool:
         return b != broker_id and _live(image, b)
 
     out: list[MetadataRecord] = []
     for topic, p in _partitions(image):
-        if broker_id not in p.isr and p.leader != broker_id:
+        if broker_id not in p.isr and p.leader != broker_id and not (lost and broker_id in p.elr):
             continue
-        isr = [b for b in p.isr if b != broker_id] or list(p.isr)
+        min_isr = min_insync(image, topic)
+        rest = [b for b in p.isr if b != broker_id]
+        isr = rest or list(p.isr)
+        elr = next_elr(p, isr, min_isr, gone=broker_id if lost else None)
+        if lost and not rest and broker_id in p.isr:
+            eligible = next_elr(p, [], min_isr, gone=broker_id)
+            if eligible:  # someone holds every committed record: the empty disk does not stay the last member
+                isr, elr = [], eligible
         leader = p.leader
-        if leader == broker_id:
+        if leader == broker_id or (not isr and leader != NO_LEADER):
             leader = next((b for b in p.replicas if b in isr and usable(b)), NO_LEADER)
-            unclean = next((b for b in p.replicas if usable(b)), NO_LEADER)
-            if leader == NO_LEADER and unclean != NO_LEADER and _unclean_allowed(image, topic):
-                leader, isr = unclean, [unclean]
-        change = _change(topic.topic_id, p, isr, leader)
+        if leader == NO_LEADER and not any(usable(b) for b in isr):
+            leader, isr, elr = _elect_outside_isr(image, topic, p, isr, elr, usable)
+        change = _change(topic.topic_id, p, isr, leader, elr)
         if change is not None:
             out.append(change)
     return out
 
 
+def _elect_outside_isr(
+    image: MetadataImage,
+    topic: TopicImage,
+    p: PartitionImage,
+    isr: list[int],
+    elr: list[int],
+    usable: Callable[[int], bool],
+) -> tuple[int, list[int], list[int]]:
+    """(leader, ISR, ELR) of a partition none of whose in-sync replicas can lead: a live eligible leader replica
+    when the ISR is empty (it holds every committed record), else a live replica outside the ISR when the topic
+    allows unclean election, else leaderless as it is."""
+    eligible = next((b for b in p.replicas if b in elr and usable(b)), NO_LEADER) if not isr else NO_LEADER
+    if eligible != NO_LEADER:
+        return eligible, [eligible], [b for b in elr if b != eligible]
+    unclean = next((b for b in p.replicas if usable(b)), NO_LEADER)
+    if unclean != NO_LEADER and _unclean_allowed(image, topic):
+        return unclean, [unclean], []
+    return NO_LEADER, isr, elr
+
+
+def next_elr(p: PartitionImage, isr: Sequence[int], min_isr: int, *, gone: int | None = None) -> list[int]:
+    """The ELR once the ISR is ``isr`` (KIP-966): empty while the ISR has at least ``min_isr`` members (a record can
+    be committed without any one outside it); else what it was, with every replica that just left the ISR (each
+    holds every committed record: none can be committed without ``min_isr`` in-sync replicas), less the new ISR's
+    members and ``gone`` (a broker whose disk was lost holds nothing), in replica order."""
+    if len(isr) >= min_isr:
+        return []
+    members = (set(p.elr) | (set(p.isr) - set(isr))) - set(isr) - {gone}
+    return [b for b in p.replicas if b in members]
+
+
+def min_insync(image: MetadataImage, topic: TopicImage) -> int:
+    return int_or_default(image.topic_configs(topic.name), MIN_INSYNC_REPLICAS)
+
+
 def rejoin_records(image: MetadataImage, broker_id: int, *, rebalance: bool) -> list[MetadataRecord]:
-    """PartitionChangeRecords for an unfenced ``broker_id``: leading the leaderless partitions whose ISR it is in (or,
-    with unclean election allowed, whose ISR is all fenced) and (``rebalance``) those it is the preferred replica
-    of and in the ISR of. It joins no ISR: its leader adds it once it has caught up."""
+    """PartitionChangeRecords for an unfenced ``broker_id``: leading the leaderless partitions whose ISR it is in,
+    or whose ISR is empty and whose ELR it is in (or, with unclean election allowed, whose ISR is all fenced) and
+    (``rebalance``) those it is the preferred replica of and in the ISR of. It joins no ISR otherwise: its leader
+    adds it once it has caught up."""
     out: list[MetadataRecord] = []
     for topic, p in _partitions(image):
         if broker_id not in p.replicas:
             continue
-        isr, leader = list(p.isr), p.leader
+        isr, leader, elr = list(p.isr), p.leader, list(p.elr)
         if leader == NO_LEADER and broker_id in p.isr:
             leader = broker_id
+        elif leader == NO_LEADER and not p.isr and broker_id in p.elr:
+            leader, isr, elr = broker_id, [broker_id], [b for b in p.elr if b != broker_id]
         elif leader == NO_LEADER and _unclean_allowed(image, topic) and not any(_live(image, b) for b in p.isr):
-            leader, isr = broker_id, [broker_id]
+            leader, isr, elr = broker_id, [broker_id], []
         elif rebalance and p.replicas[0] == broker_id and broker_id in p.isr:
             leader = broker_id
-        change = _change(topic.topic_id, p, isr, leader)
+        change = _change(topic.topic_id, p, isr, leader, elr)
         if change is not None:
             out.append(change)
     return out
@@ -188,9 +244,12 @@ def _partitions(image: MetadataImage) -> Iterable[tuple[TopicImage, PartitionIma
             yield topic, p
 
 
-def _change(topic_id: Uuid, p: PartitionImage, isr: list[int], leader: int) -> MetadataRecord | None:
+def _change(
+    topic_id: Uuid, p: PartitionImage, isr: list[int], leader: int, elr: Sequence[int] | None = None
+) -> MetadataRecord | None:
     isr_changed = tuple(isr) != p.isr
-    if not isr_changed and leader == p.leader:
+    elr_changed = elr is not None and tuple(elr) != p.elr
+    if not isr_changed and not elr_changed and leader == p.leader:
         return None
     return make_record(
         "PartitionChangeRecord",
@@ -198,4 +257,5 @@ def _change(topic_id: Uuid, p: PartitionImage, isr: list[int], leader: int) -> M
         partition_id=p.partition_id,
         isr=isr if isr_changed else None,
         leader=leader if leader != p.leader else LEADER_UNCHANGED,
+        eligible_leader_replicas=list(elr) if elr_changed and elr is not None else None,
     )

@@ -73,6 +73,7 @@ class BrokerImage:
     endpoints: tuple[Endpoint, ...]
     rack: str | None
     fenced: bool
+    log_dirs: tuple[Uuid, ...] = ()  # the ids of its log directories (empty: it registered without them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +84,9 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # KIP-966's eligible leader replicas: out of the ISR, yet known to hold every committed record (they left it
+    # while it was smaller than min.insync.replicas, so nothing was committed without them since)
+    elr: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +169,7 @@ class MetadataImage:
                     ],
                     rack=b.rack,
                     fenced=b.fenced,
+                    log_dirs=list(b.log_dirs),
                 )
             )
         for t in self.topics.values():
@@ -180,6 +185,7 @@ class MetadataImage:
                         leader=p.leader,
                         leader_epoch=p.leader_epoch,
                         partition_epoch=p.partition_epoch,
+                        eligible_leader_replicas=list(p.elr) if p.elr else None,
                     )
                 )
             out += self._tiered_records(t.topic_id, t.tiered_epoch, t.tiered_state, t.policy)
@@ -341,6 +347,7 @@ def _register_broker(b: _Builder, f: Mapping[str, Any]) -> None:
         endpoints=tuple(Endpoint(e["name"], e["host"], e["port"], e["security_protocol"]) for e in f["end_points"]),
         rack=f["rack"],
         fenced=bool(f["fenced"]),
+        log_dirs=tuple(f.get("log_dirs") or ()),
     )
 
 
@@ -384,6 +391,7 @@ def _partition(b: _Builder, f: Mapping[str, Any]) -> None:
         leader=f["leader"],
         leader_epoch=f["leader_epoch"],
         partition_epoch=f["partition_epoch"],
+        elr=tuple(f.get("eligible_leader_replicas") or ()),
     )
 
 
@@ -400,6 +408,7 @@ def _partition_change(b: _Builder, f: Mapping[str, Any]) -> None:
         leader=leader,
         leader_epoch=p.leader_epoch + 1 if leader != p.leader else p.leader_epoch,
         partition_epoch=p.partition_epoch + 1,
+        elr=p.elr if f.get("eligible_leader_replicas") is None else tuple(f["eligible_leader_replicas"]),
     )
 
 

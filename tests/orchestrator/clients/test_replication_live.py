@@ -10,6 +10,9 @@ acks=all with min.insync.replicas=2 means one dead broker loses nothing (issue 3
   incarnation's session lives the metadata still names it leader, and it must lead nothing (a KRaft broker serves
   no client before the controller registered and unfenced it), or it would hand out offset 0 again from its empty
   disk; the records go to the new leader, nothing acknowledged is lost, and it copies the log back from the others.
+* The last in-sync replica lost with its disk, after both followers dropped out below min.insync.replicas: the one
+  that dropped out last holds every committed record (an eligible leader replica, KIP-966) and leads; the broker on
+  the new disk, whose log directory id is new (KIP-858), does not come back as the leader of an empty log.
 """
 
 from __future__ import annotations
@@ -140,7 +143,10 @@ def test_a_leader_back_at_once_on_an_empty_disk_leads_nothing_until_registered_a
 ):
     from tests.support.kafka_clients import produce_confluent
 
-    with live_cluster(tmp_path / "c", brokers=3, controllers=1) as cluster:
+    # A session long enough (10 s, 2.5 s in the suite's fast clusters) that the broker is certainly back, even on a
+    # busy machine, while its previous process's session still lives: that is the moment under test.
+    session = {"membership": {"session_timeout_ms": 10_000}}
+    with live_cluster(tmp_path / "c", brokers=3, controllers=1, controller_overrides=session) as cluster:
         cluster.call(
             lambda c: c.create_topic(TOPIC, partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
         )
@@ -172,6 +178,57 @@ def test_a_leader_back_at_once_on_an_empty_disk_leads_nothing_until_registered_a
             90,
         )
         wait_until("and to rejoin the ISR", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
+
+
+def _partition_image(cluster: Any) -> Any:
+    """Partition 0 of TOPIC as the metadata log has it now (with its eligible leader replicas, which Metadata does
+    not show)."""
+    from orchestrator.metadata.follower import MetadataFollower
+    from orchestrator.metadata.sqlite import SqliteMetadataStore
+
+    with SqliteMetadataStore(cluster.dir / "metadata.db", recover_on_open=False) as store:
+        image = MetadataFollower(store).refresh()
+    topic = next(t for t in image.topics.values() if t.name == TOPIC)
+    return topic.partitions[0]
+
+
+def test_the_last_in_sync_replica_lost_with_its_disk_gives_way_to_an_eligible_replica_and_nothing_is_lost(tmp_path):
+    from tests.support.kafka_clients import produce_confluent
+
+    with live_cluster(tmp_path / "c", brokers=3, controllers=1) as cluster:
+        cluster.call(
+            lambda c: c.create_topic(TOPIC, partitions=1, replication_factor=3, configs={"min.insync.replicas": "2"})
+        )
+        first = [(0, None, b"first-%03d" % i) for i in range(100)]
+        produce_confluent(cluster.bootstrap, TOPIC, first, acks="all")
+        leader, replicas, _ = _leader(cluster)
+        wait_until("every replica in sync", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
+        early, late = [b for b in replicas if b != leader]
+
+        cluster.signal("broker", early, signal.SIGSTOP)
+        wait_until("the first follower to drop out", lambda: early not in _partition_image(cluster).isr, 60)
+        assert _partition_image(cluster).elr == (), "two in sync still commit without it: not eligible"
+        cluster.signal("broker", late, signal.SIGSTOP)
+        wait_until("the second to drop out", lambda: _partition_image(cluster).isr == (leader,), 60)
+        assert _partition_image(cluster).elr == (late,), "below min.insync.replicas nothing commits without it"
+
+        lc.kill_process(cluster.process("broker", leader))
+        for entry in list((cluster.dir / "data" / f"broker-{leader}").iterdir()):  # its disk replaced
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        cluster.signal("broker", early, signal.SIGCONT)
+        cluster.signal("broker", late, signal.SIGCONT)
+        restart(cluster.dir, "broker", leader)
+        wait_until("the eligible replica to lead", lambda: _partition_image(cluster).leader == late, 60)
+        assert _partition_image(cluster).isr == (late,)
+
+        second = [(0, None, b"second-%03d" % i) for i in range(50)]
+        acked = produce_confluent(
+            cluster.bootstrap, TOPIC, second, acks="all", timeout_s=90, **{"message.timeout.ms": 60_000}
+        )
+        assert [r[1] for r in acked] == list(range(100, 150)), "no offset handed out twice"
+        read = consume_confluent(cluster.bootstrap, TOPIC, [0], until={0: 150}, timeout_s=90)
+        assert [(o, v) for _, o, _, v in read] == [(i, v) for i, (_, _, v) in enumerate(first + second)]
+        wait_until("every replica back in sync", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 90)
 
 
 def _produce_acks_all(cluster: Any, values: list[bytes]) -> list[Any]:

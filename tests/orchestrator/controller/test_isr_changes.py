@@ -18,7 +18,7 @@ from orchestrator.errors import (
 )
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, replay
-from orchestrator.metadata.records import make_record
+from orchestrator.metadata.records import ConfigResourceType, make_record
 
 pytestmark = pytest.mark.unit
 
@@ -139,3 +139,22 @@ def test_the_sender_must_be_the_registered_incarnation() -> None:
     assert check_sender(image, 1, 10) is None
     assert isinstance(check_sender(image, 1, 11), StaleBrokerEpoch)
     assert isinstance(check_sender(image, 5, -1), StaleBrokerEpoch)
+
+
+def test_a_shrink_below_min_insync_replicas_makes_the_replica_left_out_eligible_and_growing_back_clears_it() -> None:
+    config = make_record(
+        "ConfigRecord",
+        resource_type=ConfigResourceType.TOPIC,
+        resource_name="orders",
+        name="min.insync.replicas",
+        value="2",
+    )
+    image = cluster(isr=(1, 2))
+    image = replay(image, [(image.offset + 1, config)])
+    shrink = decide(image, ask([1]))
+    assert shrink.record is not None and shrink.record.fields["eligible_leader_replicas"] == [2]
+    image = replay(image, [(image.offset + 1, shrink.record)])
+    assert image.topics[TOPIC].partitions[0].elr == (2,)
+    grow = decide(image, ask([1, 3], partition_epoch=PARTITION_EPOCH + 1))
+    assert grow.record is not None and grow.record.fields["eligible_leader_replicas"] == []
+    assert replay(image, [(image.offset + 1, grow.record)]).topics[TOPIC].partitions[0].elr == ()

@@ -7,7 +7,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from orchestrator.controller.partitions import UNCLEAN_LEADER_ELECTION, leave_records, rejoin_records
+from orchestrator.controller.partitions import (
+    MIN_INSYNC_REPLICAS,
+    UNCLEAN_LEADER_ELECTION,
+    leave_records,
+    rejoin_records,
+)
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, PartitionImage, replay
 from orchestrator.metadata.records import ConfigResourceType, MetadataRecord, make_record
@@ -18,7 +23,14 @@ TOPIC = Uuid.from_bytes(bytes(range(16)))
 
 
 def image_of(
-    *, replicas: Sequence[int], isr: Sequence[int], leader: int, fenced: Sequence[int] = (), unclean: bool = False
+    *,
+    replicas: Sequence[int],
+    isr: Sequence[int],
+    leader: int,
+    fenced: Sequence[int] = (),
+    unclean: bool = False,
+    min_isr: int | None = None,
+    elr: Sequence[int] = (),
 ) -> MetadataImage:
     records: list[MetadataRecord] = []
     for b in (1, 2, 3):
@@ -46,19 +58,20 @@ def image_of(
             leader=leader,
             leader_epoch=0,
             partition_epoch=0,
+            eligible_leader_replicas=list(elr) or None,
         ),
     ]
+    if min_isr is not None:
+        records.append(_topic_config(MIN_INSYNC_REPLICAS, str(min_isr)))
     if unclean:
-        records.append(
-            make_record(
-                "ConfigRecord",
-                resource_type=ConfigResourceType.TOPIC,
-                resource_name="t",
-                name=UNCLEAN_LEADER_ELECTION,
-                value="true",
-            )
-        )
+        records.append(_topic_config(UNCLEAN_LEADER_ELECTION, "true"))
     return replay(EMPTY_IMAGE, list(enumerate(records)))
+
+
+def _topic_config(name: str, value: str) -> MetadataRecord:
+    return make_record(
+        "ConfigRecord", resource_type=ConfigResourceType.TOPIC, resource_name="t", name=name, value=value
+    )
 
 
 def after(image: MetadataImage, records: list[MetadataRecord]) -> PartitionImage:
@@ -123,3 +136,45 @@ def test_with_one_replica_the_broker_leaves_leaderless_and_returns_leader() -> N
     assert (left.topics[TOPIC].partitions[0].isr, left.topics[TOPIC].partitions[0].leader) == ((1,), -1)
     p = after(left, rejoin_records(left, 1, rebalance=True))
     assert (p.isr, p.leader, p.leader_epoch) == ((1,), 1, 2)
+
+
+# --- eligible leader replicas (KIP-966) and a broker back on a new disk (KIP-858)
+
+
+def test_replicas_leaving_an_isr_below_min_insync_replicas_become_eligible_and_an_isr_back_at_it_clears_them() -> None:
+    image = image_of(replicas=[1, 2, 3], isr=[1, 2, 3], leader=1, min_isr=2)
+    p = after(image, leave_records(image, 2))
+    assert (p.isr, p.elr) == ((1, 3), ()), "two in sync still commit without 2: it is not eligible"
+    image = image_of(replicas=[1, 2, 3], isr=[1, 3], leader=1, min_isr=2, fenced=[2])
+    p = after(image, leave_records(image, 3))
+    assert (p.isr, p.elr, p.leader) == ((1,), (3,), 1), "nothing commits below min ISR: 3 holds all that did"
+
+
+def test_the_last_in_sync_replica_back_on_a_new_disk_leaves_and_an_eligible_replica_leads() -> None:
+    image = image_of(replicas=[1, 2, 3], isr=[1], leader=-1, min_isr=2, elr=[3], fenced=[2])
+    p = after(image, leave_records(image, 1, lost=True))
+    assert (p.isr, p.elr, p.leader) == ((3,), (), 3), "the empty disk does not lead; 3 holds every committed record"
+
+
+def test_an_empty_isr_waits_for_an_eligible_replica_which_leads_when_it_rejoins() -> None:
+    image = image_of(replicas=[1, 2, 3], isr=[1], leader=-1, min_isr=2, elr=[3], fenced=[2, 3])
+    p = after(image, leave_records(image, 1, lost=True))
+    assert (p.isr, p.elr, p.leader) == ((), (3,), -1), "no live eligible replica yet: leaderless, nothing lost"
+    image = replay(image, [(image.offset + 1, r) for r in leave_records(image, 1, lost=True)])
+    p = after(image, rejoin_records(image, 1, rebalance=False))
+    assert p.leader == -1, "the broker on the new disk is neither in sync nor eligible"
+    p = after(image, rejoin_records(image, 3, rebalance=False))
+    assert (p.isr, p.elr, p.leader) == ((3,), (), 3)
+
+
+def test_without_an_eligible_replica_the_last_member_back_on_a_new_disk_stays_and_leads_again() -> None:
+    image = image_of(replicas=[1, 2, 3], isr=[1], leader=-1, fenced=[2, 3])  # min.insync.replicas 1: no ELR
+    assert leave_records(image, 1, lost=True) == []
+    p = after(image, rejoin_records(image, 1, rebalance=False))
+    assert (p.isr, p.leader) == ((1,), 1), "no one else holds more: it leads with what the remote tier holds"
+
+
+def test_a_broker_back_on_a_new_disk_leaves_the_elr() -> None:
+    image = image_of(replicas=[1, 2, 3], isr=[1], leader=1, min_isr=2, elr=[2, 3], fenced=[2])
+    p = after(image, leave_records(image, 2, lost=True))
+    assert (p.isr, p.elr, p.leader) == ((1,), (3,), 1)
