@@ -149,6 +149,10 @@ def test_fencing_records_apply_only_to_the_current_broker_epoch():
     assert 1 not in image.brokers
 
 
+def replace_fields(record, **fields):
+    return make_record(record.name, **{**record.fields, **fields})
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     st.lists(
@@ -173,7 +177,22 @@ def test_a_snapshot_replays_to_an_equal_image(topics):
             )
         )
         recs.append(make_record("ConfigRecord", resource_type=2, resource_name=name, name="retention.ms", value="1000"))
+    if topics:  # an eligible leader replica and a broker's log directory (tagged fields) survive the snapshot too
+        first = next(r for r in recs if r.name == "PartitionRecord").fields
+        recs.append(
+            make_record(
+                "PartitionChangeRecord",
+                topic_id=first["topic_id"],
+                partition_id=first["partition_id"],
+                isr=[1],
+                eligible_leader_replicas=[2],
+            )
+        )
+    recs.append(replace_fields(_broker(3), log_dirs=[Uuid.random()]))
     image = replay(EMPTY_IMAGE, _numbered(recs))
+    if topics:
+        assert any(p.elr == (2,) for t in image.topics.values() for p in t.partitions.values())
+    assert image.brokers[3].log_dirs
     snapshot = [decode_record(encode_record(r)) for r in image.to_records()]
     again = replay(EMPTY_IMAGE, _numbered(snapshot))
     assert dict(again.topics) == dict(image.topics)
