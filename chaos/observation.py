@@ -7,6 +7,11 @@ not through the fault proxy), the proxy's record of every mutation, each chaos t
 the controllers' ``disable.ack``/``disable.completed`` log lines, and what the run itself recorded (acknowledged
 records, delete requests, what never converged).
 
+A partition's records are read up to its high watermark, which a leader elected moments before may still hold
+below what its predecessor acknowledged (it rises once the followers fetch from it, as in Kafka): each partition's
+bounds are read again, for at most :data:`HIGH_WATERMARK_WAIT_S` in all, until the high watermark reaches one past
+the highest offset acknowledged there. Records really lost never get there, and the checker still finds them.
+
 Invariants: nothing here changes the cluster or the bucket (reads only); a controller's log line cut short by a
 kill is skipped, not an error; only the topics the scenario names (:attr:`~chaos.scenario.Scenario.topic_names`)
 are read back.
@@ -14,9 +19,11 @@ are read back.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import json
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -65,7 +72,11 @@ def observe(
     pages = rig.direct_s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
     keys = frozenset(o["Key"] for page in pages for o in page.get("Contents", []))
     names = frozenset(rig.scenario.topic_names)
-    topics = rig.call(lambda c: _topics_at_end(c, names), timeout_s=120)
+    acked_ends: dict[tuple[str, int], int] = {}
+    for a in acks:
+        key = (a.topic_id, a.partition)
+        acked_ends[key] = max(acked_ends.get(key, 0), a.first_offset + len(a.values))
+    topics = rig.call(lambda c: _topics_at_end(c, names, acked_ends), timeout_s=120)
     mutations = tuple(ck.Mutation(m.time_ms, m.operation, m.key, m.status) for m in rig.proxy.mutations())
     listing = Counter(k.split("/", 2)[1] if k.startswith(PREFIX) else "(outside the prefix)" for k in keys)
     history.record("observed", bucket_objects=dict(listing), topics=[t.name for t in topics])
@@ -87,8 +98,14 @@ def observe(
     )
 
 
-async def _topics_at_end(c: TieredClient, names: frozenset[str]) -> list[ck.TopicEnd]:
+HIGH_WATERMARK_WAIT_S = 15.0
+
+
+async def _topics_at_end(
+    c: TieredClient, names: frozenset[str], acked_ends: Mapping[tuple[str, int], int]
+) -> list[ck.TopicEnd]:
     out = []
+    deadline = time.monotonic() + HIGH_WATERMARK_WAIT_S
     statuses = {s.topic: s for s in await c.tiering_status(None)}
     md = await c.metadata(None)
     for t in md["topics"]:
@@ -98,6 +115,10 @@ async def _topics_at_end(c: TieredClient, names: frozenset[str]) -> list[ck.Topi
         parts = []
         for p in sorted(p["partition_index"] for p in t["partitions"]):
             bounds = await c.offsets(t["name"], p)
+            wanted = acked_ends.get((str(t["topic_id"]), p), 0)
+            while bounds.log_end_offset < wanted and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)  # a new leader's high watermark rises once its followers fetch
+                bounds = await c.offsets(t["name"], p)
             records = {r.offset: r.value async for r in c.consume(t["name"], p)}
             parts.append(
                 ck.PartitionEnd(
