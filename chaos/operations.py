@@ -12,7 +12,9 @@ Invariants:
   it is counted and recorded, and the run goes on.
 * A disable with the delete policy whose answer never came (or came as a retriable error) may still be applied at
   any later time: it is kept as :data:`UNKNOWN_OUTCOME`, which stands for every record of the topic id from then
-  on. A definite refusal (a non-retriable Kafka error) applied nothing and is not kept.
+  on. A definite refusal (a non-retriable Kafka error) applied nothing and is not kept, except
+  TIERED_STORAGE_DISABLEMENT_IN_PROGRESS: the client's retry of a request whose first try was applied (its
+  controller died after the epoch bump, before answering) hears that the topic is already DISABLING.
 * Produces are acks=all (the client's only mode): a batch is acknowledged once every in-sync replica has it, the
   only promise that survives a broker's death with replicas. A batch acknowledged before a later one of the same
   produce failed is kept; one whose answer never came is not (it may or may not be in the log).
@@ -33,7 +35,7 @@ from chaos.history import History
 from chaos.rig import Rig
 from chaos.scenario import Op
 from orchestrator.clock import wall_ms
-from orchestrator.errors import KafkaError, TieredError
+from orchestrator.errors import KafkaError, TieredError, TieredStorageDisablementInProgress
 
 UNKNOWN_OUTCOME = 2**62  # the time of a request whose outcome the run never learned: "at any time from now on"
 
@@ -115,7 +117,13 @@ class Operations:
             try:
                 call(lambda c: c.disable_tiering(op.topic, a["policy"]))
             except Exception as exc:
-                refused = isinstance(exc, KafkaError) and not exc.retriable  # a definite no: nothing was applied
+                # A definite no: nothing was applied. Not so "already DISABLING": the client's retry of a request
+                # whose answer was lost (its controller died after the epoch bump) hears it of its own first try.
+                refused = (
+                    isinstance(exc, KafkaError)
+                    and not exc.retriable
+                    and not isinstance(exc, TieredStorageDisablementInProgress)
+                )
                 if delete and not refused:
                     self.delete_requests[tid].append(UNKNOWN_OUTCOME)
                 raise
