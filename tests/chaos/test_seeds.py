@@ -55,6 +55,15 @@ REPLICATED_RUN = (323, OPERATIONS, 3, 0.5, 3)
 REPLICATED_REGRESSION_SEEDS: tuple[tuple[int, int, int, int], ...] = ()
 REPLICATED_RUNS = [REPLICATED_RUN] + [(s, ops, b, 0.35, rf) for s, ops, b, rf in REPLICATED_REGRESSION_SEEDS]
 SOAK_RUNS = sized([], soak=[(seed, 20, 3, 0.35) for seed in range(4, 14)])  # make chaos's size, seeds 4 to 13
+# Lost disks (the disk_lost fault: a broker killed and its data directory emptied) with 3 replicas: the seeds that
+# found four defects, at make chaos's size on 3 brokers with disk faults. Seed 5 (fault rate 0.5): a leader restarted
+# on an empty disk led while its old session lived and handed out offset 0 again. Seed 7 (0.5): a follower on a new
+# disk rebuilt from the RLMM started past records only its leader held, then led without them. Seed 2 (0.35): a dead
+# follower was taken back into the ISR on its last fetch, again and again. Seed 30 (0.35): the last in-sync replica
+# came back on a new disk and led an empty log. make test holds each defect with a test of its own that fails
+# without the fix (clients/test_replication_live.py, broker/test_hosted_logs.py, broker/test_isr_proposals.py,
+# controller/test_partitions.py); these seeds run under make soak (about 40 s each here), in the test below.
+LOST_DISK_RUNS = sized([], soak=[(5, 20, 3, 0.5, 3), (7, 20, 3, 0.5, 3), (2, 20, 3, 0.35, 3), (30, 20, 3, 0.35, 3)])
 
 
 @pytest.mark.parametrize(
@@ -86,16 +95,25 @@ def _replicated_run(
     return result
 
 
-@pytest.mark.parametrize(("seed", "operations", "brokers", "fault_rate", "replication_factor"), REPLICATED_RUNS)
+@pytest.mark.parametrize(
+    ("seed", "operations", "brokers", "fault_rate", "replication_factor", "disk_faults"),
+    [
+        *((*run, False) for run in REPLICATED_RUNS),
+        *(pytest.param(*run, True, marks=pytest.mark.soak) for run in LOST_DISK_RUNS),
+    ],
+)
 def test_a_seeded_run_with_three_replicas_keeps_every_invariant_through_a_leaders_death(
-    seed: int, operations: int, brokers: int, fault_rate: float, replication_factor: int
+    seed: int, operations: int, brokers: int, fault_rate: float, replication_factor: int, disk_faults: bool
 ) -> None:
     """acks=all on replicated topics: what a leader acknowledged is on an in-sync follower, which takes over when the
-    leader dies; nothing acknowledged is lost or handed out twice, and the returning broker truncates and follows."""
-    result = _replicated_run(seed, operations, brokers, fault_rate, replication_factor)
+    leader dies; nothing acknowledged is lost or handed out twice, and the returning broker truncates and follows.
+    With ``disk_faults`` (the lost-disk seeds, under make soak) brokers also lose their disks."""
+    result = _replicated_run(seed, operations, brokers, fault_rate, replication_factor, disk_faults=disk_faults)
     assert result.scenario.replication_factor == replication_factor
     if (seed, operations, brokers, fault_rate, replication_factor) == REPLICATED_RUN:
         assert result.faults["leader moved"] > 0, f"no partition's leadership moved: {dict(result.faults)}"
+    if disk_faults:
+        assert result.faults["disk_lost"] >= 1, f"no disk was lost: {dict(result.faults)}"
 
 
 def test_a_seeded_run_on_postgresql_keeps_every_invariant(postgres_server: PostgresServer) -> None:
@@ -180,24 +198,6 @@ def test_a_seeded_run_whose_broker_disk_turns_read_only_or_full_keeps_every_inva
     assert result.faults["disk_full"] >= 1, f"no full disk was injected: {seen}"
     assert result.faults["disk_full halted"] >= 1, f"the broker did not halt on its full disk: {seen}"
     assert result.faults["disk_readonly"] + result.faults["disk_readonly skipped"] >= 1, f"no read-only disk: {seen}"
-
-
-# Lost disks (the disk_lost fault: a broker killed and its data directory emptied) with 3 replicas, the seeds that
-# found two defects, at make chaos's size on 3 brokers with disk faults: seed 5 (a leader restarted on an empty disk
-# led while its old session lived and handed out offset 0 again) and seed 7 (a follower on a new disk rebuilt from
-# the RLMM started past records only its leader held, then led without them). make test holds each defect with a
-# test of its own that fails without the fix (clients/test_replication_live.py, broker/test_hosted_logs.py); these
-# seeds run under make soak (about 45 s each here).
-LOST_DISK_RUNS = sized([], soak=[(5, 20, 3, 0.5, 3), (7, 20, 3, 0.5, 3)])
-
-
-@pytest.mark.soak
-@pytest.mark.parametrize(("seed", "operations", "brokers", "fault_rate", "replication_factor"), LOST_DISK_RUNS)
-def test_a_seeded_run_whose_brokers_lose_their_disks_keeps_every_invariant_with_replicas(
-    seed: int, operations: int, brokers: int, fault_rate: float, replication_factor: int
-) -> None:
-    result = _replicated_run(seed, operations, brokers, fault_rate, replication_factor, disk_faults=True)
-    assert result.faults["disk_lost"] >= 1, f"no disk was lost: {dict(result.faults)}"
 
 
 def test_a_defect_planted_in_a_live_run_is_found_and_reported() -> None:
