@@ -6,9 +6,10 @@ of the metadata log read so far (its name, id and partitions) and either produce
 its partitions or reads one partition from its log start. Every batch acknowledged is kept as an
 :class:`~chaos.checker.Ack` beside the workload's own (so promise 8 holds it readable until a policy removes it),
 and every record read is kept as a :class:`~chaos.checker.Read`: the checker holds a record read at an offset to
-the value acknowledged there (an offset handed out twice shows as two values). A read counts only when the topic's
-name named the same topic id before and after it (a topic deleted and created again under its name meanwhile is
-another topic).
+the value acknowledged there (an offset handed out twice shows as two values). A read, and a produce's
+acknowledged batches, count only when the topic's name named the same topic id before and after it (a topic deleted
+and created again under its name meanwhile is another topic, and a produce by name may have gone to it: such batches
+are counted as ``topic unsure``, not judged).
 
 Invariants: values are unique (``traffic:<seed>:<n>:<i>``) and a function of the seed and a counter, never stored;
 a request that fails or times out is counted, not an error of the run (faults make them fail); the thread stops
@@ -20,6 +21,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from chaos import checker as ck
@@ -35,7 +37,8 @@ REQUEST_TIMEOUT_S = 5.0
 RECORDS_PER_BATCH = 3
 MAX_READ = 200  # records per read: a partition's head is enough to see an offset reused
 PRODUCED, FAILED, READ = "traffic batches acked", "traffic requests failed", "traffic records read"
-ROWS = (PRODUCED, READ, FAILED)
+UNATTRIBUTED = "traffic batches acked, topic unsure"
+ROWS = (PRODUCED, UNATTRIBUTED, READ, FAILED)
 
 
 def live_topics(log: list[ck.LogRecord], names: frozenset[str]) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -95,16 +98,34 @@ class Traffic:
         # acknowledged under the id the name had when the batch was asked for: the partition it named is that one's
         record = ack_recorder(self.acks, self.history, values, index=-1, topic=name, tid=tid, partition=partition)
 
-        def acked(base: int, records: int) -> None:
-            record(base, records)
-            self.counts[PRODUCED] += 1
+        answered: list[tuple[int, int]] = []  # (base offset, records) of each batch acknowledged
 
         async def produce(c: Any) -> None:
             if str((await c.topic(name))["topic_id"]) != tid:
                 return  # deleted and created again since the log was read: not the topic picked
-            await c.produce(name, values, partition=partition, on_ack=acked)
+            try:
+                await c.produce(name, values, partition=partition, on_ack=lambda b, n: answered.append((b, n)))
+            finally:
+                if answered:
+                    await self._keep(c, name, tid, answered, record)
 
         self.rig.call(produce, timeout_s=REQUEST_TIMEOUT_S)
+
+    async def _keep(
+        self, c: Any, name: str, tid: str, answered: list[tuple[int, int]], record: Callable[[int, int], None]
+    ) -> None:
+        """Keep the acknowledged batches as acknowledged by ``tid`` if the name still names it: it did before the
+        produce too, and a deleted topic id never comes back, so the produce went to it. If the name moved (the topic
+        was deleted and created again meanwhile) or cannot be looked up, the batches may be the new topic's: they
+        are counted under :data:`UNATTRIBUTED`, not judged."""
+        try:
+            same = str((await c.topic(name))["topic_id"]) == tid
+        except (TieredError, OSError, TimeoutError):
+            same = False
+        for base, records in answered:
+            if same:
+                record(base, records)
+            self.counts[PRODUCED if same else UNATTRIBUTED] += 1
 
     def _read(self, name: str, tid: str, partition: int) -> None:
         async def read(c: Any) -> list[tuple[int, bytes | None]]:

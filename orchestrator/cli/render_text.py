@@ -144,6 +144,7 @@ def _cluster_status(view: v.ClusterStatus) -> list[Piece]:
         lines.append(f"under-replicated partitions: {len(under)}")
         lines += [
             f"  {u['topic']}-{u['partition']}: leader {u['leader']} replicas {u['replicas']} isr {u['isr']}"
+            + (f" eligible {u['eligible']}" if u.get("eligible") else "")
             for u in under
         ]
     return [Echo("\n".join(lines))]

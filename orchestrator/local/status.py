@@ -1,5 +1,6 @@
 """What ``cluster status`` reports: every process of a local cluster, whether it runs, which controller is active,
-where the cluster answers, and the partitions with fewer in-sync replicas than replicas (under-replicated). Reads
+where the cluster answers, and the partitions with fewer in-sync replicas than replicas (under-replicated, with
+their eligible leader replicas). Reads
 the record, /proc and the store (its lease and metadata log): it connects to no process.
 
 A store that cannot be read (a PostgreSQL server down or unreachable) does not hide the processes: they are listed,
@@ -61,6 +62,7 @@ def _from_store(state: LocalClusterState) -> tuple[int | None, list[dict[str, An
             "leader": p.leader,
             "replicas": list(p.replicas),
             "isr": list(p.isr),
+            "eligible": list(p.elr),  # KIP-966's eligible leader replicas: out of the ISR, holding every commit
         }
         for t in sorted(image.topics.values(), key=lambda t: t.name)
         for p in sorted(t.partitions.values(), key=lambda p: p.partition_id)

@@ -1,15 +1,19 @@
-"""The client traffic beside a chaos workload: which topics it may use (from the metadata log read so far), and the
-checker's judgement of what it read."""
+"""The client traffic beside a chaos workload: which topics it may use (from the metadata log read so far), which
+of its acknowledged batches it keeps, and the checker's judgement of what it read."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from chaos import checker as ck
-from chaos.traffic import live_topics
+from chaos.checker import Ack
+from chaos.history import History
+from chaos.traffic import PRODUCED, UNATTRIBUTED, Traffic, live_topics
 
 pytestmark = pytest.mark.unit
 
@@ -63,3 +67,35 @@ def test_a_read_of_another_value_at_an_acknowledged_offset_is_promise_8_once_per
     assert violation.invariant == "8" and "T0-0@11" in violation.message and violation.topic_id == "T0"
     moved = dataclasses.replace(other[0], topic_id="T9")  # another topic's offset 11: nothing acknowledged there
     assert ck.check_reads(_observation(acks, (moved,))) == []
+
+
+class _NameMoves:
+    """A client whose topic name names ``ids`` in turn (one per lookup), acknowledging every produce at offset 0."""
+
+    def __init__(self, *ids: str) -> None:
+        self.ids = list(ids)
+
+    async def topic(self, name: str) -> dict[str, str]:
+        return {"topic_id": self.ids.pop(0)}
+
+    async def produce(self, name: str, values: list[bytes], *, partition: int, on_ack: Any) -> None:
+        on_ack(0, len(values))
+
+
+def _traffic(client: _NameMoves) -> tuple[Traffic, list[Ack]]:
+    scenario = SimpleNamespace(seed=1, topic_names=("chaos-0",))
+    rig = SimpleNamespace(scenario=scenario, call=lambda fn, **kw: asyncio.run(fn(client)))
+    acks: list[Ack] = []
+    return Traffic(rig, History(), tail=None, acks=acks), acks  # type: ignore[arg-type]
+
+
+def test_a_batch_acknowledged_while_its_topic_was_created_again_under_its_name_is_not_judged() -> None:
+    # The name named T1 before the produce and T2 after it: a produce by name may have gone to T2, so its offset 0
+    # says nothing of T1's (T1's own offset 0 holds another value: judging it would be an offset handed out twice).
+    traffic, acks = _traffic(_NameMoves("T1", "T2"))
+    traffic._produce("chaos-0", "T1", 0)
+    assert acks == [] and traffic.counts[UNATTRIBUTED] == 1 and traffic.counts[PRODUCED] == 0
+    traffic, acks = _traffic(_NameMoves("T1", "T1"))
+    traffic._produce("chaos-0", "T1", 0)
+    assert [(a.topic_id, a.first_offset, len(a.values)) for a in acks] == [("T1", 0, 3)]
+    assert traffic.counts[PRODUCED] == 1

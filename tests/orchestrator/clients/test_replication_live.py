@@ -211,6 +211,8 @@ def test_the_last_in_sync_replica_lost_with_its_disk_gives_way_to_an_eligible_re
         cluster.signal("broker", late, signal.SIGSTOP)
         wait_until("the second to drop out", lambda: _partition_image(cluster).isr == (leader,), 60)
         assert _partition_image(cluster).elr == (late,), "below min.insync.replicas nothing commits without it"
+        (under,) = lc.status(cluster.dir)["under_replicated_partitions"]
+        assert (under["isr"], under["eligible"]) == ([leader], [late]), "cluster status shows who may lead"
 
         lc.kill_process(cluster.process("broker", leader))
         for entry in list((cluster.dir / "data" / f"broker-{leader}").iterdir()):  # its disk replaced
