@@ -124,48 +124,41 @@ class HostedLogs:
             logs[key] = plog
             if rebuild:
                 self._leader_checked[key] = plog
+            if len(self._leader_checked) > 2 * len(logs):  # forget the logs closed since (retired partitions)
+                self._leader_checked = {k: v for k, v in self._leader_checked.items() if logs.get(k) is v}
         return plog
 
-    def _serving(self, image: MetadataImage) -> bool:
+    def _registration_refusal(self, image: MetadataImage) -> str | None:
+        """Why this process may not lead yet (None: it is the broker's registered, unfenced incarnation)."""
         if self._incarnation_id is None:
-            return True
-        registration = image.brokers.get(self._settings.broker_id)
-        return (
-            registration is not None and registration.incarnation_id == self._incarnation_id and not registration.fenced
-        )
-
-    def _check_registered(self, image: MetadataImage, what: str) -> None:
-        """NOT_LEADER_OR_FOLLOWER unless this process is the broker's registered, unfenced incarnation."""
-        if self._serving(image):
-            return
+            return None
         broker_id = self._settings.broker_id
         registration = image.brokers.get(broker_id)
         if registration is None or registration.incarnation_id != self._incarnation_id:
-            raise NotLeaderOrFollower(
-                f"broker {broker_id} restarted and is not registered yet (its previous incarnation's session has "
-                f"not expired): it does not lead {what} until the controller moves or confirms the leadership"
+            return (
+                f"broker {broker_id} restarted and is not registered yet (its previous incarnation's session has not "
+                "expired)"
             )
-        if registration.fenced:
-            raise NotLeaderOrFollower(f"broker {broker_id} is fenced: it does not lead {what} until unfenced")
+        return f"broker {broker_id} is fenced" if registration.fenced else None
 
     def leader_log(self, topic_id: Uuid, partition: int) -> PartitionLog:
         """The open log of a partition this broker leads. The caller holds the broker's log lock."""
         broker_id = self._settings.broker_id
         image = self._follower.image
         topic = image.topics.get(topic_id)
-        if topic is None or partition not in topic.partitions or topic.partitions[partition].leader != broker_id:
-            image = self._follower.refresh()  # the client may know of a change this broker has not replayed yet
+        p = topic.partitions.get(partition) if topic is not None else None
+        refusal = self._registration_refusal(image)
+        if p is None or p.leader != broker_id or refusal is not None:
+            # The client may know of a change this broker has not replayed yet, or it was registered since.
+            image = self._follower.refresh()
             topic = image.topics.get(topic_id)
+            refusal = self._registration_refusal(image)
         if topic is None or partition not in topic.partitions:
             raise UnknownTopicId(f"no partition {partition} of topic id {topic_id}")
         if topic.partitions[partition].leader != broker_id:
             raise NotLeaderOrFollower(f"broker {broker_id} does not lead {topic.name}-{partition}")
-        if not self._serving(image):
-            image = self._follower.refresh()  # registered or unfenced since the image was replayed?
-            topic = image.topics.get(topic_id)
-            if topic is None or partition not in topic.partitions or topic.partitions[partition].leader != broker_id:
-                raise NotLeaderOrFollower(f"broker {broker_id} does not lead topic id {topic_id} partition {partition}")
-            self._check_registered(image, f"{topic.name}-{partition}")
+        if refusal is not None:
+            raise NotLeaderOrFollower(f"{refusal}: it does not lead {topic.name}-{partition} until then")
         try:
             return self.open_log(image, topic_id, partition, as_leader=True)
         except InconsistentTopicId:
