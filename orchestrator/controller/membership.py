@@ -99,13 +99,14 @@ class BrokerLifecycle:
                 )
             broker_epoch = state.next_offset()
             log_dirs = list(req.get("log_dirs") or [])
-            lost = replaced_disk(existing.log_dirs if existing is not None else (), log_dirs)
-            if lost:
+            lost = existing is not None and replaced_disk(existing.log_dirs, log_dirs)
+            if lost and existing is not None:
+                previous = [str(d) for d in existing.log_dirs]
                 log.warning(
                     "broker.disk_replaced",
                     broker_id=broker_id,
                     log_dirs=[str(d) for d in log_dirs],
-                    previous_log_dirs=[str(d) for d in existing.log_dirs] if existing is not None else [],
+                    previous_log_dirs=previous,
                 )
             records = [
                 make_record(

@@ -146,7 +146,7 @@ def leave_records(image: MetadataImage, broker_id: int, *, lost: bool = False) -
             if eligible:  # someone holds every committed record: the empty disk does not stay the last member
                 isr, elr = [], eligible
         leader = p.leader
-        if leader == broker_id or (not isr and leader != NO_LEADER):
+        if leader == broker_id:
             leader = next((b for b in p.replicas if b in isr and usable(b)), NO_LEADER)
         if leader == NO_LEADER and not any(usable(b) for b in isr):
             leader, isr, elr = _elect_outside_isr(image, topic, p, isr, elr, usable)
