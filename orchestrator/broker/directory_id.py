@@ -13,9 +13,9 @@ KAFKA_STORAGE_ERROR naming the file (guessing a new id would tell the controller
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from orchestrator.broker.durable_files import replace_durably
 from orchestrator.errors import InvalidRequest, KafkaStorageError
 from orchestrator.ids import Uuid
 
@@ -45,18 +45,8 @@ def load_or_create(data_dir: Path, *, broker_id: int, cluster_id: str) -> tuple[
 def _create(path: Path, *, broker_id: int, cluster_id: str) -> Uuid:
     directory_id = Uuid.random()
     text = f"version=1\nnode.id={broker_id}\ncluster.id={cluster_id}\n{DIRECTORY_ID}={directory_id}\n"
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        with tmp.open("w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        replace_durably(path, text.encode())
     except OSError as exc:
         raise KafkaStorageError(f"{path}: cannot be written ({exc})") from exc
     return directory_id

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import structlog
 
+from orchestrator.broker.durable_files import fsync_directory
 from orchestrator.broker.leader_epochs import CHECKPOINT_FILE, EpochEntry, LeaderEpochCache, checkpoint_text
 from orchestrator.broker.local_log import LogConfig, PartitionLog, log_directory_error
 from orchestrator.broker.log_segment import segment_file
@@ -184,8 +185,4 @@ def _write_rebuilt(directory: Path, topic_id: Uuid, bounds: RemoteBounds, produc
         with (tmp / name).open("rb") as f:
             os.fsync(f.fileno())
     tmp.rename(directory)
-    fd = os.open(directory.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_directory(directory.parent)

@@ -11,12 +11,12 @@ most 256 ids a second on average (producers ask once per start). Thread-safe.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from orchestrator.broker.durable_files import replace_durably
 from orchestrator.errors import InvalidArgument
 
 BLOCK = 256  # a second of the clock's share (below): reservations never run ahead of it on average
@@ -46,12 +46,7 @@ class ProducerIdAllocator:
         end = start + BLOCK
         if end >= 1 << _N_BITS:
             raise InvalidArgument("this broker's producer id range is used up")
-        tmp = self._path.with_suffix(".tmp")
-        with tmp.open("w") as f:
-            f.write(json.dumps({"next_block": end}))
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(self._path)
+        replace_durably(self._path, json.dumps({"next_block": end}).encode())
         self._next, self._end = start, end
 
     def next_id(self) -> int:
