@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import signal
 import threading
 import time
@@ -30,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from chaos.disk import empty_directory
 from orchestrator.broker.partition_files import OFFSETS_CHECKPOINT
 from orchestrator.local import cluster as lc
 from orchestrator.local.restart import restart
@@ -156,10 +156,7 @@ def test_a_leader_back_at_once_on_an_empty_disk_leads_nothing_until_registered_a
         victim, replicas, _ = _leader(cluster)
         wait_until("every replica to hold the records", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
 
-        lc.kill_process(cluster.process("broker", victim))
-        data_dir = cluster.dir / "data" / f"broker-{victim}"
-        for entry in list(data_dir.iterdir()):  # the disk replaced by an empty one
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        _lose_disk(cluster, victim)
         restart(cluster.dir, "broker", victim)
         assert _leader(cluster)[0] == victim, "the metadata still names the restarted broker leader"
 
@@ -178,6 +175,12 @@ def test_a_leader_back_at_once_on_an_empty_disk_leads_nothing_until_registered_a
             90,
         )
         wait_until("and to rejoin the ISR", lambda: sorted(_leader(cluster)[2]) == [1, 2, 3], 60)
+
+
+def _lose_disk(cluster: Any, broker: int) -> None:
+    """The broker SIGKILLed and its data directory emptied: its disk replaced by an empty one (chaos's lost disk)."""
+    lc.kill_process(cluster.process("broker", broker))
+    empty_directory(cluster.dir / "data" / f"broker-{broker}")
 
 
 def _partition_image(cluster: Any) -> Any:
@@ -214,9 +217,7 @@ def test_the_last_in_sync_replica_lost_with_its_disk_gives_way_to_an_eligible_re
         (under,) = lc.status(cluster.dir)["under_replicated_partitions"]
         assert (under["isr"], under["eligible"]) == ([leader], [late]), "cluster status shows who may lead"
 
-        lc.kill_process(cluster.process("broker", leader))
-        for entry in list((cluster.dir / "data" / f"broker-{leader}").iterdir()):  # its disk replaced
-            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        _lose_disk(cluster, leader)
         cluster.signal("broker", early, signal.SIGCONT)
         cluster.signal("broker", late, signal.SIGCONT)
         restart(cluster.dir, "broker", leader)
