@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from chaos import checker as ck
@@ -41,17 +41,32 @@ UNATTRIBUTED = "traffic batches acked, topic unsure"
 ROWS = (PRODUCED, UNATTRIBUTED, READ, FAILED)
 
 
-def live_topics(log: list[ck.LogRecord], names: frozenset[str]) -> dict[str, tuple[str, tuple[int, ...]]]:
+class LiveTopics:
+    """The topics of ``names`` the metadata log created and did not remove, kept up to date from the records read so
+    far: each :meth:`update` folds only the records added since the last one (the log only grows)."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self._names = names
+        self._by_id: dict[str, tuple[str, set[int]]] = {}  # topic id -> (name, partitions)
+        self._folded = 0  # how many records of the log are folded in
+
+    def update(self, log: Sequence[ck.LogRecord]) -> dict[str, tuple[str, tuple[int, ...]]]:
+        """name -> (topic id, partitions) of every live topic with a partition, once ``log`` is folded in."""
+        new = log[self._folded :]  # one slice: the tail thread may append meanwhile
+        self._folded += len(new)
+        for r in new:
+            if r.name == "TopicRecord" and r.fields["name"] in self._names:
+                self._by_id[str(r.fields["topic_id"])] = (r.fields["name"], set())
+            elif r.name == "PartitionRecord" and str(r.fields["topic_id"]) in self._by_id:
+                self._by_id[str(r.fields["topic_id"])][1].add(int(r.fields["partition_id"]))
+            elif r.name == "RemoveTopicRecord":
+                self._by_id.pop(str(r.fields["topic_id"]), None)
+        return {name: (tid, tuple(sorted(parts))) for tid, (name, parts) in self._by_id.items() if parts}
+
+
+def live_topics(log: Sequence[ck.LogRecord], names: frozenset[str]) -> dict[str, tuple[str, tuple[int, ...]]]:
     """name -> (topic id, partitions) of every topic of ``names`` the log created and did not remove."""
-    by_id: dict[str, tuple[str, list[int]]] = {}
-    for r in log:
-        if r.name == "TopicRecord" and r.fields["name"] in names:
-            by_id[str(r.fields["topic_id"])] = (r.fields["name"], [])
-        elif r.name == "PartitionRecord" and str(r.fields["topic_id"]) in by_id:
-            by_id[str(r.fields["topic_id"])][1].append(int(r.fields["partition_id"]))
-        elif r.name == "RemoveTopicRecord":
-            by_id.pop(str(r.fields["topic_id"]), None)
-    return {name: (tid, tuple(sorted(set(parts)))) for tid, (name, parts) in by_id.items() if parts}
+    return LiveTopics(names).update(log)
 
 
 class Traffic:
@@ -63,7 +78,7 @@ class Traffic:
         self.reads: list[ck.Read] = []
         self.counts: Counter[str] = Counter(dict.fromkeys(ROWS, 0))
         self._rng = random.Random(rig.scenario.seed)
-        self._names = frozenset(rig.scenario.topic_names)
+        self._topics = LiveTopics(frozenset(rig.scenario.topic_names))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="chaos-traffic", daemon=True)
         self._n = 0
@@ -78,7 +93,7 @@ class Traffic:
 
     def _loop(self) -> None:
         while not self._stop.wait(INTERVAL_S):
-            topics = live_topics(list(self.tail.records), self._names)
+            topics = self._topics.update(self.tail.records)
             if not topics:
                 continue
             name = self._rng.choice(sorted(topics))
@@ -95,7 +110,7 @@ class Traffic:
     def _produce(self, name: str, tid: str, partition: int) -> None:
         self._n += 1
         values = [f"traffic:{self.rig.scenario.seed}:{self._n}:{i}".encode() for i in range(RECORDS_PER_BATCH)]
-        # acknowledged under the id the name had when the batch was asked for: the partition it named is that one's
+        # kept (by _keep) under the id the name had before and after the produce: the partition it named is that one's
         record = ack_recorder(self.acks, self.history, values, index=-1, topic=name, tid=tid, partition=partition)
 
         answered: list[tuple[int, int]] = []  # (base offset, records) of each batch acknowledged

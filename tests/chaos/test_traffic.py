@@ -13,7 +13,7 @@ import pytest
 from chaos import checker as ck
 from chaos.checker import Ack
 from chaos.history import History
-from chaos.traffic import PRODUCED, UNATTRIBUTED, Traffic, live_topics
+from chaos.traffic import PRODUCED, UNATTRIBUTED, LiveTopics, Traffic, live_topics
 
 pytestmark = pytest.mark.unit
 
@@ -37,8 +37,12 @@ def test_live_topics_are_the_scenarios_created_and_not_removed_with_their_partit
         rec(8, "TopicRecord", name="chaos-1", topic_id="T2"),  # created again: no partition record read yet
     ]
     assert live_topics(log, NAMES) == {"chaos-0": ("T0", (0, 1))}
+    kept = LiveTopics(NAMES)
+    assert kept.update(log[:7]) == {"chaos-0": ("T0", (0, 1)), "chaos-1": ("T1", (0,))}
+    assert kept.update(log) == {"chaos-0": ("T0", (0, 1))}, "folded on from where it stopped"
     log.append(rec(9, "PartitionRecord", topic_id="T2", partition_id=0))
-    assert live_topics(log, NAMES) == {"chaos-0": ("T0", (0, 1)), "chaos-1": ("T2", (0,))}
+    both = {"chaos-0": ("T0", (0, 1)), "chaos-1": ("T2", (0,))}
+    assert live_topics(log, NAMES) == both and kept.update(log) == both
 
 
 def _observation(acks: tuple[ck.Ack, ...], reads: tuple[ck.Read, ...]) -> ck.Observation:
