@@ -21,6 +21,7 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import Cryptodome.PublicKey.RSA  # noqa: F401  (see below)
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -32,6 +33,11 @@ from tests.support.markers import kind_problem, unmarked_report
 from tests.support.postgres_server import PostgresServer, running_postgres
 from tests.support.schedule import longest_first, make_scheduler, spark_outside_group
 from tests.support.unit_guard import forbidding_io
+
+# pycryptodomex runs ``ldconfig -p`` (ctypes' find_library, looking for libgmp) the first time its RSA module is
+# imported in a process, and the key-ring code imports it on first use. Imported here, at collection, it never starts
+# that process inside a unit test, whichever test of a worker happens to be first (run alone, the remote-storage set-up
+# tests failed the unit guard on it; in the full suite an earlier test had imported it already).
 
 # boto3 needs credentials even for moto; these fake ones never leave the machine.
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
