@@ -23,6 +23,13 @@ Invariants:
   holds (nothing at all, if the disk was lost) while the partition's other in-sync replicas hold more; a
   directory still held by a deleted topic id of the same name is moved aside at once (the broker's reconciliation),
   not refused until the metadata round does it.
+* A log is made fit to lead once per leader epoch (a broker that led a partition before, lost it and leads it again
+  looks again: much may have happened in between). Fit to lead also means holding no offset the delete policy
+  removed: a log of a topic DISABLING or DISABLED under the delete policy starts no lower than its local log start
+  offset. The broker that applies the policy to a partition it leads moves its log start itself; a partition that had
+  no leader then had its remote segments deleted by the broker the controller assigned it to, with no log start to
+  move, and whichever replica leads it next would otherwise answer ListOffsets with an earliest offset it cannot
+  serve (OFFSET_OUT_OF_RANGE on the fetch that follows).
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import structlog
+
 from orchestrator.broker.local_log import LogConfig, PartitionLog
 from orchestrator.broker.log_recovery import needs_rebuild, open_partition_log, remote_bounds
 from orchestrator.broker.partition_dirs import PartitionKey, partition_dir_name
@@ -38,10 +47,13 @@ from orchestrator.clock import wall_ms
 from orchestrator.errors import InconsistentTopicId, NotLeaderOrFollower, UnknownTopicId
 from orchestrator.ids import Uuid
 from orchestrator.metadata.follower import MetadataFollower
-from orchestrator.metadata.image import MetadataImage
+from orchestrator.metadata.image import MetadataImage, TopicImage
+from orchestrator.metadata.records import DisablePolicy, TieredState
 from orchestrator.metadata.topic_configs import SEGMENT_BYTES, SEGMENT_MS
 from orchestrator.settings import BrokerSettings
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
+
+log = structlog.get_logger(__name__)
 
 
 class HostedLogs:
@@ -68,8 +80,9 @@ class HostedLogs:
         self._reconcile = reconcile
         self._producer_snapshot = producer_snapshot
         self._on_failure = on_failure  # every log's OS errors, told to the broker's failed-directory channel
-        # The open logs found, or made, fit to lead: not behind the RLMM (each log is looked at once).
-        self._leader_checked: dict[PartitionKey, PartitionLog] = {}
+        # The open logs found, or made, fit to lead, with the leader epoch they were looked at for: not behind the
+        # RLMM, and holding no offset the delete policy removed (each log is looked at once per leader epoch).
+        self._leader_checked: dict[PartitionKey, tuple[PartitionLog, int]] = {}
 
     def open_log(
         self,
@@ -82,25 +95,30 @@ class HostedLogs:
     ) -> PartitionLog:
         """The partition's open log, opened now if it is not. A directory that lost offsets the RLMM knows is rebuilt
         from it (:func:`open_partition_log`) when this broker is the partition's only replica, or opens it to lead
-        (``as_leader``: an open log found behind the RLMM then is rebuilt, once per log); a follower of a replicated
-        partition opens what its disk holds, and copies the rest from its leader (see the module docstring).
-        ``refresh_rlmm=False``: the caller refreshed the RLMM since it last could have changed for an unopened
-        partition (the metadata round does, once for all)."""
+        (``as_leader``: an open log found behind the RLMM then is rebuilt; a log is looked at once per leader epoch);
+        a follower of a replicated partition opens what its disk holds, and copies the rest from its leader (see the
+        module docstring). ``refresh_rlmm=False``: the caller refreshed the RLMM since it last could have changed for
+        an unopened partition (the metadata round does, once for all)."""
         key = (topic_id, partition)
         with self._open_lock:  # two PartitionLogs of one directory would hand out the same offsets twice
             logs = self._logs()
             plog = logs.get(key)
-            if plog is not None and (not as_leader or self._leader_checked.get(key) is plog):
+            if plog is not None and not as_leader:
                 return plog
-            if topic_id not in self._follower.image.topics:  # retired while the caller held an older image
+            topic = image.topics.get(topic_id)
+            if topic_id not in self._follower.image.topics or topic is None:  # retired since the caller's image
                 raise UnknownTopicId(f"topic id {topic_id} was deleted")
-            topic = image.topics[topic_id]
-            replicated = partition in topic.partitions and len(topic.partitions[partition].replicas) > 1
-            if plog is not None:  # open as a follower's: behind the RLMM, it cannot lead as it is
+            p = topic.partitions.get(partition)
+            leader_epoch = p.leader_epoch if p is not None else -1
+            checked = self._leader_checked.get(key)
+            if plog is not None and checked is not None and checked[0] is plog and checked[1] == leader_epoch:
+                return plog
+            replicated = p is not None and len(p.replicas) > 1
+            if plog is not None:  # open as a follower's, or led at an earlier epoch: behind the RLMM, it cannot lead
                 if refresh_rlmm:
                     self._rlmm.refresh()
                 if not needs_rebuild(plog.log_end_offset, remote_bounds(self._rlmm.segments(topic_id, partition))):
-                    self._leader_checked[key] = plog
+                    self._fit_to_lead(key, plog, topic, leader_epoch)
                     return plog
                 plog.close()
                 del logs[key]
@@ -123,10 +141,30 @@ class HostedLogs:
             )
             logs[key] = plog
             if rebuild:
-                self._leader_checked[key] = plog
+                self._fit_to_lead(key, plog, topic, leader_epoch)
             if len(self._leader_checked) > 2 * len(logs):  # forget the logs closed since (retired partitions)
-                self._leader_checked = {k: v for k, v in self._leader_checked.items() if logs.get(k) is v}
+                self._leader_checked = {k: v for k, v in self._leader_checked.items() if logs.get(k) is v[0]}
         return plog
+
+    def _fit_to_lead(self, key: PartitionKey, plog: PartitionLog, topic: TopicImage, leader_epoch: int) -> None:
+        """Mark ``plog`` fit to lead at ``leader_epoch``, first moving its log start offset up to its local log start
+        if the delete policy removed what lies below (see the module docstring)."""
+        deleted = topic.policy == DisablePolicy.DELETE and topic.tiered_state in (
+            TieredState.DISABLING,
+            TieredState.DISABLED,
+        )
+        if deleted and plog.log_start_offset < plog.local_log_start_offset:
+            before = plog.log_start_offset
+            plog.advance_log_start_offset(plog.local_log_start_offset)
+            log.info(
+                "broker.log_start_moved_by_policy",
+                topic_id=str(topic.topic_id),
+                partition=key[1],
+                leader_epoch=leader_epoch,
+                log_start_before=before,
+                log_start_offset=plog.log_start_offset,
+            )
+        self._leader_checked[key] = (plog, leader_epoch)
 
     def _registration_refusal(self, image: MetadataImage) -> str | None:
         """Why this process may not lead yet (None: it is the broker's registered, unfenced incarnation)."""

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from orchestrator.ids import Uuid
-from orchestrator.metadata.records import SegmentState, TieredState, make_record
+from orchestrator.metadata.records import DisablePolicy, SegmentState, TieredState, make_record
 from remote_storage.rlmm import RemoteLogMetadataManager
 from tests.support.broker_harness import in_process_broker, wall_ms
 from tests.support.segments import remote_segment
@@ -72,3 +72,55 @@ def test_a_partition_with_one_replica_is_rebuilt_as_it_opens_and_a_healthy_leade
         broker.follower.refresh()
         log = broker._leader_log(led, 0)
         assert (log.log_start_offset, log.log_end_offset) == (0, 0) and broker._leader_log(led, 0) is log
+
+
+def _lead(writer, tid: Uuid, leader: int) -> None:
+    writer.store.append(
+        [make_record("PartitionChangeRecord", partition_id=0, topic_id=tid, leader=leader)],
+        controller_epoch=writer.epoch,
+    )
+
+
+def _tiered(writer, tid: Uuid, epoch: int, state: TieredState, policy: DisablePolicy) -> None:
+    record = make_record(
+        "TieredStateRecord", topic_id=tid, tiered_epoch=epoch, tiered_state=int(state), policy=int(policy)
+    )
+    writer.store.append([record], controller_epoch=writer.epoch)
+
+
+def _led_log_with_tiered_records_gone_locally(broker, writer, name: str):
+    """Broker 1 leads ``name``-0 (replicas 1 and 2): records 0-34 in a closed segment that local retention removed
+    (as once tiered), so its log starts at 0 and its local log at 35."""
+    tid = _topic(writer, name, [1, 2], leader=1)
+    broker.follower.refresh()
+    plog = broker._leader_log(tid, 0)
+    plog.append([(None, b"v%d" % i, None) for i in range(35)])
+    plog.roll()
+    plog.delete_local_segments_before(35)
+    assert (plog.log_start_offset, plog.local_log_start_offset, plog.log_end_offset) == (0, 35, 35)
+    return tid, plog
+
+
+@pytest.mark.parametrize(
+    ("policy", "log_start"), [(DisablePolicy.DELETE, 35), (DisablePolicy.RETAIN, 0)], ids=["delete", "retain"]
+)
+def test_a_partition_led_again_after_its_policy_ran_without_a_leader_starts_where_its_data_does(
+    tmp_path, policy: DisablePolicy, log_start: int
+):
+    """The delete policy applied to a leaderless partition (its remote segments deleted by the broker it was assigned
+    to, no log start to move) and the partition then led again by a replica that led it before: the new leader's
+    earliest offset is its local log start, not an offset it cannot serve. Under retain the remote data still serves
+    what lies below, and the log start stays."""
+    with in_process_broker(tmp_path) as (broker, writer):
+        broker.data_dir.mkdir(parents=True)
+        tid, plog = _led_log_with_tiered_records_gone_locally(broker, writer, "gone")
+        assert broker._leader_log(tid, 0) is plog and plog.log_start_offset == 0, "tiered, what lies below is in S3"
+
+        _lead(writer, tid, 2)  # the leader moves away; then the topic is disabled, the policy applied without it
+        _tiered(writer, tid, 2, TieredState.DISABLING, policy)
+        _tiered(writer, tid, 2, TieredState.DISABLED, policy)
+        _lead(writer, tid, 1)  # and it leads again, at a new leader epoch
+        broker.follower.refresh()
+        led = broker._leader_log(tid, 0)
+        assert led is plog and (led.log_start_offset, led.local_log_start_offset) == (log_start, 35)
+        assert broker._leader_log(tid, 0).log_start_offset == log_start, "looked at once per leader epoch"
