@@ -135,7 +135,8 @@ demo: venv java-check
 # STORE=postgresql keeps the metadata in a throwaway PostgreSQL server started for the run (a database per seed; the
 # server's pauses and restarts join the faults), STORE=all runs each seed on both; SECURE=1 runs on TLS, SCRAM logins
 # and ACLs; RF=3 creates the workload's topics with 3 replicas and min.insync.replicas=2 (RF=1, the default: one);
-# DISK=1 turns brokers' data directories read-only too (a bind mount, so as root), and a broker halts on its disk.
+# DISK=1 makes brokers' data directories fail with EIO, or turn read-only or full (mounts, so as root), and with RF=3
+# lost; a broker halts on its failed disk.
 # OPS, TOPICS, CONTROLLERS and BROKERS size each scenario (OPS=100 TOPICS=10 CONTROLLERS=3 BROKERS=4: the long ones).
 SEEDS ?= 200
 STORE ?= sqlite

@@ -12,10 +12,11 @@ throwaway server (:mod:`chaos.store_server`) is started once for the run and sto
 (Ctrl-C included), each seed gets a database of its own, and the server's pauses and restarts join the faults drawn;
 ``--store all`` runs each seed on SQLite and on PostgreSQL. ``--replication-factor 3`` (``make chaos RF=3``) creates
 every topic of the workload with 3 replicas (at most ``--brokers``) and ``min.insync.replicas=2``; the table's columns
-name the factor. ``--disk-faults`` (``make chaos DISK=1``, as root) makes brokers' data directories read-only or full
-too, and, with replicas, lost (:mod:`chaos.disk`). ``--operations``, ``--topics``, ``--controllers`` and ``--brokers``
-size each scenario (``make chaos OPS=100 TOPICS=10 CONTROLLERS=3 BROKERS=4``). Ctrl-C stops the run after cleaning up
-the seed it was in, and prints the table of the seeds done (exit 130).
+name the factor. ``--disk-faults`` (``make chaos DISK=1``, as root) makes brokers' data directories read-only, full or
+fail with EIO too (:mod:`chaos.disk`, :mod:`chaos.io_errors`), and, with replicas, lost. ``--operations``,
+``--topics``, ``--controllers`` and ``--brokers`` size each scenario (``make chaos OPS=100 TOPICS=10 CONTROLLERS=3
+BROKERS=4``). Ctrl-C stops the run after cleaning up the seed it was in, and prints the table of the seeds done (exit
+130).
 """
 
 from __future__ import annotations
@@ -87,8 +88,8 @@ INTERRUPTED = "interrupted: the seed under way was stopped and removed; the tabl
 @click.option(
     "--disk-faults",
     is_flag=True,
-    help="Brokers' data directories turn read-only or full too (mounts: needs root), and with replicas are lost "
-    "(emptied while the broker is dead); a broker halts on its failed disk.",
+    help="Brokers' data directories turn read-only or full (mounts: needs root) or fail with EIO too, and with "
+    "replicas are lost (emptied while the broker is dead); a broker halts on its failed disk.",
 )
 def main(
     seeds: int,

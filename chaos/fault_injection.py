@@ -3,7 +3,8 @@
 :meth:`FaultInjector.inject` applies one :class:`~chaos.scenario.Fault`: a SIGKILL (the process is restarted once the
 run reaches the operation its ``restart_after`` names), a SIGSTOP (continued by a timer after ``duration_s``), a crash
 point (every process of the role restarted armed with it), an S3 fault rule on the proxy or a mode on a link (each
-lifted by a timer), a broker's data directory made read-only or full (:mod:`chaos.disk`, made whole again by a timer) or
+lifted by a timer), a broker's data directory made read-only or full (:mod:`chaos.disk`) or failing with EIO
+(:mod:`chaos.io_errors`), made whole again by a timer, or
 lost (the broker SIGKILLed and its data directory emptied, restarted like a kill), or, when the store is the run's
 PostgreSQL server (:mod:`chaos.store_server`), that server paused or stopped (continued or started again by a timer) or
 one process's link to it faulted (:mod:`chaos.store_links`, passed again by a timer). :meth:`FaultInjector.revive`,
@@ -21,8 +22,8 @@ Invariants:
   counted under ``<kind> skipped``, not as injected.
 * Every timer started is cancelled by :meth:`FaultInjector.cancel_timers` (healing and the run's close call it); a
   pause lifted by healing is not lifted again by its timer.
-* A broker whose disk is read-only or full is not restarted until the disk is back; one that died meanwhile and
-  logged ``log_dir.failed`` halted as it must (counted as ``disk_readonly halted`` or ``disk_full halted``), not an
+* A broker whose disk is read-only, full or failing is not restarted until the disk is back; one that died meanwhile
+  and logged ``log_dir.failed`` halted as it must (counted as ``<kind> halted``, e.g. ``disk_eio halted``), not an
   unexpected exit. Every mount is
   released by healing and by :meth:`FaultInjector.release_disks` (the run's close), whatever happened.
 """
@@ -42,10 +43,11 @@ from typing import Any
 from chaos import checker as ck
 from chaos.disk import Ballast, DiskFaultRefused, ReadOnlyMount, empty_directory
 from chaos.history import History
+from chaos.io_errors import IoErrors
 from chaos.link_proxy import LinkProxy
 from chaos.rig import Rig
 from chaos.s3_proxy import S3Fault
-from chaos.scenario import DISK_LOST, STORE_FAULT_KINDS, Fault
+from chaos.scenario import DISK_EIO, DISK_FAULT_KINDS, DISK_LOST, STORE_FAULT_KINDS, Fault
 from chaos.store_server import StoreFaultRefused
 from orchestrator import crash_points
 from orchestrator.errors import TieredError
@@ -73,7 +75,7 @@ class FaultInjector:
         self._crashed_pids: set[int] = set()
         self._slots = 0
         # Brokers whose data directory is faulted now: (the fault's kind, what lifts it).
-        self._disks: dict[tuple[str, int], tuple[str, ReadOnlyMount | Ballast]] = {}
+        self._disks: dict[tuple[str, int], tuple[str, ReadOnlyMount | Ballast | IoErrors]] = {}
         self._disk_pids: dict[int, str] = {}  # processes that ran on a faulted disk (may halt) -> the fault's kind
 
     # -- injecting ------------------------------------------------------------------------------------------------
@@ -146,7 +148,7 @@ class FaultInjector:
             self._later(f.args["duration_s"], lambda: store_link.set_mode("pass"))
         elif f.kind in STORE_FAULT_KINDS:
             self._store_fault(f)
-        elif f.kind in ("disk_readonly", "disk_full"):
+        elif f.kind in DISK_FAULT_KINDS:
             self._disk_fault(f)
         elif f.kind == DISK_LOST:
             self._lose_disk(f)
@@ -182,10 +184,17 @@ class FaultInjector:
         sized = self.rig.sized_disks.get(f.target)
         if why is None and f.kind == "disk_full" and sized is None:
             why = f"broker {f.target}'s data directory is not on a disk of its own (the run did not size it)"
-        fault: ReadOnlyMount | Ballast | None = None
+        if why is None and f.kind == DISK_EIO and self.rig.io_errors_refused is not None:
+            why = f"the cluster's processes run without the I/O error library: {self.rig.io_errors_refused}"
+        fault: ReadOnlyMount | Ballast | IoErrors | None = None
         if why is None:
             try:
-                fault = Ballast(sized) if f.kind == "disk_full" and sized is not None else ReadOnlyMount(directory)
+                if f.kind == DISK_EIO:
+                    fault = IoErrors(directory)
+                elif f.kind == "disk_full" and sized is not None:
+                    fault = Ballast(sized)
+                else:
+                    fault = ReadOnlyMount(directory)
             except (DiskFaultRefused, OSError) as exc:
                 why = str(exc)
         if fault is None:

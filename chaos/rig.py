@@ -4,14 +4,16 @@ A :class:`Rig` is, all on 127.0.0.1: the embedded S3 (moto's server) behind an :
 the controllers and brokers of :mod:`orchestrator.local.cluster` (with this suite's fast timings), sentinel objects in
 the bucket outside every topic's prefix, and a :class:`~chaos.link_proxy.LinkProxy` on every link between a broker and
 a controller; when the store is the run's own PostgreSQL server, that server's control (:mod:`chaos.store_server`),
-for the faults it suffers, and a link proxy between each process and that server (:mod:`chaos.store_links`). It
+for the faults it suffers, and a link proxy between each process and that server (:mod:`chaos.store_links`); when
+the scenario draws disk I/O errors, the preload library of :mod:`chaos.io_errors` in every process it starts. It
 also opens a :class:`~orchestrator.client.TieredClient` per call (:meth:`Rig.call`) and
 finds a process of the cluster by role and id.
 
 Invariants: :meth:`Rig.close` stops every process the rig started, by pid, whatever part of the start-up was reached
 (every piece is ``None`` until it is up); paused processes are continued first, so that they can be stopped, and the
 PostgreSQL server is continued or started again first, so that the cluster can shut down and the next seed finds it
-up; the sentinels are written straight to moto's server, never through the fault proxy.
+up; the sentinels are written straight to moto's server, never through the fault proxy; this process's environment
+(which carries the preload library to the processes it starts) is restored by :meth:`Rig.close`, whatever happened.
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ import asyncio
 import contextlib
 import os
 import signal
+import tempfile
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chaos.disk import SizedDisk
+from chaos.disk import DiskFaultRefused, SizedDisk
+from chaos.io_errors import build_library, preloaded
 from chaos.links import Links, insert_link_proxies
 from chaos.s3_proxy import S3FaultProxy
-from chaos.scenario import S3_READ_TIMEOUT_S, Scenario
+from chaos.scenario import DISK_EIO, S3_READ_TIMEOUT_S, Scenario
 from chaos.store_links import StoreLinks, insert_store_proxies
 from chaos.store_server import ChaosPostgres
 from orchestrator.client import TieredClient
@@ -71,6 +75,7 @@ CONTROLLER_SETTINGS = {
 # faults too, not only the fencing of a broker dead past its session.
 REPLICA_LAG_MS = 2000
 OP_TIMEOUT_S = 20.0
+IO_ERRORS_LIBRARY_DIR = Path(tempfile.gettempdir()) / "tieredctl-chaos-native"  # built once per source version
 DISK_BYTES = 64 * 1024 * 1024  # a broker's own disk in a run with disk faults: far above what a run writes
 CLIENT_TIMEOUT_S = 5.0
 SENTINELS = (
@@ -104,6 +109,10 @@ class Rig:
         self.links: Links | None = None
         self.store_links: StoreLinks | None = None  # each process's link to the run's PostgreSQL server
         self.sized_disks: dict[int, SizedDisk] = {}  # broker id -> its data directory's own tmpfs (disk faults)
+        # With a disk_eio fault in the scenario, every process of the cluster starts with the I/O error library
+        # (chaos.io_errors), which watches data/: None then, else why not (the faults are skipped, saying so).
+        self.io_errors_refused: str | None = "the scenario draws no disk_eio fault"
+        self._environment = contextlib.ExitStack()
         self.bootstrap = ""
         self.sentinels = frozenset(s.format(prefix=PREFIX) for s in SENTINELS)
 
@@ -114,6 +123,14 @@ class Rig:
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "chaos")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "chaos")
         os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        if any(f.kind == DISK_EIO for f in self.scenario.faults):
+            try:
+                library = build_library(IO_ERRORS_LIBRARY_DIR)
+            except DiskFaultRefused as exc:
+                self.io_errors_refused = str(exc)
+            else:
+                self._environment.enter_context(preloaded(library, self.cluster_dir / "data"))
+                self.io_errors_refused = None
         self.s3 = lc.start_embedded_s3(self.dir / "s3.log")
         target = f"http://127.0.0.1:{self.s3.port}"
         self.proxy = S3FaultProxy(target, seed=self.scenario.seed)
@@ -168,6 +185,13 @@ class Rig:
         self.links = insert_link_proxies(self.cluster_dir)
 
     def close(self) -> None:
+        """Everything the run started stopped, every disk released, and this process's environment as it was."""
+        try:
+            self._close()
+        finally:
+            self._environment.close()
+
+    def _close(self) -> None:
         if self.postgres is not None:
             with contextlib.suppress(Exception):  # one that will not start again fails the seed's database drop
                 self.postgres.heal()

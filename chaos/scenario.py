@@ -37,6 +37,11 @@ seconds where that applies:
   directory fails, and is started again once the disk is back;
 * ``disk_full`` (likewise): a broker's data directory (on a tmpfs of its own in such a run) filled to the last byte
   for ``duration_s``; a broker that writes to it meanwhile halts on ENOSPC the same way;
+* ``disk_eio`` (likewise, and no root needed): every file operation under a broker's data directory fails with EIO
+  for ``duration_s``, as a failing disk answers (:mod:`chaos.io_errors`: a preload library the cluster's processes
+  start with); a broker that reads or writes there meanwhile halts the same way. It takes the place of half the
+  ``disk_readonly`` draws, decided by a second random stream of the seed, so a seed draws the same schedule as before
+  it existed but for the kind of those faults;
 * ``disk_lost`` (likewise, and only when the workload's topics have replicas): a broker SIGKILLed and every file of
   its data directory deleted, as a disk replaced by an empty one; it is started again ``restart_after`` operations
   on, and must come back with nothing acknowledged lost (its replicas are copied back from the others; it may not
@@ -52,7 +57,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 TOPIC_NAMES = ("chaos-0", "chaos-1", "chaos-2")
@@ -86,7 +91,8 @@ _STORE_FAULTS = (("postgres_pause", 2), ("postgres_restart", 2), ("postgres_link
 STORE_FAULT_KINDS = tuple(kind for kind, _ in _STORE_FAULTS)
 # Drawn only when asked (a run as root): appended after the store's, so other runs draw exactly what they drew.
 _DISK_FAULTS = (("disk_readonly", 4), ("disk_full", 3))
-DISK_FAULT_KINDS = tuple(kind for kind, _ in _DISK_FAULTS)
+DISK_EIO = "disk_eio"  # in place of half the read-only draws (see the module docstring)
+DISK_FAULT_KINDS = (*(kind for kind, _ in _DISK_FAULTS), DISK_EIO)
 DISK_LOST = "disk_lost"
 _REPLICATED_DISK_FAULTS = ((DISK_LOST, 3),)  # drawn with the disk faults when the topics have replicas
 LEASE_S = 1.5  # the controllers' lease in a chaos run (chaos.rig's lease_ttl_ms): long store pauses outlast it
@@ -328,11 +334,12 @@ def generate(
     ``store_faults``: the store is a PostgreSQL server the run controls, so its pauses and restarts are drawn too.
     ``replication_factor``: of the topics created, capped at ``brokers``; it changes nothing drawn, except with
     ``disk_faults``, when a factor of 2 or more draws lost disks too. ``disk_faults``: brokers' data directories
-    turn read-only or full too (the run is root). ``topics``: how many names the workload draws
+    turn read-only, full or fail with EIO too (the run is root). ``topics``: how many names the workload draws
     from (``chaos-0`` ...; 3 draws exactly what every seed drew before the option)."""
     if replication_factor < 1:
         raise ValueError(f"the replication factor must be at least 1, got {replication_factor}")
     rng = random.Random(seed)
+    eio_rng = random.Random(f"{seed}:{DISK_EIO}")  # drawn only on read-only draws: nothing else moves
     names = {n: _Name() for n in topic_names(topics)}
     ops: list[Op] = []
     faults: list[Fault] = []
@@ -362,6 +369,8 @@ def generate(
             )
             if fault.kind == "crash_point" and not crash_points:
                 continue
+            if fault.kind == "disk_readonly" and eio_rng.random() < 0.5:
+                fault = replace(fault, kind=DISK_EIO)
             if fault.kind in ("kill", DISK_LOST) and fault.role == "broker":
                 broker_down_until = max(broker_down_until, i + fault.args["restart_after"])
             if fault.kind in DISK_FAULT_KINDS:  # it may halt, and is started again from the next operation on

@@ -5,18 +5,24 @@ with)."""
 
 from __future__ import annotations
 
+import random
+from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
+from chaos import scenario as scenario_module
 from chaos.rig import CONTROLLER_SETTINGS, FAST_BROKER, REPLICA_LAG_MS, Rig
 from chaos.scenario import (
+    DISK_EIO,
     DISK_FAULT_KINDS,
     DISK_LOST,
     LEASE_S,
     LINK_MODES,
     S3_READ_TIMEOUT_S,
     STORE_FAULT_KINDS,
+    Scenario,
     generate,
 )
 from orchestrator import crash_points
@@ -46,9 +52,23 @@ def test_disk_faults_are_drawn_only_when_asked_on_a_broker_for_a_few_seconds_and
                 killed = [k for k in scenario.faults if k.kind == "kill" and k.role == "broker" and k.at < f.at]
                 assert all(k.at + k.args["restart_after"] <= f.at for k in killed), (seed, f)
     assert drawn >= len(SEEDS) // 4  # they are drawn at all
-    assert set(DISK_FAULT_KINDS) == {"disk_readonly", "disk_full"}
+    assert set(DISK_FAULT_KINDS) == {"disk_readonly", "disk_full", "disk_eio"}
     kinds = {f.kind for seed in SEEDS for f in generate(seed, crash_points=POINTS, disk_faults=True).faults}
-    assert set(DISK_FAULT_KINDS) <= kinds, "both kinds are drawn"
+    assert set(DISK_FAULT_KINDS) <= kinds, "every kind is drawn"
+
+
+def test_io_errors_take_the_place_of_read_only_disks_and_nothing_else_in_the_schedule_moves() -> None:
+    """disk_eio replaces about half the read-only draws (its own random stream decides); every other fault, and
+    every operation, is what the seed drew before the kind existed."""
+    replaced = kept = 0
+    for seed in SEEDS:
+        scenario = generate(seed, crash_points=POINTS, disk_faults=True)
+        as_before = [replace(f, kind="disk_readonly") if f.kind == DISK_EIO else f for f in scenario.faults]
+        before = _without_io_errors(seed)
+        assert as_before == list(before.faults) and scenario.ops == before.ops, seed
+        replaced += sum(f.kind == DISK_EIO for f in scenario.faults)
+        kept += sum(f.kind == "disk_readonly" for f in scenario.faults)
+    assert replaced and kept, (replaced, kept)
 
 
 def test_lost_disks_are_drawn_only_with_disk_faults_and_replicas_on_one_broker_at_a_time() -> None:
@@ -174,3 +194,14 @@ def test_a_long_scenario_draws_from_its_own_topic_names_and_three_are_the_names_
     for bad in (0, 11):
         with pytest.raises(ValueError, match="1 to 10 topics"):
             generate(7, topics=bad)
+
+
+def _without_io_errors(seed: int) -> Scenario:
+    """The scenario as drawn with the main random stream alone (the second stream never says EIO)."""
+    real = random.Random
+
+    def stream(key: object) -> object:
+        return mock.Mock(random=lambda: 1.0) if isinstance(key, str) and key.endswith(DISK_EIO) else real(key)
+
+    with mock.patch.object(scenario_module.random, "Random", stream):
+        return generate(seed, crash_points=POINTS, disk_faults=True)

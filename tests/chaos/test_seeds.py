@@ -178,16 +178,18 @@ def test_a_seeded_run_on_a_secured_cluster_keeps_every_invariant() -> None:
             shutil.rmtree(result.directory, ignore_errors=True)
 
 
-# One broker, so that it leads every partition: its disk read-only for 2.5 s before a produce, then full for 2.2 s
-# before a produce of 7.8 KB (new pages on a full disk: it must halt); with a controller kill and S3 faults.
-DISK_RUN = (42, OPERATIONS, 1, 0.5)
+# One broker, so that it leads every partition: its disk failing with EIO for 1.9 s before a produce of 43 records,
+# read-only for 2.1 s before a topic's creation (new directories: it must halt), then full for 2.4 s before a produce
+# of 8 KB (new pages on a full disk: it must halt); with controller kills and a crash point, a broker kill and a slow
+# S3. Each of the three kinds halts the broker here (about 60 s).
+DISK_RUN = (92, OPERATIONS, 1, 0.5)
 
 
-def test_a_seeded_run_whose_broker_disk_turns_read_only_or_full_keeps_every_invariant() -> None:
-    """A broker's data directory turns read-only, then full (chaos.disk: a tmpfs of its own filled to the last
-    byte) under the workload: a broker that writes to it halts (log_dir.failed, on EROFS or ENOSPC), as a Kafka
-    broker whose only log directory fails does, and is started again once the disk is back; every record
-    acknowledged before is still read back, and no offset is handed out twice."""
+def test_a_seeded_run_whose_broker_disk_fails_turns_read_only_or_full_keeps_every_invariant() -> None:
+    """A broker's data directory fails with EIO (chaos.io_errors), turns read-only, then full (chaos.disk: a tmpfs
+    of its own filled to the last byte) under the workload: a broker that touches it halts (log_dir.failed, on EIO,
+    EROFS or ENOSPC), as a Kafka broker whose only log directory fails does, and is started again once the disk is
+    back; every record acknowledged before is still read back, and no offset is handed out twice."""
     seed, operations, brokers, fault_rate = DISK_RUN
     result = run_seed(
         seed, operations=operations, brokers=brokers, controllers=2, fault_rate=fault_rate, disk_faults=True
@@ -195,12 +197,12 @@ def test_a_seeded_run_whose_broker_disk_turns_read_only_or_full_keeps_every_inva
     assert not result.violations, violation_report(result)
     skipped = [e for e in result.history if e["type"] == "fault_skipped"]
     seen = f"{dict(result.faults)}; skipped: {skipped}"
-    # The full disk is what this seed is for: injected, and met by a write. The read-only fault is drawn too; it was
-    # skipped once in a full run (why is in ``skipped``, named in the message if it happens again). A broker halting
-    # on a read-only disk is shown by tests/orchestrator/broker/test_disk_failure.py on its own.
-    assert result.faults["disk_full"] >= 1, f"no full disk was injected: {seen}"
+    # Each kind is injected and met by the broker's next read or write (why a fault was skipped is in ``skipped``,
+    # named in the message if it happens). A halt on each kind alone: tests/orchestrator/broker/test_disk_failure.py.
+    for kind in ("disk_eio", "disk_full", "disk_readonly"):
+        assert result.faults[kind] >= 1, f"no {kind} was injected: {seen}"
+    assert result.faults["disk_eio halted"] >= 1, f"the broker did not halt on its failing disk: {seen}"
     assert result.faults["disk_full halted"] >= 1, f"the broker did not halt on its full disk: {seen}"
-    assert result.faults["disk_readonly"] + result.faults["disk_readonly skipped"] >= 1, f"no read-only disk: {seen}"
 
 
 def test_a_defect_planted_in_a_live_run_is_found_and_reported() -> None:
