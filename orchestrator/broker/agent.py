@@ -229,6 +229,7 @@ class BrokerAgent:
         self._stopping = asyncio.Event()
         self._log_lock = asyncio.Lock()
         self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
+        self._log_dir_failures = LogDirFailureChannel(Path(settings.data_dir), halt=halt)
         self.hosted = HostedLogs(
             settings,
             logs=lambda: self.logs,
@@ -237,7 +238,7 @@ class BrokerAgent:
             open_lock=self._open_lock,
             reconcile=self.reconcile_partition_dirs,
             producer_snapshot=self.rlm.producer_snapshot,
-            on_failure=LogDirFailureChannel(Path(settings.data_dir), halt=halt).report,
+            on_failure=self._log_dir_failures.report,
             incarnation_id=self.controller_link.incarnation_id,
         )
         self._open_log = self.hosted.open_log
@@ -273,17 +274,15 @@ class BrokerAgent:
     async def run(self) -> None:
         structlog.contextvars.bind_contextvars(broker_id=self.settings.broker_id)
         image = await asyncio.to_thread(self.follower.refresh)
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        dir_id, created = await asyncio.to_thread(
-            directory_id.load_or_create,
-            self.data_dir,
-            broker_id=self.settings.broker_id,
-            cluster_id=self.settings.cluster_id,
-        )
+        try:  # the start-up's own disk work: a failing disk halts the broker as a failure while it runs does
+            dir_id, created = await asyncio.to_thread(self._open_data_dir)
+            await asyncio.to_thread(self.reconcile_partition_dirs, image)
+        except OSError as exc:
+            self._log_dir_failures.report(self.data_dir, exc)
+            raise
         self.controller_link.log_dirs = (dir_id,)
         if created:
             log.info("broker.log_dir_created", directory=str(self.data_dir), directory_id=str(dir_id))
-        await asyncio.to_thread(self.reconcile_partition_dirs, image)
         identity = node_client_security(self.settings.tls, self.settings.security)
         client_ssl = identity.ssl_context()
         request_timeout_s = self.settings.request_timeout_ms / 1000
@@ -436,6 +435,13 @@ class BrokerAgent:
         return broker_view(image, broker_id=self.settings.broker_id, copy_lag=lag, log_end_offset=log_end)
 
     # -- partition directories that follow the image ----------------------------------------------------------
+
+    def _open_data_dir(self) -> tuple[Uuid, bool]:
+        """The data directory made if missing, and its id (``directory_id``: read, or created now)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return directory_id.load_or_create(
+            self.data_dir, broker_id=self.settings.broker_id, cluster_id=self.settings.cluster_id
+        )
 
     def reconcile_partition_dirs(self, image: MetadataImage) -> list[Path]:
         """Close the logs and move aside the directories of partitions the image no longer has; return where the

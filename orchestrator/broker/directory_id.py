@@ -8,7 +8,9 @@ without the file (a new disk, or one written before the file existed) gets a new
 holds none of what it held (:mod:`orchestrator.controller.membership`).
 
 Invariants: an existing file is never rewritten; one that is unreadable or lacks a valid id refuses the start with
-KAFKA_STORAGE_ERROR naming the file (guessing a new id would tell the controller that a disk holding data is empty).
+KAFKA_STORAGE_ERROR naming the file (guessing a new id would tell the controller that a disk holding data is empty);
+a device failure reading or writing it (EIO, EROFS, ENOSPC: ``log_dir_failure.is_device_failure``) is raised as the
+OSError it is, for the broker to halt as for any failed log directory.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from orchestrator.broker.durable_files import replace_durably
+from orchestrator.broker.log_dir_failure import is_device_failure
 from orchestrator.errors import InvalidRequest, KafkaStorageError
 from orchestrator.ids import Uuid
 
@@ -30,7 +33,11 @@ def load_or_create(data_dir: Path, *, broker_id: int, cluster_id: str) -> tuple[
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return _create(path, broker_id=broker_id, cluster_id=cluster_id), True
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        if is_device_failure(exc):
+            raise  # the disk, not the file: the caller halts the broker as for any failed log directory
+        raise KafkaStorageError(f"{path}: cannot be read ({exc}); restore it or move the directory aside") from exc
+    except UnicodeDecodeError as exc:
         raise KafkaStorageError(f"{path}: cannot be read ({exc}); restore it or move the directory aside") from exc
     props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and not line.lstrip().startswith("#"))
     value = props.get(DIRECTORY_ID, "").strip()
@@ -48,5 +55,7 @@ def _create(path: Path, *, broker_id: int, cluster_id: str) -> Uuid:
     try:
         replace_durably(path, text.encode())
     except OSError as exc:
+        if is_device_failure(exc):
+            raise
         raise KafkaStorageError(f"{path}: cannot be written ({exc})") from exc
     return directory_id

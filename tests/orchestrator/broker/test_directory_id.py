@@ -4,6 +4,9 @@ all new (a disk replaced by an empty one)."""
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
 import pytest
 
 from orchestrator.broker.directory_id import META_PROPERTIES, load_or_create
@@ -44,3 +47,17 @@ def test_only_a_registration_whose_ids_are_all_new_says_the_disk_was_replaced():
     assert not replaced_disk([a], [a]) and not replaced_disk([a, b], [b])
     assert not replaced_disk([], [b]), "a broker that registered without ids before says nothing either way"
     assert not replaced_disk([a], [])
+
+
+def test_a_disk_that_fails_reading_the_file_is_the_disks_failure_not_the_files(tmp_path, monkeypatch):
+    """EIO reading meta.properties is raised as the OSError it is (the broker halts as for a failed log directory,
+    exit 74, 'fix or replace the disk'), not as a damaged file to restore or move aside."""
+    load_or_create(tmp_path, broker_id=1, cluster_id="c")
+
+    def failing(self, *args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error", str(self))
+
+    monkeypatch.setattr(Path, "read_text", failing)
+    with pytest.raises(OSError) as raised:
+        load_or_create(tmp_path, broker_id=1, cluster_id="c")
+    assert raised.value.errno == errno.EIO and not isinstance(raised.value, KafkaStorageError)

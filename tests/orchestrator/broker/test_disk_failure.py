@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from chaos.disk import DiskFaultRefused, ReadOnlyMount
+from chaos.io_errors import IoErrors, build_library, preloaded
 from orchestrator.broker.log_dir_failure import EXIT_LOG_DIR_FAILED
 from orchestrator.errors import LocalClusterError, TieredError
 from orchestrator.local import cluster as lc
@@ -159,3 +160,59 @@ def _exit_status(p: Any) -> int | None:
     """The exit status of a process this test process started (lc.up and lc.restart keep them to reap)."""
     child = processes._CHILDREN.get(p.pid)
     return None if child is None else child.wait(timeout=10)
+
+
+def test_a_data_directory_failing_with_io_errors_halts_the_broker_which_recovers_every_acknowledged_record_after(
+    tmp_path,
+):
+    """The same with a disk that answers EIO to every file operation under the broker's data directory (the chaos
+    suite's preload library, chaos/io_errors.py: no root needed): the next produce cannot append, the broker halts
+    with KAFKA_STORAGE_ERROR's cause in its log and nothing of that batch acknowledged, a restart on the still
+    failing disk halts again, and once the disk answers every acknowledged record is read back at its offset."""
+    library = build_library(tmp_path / "native")
+    with preloaded(library, tmp_path / "cluster" / "data"):
+        live = LiveCluster(tmp_path / "cluster", brokers=2, controllers=1)
+    try:
+        tiered = {"remote.storage.enable": "true", "local.retention.ms": "-1"}
+        live.call(lambda c: c.create_topic("kept", partitions=2, configs=tiered))
+        broker_id = live.call(lambda c: c.topic("kept"))["partitions"][0]["leader_id"]
+        kept = _partition_led_by(live, "kept", broker_id)
+        live.call(lambda c: c.produce("kept", [RECORD] * 60, partition=kept))
+        broker = live.process("broker", broker_id)
+        data_dir = live.dir / "data" / f"broker-{broker_id}"
+        acknowledged = {offset: RECORD for offset in range(60)}
+
+        fault = IoErrors(data_dir)
+        try:
+            values = [(b"after %d " % i).ljust(len(RECORD), b".") for i in range(20)]
+
+            def on_ack(base: int, records: int) -> None:
+                acknowledged.update({base + i: values[base - 60 + i] for i in range(records)})
+
+            with pytest.raises(Exception):  # noqa: B017 - the connection dies with the broker, whatever it says
+                live.call(lambda c: c.produce("kept", values, partition=kept, on_ack=on_ack))
+            wait_until("the broker to halt", lambda: not is_ours(broker), 30)
+            assert _exit_status(broker) == EXIT_LOG_DIR_FAILED
+            assert len(acknowledged) == 60, "nothing written to the failing disk was acknowledged"
+            failed = _failures(broker.log)[-1]
+            assert failed["error"] == "[Errno 5] Input/output error" and str(data_dir) in failed["action"]
+
+            with preloaded(library, live.dir / "data"):
+                try:
+                    again = lc.restart(live.dir, "broker", broker_id)
+                except LocalClusterError:  # it read or wrote its disk before it was ready
+                    again = live.process("broker", broker_id)
+            wait_until("the restarted broker to halt", lambda: not is_ours(again), 60)
+            assert _exit_status(again) == EXIT_LOG_DIR_FAILED, Path(again.log).read_text()[-3000:]
+        finally:
+            fault.release()
+
+        with preloaded(library, live.dir / "data"):  # the library stays, switched off: the disk answers again
+            lc.restart(live.dir, "broker", broker_id)
+        read = wait_until("the partition to be served again", lambda: _read_or_none(live, "kept", kept), 60)
+        assert [offset for offset, _ in read] == list(range(len(read)))
+        assert {offset: value for offset, value in read if offset in acknowledged} == acknowledged
+        end = len(read)
+        assert live.call(lambda c: c.produce("kept", [RECORD] * 10, partition=kept)) == (end, end + 9)
+    finally:
+        live.close()
