@@ -124,7 +124,9 @@ def test_the_active_controller_cut_off_from_the_store_alone_hands_over_and_stays
         interval_s=0.2,
     )
     _create(cluster, "after-healing")
-    assert taken_over(), "the healed controller did not take the lease back from the one that holds it"
+    # On a busy machine the holder may renew its lease late, and status shows no active controller for a moment.
+    active = wait_until("an active controller", cluster.maybe_active_controller, timeout_s=20)
+    assert active.id == other, "the healed controller did not take the lease back from the one that holds it"
     names = {t["name"] for t in cluster.call(lambda c: c.metadata())["topics"]}
     assert {"while-cut-off", "after-healing"} <= names
 
