@@ -68,6 +68,7 @@ class SnapshotWriter:
             records=records,
             controller_epoch=controller_epoch,
             retain=self.settings.retained,
+            now_ms=self._now_ms(),
         )
         log.info(
             "controller.snapshot_written",

@@ -27,6 +27,7 @@ from orchestrator.metadata.store import (
     MetadataStore,
     RecoveryReport,
     Snapshot,
+    check_hold_args,
     check_lease_args,
     check_read_range,
     check_rlmm_fence,
@@ -39,6 +40,7 @@ from orchestrator.metadata.store import (
     snapshot_base,
     split_snapshot,
     truncated,
+    truncation_point,
 )
 
 log = structlog.get_logger(__name__)
@@ -62,6 +64,7 @@ class InMemoryMetadataStore:
         self._log_start = 0
         self._rlmm: list[_Row] = []
         self._snapshots: dict[int, _Row] = {}
+        self._holds: dict[str, tuple[int, int]] = {}  # holder -> (offset held from, expires at ms)
         self._fence: dict[Uuid, tuple[int, TieredState]] = {}
         self._lease_holder: str | None = None
         self._lease_epoch = 0
@@ -131,15 +134,18 @@ class InMemoryMetadataStore:
         records: Sequence[MetadataRecord],
         controller_epoch: int,
         retain: int = DEFAULT_RETAINED_SNAPSHOTS,
+        now_ms: int | None = None,
     ) -> int:
         blob = encode_snapshot(encode_all(records, rlmm=False))
+        now = int(time.time() * 1000) if now_ms is None else now_ms
         with self._lock:
             self._check_epoch(controller_epoch, what="save a snapshot")
             check_snapshot_offset(offset, self._log_start, self._end(), retain)
             self._snapshots[offset] = _Row(blob, checksum(blob), controller_epoch=controller_epoch)
             for old in sorted(self._snapshots)[:-retain]:
                 del self._snapshots[old]
-            oldest = min(self._snapshots)
+            live = [held for held, expires in self._holds.values() if expires > now]
+            oldest = truncation_point(min(self._snapshots), min(live) if live else None)
             deleted = max(oldest - self._log_start, 0)
             del self._log[:deleted]
             self._log_start += deleted
@@ -152,6 +158,16 @@ class InMemoryMetadataStore:
                 log_start_offset=self._log_start,
             )
             return self._log_start
+
+    def hold_log(self, *, holder: str, offset: int, now_ms: int, ttl_ms: int) -> None:
+        check_hold_args(holder, offset, ttl_ms)
+        with self._lock:
+            self._holds = {h: v for h, v in self._holds.items() if v[1] > now_ms}
+            self._holds[holder] = (offset, now_ms + ttl_ms)
+
+    def release_log_hold(self, *, holder: str) -> None:
+        with self._lock:
+            self._holds.pop(holder, None)
 
     def latest_snapshot(self) -> Snapshot | None:
         with self._lock:

@@ -47,6 +47,13 @@ Invariants every backend keeps (the contract suite ``tests/orchestrator/metadata
    behind reloads from the latest snapshot), never :class:`MetadataLogCorrupt`. Whoever rebuilds something from
    "the whole log" (the RLMM fence after recovery, salvage) starts from the newest snapshot the remaining log
    continues, or from offset 0 while the log still starts there.
+8. Log holds. A reader that must see every record (an audit, the fault suite's checker) holds the log at the next
+   offset it will read: ``hold_log(holder=H, offset=O, now_ms=..., ttl_ms=...)`` sets or moves H's hold, and until
+   it expires (``now_ms + ttl_ms``) or ``release_log_hold(holder=H)``, ``save_snapshot`` deletes no record at or
+   after O (it deletes below the lowest live hold, or below the oldest snapshot kept if that is lower). A hold
+   that expired holds nothing, so a reader that died never keeps the log from being truncated; holds are not
+   fenced by the lease (a reader is no controller) and change nothing else: offsets, snapshots and reads are as
+   without them.
 
 The checksum is zlib's CRC-32 (IEEE). It never leaves the store, so Kafka's CRC-32C buys no compatibility,
 and zlib's is always available at C speed; the algorithm is recorded in the store so it can change later.
@@ -196,9 +203,15 @@ class MetadataStore(Protocol):
         records: Sequence[MetadataRecord],
         controller_epoch: int,
         retain: int = DEFAULT_RETAINED_SNAPSHOTS,
+        now_ms: int | None = None,
     ) -> int: ...
 
     def latest_snapshot(self) -> Snapshot | None: ...
+
+    # log holds (invariant 8)
+    def hold_log(self, *, holder: str, offset: int, now_ms: int, ttl_ms: int) -> None: ...
+
+    def release_log_hold(self, *, holder: str) -> None: ...
 
     # controller lease
     def acquire_lease(self, *, holder: str, now_ms: int, ttl_ms: int) -> Lease | None: ...
@@ -393,6 +406,21 @@ def check_lease_args(holder: str, ttl_ms: int) -> None:
         raise InvalidRequest("a lease holder needs a non-empty name")
     if ttl_ms <= 0:
         raise InvalidRequest(f"lease ttl_ms must be positive, got {ttl_ms}")
+
+
+def check_hold_args(holder: str, offset: int, ttl_ms: int) -> None:
+    if not holder:
+        raise InvalidRequest("a log hold needs a non-empty holder name")
+    if offset < 0:
+        raise InvalidRequest(f"a log hold's offset must be >= 0, got {offset}")
+    if ttl_ms <= 0:
+        raise InvalidRequest(f"a log hold's ttl_ms must be positive, got {ttl_ms}")
+
+
+def truncation_point(oldest_snapshot: int, lowest_hold: int | None) -> int:
+    """The offset below which ``save_snapshot`` deletes the log: the oldest snapshot kept, or the lowest live log
+    hold when that is lower (invariant 8)."""
+    return oldest_snapshot if lowest_hold is None else min(oldest_snapshot, lowest_hold)
 
 
 def check_snapshot_offset(offset: int, start_offset: int, end_offset: int, retain: int) -> None:

@@ -1,6 +1,6 @@
 """The store's tables in PostgreSQL, created and upgraded by the store itself through versioned migrations.
 
-Layout (schema version 1), inside the store's own PostgreSQL schema (``tieredctl`` unless told otherwise); it
+Layout (schema version 2), inside the store's own PostgreSQL schema (``tieredctl`` unless told otherwise); it
 mirrors the SQLite backend's format 1 column for column:
 
 * ``log(record_offset, controller_epoch, data, crc)`` and ``rlmm(record_offset, topic_id, appended_at_ms, data,
@@ -9,14 +9,16 @@ mirrors the SQLite backend's format 1 column for column:
 * ``lease``: one row (``id = 1``) whose ``controller_epoch`` outlives releases, so it only grows. Every write
   transaction locks this row first (see :mod:`.store`);
 * ``tiered_state``: the RLMM fence, derived from the metadata log; ``quarantine``: what recovery moved out of a
-  log; ``meta``: the checksum algorithm; ``schema_version``: one row per migration applied.
+  log; ``meta``: the checksum algorithm; ``schema_version``: one row per migration applied;
+* ``log_holds(holder, record_offset, expires_at_ms)`` (version 2): readers' holds on the log (``store``
+  invariant 8).
 
 Topic ids are PostgreSQL ``uuid`` values (the same 16 bytes as a KIP-516 id), so an operator can read them.
 
 Invariants:
 
 * :data:`MIGRATIONS` is append-only: version N's statements never change once released; a change of layout is
-  a new migration. Migration 1 creates everything.
+  a new migration. Migration 1 creates the first layout; 2 adds the log holds.
 * :func:`migrate` applies the missing migrations in order, all in one transaction together with their
   ``schema_version`` rows, while holding a transaction-level advisory lock keyed by the schema name. Concurrent
   first opens (several processes) therefore apply each migration exactly once: the others wait for the lock,
@@ -75,6 +77,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             "record_offset bigint NOT NULL, controller_epoch bigint, topic_id uuid, appended_at_ms bigint, "
             "data bytea, crc bigint, reason text NOT NULL, quarantined_at_ms bigint NOT NULL)",
             f"INSERT INTO meta (key, value) VALUES ('checksum', '{CHECKSUM_ALGORITHM}')",
+        ),
+    ),
+    Migration(
+        2,
+        "readers' holds on the metadata log",
+        (
+            "CREATE TABLE log_holds (holder text PRIMARY KEY, record_offset bigint NOT NULL "
+            "CHECK (record_offset >= 0), expires_at_ms bigint NOT NULL)",
         ),
     ),
 )

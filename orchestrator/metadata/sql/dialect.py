@@ -98,6 +98,10 @@ class Statements:
     latest_snapshot: str
     snapshots: str
     drop_snapshot: str
+    set_hold: str
+    drop_hold: str
+    lowest_hold: str
+    drop_expired_holds: str
     read_lease: str
     lock_lease: str
     set_lease: str
@@ -148,6 +152,11 @@ _TEMPLATES = {
     "latest_snapshot": "SELECT {s}, data, crc FROM snapshots ORDER BY {s} DESC LIMIT 1",
     "snapshots": "SELECT {s}, data, crc FROM snapshots ORDER BY {s}",
     "drop_snapshot": "DELETE FROM snapshots WHERE {s} = {p}",
+    "set_hold": "INSERT INTO log_holds (holder, {o}, expires_at_ms) VALUES ({p}, {p}, {p}) ON CONFLICT (holder) "
+    "DO UPDATE SET {o} = excluded.{o}, expires_at_ms = excluded.expires_at_ms",
+    "drop_hold": "DELETE FROM log_holds WHERE holder = {p}",
+    "lowest_hold": "SELECT MIN({o}) FROM log_holds WHERE expires_at_ms > {p}",
+    "drop_expired_holds": "DELETE FROM log_holds WHERE expires_at_ms <= {p}",
     "read_lease": _LEASE,
     "lock_lease": _LEASE + "{lock}",
     "set_lease": "UPDATE lease SET holder = {p}, controller_epoch = {p}, expires_at_ms = {p} WHERE id = 1",

@@ -67,6 +67,7 @@ from orchestrator.metadata.store import (
     MetadataStore,
     RecoveryReport,
     Snapshot,
+    check_hold_args,
     check_lease_args,
     check_read_range,
     check_rlmm_fence,
@@ -78,6 +79,7 @@ from orchestrator.metadata.store import (
     log_recovery,
     plan_fence_changes,
     split_snapshot,
+    truncation_point,
 )
 
 log = structlog.get_logger(__name__)
@@ -194,16 +196,20 @@ class SqlMetadataStore(Generic[C]):
         records: Sequence[MetadataRecord],
         controller_epoch: int,
         retain: int = DEFAULT_RETAINED_SNAPSHOTS,
+        now_ms: int | None = None,
     ) -> int:
         blob = encode_snapshot(encode_all(records, rlmm=False))
         sql = self._sql
+        now = int(self._clock() * 1000) if now_ms is None else now_ms
         with self._write() as (db, lease):
             self._check_epoch(lease, controller_epoch, what="save a snapshot")
             check_snapshot_offset(offset, scalar(db, sql.log_start), scalar(db, sql.log.next_offset), retain)
             db.execute(sql.save_snapshot, (offset, controller_epoch, len(records), blob, checksum(blob)))
             crash_points.reached("controller.mid_snapshot")  # written, not committed: the transaction dies with it
             db.execute(sql.keep_newest_snapshots, (retain,))
-            deleted = db.execute(sql.delete_log_below, (scalar(db, sql.oldest_snapshot),)).rowcount
+            held = db.execute(sql.lowest_hold, (now,)).fetchone()
+            cut = truncation_point(scalar(db, sql.oldest_snapshot), None if held[0] is None else int(held[0]))
+            deleted = db.execute(sql.delete_log_below, (cut,)).rowcount
             start = scalar(db, sql.log_start)
         log.info(
             "metadata.snapshot.saved",
@@ -225,6 +231,18 @@ class SqlMetadataStore(Generic[C]):
             log.error("metadata.log.corrupt", store=self.location, snapshot_offset=offset, reason="checksum")
             raise MetadataLogCorrupt(f"snapshot at offset {offset}: checksum mismatch")
         return Snapshot(offset, tuple(decode_record(part) for part in split_snapshot(data, offset=offset)))
+
+    # --- log holds (store invariant 8) -------------------------------------------------------------------------
+
+    def hold_log(self, *, holder: str, offset: int, now_ms: int, ttl_ms: int) -> None:
+        check_hold_args(holder, offset, ttl_ms)
+        with self._write() as (db, _lease):
+            db.execute(self._sql.drop_expired_holds, (now_ms,))
+            db.execute(self._sql.set_hold, (holder, offset, now_ms + ttl_ms))
+
+    def release_log_hold(self, *, holder: str) -> None:
+        with self._write() as (db, _lease):
+            db.execute(self._sql.drop_hold, (holder,))
 
     # --- lease ------------------------------------------------------------------------------------------------
 

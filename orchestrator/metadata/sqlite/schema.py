@@ -5,7 +5,8 @@ data, crc)`` hold each record's encoded bytes and the CRC-32 of those bytes; ``s
 checksummed blob per snapshot (the newest ``retain`` are kept; log rows below the oldest are deleted);
 ``lease`` one row whose ``controller_epoch`` outlives releases so it only grows; ``tiered_state`` the RLMM
 fence (derived from the log, rebuilt by recovery); ``quarantine`` the records recovery moved out of a log;
-``meta`` the format version. Topic ids are their 16 raw bytes.
+``log_holds`` the readers' holds on the log (``store`` invariant 8; a table an older build ignores, so the format
+stays 1); ``meta`` the format version. Topic ids are their 16 raw bytes.
 
 Invariants:
 
@@ -46,6 +47,8 @@ CREATE TABLE IF NOT EXISTS quarantine (
     id INTEGER PRIMARY KEY, log TEXT NOT NULL, offset INTEGER NOT NULL, controller_epoch INTEGER,
     topic_id BLOB, appended_at_ms INTEGER, data BLOB, crc INTEGER, reason TEXT NOT NULL,
     quarantined_at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS log_holds (
+    holder TEXT PRIMARY KEY, offset INTEGER NOT NULL, expires_at_ms INTEGER NOT NULL);
 INSERT OR IGNORE INTO lease (id, holder, controller_epoch, expires_at_ms) VALUES (1, NULL, 0, 0);
 """
 

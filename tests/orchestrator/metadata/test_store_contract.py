@@ -39,6 +39,7 @@ from orchestrator.errors import (
 from orchestrator.ids import Uuid
 from orchestrator.metadata.memory_store import InMemoryMetadataStore
 from orchestrator.metadata.postgres import DEFAULT_SCHEMA, PostgresMetadataStore, SessionTimeouts, masked_dsn
+from orchestrator.metadata.postgres import schema as postgres_schema
 from orchestrator.metadata.postgres.connection import connect
 from orchestrator.metadata.postgres.schema import LATEST_VERSION, MIGRATIONS
 from orchestrator.metadata.records import (
@@ -436,6 +437,40 @@ def test_a_snapshot_below_the_log_start_is_refused(store: MetadataStore) -> None
     assert store.start_offset() == 3
 
 
+def test_a_log_hold_keeps_the_records_from_its_offset_through_snapshots_until_moved_released_or_expired(
+    store: MetadataStore,
+) -> None:
+    """Store invariant 8: a reader's hold keeps every record at and after its offset; the lowest live hold wins; a
+    hold moved on, released or expired holds nothing more, and the next snapshot deletes as without it."""
+    epoch = _lease(store).controller_epoch
+    _numbered_topics(store, epoch, 12)
+    store.hold_log(holder="audit", offset=2, now_ms=1_000, ttl_ms=10_000)
+    store.hold_log(holder="checker", offset=5, now_ms=1_000, ttl_ms=10_000)
+    assert store.save_snapshot(offset=8, records=[], controller_epoch=epoch, retain=1, now_ms=2_000) == 2
+    assert [e.offset for e in store.read(from_offset=2, limit=2)] == [2, 3], "held records read back"
+
+    store.hold_log(holder="audit", offset=6, now_ms=2_000, ttl_ms=10_000)  # moved on: checker's 5 is lowest
+    assert store.save_snapshot(offset=9, records=[], controller_epoch=epoch, retain=1, now_ms=3_000) == 5
+    store.release_log_hold(holder="checker")
+    store.release_log_hold(holder="checker")  # releasing twice is harmless
+    assert store.save_snapshot(offset=10, records=[], controller_epoch=epoch, retain=1, now_ms=4_000) == 6
+    # audit's hold expires at 12_000: from then on it holds nothing.
+    assert store.save_snapshot(offset=11, records=[], controller_epoch=epoch, retain=1, now_ms=12_000) == 11
+    with pytest.raises(LogTruncated):
+        list(store.read(from_offset=6))
+
+
+def test_a_hold_above_the_oldest_snapshot_changes_nothing_and_bad_holds_are_refused(store: MetadataStore) -> None:
+    epoch = _lease(store).controller_epoch
+    _numbered_topics(store, epoch, 10)
+    store.hold_log(holder="reader", offset=9, now_ms=0, ttl_ms=60_000)
+    assert store.save_snapshot(offset=4, records=[], controller_epoch=epoch, retain=1, now_ms=1) == 4
+    for holder, offset, ttl_ms, why in (("", 0, 1, "holder"), ("r", -1, 1, "offset"), ("r", 0, 0, "ttl_ms")):
+        with pytest.raises(InvalidRequest, match=why):
+            store.hold_log(holder=holder, offset=offset, now_ms=0, ttl_ms=ttl_ms)
+    assert store.start_offset() == 4 and store.end_offset() == 10
+
+
 def test_a_deposed_controller_deletes_nothing(store: MetadataStore) -> None:
     old = _lease(store)
     _numbered_topics(store, old.controller_epoch, 5)
@@ -809,6 +844,27 @@ def test_postgresql_concurrent_first_opens_apply_each_migration_exactly_once(pos
     finally:
         for store in opened:
             store.close()
+
+
+@pytest.mark.integration
+def test_postgresql_a_store_made_by_an_earlier_build_is_upgraded_and_keeps_its_log(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store at schema version 1 (made before the log holds) gets migration 2 on its next open: its records and
+    lease stay, and holds work."""
+    monkeypatch.setattr(postgres_schema, "MIGRATIONS", MIGRATIONS[:1])
+    monkeypatch.setattr(postgres_schema, "LATEST_VERSION", 1)
+    with PostgresMetadataStore(postgres_dsn) as old:
+        epoch = _lease(old).controller_epoch
+        _numbered_topics(old, epoch, 4)
+    monkeypatch.undo()
+    with PostgresMetadataStore(postgres_dsn) as store:
+        assert [e.offset for e in store.read()] == [0, 1, 2, 3] and store.current_lease() is not None
+        store.hold_log(holder="reader", offset=1, now_ms=0, ttl_ms=TTL)
+        assert store.save_snapshot(offset=3, records=[], controller_epoch=epoch, retain=1, now_ms=1) == 1
+    with psycopg.connect(postgres_dsn, autocommit=True) as raw:
+        versions = raw.execute("SELECT version FROM tieredctl.schema_version ORDER BY version").fetchall()
+    assert [v for (v,) in versions] == [1, 2]
 
 
 @pytest.mark.integration
