@@ -231,6 +231,13 @@ class FaultInjector:
         with self._lock:
             return set(self._paused)
 
+    def brokers_held_back(self) -> bool:
+        """Whether the run keeps a broker from serving now: down until a later operation, paused, or on a faulted
+        disk (a broker merely restarting, after a crash point, say, is not held back)."""
+        with self._lock:
+            held = {*self._down, *self._paused, *self._disks}
+        return any(role == "broker" for role, _ in held)
+
     def decommission(self, broker: int, dead_for: int) -> None:
         """Kill a broker about to be decommissioned; it comes back ``dead_for`` operations on."""
         p = self.rig.process("broker", broker)

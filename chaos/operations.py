@@ -19,6 +19,10 @@ Invariants:
   only promise that survives a broker's death with replicas. A batch acknowledged before a later one of the same
   produce failed is kept; one whose answer never came is not (it may or may not be in the log).
 * Produced values are a pure function of (seed, operation, index, size): the history never stores bytes.
+* A create refused with INVALID_REPLICATION_FACTOR while no broker is held back by the run (only restarting, e.g.
+  after a crash point restarted them all) is tried once more when enough brokers are live again (at most
+  :data:`BROKERS_WAIT_S`; ``brokers_awaited`` in the history), so a replicated run is not left without its topics;
+  with a broker down, paused or on a failed disk, the refusal stands.
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from chaos.history import History
 from chaos.rig import Rig
 from chaos.scenario import Op
 from orchestrator.clock import wall_ms
-from orchestrator.errors import KafkaError, TieredError, TieredStorageDisablementInProgress
+from orchestrator.errors import InvalidReplicationFactor, KafkaError, TieredError, TieredStorageDisablementInProgress
 
 UNKNOWN_OUTCOME = 2**62  # the time of a request whose outcome the run never learned: "at any time from now on"
+BROKERS_WAIT_S = 20.0  # how long a create refused for want of brokers waits for restarting ones
 
 
 def _value(seed: int, op: int, i: int, size: int) -> bytes:
@@ -101,11 +106,20 @@ class Operations:
             configs["local.retention.ms"] = "0"
             configs.update(self.rig.scenario.topic_configs())
             factor = self.rig.scenario.replication_factor
-            created = call(
-                lambda c: c.create_topic(
-                    op.topic, partitions=a["partitions"], replication_factor=factor, configs=configs
+
+            def create() -> Any:
+                return call(
+                    lambda c: c.create_topic(
+                        op.topic, partitions=a["partitions"], replication_factor=factor, configs=configs
+                    )
                 )
-            )
+
+            try:
+                created = create()
+            except InvalidReplicationFactor:
+                if not self._wait_for_brokers(factor):
+                    raise
+                created = create()
             return {"topic_id": str(created)}
         tid = str(call(lambda c: c.topic(op.topic))["topic_id"])
         if op.kind == "produce":
@@ -138,6 +152,21 @@ class Operations:
         else:  # pragma: no cover - the generator makes no other kind
             raise AssertionError(op.kind)
         return {"topic_id": tid}
+
+    def _wait_for_brokers(self, needed: int) -> bool:
+        """After a create refused for want of brokers: when the run holds none back (every broker is only restarting,
+        as after a crash point's restarts), wait up to :data:`BROKERS_WAIT_S` for ``needed`` live brokers, as an
+        operator would before trying again; False when some are held back or they never came."""
+        if self.injector.brokers_held_back():
+            return False
+        started = time.monotonic()
+        while time.monotonic() - started < BROKERS_WAIT_S:
+            live = len(self.rig.call(lambda c: c.metadata())["brokers"])
+            if live >= needed:
+                self.history.record("brokers_awaited", needed=needed, s=round(time.monotonic() - started, 2))
+                return True
+            time.sleep(0.2)
+        return False
 
     def _produce(self, tid: str, op: Op, values: list[bytes]) -> dict[str, Any]:
         """acks=all, one Produce per record batch: each batch is kept as acknowledged (and recorded in the history)

@@ -173,41 +173,30 @@ static mode_t mode_arg(int flags, va_list ap) {
     return (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? va_arg(ap, mode_t) : 0;
 }
 
-int open(const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
-    FAIL_PATH(AT_FDCWD, path, -1)
-    return opened(REAL(open)(path, flags, mode));
-}
+/* open and openat, and their 64-bit names: a variadic mode, passed on when the flags create a file. */
+#define DEFINE_OPEN(name)                                   \
+    int name(const char *path, int flags, ...) {            \
+        va_list ap;                                         \
+        va_start(ap, flags);                                \
+        mode_t mode = mode_arg(flags, ap);                  \
+        va_end(ap);                                         \
+        FAIL_PATH(AT_FDCWD, path, -1)                       \
+        return opened(REAL(name)(path, flags, mode));       \
+    }
+#define DEFINE_OPENAT(name)                                          \
+    int name(int dirfd, const char *path, int flags, ...) {          \
+        va_list ap;                                                  \
+        va_start(ap, flags);                                         \
+        mode_t mode = mode_arg(flags, ap);                           \
+        va_end(ap);                                                  \
+        FAIL_PATH(dirfd, path, -1)                                   \
+        return opened(REAL(name)(dirfd, path, flags, mode));         \
+    }
 
-int open64(const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
-    FAIL_PATH(AT_FDCWD, path, -1)
-    return opened(REAL(open64)(path, flags, mode));
-}
-
-int openat(int dirfd, const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
-    FAIL_PATH(dirfd, path, -1)
-    return opened(REAL(openat)(dirfd, path, flags, mode));
-}
-
-int openat64(int dirfd, const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
-    FAIL_PATH(dirfd, path, -1)
-    return opened(REAL(openat64)(dirfd, path, flags, mode));
-}
+DEFINE_OPEN(open)
+DEFINE_OPEN(open64)
+DEFINE_OPENAT(openat)
+DEFINE_OPENAT(openat64)
 
 DIR *opendir(const char *path) {
     FAIL_PATH(AT_FDCWD, path, NULL)

@@ -137,16 +137,22 @@ def test_a_read_only_data_directory_halts_the_broker_which_recovers_every_acknow
     # The disk is back: the broker starts, and every acknowledged record is read back at its offset (what no one
     # acknowledged may or may not be there, as in Kafka, but nothing comes between or after out of order).
     lc.restart(live.dir, "broker", broker_id)
-    read = wait_until("the partition to be served again", lambda: _read_or_none(live, "kept", kept), 60)
-    assert [offset for offset, _ in read] == list(range(len(read)))
-    assert {offset: value for offset, value in read if offset in acknowledged} == acknowledged
-    end = len(read)
+    end = _every_acknowledged_record_read_back(live, kept, acknowledged)
     assert live.call(lambda c: c.produce("kept", [RECORD] * 60, partition=kept)) == (end, end + 59)
     wait_until(
         "segments written after the disk came back to be copied",
         lambda: _highest_copied_offset(live, kept_id, kept) >= end,
         60,
     )
+
+
+def _every_acknowledged_record_read_back(live: LiveCluster, partition: int, acknowledged: dict[int, bytes]) -> int:
+    """Once the partition of "kept" is served again: its offsets run from 0 without a hole and every acknowledged
+    record is at its offset (what no one acknowledged may or may not be there, as in Kafka). Returns its end."""
+    read = wait_until("the partition to be served again", lambda: _read_or_none(live, "kept", partition), 60)
+    assert [offset for offset, _ in read] == list(range(len(read)))
+    assert {offset: value for offset, value in read if offset in acknowledged} == acknowledged
+    return len(read)
 
 
 def _read_or_none(live: LiveCluster, topic: str, partition: int) -> list[tuple[int, bytes | None]] | None:
@@ -209,10 +215,7 @@ def test_a_data_directory_failing_with_io_errors_halts_the_broker_which_recovers
 
         with preloaded(library, live.dir / "data"):  # the library stays, switched off: the disk answers again
             lc.restart(live.dir, "broker", broker_id)
-        read = wait_until("the partition to be served again", lambda: _read_or_none(live, "kept", kept), 60)
-        assert [offset for offset, _ in read] == list(range(len(read)))
-        assert {offset: value for offset, value in read if offset in acknowledged} == acknowledged
-        end = len(read)
+        end = _every_acknowledged_record_read_back(live, kept, acknowledged)
         assert live.call(lambda c: c.produce("kept", [RECORD] * 10, partition=kept)) == (end, end + 9)
     finally:
         live.close()
