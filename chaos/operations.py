@@ -20,9 +20,9 @@ Invariants:
   produce failed is kept; one whose answer never came is not (it may or may not be in the log).
 * Produced values are a pure function of (seed, operation, index, size): the history never stores bytes.
 * A create refused with INVALID_REPLICATION_FACTOR while no broker is held back by the run (only restarting, e.g.
-  after a crash point restarted them all) is tried once more when enough brokers are live again (at most
-  :data:`BROKERS_WAIT_S`; ``brokers_awaited`` in the history), so a replicated run is not left without its topics;
-  with a broker down, paused or on a failed disk, the refusal stands.
+  after a crash point restarted them all) is tried again every 0.5 s until the controller counts enough live
+  brokers (at most :data:`BROKERS_WAIT_S`; ``brokers_awaited`` in the history), so a replicated run is not left
+  without its topics; with a broker down, paused or on a failed disk, the refusal stands.
 """
 
 from __future__ import annotations
@@ -117,9 +117,9 @@ class Operations:
             try:
                 created = create()
             except InvalidReplicationFactor:
-                if not self._wait_for_brokers(factor):
+                if self.injector.brokers_held_back():
                     raise
-                created = create()
+                created = self._create_once_brokers_are_back(create)
             return {"topic_id": str(created)}
         tid = str(call(lambda c: c.topic(op.topic))["topic_id"])
         if op.kind == "produce":
@@ -153,20 +153,21 @@ class Operations:
             raise AssertionError(op.kind)
         return {"topic_id": tid}
 
-    def _wait_for_brokers(self, needed: int) -> bool:
-        """After a create refused for want of brokers: when the run holds none back (every broker is only restarting,
-        as after a crash point's restarts), wait up to :data:`BROKERS_WAIT_S` for ``needed`` live brokers, as an
-        operator would before trying again; False when some are held back or they never came."""
-        if self.injector.brokers_held_back():
-            return False
+    def _create_once_brokers_are_back(self, create: Callable[[], Any]) -> Any:
+        """A create refused for want of brokers while the run holds none back (they are only restarting, as after a
+        crash point's restarts), tried again until the controller counts enough live brokers, as an operator would,
+        for at most :data:`BROKERS_WAIT_S`; then its refusal stands."""
         started = time.monotonic()
-        while time.monotonic() - started < BROKERS_WAIT_S:
-            live = len(self.rig.call(lambda c: c.metadata())["brokers"])
-            if live >= needed:
-                self.history.record("brokers_awaited", needed=needed, s=round(time.monotonic() - started, 2))
-                return True
-            time.sleep(0.2)
-        return False
+        while True:
+            try:
+                created = create()
+            except InvalidReplicationFactor:
+                if time.monotonic() - started >= BROKERS_WAIT_S:
+                    raise
+                time.sleep(0.5)
+                continue
+            self.history.record("brokers_awaited", s=round(time.monotonic() - started, 2))
+            return created
 
     def _produce(self, tid: str, op: Op, values: list[bytes]) -> dict[str, Any]:
         """acks=all, one Produce per record batch: each batch is kept as acknowledged (and recorded in the history)
