@@ -138,6 +138,8 @@ demo: venv java-check
 # DISK=1 makes brokers' data directories fail with EIO, or turn read-only or full (mounts, so as root), and with RF=3
 # lost; a broker halts on its failed disk.
 # OPS, TOPICS, CONTROLLERS and BROKERS size each scenario (OPS=100 TOPICS=10 CONTROLLERS=3 BROKERS=4: the long ones).
+# MATRIX=1 deals the seeds round the full matrix in turn (SQLite and PostgreSQL, plain and secure, RF 1 and 3, all with
+# disk faults: as root), one column each; SEEDS=200 gives each of the eight 25 seeds.
 SEEDS ?= 200
 STORE ?= sqlite
 RF ?= 1
@@ -145,9 +147,10 @@ OPS ?= 20
 TOPICS ?= 3
 CONTROLLERS ?= 2
 BROKERS ?= 3
-chaos: venv $(if $(filter postgresql all,$(STORE)),postgres)
+chaos: venv $(if $(or $(MATRIX),$(filter postgresql all,$(STORE))),postgres)
 	$(PY) -m chaos --seeds $(SEEDS) --store $(STORE) --replication-factor $(RF) $(if $(SECURE),--secure) \
-	  $(if $(DISK),--disk-faults) --operations $(OPS) --topics $(TOPICS) --controllers $(CONTROLLERS) --brokers $(BROKERS)
+	  $(if $(DISK),--disk-faults) $(if $(MATRIX),--matrix) --operations $(OPS) --topics $(TOPICS) \
+	  --controllers $(CONTROLLERS) --brokers $(BROKERS)
 
 AWS_CLI_VENV := .venv-awscli
 

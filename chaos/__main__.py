@@ -15,8 +15,9 @@ every topic of the workload with 3 replicas (at most ``--brokers``) and ``min.in
 name the factor. ``--disk-faults`` (``make chaos DISK=1``, as root) makes brokers' data directories read-only, full or
 fail with EIO too (:mod:`chaos.disk`, :mod:`chaos.io_errors`), and, with replicas, lost. ``--operations``,
 ``--topics``, ``--controllers`` and ``--brokers`` size each scenario (``make chaos OPS=100 TOPICS=10 CONTROLLERS=3
-BROKERS=4``). Ctrl-C stops the run after cleaning up the seed it was in, and prints the table of the seeds done (exit
-130).
+BROKERS=4``). ``--matrix`` (``make chaos MATRIX=1``) deals the seeds round the full matrix in turn: SQLite and
+PostgreSQL, plain and secure, replication factor 1 and 3, all with disk faults, a column each. Ctrl-C stops the run
+after cleaning up the seed it was in, and prints the table of the seeds done (exit 130).
 """
 
 from __future__ import annotations
@@ -91,6 +92,12 @@ INTERRUPTED = "interrupted: the seed under way was stopped and removed; the tabl
     help="Brokers' data directories turn read-only or full (mounts: needs root) or fail with EIO too, and with "
     "replicas are lost (emptied while the broker is dead); a broker halts on its failed disk.",
 )
+@click.option(
+    "--matrix",
+    is_flag=True,
+    help="The full matrix: SQLite and PostgreSQL, plain and secure, replication factor 1 and 3, with disk faults "
+    "(as root); the seeds are dealt round the eight in turn, so --seeds 200 gives each 25.",
+)
 def main(
     seeds: int,
     first: int,
@@ -106,6 +113,7 @@ def main(
     secure: bool,
     replication_factor: int,
     disk_faults: bool,
+    matrix: bool,
 ) -> None:
     configure_logging("cli", level=logging.WARNING)  # the run's own clients: their debug lines are noise here
     if secure and security != "plain":
@@ -113,7 +121,13 @@ def main(
     chosen = [one] if one is not None else list(range(first, first + seeds))
     factor = min(replication_factor, brokers)  # the scenario's cap, so the table says what ran
     securities = SECURITIES["secure" if secure else security]
-    configs = [Config(s, sec, factor, disk_faults) for s in STORES[store] for sec in securities]
+    if matrix:
+        factors = sorted({1, min(3, brokers)})
+        configs = [Config(s, sec, f, True) for s in STORES["all"] for sec in SECURITIES["all"] for f in factors]
+        runs = [(configs[k % len(configs)], seed) for k, seed in enumerate(chosen)]
+    else:
+        configs = [Config(s, sec, factor, disk_faults) for s in STORES[store] for sec in securities]
+        runs = [(c, seed) for c in configs for seed in chosen]
     summary = _Summary()
     with contextlib.ExitStack() as stack:
         postgres: ChaosPostgres | None = None
@@ -123,9 +137,9 @@ def main(
             except PostgresUnavailable as exc:
                 raise click.ClickException(f"--store postgresql needs a PostgreSQL server: {exc}") from None
             console.print(f"PostgreSQL server for the run: pid {postgres.server.pid}, port {postgres.server.port}")
-        total = len(chosen) * len(configs)
+        total = len(runs)
         try:
-            for n, (config, seed) in enumerate(((c, s) for c in configs for s in chosen), 1):
+            for n, (config, seed) in enumerate(runs, 1):
                 result = run_seed(
                     seed,
                     operations=operations,

@@ -66,3 +66,28 @@ def test_the_replication_factor_reaches_every_seed_capped_at_the_brokers_and_nam
     capped = CliRunner().invoke(cli.main, ["--seed", "1", "--brokers", "2", "--replication-factor", "3"])
     assert capped.exit_code == 0, capped.output
     assert asked[-1] == 2 and "sqlite plain RF 2 (1 seeds)" in capped.output
+
+
+def test_the_matrix_deals_the_seeds_round_every_store_security_and_factor_with_disk_faults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ran: list[tuple[int, bool, bool, int, bool]] = []
+
+    @contextlib.contextmanager
+    def server() -> Iterator[object]:
+        yield type("Server", (), {"server": type("Proc", (), {"pid": 1, "port": 2})()})()
+
+    def fake_seed(seed: int, *, brokers: int, replication_factor: int, **kw: object) -> RunResult:
+        ran.append((seed, kw["postgres"] is not None, kw["security"].tls, replication_factor, kw["disk_faults"]))  # type: ignore[attr-defined]
+        scenario = generate(seed, brokers=brokers, replication_factor=replication_factor)
+        return RunResult(seed, scenario, [], Counter(kill=1), [], 20, 0, 0.1, None, [])
+
+    monkeypatch.setattr(cli, "chaos_postgres", server)
+    monkeypatch.setattr(cli, "run_seed", fake_seed)
+    result = CliRunner().invoke(cli.main, ["--matrix", "--seeds", "16", "--first", "5"])
+    assert result.exit_code == 0, result.output
+    assert [seed for seed, *_ in ran] == list(range(5, 21)), "each seed once"
+    configs = [tuple(r[1:]) for r in ran]
+    assert len(set(configs)) == 8 and all(configs.count(c) == 2 for c in configs), "the eight dealt in turn"
+    assert all(disk for *_, disk in configs) and {f for *_, f, _ in configs} == {1, 3}
+    assert result.output.count("(postgresql secure RF 3 disk): ok") == 2
