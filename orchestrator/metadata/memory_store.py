@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -58,7 +58,8 @@ class _Row:
 class InMemoryMetadataStore:
     """A :class:`~orchestrator.metadata.store.MetadataStore` held in process memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock  # seconds; read only where a caller gives no now_ms, as the SQL stores do
         self._lock = threading.RLock()
         self._log: list[_Row] = []  # the record at offset o is self._log[o - self._log_start]
         self._log_start = 0
@@ -137,7 +138,7 @@ class InMemoryMetadataStore:
         now_ms: int | None = None,
     ) -> int:
         blob = encode_snapshot(encode_all(records, rlmm=False))
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = int(self._clock() * 1000) if now_ms is None else now_ms
         with self._lock:
             self._check_epoch(controller_epoch, what="save a snapshot")
             check_snapshot_offset(offset, self._log_start, self._end(), retain)

@@ -52,6 +52,7 @@ from orchestrator.metadata.records import (
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.metadata.store import Lease, LogTruncated, MetadataStore
 from tests.support import REPO_ROOT
+from tests.support.clocks import FakeClock
 from tests.support.metadata_records import (
     copy_started,
     partition_delete,
@@ -69,6 +70,7 @@ TTL = 1_000
 class Backend:
     store: MetadataStore
     damage: Callable[..., None]
+    clock: FakeClock  # the store's injected clock (seconds), read where a caller gives no now_ms
 
 
 def _flip(data: bytes) -> bytes:
@@ -94,14 +96,15 @@ def _damage_postgres(dsn: str, offset: int, rlmm: bool = False) -> None:
     ]
 )
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    clock = FakeClock(0.0)
     if request.param == "postgresql":
         dsn: str = request.getfixturevalue("postgres_dsn")
-        pg_store = PostgresMetadataStore(dsn)
-        yield Backend(pg_store, lambda offset, rlmm=False: _damage_postgres(dsn, offset, rlmm))
+        pg_store = PostgresMetadataStore(dsn, clock=clock)
+        yield Backend(pg_store, lambda offset, rlmm=False: _damage_postgres(dsn, offset, rlmm), clock)
         pg_store.close()
     elif request.param == "sqlite":
         path = tmp_path / "metadata.db"
-        sqlite_store = SqliteMetadataStore(path)
+        sqlite_store = SqliteMetadataStore(path, clock=clock)
 
         def damage_sqlite(offset: int, rlmm: bool = False) -> None:
             table = "rlmm" if rlmm else "log"
@@ -110,10 +113,10 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
                 raw.execute(f"UPDATE {table} SET data = ? WHERE offset = ?", (_flip(data), offset))
             raw.close()
 
-        yield Backend(sqlite_store, damage_sqlite)
+        yield Backend(sqlite_store, damage_sqlite, clock)
         sqlite_store.close()
     else:
-        memory_store = InMemoryMetadataStore()
+        memory_store = InMemoryMetadataStore(clock=clock)
 
         def damage_memory(offset: int, rlmm: bool = False) -> None:
             entries = (
@@ -126,7 +129,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
             record = next(e.record for e in entries if e.offset == offset)
             memory_store.inject_corruption(offset=offset, data=_flip(encode_record(record)), rlmm=rlmm)
 
-        yield Backend(memory_store, damage_memory)
+        yield Backend(memory_store, damage_memory, clock)
         memory_store.close()
 
 
@@ -458,6 +461,17 @@ def test_a_log_hold_keeps_the_records_from_its_offset_through_snapshots_until_mo
     assert store.save_snapshot(offset=11, records=[], controller_epoch=epoch, retain=1, now_ms=12_000) == 11
     with pytest.raises(LogTruncated):
         list(store.read(from_offset=6))
+
+
+def test_a_snapshot_given_no_time_judges_holds_by_the_stores_own_clock(backend: Backend) -> None:
+    store = backend.store
+    epoch = _lease(store).controller_epoch
+    _numbered_topics(store, epoch, 8)
+    store.hold_log(holder="reader", offset=3, now_ms=1_000, ttl_ms=5_000)
+    backend.clock.now = 5.999  # the hold lives until 6_000 ms
+    assert store.save_snapshot(offset=5, records=[], controller_epoch=epoch, retain=1) == 3
+    backend.clock.now = 6.0
+    assert store.save_snapshot(offset=6, records=[], controller_epoch=epoch, retain=1) == 6
 
 
 def test_a_hold_above_the_oldest_snapshot_changes_nothing_and_bad_holds_are_refused(store: MetadataStore) -> None:
