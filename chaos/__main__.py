@@ -125,6 +125,7 @@ def main(
         factors = sorted({1, min(3, brokers)})
         configs = [Config(s, sec, f, True) for s in STORES["all"] for sec in SECURITIES["all"] for f in factors]
         runs = [(configs[k % len(configs)], seed) for k, seed in enumerate(chosen)]
+        configs = list(dict.fromkeys(c for c, _ in runs))  # fewer seeds than configs: only those dealt one
     else:
         configs = [Config(s, sec, factor, disk_faults) for s in STORES[store] for sec in securities]
         runs = [(c, seed) for c in configs for seed in chosen]

@@ -91,3 +91,21 @@ def test_the_matrix_deals_the_seeds_round_every_store_security_and_factor_with_d
     assert len(set(configs)) == 8 and all(configs.count(c) == 2 for c in configs), "the eight dealt in turn"
     assert all(disk for *_, disk in configs) and {f for *_, f, _ in configs} == {1, 3}
     assert result.output.count("(postgresql secure RF 3 disk): ok") == 2
+
+
+def test_a_matrix_of_fewer_seeds_than_configurations_starts_no_server_it_does_not_need(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_server() -> None:
+        raise AssertionError("a PostgreSQL server was started for SQLite seeds only")
+
+    def fake_seed(seed: int, *, brokers: int, replication_factor: int, **kw: object) -> RunResult:
+        assert kw["postgres"] is None
+        scenario = generate(seed, brokers=brokers, replication_factor=replication_factor)
+        return RunResult(seed, scenario, [], Counter(kill=1), [], 20, 0, 0.1, None, [])
+
+    monkeypatch.setattr(cli, "chaos_postgres", no_server)
+    monkeypatch.setattr(cli, "run_seed", fake_seed)
+    result = CliRunner().invoke(cli.main, ["--matrix", "--seeds", "2"])
+    assert result.exit_code == 0, result.output
+    assert "postgresql" not in result.output, "the table has a column for each configuration dealt a seed only"
