@@ -17,15 +17,18 @@ fail with EIO too (:mod:`chaos.disk`, :mod:`chaos.io_errors`), and, with replica
 ``--topics``, ``--controllers`` and ``--brokers`` size each scenario (``make chaos OPS=100 TOPICS=10 CONTROLLERS=3
 BROKERS=4``). ``--matrix`` (``make chaos MATRIX=1``) deals the seeds round the full matrix in turn: SQLite and
 PostgreSQL, plain and secure, replication factor 1 and 3, all with disk faults, a column each. Ctrl-C stops the run
-after cleaning up the seed it was in, and prints the table of the seeds done (exit 130).
+after cleaning up the seed it was in, and prints the table of the seeds done (exit 130); SIGTERM (a cancelled CI job,
+``kill``) does the same, and so does SIGINT sent to a run started in the background, whose shell ignores it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import sys
 import time
+from collections.abc import Iterator
 
 import click
 from rich.console import Console
@@ -131,6 +134,7 @@ def main(
         runs = [(c, seed) for c in configs for seed in chosen]
     summary = _Summary()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_stopped_by_signals())
         postgres: ChaosPostgres | None = None
         if any(c.store == "postgresql" for c in configs):
             try:
@@ -164,6 +168,22 @@ def main(
             console.print(f"[yellow]{INTERRUPTED}[/]")
     console.print(summary.render(configs))
     raise SystemExit(130 if summary.interrupted else 1 if summary.violations else 0)
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM, and SIGINT even where the shell ignored it, stop the run as Ctrl-C does (the seed under way cleaned
+    up, the table printed), instead of leaving its cluster's processes and mounts behind."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _seed_line(result: RunResult) -> str:

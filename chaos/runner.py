@@ -270,13 +270,15 @@ def run_seed(
         interrupted = True
         raise
     finally:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second ^C must not leave processes behind
+        # a second ^C or SIGTERM must not leave processes behind
+        previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             run.close()
             if interrupted and not keep:
                 run.remove()
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for s, handler in previous.items():
+                signal.signal(s, handler)
     incomplete = [v for v in violations if v.invariant == ck.INCOMPLETE]
     violations = [v for v in violations if v.invariant != ck.INCOMPLETE]
     faults = Counter(run.faults) + replication + deposed.count(run.deposed.answers) + run.traffic.counts

@@ -5,6 +5,9 @@ reaches every seed and the table's columns."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import threading
 from collections import Counter
 from collections.abc import Iterator
 
@@ -71,7 +74,7 @@ def test_the_replication_factor_reaches_every_seed_capped_at_the_brokers_and_nam
 def test_the_matrix_deals_the_seeds_round_every_store_security_and_factor_with_disk_faults(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ran: list[tuple[int, bool, bool, int, bool]] = []
+    ran: list[tuple[object, ...]] = []
 
     @contextlib.contextmanager
     def server() -> Iterator[object]:
@@ -109,3 +112,32 @@ def test_a_matrix_of_fewer_seeds_than_configurations_starts_no_server_it_does_no
     result = CliRunner().invoke(cli.main, ["--matrix", "--seeds", "2"])
     assert result.exit_code == 0, result.output
     assert "postgresql" not in result.output, "the table has a column for each configuration dealt a seed only"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_terminated_or_background_interrupted_run_stops_as_ctrl_c_does_and_restores_the_handlers(
+    monkeypatch: pytest.MonkeyPatch, signum: signal.Signals
+) -> None:
+    """SIGTERM (a cancelled CI job), and SIGINT sent to a run whose shell ignored it (started with ``&``), stop the
+    run with the table of the seeds done and exit 130, as ^C does; the handlers are the caller's again after."""
+    started: list[int] = []
+
+    def fake_seed(seed: int, *, brokers: int, replication_factor: int, **kw: object) -> RunResult:
+        started.append(seed)
+        if seed == 2:
+            os.kill(os.getpid(), signum)
+            threading.Event().wait(5)  # the handler interrupts this wait; 5 s only bounds a broken handler
+        scenario = generate(seed, brokers=brokers, replication_factor=replication_factor)
+        return RunResult(seed, scenario, [], Counter(kill=1), [], 20, 0, 0.1, None, [])
+
+    monkeypatch.setattr(cli, "run_seed", fake_seed)
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job's shell leaves it
+    try:
+        result = CliRunner().invoke(cli.main, ["--seeds", "5"])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert result.exit_code == 130, result.output
+    assert started == [1, 2], "no seed after the signal"
+    assert cli.INTERRUPTED in result.output and "1 seeds" in result.output
