@@ -22,6 +22,10 @@ Invariants:
   counted under ``<kind> skipped``, not as injected.
 * Every timer started is cancelled by :meth:`FaultInjector.cancel_timers` (healing and the run's close call it); a
   pause lifted by healing is not lifted again by its timer.
+* A disk fault (or a lost disk) due on a broker whose disk another fault still holds waits for that fault's timer to
+  lift it, then is injected (``fault_waited`` in the history): the schedule a seed draws is what it runs, whatever the
+  wall-clock time of the operations between. It is skipped only when the lift does not come within
+  :data:`DISK_LIFT_GRACE_S` of its due time.
 * A broker whose disk is read-only, full or failing is not restarted until the disk is back; one that died meanwhile
   and logged ``log_dir.failed`` halted as it must (counted as ``<kind> halted``, e.g. ``disk_eio halted``), not an
   unexpected exit. Every mount is
@@ -35,6 +39,7 @@ import json
 import os
 import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +60,8 @@ from orchestrator.local import cluster as lc
 from orchestrator.local.state import LocalClusterState, is_ours
 from tests.support.postgres_server import PostgresUnavailable
 
+DISK_LIFT_GRACE_S = 10.0  # how long past its due time a disk fault's lift is awaited by the next fault on that disk
+
 
 class FaultInjector:
     def __init__(self, rig: Rig, history: History, crash_record: Path) -> None:
@@ -74,8 +81,11 @@ class FaultInjector:
         self._crash_lines_seen = 0
         self._crashed_pids: set[int] = set()
         self._slots = 0
-        # Brokers whose data directory is faulted now: (the fault's kind, what lifts it).
-        self._disks: dict[tuple[str, int], tuple[str, ReadOnlyMount | Ballast | IoErrors]] = {}
+        # Brokers whose data directory is faulted now: (the fault's kind, what lifts it, when its timer lifts it, on
+        # the monotonic clock); and those whose fault is being lifted (taken out of _disks, not released yet).
+        self._disks: dict[tuple[str, int], tuple[str, ReadOnlyMount | Ballast | IoErrors, float]] = {}
+        self._disks_releasing: set[tuple[str, int]] = set()
+        self._disk_lifted = threading.Condition(self._lock)
         self._disk_pids: dict[int, str] = {}  # processes that ran on a faulted disk (may halt) -> the fault's kind
 
     # -- injecting ------------------------------------------------------------------------------------------------
@@ -158,7 +168,7 @@ class FaultInjector:
         the mount point of the disk a ``disk_full`` run gave it); it is restarted ``restart_after`` operations on."""
         key = ("broker", f.target)
         directory = self.rig.cluster_dir / "data" / f"broker-{f.target}"
-        why = f"its disk is faulted already ({self._disks[key][0]})" if key in self._disks else None
+        why = self._await_disk(key)
         if why is None and key in self._paused:
             why = "it is paused"
         if why is None and not directory.is_dir():
@@ -178,7 +188,7 @@ class FaultInjector:
     def _disk_fault(self, f: Fault) -> None:
         key = ("broker", f.target)
         directory = self.rig.cluster_dir / "data" / f"broker-{f.target}"
-        why = f"its disk is faulted already ({self._disks[key][0]})" if key in self._disks else None
+        why = self._await_disk(key)
         if why is None and not directory.is_dir():
             why = f"{directory} does not exist yet"
         sized = self.rig.sized_disks.get(f.target)
@@ -204,10 +214,30 @@ class FaultInjector:
             return
         p = self.rig.process(*key)
         with self._lock:
-            self._disks[key] = (f.kind, fault)
+            self._disks[key] = (f.kind, fault, time.monotonic() + f.args["duration_s"])
             if is_ours(p):
                 self._disk_pids[p.pid] = f.kind
         self._later(f.args["duration_s"], lambda: self._lift_disk(key))
+
+    def _await_disk(self, key: tuple[str, int]) -> str | None:
+        """Wait until no fault holds ``key``'s disk (its timer lifts it); None once free, else why the next fault on
+        it is skipped (the lift did not come within :data:`DISK_LIFT_GRACE_S` of its due time)."""
+        with self._lock:
+            if key not in self._disks and key not in self._disks_releasing:
+                return None
+            held = self._disks.get(key)
+            kind = held[0] if held is not None else "being lifted"
+            deadline = (held[2] if held is not None else time.monotonic()) + DISK_LIFT_GRACE_S
+            started = time.monotonic()
+            while key in self._disks or key in self._disks_releasing:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return f"its disk is faulted already ({kind}) and the fault was not lifted in time"
+                self._disk_lifted.wait(left)
+        self.history.record(
+            "fault_waited", role=key[0], id=key[1], behind=kind, seconds=round(time.monotonic() - started, 2)
+        )
+        return None
 
     def _store_fault(self, f: Fault) -> None:
         postgres = self.rig.postgres
@@ -274,10 +304,18 @@ class FaultInjector:
     def _lift_disk(self, key: tuple[str, int]) -> None:
         with self._lock:
             faulted = self._disks.pop(key, None)
-        if faulted is not None:
-            kind, fault = faulted
+            if faulted is not None:
+                self._disks_releasing.add(key)
+        if faulted is None:
+            return
+        kind, fault, _ = faulted
+        try:
             fault.release()
             self.history.record("fault_lifted", kind=kind, role=key[0], id=key[1])
+        finally:
+            with self._lock:  # the next fault on this disk waits for the release itself, not just the timer
+                self._disks_releasing.discard(key)
+                self._disk_lifted.notify_all()
 
     def release_disks(self) -> None:
         """Every faulted data directory made whole again (writable, its ballast deleted): healing, and the run's
