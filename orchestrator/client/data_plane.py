@@ -43,6 +43,7 @@ PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION = 9, 12, 9
 EARLIEST, LATEST, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -4, -5  # ListOffsets' special timestamps
 TOPIC_READ_ATTEMPTS = 10  # rounds a read to the end waits for a leaderless partition before it gives up
 PARTITION_FETCH_BYTES = 1 << 20  # per partition of a topic read's Fetch (its request takes all of them)
+LONG_POLL_MS = 500  # how long a consume's Fetch waits on a leader whose high watermark is behind the offset
 
 
 def _batches(values: Sequence[bytes], max_bytes: int) -> list[Sequence[bytes]]:
@@ -214,14 +215,17 @@ class DataPlane(ClientSession):
         found = [await self.list_offset(name, partition, t) for t in (EARLIEST, EARLIEST_LOCAL, LATEST, LATEST_TIERED)]
         return PartitionOffsets(*found)
 
-    async def fetch(self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20) -> dict[str, Any]:
-        """One Fetch of a partition at ``offset`` (no waiting); returns the partition's entry: ``error_code``,
+    async def fetch(
+        self, name: str, partition: int, offset: int, *, max_bytes: int = 1 << 20, max_wait_ms: int = 0
+    ) -> dict[str, Any]:
+        """One Fetch of a partition at ``offset``; returns the partition's entry: ``error_code``,
         ``high_watermark``, ``log_start_offset`` and ``records`` (record batches, possibly from below the
-        offset)."""
+        offset). ``max_wait_ms`` > 0: the leader holds the answer until it has a record to return or that time
+        passes (a long poll); 0, it answers at once."""
         body: m.FetchRequest = {
             "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 0,
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": 1 if max_wait_ms > 0 else 0,
             "max_bytes": max_bytes,
             "isolation_level": 0,
             "session_id": 0,
@@ -240,21 +244,39 @@ class DataPlane(ClientSession):
         self, name: str, partition: int = 0, *, from_beginning: bool = True, max_records: int | None = None
     ) -> AsyncIterator[FetchedRecord]:
         """Records of one partition from its log start offset (or its end) up to its end when the read began,
-        read with Fetch; a record below the local log start offset at that time is marked ``remote``."""
+        read with Fetch; a record below the local log start offset at that time is marked ``remote``.
+
+        A leader that answers no records at an offset below that end is RECORDS_MISSING, unless its own high
+        watermark is at or below the offset: a leader elected meanwhile may not have advanced its high watermark
+        to where the last one had it yet (Kafka's rule too: its followers must fetch first), and nothing below it
+        is missing. The read then waits for it (long polls) for up to the client's timeout."""
         bounds = await self.offsets(name, partition)
         offset = bounds.log_start_offset if from_beginning else bounds.log_end_offset
         end = bounds.log_end_offset
         seen = 0
+        behind_since: float | None = None  # when a leader's high watermark was first seen behind the offset
         while offset < end and (max_records is None or seen < max_records):
-            entry = await self.fetch(name, partition, offset)
+            entry = await self.fetch(name, partition, offset, max_wait_ms=0 if behind_since is None else LONG_POLL_MS)
             check(entry["error_code"], None, f"fetching {name}-{partition} at {offset}")
             data = entry["records"] or b""
             records = list(records_at_or_after(data, offset))
             if not records:
+                hw = entry.get("high_watermark", -1)
+                now = asyncio.get_running_loop().time()
+                if 0 <= hw <= offset:
+                    behind_since = now if behind_since is None else behind_since
+                    if now - behind_since < self.timeout_s:
+                        continue
+                    raise RecordsMissing(
+                        f"{name}-{partition}: read {seen} record(s), then the leader's high watermark stayed at {hw} "
+                        f"for {self.timeout_s:g} s, below the end {end} the read began with; a leader elected "
+                        "meanwhile whose in-sync followers do not fetch cannot advance it: see the brokers' logs"
+                    )
                 raise RecordsMissing(
                     f"{name}-{partition}: read {seen} record(s), then the leader returned none at offset {offset} "
                     f"though its log ends at {end} (log start {bounds.log_start_offset})"
                 )
+            behind_since = None
             for at, timestamp, record in records:
                 if at >= end:
                     return
