@@ -30,13 +30,15 @@ Invariants (each kept by the module named):
   refuses and says how to purge it, instead of serving topics whose tiered data is silently gone (:mod:`.plan`).
 * A pid is only signalled while ``/proc/<pid>/cmdline`` still names that process's own file (so a recycled pid
   is never hit) (:mod:`.processes`).
-* Processes bind 127.0.0.1 only, on port 0: each binds a port itself and publishes it in its ready file, so no
-  port chosen in advance can be taken before it is bound. ``up`` then writes the port into the process's settings
-  file, so a process restarted from it (after a crash, or by a test) comes back on the same address. The same goes
-  for each controller's and broker's Prometheus endpoint (``metrics_port``; ``status`` lists its URL). Such a port
-  is ephemeral: while its process is down an outgoing connection may be given it. ``restart`` then moves a broker
-  to a new port (it registers it; clients follow Metadata) and refuses, with the reason, to restart a controller
-  (:mod:`.nodes`, :mod:`.restart`).
+* Processes bind 127.0.0.1 only. Brokers, the embedded S3 and every Prometheus endpoint bind port 0: each binds a
+  port itself and publishes it in its ready file, so no port chosen in advance can be taken before it is bound. A
+  controller is given a port below the kernel's ephemeral range (:mod:`.ports`; one taken before its bind is
+  replaced), since its address is in every bootstrap list and no outgoing connection can be given such a port
+  while it is down. ``up`` writes every port into the process's settings file, so a process restarted from it
+  (after a crash, or by a test) comes back on the same address. A port bound as port 0 is ephemeral: while its
+  process is down an outgoing connection may be given it. ``restart`` then moves a broker to a new port (it
+  registers it; clients follow Metadata) or a metrics endpoint, and refuses, with the reason, to restart a
+  controller whose own port another program took (:mod:`.nodes`, :mod:`.restart`).
 """
 
 from __future__ import annotations

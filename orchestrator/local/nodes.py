@@ -72,16 +72,18 @@ def start_node(
     *,
     fresh: bool,
     env: Mapping[str, str],
+    port: int = 0,
 ) -> StartingNode:
     """Write the settings file of one process (on a resume: over the one it had, keeping its other settings) with
-    port 0, and start it."""
+    ``port`` (0: the process binds one itself; a controller is given one, :mod:`.ports`) and metrics port 0, and
+    start it."""
     cfg = directory / "config" / f"{role}-{node}.toml"
     ready = directory / "run" / f"{role}-{node}.ready"
     ready.unlink(missing_ok=True)
     existing: Tables = {} if fresh or not cfg.exists() else read_toml(cfg)
     tables = with_overrides(with_overrides(existing, base), overrides)
     tables = with_overrides(tables, {role: {"ready_file": str(ready)}})
-    write_toml(cfg, with_overrides(tables, {role: {"port": 0}, "metrics": {"port": 0}}))
+    write_toml(cfg, with_overrides(tables, {role: {"port": port}, "metrics": {"port": 0}}))
     log = directory / "logs" / f"{role}-{node}.log"
     command = controller_command(cfg) if role == "controller" else broker_command(cfg)
     proc = spawn(command, log, dict(env))

@@ -64,7 +64,7 @@ def restart(
             _start(state, p, moved, timeout_s, env)
             return p
         except LocalClusterError:
-            lost_race = ADDRESS_IN_USE in _read_from(Path(p.log), log_size)
+            lost_race = lost_bind_race(Path(p.log), log_size)
             metrics_lost = p.role == "controller" and port_free(p.port)  # its own port is free: metrics was taken
             if not lost_race or attempt == BIND_ATTEMPTS or (p.role != "broker" and not metrics_lost):
                 raise
@@ -87,6 +87,11 @@ def _start(
         state.save()
     else:
         wait_for(f"{p.role} {p.id} to restart", ready.exists, timeout_s, Path(p.log), proc)
+
+
+def lost_bind_race(log: Path, offset: int) -> bool:
+    """Whether the attempt whose output starts at ``offset`` of ``log`` exited because its port was taken."""
+    return ADDRESS_IN_USE in _read_from(log, offset)
 
 
 def _size(log: Path) -> int:

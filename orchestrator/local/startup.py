@@ -35,8 +35,9 @@ from orchestrator.local.plan import (
     plan_new,
     plan_resume,
 )
+from orchestrator.local.ports import stable_port
 from orchestrator.local.processes import S3_STOP_TIMEOUT_S, process_env, start_embedded_s3, stop_process, wait_for
-from orchestrator.local.restart import restart
+from orchestrator.local.restart import BIND_ATTEMPTS, lost_bind_race, restart
 from orchestrator.local.s3_snapshot import SNAPSHOT_DIR
 from orchestrator.local.security import LocalSecurity, bootstrap_logins, node_name, prepare
 from orchestrator.local.settings_files import Tables
@@ -225,14 +226,29 @@ def _write_first_logins(state: LocalClusterState, progress: Progress) -> None:
 
 
 def _start_controller(plan: ClusterPlan, node: int, shared: Tables, launch: _Launch, started: list[ProcessInfo]) -> int:
-    """Start controller ``node`` and wait until it serves (the brokers are told the controllers' addresses);
-    returns its port."""
-    starting = _start_node(plan, "controller", node, controller_settings(plan.state, node, shared), launch)
-    started.append(starting.process)
-    launch.progress(f"controller {node} starting")
-    port = starting.wait(launch.timeout_s)
-    launch.progress(f"controller {node} serves on 127.0.0.1:{port}")
-    return port
+    """Start controller ``node`` on a port below the ephemeral range (:mod:`.ports`: one no outgoing connection can
+    take while it is down, so it restarts on the same address) and wait until it serves (the brokers are told the
+    controllers' addresses); returns its port. A port taken between the choice and the controller's bind is
+    replaced by another, at most ``BIND_ATTEMPTS`` times in all."""
+    settings = controller_settings(plan.state, node, shared)
+    for attempt in range(1, BIND_ATTEMPTS + 1):
+        chosen = stable_port()
+        starting = _start_node(plan, "controller", node, settings, launch, port=chosen)
+        log = Path(starting.process.log)
+        log_size = log.stat().st_size if log.exists() else 0
+        started.append(starting.process)
+        launch.progress(f"controller {node} starting")
+        try:
+            port = starting.wait(launch.timeout_s)
+        except LocalClusterError:
+            if attempt == BIND_ATTEMPTS or not lost_bind_race(log, log_size):
+                raise
+            started.remove(starting.process)  # it exited: nothing to stop
+            launch.progress(f"controller {node}: port {chosen} was taken before it could bind it; choosing another")
+            continue
+        launch.progress(f"controller {node} serves on 127.0.0.1:{port}")
+        return port
+    raise AssertionError("unreachable")
 
 
 def _start_broker(
@@ -245,10 +261,12 @@ def _start_broker(
     return starting
 
 
-def _start_node(plan: ClusterPlan, role: str, node: int, settings: Tables, launch: _Launch) -> StartingNode:
+def _start_node(
+    plan: ClusterPlan, role: str, node: int, settings: Tables, launch: _Launch, *, port: int = 0
+) -> StartingNode:
     directory = Path(plan.state.dir)
     overrides = launch.overrides[role]
-    return start_node(directory, role, node, settings, overrides, fresh=not plan.resumed, env=launch.env)
+    return start_node(directory, role, node, settings, overrides, fresh=not plan.resumed, env=launch.env, port=port)
 
 
 def _wait_healthy(state: LocalClusterState, brokers: int, first_controller: int, timeout_s: float) -> None:

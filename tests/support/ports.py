@@ -23,11 +23,8 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from pathlib import Path
 
-LOW = 20_000  # below the ports of well-known services people run on a developer's machine (e.g. 5432, 8080, 9092)
-EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-DEFAULT_EPHEMERAL_LOW = 32_768
+from orchestrator.local.ports import LOW, ephemeral_low
 
 
 class NoFreePort(RuntimeError):
@@ -56,14 +53,6 @@ def worker_slice(worker: str | None, workers: int, *, ephemeral_low: int) -> Por
     if size < 1:
         raise NoFreePort(f"no ports below the ephemeral range ({ephemeral_low}) for {count} workers")
     return PortSlice(LOW + index * size, size)
-
-
-def ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (Linux), else the IANA default."""
-    try:
-        return int(EPHEMERAL_RANGE.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return DEFAULT_EPHEMERAL_LOW
 
 
 def this_workers_slice() -> PortSlice:

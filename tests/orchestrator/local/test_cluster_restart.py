@@ -332,3 +332,33 @@ def test_a_controller_whose_metrics_port_was_taken_comes_back_on_its_own_port_wi
             s.close()
     values, _ = _read_all(state, "orders")
     assert len(values) == 100, "the cluster serves through its restarted controller"
+
+
+def test_controllers_serve_below_the_ephemeral_range_and_a_port_taken_before_the_first_bind_is_replaced(
+    tmp_path, moto_endpoint, cleanup, monkeypatch
+):
+    """A controller's address must survive its restarts, so its port comes from below the kernel's ephemeral range,
+    where no outgoing connection's source port can land while it is down (the fault suite's soak met a controller
+    that could not come back: a connection had been given its port). The choice can still lose a race with another
+    program's bind before the controller binds: the controller is started again on another port."""
+    from orchestrator.local import startup
+    from orchestrator.local.ports import ephemeral_low, stable_port
+
+    squatted = stable_port()
+    chosen: list[int] = []
+
+    def first_one_taken() -> int:
+        chosen.append(squatted if not chosen else stable_port())
+        return chosen[-1]
+
+    monkeypatch.setattr(startup, "stable_port", first_one_taken)
+    cleanup.append(tmp_path)
+    with socket.create_server(("127.0.0.1", squatted)):
+        state = _up(tmp_path, s3_endpoint=moto_endpoint)
+    controllers = [p for p in state.processes if p.role == "controller"]
+    assert [p.port for p in controllers] == chosen[1:], "the taken port was replaced, each later choice kept"
+    assert all(p.port < ephemeral_low() and lc.is_ours(p) for p in controllers)
+    assert "[Errno 98]" in Path(controllers[0].log).read_text(), "the first attempt did lose the race"
+    assert state.bootstrap_server == ",".join(f"127.0.0.1:{p.port}" for p in controllers)
+    lc.kill_process(controllers[1])
+    assert lc.restart(tmp_path, "controller", controllers[1].id).port == controllers[1].port
