@@ -24,12 +24,15 @@ Invariants:
   directory still held by a deleted topic id of the same name is moved aside at once (the broker's reconciliation),
   not refused until the metadata round does it.
 * A log is made fit to lead once per leader epoch (a broker that led a partition before, lost it and leads it again
-  looks again: much may have happened in between). Fit to lead also means holding no offset the delete policy
-  removed: a log of a topic DISABLING or DISABLED under the delete policy starts no lower than its local log start
-  offset. The broker that applies the policy to a partition it leads moves its log start itself; a partition that had
-  no leader then had its remote segments deleted by the broker the controller assigned it to, with no log start to
-  move, and whichever replica leads it next would otherwise answer ListOffsets with an earliest offset it cannot
-  serve (OFFSET_OUT_OF_RANGE on the fetch that follows).
+  looks again: much may have happened in between). Fit to lead also means a log start offset it can serve: a log of
+  a topic DISABLING or DISABLED under the delete policy starts no lower than its local log start offset, and any
+  other log no lower than its first live remote segment (read from the RLMM just then), or its local log start when
+  the RLMM has none below it. The broker that applies the policy to a partition it leads moves its log start itself;
+  a partition that had no leader then had its remote segments deleted by the broker the controller assigned it to,
+  with no log start to move, and a follower never learns of a move whose leader died first (the topic may even be
+  tiered again since, under a new tiered epoch: the policy's deletions behind it). Whichever replica leads it next
+  would otherwise answer ListOffsets with an earliest offset it cannot serve (OFFSET_OUT_OF_RANGE on the fetch that
+  follows). A segment missing from the middle of the remote tier moves nothing: a read of it stays an error.
 """
 
 from __future__ import annotations
@@ -147,24 +150,39 @@ class HostedLogs:
         return plog
 
     def _fit_to_lead(self, key: PartitionKey, plog: PartitionLog, topic: TopicImage, leader_epoch: int) -> None:
-        """Mark ``plog`` fit to lead at ``leader_epoch``, first moving its log start offset up to its local log start
-        if the delete policy removed what lies below (see the module docstring)."""
-        deleted = topic.policy == DisablePolicy.DELETE and topic.tiered_state in (
-            TieredState.DISABLING,
-            TieredState.DISABLED,
-        )
-        if deleted and plog.log_start_offset < plog.local_log_start_offset:
-            before = plog.log_start_offset
-            plog.advance_log_start_offset(plog.local_log_start_offset)
-            log.info(
-                "broker.log_start_moved_by_policy",
-                topic_id=str(topic.topic_id),
-                partition=key[1],
-                leader_epoch=leader_epoch,
-                log_start_before=before,
-                log_start_offset=plog.log_start_offset,
+        """Mark ``plog`` fit to lead at ``leader_epoch``, first moving its log start offset up to the first offset it
+        can serve, if what lies below is gone (see the module docstring)."""
+        if plog.log_start_offset < plog.local_log_start_offset:
+            deleted = topic.policy == DisablePolicy.DELETE and topic.tiered_state in (
+                TieredState.DISABLING,
+                TieredState.DISABLED,
             )
+            floor = plog.local_log_start_offset if deleted else self._first_remote_offset(key, plog)
+            if plog.log_start_offset < floor:
+                before = plog.log_start_offset
+                plog.advance_log_start_offset(floor)
+                log.info(
+                    "broker.log_start_moved_by_policy" if deleted else "broker.log_start_moved_to_remote_start",
+                    topic_id=str(topic.topic_id),
+                    partition=key[1],
+                    leader_epoch=leader_epoch,
+                    log_start_before=before,
+                    log_start_offset=plog.log_start_offset,
+                )
         self._leader_checked[key] = (plog, leader_epoch)
+
+    def _first_remote_offset(self, key: PartitionKey, plog: PartitionLog) -> int:
+        """Where the offsets below ``plog``'s local log start begin to be served from the remote tier: the start of
+        the first live remote segment at or above the log start offset (the RLMM read again first: a segment copied
+        by another leader must not be missed), or the local log start when there is none (a delete policy removed
+        them, under a tiered epoch since ended)."""
+        self._rlmm.refresh()
+        starts = [
+            seg.start_offset
+            for seg in self._rlmm.live_segments(*key)
+            if seg.end_offset >= plog.log_start_offset and seg.start_offset < plog.local_log_start_offset
+        ]
+        return max(plog.log_start_offset, min(starts, default=plog.local_log_start_offset))
 
     def _registration_refusal(self, image: MetadataImage) -> str | None:
         """Why this process may not lead yet (None: it is the broker's registered, unfenced incarnation)."""

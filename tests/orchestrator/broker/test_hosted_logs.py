@@ -88,9 +88,22 @@ def _tiered(writer, tid: Uuid, epoch: int, state: TieredState, policy: DisablePo
     writer.store.append([record], controller_epoch=writer.epoch)
 
 
-def _led_log_with_tiered_records_gone_locally(broker, writer, name: str):
-    """Broker 1 leads ``name``-0 (replicas 1 and 2): records 0-34 in a closed segment that local retention removed
-    (as once tiered), so its log starts at 0 and its local log at 35."""
+def _remote(writer, name: str, tid: Uuid, start: int, end: int, state: SegmentState, epoch: int = 1):
+    """A segment of ``name``-0 copied (finished) at tiered epoch ``epoch``, then moved on to ``state``."""
+    rlmm = RemoteLogMetadataManager(writer.store)
+    seg = replace(remote_segment(start, end, state=SegmentState.COPY_SEGMENT_STARTED, tid=tid, epoch=epoch), topic=name)
+    rlmm.copy_started(seg, now_ms=wall_ms())
+    rlmm.copy_finished(seg, broker_id=1, now_ms=wall_ms())
+    for then in (SegmentState.DELETE_SEGMENT_STARTED, SegmentState.DELETE_SEGMENT_FINISHED):
+        if state in (then, SegmentState.DELETE_SEGMENT_FINISHED):
+            rlmm.transition([seg], then, broker_id=1, now_ms=wall_ms())
+    return seg
+
+
+def _led_log_with_tiered_records_gone_locally(broker, writer, name: str, *, copied: bool = True):
+    """Broker 1 leads ``name``-0 (replicas 1 and 2): records 0-34 in a closed segment tiered (a finished remote
+    segment, unless ``copied`` is False) and then removed by local retention, so its log starts at 0 and its local
+    log at 35."""
     tid = _topic(writer, name, [1, 2], leader=1)
     broker.follower.refresh()
     plog = broker._leader_log(tid, 0)
@@ -98,6 +111,8 @@ def _led_log_with_tiered_records_gone_locally(broker, writer, name: str):
     plog.roll()
     plog.delete_local_segments_before(35)
     assert (plog.log_start_offset, plog.local_log_start_offset, plog.log_end_offset) == (0, 35, 35)
+    if copied:
+        _remote(writer, name, tid, 0, 34, SegmentState.COPY_SEGMENT_FINISHED)
     return tid, plog
 
 
@@ -115,6 +130,12 @@ def test_a_partition_led_again_after_its_policy_ran_without_a_leader_starts_wher
         broker.data_dir.mkdir(parents=True)
         tid, plog = _led_log_with_tiered_records_gone_locally(broker, writer, "gone")
         assert broker._leader_log(tid, 0) is plog and plog.log_start_offset == 0, "tiered, what lies below is in S3"
+        if policy == DisablePolicy.DELETE:  # what the policy's broker did meanwhile: the segment is gone
+            rlmm = RemoteLogMetadataManager(writer.store)
+            rlmm.refresh()
+            rlmm.transition(
+                rlmm.live_segments(tid, 0), SegmentState.DELETE_SEGMENT_FINISHED, broker_id=2, now_ms=wall_ms()
+            )
 
         _lead(writer, tid, 2)  # the leader moves away; then the topic is disabled, the policy applied without it
         _tiered(writer, tid, 2, TieredState.DISABLING, policy)
@@ -124,3 +145,32 @@ def test_a_partition_led_again_after_its_policy_ran_without_a_leader_starts_wher
         led = broker._leader_log(tid, 0)
         assert led is plog and (led.log_start_offset, led.local_log_start_offset) == (log_start, 35)
         assert broker._leader_log(tid, 0).log_start_offset == log_start, "looked at once per leader epoch"
+
+
+@pytest.mark.parametrize(
+    ("first_live", "log_start"), [(14, 14), (0, 0), (None, 35)], ids=["re-tiered", "kept", "none-left"]
+)
+def test_a_leader_starts_its_log_at_its_first_live_remote_segment_whatever_the_topic_state_now(
+    tmp_path, first_live: int | None, log_start: int
+):
+    """Matrix seed 12 (RF 3, disk faults): a topic disabled under the delete policy and tiered again at once, its
+    partition then led by a replica that never heard of the policy's log start move (the leader that made it died).
+    The topic is ENABLED again, so the policy's rule no longer applies; the remote tier decides: the earliest offset
+    is the start of the first live remote segment (records 0-13 were deleted by the policy, 14-34 copied again under
+    the new tiered epoch), all of it when the segment is still live, and the local log start when none is left."""
+    with in_process_broker(tmp_path) as (broker, writer):
+        broker.data_dir.mkdir(parents=True)
+        tid, plog = _led_log_with_tiered_records_gone_locally(broker, writer, "again", copied=False)
+        if first_live == 0:  # copied under tiered epoch 1, still live
+            _remote(writer, "again", tid, 0, 34, SegmentState.COPY_SEGMENT_FINISHED)
+        elif first_live is not None:  # 0-13 copied under epoch 1, deleted by the policy
+            _remote(writer, "again", tid, 0, first_live - 1, SegmentState.DELETE_SEGMENT_FINISHED)
+        _lead(writer, tid, 2)
+        _tiered(writer, tid, 2, TieredState.DISABLED, DisablePolicy.DELETE)
+        _tiered(writer, tid, 3, TieredState.ENABLED, DisablePolicy.NONE)
+        if first_live:  # the rest copied again under epoch 3
+            _remote(writer, "again", tid, first_live, 34, SegmentState.COPY_SEGMENT_FINISHED, epoch=3)
+        _lead(writer, tid, 1)
+        broker.follower.refresh()
+        led = broker._leader_log(tid, 0)
+        assert led is plog and (led.log_start_offset, led.local_log_start_offset) == (log_start, 35)
