@@ -59,6 +59,9 @@ _PATH_LIST_KEYS = frozenset({"encryption_key_pairs"})
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
+LATE_WRITE_READ_TIMEOUTS = 5
+
+
 @dataclass(frozen=True)
 class S3Settings:
     endpoint_url: str | None = None  # None = AWS S3; set for MinIO, Ceph or moto's server
@@ -69,6 +72,12 @@ class S3Settings:
     # which the retry layer (remote_storage.retry) retries a bounded number of times and the caller then records.
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 30.0
+
+    @property
+    def late_write_window_ms(self) -> int:
+        """How long after its writer gave up a PUT may still land (held in the store's front end): five read
+        timeouts, as assumed by the deletions that must leave nothing behind (remote_storage.deletion)."""
+        return int(LATE_WRITE_READ_TIMEOUTS * self.read_timeout_s * 1000)
 
 
 # Aiven's RemoteStorageManagerConfig bounds chunk.size to [1, Integer.MAX_VALUE / 2]

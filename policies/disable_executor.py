@@ -25,9 +25,10 @@ def execute_delete_plan(
     advance_log_start: Callable[[int, int], None],
     on_progress: ProgressCallback | None = None,
     crash_point: str | None = None,
+    settle_ms: int = 0,
 ) -> DeleteResult:
     """The delete policy: move each partition's log start offset first, then delete every planned segment
-    (``crash_point``: see :func:`~remote_storage.deletion.delete_segments`)."""
+    (``crash_point`` and ``settle_ms``, the late-write window: see :func:`~remote_storage.deletion.delete_segments`)."""
     for partition, offset in sorted(plan.log_start_offsets.items()):
         advance_log_start(partition, offset)
     segments = [s for b in plan.batches for s in b]
@@ -40,4 +41,5 @@ def execute_delete_plan(
         batches=plan.batches,
         on_progress=on_progress,
         crash_point=crash_point,
+        settle_ms=settle_ms,
     )

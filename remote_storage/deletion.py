@@ -24,6 +24,18 @@ whose custom metadata does not decode, is refused: none of its objects is delete
 (``OutsideTopicPrefix``, ``BadCustomMetadata``) and it stays DELETE_SEGMENT_STARTED, for an operator to look at.
 DeleteObjects calls go per prefix within a batch, so one call never mixes two prefixes' keys.
 
+Late writes (``settle_ms``, the delete policy and a deleted topic's partitions only): a PUT the S3 client gave up on
+(it timed out) may still land later, held in the store's front end, and would bring an object back after its
+deletion, left there for good under a topic whose remote data is gone. A copy that never finished is where that
+happens: its upload failed or went unconfirmed (a timeout among the likely causes), and its clean-up may not have
+run (the store unreachable then). So a segment not COPY_SEGMENT_FINISHED whose newest journal event (its copy's start,
+or an earlier deletion attempt) is less than ``settle_ms`` old when its objects are deleted is not journaled FINISHED
+at once: the call waits until that age is reached (never longer than ``settle_ms``), deletes its objects once more,
+and only then journals it FINISHED (event ``policy.delete_settled``). A finished copy is deleted without waiting: a
+PUT of it that timed out and was retried, deleted within the window, can still come back (the scan finds such an
+object). Retention expiry's segments are old, and the clean-up of a failed copy does not wait (it would hold up the
+tiering pass).
+
 Used by the policies' executors (the delete policy, retention expiry) and by the broker's clean-up of a copy that
 failed or was fenced.
 """
@@ -31,6 +43,7 @@ failed or was fenced.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,6 +51,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from orchestrator import crash_points
+from orchestrator.ids import Uuid
 from orchestrator.metadata.records import SegmentState
 from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 from remote_storage.s3 import DeleteOutcome, S3RemoteStorage
@@ -114,10 +128,12 @@ def delete_segments(
     on_progress: ProgressCallback | None = None,
     crash_point: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
+    settle_ms: int = 0,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> DeleteResult:
     """Delete the object sets of ``segments`` (one topic id), journaled in the RLMM window by window (see the
     module docstring). ``crash_point`` (:mod:`orchestrator.crash_points`) is reached after each batch's objects are
-    deleted, before its FINISHED."""
+    deleted, before its FINISHED. ``settle_ms``: the late-write window (module docstring; 0: none)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     plan_batches = [b for b in (batches if batches is not None else (tuple(segments),)) if b]
@@ -144,6 +160,8 @@ def delete_segments(
                 if crash_point is not None:
                     crash_points.reached(crash_point)
                 finished += [s for s in batch if not any(k in outcome.failed for k in objects_of[s.segment_id].keys)]
+            if settle_ms > 0:
+                finished = _settled(finished, objects_of, rsm, failed, now_ms=now_ms, settle_ms=settle_ms, sleep=sleep)
             moved = rlmm.transition(
                 finished, SegmentState.DELETE_SEGMENT_FINISHED, broker_id=broker_id, now_ms=now_ms()
             )
@@ -161,3 +179,37 @@ def delete_segments(
                 failed=sum(len(o.failed) for o in outcomes),
             )
     return DeleteResult(done, objects, failed, counted)
+
+
+def _settled(
+    finished: list[RemoteSegment],
+    objects_of: Mapping[Uuid, _SegmentObjects],
+    rsm: S3RemoteStorage,
+    failed: dict[str, str],
+    *,
+    now_ms: Callable[[], int],
+    settle_ms: int,
+    sleep: Callable[[float], None],
+) -> list[RemoteSegment]:
+    """``finished`` once a write that was given up on can no longer land (module docstring): the recent unfinished
+    ones' objects deleted again after their window, those whose second deletion failed left out (their keys in
+    ``failed``)."""
+    now = now_ms()
+    recent = [
+        s for s in finished if s.state != SegmentState.COPY_SEGMENT_FINISHED and s.event_timestamp_ms + settle_ms > now
+    ]
+    if not recent:
+        return finished
+    due = max(s.event_timestamp_ms for s in recent) + settle_ms
+    sleep(min(due - now, settle_ms) / 1000)
+    outcome = _delete_batch(rsm, [objects_of[s.segment_id] for s in recent])
+    failed.update(outcome.failed)
+    log.info(
+        "policy.delete_settled",
+        topic_id=str(recent[0].topic_id),
+        segments=len(recent),
+        waited_ms=min(due - now, settle_ms),
+        objects_deleted_again=len(outcome.deleted),
+        failed=len(outcome.failed),
+    )
+    return [s for s in finished if not any(k in outcome.failed for k in objects_of[s.segment_id].keys)]

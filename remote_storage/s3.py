@@ -219,6 +219,7 @@ class S3RemoteStorage:
         metrics: RemoteStorageMetrics | None = None,
         object_format: ObjectFormat = DEFAULT_OBJECT_FORMAT,
         random_bytes: RandomBytes = os.urandom,
+        late_write_window_ms: int = 0,
     ) -> None:
         if part_size < MIN_PART_SIZE:
             raise InvalidArgument(f"part_size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")
@@ -231,6 +232,8 @@ class S3RemoteStorage:
         self.metrics = metrics  # counts what is deleted; the client's own requests are timed by make_s3_client
         self.object_format = object_format
         self._random_bytes = random_bytes  # data keys, AADs and IVs
+        # How long a PUT this client gave up on may still land (remote_storage.deletion: the late-write window).
+        self.late_write_window_ms = late_write_window_ms
 
     def _call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         try:

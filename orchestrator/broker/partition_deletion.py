@@ -56,6 +56,7 @@ def delete_planned_segments(
         advance_log_start=advance_log_start,
         on_progress=progress,
         crash_point=crash_point,
+        settle_ms=rlm.rsm.late_write_window_ms,  # a deleted topic's or a delete policy's objects never come back
     )
     if not result.complete:
         key, cause = next(iter(result.failed_keys.items()))

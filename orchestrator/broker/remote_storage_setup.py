@@ -84,6 +84,11 @@ def remote_storage(
         metrics=metrics,
     )
     storage = S3RemoteStorage(
-        client=client, bucket=s3.bucket, prefix=s3.prefix, metrics=metrics, object_format=object_format(rsm)
+        client=client,
+        bucket=s3.bucket,
+        prefix=s3.prefix,
+        metrics=metrics,
+        object_format=object_format(rsm),
+        late_write_window_ms=s3.late_write_window_ms,
     )
     return RemoteStorage(storage, RemoteSegmentReader(storage, ChunkCache(rsm.chunk_cache_bytes, metrics=metrics)))

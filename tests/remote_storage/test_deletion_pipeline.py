@@ -231,3 +231,64 @@ def test_two_deleters_racing_on_the_same_segments_count_each_segment_once_and_ne
     assert {s.state for s in replayed.segments(world.tid)} == {SegmentState.DELETE_SEGMENT_FINISHED}
     with pytest.raises(InvalidRequest, match="cannot go back"):
         first_rlmm.transition(world.segments[:1], SegmentState.COPY_SEGMENT_FINISHED, broker_id=1, now_ms=0)
+
+
+class _LateWrites:
+    """One segment of ``orders`` journaled at event time 10_000 in ``state``, with its objects; a PUT of its .log
+    object held by a stalled front end lands during the deletion's wait (``sleep``), as one given up on may."""
+
+    def __init__(self, world: World, state: SegmentState) -> None:
+        self.world = world
+        self.seg = RemoteSegment("orders", world.tid, 1, Uuid.random(), 0, 9, 0, 30, 1)
+        self.keys = list(segment_keys(PREFIX, self.seg.key).values())
+        for key in self.keys:
+            world.s3.put_object(Bucket=world.bucket, Key=key, Body=b"x")
+        world.store.append_remote_log_metadata([copy_started_record(self.seg, now_ms=10_000)])
+        if state == SegmentState.COPY_SEGMENT_FINISHED:
+            finished = update_record(self.seg, state, broker_id=1, now_ms=10_000)
+            world.store.append_remote_log_metadata([finished])
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.world.s3.put_object(Bucket=self.world.bucket, Key=self.keys[0], Body=b"late")
+
+    def delete(self, now_ms: int) -> Any:
+        rlmm = self.world.rlmm
+        rlmm.refresh()
+        planned = [s for s in rlmm.segments(self.world.tid, 1)]
+        return delete_segments(
+            planned,
+            rsm=self.world.rsm,
+            rlmm=rlmm,
+            broker_id=1,
+            now_ms=lambda: now_ms,
+            settle_ms=5_000,
+            sleep=self.sleep,
+        )
+
+    def left(self) -> set[str]:
+        return self.world.keys() & set(self.keys)
+
+
+def test_an_unfinished_copy_deleted_inside_the_late_write_window_is_deleted_again_after_it_then_finished(world):
+    """Matrix seed 103: a copy whose upload timed out and whose finish was refused, its clean-up lost to a store
+    restart, deleted by the delete policy 5 s later; the PUT held by the stalled S3 landed after the deletion and left
+    its object for good. Now the deletion waits out the window (here 5 s from the copy's start: 3.5 s left), deletes
+    again what landed meanwhile, and only then journals the segment FINISHED."""
+    late = _LateWrites(world, SegmentState.COPY_SEGMENT_STARTED)
+    result = late.delete(now_ms=11_500)
+    assert late.slept == [3.5]
+    assert late.left() == set(), "the object that landed during the wait is gone too"
+    assert result.complete and result.segments_deleted == 1
+    assert world.states()[late.seg.segment_id] == SegmentState.DELETE_SEGMENT_FINISHED
+
+
+@pytest.mark.parametrize(
+    ("state", "now_ms"), [(SegmentState.COPY_SEGMENT_FINISHED, 11_500), (SegmentState.COPY_SEGMENT_STARTED, 15_000)]
+)
+def test_a_finished_copy_or_an_unfinished_one_past_the_window_is_deleted_without_waiting(world, state, now_ms):
+    late = _LateWrites(world, state)
+    assert late.delete(now_ms=now_ms).complete
+    assert late.slept == [] and late.left() == set()
+    assert world.states()[late.seg.segment_id] == SegmentState.DELETE_SEGMENT_FINISHED
