@@ -55,7 +55,10 @@ FAST_BROKER = {
         # A failing loop or partition is tried again within 2 s (10 s by default): once a fault is lifted, the
         # cluster catches up in seconds instead of waiting out a long backoff window.
         "loop_retry_max_ms": 2000,
-    }
+    },
+    # A hung S3 request ends within 5 s (30 s by default), and so the late-write window of the deletions that must
+    # leave nothing behind (five read timeouts, remote_storage.deletion) is 25 s instead of 150 s.
+    "s3": {"read_timeout_s": 5.0},
 }
 FAST_CONTROLLER = {
     "controller": {"lease_ttl_ms": 1500},

@@ -31,10 +31,10 @@ happens: its upload failed or went unconfirmed (a timeout among the likely cause
 run (the store unreachable then). So a segment not COPY_SEGMENT_FINISHED whose newest journal event (its copy's start,
 or an earlier deletion attempt) is less than ``settle_ms`` old when its objects are deleted is not journaled FINISHED
 at once: the call waits until that age is reached (never longer than ``settle_ms``), deletes its objects once more,
-and only then journals it FINISHED (event ``policy.delete_settled``). A finished copy is deleted without waiting: a
-PUT of it that timed out and was retried, deleted within the window, can still come back (the scan finds such an
-object). Retention expiry's segments are old, and the clean-up of a failed copy does not wait (it would hold up the
-tiering pass).
+and only then journals it FINISHED (events ``policy.delete_settling``, ``policy.delete_settled``). A finished copy
+is deleted without waiting: a PUT of it that timed out and was retried, deleted within the window, can still come
+back (the scan finds such an object). Retention expiry's segments are old, and the clean-up of a failed copy does
+not wait (it would hold up the tiering pass).
 
 Used by the policies' executors (the delete policy, retention expiry) and by the broker's clean-up of a copy that
 failed or was fenced.
@@ -201,6 +201,7 @@ def _settled(
     if not recent:
         return finished
     due = max(s.event_timestamp_ms for s in recent) + settle_ms
+    log.info("policy.delete_settling", topic_id=str(recent[0].topic_id), segments=len(recent), wait_ms=due - now)
     sleep(min(due - now, settle_ms) / 1000)
     outcome = _delete_batch(rsm, [objects_of[s.segment_id] for s in recent])
     failed.update(outcome.failed)
