@@ -44,7 +44,7 @@ from remote_storage.s3 import make_s3_client
 T = TypeVar("T")
 
 # The fast timings of a test cluster; tests/support/live_cluster.py uses them too.
-FAST_BROKER = {
+FAST_BROKER: dict[str, dict[str, Any]] = {
     "broker": {
         "heartbeat_interval_ms": 200,
         "metadata_poll_ms": 50,
