@@ -1,15 +1,19 @@
 """Ports a test must name before the server that will listen on them starts (PostgreSQL's ``-p``, Spark's
 ``--port``), and ports a test needs nobody to listen on.
 
-Everything that can bind port 0 itself does (every process of the local cluster, moto's server): no port is
+Everything that can bind port 0 itself does (the local cluster's brokers and embedded S3, moto's server): no port is
 chosen in advance there. Where a number must be chosen first, the gap between choosing it and binding it is a
-race with every other program of the machine. Two things narrow it:
+race with every other program of the machine. Three things narrow it:
 
 * **Below the ephemeral range.** A port the kernel hands out for ``bind(("127.0.0.1", 0))`` or as the source port
   of an outgoing connection comes from ``net.ipv4.ip_local_port_range`` (32768-60999 by default). A port chosen
   below that range is never handed out that way, so the busy programs of the machine (other test sessions, their
   clusters, their clients' connections) cannot take it between choice and bind.
-* **One slice per pytest-xdist worker.** The range below the ephemeral one is cut into one slice per worker
+* **Apart from the local cluster's controllers.** They choose their ports from 20000 up to the ephemeral range
+  (:mod:`orchestrator.local.ports`, a controller's address must survive its restarts); the tests choose from
+  ``[LOW, HIGH)``, 10000-19999, so a controller of one test's cluster never takes the port another test chose for
+  its PostgreSQL or Spark server before that server bound it.
+* **One slice per pytest-xdist worker.** The tests' range is cut into one slice per worker
   (``PYTEST_XDIST_WORKER`` / ``PYTEST_XDIST_WORKER_COUNT``), so two workers of one run never choose the same port.
   Within its slice a process starts at an offset drawn from its pid, so two runs side by side rarely meet either.
 
@@ -24,7 +28,11 @@ import os
 import socket
 from dataclasses import dataclass
 
-from orchestrator.local.ports import LOW, ephemeral_low
+from orchestrator.local.ports import LOW as CONTROLLERS_LOW
+from orchestrator.local.ports import ephemeral_low
+
+LOW = 10_000  # the tests' ports: [LOW, HIGH), below the local cluster controllers' range and the ephemeral one
+HIGH = CONTROLLERS_LOW  # a controller's port is chosen from [CONTROLLERS_LOW, ephemeral range): never one of these
 
 
 class NoFreePort(RuntimeError):
@@ -45,11 +53,11 @@ class PortSlice:
 
 
 def worker_slice(worker: str | None, workers: int, *, ephemeral_low: int) -> PortSlice:
-    """The slice of ``[LOW, ephemeral_low)`` that worker ``gwN`` of ``workers`` owns (the whole of it without
-    xdist). Pure, so the split is tested without a network."""
+    """The slice of ``[LOW, min(HIGH, ephemeral_low))`` that worker ``gwN`` of ``workers`` owns (the whole of it
+    without xdist). Pure, so the split is tested without a network."""
     index = int(worker[2:]) if worker and worker.startswith("gw") and worker[2:].isdigit() else 0
     count = max(workers, index + 1, 1)
-    size = (ephemeral_low - LOW) // count
+    size = (min(HIGH, ephemeral_low) - LOW) // count
     if size < 1:
         raise NoFreePort(f"no ports below the ephemeral range ({ephemeral_low}) for {count} workers")
     return PortSlice(LOW + index * size, size)

@@ -6,21 +6,23 @@ import socket
 
 import pytest
 
-from tests.support.ports import LOW, NoFreePort, PortSlice, free_port, this_workers_slice, worker_slice
+from orchestrator.local.ports import LOW as CONTROLLERS_LOW
+from tests.support.ports import HIGH, LOW, NoFreePort, PortSlice, free_port, this_workers_slice, worker_slice
 
 
 @pytest.mark.unit
-def test_the_workers_of_a_run_get_disjoint_slices_that_cover_the_range_below_the_ephemeral_one() -> None:
+def test_the_workers_of_a_run_get_disjoint_slices_that_cover_the_tests_range_below_the_controllers_one() -> None:
     slices = [worker_slice(f"gw{i}", 3, ephemeral_low=32_768) for i in range(3)]
     ports = [set(range(s.first, s.first + s.size)) for s in slices]
     assert all(not (a & b) for i, a in enumerate(ports) for b in ports[i + 1 :])
-    assert min(slices[0].first, LOW) == LOW and slices[-1].first + slices[-1].size <= 32_768
-    assert sum(s.size for s in slices) > (32_768 - LOW) - 3  # at most the rounding is left over
+    assert min(slices[0].first, LOW) == LOW and slices[-1].first + slices[-1].size <= HIGH == CONTROLLERS_LOW
+    assert sum(s.size for s in slices) > (HIGH - LOW) - 3  # at most the rounding is left over
+    assert worker_slice("gw0", 1, ephemeral_low=15_000) == PortSlice(LOW, 5_000), "an ephemeral range lower still"
 
 
 @pytest.mark.unit
 def test_without_xdist_the_whole_range_is_one_slice_and_an_odd_worker_name_counts_as_the_first() -> None:
-    assert worker_slice(None, 1, ephemeral_low=32_768) == PortSlice(LOW, 32_768 - LOW)
+    assert worker_slice(None, 1, ephemeral_low=32_768) == PortSlice(LOW, HIGH - LOW)
     assert worker_slice("master", 4, ephemeral_low=32_768) == worker_slice("gw0", 4, ephemeral_low=32_768)
 
 
