@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterable
 from pathlib import Path
 
 LOW = 20_000  # below the ports of well-known services people run on a developer's machine (e.g. 5432, 8080, 9092)
@@ -48,17 +49,25 @@ def candidates(start: int, first: int, end: int) -> list[int]:
 _next = os.getpid() * 7919  # a prime stride: neighbouring pids start far apart in the range
 
 
-def stable_port(host: str = "127.0.0.1") -> int:
-    """A free port of ``host`` below the ephemeral range (see the module docstring)."""
-    global _next
-    end = max(ephemeral_low(), LOW + 1)
-    ports = candidates(_next, LOW, end)
+def first_bindable(ports: Iterable[int], host: str = "127.0.0.1") -> int | None:
+    """The first of ``ports`` nothing is bound to on ``host`` right now (a bind without ``SO_REUSEADDR`` succeeds,
+    so a port with connections lingering in TIME_WAIT is passed over too); None when every one is taken."""
     for port in ports:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
                 probe.bind((host, port))
             except OSError:
                 continue
-        _next = port + 1 - LOW
         return port
-    raise NoStablePort(f"every port from {ports[0]} around to {ports[-1]} is taken on {host}")
+    return None
+
+
+def stable_port(host: str = "127.0.0.1") -> int:
+    """A free port of ``host`` below the ephemeral range (see the module docstring)."""
+    global _next
+    ports = candidates(_next, LOW, max(ephemeral_low(), LOW + 1))
+    port = first_bindable(ports, host)
+    if port is None:
+        raise NoStablePort(f"every port from {ports[0]} around to {ports[-1]} is taken on {host}")
+    _next = port + 1 - LOW
+    return port

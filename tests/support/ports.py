@@ -25,11 +25,10 @@ retried by its caller, as :mod:`tests.support.postgres_server` does.
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 
 from orchestrator.local.ports import LOW as CONTROLLERS_LOW
-from orchestrator.local.ports import ephemeral_low
+from orchestrator.local.ports import ephemeral_low, first_bindable
 
 LOW = 10_000  # the tests' ports: [LOW, HIGH), below the local cluster controllers' range and the ephemeral one
 HIGH = CONTROLLERS_LOW  # a controller's port is chosen from [CONTROLLERS_LOW, ephemeral range): never one of these
@@ -78,12 +77,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     global _next_offset
     ports = this_workers_slice()
     candidates = ports.candidates(_next_offset)
-    for port in candidates:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((host, port))
-            except OSError:
-                continue
-        _next_offset = port + 1 - ports.first
-        return port
-    raise NoFreePort(f"every port from {candidates[0]} around to {candidates[-1]} is taken on {host}")
+    port = first_bindable(candidates, host)
+    if port is None:
+        raise NoFreePort(f"every port from {candidates[0]} around to {candidates[-1]} is taken on {host}")
+    _next_offset = port + 1 - ports.first
+    return port
