@@ -173,16 +173,23 @@ class HostedLogs:
 
     def _first_remote_offset(self, key: PartitionKey, plog: PartitionLog) -> int:
         """Where the offsets below ``plog``'s local log start begin to be served from the remote tier: the start of
-        the first live remote segment at or above the log start offset (the RLMM read again first: a segment copied
-        by another leader must not be missed), or the local log start when there is none (a delete policy removed
-        them, under a tiered epoch since ended)."""
+        the first live remote segment at or above the log start offset, or the local log start when there is none (a
+        delete policy removed them, under a tiered epoch since ended). An answer above the log start offset is
+        taken only from an RLMM read again just then (a segment another leader copied must not be missed); the
+        usual answer, the log start itself, needs no read."""
+
+        def first() -> int:
+            starts = [
+                seg.start_offset
+                for seg in self._rlmm.live_segments(*key)
+                if seg.end_offset >= plog.log_start_offset and seg.start_offset < plog.local_log_start_offset
+            ]
+            return max(plog.log_start_offset, min(starts, default=plog.local_log_start_offset))
+
+        if first() == plog.log_start_offset:
+            return plog.log_start_offset
         self._rlmm.refresh()
-        starts = [
-            seg.start_offset
-            for seg in self._rlmm.live_segments(*key)
-            if seg.end_offset >= plog.log_start_offset and seg.start_offset < plog.local_log_start_offset
-        ]
-        return max(plog.log_start_offset, min(starts, default=plog.local_log_start_offset))
+        return first()
 
     def _registration_refusal(self, image: MetadataImage) -> str | None:
         """Why this process may not lead yet (None: it is the broker's registered, unfenced incarnation)."""
