@@ -118,7 +118,7 @@ unit-tests: venv
 unit: unit-tests
 
 # The tests that exist to run long, at full size (`make test` runs them smaller): the 50 local clusters under port
-# churn, ten more chaos seeds at make chaos's size and five with replicas whose brokers lose their disks, the
+# churn, ten more chaos seeds at make chaos's size and four with replicas whose brokers lose their disks, the
 # standalone Spark cluster in both inventory formats, the demo. The soak marker selects them; --soak sizes them (tests/support/soak.py).
 soak: setup
 	$(PYTEST_PARALLEL) --soak -m soak
