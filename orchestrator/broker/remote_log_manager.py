@@ -67,7 +67,13 @@ from orchestrator.broker.log_reads import (
     time_index_entries,
     timestamp_search_position,
 )
-from orchestrator.broker.remote_retention import DEFAULT_ABANDONED_AFTER_MS, PartitionRetention, copied_through
+from orchestrator.broker.remote_retention import (
+    DEFAULT_ABANDONED_AFTER_MS,
+    PartitionRetention,
+    copied_in_lineage,
+    copied_through,
+    covered,
+)
 from orchestrator.errors import (
     InvalidRequest,
     KafkaError,
@@ -202,7 +208,16 @@ class RemoteLogManager:
             self.rlmm.refresh()
         highest = copied_through(self.rlmm, topic_id, partition, plog)
         upto = high_watermark if high_watermark is not None else plog.log_end_offset
-        behind = [seg for seg in plog.closed_segments() if highest < seg.end_offset < upto]
+        # Copying again what a deleted copy held (copied_through), a segment a live copy holds is not copied twice;
+        # above the lineage's own copies nothing is skipped (a divergent predecessor's copy is copied over, KIP-405).
+        redo_until = copied_in_lineage(self.rlmm, topic_id, partition, plog)
+        live = self.rlmm.live_segments(topic_id, partition) if redo_until > highest else []
+        behind = [
+            seg
+            for seg in plog.closed_segments()
+            if highest < seg.end_offset < upto
+            and not (seg.end_offset <= redo_until and covered(seg.base_offset, seg.end_offset, live))
+        ]
         self._record_copy_lag(topic_id, partition, behind)  # what is owed shows while an upload is stuck
         for seg in behind:
             topic = self._image().topics.get(topic_id)

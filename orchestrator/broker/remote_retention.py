@@ -22,14 +22,14 @@ are sequential: no copy of this process is in flight for the partition while its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import MetadataImage
-from orchestrator.metadata.records import TieredState
+from orchestrator.metadata.records import SegmentState, TieredState
 from orchestrator.metadata.topic_configs import (
     LOCAL_RETENTION_BYTES,
     LOCAL_RETENTION_MS,
@@ -40,7 +40,7 @@ from orchestrator.metadata.topic_configs import (
 from policies.retention import LocalSegment, plan_local_retention, plan_remote_expiry, plan_unfinished
 from policies.retention_executor import execute_expiry_plan
 from remote_storage.deletion import DeleteResult, delete_segments
-from remote_storage.rlmm import RemoteLogMetadataManager
+from remote_storage.rlmm import RemoteLogMetadataManager, RemoteSegment
 from remote_storage.s3 import S3RemoteStorage
 
 log = structlog.get_logger(__name__)
@@ -50,11 +50,36 @@ log = structlog.get_logger(__name__)
 DEFAULT_ABANDONED_AFTER_MS = 120_000
 
 
-def copied_through(rlmm: RemoteLogMetadataManager, topic_id: Uuid, partition: int, plog: PartitionLog) -> int:
-    """The highest offset of this log that is copied: in its own leader-epoch lineage (a copy of a predecessor's
-    divergent tail does not count, KIP-405), what both copying and local retention go by."""
+def copied_in_lineage(rlmm: RemoteLogMetadataManager, topic_id: Uuid, partition: int, plog: PartitionLog) -> int:
+    """The highest offset a finished copy holds in this log's own leader-epoch lineage, deleted since or not."""
     lineage = [(e.epoch, e.start_offset) for e in plog.leader_epochs.entries]
     return rlmm.highest_copied_offset_in_lineage(topic_id, partition, lineage, plog.log_end_offset)
+
+
+def copied_through(rlmm: RemoteLogMetadataManager, topic_id: Uuid, partition: int, plog: PartitionLog) -> int:
+    """The highest offset of this log that is copied: in its own leader-epoch lineage (a copy of a predecessor's
+    divergent tail does not count, KIP-405), what both copying and local retention go by.
+
+    A copy deleted since, of records this log still holds (at or above both its log start and its local log
+    start) and that no live segment holds, does not count: the delete policy removed it while the records stayed
+    (they were not yet dropped locally), and the topic was tiered again since. Those records are copied again before
+    local retention may drop them; counting the old copy would drop them with no copy anywhere. Retention's
+    deletions are not such: their log start moved past them first."""
+    highest = copied_in_lineage(rlmm, topic_id, partition, plog)
+    held_from = max(plog.log_start_offset, plog.local_log_start_offset)
+    deleted = rlmm.segments(
+        topic_id, partition, states=(SegmentState.DELETE_SEGMENT_STARTED, SegmentState.DELETE_SEGMENT_FINISHED)
+    )
+    gone = [s for s in deleted if s.end_offset >= held_from and s.start_offset <= highest]
+    if gone:
+        live = rlmm.live_segments(topic_id, partition)
+        gone = [s for s in gone if not covered(s.start_offset, s.end_offset, live)]
+    return min([highest, *(s.start_offset - 1 for s in gone)])
+
+
+def covered(start: int, end: int, live: Sequence[RemoteSegment]) -> bool:
+    """Whether one of ``live`` holds every offset from ``start`` to ``end``."""
+    return any(seg.start_offset <= start and end <= seg.end_offset for seg in live)
 
 
 class PartitionRetention:

@@ -174,3 +174,41 @@ def test_a_leader_starts_its_log_at_its_first_live_remote_segment_whatever_the_t
         broker.follower.refresh()
         led = broker._leader_log(tid, 0)
         assert led is plog and (led.log_start_offset, led.local_log_start_offset) == (log_start, 35)
+
+
+def test_records_still_held_whose_copy_a_delete_policy_removed_count_as_not_copied_until_copied_again(tmp_path):
+    """Matrix seed 12 again (RF 3, disk faults): records 0-13 copied under tiered epoch 1, the topic disabled under
+    delete (the copy deleted; the records still local, so the log start stayed at 0), then tiered again at epoch 3
+    and 14-34 copied. The old copy counted as copied, so local retention dropped 0-13 with no copy anywhere:
+    acknowledged records lost. Now they count as not copied until copied again; retention's deletions still count
+    (their log start moved past them first)."""
+    from orchestrator.broker.remote_retention import copied_through
+
+    with in_process_broker(tmp_path) as (broker, writer):
+        broker.data_dir.mkdir(parents=True)
+        tid = _topic(writer, "again", [1, 2], leader=1)
+        broker.follower.refresh()
+        plog = broker._leader_log(tid, 0)
+        plog.append([(None, b"v%d" % i, None) for i in range(14)])
+        plog.roll()
+        plog.append([(None, b"v%d" % i, None) for i in range(14, 35)])
+        plog.roll()
+        rlmm = RemoteLogMetadataManager(writer.store)
+        _remote(writer, "again", tid, 0, 13, SegmentState.DELETE_SEGMENT_FINISHED)  # copied at 1, deleted by policy
+        _tiered(writer, tid, 2, TieredState.DISABLED, DisablePolicy.DELETE)
+        _tiered(writer, tid, 3, TieredState.ENABLED, DisablePolicy.NONE)
+        rlmm.refresh()
+        assert copied_through(rlmm, tid, 0, plog) == -1, "0-13 is held here only: copy it again"
+
+        _remote(writer, "again", tid, 14, 34, SegmentState.COPY_SEGMENT_FINISHED, epoch=3)
+        rlmm.refresh()
+        assert copied_through(rlmm, tid, 0, plog) == -1, "a later live copy does not make 0-13 copied"
+        _remote(writer, "again", tid, 0, 13, SegmentState.COPY_SEGMENT_FINISHED, epoch=3)
+        rlmm.refresh()
+        assert copied_through(rlmm, tid, 0, plog) == 34, "copied again: both ranges are live"
+
+        plog.advance_log_start_offset(14)  # retention moved the log start past 0-13, then its copies went
+        plog.delete_local_segments_before(14)
+        rlmm.transition(rlmm.live_segments(tid, 0)[:1], SegmentState.DELETE_SEGMENT_FINISHED, broker_id=1, now_ms=0)
+        rlmm.refresh()
+        assert copied_through(rlmm, tid, 0, plog) == 34, "retention's deletion still counts as copied"
