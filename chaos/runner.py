@@ -26,12 +26,13 @@ is removed unless it found a violation or was asked to keep it; nothing of the r
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,6 +208,23 @@ class Run:
         )
 
 
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM held while the body runs: each one that comes is noted in the list yielded (never lost,
+    and never cutting the body short); the caller's handlers are back once it ends."""
+    came: list[int] = []
+
+    def note(signum: int, _frame: object) -> None:
+        came.append(signum)
+
+    previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield came
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def run_seed(
     seed: int,
     *,
@@ -270,15 +288,12 @@ def run_seed(
         interrupted = True
         raise
     finally:
-        # a second ^C or SIGTERM must not leave processes behind
-        previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
+        with stop_signals_held() as held:  # a ^C or SIGTERM now must not leave processes behind: held till closed
             run.close()
-            if interrupted and not keep:
-                run.remove()
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+        if (interrupted or held) and not keep:
+            run.remove()
+        if held and not interrupted:
+            raise KeyboardInterrupt  # the stop that came while the seed was being closed
     incomplete = [v for v in violations if v.invariant == ck.INCOMPLETE]
     violations = [v for v in violations if v.invariant != ck.INCOMPLETE]
     faults = Counter(run.faults) + replication + deposed.count(run.deposed.answers) + run.traffic.counts
