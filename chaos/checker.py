@@ -20,7 +20,9 @@ What is checked (the number is the invariant of ARCHITECTURE §4 it shows; "prom
    the run's own DisableRemoteTopic as a deposed controller (:mod:`chaos.deposed`: after each failover, at the epoch
    before) refused it whole, as STALE_CONTROLLER_EPOCH (or KAFKA_STORAGE_ERROR when it could not read the lease);
 8. promise: every acknowledged record at or above its partition's log start is read back with its value; one below
-   it is gone only if its topic id had a delete-policy disable asked after it was acknowledged;
+   it is gone only if its topic id had a delete-policy disable asked after it was acknowledged, and a copy of its
+   offset was finished (COPY_SEGMENT_FINISHED) in the RLMM: local retention drops only what was copied, so a record
+   the policy let go was in a copy it deleted; one that was only ever local is lost;
    promise: no offset is handed out twice: two different records acknowledged at the same offset of a partition (of
    one topic id) is a violation, whether or not they are still there to read (a policy may have removed both); with
    replicas this is what a leader elected without a record its predecessor acknowledged would do;
@@ -62,6 +64,9 @@ class RlmmRecord:
     state: int
     tiered_epoch: int
     copy_record: bool  # a RemoteLogSegmentMetadataRecord (a copy started), not an update
+    partition: int = -1
+    start_offset: int | None = None  # a copy record's offsets (an update carries none)
+    end_offset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -407,6 +412,7 @@ def check_records(obs: Observation) -> list[Violation]:
     out: list[Violation] = []
     ends = {(t.topic_id, p.partition): (t, p) for t in obs.topics for p in t.partitions}
     final_ids = {t.topic_id for t in obs.topics}
+    copied = _copied_ranges(obs)
     for ack in obs.acks:
         if ack.topic_id not in final_ids:
             continue  # deleted since: nothing is promised about its records
@@ -425,14 +431,18 @@ def check_records(obs: Observation) -> list[Violation]:
             where = f"{topic.name}-{ack.partition}@{offset}"
             if offset < part.log_start:
                 if not deletes_after:
-                    out.append(
-                        Violation(
-                            "8",
-                            f"{where} acknowledged at {ack.time_ms} is below the log start "
-                            f"{part.log_start}, and no delete policy was asked after it",
-                            ack.topic_id,
-                        )
+                    why = "no delete policy was asked after it"
+                elif not _in_ranges(copied.get((ack.topic_id, ack.partition), ()), offset):
+                    why = "no finished copy held it for a delete policy to remove"
+                else:
+                    continue
+                out.append(
+                    Violation(
+                        "8",
+                        f"{where} acknowledged at {ack.time_ms} is below the log start {part.log_start}, and {why}",
+                        ack.topic_id,
                     )
+                )
                 continue
             if offset >= part.log_end:
                 out.append(Violation("8", f"{where} acknowledged, beyond the log end {part.log_end}", ack.topic_id))
@@ -441,6 +451,28 @@ def check_records(obs: Observation) -> list[Violation]:
             if got != value:
                 out.append(Violation("8", f"{where} reads {_short(got)}, acknowledged {_short(value)}", ack.topic_id))
     return out
+
+
+def _copied_ranges(obs: Observation) -> dict[tuple[str, int], list[tuple[int, int]]]:
+    """(topic id, partition) -> the offset ranges of every segment whose copy the RLMM recorded finished."""
+    started: dict[str, tuple[str, int, int, int]] = {}  # segment id -> (topic id, partition, start, end)
+    finished: set[str] = set()
+    for r in obs.rlmm:
+        if r.segment_id is None:
+            continue
+        if r.copy_record and r.start_offset is not None and r.end_offset is not None:
+            started[r.segment_id] = (r.topic_id, r.partition, r.start_offset, r.end_offset)
+        elif r.state == COPY_FINISHED:
+            finished.add(r.segment_id)
+    out: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    for sid in finished & started.keys():
+        tid, partition, start, end = started[sid]
+        out[(tid, partition)].append((start, end))
+    return out
+
+
+def _in_ranges(ranges: Iterable[tuple[int, int]], offset: int) -> bool:
+    return any(start <= offset <= end for start, end in ranges)
 
 
 def check_offsets_unique(obs: Observation) -> list[Violation]:

@@ -177,6 +177,9 @@ def _rlmm(record: Any) -> ck.RlmmRecord:
             f["remote_log_segment_state"],
             f.get("tiered_epoch", -1),
             record.name == "RemoteLogSegmentMetadataRecord",
+            int(seg["topic_id_partition"]["partition"]),
+            f.get("start_offset"),
+            f.get("end_offset"),
         )
     tip = f["topic_id_partition"]
     return ck.RlmmRecord(str(tip["id"]), None, f["remote_partition_delete_state"], f.get("tiered_epoch", -1), False)

@@ -43,9 +43,9 @@ def clean() -> ck.Observation:
         tiered(8, T1, ck.DISABLED, 2, ck.DELETE),
     )
     rlmm = (
-        ck.RlmmRecord(T1, "s1", ck.COPY_STARTED, 1, True),
+        ck.RlmmRecord(T1, "s1", ck.COPY_STARTED, 1, True, 0, 0, 1),
         ck.RlmmRecord(T1, "s1", ck.COPY_FINISHED, 1, False),
-        ck.RlmmRecord(T2, "s2", ck.COPY_STARTED, 1, True),
+        ck.RlmmRecord(T2, "s2", ck.COPY_STARTED, 1, True, 0, 0, 0),
         ck.RlmmRecord(T2, "s2", ck.COPY_FINISHED, 1, False),
         ck.RlmmRecord(T1, "s1", ck.DELETE_STARTED, 2, False),
         ck.RlmmRecord(T1, "s1", ck.DELETE_FINISHED, 2, False),
@@ -180,6 +180,25 @@ def test_lost_or_changed_acknowledged_records_are_promise_8() -> None:
     # orders' first two records went with the delete policy asked after them; the one acked after it must stay
     after = dataclasses.replace(orders, partitions=(ck.PartitionEnd(0, 3, 3, 3, {}),))
     assert "8" in invariants(dataclasses.replace(base, topics=(after, events)))
+
+
+def test_a_record_a_delete_policy_let_go_must_have_been_in_a_finished_copy() -> None:
+    base = clean()
+    orders, events = base.topics
+    # orders-0@0..1 were in s1 (finished, then deleted by the policy): they may go; a log start at 3 would also let
+    # @2 go, acknowledged before the policy too, but never copied: only ever local, so lost
+    early = dataclasses.replace(base, acks=(ck.Ack(T1, 0, 0, (b"a", b"b", b"c"), 5), *base.acks[2:]))
+    past = dataclasses.replace(orders, partitions=(ck.PartitionEnd(0, 3, 3, 3, {}),))
+    found = ck.check(dataclasses.replace(early, topics=(past, events)))
+    assert [v.invariant for v in found] == ["8"]
+    assert found[0].message == (
+        "orders-0@2 acknowledged at 5 is below the log start 3, and no finished copy held it for a delete policy "
+        "to remove"
+    )
+    started_only = tuple(r for r in base.rlmm if not (r.segment_id == "s1" and r.state == ck.COPY_FINISHED))
+    unfinished = dataclasses.replace(base, rlmm=started_only)
+    assert "8" in invariants(unfinished), "a copy never finished held nothing local retention could drop"
+    assert ck.check_records(base) == []
 
 
 def test_an_offset_acknowledged_for_two_different_records_is_promise_8_even_once_a_policy_removed_both() -> None:
