@@ -196,6 +196,10 @@ class FaultInjector:
             why = f"broker {f.target}'s data directory is not on a disk of its own (the run did not size it)"
         if why is None and f.kind == DISK_EIO and self.rig.io_errors_refused is not None:
             why = f"the cluster's processes run without the I/O error library: {self.rig.io_errors_refused}"
+        # Whether the broker runs is looked at before its disk turns: one that halts at once on the fault (within
+        # milliseconds, a write in flight) still ran on the faulted disk, and its exit is that fault's.
+        p = self.rig.process(*key)
+        running = is_ours(p)
         fault: ReadOnlyMount | Ballast | IoErrors | None = None
         if why is None:
             try:
@@ -212,10 +216,9 @@ class FaultInjector:
             self.injected[f"{f.kind} skipped"] += 1
             self.history.record("fault_skipped", kind=f.kind, why=why)
             return
-        p = self.rig.process(*key)
         with self._lock:
             self._disks[key] = (f.kind, fault, time.monotonic() + f.args["duration_s"])
-            if is_ours(p):
+            if running:
                 self._disk_pids[p.pid] = f.kind
         self._later(f.args["duration_s"], lambda: self._lift_disk(key))
 

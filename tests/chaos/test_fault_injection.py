@@ -67,3 +67,20 @@ def test_a_disk_fault_whose_lift_never_comes_makes_the_next_one_skipped_naming_w
     assert [s["why"] for s in skipped] == [why]
     assert injector.injected[DISK_EIO] == 1 and injector.injected[f"{DISK_EIO} skipped"] == 1
     injector.release_disks()
+
+
+def test_a_broker_that_halts_the_moment_its_disk_faults_is_counted_as_halted_by_that_fault(
+    injector: FaultInjector, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Matrix seed 22: broker 3 halted 19 ms after its disk turned read-only, before the injector looked whether it
+    ran, and its exit was reported as killed by no fault of the run."""
+    log = tmp_path / "broker-1.log"
+    log.write_text('{"event": "log_dir.failed", "broker_id": 1}\n')
+    broker = ProcessInfo("broker", 1, pid=4242, port=0, config="broker-1.toml", log=str(log))
+    monkeypatch.setattr(injector.rig, "process", lambda role, ident: broker)
+    switch = switch_file(tmp_path / "data" / "broker-1")
+    monkeypatch.setattr(fault_injection, "is_ours", lambda p: not switch.exists())  # it halts as the fault lands
+    injector.inject(_eio(1, 0.2))
+    assert injector._halted_on_disk(broker)
+    assert injector.injected[f"{DISK_EIO} halted"] == 1
+    injector.release_disks()
