@@ -1,5 +1,8 @@
 """Delete policy: objects deleted per second, against ``aws s3 rm --recursive`` on the same objects and endpoint.
 
+Two parts: the delete plan alone, in this process (below), and the whole disablement from the CLI on a local
+cluster (:mod:`bench.delete_end_to_end`).
+
 Both sides delete the same N segments (3 objects each) from one moto server process. Ours runs the real delete
 plan: RLMM journaling around each batch, DeleteObjects with up to 999 keys, keys known from the RLMM (no listing).
 References in the same run: the AWS CLI, which lists the prefix and deletes with DeleteObjects of 1000 keys (it
@@ -41,7 +44,9 @@ def _put_all(client: object, bucket: str, keys: list[str]) -> None:
         list(pool.map(put, keys))
 
 
-def _bare_delete(client: object, bucket: str, keys: list[str]) -> None:
+def bare_delete(client: object, bucket: str, keys: list[str]) -> None:
+    """DeleteObjects of ``keys``, 1000 a call, ``DEFAULT_CONCURRENCY`` calls in flight, with no journal."""
+
     def delete(chunk: list[str]) -> None:
         resp = client.delete_objects(  # type: ignore[attr-defined]
             Bucket=bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
@@ -57,10 +62,22 @@ def _count(client: object, bucket: str) -> int:
     return sum(len(p.get("Contents", [])) for p in pages)
 
 
-def run(segments: int = 2000) -> list[Figure]:
+def aws_cli() -> str:
     aws = os.environ.get("AWS_CLI") or shutil.which("aws")
     if not aws:
         raise SystemExit("the delete-policy bench needs the AWS CLI: run it through 'make bench'")
+    return aws
+
+
+def run() -> list[Figure]:
+    """The delete plan alone, then end to end from the CLI (:mod:`bench.delete_end_to_end`)."""
+    from bench import delete_end_to_end
+
+    return [*run_plan(), *delete_end_to_end.run()]
+
+
+def run_plan(segments: int = 2000) -> list[Figure]:
+    aws = aws_cli()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -112,7 +129,7 @@ def run(segments: int = 2000) -> list[Figure]:
 
         _put_all(client, bucket, keys)
         t0 = time.perf_counter()
-        _bare_delete(client, bucket, keys)
+        bare_delete(client, bucket, keys)
         bare_s = time.perf_counter() - t0
         assert _count(client, bucket) == 0
         store.close()

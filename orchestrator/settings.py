@@ -389,6 +389,10 @@ class BrokerSettings:
     # The longest wait before a failing background loop, partition or replica fetch is tried again (the waits
     # double from 0.2 s up to this, with full jitter; orchestrator.supervision).
     loop_retry_max_ms: int = 10_000
+    # A DisableRemoteTopic or DeleteRemotePartitions that finds its job running is answered once a job ends, or
+    # IN_PROGRESS (with its progress) after this long (0: at once), so the controller hears DONE without waiting
+    # for its next poll; keep it well below the controllers' [disablement] request_timeout_ms.
+    job_answer_wait_ms: int = 2_000
     s3: S3Settings = field(default_factory=S3Settings)
     rsm: RemoteStorageManagerSettings = field(default_factory=RemoteStorageManagerSettings)
     tls: TlsSettings = field(default_factory=TlsSettings)
@@ -402,6 +406,8 @@ class BrokerSettings:
             raise SettingsError(f"[broker] advertised_port must be 0..65535, got {self.advertised_port}")
         if self.loop_retry_max_ms < 100:
             raise SettingsError(f"[broker] loop_retry_max_ms must be >= 100, got {self.loop_retry_max_ms}")
+        if not 0 <= self.job_answer_wait_ms <= 5_000:
+            raise SettingsError(f"[broker] job_answer_wait_ms must be 0..5000, got {self.job_answer_wait_ms}")
         require_authentication("broker", self.host, self.tls, self.security)
 
 

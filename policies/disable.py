@@ -9,12 +9,14 @@ Invariants (ARCHITECTURE §4 items 4 and 5):
   :func:`remote_storage.keys.topic_prefix` of that id, which the executor passes to the storage layer.
 * delete: every segment of the topic id that is not DELETE_SEGMENT_FINISHED is planned for deletion (in-flight
   copies included: the broker stopped its copy tasks first), and each partition's log start offset moves to its
-  local log start offset. Batches hold at most :data:`SEGMENTS_PER_DELETE_BATCH` segments (three objects each,
-  within S3's 1000 keys per DeleteObjects).
+  local log start offset. A batch holds one partition's segments, at most :data:`SEGMENTS_PER_DELETE_BATCH` (three
+  objects each, within S3's 1000 keys per DeleteObjects): a DeleteObjects call that fails fails one partition's
+  objects, and the executor's window of calls in flight spans the partitions of a plan.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -56,4 +58,9 @@ def plan_delete(
     )
     if not 1 <= batch_segments <= SEGMENTS_PER_DELETE_BATCH:
         raise ValueError(f"batch_segments must be 1..{SEGMENTS_PER_DELETE_BATCH}, got {batch_segments}")
-    return DeletePlan(topic_id, batched(todo, batch_segments), dict(local_log_start_offsets))
+    batches = tuple(
+        batch
+        for _, in_partition in itertools.groupby(todo, key=lambda s: s.partition)
+        for batch in batched(list(in_partition), batch_segments)
+    )
+    return DeletePlan(topic_id, batches, dict(local_log_start_offsets))

@@ -242,6 +242,28 @@ class RlmmFold:
                 self._fold(entry.offset, entry.record)
                 self._next_offset = entry.offset + 1
 
+    def fold_written(self, offsets: Sequence[int], records: Sequence[MetadataRecord]) -> bool:
+        """Fold ``records``, just appended one after the other at ``offsets``, as written instead of reading them
+        back: what others appended before them (since the last record folded) is read from the log first, up to
+        the first of them. Folds nothing when ``offsets`` are not consecutive (a record left out as moot) or were
+        folded already (a refresh read them); a refresh then reads whatever is new. Whether they were folded."""
+        with self._lock:
+            first = offsets[0] if offsets else -1
+            if first < self._next_offset or list(offsets) != list(range(first, first + len(offsets))):
+                return False
+            if first > self._next_offset:
+                for entry in self._log.read_remote_log_metadata(from_offset=self._next_offset):
+                    if entry.offset >= first:
+                        break
+                    self._fold(entry.offset, entry.record)
+                    self._next_offset = entry.offset + 1
+                if self._next_offset != first:  # the log does not hold everything before them (cannot happen)
+                    return False
+            for offset, record in zip(offsets, records, strict=True):
+                self._fold(offset, record)
+            self._next_offset = offsets[-1] + 1
+            return True
+
     def _put(self, seg: RemoteSegment) -> None:
         self._segments[seg.segment_id] = seg
         self._partitions_of.setdefault(seg.topic_id, set()).add(seg.partition)
@@ -466,9 +488,9 @@ class RemoteLogMetadataManager(RlmmFold):
 
     def _append(self, records: Sequence[MetadataRecord], *, now_ms: int) -> list[bool]:
         """Append ``records`` and fold them; return, per record, whether it took effect (False: moot, see the
-        module docstring). When they landed right after the last record folded (nobody appended in between), they
-        are folded as written instead of read back and decoded again; otherwise, or if another thread refreshed
-        meanwhile, a refresh reads whatever is new, ours included."""
+        module docstring). They are folded as written instead of read back and decoded again (what others appended
+        before them is read first: :meth:`fold_written`); when some were left out as moot, or another thread
+        refreshed meanwhile, a refresh reads whatever is new, ours included."""
         if not records:
             self.refresh()
             return []
@@ -477,11 +499,7 @@ class RemoteLogMetadataManager(RlmmFold):
         else:
             last = self._store.append_remote_log_metadata(records, now_ms=now_ms)
             offsets = list(range(last - len(records) + 1, last + 1))
-        with self._lock:
-            if offsets and offsets[0] == self._next_offset and offsets == list(range(offsets[0], offsets[-1] + 1)):
-                for offset, record in zip(offsets, records, strict=True):
-                    self._fold(offset, record)
-                self._next_offset = offsets[-1] + 1
+        self.fold_written(offsets, records)
         self.refresh()
         with self._lock:
             return [offset >= 0 and offset not in self._moot for offset in offsets]

@@ -105,6 +105,7 @@ from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.epoch_end_offsets import EpochEndOffsets
 from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.hosted_logs import HostedLogs
+from orchestrator.broker.job_answers import answer_once_ended
 from orchestrator.broker.job_registry import error_body
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.log_dir_failure import LogDirFailureChannel, halt_now
@@ -622,15 +623,25 @@ class BrokerAgent:
         body = cast(m.DisableRemoteTopicRequest, request.body)
         if (stale := stale_broker_epoch(body["broker_epoch"], self.controller_link.broker_epoch)) is not None:
             return error_body(stale, m.DisableRemoteTopicResponse)
-        if request.header.api_version >= 1:  # many topics in one request, each answered in its own entry
-            return await asyncio.to_thread(self.disable_handler.handle_topics, body)
-        return await asyncio.to_thread(self.disable_handler.handle, body)
+        # Version 1: many topics in one request, each answered in its own entry.
+        handle = self.disable_handler.handle_topics if request.header.api_version >= 1 else self.disable_handler.handle
+        return await answer_once_ended(
+            functools.partial(handle, body), self.disable_handler.on_job_end, wait_s=self._job_answer_wait_s
+        )
 
     async def _on_delete_remote_partitions(self, request: Request) -> m.DeleteRemotePartitionsResponse:
         body = cast(m.DeleteRemotePartitionsRequest, request.body)
         if (stale := stale_broker_epoch(body["broker_epoch"], self.controller_link.broker_epoch)) is not None:
             return error_body(stale, m.DeleteRemotePartitionsResponse)
-        return await asyncio.to_thread(self.remote_delete_handler.handle, body)
+        return await answer_once_ended(
+            functools.partial(self.remote_delete_handler.handle, body),
+            self.remote_delete_handler.on_job_end,
+            wait_s=self._job_answer_wait_s,
+        )
+
+    @property
+    def _job_answer_wait_s(self) -> float:
+        return self.settings.job_answer_wait_ms / 1000
 
 
 def main(settings_path: str) -> None:

@@ -47,6 +47,7 @@ until every led partition's log is open.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -69,7 +70,7 @@ from orchestrator.broker.job_registry import (
 )
 from orchestrator.broker.jobs import start_job
 from orchestrator.broker.local_log import PartitionLog
-from orchestrator.broker.partition_deletion import delete_planned_segments, no_log_start_to_move
+from orchestrator.broker.partition_deletion import delete_planned_segments
 from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.errors import KafkaStorageError, StaleTieredEpoch, TieredError, UnknownTopicId, error_name
 from orchestrator.ids import Uuid
@@ -115,6 +116,11 @@ class DisableRemoteTopicHandler:
             events=EVENTS, run_in_background=run_in_background, clock=clock
         )
         self._fence = fence if fence is not None else ControllerEpochFence(store)
+
+    def on_job_end(self, listener: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
+        """While inside, ``listener`` is called each time one of this handler's jobs ends
+        (:mod:`~orchestrator.broker.job_registry`)."""
+        return self._jobs.on_end(listener)
 
     def handle(self, body: m.DisableRemoteTopicRequest) -> m.DisableRemoteTopicResponse:
         """A version 0 request: one topic."""
@@ -268,44 +274,41 @@ class DisableRemoteTopicHandler:
         if topic.policy != DisablePolicy.DELETE:
             run.partitions_finished(len(led))
             return
-        # The delete policy on the led partitions (log start offset, then remote segments), then on the assigned
-        # leaderless ones (remote segments only).
-        self._rlm.rlmm.refresh()
+        # The delete policy on the led partitions (log start offsets, then remote segments) and on the assigned
+        # leaderless ones (remote segments only), in one plan: its batches, whichever partition they hold, share
+        # the deletion's window of DeleteObjects calls in flight and its two journal appends a window, instead of
+        # a partition's one or two batches at a time.
+        plogs: dict[int, PartitionLog] = {}
         for partition in led:
             plog = self._logs.get((topic.topic_id, partition))
             if plog is None:  # checked before the job started; a log is never closed under it, but never skip one
                 raise KafkaStorageError(
                     f"{self._unopened_log(topic.name, partition)}: the delete policy cannot be applied"
                 )
-            self._delete_partition(run, topic, partition, plog)
-        for partition in assigned:
-            self._delete_partition(run, topic, partition, None)
-
-    def _delete_partition(self, run: JobRun, topic: TopicImage, partition: int, plog: PartitionLog | None) -> None:
-        """Delete every remote segment of ``partition`` not yet deleted; with ``plog`` (a led partition) move its log
-        start offset to the local log start offset first. Without it (an assigned leaderless partition), the RLMM
-        alone says what to delete."""
-        local_starts = {} if plog is None else {partition: plog.local_log_start_offset}
-        plan = plan_delete(topic.topic_id, self._rlm.rlmm.segments(topic.topic_id, partition), local_starts)
+            plogs[partition] = plog
+        rlmm = self._rlm.rlmm
+        rlmm.refresh()
+        segments = [s for p in (*led, *assigned) for s in rlmm.segments(topic.topic_id, p)]
+        local_starts = {p: plog.local_log_start_offset for p, plog in plogs.items()}
         delete_planned_segments(
             run,
-            plan,
+            plan_delete(topic.topic_id, segments, local_starts),
             rlm=self._rlm,
             broker_id=self.broker_id,
             now_ms=self._now_ms,
-            partition_name=f"{topic.name}-{partition}",
-            advance_log_start=no_log_start_to_move if plog is None else _log_start_mover(plog),
+            partition_name=lambda p: f"{topic.name}-{p}",
+            advance_log_start=_log_start_mover(plogs),
             crash_point="broker.mid_delete_batch",
         )
-        run.partitions_finished()
+        run.partitions_finished(len(led) + len(assigned))
 
 
-def _log_start_mover(plog: PartitionLog) -> Callable[[int, int], None]:
-    """A plan's log start offset move, applied to the led partition's log (a plan moves only the offsets it was
+def _log_start_mover(plogs: Mapping[int, PartitionLog]) -> Callable[[int, int], None]:
+    """A plan's log start offset moves, applied to the led partitions' logs (a plan moves only the offsets it was
     given: led partitions' only)."""
 
-    def advance(_partition: int, offset: int) -> None:
-        plog.advance_log_start_offset(offset)
+    def advance(partition: int, offset: int) -> None:
+        plogs[partition].advance_log_start_offset(offset)
 
     return advance
 

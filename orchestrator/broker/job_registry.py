@@ -31,18 +31,23 @@ Invariants:
    registry's lock, so an answer never mixes two moments. The handler's last checks before a new job (``begin``)
    run under that lock, so two requests never start two jobs of one key; its look at the RLMM for work left runs
    outside it.
-7. Log events are named by each handler (:class:`JobEvents`) and stay stable: ``<handler>.started`` (with
+7. Ends are announced: a listener added with :meth:`JobRegistry.on_end` is called (on the job's thread, outside
+   the lock) each time a job ends, DONE or failed, so a request that found its job running can be answered again
+   then, instead of the controller learning of it at its next poll. Progress is not announced: a deletion reports
+   it just before it ends, and an answer sent then would say "in progress" a moment before "done".
+8. Log events are named by each handler (:class:`JobEvents`) and stay stable: ``<handler>.started`` (with
    ``restarted_after`` when a failure restarted it), ``.done``, ``.failed`` and ``.crashed``, with the job's
    context (topic id, and tiered epoch for a disablement) and how long the job ran, by the injected clock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Generic, TypeVar
@@ -233,6 +238,25 @@ class JobRegistry(Generic[Key]):
         self._clock = clock
         self._lock = threading.Lock()
         self._jobs: dict[Key, _Job] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    @contextlib.contextmanager
+    def on_end(self, listener: Callable[[], None]) -> Iterator[None]:
+        """While inside, call ``listener`` (on the job's thread; it must not block) each time a job ends (invariant
+        7)."""
+        with self._lock:
+            self._listeners.append(listener)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._listeners.remove(listener)
+
+    def _ended(self) -> None:
+        with self._lock:
+            listeners = tuple(self._listeners)
+        for listener in listeners:
+            listener()
 
     def progress(self, key: Key) -> JobProgress | None:
         """The latest progress of ``key``'s job (None: no job yet)."""
@@ -340,7 +364,9 @@ class JobRegistry(Generic[Key]):
         """The job ended: DONE without ``failure``, failed with it."""
         with self._lock:
             job.progress = dataclasses.replace(job.progress, done=failure is None, failure=failure)
-            return job.progress
+            ended = job.progress
+        self._ended()
+        return ended
 
     def _elapsed(self, job: _Job) -> float:
         return round(self._clock() - job.started_s, 3)

@@ -31,6 +31,7 @@ rules are the registry's; this module keeps the fencing, the partitions (the req
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -84,6 +85,11 @@ class DeleteRemotePartitionsHandler:
         self._now_ms = now_ms
         self._jobs: JobRegistry[Uuid] = JobRegistry(events=EVENTS, run_in_background=run_in_background, clock=clock)
         self._fence = fence if fence is not None else ControllerEpochFence(store)
+
+    def on_job_end(self, listener: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
+        """While inside, ``listener`` is called each time one of this handler's jobs ends
+        (:mod:`~orchestrator.broker.job_registry`)."""
+        return self._jobs.on_end(listener)
 
     def handle(self, body: m.DeleteRemotePartitionsRequest) -> m.DeleteRemotePartitionsResponse:
         try:
@@ -140,7 +146,7 @@ class DeleteRemotePartitionsHandler:
                 rlm=self._rlm,
                 broker_id=self.broker_id,
                 now_ms=self._now_ms,
-                partition_name=f"deleted topic {topic_name}-{partition}",
+                partition_name=lambda p: f"deleted topic {topic_name}-{p}",
                 journaled_crash_point="broker.mid_partition_delete",  # a batch journaled; the partition not FINISHED
             )
             rlmm.refresh()

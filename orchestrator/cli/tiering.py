@@ -33,7 +33,7 @@ from orchestrator.client import RemoteDeletionStatus, TieredClient, TieringStatu
 from orchestrator.errors import RequestTimedOut, for_code
 from orchestrator.metadata.records import TieredState
 
-POLL_INTERVAL_S = 0.25
+POLL_INTERVAL_S = 0.1  # how often --wait asks for the waited-for topics' tiered state (one small request)
 COMPAT_HELP = "kafka: use Kafka's own configs and its metadata topic (the default on a cluster without our APIs)"
 BULK_TIMEOUT_S = 120.0  # a request's timeout in a change of many topics (one client session: all its requests)
 

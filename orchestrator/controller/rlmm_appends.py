@@ -64,6 +64,8 @@ class BrokerRlmmAppends:
                 moot = self._view.moot(records)
                 kept = [r for r, left_out in zip(records, moot, strict=True) if not left_out]
                 last = self._store.append_remote_log_metadata(kept, now_ms=now_ms) if kept else -1
+                # Folded as written: the next append's refresh then reads only what others appended since.
+                self._view.fold_written(range(last - len(kept) + 1, last + 1), kept)
         except KafkaError as exc:
             log.warning("controller.rlmm_append_refused", broker_id=broker, error=exc.name, detail=exc.message)
             return refused(exc)

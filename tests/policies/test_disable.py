@@ -30,3 +30,10 @@ def test_delete_batches_stay_within_1000_keys():
     plan = plan_delete(TID, segment_chain(1000), {})
     assert [len(b) for b in plan.batches] == [333, 333, 333, 1]
     assert SEGMENTS_PER_DELETE_BATCH * 3 <= 1000
+
+
+def test_a_batch_holds_one_partitions_segments_and_a_plan_spans_its_partitions():
+    segs = [remote_segment(i * 10, i * 10 + 9, partition=p) for p in (2, 0, 1) for i in range(5)]
+    plan = plan_delete(TID, segs, {}, batch_segments=3)
+    assert [[s.partition for s in b] for b in plan.batches] == [[0, 0, 0], [0, 0], [1, 1, 1], [1, 1], [2, 2, 2], [2, 2]]
+    assert [s.start_offset for s in plan.batches[0] + plan.batches[1]] == [0, 10, 20, 30, 40]

@@ -7,6 +7,7 @@ collected instead of run on its pool, so each test runs them when it chooses and
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -104,6 +105,35 @@ def test_a_failed_job_is_answered_with_its_storage_error_and_cause_then_restarte
     env.broker.rlmm.refresh()
     assert {s.state for s in env.broker.rlmm.segments(tid)} == {SegmentState.DELETE_SEGMENT_FINISHED}
     assert env.jobs == [] and env.ask(tid) == done
+
+
+def test_the_partitions_of_a_delete_share_the_window_of_deleteobjects_calls_in_flight(env: Env) -> None:
+    tid = _tiered(env, "orders", 3)
+    in_flight: list[int] = []  # partitions whose DeleteObjects call is under way
+    most = [0]
+    lock = threading.Condition()
+
+    def enter(request: Any, **_: Any) -> None:  # a call waits (bounded) for all three to be under way
+        partition = next(p for p in range(3) if f"-{tid}/{p}/".encode() in request.body)
+        with lock:
+            in_flight.append(partition)
+            most[0] = max(most[0], len(in_flight))
+            lock.notify_all()
+            lock.wait_for(lambda: len(in_flight) == 3, timeout=10)
+
+    def leave(**_: Any) -> None:
+        with lock:
+            in_flight.pop()
+
+    env.s3.meta.events.register("before-send.s3.DeleteObjects", enter)
+    env.s3.meta.events.register("after-call.s3.DeleteObjects", leave)
+    env.writer.set_state(tid, TieredState.DISABLING, DisablePolicy.DELETE)
+    env.ask(tid)
+    env.run_jobs()
+    done = env.ask(tid)
+    assert (done["error_code"], done["status"], done["partitions_done"]) == (0, BrokerJobStatus.DONE, 3), done
+    assert most[0] == 3, "each partition's batch went out beside the others', not a partition at a time"
+    assert env.objects(tid) == []
 
 
 @pytest.mark.parametrize("policy", [DisablePolicy.DELETE, DisablePolicy.RETAIN])

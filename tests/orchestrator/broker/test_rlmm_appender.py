@@ -66,6 +66,59 @@ def test_the_controller_appends_a_requests_records_and_answers_the_last_offset(s
     assert [e.record for e in store.read_remote_log_metadata()] == records
 
 
+class CountingReads(InMemoryMetadataStore):
+    """A store that counts the RLMM entries it is asked to read back."""
+
+    read_back = 0
+
+    def read_remote_log_metadata(self, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
+        for entry in super().read_remote_log_metadata(**kwargs):
+            self.read_back += 1
+            yield entry
+
+
+def test_the_controller_folds_what_it_appended_and_reads_back_only_what_others_appended():
+    store = CountingReads()
+    tid = _enabled_topic(store)  # type: ignore[arg-type]
+    appends = BrokerRlmmAppends(store)
+    for start in (0, 100, 200):
+        body = {"broker_id": 1, "records": [encode_record(copy_started(tid, 0, start_offset=start))]}
+        assert appends.append(body, now_ms=NOW)["error_code"] == 0
+    assert store.read_back == 0, "its own appends are folded as written, never read back"
+    other = copy_started(tid, 0, start_offset=300)
+    store.append_remote_log_metadata([other], now_ms=NOW)  # another writer (the controller's core, say)
+    body = {"broker_id": 2, "records": [encode_record(other)]}  # the same copy start again, from a broker
+    assert appends.append(body, now_ms=NOW)["offsets"] == [-1], "the other's record was read: this one is moot"
+    assert store.read_back == 1
+    store.close()
+
+
+def test_a_broker_folds_its_own_appends_as_written_and_reads_back_only_what_other_brokers_appended_before_them():
+    store = CountingReads()
+    tid = _enabled_topic(store)  # type: ignore[arg-type]
+    appends = BrokerRlmmAppends(store)
+
+    def broker(broker_id: int) -> RemoteLogMetadataManager:
+        def append(records: Any, *, now_ms: int) -> list[int]:
+            body = {"broker_id": broker_id, "records": [encode_record(r) for r in records]}
+            return list(appends.append(body, now_ms=now_ms)["offsets"])
+
+        return RemoteLogMetadataManager(store, append=append)
+
+    a, b = broker(1), broker(2)
+    a.copy_started(_segment(tid), now_ms=NOW)
+    b.copy_started(_segment(tid, start=100), now_ms=NOW)
+    b.copy_started(_segment(tid, start=200), now_ms=NOW)
+    assert store.read_back == 1, "b read a's record before its own, and only that"
+    a.copy_started(_segment(tid, start=300), now_ms=NOW)
+    assert store.read_back == 3, "a read b's two records before its own, and only those"
+    fresh = RemoteLogMetadataManager(store)
+    fresh.refresh()
+    b.refresh()
+    assert a.segments(tid) == b.segments(tid) == fresh.segments(tid) and len(fresh.segments(tid)) == 4
+    store.close()
+
+
 def test_a_record_that_does_not_decode_or_is_not_an_rlmm_record_is_invalid_request_and_nothing_is_written(store):
     tid = _enabled_topic(store)
     good = encode_record(copy_started(tid, 0))
@@ -184,8 +237,8 @@ def test_a_write_from_the_event_loops_own_thread_is_refused_instead_of_waiting_f
 # -- a copy record whose answer was lost --------------------------------------------------------------------------
 
 
-def _segment(tid: Uuid) -> RemoteSegment:
-    return RemoteSegment("orders", tid, 0, Uuid.random(), 0, 99, NOW, 4096, tiered_epoch=0)
+def _segment(tid: Uuid, start: int = 0) -> RemoteSegment:
+    return RemoteSegment("orders", tid, 0, Uuid.random(), start, start + 99, NOW, 4096, tiered_epoch=0)
 
 
 def test_a_copy_record_that_landed_before_the_retry_met_the_fence_is_not_a_failed_copy(store):
