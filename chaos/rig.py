@@ -55,6 +55,9 @@ FAST_BROKER: dict[str, dict[str, Any]] = {
         # A failing loop or partition is tried again within 2 s (10 s by default): once a fault is lifted, the
         # cluster catches up in seconds instead of waiting out a long backoff window.
         "loop_retry_max_ms": 2000,
+        # A running job's answer is held at most 1 s: half the fast controllers' disablement request timeout (2 s),
+        # which it must stay well below.
+        "job_answer_wait_ms": 1000,
     },
     # A hung S3 request ends within 5 s (30 s by default), and so the late-write window of the deletions that must
     # leave nothing behind (five read timeouts, remote_storage.deletion) is 25 s instead of 150 s.
