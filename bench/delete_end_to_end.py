@@ -20,17 +20,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.copy import _closed_segments, _finished
-from bench.delete_policy import aws_cli, bare_delete
-from bench.report import Figure, print_figures
+from bench.delete_policy import against_references, aws_cli, bare_delete, put_all
+from bench.report import Figure
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import LocalClusterState
 from orchestrator.logging import configure_logging
-from remote_storage.deletion import DEFAULT_CONCURRENCY
 
 TOPIC, PARTITIONS = "bulk", 12
 SEGMENTS = 3_600
@@ -70,14 +68,6 @@ def _keys(s3: object, bucket: str, prefix: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
-def _put_back(s3: object, bucket: str, keys: list[str]) -> None:
-    def put(key: str) -> None:
-        s3.put_object(Bucket=bucket, Key=key, Body=b"x" * 64)  # type: ignore[attr-defined]
-
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(put, keys))
-
-
 def run(segments: int = SEGMENTS) -> list[Figure]:
     aws = aws_cli()
     configure_logging("cli", level=logging.WARNING)  # as the CLI: no connection retries between the tables
@@ -112,7 +102,7 @@ def run(segments: int = SEGMENTS) -> list[Figure]:
                 "AWS_SECRET_ACCESS_KEY": secret_key,
                 "AWS_DEFAULT_REGION": "us-east-1",
             }
-            _put_back(s3, state.bucket, keys)
+            put_all(s3, state.bucket, keys)
             target = f"s3://{state.bucket}/{topic_prefix}"
             t0 = time.perf_counter()
             subprocess.run(
@@ -123,7 +113,7 @@ def run(segments: int = SEGMENTS) -> list[Figure]:
             aws_s = time.perf_counter() - t0
             assert not _keys(s3, state.bucket, topic_prefix)
 
-            _put_back(s3, state.bucket, keys)
+            put_all(s3, state.bucket, keys)
             t0 = time.perf_counter()
             bare_delete(s3, state.bucket, keys)
             bare_s = time.perf_counter() - t0
@@ -131,13 +121,14 @@ def run(segments: int = SEGMENTS) -> list[Figure]:
         finally:
             lc.down(cluster_dir, purge=True)
     n = len(keys)
-    ours = f"tiering disable --policy delete --wait, CLI start to exit ({copied:,} segments, {n:,} objects, 3 brokers)"
-    figures = [
-        Figure(ours, n / ours_s, "obj/s", "aws s3 rm --recursive", n / aws_s),
-        Figure(ours, n / ours_s, "obj/s", f"bare DeleteObjects, {DEFAULT_CONCURRENCY} in flight", n / bare_s),
-    ]
-    print_figures("Delete policy end to end (local cluster, embedded S3)", figures)
-    return figures
+    return against_references(
+        "Delete policy end to end (local cluster, embedded S3)",
+        f"tiering disable --policy delete --wait, CLI start to exit ({copied:,} segments, {n:,} objects, 3 brokers)",
+        n,
+        ours_s=ours_s,
+        aws_s=aws_s,
+        bare_s=bare_s,
+    )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from remote_storage.s3 import S3RemoteStorage, make_s3_client
 PREFIX = "tiered/"
 
 
-def _put_all(client: object, bucket: str, keys: list[str]) -> None:
+def put_all(client: object, bucket: str, keys: list[str]) -> None:
     def put(key: str) -> None:
         client.put_object(Bucket=bucket, Key=key, Body=b"x" * 64)  # type: ignore[attr-defined]
 
@@ -100,7 +100,7 @@ def run_plan(segments: int = 2000) -> list[Figure]:
             for i in range(segments)
         ]
         keys = [k for s in segs for k in segment_keys(PREFIX, s.key).values()]
-        _put_all(client, bucket, keys)
+        put_all(client, bucket, keys)
         store.append_remote_log_metadata([copy_started_record(s, now_ms=0) for s in segs])
         store.append_remote_log_metadata(
             [update_record(s, SegmentState.COPY_SEGMENT_FINISHED, broker_id=1, now_ms=0) for s in segs]
@@ -120,26 +120,40 @@ def run_plan(segments: int = 2000) -> list[Figure]:
         ours_s = time.perf_counter() - t0
         assert result.complete and result.objects_deleted == len(keys) and _count(client, bucket) == 0
 
-        _put_all(client, bucket, keys)
+        put_all(client, bucket, keys)
         target = f"s3://{bucket}/{topic_prefix(PREFIX, 'orders', tid)}"
         t0 = time.perf_counter()
         subprocess.run([aws, "s3", "rm", "--recursive", "--quiet", target, "--endpoint-url", endpoint], check=True)
         aws_s = time.perf_counter() - t0
         assert _count(client, bucket) == 0
 
-        _put_all(client, bucket, keys)
+        put_all(client, bucket, keys)
         t0 = time.perf_counter()
         bare_delete(client, bucket, keys)
         bare_s = time.perf_counter() - t0
         assert _count(client, bucket) == 0
         store.close()
     n = len(keys)
-    ours = f"delete policy ({n:,} objects, RLMM journaled)"
+    return against_references(
+        "Delete policy on moto's S3 server (separate process)",
+        f"delete policy ({n:,} objects, RLMM journaled)",
+        n,
+        ours_s=ours_s,
+        aws_s=aws_s,
+        bare_s=bare_s,
+    )
+
+
+def against_references(
+    title: str, ours: str, objects: int, *, ours_s: float, aws_s: float, bare_s: float
+) -> list[Figure]:
+    """Our deletion of ``objects`` beside ``aws s3 rm`` and bare DeleteObjects of the same keys, printed."""
+    bare = f"bare DeleteObjects, {DEFAULT_CONCURRENCY} in flight"
     figures = [
-        Figure(ours, n / ours_s, "obj/s", "aws s3 rm --recursive", n / aws_s),
-        Figure(ours, n / ours_s, "obj/s", f"bare DeleteObjects, {DEFAULT_CONCURRENCY} in flight", n / bare_s),
+        Figure(ours, objects / ours_s, "obj/s", "aws s3 rm --recursive", objects / aws_s),
+        Figure(ours, objects / ours_s, "obj/s", bare, objects / bare_s),
     ]
-    print_figures("Delete policy on moto's S3 server (separate process)", figures)
+    print_figures(title, figures)
     return figures
 
 
