@@ -9,6 +9,7 @@ from bench import (
     controller,
     copy,
     dataplane,
+    delete_end_to_end,
     delete_policy,
     failover_postgres,
     local_restart,
@@ -19,12 +20,19 @@ from bench import (
     scan,
     snapshots,
 )
+from bench.report import Figure
+
+
+def _delete() -> list[Figure]:
+    """The delete plan alone, then the disablement end to end from the CLI."""
+    return [*delete_policy.run(), *delete_end_to_end.run()]
+
 
 SECTIONS = {
     "metadata": metadata_log.run,
     "metadata-postgres": metadata_postgres.run,
     "snapshots": snapshots.run,
-    "delete": delete_policy.run,
+    "delete": _delete,
     "controller": controller.run,
     "failover-postgres": failover_postgres.run,
     "copy": copy.run,

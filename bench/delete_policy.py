@@ -1,7 +1,7 @@
 """Delete policy: objects deleted per second, against ``aws s3 rm --recursive`` on the same objects and endpoint.
 
-Two parts: the delete plan alone, in this process (below), and the whole disablement from the CLI on a local
-cluster (:mod:`bench.delete_end_to_end`).
+``make bench``'s delete section has two parts: the delete plan alone, in this process (this module), and the whole
+disablement from the CLI on a local cluster (:mod:`bench.delete_end_to_end`).
 
 Both sides delete the same N segments (3 objects each) from one moto server process. Ours runs the real delete
 plan: RLMM journaling around each batch, DeleteObjects with up to 999 keys, keys known from the RLMM (no listing).
@@ -69,14 +69,7 @@ def aws_cli() -> str:
     return aws
 
 
-def run() -> list[Figure]:
-    """The delete plan alone, then end to end from the CLI (:mod:`bench.delete_end_to_end`)."""
-    from bench import delete_end_to_end
-
-    return [*run_plan(), *delete_end_to_end.run()]
-
-
-def run_plan(segments: int = 2000) -> list[Figure]:
+def run(segments: int = 2000) -> list[Figure]:
     aws = aws_cli()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
