@@ -29,6 +29,7 @@ class World:
         self.running = threading.Event()
         self.release = threading.Event()
         self.step = threading.Event()  # set: the job reports its first partition finished, then waits for release
+        self.stepped = threading.Event()  # the job reported it
         self.fail: Exception | None = None
         self.asks = 0
         self.threads: list[threading.Thread] = []
@@ -43,6 +44,7 @@ class World:
         assert self.step.wait(30), "the test never let the job move on"
         if not self.release.is_set():
             run.partitions_finished()
+            self.stepped.set()
         assert self.release.wait(30), "the test never let the job end"
         if self.fail is not None:
             raise self.fail
@@ -89,8 +91,12 @@ def test_a_running_job_is_answered_once_it_ends_in_the_same_round_trip(world: Wo
 
 
 def test_a_job_still_running_when_the_wait_is_over_is_answered_with_its_progress_then(world: World) -> None:
-    # progress, no end: the held answer is not woken by it, and says so at the wait's end
-    answer = _answered(world, wait_s=1.0, then=world.step.set)
+    def progress() -> None:  # progress, no end, reported well before the wait is over
+        world.step.set()
+        assert world.stepped.wait(30), "the job never reported its progress"
+
+    # the held answer is not woken by the progress, and says so at the wait's end
+    answer = _answered(world, wait_s=2.0, then=progress)
     assert (answer["error_code"], answer["status"], answer["partitions_done"]) == (0, IN_PROGRESS, 1)
     assert world.asks == 2, "asked again at the end of the wait"
 
