@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from policies.disable import DeletePlan
-from remote_storage.deletion import DeleteResult, ProgressCallback, delete_segments
+from remote_storage.deletion import DeleteResult, PartitionsCallback, ProgressCallback, delete_segments
 from remote_storage.rlmm import RemoteLogMetadataManager
 from remote_storage.s3 import S3RemoteStorage
 
@@ -24,11 +24,13 @@ def execute_delete_plan(
     now_ms: Callable[[], int],
     advance_log_start: Callable[[int, int], None],
     on_progress: ProgressCallback | None = None,
+    on_partitions_done: PartitionsCallback | None = None,
     crash_point: str | None = None,
     settle_ms: int = 0,
 ) -> DeleteResult:
     """The delete policy: move each partition's log start offset first, then delete every planned segment
-    (``crash_point`` and ``settle_ms``, the late-write window: see :func:`~remote_storage.deletion.delete_segments`)."""
+    (``on_progress``, ``on_partitions_done``, ``crash_point`` and ``settle_ms``, the late-write window: see
+    :func:`~remote_storage.deletion.delete_segments`)."""
     for partition, offset in sorted(plan.log_start_offsets.items()):
         advance_log_start(partition, offset)
     segments = [s for b in plan.batches for s in b]
@@ -40,6 +42,7 @@ def execute_delete_plan(
         now_ms=now_ms,
         batches=plan.batches,
         on_progress=on_progress,
+        on_partitions_done=on_partitions_done,
         crash_point=crash_point,
         settle_ms=settle_ms,
     )

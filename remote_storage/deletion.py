@@ -42,6 +42,7 @@ failed or was fenced.
 
 from __future__ import annotations
 
+import collections
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -66,6 +67,7 @@ class DeleteResult:
     objects_deleted: int = 0
     failed_keys: Mapping[str, str] = field(default_factory=dict)
     segments_counted: int = 0  # of those, the ones this call's FINISHED moved first (module docstring)
+    unfinished_partitions: frozenset[int] = frozenset()  # partitions with a segment this call could not finish
 
     @property
     def complete(self) -> bool:
@@ -73,6 +75,7 @@ class DeleteResult:
 
 
 ProgressCallback = Callable[[int, int, int], None]  # (segments done, segments planned, segments counted)
+PartitionsCallback = Callable[[frozenset[int]], None]  # partitions whose every planned segment is now finished
 
 
 DEFAULT_CONCURRENCY = 8  # DeleteObjects calls in flight per deletion (each up to 999 keys)
@@ -126,6 +129,7 @@ def delete_segments(
     now_ms: Callable[[], int],
     batches: tuple[tuple[RemoteSegment, ...], ...] | None = None,
     on_progress: ProgressCallback | None = None,
+    on_partitions_done: PartitionsCallback | None = None,
     crash_point: str | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     settle_ms: int = 0,
@@ -133,7 +137,9 @@ def delete_segments(
 ) -> DeleteResult:
     """Delete the object sets of ``segments`` (one topic id), journaled in the RLMM window by window (see the
     module docstring). ``crash_point`` (:mod:`orchestrator.crash_points`) is reached after each batch's objects are
-    deleted, before its FINISHED. ``settle_ms``: the late-write window (module docstring; 0: none)."""
+    deleted, before its FINISHED. ``settle_ms``: the late-write window (module docstring; 0: none).
+    ``on_partitions_done`` hears, after each window is journaled, the partitions whose last planned segment it
+    finished (a partition with a segment that failed is never among them)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     plan_batches = [b for b in (batches if batches is not None else (tuple(segments),)) if b]
@@ -143,6 +149,7 @@ def delete_segments(
         raise ValueError(f"a deletion must hold one topic id, got {len(tids)}")
     done = objects = counted = 0
     failed: dict[str, str] = {}
+    left = collections.Counter(s.partition for b in plan_batches for s in b)  # planned segments not yet finished
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="s3-delete") as pool:
         for start in range(0, len(plan_batches), concurrency):
             window = plan_batches[start : start + concurrency]
@@ -167,6 +174,11 @@ def delete_segments(
             )
             done += len(finished)
             counted += len(moved)
+            left.subtract(s.partition for s in finished)
+            if on_partitions_done is not None and (
+                ended := frozenset(s.partition for s in finished if not left[s.partition])
+            ):
+                on_partitions_done(ended)
             if rsm.metrics is not None:  # only what this call finished first: a racing deleter counted the rest
                 rsm.metrics.segments_removed(len(moved), sum(s.size_bytes for s in moved))
             if on_progress is not None:
@@ -178,7 +190,7 @@ def delete_segments(
                 segments=len(finished),
                 failed=sum(len(o.failed) for o in outcomes),
             )
-    return DeleteResult(done, objects, failed, counted)
+    return DeleteResult(done, objects, failed, counted, frozenset(p for p, n in left.items() if n > 0))
 
 
 def _settled(

@@ -298,9 +298,9 @@ class DisableRemoteTopicHandler:
             now_ms=self._now_ms,
             partition_name=lambda p: f"{topic.name}-{p}",
             advance_log_start=_log_start_mover(plogs),
+            partitions=(*led, *assigned),
             crash_point="broker.mid_delete_batch",
         )
-        run.partitions_finished(len(led) + len(assigned))
 
 
 def _log_start_mover(plogs: Mapping[int, PartitionLog]) -> Callable[[int, int], None]:

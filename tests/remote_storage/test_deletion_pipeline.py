@@ -30,7 +30,7 @@ SEGMENTS, PER_BATCH = 40, 4  # 10 batches
 
 
 class World:
-    def __init__(self, tmp_path: Any, s3: Any, bucket: str) -> None:
+    def __init__(self, tmp_path: Any, s3: Any, bucket: str, partitions: int = 1) -> None:
         self.s3, self.bucket = s3, bucket
         self.store = SqliteMetadataStore(tmp_path / "store.db")
         lease = self.store.acquire_lease(holder="t", now_ms=0, ttl_ms=10**12)
@@ -43,8 +43,10 @@ class World:
             [make_record("TopicRecord", name="orders", topic_id=self.tid), enabled],
             controller_epoch=lease.controller_epoch,
         )
+        per = SEGMENTS // partitions  # segment i of partition i // per: in plan order, partition by partition
         self.segments = [
-            RemoteSegment("orders", self.tid, 0, Uuid.random(), i * 10, i * 10 + 9, 0, 30, 1) for i in range(SEGMENTS)
+            RemoteSegment("orders", self.tid, i // per, Uuid.random(), i % per * 10, i % per * 10 + 9, 0, 30, 1)
+            for i in range(SEGMENTS)
         ]
         for seg in self.segments:
             for key in segment_keys(PREFIX, seg.key).values():
@@ -85,6 +87,13 @@ class World:
 @pytest.fixture
 def world(tmp_path, s3_client, bucket) -> Any:  # type: ignore[no-untyped-def]
     w = World(tmp_path, s3_client, bucket)
+    yield w
+    w.store.close()
+
+
+@pytest.fixture
+def four_partitions(tmp_path, s3_client, bucket) -> Any:  # type: ignore[no-untyped-def]
+    w = World(tmp_path, s3_client, bucket, partitions=4)  # 10 segments each: batches 2 and 4 hold two partitions
     yield w
     w.store.close()
 
@@ -139,6 +148,7 @@ def test_a_failing_batch_in_a_window_stays_started_with_its_objects_and_a_rerun_
     world.s3.meta.events.register("before-send.s3.DeleteObjects", refuse)
     result = world.delete(concurrency=3)
     assert not result.complete and set(result.failed_keys) == doomed_keys
+    assert result.unfinished_partitions == {0}, "the partition whose segments stay STARTED is named"
     states = world.states()
     assert {states[s.segment_id] for s in doomed} == {SegmentState.DELETE_SEGMENT_STARTED}, "journaled, not finished"
     others = [s for s in world.segments if s not in doomed]
@@ -149,6 +159,39 @@ def test_a_failing_batch_in_a_window_stays_started_with_its_objects_and_a_rerun_
     again = world.delete(concurrency=3)
     assert again.complete and again.segments_deleted == len(doomed)
     assert world.keys() == set() and set(world.states().values()) == {SegmentState.DELETE_SEGMENT_FINISHED}
+
+
+@pytest.mark.parametrize("failing_batch", [None, 4])
+def test_a_partition_is_reported_done_by_the_window_that_finished_its_last_segment_and_never_with_one_left(
+    four_partitions, failing_batch
+):
+    """Windows of 3 batches of 4 segments (12 segments) over 4 partitions of 10: each window ends one partition.
+    With batch 4 (partition 1's segments 16-19, in the second window) failing, partition 1 is never reported and
+    the result names it; the others are reported when their windows are journaled, as without the failure."""
+    world = four_partitions
+    doomed_keys = set()
+    if failing_batch is not None:
+        doomed_keys = {k for s in world.batches[failing_batch] for k in segment_keys(PREFIX, s.key).values()}
+
+    def refuse(request: Any, **_: Any) -> None:
+        if any(k.encode() in request.body for k in doomed_keys):
+            raise bce.EndpointConnectionError(endpoint_url=request.url)
+
+    world.s3.meta.events.register("before-send.s3.DeleteObjects", refuse)
+    heard: list[tuple[frozenset[int], SegmentState]] = []
+
+    def partitions_done(ended: frozenset[int]) -> None:  # each one heard once its segments are journaled FINISHED
+        states = {s.state for s in world.rlmm.segments(world.tid) if s.partition in ended}
+        heard.append((ended, *states))
+
+    result = world.delete(concurrency=3, on_partitions_done=partitions_done)
+    finished = SegmentState.DELETE_SEGMENT_FINISHED
+    if failing_batch is None:
+        assert result.complete and result.unfinished_partitions == frozenset()
+        assert heard == [({0}, finished), ({1}, finished), ({2}, finished), ({3}, finished)]
+    else:
+        assert not result.complete and result.unfinished_partitions == {1}
+        assert heard == [({0}, finished), ({2}, finished), ({3}, finished)]
 
 
 def test_the_rlmm_folds_its_own_append_without_reading_it_back_unless_another_writer_came_between(world):

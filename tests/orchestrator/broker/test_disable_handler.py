@@ -88,6 +88,7 @@ def test_a_failed_job_is_answered_with_its_storage_error_and_cause_then_restarte
     assert "orders-1" in message and env.bucket in message, message
     assert "EndpointConnectionError: Could not connect to the endpoint URL" in message, "the cause, class and text"
     assert failed["segments_deleted"] == per_partition[0] and failed["tiered_epoch"] == 2
+    assert failed["partitions_done"] == 1, "partition 0 was counted when its last window was journaled; 1 never"
     assert len(env.jobs) == 1, "the request that found the failure restarted the job"
 
     restarted = env.ask(tid)
