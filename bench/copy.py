@@ -41,7 +41,7 @@ TIERING_INTERVAL_S = 0.5  # the broker's default tiering_interval_ms
 BROKER = {"broker": {"heartbeat_interval_ms": 500, "metadata_poll_ms": 100}}
 
 
-def _closed_segments(cluster_dir: Path, topic: str) -> list[tuple[Path, Path]]:
+def closed_segments(cluster_dir: Path, topic: str) -> list[tuple[Path, Path]]:
     """(log file, index file) of every closed segment of ``topic`` on every broker: all but each partition's last."""
     out = []
     for part_dir in (cluster_dir / "data").glob(f"broker-*/{topic}-*"):
@@ -53,7 +53,7 @@ def _closed_segments(cluster_dir: Path, topic: str) -> list[tuple[Path, Path]]:
     return out
 
 
-def _finished(store_path: Path) -> set[tuple[str, int, int]]:
+def copies_finished(store_path: Path) -> set[tuple[str, int, int]]:
     """(topic, partition, start offset) of every COPY_SEGMENT_FINISHED segment."""
     with SqliteMetadataStore(store_path, recover_on_open=False) as store:
         rlmm = RemoteLogMetadataManager(store)
@@ -68,10 +68,10 @@ def _finished(store_path: Path) -> set[tuple[str, int, int]]:
 
 def _copy_lag(cluster_dir: Path, store_path: Path, topic: str) -> tuple[int, float]:
     """(closed segments of ``topic`` not copied yet, age in seconds of the oldest of them)."""
-    copied = _finished(store_path)
+    copied = copies_finished(store_path)
     behind = [
         log_file
-        for log_file, _ in _closed_segments(cluster_dir, topic)
+        for log_file, _ in closed_segments(cluster_dir, topic)
         if (topic, int(log_file.parent.name.rsplit("-", 1)[1]), int(log_file.stem)) not in copied
     ]
     oldest = min((f.stat().st_mtime for f in behind), default=time.time())
@@ -100,7 +100,7 @@ def run() -> list[Figure]:
                     )
 
             asyncio.run(backlog())
-            closed = [seg for n in names for seg in _closed_segments(cluster_dir, n)]
+            closed = [seg for n in names for seg in closed_segments(cluster_dir, n)]
             closed_bytes = sum(log_file.stat().st_size for log_file, _ in closed)
             store_path = cluster_dir / "metadata.db"
 
@@ -109,7 +109,7 @@ def run() -> list[Figure]:
                     t0 = time.perf_counter()
                     for n in names:
                         await c.enable_tiering(n)
-                    while len(await asyncio.to_thread(_finished, store_path)) < len(closed):
+                    while len(await asyncio.to_thread(copies_finished, store_path)) < len(closed):
                         await asyncio.sleep(0.1)
                     return time.perf_counter() - t0
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.copy import _closed_segments, _finished
+from bench.copy import closed_segments, copies_finished
 from bench.delete_policy import against_references, aws_cli, bare_delete, put_all
 from bench.report import Figure
 from orchestrator.client import TieredClient
@@ -55,8 +55,8 @@ def _fill(state: LocalClusterState, segments: int) -> None:
 def _tiered(cluster_dir: Path) -> int:
     """Wait until every closed segment of the topic is COPY_SEGMENT_FINISHED; return how many are."""
     deadline = time.monotonic() + TIER_TIMEOUT_S
-    closed = len(_closed_segments(cluster_dir, TOPIC))
-    while (done := len(_finished(cluster_dir / "metadata.db"))) < closed:
+    closed = len(closed_segments(cluster_dir, TOPIC))
+    while (done := len(copies_finished(cluster_dir / "metadata.db"))) < closed:
         if time.monotonic() > deadline:
             raise SystemExit(f"tiering did not finish in {TIER_TIMEOUT_S:g} s: {done} of {closed} segments copied")
         time.sleep(1)
