@@ -46,6 +46,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
 ALICE_PASSWORD = "alice-Secret-7f3a9c1e2b"
 BOB_PASSWORD = "bob-Secret-0d9e8c7b6a"
+CAROL_PASSWORD = "carol-Secret-5e4d3c2b1a"
 TIERED = [
     "--config",
     "remote.storage.enable=true",
@@ -68,7 +69,13 @@ class Run:
         self.admin_properties = self.dir / "client.properties"
         ca = str(self.tls_dir / "ca.pem")
         self.properties: dict[str, Path] = {"admin": self.admin_properties}
-        for user, password in (("alice", ALICE_PASSWORD), ("bob", BOB_PASSWORD), ("eve", "not-a-user-password")):
+        logins = (
+            ("alice", ALICE_PASSWORD),
+            ("bob", BOB_PASSWORD),
+            ("carol", CAROL_PASSWORD),
+            ("eve", "not-a-password"),
+        )
+        for user, password in logins:
             path = root / f"{user}.properties"
             write_client_properties(path, self.login(user, password))
             self.properties[user] = path
@@ -107,8 +114,9 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.fixture(scope="module")
 def users(secure: Run) -> Run:
-    """alice may do everything to topics named orders*, and find the controller; bob may do nothing."""
-    for user, password in (("alice", ALICE_PASSWORD), ("bob", BOB_PASSWORD)):
+    """alice may do everything to topics named orders*, and find the controller; bob may do nothing but find the
+    controller; carol, nothing at all (no ACL names her)."""
+    for user, password in (("alice", ALICE_PASSWORD), ("bob", BOB_PASSWORD), ("carol", CAROL_PASSWORD)):
         password_file = secure.root / f"{user}.password"
         password_file.write_text(password + "\n")
         for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
@@ -184,6 +192,15 @@ def test_refused_requests_get_kafkas_codes_and_change_nothing(users: Run) -> Non
     log = (users.dir / "logs" / f"controller-{users.cluster.active_controller().id}.log").read_text()
     audit = [json.loads(line) for line in log.splitlines() if '"authz.denied"' in line]
     assert {(a["principal"], a["resource"]) for a in audit} >= {("User:alice", "payments"), ("User:bob", "orders-kept")}
+
+
+def test_a_user_without_cluster_describe_hears_she_is_not_authorized_not_that_no_broker_answered(users: Run) -> None:
+    """carol logs in, but no ACL lets her describe the cluster, which tieredctl does to find the active controller:
+    she must hear the refusal (Kafka's code, from the first broker that answered), not that no server answered."""
+    refused = users.tieredctl("carol", "topic", "create", "orders-carol", "--partitions", "1", check=1)
+    assert "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
+    assert "BROKER_NOT_AVAILABLE" not in refused.stderr, refused.stderr
+    assert "orders-carol" not in {t["topic"] for t in users.json("admin", "topic", "list")}
 
 
 def test_unauthenticated_attempts_are_refused(users: Run) -> None:
@@ -362,6 +379,7 @@ def test_no_secret_appears_in_any_file_the_run_wrote_or_any_output(users: Run) -
     secrets = {
         "alice's password": ALICE_PASSWORD,
         "bob's password": BOB_PASSWORD,
+        "carol's password": CAROL_PASSWORD,
         "the admin's password": password_of(users.dir, ADMIN),
         "the S3 secret key": users.cluster.state.s3_credentials[1],  # type: ignore[index]
     }
