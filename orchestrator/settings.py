@@ -72,6 +72,14 @@ class S3Settings:
     # which the retry layer (remote_storage.retry) retries a bounded number of times and the caller then records.
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 30.0
+    # How many times one S3 call is tried in all (remote_storage.retry: the first try and its retries, with
+    # exponential backoff and full jitter between them) before its caller records the error: 8, the retry
+    # layer's own default. Fewer ends a call against a hung endpoint sooner (each try waits out the timeouts).
+    max_attempts: int = 8
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise SettingsError(f"[s3] max_attempts must be >= 1, got {self.max_attempts}")
 
     @property
     def late_write_window_ms(self) -> int:

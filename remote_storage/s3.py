@@ -41,12 +41,20 @@ import botocore.loaders
 import botocore.session
 import structlog
 from botocore.config import Config
+from tenacity import Retrying
 
 from orchestrator.errors import InvalidArgument, MissingCredentialsError, RemoteStorageError
 from orchestrator.metrics import RemoteStorageMetrics
 from remote_storage.keys import SEGMENT_SUFFIXES, SegmentKey, Suffix, build_key
 from remote_storage.object_format import DEFAULT_OBJECT_FORMAT, ChunkedLog, ObjectFormat
-from remote_storage.retry import error_code, is_missing_credentials, is_not_found, is_retriable_code, s3_retrying
+from remote_storage.retry import (
+    S3_MAX_ATTEMPTS,
+    error_code,
+    is_missing_credentials,
+    is_not_found,
+    is_retriable_code,
+    s3_retrying,
+)
 from remote_storage.segment_format.custom_metadata import build_custom_metadata, encode_custom_metadata
 from remote_storage.segment_format.encryption import RandomBytes
 from remote_storage.segment_format.kafka_metadata import RemoteLogSegmentMetadata
@@ -220,6 +228,7 @@ class S3RemoteStorage:
         object_format: ObjectFormat = DEFAULT_OBJECT_FORMAT,
         random_bytes: RandomBytes = os.urandom,
         late_write_window_ms: int = 0,
+        max_attempts: int = S3_MAX_ATTEMPTS,
     ) -> None:
         if part_size < MIN_PART_SIZE:
             raise InvalidArgument(f"part_size {part_size} is below S3's minimum of {MIN_PART_SIZE} bytes")
@@ -234,10 +243,16 @@ class S3RemoteStorage:
         self._random_bytes = random_bytes  # data keys, AADs and IVs
         # How long a PUT this client gave up on may still land (remote_storage.deletion: the late-write window).
         self.late_write_window_ms = late_write_window_ms
+        if max_attempts < 1:
+            raise InvalidArgument(f"max_attempts must be >= 1, got {max_attempts}")
+        self.max_attempts = max_attempts  # of every call (the retry layer: remote_storage.retry)
+
+    def _retrying(self) -> Retrying:
+        return s3_retrying(sleep=self._sleep, max_attempts=self.max_attempts)
 
     def _call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         try:
-            return s3_retrying(sleep=self._sleep)(fn, **kwargs)
+            return self._retrying()(fn, **kwargs)
         except (bce.BotoCoreError, bce.ClientError, ConnectionError) as exc:
             raise self._error(what, kwargs.get("Key"), exc) from exc
 
@@ -419,7 +434,7 @@ class S3RemoteStorage:
             raise InvalidArgument(f"the upload of {key} is not under {within_prefix!r}: not aborted")
         abort = self.client.abort_multipart_upload
         try:
-            s3_retrying(sleep=self._sleep)(abort, Bucket=self.bucket, Key=key, UploadId=upload_id)
+            self._retrying()(abort, Bucket=self.bucket, Key=key, UploadId=upload_id)
         except bce.ClientError as exc:
             if error_code(exc) == "NoSuchUpload":
                 return False
@@ -478,7 +493,7 @@ class S3RemoteStorage:
                 raise _RetriableKeyErrors(f"{len(retry)} key(s) failed with retriable errors, e.g. {errors[retry[0]]}")
 
         try:
-            s3_retrying(sleep=self._sleep)(attempt)
+            self._retrying()(attempt)
         except _RetriableKeyErrors:
             permanent.update({k: "RetriesExhausted" for k in remaining})
         except bce.ClientError as exc:  # the whole call failed: keep its code and its text, the operator's clue

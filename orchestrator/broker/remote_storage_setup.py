@@ -90,5 +90,6 @@ def remote_storage(
         metrics=metrics,
         object_format=object_format(rsm),
         late_write_window_ms=s3.late_write_window_ms,
+        max_attempts=s3.max_attempts,
     )
     return RemoteStorage(storage, RemoteSegmentReader(storage, ChunkCache(rsm.chunk_cache_bytes, metrics=metrics)))

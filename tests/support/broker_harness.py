@@ -26,6 +26,7 @@ from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.settings import BrokerSettings
 from remote_storage.keys import topic_prefix
 from remote_storage.object_format import DEFAULT_OBJECT_FORMAT, ObjectFormat
+from remote_storage.retry import S3_MAX_ATTEMPTS
 from remote_storage.rlmm import RemoteLogMetadataManager, RlmmAppend
 from remote_storage.s3 import S3RemoteStorage
 
@@ -111,9 +112,11 @@ class BrokerUnderTest:
         object_format: ObjectFormat = DEFAULT_OBJECT_FORMAT,
         rlmm_append: RlmmAppend | None = None,
         abandoned_after_ms: int = DEFAULT_ABANDONED_AFTER_MS,
+        s3_max_attempts: int = S3_MAX_ATTEMPTS,
     ) -> None:
         """``rlmm_append`` replaces the store's own append of the broker's RLMM records (as the agent's goes through
-        the controller); ``abandoned_after_ms`` is the RemoteLogManager's."""
+        the controller); ``abandoned_after_ms`` is the RemoteLogManager's; ``s3_max_attempts`` bounds every S3 call's
+        tries (``[s3] max_attempts``)."""
         self.broker_id = broker_id
         self.data_dir = data_dir
         self.store = SqliteMetadataStore(store_path)
@@ -124,6 +127,7 @@ class BrokerUnderTest:
             prefix=prefix,
             sleep=lambda s: None,
             object_format=object_format,
+            max_attempts=s3_max_attempts,
         )
         self.rlmm = RemoteLogMetadataManager(self.store, append=rlmm_append)
         self.logs: dict[tuple[Uuid, int], PartitionLog] = {}

@@ -29,6 +29,13 @@ from tests.support.kafka_clients import confluent_watermarks
 
 T = TypeVar("T")
 
+# For a test whose S3 fails on purpose for a while (a shut gate, a proxy answering errors): each S3 call is tried
+# twice instead of eight times ([s3] max_attempts), so a broker's attempt against the outage ends, and is reported
+# and retried by the controller, in a fraction of a second instead of seconds of backoff; and a request waits at
+# most 2 s for an answer instead of 5, so the late-write window that a deletion resumed after the outage waits out
+# (five read timeouts, remote_storage.deletion) is 10 s instead of 25. The same paths run, sooner.
+S3_OUTAGE_TIMINGS: dict[str, dict[str, Any]] = {"s3": {**FAST_BROKER["s3"], "read_timeout_s": 2.0, "max_attempts": 2}}
+
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)

@@ -14,6 +14,7 @@ import pytest
 
 from orchestrator.broker.remote_log_manager import DEFAULT_COPY_STALL_THRESHOLD_MS, PartitionCopyState
 from orchestrator.broker.remote_storage_setup import remote_storage
+from orchestrator.errors import SettingsError
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from orchestrator.settings import RemoteStorageManagerSettings, S3Settings
 from remote_storage.retry import S3_MAX_ATTEMPTS
@@ -41,9 +42,13 @@ def writer(tmp_path: Path) -> Iterator[ControllerWriter]:
     store.close()
 
 
-def _broker(tmp_path: Path, s3_client: object, bucket: str, clock: FakeClock) -> BrokerUnderTest:
+def _broker(
+    tmp_path: Path, s3_client: object, bucket: str, clock: FakeClock, *, s3_max_attempts: int = S3_MAX_ATTEMPTS
+) -> BrokerUnderTest:
     files = {"data_dir": tmp_path / "broker-1", "store_path": tmp_path / "metadata.db"}
-    return BrokerUnderTest(broker_id=1, **files, s3_client=s3_client, bucket=bucket, now_ms=clock)
+    return BrokerUnderTest(
+        broker_id=1, **files, s3_client=s3_client, bucket=bucket, now_ms=clock, s3_max_attempts=s3_max_attempts
+    )
 
 
 def test_an_upload_in_flight_is_reported_from_its_start_with_its_object_and_stalled_past_the_threshold(
@@ -124,12 +129,36 @@ def test_the_s3_client_takes_its_timeouts_from_the_s3_settings() -> None:
     assert (default.rsm.client.meta.config.connect_timeout, default.rsm.client.meta.config.read_timeout) == (5, 30)
 
 
+def test_every_s3_call_is_tried_as_many_times_as_the_s3_settings_say(
+    tmp_path: Path, writer: ControllerWriter, s3_client, bucket: str
+) -> None:
+    """``[s3] max_attempts`` reaches the store (the retry layer's 8 by default), and a call that fails every try
+    is tried exactly that many times, then ends the copy pass in its error."""
+    assert S3Settings().max_attempts == S3_MAX_ATTEMPTS
+    assert remote_storage(S3Settings(max_attempts=3), RemoteStorageManagerSettings()).rsm.max_attempts == 3
+    with pytest.raises(SettingsError, match=r"\[s3\] max_attempts must be >= 1, got 0"):
+        S3Settings(max_attempts=0)
+    clock = FakeClock()
+    broker = _broker(tmp_path, s3_client, bucket, clock, s3_max_attempts=2)
+    try:
+        tid = writer.create_topic("orders")
+        broker.produce(tid, 20)
+        faults = FaultInjector(s3_client)
+        faults.fail("PutObject", "internal", "internal", "internal")  # more failures than the pass will try
+        assert broker.tier(tid) == 0
+        assert faults.calls["PutObject"] == 2, "tried twice, not the default eight times"
+        state = broker.rlm.copy_states()[(tid, 0)]
+        assert state.failed_passes == 1 and state.last_error is not None and "InternalError" in state.last_error
+    finally:
+        broker.close()
+
+
 def test_an_s3_that_never_answers_ends_the_copy_pass_in_an_error_within_the_client_timeouts(
     tmp_path: Path, writer: ControllerWriter, silent_endpoint: str
 ) -> None:
     clock = FakeClock()
     hung = make_s3_client(endpoint_url=silent_endpoint, connect_timeout=0.2, read_timeout=0.2)
-    broker = _broker(tmp_path, hung, "tiered-storage", clock)
+    broker = _broker(tmp_path, hung, "tiered-storage", clock, s3_max_attempts=2)  # each try waits out a timeout
     try:
         tid = writer.create_topic("orders")
         broker.produce(tid, 20)

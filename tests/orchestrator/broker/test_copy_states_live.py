@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 BROKER = {
     "broker": {**FAST_BROKER["broker"], "copy_stall_threshold_ms": 1_000},
-    "s3": {"connect_timeout_s": 1, "read_timeout_s": 1},
+    "s3": {"connect_timeout_s": 1, "read_timeout_s": 1, "max_attempts": 2},  # a hung upload fails within 2 s
 }
 
 

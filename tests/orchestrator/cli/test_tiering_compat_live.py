@@ -24,7 +24,7 @@ import pytest
 from chaos.s3_proxy import S3FaultProxy, error_body
 from orchestrator.client.kafka_tiering import speaks_tiered_apis
 from remote_storage.s3 import make_s3_client
-from tests.support.live_cluster import LiveCluster
+from tests.support.live_cluster import S3_OUTAGE_TIMINGS, LiveCluster
 from tests.test_docs import README
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
@@ -56,7 +56,12 @@ def world(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: str) -> Itera
     make_s3_client(endpoint_url=moto_endpoint).create_bucket(Bucket=BUCKET)
     proxy = DeleteFailingProxy(moto_endpoint, seed=3)
     live = LiveCluster(
-        tmp_path_factory.mktemp("compat") / "cluster", brokers=2, controllers=1, s3_endpoint=proxy.url, bucket=BUCKET
+        tmp_path_factory.mktemp("compat") / "cluster",
+        brokers=2,
+        controllers=1,
+        s3_endpoint=proxy.url,
+        bucket=BUCKET,
+        broker_overrides=S3_OUTAGE_TIMINGS,
     )
     try:
         yield live, proxy

@@ -26,7 +26,7 @@ from orchestrator.client import BrokerProgressView
 from orchestrator.errors import KafkaStorageError
 from orchestrator.metadata.records import SegmentState, TieredState
 from remote_storage.keys import topic_prefix
-from tests.support.live_cluster import FAST_CONTROLLER, LiveCluster, bucket_keys, wait_until
+from tests.support.live_cluster import FAST_CONTROLLER, S3_OUTAGE_TIMINGS, LiveCluster, bucket_keys, wait_until
 from tests.support.tcp_gate import TcpGate
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -48,6 +48,7 @@ def live(tmp_path, gate: TcpGate, bucket: str) -> Iterator[LiveCluster]:  # type
         controllers=1,
         s3_endpoint=gate.url,
         bucket=bucket,
+        broker_overrides=S3_OUTAGE_TIMINGS,
     )
     try:
         yield cluster

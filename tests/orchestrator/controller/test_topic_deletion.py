@@ -19,7 +19,7 @@ import pytest
 from orchestrator.metadata.records import PartitionDeleteState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.keys import topic_prefix
-from tests.support.live_cluster import LiveCluster, bucket_keys, wait_until
+from tests.support.live_cluster import S3_OUTAGE_TIMINGS, LiveCluster, bucket_keys, wait_until
 from tests.support.tcp_gate import TcpGate
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -28,7 +28,14 @@ CONFIGS = {"remote.storage.enable": "true", "local.retention.ms": "0"}
 
 
 def _cluster(tmp_path, gate: TcpGate, bucket: str, controllers: int) -> LiveCluster:  # type: ignore[no-untyped-def]
-    return LiveCluster(tmp_path / "cluster", brokers=2, controllers=controllers, s3_endpoint=gate.url, bucket=bucket)
+    return LiveCluster(
+        tmp_path / "cluster",
+        brokers=2,
+        controllers=controllers,
+        s3_endpoint=gate.url,
+        bucket=bucket,
+        broker_overrides=S3_OUTAGE_TIMINGS,
+    )
 
 
 def _partition_states(live: LiveCluster, topic_id: Any) -> dict[int, PartitionDeleteState]:
