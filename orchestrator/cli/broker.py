@@ -3,14 +3,18 @@ remove a dead broker for good (``decommission``)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from orchestrator.cli import options
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import Ctx
-from orchestrator.cli.views import BrokerList, BrokerRow, Message
-from orchestrator.client import TieredClient
-from orchestrator.protocol import messages as m
+
+if TYPE_CHECKING:  # 'broker start' (a broker process) loads neither the views nor the client: only the others do
+    from orchestrator.cli.views import BrokerRow
+    from orchestrator.client import TieredClient
+    from orchestrator.protocol import messages as m
 
 
 @click.group(cls=NounGroup)
@@ -31,6 +35,8 @@ def broker_start(config_path: str) -> None:
 @click.pass_obj
 def broker_list(obj: Ctx) -> None:
     """Live (unfenced) brokers and the controllers, with the active controller marked."""
+    from orchestrator.cli.views import BrokerList
+
     md, active = obj.run(_nodes_and_active_controller)
     rows: list[BrokerRow] = [
         {
@@ -55,5 +61,7 @@ async def _nodes_and_active_controller(c: TieredClient) -> tuple[m.MetadataRespo
 @click.pass_obj
 def broker_decommission(obj: Ctx, broker_id: int) -> None:
     """Remove a dead broker for good: it leaves every pending disablement (UnregisterBroker)."""
+    from orchestrator.cli.views import Message
+
     obj.run(lambda c: c.decommission_broker(broker_id))
     obj.output.show(Message({"broker_id": broker_id, "decommissioned": True}, f"decommissioned broker {broker_id}"))

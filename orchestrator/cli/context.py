@@ -29,13 +29,12 @@ import os
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from orchestrator.cli.output import Output
 from orchestrator.cli.session import CommandSession
-from orchestrator.client import TieredClient
 from orchestrator.errors import (
     BrokerNotAvailable,
     KafkaStorageError,
@@ -47,6 +46,9 @@ from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, is_ou
 from orchestrator.local.store_probe import store_problem
 from orchestrator.net.client_properties import read_command_config
 from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
+
+if TYPE_CHECKING:  # imported when a command connects (new_client): 'broker start' and 'controller start' never do
+    from orchestrator.client import TieredClient
 
 T = TypeVar("T")
 
@@ -190,6 +192,8 @@ class Ctx:
 
     def new_client(self, timeout_s: float) -> TieredClient:
         """The client of a command's session, not connected yet: to the cluster this context names."""
+        from orchestrator.client import TieredClient
+
         retry_within_s = RETRY_WITHIN_TIMEOUTS * timeout_s
         return TieredClient(
             self.bootstrap(), timeout_s=timeout_s, security=self.security(), retry_within_s=retry_within_s

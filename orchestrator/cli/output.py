@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
-from orchestrator.cli.render_json import JSON, JsonLine
-from orchestrator.cli.render_text import TEXT, print_pieces
-from orchestrator.cli.views import View
 from orchestrator.clock import wall_ms
+
+if TYPE_CHECKING:  # the renderers (and the views and client types they know) load when a result is shown
+    from orchestrator.cli.views import View
 
 OUTPUT_FORMATS = ("text", "json")
 """``--output`` choices, in the order ``--help`` lists them."""
@@ -45,6 +46,9 @@ class Output:
 
     def show(self, view: View) -> None:
         """The command's result (or, for a view that goes there in text, what precedes its error on stderr)."""
+        from orchestrator.cli.render_json import JSON, JsonLine
+        from orchestrator.cli.render_text import TEXT, print_pieces
+
         if self.format == "text":
             print_pieces(TEXT.render(view))
             return

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from orchestrator.client import TieredClient
+if TYPE_CHECKING:  # the client is imported by the command that connects: 'broker start' never loads it
+    from orchestrator.client import TieredClient
 
 T = TypeVar("T")
 
-Connect = Callable[[float], TieredClient]
+Connect = Callable[[float], "TieredClient"]
 """Makes the session's client (not connected yet) with the given request timeout in seconds."""
 
 

@@ -123,8 +123,12 @@ def _start_dead(
         f"others again: {', '.join(f'{p.role} {p.id}' for p in dead)}"
     )
     for p in dead:
-        restart(Path(state.dir), p.role, p.id, timeout_s=timeout_s)
-        progress(f"{p.role} {p.id} started again")
+        back = restart(Path(state.dir), p.role, p.id, timeout_s=timeout_s)
+        if back.port != p.port:  # a broker whose port another process took while it was down (restart.py)
+            taken = f"its port {p.port} was taken while it was down"
+            progress(f"{p.role} {p.id} started again on port {back.port}: {taken}")
+        else:
+            progress(f"{p.role} {p.id} started again")
     state = LocalClusterState.load(Path(state.dir))
     brokers = sum(p.role == "broker" for p in state.processes)
     first_controller = min(p.id for p in state.processes if p.role == "controller")

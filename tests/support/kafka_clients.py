@@ -498,7 +498,7 @@ def consume_confluent(
     errors: list[Any] = []
     consumer = confluent_consumer(bootstrap, errors, **config)
     try:
-        marks = {p: _watermarks(consumer, topic, p) for p in partitions}
+        marks = {p: _watermarks(consumer, topic, p, 10.0) for p in partitions}
         if until is None:
             until = {p: high for p, (_, high) in marks.items()}
         consumer.assign([TopicPartition(topic, p, from_offset) for p in partitions])
@@ -524,22 +524,25 @@ def consume_confluent(
         consumer.close()
 
 
-def _watermarks(consumer: Any, topic: str, partition: int) -> tuple[int, int]:
+def _watermarks(consumer: Any, topic: str, partition: int, timeout_s: float) -> tuple[int, int]:
     from confluent_kafka import KafkaException, TopicPartition
 
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s, cached=False)
     except KafkaException as exc:
         raise ClientReportedError(f"confluent-kafka get_watermark_offsets of {topic}-{partition}: {exc}", exc) from exc
     return int(low), int(high)
 
 
-def confluent_watermarks(bootstrap: str, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
-    """Each partition's (low, high) watermarks as librdkafka's ``get_watermark_offsets`` asks the leader."""
+def confluent_watermarks(
+    bootstrap: str, topic: str, partitions: list[int], *, timeout_s: float = 10.0
+) -> dict[int, tuple[int, int]]:
+    """Each partition's (low, high) watermarks as librdkafka's ``get_watermark_offsets`` asks the leader, each
+    given up on (ClientReportedError) after ``timeout_s``."""
     errors: list[Any] = []
     consumer = confluent_consumer(bootstrap, errors)
     try:
-        found = {p: _watermarks(consumer, topic, p) for p in partitions}
+        found = {p: _watermarks(consumer, topic, p, timeout_s) for p in partitions}
         if errors:
             raise ClientReportedError(f"confluent-kafka watermarks of {topic}: {errors[:5]}", errors[0])
         return found

@@ -212,7 +212,10 @@ def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path
     for p in procs:
         same_pid = pids[(p["role"], p["id"])][0] == p["pid"]
         assert same_pid == (p not in (standby, broker)), f"{p['role']} {p['id']}"
-        assert pids[(p["role"], p["id"])][1] == p["port"], "started again on its address"
+        port = pids[(p["role"], p["id"])][1]
+        if port != p["port"]:  # only a broker moves, when another process took its port while it was down, and says so
+            moved = f"broker {p['id']} started again on port {port}: its port {p['port']} was taken while it was down"
+            assert p is broker and moved in healed.stderr + healed.stdout, f"not started again on its address: {healed}"
     procs = after
     down = tieredctl("cluster", "down", "--dir", d, check=0)
     assert "data kept in" in down.stdout and "resumes the cluster" in down.stdout

@@ -53,9 +53,9 @@ def _copied_end(directory) -> int:
     return max((s.end_offset for s in finished), default=-1)
 
 
-def _watermarks(boot: str) -> tuple[int, int] | None:
+def _watermarks(boot: str, timeout_s: float = 10.0) -> tuple[int, int] | None:
     try:
-        return confluent_watermarks(boot, TOPIC, [0])[0]
+        return confluent_watermarks(boot, TOPIC, [0], timeout_s=timeout_s)[0]
     except ClientReportedError:
         return None
 
@@ -93,7 +93,8 @@ def test_a_lost_data_directory_is_rebuilt_from_the_rlmm_and_no_offset_is_handed_
     known_end = max(s.end_offset for s in _rlmm_segments(cluster_dir))
     # the restarted broker serves once its new incarnation is registered (until then Metadata may still name the
     # address its last one had)
-    first, end = wait_until("the restarted broker to serve", lambda: _watermarks(boot), 60)
+    # (asked every 2 s: a call that reaches it before then waits out its whole timeout)
+    first, end = wait_until("the restarted broker to serve", lambda: _watermarks(boot, timeout_s=2.0), 60)
     assert (first, end) == (0, known_end + 1), "the log is rebuilt after every offset the RLMM knows"
 
     # every record the remote tier holds is read back from S3 at its offset, by a third-party client (a copy that
