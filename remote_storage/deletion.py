@@ -28,13 +28,15 @@ Late writes (``settle_ms``, the delete policy and a deleted topic's partitions o
 (it timed out) may still land later, held in the store's front end, and would bring an object back after its
 deletion, left there for good under a topic whose remote data is gone. A copy that never finished is where that
 happens: its upload failed or went unconfirmed (a timeout among the likely causes), and its clean-up may not have
-run (the store unreachable then). So a segment not COPY_SEGMENT_FINISHED whose newest journal event (its copy's start,
-or an earlier deletion attempt) is less than ``settle_ms`` old when its objects are deleted is not journaled FINISHED
-at once: the call waits until that age is reached (never longer than ``settle_ms``), deletes its objects once more,
-and only then journals it FINISHED (events ``policy.delete_settling``, ``policy.delete_settled``). A finished copy
-is deleted without waiting: a PUT of it that timed out and was retried, deleted within the window, can still come
-back (the scan finds such an object). Retention expiry's segments are old, and the clean-up of a failed copy does
-not wait (it would hold up the tiering pass).
+run (the store unreachable then). So a segment whose copy never finished (never journaled COPY_SEGMENT_FINISHED:
+``RemoteSegment.copy_confirmed``) and whose newest journal event (its copy's start, or an earlier deletion attempt) is
+less than ``settle_ms`` old when its objects are deleted is not journaled FINISHED at once: the call waits until that
+age is reached (never longer than ``settle_ms``), deletes its objects once more, and only then journals it FINISHED
+(events ``policy.delete_settling``, ``policy.delete_settled``). A finished copy is deleted without waiting, also when
+an earlier deletion attempt (one an S3 outage failed, or another deleter's) left it DELETE_SEGMENT_STARTED a moment
+ago: a PUT of it that timed out and was retried, deleted within the window, can still come back (the scan finds such
+an object). Retention expiry's segments are old, and the clean-up of a failed copy does not wait (it would hold up
+the tiering pass).
 
 Used by the policies' executors (the delete policy, retention expiry) and by the broker's clean-up of a copy that
 failed or was fenced.
@@ -207,9 +209,7 @@ def _settled(
     ones' objects deleted again after their window, those whose second deletion failed left out (their keys in
     ``failed``)."""
     now = now_ms()
-    recent = [
-        s for s in finished if s.state != SegmentState.COPY_SEGMENT_FINISHED and s.event_timestamp_ms + settle_ms > now
-    ]
+    recent = [s for s in finished if not s.copy_confirmed and s.event_timestamp_ms + settle_ms > now]
     if not recent:
         return finished
     due = max(s.event_timestamp_ms for s in recent) + settle_ms

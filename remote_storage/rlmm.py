@@ -79,6 +79,9 @@ class RemoteSegment:
     leader_epochs: tuple[tuple[int, int], ...] = ()
     # Aiven's custom metadata, raw as Kafka carries it (the COPY_SEGMENT_FINISHED record's CustomMetadata)
     custom_metadata: bytes | None = None
+    # Whether the RLMM journaled its copy COPY_SEGMENT_FINISHED before a deletion started (the state alone cannot
+    # say: DELETE_SEGMENT_STARTED follows a finished copy or one that never finished). Read by copy_confirmed.
+    copy_finished: bool = False
 
     @property
     def key(self) -> SegmentKey:
@@ -120,6 +123,11 @@ class RemoteSegment:
     def live(self) -> bool:
         """Copied and not being deleted: readable, counted against retention."""
         return self.state == SegmentState.COPY_SEGMENT_FINISHED
+
+    @property
+    def copy_confirmed(self) -> bool:
+        """Its upload was confirmed: it is, or was before its deletion started, COPY_SEGMENT_FINISHED."""
+        return self.copy_finished or self.state == SegmentState.COPY_SEGMENT_FINISHED
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +312,7 @@ class RlmmFold:
                 if moved_to == SegmentState.COPY_SEGMENT_FINISHED and f["custom_metadata"] is not None:
                     moved = replace(moved, custom_metadata=f["custom_metadata"])
                 if moved_to == SegmentState.COPY_SEGMENT_FINISHED:
+                    moved = replace(moved, copy_finished=True)
                     key = (seg.topic_id, seg.partition)
                     self._copied_end[key] = max(self._copied_end.get(key, -1), seg.end_offset)
                     by_epoch = self._copied_by_epoch.setdefault(key, {})

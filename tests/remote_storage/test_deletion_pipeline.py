@@ -282,7 +282,9 @@ class _LateWrites:
     """One segment of ``orders`` journaled at event time 10_000 in ``state``, with its objects; a PUT of its .log
     object held by a stalled front end lands during the deletion's wait (``sleep``), as one given up on may."""
 
-    def __init__(self, world: World, state: SegmentState) -> None:
+    def __init__(self, world: World, state: SegmentState, *, earlier_attempt_ms: int | None = None) -> None:
+        """``earlier_attempt_ms``: an earlier deletion attempt (one an S3 outage failed) journaled the segment
+        DELETE_SEGMENT_STARTED then."""
         self.world = world
         self.seg = RemoteSegment("orders", world.tid, 1, Uuid.random(), 0, 9, 0, 30, 1)
         self.keys = list(segment_keys(PREFIX, self.seg.key).values())
@@ -292,6 +294,11 @@ class _LateWrites:
         if state == SegmentState.COPY_SEGMENT_FINISHED:
             finished = update_record(self.seg, state, broker_id=1, now_ms=10_000)
             world.store.append_remote_log_metadata([finished])
+        if earlier_attempt_ms is not None:
+            attempt = update_record(
+                self.seg, SegmentState.DELETE_SEGMENT_STARTED, broker_id=2, now_ms=earlier_attempt_ms
+            )
+            world.store.append_remote_log_metadata([attempt])
         self.slept: list[float] = []
 
     def sleep(self, seconds: float) -> None:
@@ -337,3 +344,26 @@ def test_a_finished_copy_or_an_unfinished_one_past_the_window_is_deleted_without
     assert late.delete(now_ms=now_ms).complete
     assert late.slept == [] and late.left() == set()
     assert world.states()[late.seg.segment_id] == SegmentState.DELETE_SEGMENT_FINISHED
+
+
+def test_a_finished_copy_whose_deletion_an_earlier_attempt_started_is_deleted_without_waiting(world):
+    """An earlier attempt (failed by an S3 outage, or another deleter's) left the segment DELETE_SEGMENT_STARTED
+    0.5 s ago. Its copy had finished, so no PUT of it is left to land: no wait (before, the state alone counted it
+    as an unfinished copy and every deletion resumed after an outage waited out the whole window)."""
+    late = _LateWrites(world, SegmentState.COPY_SEGMENT_FINISHED, earlier_attempt_ms=11_000)
+    world.rlmm.refresh()
+    [seg] = world.rlmm.segments(world.tid, 1)
+    assert seg.state == SegmentState.DELETE_SEGMENT_STARTED and seg.copy_confirmed
+    assert late.delete(now_ms=11_500).complete
+    assert late.slept == [] and late.left() == set()
+    assert world.states()[late.seg.segment_id] == SegmentState.DELETE_SEGMENT_FINISHED
+
+
+def test_an_unfinished_copy_whose_deletion_an_earlier_attempt_started_waits_out_the_window_from_that_attempt(world):
+    late = _LateWrites(world, SegmentState.COPY_SEGMENT_STARTED, earlier_attempt_ms=14_000)
+    world.rlmm.refresh()
+    [seg] = world.rlmm.segments(world.tid, 1)
+    assert seg.state == SegmentState.DELETE_SEGMENT_STARTED and not seg.copy_confirmed
+    result = late.delete(now_ms=15_000)
+    assert late.slept == [4.0], "5 s from the newest event, the earlier attempt: 4 s left"
+    assert late.left() == set() and result.complete
