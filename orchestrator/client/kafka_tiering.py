@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import structlog
@@ -51,20 +52,35 @@ TIERED_BROKER_API = ApiKey.DISABLE_REMOTE_TOPIC
 
 async def speaks_tiered_apis(c: TieredClient) -> bool:
     """Whether the cluster is ours: its active controller lists DescribeTieredState in ApiVersions and its brokers
-    DisableRemoteTopic. A stock Kafka cluster lists neither. The first broker of Metadata that answers decides; when
-    none can be reached (all down), the controller's answer does."""
+    DisableRemoteTopic. A stock Kafka cluster lists neither. The nodes of Metadata are asked side by side: the first
+    that lists DisableRemoteTopic decides (the others' requests are cancelled), so a broker that accepts connections
+    and answers nothing (paused, or hung) holds up no command; when every one that answered lacks it, the cluster is
+    not ours; when none can be reached (all down), the controller's answer decides."""
     body: m.ApiVersionsRequest = {"client_software_name": "tieredctl", "client_software_version": "0"}
     answer = await c.admin.call(ApiKey.API_VERSIONS, (0, 3), body, m.ApiVersionsResponse, idempotent=True)
     if TIERED_CONTROLLER_API not in {k["api_key"] for k in answer["api_keys"]}:
         return False
-    for broker in (await c.metadata([]))["brokers"]:
+
+    async def ask(broker: m.MetadataResponseBroker) -> dict[int, tuple[int, int]] | None:
         try:
-            versions = await c.pool.api_versions((broker["host"], broker["port"]), timeout_s=c.timeout_s)
+            return await c.pool.api_versions((broker["host"], broker["port"]), timeout_s=c.timeout_s)
         except (BrokerNotAvailable, RequestTimedOut, ConnectionClosed) as exc:
             log.info("compat.broker_unreachable", broker_id=broker["node_id"], error=str(exc))
-            continue
-        return TIERED_BROKER_API in versions
-    return True
+            return None
+
+    asks = [asyncio.ensure_future(ask(b)) for b in (await c.metadata([]))["brokers"]]
+    answered = False
+    try:
+        for next_answer in asyncio.as_completed(asks):
+            versions = await next_answer
+            if versions is not None and TIERED_BROKER_API in versions:
+                return True
+            answered = answered or versions is not None
+        return not answered
+    finally:
+        for task in asks:
+            task.cancel()
+        await asyncio.gather(*asks, return_exceptions=True)
 
 
 async def apply_change(c: AdminCalls, topic: str, change: KafkaConfigChange) -> None:

@@ -4,6 +4,7 @@ The client is real; the controller and the broker connection are stand-ins answe
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,6 +83,46 @@ class DeadBrokers(BrokerVersions):
     async def api_versions(self, address: tuple[str, int], *, timeout_s: float) -> dict[int, tuple[int, int]]:
         self.asked.append(address)
         raise BrokerNotAvailable(f"{address} refused the connection")
+
+
+class TwoBrokers(Controller):
+    """Metadata lists a broker that accepts connections and never answers (paused) before one that answers."""
+
+    async def call(
+        self, api_key: int, version_range: tuple[int, int], body: Mapping[str, Any], response: Any, **options: Any
+    ) -> Any:
+        answer = await super().call(api_key, version_range, body, response, **options)
+        if api_key == ApiKey.METADATA:
+            paused = {"node_id": 1, "host": "paused.invalid", "port": 9092, "rack": None}
+            answer["brokers"] = [paused, {"node_id": 2, "host": "broker.invalid", "port": 9092, "rack": None}]
+        return answer
+
+
+class PausedFirst(BrokerVersions):
+    def __init__(self, keys: list[int]) -> None:
+        super().__init__(keys)
+        self.paused_given_up = False
+
+    async def api_versions(self, address: tuple[str, int], *, timeout_s: float) -> dict[int, tuple[int, int]]:
+        if address[0] != "paused.invalid":
+            return await super().api_versions(address, timeout_s=timeout_s)
+        self.asked.append(address)
+        try:
+            await asyncio.Event().wait()  # never answered (asked in turn, as before, this waited for ever)
+        except asyncio.CancelledError:
+            self.paused_given_up = True
+            raise
+        raise AssertionError("unreachable")
+
+
+def test_a_paused_broker_listed_first_holds_up_nothing_the_first_broker_to_answer_decides():
+    """Both brokers are asked at once; the answering one decides and the paused one's request is cancelled, not
+    waited out for the request timeout (a command started while a broker hangs once waited 30 s here)."""
+    controller = TwoBrokers([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE])
+    broker = PausedFirst([ApiKey.FETCH, ApiKey.DISABLE_REMOTE_TOPIC])
+    assert speaks(controller, broker) is True
+    assert sorted(broker.asked) == [("broker.invalid", 9092), ("paused.invalid", 9092)]
+    assert broker.paused_given_up, "the paused broker's request was cancelled once the other answered"
 
 
 def test_with_every_broker_down_the_controllers_answer_decides():
