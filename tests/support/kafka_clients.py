@@ -525,13 +525,26 @@ def consume_confluent(
 
 
 def _watermarks(consumer: Any, topic: str, partition: int, timeout_s: float) -> tuple[int, int]:
-    from confluent_kafka import KafkaException, TopicPartition
+    """The partition's watermarks. A leader that moved since librdkafka last read Metadata answers
+    NOT_LEADER_FOR_PARTITION (or LEADER_NOT_AVAILABLE mid-election), which librdkafka's call reports instead of
+    retrying: as Kafka's own clients do, Metadata is read again and the call retried, within ``timeout_s``; any
+    other error, or one that lasts, is a ClientReportedError."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-    try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s, cached=False)
-    except KafkaException as exc:
-        raise ClientReportedError(f"confluent-kafka get_watermark_offsets of {topic}-{partition}: {exc}", exc) from exc
-    return int(low), int(high)
+    retriable = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = max(deadline - time.monotonic(), 0.1)
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=left, cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            code = exc.args[0].code() if exc.args else None
+            if code not in retriable or time.monotonic() >= deadline:
+                raise ClientReportedError(
+                    f"confluent-kafka get_watermark_offsets of {topic}-{partition}: {exc}", exc
+                ) from exc
+            consumer.list_topics(topic, timeout=left)  # Metadata again (a round trip): where the leader is now
 
 
 def confluent_watermarks(
