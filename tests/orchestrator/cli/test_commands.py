@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaos.link_proxy import LinkProxy
+from orchestrator.local import cluster as lc
 from orchestrator.local.state import STATE_FILE, LocalClusterState
 from tests.support.live_cluster import LiveCluster, wait_until
 
@@ -187,8 +188,17 @@ def _link(fd: Path) -> str:
         return ""
 
 
-def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path):
-    d = str(tmp_path / "c")
+@pytest.fixture
+def cluster_dir(tmp_path):
+    """The test's cluster directory; a cluster the test left running (it failed part way) is stopped and purged."""
+    d = tmp_path / "c"
+    yield d
+    if (d / STATE_FILE).exists():
+        lc.down(d, purge=True, timeout_s=20)
+
+
+def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path, cluster_dir):
+    d = str(cluster_dir)
     cluster_size = ["--brokers", "2", "--controllers", "2"]
     up = json.loads(tieredctl("--output", "json", "cluster", "up", "--dir", d, *cluster_size, check=0).stdout)
     assert {"bootstrap_server", "s3_endpoint", "bucket"} <= up.keys()
