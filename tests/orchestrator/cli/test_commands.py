@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from chaos.link_proxy import LinkProxy
-from orchestrator.local import cluster as lc
 from orchestrator.local.state import STATE_FILE, LocalClusterState
 from tests.support.live_cluster import LiveCluster, wait_until
 
@@ -186,15 +185,6 @@ def _link(fd: Path) -> str:
         return os.readlink(fd)
     except OSError:  # closed meanwhile (the listing's own descriptor, say)
         return ""
-
-
-@pytest.fixture
-def cluster_dir(tmp_path):
-    """The test's cluster directory; a cluster the test left running (it failed part way) is stopped and purged."""
-    d = tmp_path / "c"
-    yield d
-    if (d / STATE_FILE).exists():
-        lc.down(d, purge=True, timeout_s=20)
 
 
 def test_cluster_up_status_and_down_leave_no_process_and_no_port_behind(tmp_path, cluster_dir):

@@ -13,7 +13,7 @@ import pytest
 from orchestrator.broker.producer_state import parse_snapshot
 from orchestrator.client import TieredClient
 from orchestrator.local import cluster as lc
-from orchestrator.local.state import STATE_FILE, STORE_FILE
+from orchestrator.local.state import STORE_FILE
 from orchestrator.metadata.records import SegmentState
 from orchestrator.metadata.sqlite import SqliteMetadataStore
 from remote_storage.rlmm import RemoteLogMetadataManager
@@ -58,14 +58,6 @@ def _watermarks(boot: str, timeout_s: float = 10.0) -> tuple[int, int] | None:
         return confluent_watermarks(boot, TOPIC, [0], timeout_s=timeout_s)[0]
     except ClientReportedError:
         return None
-
-
-@pytest.fixture
-def cluster_dir(tmp_path):
-    d = tmp_path / "c"
-    yield d
-    if (d / STATE_FILE).exists():
-        lc.down(d, purge=True, timeout_s=10)
 
 
 def test_a_lost_data_directory_is_rebuilt_from_the_rlmm_and_no_offset_is_handed_out_twice(
