@@ -50,12 +50,18 @@ TIERED_CONTROLLER_API = ApiKey.DESCRIBE_TIERED_STATE
 TIERED_BROKER_API = ApiKey.DISABLE_REMOTE_TOPIC
 
 
+ASKED_AT_ONCE = 3
+"""How many nodes :func:`speaks_tiered_apis` has asked and not yet heard from at a time: enough that a hung node or
+two hold nothing up, without a connection to every broker of a large cluster for each command."""
+
+
 async def speaks_tiered_apis(c: TieredClient) -> bool:
     """Whether the cluster is ours: its active controller lists DescribeTieredState in ApiVersions and its brokers
-    DisableRemoteTopic. A stock Kafka cluster lists neither. The nodes of Metadata are asked side by side: the first
-    that lists DisableRemoteTopic decides (the others' requests are cancelled), so a broker that accepts connections
-    and answers nothing (paused, or hung) holds up no command; when every one that answered lacks it, the cluster is
-    not ours; when none can be reached (all down), the controller's answer decides."""
+    DisableRemoteTopic. A stock Kafka cluster lists neither. The nodes of Metadata are asked in order, up to
+    ``ASKED_AT_ONCE`` side by side: the first that lists DisableRemoteTopic decides (the others' requests are
+    cancelled), so a node that accepts connections and answers nothing (paused, or hung) holds up no command; when
+    every one that answered lacks it, the cluster is not ours; when none can be reached (all down), the controller's
+    answer decides."""
     body: m.ApiVersionsRequest = {"client_software_name": "tieredctl", "client_software_version": "0"}
     answer = await c.admin.call(ApiKey.API_VERSIONS, (0, 3), body, m.ApiVersionsResponse, idempotent=True)
     if TIERED_CONTROLLER_API not in {k["api_key"] for k in answer["api_keys"]}:
@@ -68,19 +74,24 @@ async def speaks_tiered_apis(c: TieredClient) -> bool:
             log.info("compat.broker_unreachable", broker_id=broker["node_id"], error=str(exc))
             return None
 
-    asks = [asyncio.ensure_future(ask(b)) for b in (await c.metadata([]))["brokers"]]
+    waiting = list((await c.metadata([]))["brokers"])
+    asked: set[asyncio.Task[dict[int, tuple[int, int]] | None]] = set()
     answered = False
     try:
-        for next_answer in asyncio.as_completed(asks):
-            versions = await next_answer
-            if versions is not None and TIERED_BROKER_API in versions:
-                return True
-            answered = answered or versions is not None
+        while waiting or asked:
+            while waiting and len(asked) < ASKED_AT_ONCE:
+                asked.add(asyncio.ensure_future(ask(waiting.pop(0))))
+            done, asked = await asyncio.wait(asked, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                versions = task.result()
+                if versions is not None and TIERED_BROKER_API in versions:
+                    return True
+                answered = answered or versions is not None
         return not answered
     finally:
-        for task in asks:
+        for task in asked:
             task.cancel()
-        await asyncio.gather(*asks, return_exceptions=True)
+        await asyncio.gather(*asked, return_exceptions=True)
 
 
 async def apply_change(c: AdminCalls, topic: str, change: KafkaConfigChange) -> None:

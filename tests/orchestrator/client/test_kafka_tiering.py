@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from orchestrator.client import TieredClient
-from orchestrator.client.kafka_tiering import MetadataTail, TopicRef, speaks_tiered_apis
+from orchestrator.client.kafka_tiering import ASKED_AT_ONCE, MetadataTail, TopicRef, speaks_tiered_apis
 from orchestrator.errors import BrokerNotAvailable
 from orchestrator.ids import Uuid
 from orchestrator.protocol.api_keys import ApiKey
@@ -123,6 +123,38 @@ def test_a_paused_broker_listed_first_holds_up_nothing_the_first_broker_to_answe
     assert speaks(controller, broker) is True
     assert sorted(broker.asked) == [("broker.invalid", 9092), ("paused.invalid", 9092)]
     assert broker.paused_given_up, "the paused broker's request was cancelled once the other answered"
+
+
+class ManyBrokers(Controller):
+    async def call(
+        self, api_key: int, version_range: tuple[int, int], body: Mapping[str, Any], response: Any, **options: Any
+    ) -> Any:
+        answer = await super().call(api_key, version_range, body, response, **options)
+        if api_key == ApiKey.METADATA:
+            answer["brokers"] = [{"node_id": i, "host": f"b{i}.invalid", "port": 9092, "rack": None} for i in range(7)]
+        return answer
+
+
+class CountingInFlight(BrokerVersions):
+    def __init__(self, keys: list[int]) -> None:
+        super().__init__(keys)
+        self.in_flight = self.most_in_flight = 0
+
+    async def api_versions(self, address: tuple[str, int], *, timeout_s: float) -> dict[int, tuple[int, int]]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0)  # let the others be asked meanwhile, if they are going to be
+        self.in_flight -= 1
+        return await super().api_versions(address, timeout_s=timeout_s)
+
+
+def test_the_nodes_are_asked_a_few_at_a_time_and_all_lacking_the_api_means_not_ours():
+    """A large cluster's command opens no connection to every broker at once: at most ASKED_AT_ONCE in flight."""
+    controller = ManyBrokers([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE])
+    broker = CountingInFlight([ApiKey.FETCH])
+    assert speaks(controller, broker) is False
+    assert sorted(broker.asked) == [(f"b{i}.invalid", 9092) for i in range(7)]
+    assert broker.most_in_flight == ASKED_AT_ONCE
 
 
 def test_with_every_broker_down_the_controllers_answer_decides():
