@@ -23,8 +23,10 @@ KAFKA_ADMIN_KEYS = [ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.DESCRIBE_CONFIG
 
 
 class Controller(StandInController):
-    def __init__(self, keys: list[int]) -> None:
+    def __init__(self, keys: list[int], hosts: tuple[str, ...] = ("broker.invalid",)) -> None:
+        """``hosts``: the nodes Metadata lists, in order (port 9092 each)."""
         self.keys = keys
+        self.hosts = hosts
         self.asked: list[int] = []
 
     async def call(
@@ -35,8 +37,8 @@ class Controller(StandInController):
             listed = [{"api_key": k, "min_version": 0, "max_version": 3} for k in self.keys]
             return {"error_code": 0, "api_keys": listed, "throttle_time_ms": 0}
         assert api_key == ApiKey.METADATA
-        broker = {"node_id": 1, "host": "broker.invalid", "port": 9092, "rack": None}
-        return {"brokers": [broker], "topics": [], "cluster_id": "c", "controller_id": 1}
+        brokers = [{"node_id": i, "host": h, "port": 9092, "rack": None} for i, h in enumerate(self.hosts, 1)]
+        return {"brokers": brokers, "topics": [], "cluster_id": "c", "controller_id": 1}
 
 
 class BrokerVersions:
@@ -85,19 +87,6 @@ class DeadBrokers(BrokerVersions):
         raise BrokerNotAvailable(f"{address} refused the connection")
 
 
-class TwoBrokers(Controller):
-    """Metadata lists a broker that accepts connections and never answers (paused) before one that answers."""
-
-    async def call(
-        self, api_key: int, version_range: tuple[int, int], body: Mapping[str, Any], response: Any, **options: Any
-    ) -> Any:
-        answer = await super().call(api_key, version_range, body, response, **options)
-        if api_key == ApiKey.METADATA:
-            paused = {"node_id": 1, "host": "paused.invalid", "port": 9092, "rack": None}
-            answer["brokers"] = [paused, {"node_id": 2, "host": "broker.invalid", "port": 9092, "rack": None}]
-        return answer
-
-
 class PausedFirst(BrokerVersions):
     def __init__(self, keys: list[int]) -> None:
         super().__init__(keys)
@@ -118,21 +107,12 @@ class PausedFirst(BrokerVersions):
 def test_a_paused_broker_listed_first_holds_up_nothing_the_first_broker_to_answer_decides():
     """Both brokers are asked at once; the answering one decides and the paused one's request is cancelled, not
     waited out for the request timeout (a command started while a broker hangs once waited 30 s here)."""
-    controller = TwoBrokers([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE])
+    # Metadata lists a broker that accepts connections and never answers (paused) before one that answers
+    controller = Controller([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE], ("paused.invalid", "broker.invalid"))
     broker = PausedFirst([ApiKey.FETCH, ApiKey.DISABLE_REMOTE_TOPIC])
     assert speaks(controller, broker) is True
     assert sorted(broker.asked) == [("broker.invalid", 9092), ("paused.invalid", 9092)]
     assert broker.paused_given_up, "the paused broker's request was cancelled once the other answered"
-
-
-class ManyBrokers(Controller):
-    async def call(
-        self, api_key: int, version_range: tuple[int, int], body: Mapping[str, Any], response: Any, **options: Any
-    ) -> Any:
-        answer = await super().call(api_key, version_range, body, response, **options)
-        if api_key == ApiKey.METADATA:
-            answer["brokers"] = [{"node_id": i, "host": f"b{i}.invalid", "port": 9092, "rack": None} for i in range(7)]
-        return answer
 
 
 class CountingInFlight(BrokerVersions):
@@ -150,7 +130,7 @@ class CountingInFlight(BrokerVersions):
 
 def test_the_nodes_are_asked_a_few_at_a_time_and_all_lacking_the_api_means_not_ours():
     """A large cluster's command opens no connection to every broker at once: at most ASKED_AT_ONCE in flight."""
-    controller = ManyBrokers([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE])
+    controller = Controller([*KAFKA_ADMIN_KEYS, ApiKey.DESCRIBE_TIERED_STATE], tuple(f"b{i}.invalid" for i in range(7)))
     broker = CountingInFlight([ApiKey.FETCH])
     assert speaks(controller, broker) is False
     assert sorted(broker.asked) == [(f"b{i}.invalid", 9092) for i in range(7)]
