@@ -5,4 +5,8 @@ layout, S3 RemoteStorageManager, RLMM, inventory, the Spark scan) and ``policies
 executors for retain, delete, retention expiry and orphan reclaim).
 """
 
+from orchestrator.lean_imports import import_structlog
+
 __version__ = "0.1.0"
+
+import_structlog()  # before any module of ours imports it (see orchestrator.lean_imports)

@@ -7,6 +7,9 @@ are stable, dotted identifiers (``disable.ack``, ``metadata.recovered``); the fr
 
 Credentials never reach a log line: the ``redact_secrets`` processor masks any field whose name looks like a
 secret (keys, tokens, passwords, session credentials) before rendering.
+
+Exceptions are rendered as plain text in both modes (structlog's ``plain_traceback`` on the console, named rather
+than left to structlog's default, which depends on what is installed: see :mod:`orchestrator.lean_imports`).
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ def configure_logging(
         renderer: Any = structlog.processors.JSONRenderer(sort_keys=False)
         processors = [*shared, structlog.processors.format_exc_info, renderer]
     else:
-        processors = [*shared, structlog.dev.ConsoleRenderer(colors=False)]
+        console = structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
+        processors = [*shared, console]
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),

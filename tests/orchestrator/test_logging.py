@@ -43,3 +43,15 @@ def test_the_cli_logs_readable_lines():
     structlog.get_logger().warning("scan.slow", rows=5)
     text = out.getvalue()
     assert "scan.slow" in text and "rows=5" in text and not text.startswith("{")
+
+
+def test_the_cli_renders_an_exception_as_a_plain_traceback_whatever_is_installed():
+    out = io.StringIO()
+    configure_logging("cli", stream=out)
+    try:
+        raise ValueError("bad offset 7")
+    except ValueError:
+        structlog.get_logger().exception("scan.failed")
+    text = out.getvalue()
+    assert "Traceback (most recent call last):" in text and "ValueError: bad offset 7" in text
+    assert "╭" not in text  # rich's boxed traceback
