@@ -38,8 +38,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import javaproperties
-
 from orchestrator.errors import InvalidArgument
 from orchestrator.net.client_security import ClientSecurity, SaslCredentials
 from orchestrator.private_files import write_private
@@ -260,11 +258,15 @@ def write_client_properties(path: Path, security: ClientSecurity) -> None:
         props[SASL_MECHANISM] = security.sasl.mechanism
         props[SASL_USERNAME] = security.sasl.username
         props[SASL_PASSWORD] = security.sasl.password
+    import javaproperties  # loaded when a properties file is written or read: every process imports this module
+
     text = javaproperties.dumps(props, timestamp=False, comments="Kafka client properties written by tieredctl")
     write_private(path, text)
 
 
 def _entries(text: str, *, path: Path) -> dict[str, _Entry]:
+    import javaproperties
+
     entries: dict[str, _Entry] = {}
     line = 1
     elements = javaproperties.parse(text)
