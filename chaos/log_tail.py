@@ -27,7 +27,7 @@ from chaos.history import History
 from orchestrator.metadata.open import open_store
 from orchestrator.metadata.store import MetadataStore
 
-TAIL_INTERVAL_S = 0.01
+TAIL_INTERVAL_S = 0.1  # the hold, not the pace, keeps records from snapshots: a faster tail only costs CPU
 HOLD_RENEW_S = 1.0  # how often the hold moves up to what was read; it lasts HOLD_TTL_MS unless renewed
 HOLD_TTL_MS = 60_000
 _STATE_RECORDS = frozenset({"TopicRecord", "RemoveTopicRecord", "TieredStateRecord", "UnregisterBrokerRecord"})
