@@ -43,7 +43,6 @@ from orchestrator.errors import (
     RequestTimedOut,
 )
 from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, is_ours
-from orchestrator.local.store_probe import store_problem
 from orchestrator.net.client_properties import read_command_config
 from orchestrator.net.client_security import PLAINTEXT, ClientSecurity
 
@@ -91,6 +90,8 @@ def _probing_after(
         task = asyncio.ensure_future(request(client))
         done, _ = await asyncio.wait({task}, timeout=timeout_s)
         if not done:
+            from orchestrator.local.store_probe import store_problem  # the store is looked at only when unanswered
+
             problem = await asyncio.to_thread(store_problem, local)
             if problem is not None and not task.done():
                 task.cancel()
@@ -178,6 +179,8 @@ class Ctx:
         try:
             return self.session.run(watched, connect=self.new_client, timeout_s=timeout_s)
         except UNANSWERED as exc:
+            from orchestrator.local.store_probe import store_problem
+
             problem = store_problem(local) if local is not None else None
             if problem is not None:
                 raise problem from exc
