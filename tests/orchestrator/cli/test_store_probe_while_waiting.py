@@ -17,6 +17,7 @@ import pytest
 
 from orchestrator.cli import context
 from orchestrator.errors import StoreUnavailable
+from orchestrator.local import store_probe
 
 pytestmark = pytest.mark.unit
 
@@ -35,7 +36,7 @@ class Probe:
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, probe: Probe, body: Any) -> Any:
-    monkeypatch.setattr(context, "store_problem", probe)
+    monkeypatch.setattr(store_probe, "store_problem", probe)  # looked up when a request goes unanswered
     return asyncio.run(body())
 
 
