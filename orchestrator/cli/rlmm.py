@@ -138,7 +138,8 @@ def _stopped_by_sigint(stop: asyncio.Event) -> Iterator[None]:
         yield
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-        signal.signal(signal.SIGINT, previous if callable(previous) else signal.default_int_handler)
+        # SIG_IGN and SIG_DFL come back as they were; None (a handler not set from Python) as Python's default.
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
 async def next_record(

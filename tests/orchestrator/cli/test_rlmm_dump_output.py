@@ -148,6 +148,23 @@ def test_sigint_is_the_dumps_only_inside_and_the_handler_before_is_back_after() 
     asyncio.run(go())
 
 
+@pytest.mark.parametrize("before", [signal.SIG_IGN, signal.SIG_DFL])
+def test_an_ignored_or_default_sigint_is_left_as_it_was_after_the_dump(before: signal.Handlers) -> None:
+    """A process started with Ctrl-C ignored (``nohup``, a background job of a script) keeps it ignored: asyncio's
+    runner installs no handler of its own then, and the one before is not a function."""
+    saved = signal.signal(signal.SIGINT, before)
+    try:
+
+        async def go() -> None:
+            with _stopped_by_sigint(asyncio.Event()):
+                assert signal.getsignal(signal.SIGINT) is not before
+            assert signal.getsignal(signal.SIGINT) is before
+
+        asyncio.run(go())
+    finally:
+        signal.signal(signal.SIGINT, saved)
+
+
 def _status(name: str) -> TieringStatus:
     return TieringStatus(
         topic=name,
