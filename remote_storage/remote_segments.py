@@ -1,7 +1,7 @@
 """Reading a remote segment by ranges: its manifest once, then only the chunks and indexes a read needs.
 
 Owner: ours, over Aiven's format (:mod:`remote_storage.segment_format`). A remote segment is found where its RLMM
-entry says (:meth:`~remote_storage.rlmm.RemoteSegment.object_keys`: the configured prefix, or the prefix and key
+entry says (:meth:`~remote_storage.rlmm_values.RemoteSegment.object_keys`: the configured prefix, or the prefix and key
 its custom metadata recorded). Its ``.rsm-manifest`` is read once and kept (:class:`SegmentLayout`, an LRU of
 :data:`MANIFESTS_KEPT` segments; for an encrypted segment, with its data key unwrapped once): then a read of
 original bytes ``[position, position + length)`` GETs the chunks holding them, one range GET per run of chunks the
