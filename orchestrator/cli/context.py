@@ -41,6 +41,7 @@ from orchestrator.errors import (
     LocalClusterError,
     NotController,
     RequestTimedOut,
+    StoreUnavailable,
 )
 from orchestrator.local.state import CLIENT_PROPERTIES, LocalClusterState, is_ours
 from orchestrator.net.client_properties import read_command_config
@@ -79,6 +80,14 @@ def request_timeout_s(asked: float, environ: Mapping[str, str]) -> float:
     return seconds
 
 
+def _store_problem(local: LocalClusterState) -> StoreUnavailable | None:
+    """What is wrong with the local cluster's store (:func:`orchestrator.local.store_probe.store_problem`), loaded
+    only once a request went unanswered: the probe brings the store's code, which no answered command needs."""
+    from orchestrator.local.store_probe import store_problem
+
+    return store_problem(local)
+
+
 def _probing_after(
     timeout_s: float, local: LocalClusterState, request: Callable[[TieredClient], Coroutine[Any, Any, T]]
 ) -> Callable[[TieredClient], Coroutine[Any, Any, T]]:
@@ -90,9 +99,7 @@ def _probing_after(
         task = asyncio.ensure_future(request(client))
         done, _ = await asyncio.wait({task}, timeout=timeout_s)
         if not done:
-            from orchestrator.local.store_probe import store_problem  # the store is looked at only when unanswered
-
-            problem = await asyncio.to_thread(store_problem, local)
+            problem = await asyncio.to_thread(_store_problem, local)
             if problem is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, *UNANSWERED):
@@ -179,9 +186,7 @@ class Ctx:
         try:
             return self.session.run(watched, connect=self.new_client, timeout_s=timeout_s)
         except UNANSWERED as exc:
-            from orchestrator.local.store_probe import store_problem
-
-            problem = store_problem(local) if local is not None else None
+            problem = _store_problem(local) if local is not None else None
             if problem is not None:
                 raise problem from exc
             raise
