@@ -1,7 +1,9 @@
 """The S3 RemoteStorageManager: segment upload, ranged fetch and batched deletion through boto3.
 
 The client is passed in (built by :func:`make_s3_client` at an entry point), so tests point it at moto's server
-and production at AWS S3, MinIO or Ceph by endpoint URL.
+and production at AWS S3, MinIO or Ceph by endpoint URL. A long-running process that may never call S3 (a broker
+with no tiered topic) takes :func:`lazy_s3_client`: its settings are checked at once, as the client would check
+them, and the client (about 0.15 s of CPU to build, most of it reading botocore's S3 model) is built on first use.
 
 A segment is written as Aiven's RemoteStorageManager writes it (:mod:`remote_storage.segment_format`, settings in
 :class:`~remote_storage.object_format.ObjectFormat`): the ``.log`` in chunks, each zstd-compressed and/or
@@ -28,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING, Any, cast
 import botocore.exceptions as bce
 import botocore.loaders
 import botocore.session
+import botocore.utils
 import structlog
 from botocore.config import Config
 from tenacity import Retrying
@@ -131,6 +135,56 @@ def make_s3_client(
     if metrics is not None:
         observe_requests(client, metrics)
     return client
+
+
+def check_client_settings(*, endpoint_url: str | None, region: str) -> None:
+    """Refuse, with :class:`InvalidArgument` naming the value, an endpoint URL or a region the client would refuse
+    when built (botocore's own checks, so nothing refused at first use passed here)."""
+    try:
+        valid = endpoint_url is None or bool(
+            botocore.utils.is_valid_endpoint_url(endpoint_url)
+            or botocore.utils.is_valid_ipv6_endpoint_url(endpoint_url)
+        )
+    except ValueError:  # urlsplit's own refusal, e.g. an unclosed IPv6 bracket
+        valid = False
+    if not valid:
+        raise InvalidArgument(f"endpoint_url {endpoint_url!r} is not a URL with a host, e.g. http://127.0.0.1:9000")
+    try:
+        botocore.utils.validate_region_name(region)
+    except bce.InvalidRegionError:
+        raise InvalidArgument(f"region {region!r} is not a region name (a host label, e.g. us-east-1)") from None
+
+
+class LazyS3Client:
+    """An S3 client built by ``make`` on first use (any attribute: a call, ``meta``, ``exceptions``), once, whichever
+    thread comes first; the others wait for it. A ``make`` that raises is raised to that caller, and the next use
+    tries again."""
+
+    def __init__(self, make: Callable[[], S3Client]) -> None:
+        self._make = make
+        self._lock = threading.Lock()
+        self._client: S3Client | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._client is not None
+
+    def __getattr__(self, name: str) -> Any:
+        client = self._client
+        if client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._make()
+                client = self._client
+        return getattr(client, name)
+
+
+def lazy_s3_client(*, endpoint_url: str | None = None, region: str = "us-east-1", **options: Any) -> S3Client:
+    """:func:`make_s3_client`'s client with the same arguments, built on first use; the endpoint URL and the
+    region are checked now (:func:`check_client_settings`)."""
+    check_client_settings(endpoint_url=endpoint_url, region=region)
+    make = functools.partial(make_s3_client, endpoint_url=endpoint_url, region=region, **options)
+    return cast("S3Client", LazyS3Client(make))
 
 
 _TIMING = "tieredctl_metrics"  # our key in botocore's per-request context: (operation, monotonic start)

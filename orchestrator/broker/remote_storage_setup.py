@@ -5,7 +5,8 @@ they are made: the chunk size, compression, encryption with its key pairs, the c
 cache's bound. The key pairs' PEM files are read here, once, when the broker starts: a file that is missing,
 unreadable or not an RSA key of the right kind is :class:`~orchestrator.errors.SettingsError` naming the setting,
 the key pair and the file, and the broker does not start. Key material never reaches a log line or an error message
-(only file names and key pair ids do).
+(only file names and key pair ids do). ``[s3]``'s endpoint URL and region are checked at start too (the S3 client
+itself is built on the broker's first S3 call): one the client could not use refuses the start the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from orchestrator.settings import RemoteStorageManagerSettings, S3Settings
 from remote_storage.chunk_cache import ChunkCache
 from remote_storage.object_format import ObjectFormat
 from remote_storage.remote_segments import RemoteSegmentReader
-from remote_storage.s3 import S3RemoteStorage, make_s3_client
+from remote_storage.s3 import S3RemoteStorage, lazy_s3_client
 from remote_storage.segment_format.custom_metadata import parse_fields_include
 from remote_storage.segment_format.key_ring import KeyRing, RsaKeyPair
 
@@ -75,14 +76,19 @@ def remote_storage(
     s3: S3Settings, rsm: RemoteStorageManagerSettings, *, metrics: RemoteStorageMetrics | None = None
 ) -> RemoteStorage:
     """The RemoteStorageManager of a broker with these settings: an S3 client (its requests timed in ``metrics``),
-    the object format, and a reader with a chunk cache of ``chunk_cache_bytes``."""
-    client = make_s3_client(
-        endpoint_url=s3.endpoint_url,
-        region=s3.region,
-        connect_timeout=s3.connect_timeout_s,
-        read_timeout=s3.read_timeout_s,
-        metrics=metrics,
-    )
+    the object format, and a reader with a chunk cache of ``chunk_cache_bytes``. The client is built on first use
+    (a broker with no tiered topic never calls S3); an endpoint URL or a region it could not use refuses the start
+    (SettingsError naming the ``[s3]`` setting), as a key file does."""
+    try:
+        client = lazy_s3_client(
+            endpoint_url=s3.endpoint_url,
+            region=s3.region,
+            connect_timeout=s3.connect_timeout_s,
+            read_timeout=s3.read_timeout_s,
+            metrics=metrics,
+        )
+    except InvalidArgument as exc:
+        raise SettingsError(f"[s3] {exc.message}") from None
     storage = S3RemoteStorage(
         client=client,
         bucket=s3.bucket,
