@@ -16,7 +16,7 @@ PY := $(VENV)/bin/python
 BUILD_INPUTS := pyproject.toml $(wildcard orchestrator/*/*.pyx)
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | md5sum | cut -c1-12)
 
-.PHONY: all venv java-check clients kcat postgres setup lint ruff-check ruff-format mypy lint-imports test check \
+.PHONY: all venv java-check clients kcat postgres setup scan-class-archive lint ruff-check ruff-format mypy lint-imports test check \
 	unit unit-tests soak slowest demo bench chaos clean
 
 all: test
@@ -62,8 +62,14 @@ postgres:
 	  apt-get install -y -q postgresql >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q postgresql >/dev/null; } || { echo "error: 'apt-get install -y postgresql' failed; install PostgreSQL 15's server by hand and retry." >&2; exit 1; }; \
 	}
 
-# Everything `make test` needs on a fresh machine: the venv, Java, the Kafka clients, PostgreSQL's binaries.
-setup: venv java-check clients postgres
+# Everything `make test` needs on a fresh machine: the venv, Java, the Kafka clients, PostgreSQL's binaries, and the
+# scan JVM's class-data archive (remote_storage/scan/class_archive.py: built once per machine and Spark version, in
+# ~/.cache/tieredctl, about 40 s; every local scan's JVM then starts in about half the time). An archive that cannot
+# be built is a warning, not a failure: scans run as before without it.
+setup: venv java-check clients postgres scan-class-archive
+
+scan-class-archive: venv java-check
+	@$(VENV)/bin/python -m remote_storage.scan.class_archive build || echo "warning: the scan's class-data archive was not built (above); scans run without it, slower to start" >&2
 
 # The four linters are independent: `make -j4 lint` (as `make check` does) runs them side by side.
 lint: ruff-check ruff-format mypy lint-imports

@@ -164,9 +164,13 @@ def bucket(s3_client) -> str:  # type: ignore[no-untyped-def]
 def spark():  # type: ignore[no-untyped-def]
     """One local SparkSession for the whole run (start-up costs seconds): local[2], small shuffles, UI off, and the
     quick JIT of a small job (every test's inventory is small: remote_storage/scan/session.py)."""
+    from remote_storage.scan import class_archive
     from remote_storage.scan.session import build_session
 
-    session = build_session(master="local[2]", driver_memory="1g", shuffle_partitions=2, quick_jit=True)
+    archive = class_archive.installed()  # make setup builds it: the JVM starts in about half the time
+    session = build_session(
+        master="local[2]", driver_memory="1g", shuffle_partitions=2, quick_jit=True, class_archive=archive
+    )
     try:
         yield session
     finally:

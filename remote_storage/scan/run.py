@@ -28,6 +28,7 @@ from remote_storage import inventory as inv
 from remote_storage.export import export_store_file, read_export_source
 from remote_storage.export_format import SEGMENTS_FILE
 from remote_storage.s3 import S3RemoteStorage
+from remote_storage.scan import class_archive
 from remote_storage.scan import contract as c
 from remote_storage.scan.job import ManifestSource, ScanSettings, run_scan
 from remote_storage.scan.report import write_html_report
@@ -120,6 +121,7 @@ def scan(
             master=spark_master,
             driver_memory=driver_memory or DEFAULT_DRIVER_MEMORY,
             quick_jit=small_inventory(sum(f.size for f in inventory.manifest.files)),
+            class_archive=class_archive.installed(),
         )
     try:
         agg = run_scan(spark, source, export_dir, out_dir, settings, progress=say, manifests=manifests)

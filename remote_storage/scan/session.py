@@ -19,6 +19,11 @@ plans are built by this package alone, and the cost was most of a small scan's d
 made 8,600 gateway calls with it and 3,000 without, and took about a third less time. ``deploy/spark``'s wrapper
 passes the same setting to spark-submit (a ``SCAN_SPARK_CONF`` entry after it wins).
 
+A JVM started here with ``class_archive`` (:mod:`remote_storage.scan.class_archive`) maps the classes it would load
+from that archive, and starts in about half the time. If that JVM dies before the session exists (a damaged
+archive can make the JVM crash as it maps it), the session is started once more without the archive, with a
+warning naming it.
+
 Invariant: under ``spark-submit`` (``PYSPARK_GATEWAY_PORT`` is set: the JVM exists already) nothing that
 spark-submit decided is overridden, so the same job runs unchanged on a cluster; only the scan's SQL settings
 (time zone, shuffle partitions) are applied.
@@ -28,13 +33,18 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
+
+import structlog
 
 DEFAULT_MASTER = "local[2]"
 DEFAULT_DRIVER_MEMORY = "4g"
 DEFAULT_SHUFFLE_PARTITIONS = 4
 QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
+log = structlog.get_logger(__name__)
+
 SMALL_INVENTORY_BYTES = 8 * 1024 * 1024
 """Up to this many bytes of inventory data files (as the manifest lists them) a scan is a small job: about 290,000
 rows of the bench's Parquet inventory (29 bytes a row). At 1,000,000 rows the first tier alone was 11% slower than
@@ -57,9 +67,29 @@ def build_session(
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
     app_name: str = "tieredctl-scan",
     quick_jit: bool = False,
+    class_archive: Path | None = None,
+    extra_java_options: str = "",
 ) -> Any:
-    """A SparkSession for the scan (``master`` None: spark-submit's choice, else ``local[2]``). ``quick_jit``
-    applies only to a JVM started here (not under spark-submit, nor when a session is already running)."""
+    """A SparkSession for the scan (``master`` None: spark-submit's choice, else ``local[2]``). ``quick_jit``,
+    ``class_archive`` and ``extra_java_options`` apply only to a JVM started here (not under spark-submit, nor when a
+    session is already running)."""
+    from pyspark.errors import PySparkRuntimeError
+
+    from remote_storage.scan.class_archive import java_options
+
+    options = [QUICK_JIT_OPTION] if quick_jit else []
+    options += [extra_java_options] if extra_java_options else []
+    if class_archive is None or launched_by_spark_submit():
+        return _session(master, driver_memory, shuffle_partitions, app_name, " ".join(options))
+    with_archive = " ".join([*options, java_options(class_archive)])
+    try:
+        return _session(master, driver_memory, shuffle_partitions, app_name, with_archive)
+    except PySparkRuntimeError as exc:  # JAVA_GATEWAY_EXITED: the JVM died before the session existed
+        log.warning("scan.class_archive_refused", archive=str(class_archive), error=str(exc)[:300])
+        return _session(master, driver_memory, shuffle_partitions, app_name, " ".join(options))
+
+
+def _session(master: str | None, driver_memory: str, shuffle_partitions: int, app_name: str, java: str) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -77,8 +107,8 @@ def build_session(
             .config("spark.ui.showConsoleProgress", "false")
             .config(DATAFRAME_DEBUGGING, "false")
         )
-        if quick_jit:
-            builder = builder.config("spark.driver.extraJavaOptions", QUICK_JIT_OPTION)
+        # Always set, empty too: SparkSession.builder is one object per process, and keeps what an earlier call set.
+        builder = builder.config("spark.driver.extraJavaOptions", java)
     elif master:
         builder = builder.master(master)
     spark = (

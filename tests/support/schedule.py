@@ -37,6 +37,7 @@ SPARK_SESSION_MODULES = (
     "tests/remote_storage/scan/test_planted_bucket.py",
     "tests/remote_storage/scan/test_native_parquet.py",
     "tests/remote_storage/scan/test_session.py",
+    "tests/remote_storage/scan/test_class_archive.py",
 )
 
 LONGEST = (
