@@ -67,6 +67,13 @@ def java_options(archive: Path) -> str:
     return f"-XX:SharedArchiveFile={archive} -Xshare:auto {JVM_LOG_TO_STDERR}"
 
 
+def installed_java_options(environ: os._Environ[str] | dict[str, str] | None = None) -> str:
+    """:func:`java_options` of the installed archive, or nothing: for a JVM that Spark starts from options given as
+    one string (``SPARK_SUBMIT_OPTS``, ``SPARK_DAEMON_JAVA_OPTS``)."""
+    archive = installed(environ)
+    return "" if archive is None else java_options(archive)
+
+
 @dataclass(frozen=True, slots=True)
 class Built:
     path: Path

@@ -23,6 +23,7 @@ from remote_storage.export import export_metadata
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import SegmentKey, segment_keys
 from remote_storage.scan import contract as c
+from remote_storage.scan.class_archive import installed_java_options
 from remote_storage.scan.session import QUICK_JIT_OPTION
 from tests.support import REPO_ROOT
 
@@ -36,6 +37,9 @@ CRONJOB = DEPLOY / "kubernetes" / "scan-cronjob.yaml"
 SCAN_ENV = DEPLOY / "config" / "scan.env"
 DAY_MS = 24 * 3600 * 1000
 SUBPROCESS_TIMEOUT_S = 300
+# The driver's JVM under the wrapper's spark-submit: a small job's (remote_storage/scan/session.py), with the class
+# archive make setup built, if it did.
+DRIVER_JAVA_OPTIONS = f"{QUICK_JIT_OPTION} {installed_java_options()}"
 
 # One cron schedule field: *, N, N-M, lists of those, each with an optional /step.
 _CRON_ITEM = r"(\*|[0-9]+(-[0-9]+)?)(/[0-9]+)?"
@@ -309,7 +313,7 @@ def test_the_wrapper_runs_the_scan_into_a_dated_directory_and_passes_its_exit_st
     env_file.write_text("\n".join(settings) + "\n")
     # spark-submit is the one pyspark installed beside this interpreter; the wrapper finds it there.
     # A small job's JVM (remote_storage/scan/session.py): spark-submit's own, which the wrapper leaves to it.
-    env = _clock_env(tmp_path, _clean_env(TIEREDCTL_SCAN_ENV=str(env_file), SPARK_SUBMIT_OPTS=QUICK_JIT_OPTION))
+    env = _clock_env(tmp_path, _clean_env(TIEREDCTL_SCAN_ENV=str(env_file), SPARK_SUBMIT_OPTS=DRIVER_JAVA_OPTIONS))
 
     # The unparseable key is one anomaly, over the threshold of 0: exit status 3, passed through.
     first = _run_wrapper({**env, **_at(RUN_AT_S)})

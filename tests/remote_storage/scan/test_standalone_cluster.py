@@ -41,6 +41,7 @@ import pytest
 from hypothesis import Phase, find, settings
 
 from remote_storage.scan import contract as c
+from remote_storage.scan.class_archive import installed_java_options
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.run import scan
 from remote_storage.scan.session import QUICK_JIT_OPTION
@@ -117,7 +118,8 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         "AWS_SHARED_CREDENTIALS_FILE": str(root / "no-credentials"),
         "AWS_CONFIG_FILE": str(root / "no-config"),
         "AWS_EC2_METADATA_DISABLED": "true",
-        "SPARK_DAEMON_JAVA_OPTS": QUICK_JIT_OPTION,  # a small job: see remote_storage/scan/session.py
+        # A small job (see remote_storage/scan/session.py), and the class archive make setup built, if it did.
+        "SPARK_DAEMON_JAVA_OPTS": f"{QUICK_JIT_OPTION} {installed_java_options()}",
     }
     master_cmd = [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
     master_cmd += ["--port", str(master_port), "--webui-port", str(master_ui)]
@@ -248,7 +250,7 @@ def test_a_standalone_cluster_scans_an_s3_inventory_exactly_as_local_mode_does(
         "SPARK_LOCAL_IP": "127.0.0.1",  # the driver binds loopback; the executor connects back to it there
         "SCAN_SPARK_CONF": "spark.driver.host=127.0.0.1 spark.ui.enabled=false spark.cores.max=1"
         f" spark.executor.extraJavaOptions={QUICK_JIT_OPTION}",
-        "SPARK_SUBMIT_OPTS": QUICK_JIT_OPTION,  # the driver's JVM: spark-submit's own
+        "SPARK_SUBMIT_OPTS": f"{QUICK_JIT_OPTION} {installed_java_options()}",  # the driver's JVM: spark-submit's own
     }
     done = subprocess.run(
         [str(WRAPPER)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S, check=False
