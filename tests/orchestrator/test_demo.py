@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from orchestrator.cli import cli
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import LocalClusterState
+from tests.support.newcomer_home import newcomer_home
 
 pytestmark = [pytest.mark.spark, pytest.mark.soak, pytest.mark.timeout(600)]
 
@@ -39,8 +40,7 @@ def _after_demo_commands(stdout: str) -> list[str]:
 
 
 def test_make_demo_runs_end_to_end_with_a_clean_environment(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
+    home = newcomer_home(tmp_path / "home")
     env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     demo_dir = tmp_path / "var" / "demo"
     try:

@@ -30,6 +30,7 @@ from remote_storage.keys import SegmentKey, Suffix, build_key
 from remote_storage.scan import contract as c
 from tests.support.broker_harness import ControllerWriter
 from tests.support.live_cluster import LiveCluster
+from tests.support.newcomer_home import newcomer_home
 from tests.support.scan_output import PREFIX, write_scan
 
 pytestmark = [pytest.mark.timeout(300)]  # each test's kind beside it: one needs Spark
@@ -41,9 +42,8 @@ CLEAN_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 def tieredctl(
     *args: str, cwd: Path, env: Mapping[str, str] | None = None, check: int | None = 0, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """``tieredctl ARGS`` in ``cwd`` with only PATH and HOME (``cwd/home``) set, plus ``env``."""
-    home = cwd / "home"
-    home.mkdir(exist_ok=True)
+    """``tieredctl ARGS`` in ``cwd`` with only PATH and HOME (``cwd/home``, a set-up newcomer's) set, plus ``env``."""
+    home = newcomer_home(cwd / "home")
     environment = {**CLEAN_ENV, "HOME": str(home), **(env or {})}
     proc = subprocess.run([TIEREDCTL, *args], cwd=cwd, env=environment, capture_output=True, text=True, timeout=timeout)
     if check is not None:
