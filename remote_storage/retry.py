@@ -16,15 +16,18 @@ credentials to sign with: :class:`~orchestrator.errors.MissingCredentialsError`,
 from __future__ import annotations
 
 import random
+import sys
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import botocore.exceptions as bce
 import structlog
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from orchestrator.backoff import Backoff, tenacity_wait
+
+if TYPE_CHECKING:
+    import botocore.exceptions as bce
 
 log = structlog.get_logger(__name__)
 
@@ -46,17 +49,32 @@ _RETRIABLE_CODES = frozenset(
         "504",
     }
 )
-_RETRIABLE_EXCEPTIONS = (
-    bce.ConnectionError,  # EndpointConnectionError, ConnectTimeoutError, ...
-    bce.HTTPClientError,  # ConnectionClosedError (a reset mid-request), ReadTimeoutError, ...
-    bce.ResponseStreamingError,
-    ConnectionResetError,
+_RETRIABLE_BOTOCORE = (
+    "ConnectionError",  # EndpointConnectionError, ConnectTimeoutError, ...
+    "HTTPClientError",  # ConnectionClosedError (a reset mid-request), ReadTimeoutError, ...
+    "ResponseStreamingError",
 )
+
+
+def botocore_errors(*names: str) -> tuple[type[Exception], ...]:
+    """botocore's exception classes of these names, or none while botocore is not loaded: then no S3 client has been
+    built in this process (:class:`remote_storage.s3.LazyS3Client` builds one on first use), so no exception can be
+    one of them. A process that never calls S3 (a broker with no tiered topic) never loads botocore; the result fits
+    ``except`` and ``isinstance`` either way (an empty tuple matches nothing)."""
+    module = sys.modules.get("botocore.exceptions")
+    return () if module is None else tuple(getattr(module, name) for name in names)
+
+
+def call_errors(*names: str) -> tuple[type[Exception], ...]:
+    """What a failed S3 call may raise: botocore's ``names`` (:func:`botocore_errors`) and a dropped connection. For
+    an ``except`` clause, which evaluates it when an exception reaches it: after the call built the client."""
+    return (*botocore_errors(*names), ConnectionError)
+
 
 T = TypeVar("T")
 
 
-_MISSING_CREDENTIALS = (bce.NoCredentialsError, bce.PartialCredentialsError, bce.CredentialRetrievalError)
+_MISSING_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError")
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 
 
@@ -67,11 +85,11 @@ def error_code(exc: bce.ClientError) -> str:
 
 def is_missing_credentials(exc: BaseException) -> bool:
     """botocore found no credentials (or half of them) to sign the request with."""
-    return isinstance(exc, _MISSING_CREDENTIALS)
+    return isinstance(exc, botocore_errors(*_MISSING_CREDENTIALS))
 
 
 def is_not_found(exc: BaseException) -> bool:
-    return isinstance(exc, bce.ClientError) and error_code(exc) in _NOT_FOUND_CODES
+    return isinstance(exc, botocore_errors("ClientError")) and error_code(exc) in _NOT_FOUND_CODES  # type: ignore[arg-type]
 
 
 def is_retriable_code(code: str) -> bool:
@@ -79,10 +97,11 @@ def is_retriable_code(code: str) -> bool:
 
 
 def is_retriable_s3_error(exc: BaseException) -> bool:
-    if isinstance(exc, bce.ClientError):
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return is_retriable_code(error_code(exc)) or int(status) >= 500
-    return isinstance(exc, _RETRIABLE_EXCEPTIONS) or getattr(exc, "retriable", False) is True
+    if isinstance(exc, botocore_errors("ClientError")):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)  # type: ignore[attr-defined]
+        return is_retriable_code(error_code(exc)) or int(status) >= 500  # type: ignore[arg-type]
+    retriable = (*botocore_errors(*_RETRIABLE_BOTOCORE), ConnectionResetError)
+    return isinstance(exc, retriable) or getattr(exc, "retriable", False) is True
 
 
 def _log_retry(state: RetryCallState) -> None:

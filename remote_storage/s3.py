@@ -4,6 +4,9 @@ The client is passed in (built by :func:`make_s3_client` at an entry point), so 
 and production at AWS S3, MinIO or Ceph by endpoint URL. A long-running process that may never call S3 (a broker
 with no tiered topic) takes :func:`lazy_s3_client`: its settings are checked at once, as the client would check
 them, and the client (about 0.15 s of CPU to build, most of it reading botocore's S3 model) is built on first use.
+botocore itself (about 0.1 s more to import) is imported when the first client is built: until then no exception
+can be one of botocore's, and this module and :mod:`remote_storage.retry` tell them apart through
+:func:`~remote_storage.retry.botocore_errors`, which names none while botocore is not loaded.
 
 A segment is written as Aiven's RemoteStorageManager writes it (:mod:`remote_storage.segment_format`, settings in
 :class:`~remote_storage.object_format.ObjectFormat`): the ``.log`` in chunks, each zstd-compressed and/or
@@ -30,21 +33,20 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import ipaddress
 import os
+import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-import botocore.exceptions as bce
-import botocore.loaders
-import botocore.session
-import botocore.utils
 import structlog
-from botocore.config import Config
 from tenacity import Retrying
 
 from orchestrator.errors import InvalidArgument, MissingCredentialsError, RemoteStorageError
@@ -53,6 +55,8 @@ from remote_storage.keys import SEGMENT_SUFFIXES, SegmentKey, Suffix, build_key
 from remote_storage.object_format import DEFAULT_OBJECT_FORMAT, ChunkedLog, ObjectFormat
 from remote_storage.retry import (
     S3_MAX_ATTEMPTS,
+    botocore_errors,
+    call_errors,
     error_code,
     is_missing_credentials,
     is_not_found,
@@ -68,6 +72,7 @@ from remote_storage.segment_format.segment_indexes import SegmentIndexFiles, bui
 from remote_storage.segment_format.transform import ChunkTransforms
 
 if TYPE_CHECKING:
+    import botocore.loaders
     from mypy_boto3_s3 import S3Client
 else:
     S3Client = Any
@@ -91,6 +96,8 @@ def _shared_loader() -> botocore.loaders.Loader:
     """One loader of botocore's service models per process: each client gets a session of its own (credentials are
     resolved per client, as before), but the models are read and parsed once, not for every client (a fresh
     session's loader takes about 0.2 s to build an S3 client; brokers, the scan's executors and tests make many)."""
+    import botocore.loaders
+
     global _loader
     with _LOADER_LOCK:
         if _loader is None:
@@ -110,7 +117,11 @@ def make_s3_client(
     metrics: RemoteStorageMetrics | None = None,
 ) -> S3Client:
     """A boto3 S3 client with botocore's retries off (our retry layer is :mod:`remote_storage.retry`), its
-    requests timed and counted in ``metrics`` when given."""
+    requests timed and counted in ``metrics`` when given. botocore is imported here, when the first client is built
+    (see :func:`remote_storage.retry.botocore_errors`)."""
+    import botocore.session
+    from botocore.config import Config
+
     config = Config(
         region_name=region,
         retries={"total_max_attempts": 1, "mode": "standard"},
@@ -140,19 +151,32 @@ def make_s3_client(
 def check_client_settings(*, endpoint_url: str | None, region: str) -> None:
     """Refuse, with :class:`InvalidArgument` naming the value, an endpoint URL or a region the client would refuse
     when built (botocore's own checks, so nothing refused at first use passed here)."""
-    try:
-        valid = endpoint_url is None or bool(
-            botocore.utils.is_valid_endpoint_url(endpoint_url)
-            or botocore.utils.is_valid_ipv6_endpoint_url(endpoint_url)
-        )
-    except ValueError:  # urlsplit's own refusal, e.g. an unclosed IPv6 bracket
-        valid = False
-    if not valid:
+    if endpoint_url is not None and not _is_endpoint_url(endpoint_url):
         raise InvalidArgument(f"endpoint_url {endpoint_url!r} is not a URL with a host, e.g. http://127.0.0.1:9000")
+    if not _REGION.fullmatch(region):
+        raise InvalidArgument(f"region {region!r} is not a region name (a host label, e.g. us-east-1)")
+
+
+_HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_REGION = re.compile(r"(?![0-9]+$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")  # a host label, not all digits
+
+
+def _is_endpoint_url(url: str) -> bool:
+    """A URL whose host is an IPv6 address, or a DNS name of host labels (an IPv4 address is one): what the client
+    accepts as an endpoint (tests/remote_storage/test_lazy_s3_client.py holds this to botocore's own check)."""
+    if any(c in url for c in "\t\r\n"):
+        return False
     try:
-        botocore.utils.validate_region_name(region)
-    except bce.InvalidRegionError:
-        raise InvalidArgument(f"region {region!r} is not a region name (a host label, e.g. us-east-1)") from None
+        host = urllib.parse.urlsplit(url).hostname
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        return False
+    if not host:
+        return False
+    with contextlib.suppress(ValueError):
+        ipaddress.IPv6Address(host)
+        return True
+    name = host[:-1] if host.endswith(".") else host
+    return len(name) <= 255 and all(_HOST_LABEL.fullmatch(label) for label in name.split("."))
 
 
 class LazyS3Client:
@@ -307,7 +331,7 @@ class S3RemoteStorage:
     def _call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         try:
             return self._retrying()(fn, **kwargs)
-        except (bce.BotoCoreError, bce.ClientError, ConnectionError) as exc:
+        except call_errors("BotoCoreError", "ClientError") as exc:
             raise self._error(what, kwargs.get("Key"), exc) from exc
 
     def _error(self, what: str, key: str | None, exc: Exception) -> RemoteStorageError | MissingCredentialsError:
@@ -316,8 +340,8 @@ class S3RemoteStorage:
             return MissingCredentialsError(f"{what} on bucket {self.bucket}: {exc}")
         if is_not_found(exc):
             return RemoteObjectNotFound(f"{what}: {key or ''} not found in {self.bucket}")
-        if isinstance(exc, bce.ClientError):
-            return RemoteStorageError(f"{what} failed for {key or self.bucket}: {error_code(exc)}: {exc}")
+        if isinstance(exc, botocore_errors("ClientError")):
+            return RemoteStorageError(f"{what} failed for {key or self.bucket}: {error_code(exc)}: {exc}")  # type: ignore[arg-type]
         return RemoteStorageError(f"{what} failed: {type(exc).__name__}: {exc}")
 
     # -- upload -----------------------------------------------------------------------------------------------
@@ -489,11 +513,11 @@ class S3RemoteStorage:
         abort = self.client.abort_multipart_upload
         try:
             self._retrying()(abort, Bucket=self.bucket, Key=key, UploadId=upload_id)
-        except bce.ClientError as exc:
-            if error_code(exc) == "NoSuchUpload":
+        except botocore_errors("ClientError") as exc:
+            if error_code(exc) == "NoSuchUpload":  # type: ignore[arg-type]
                 return False
             raise self._error("abort upload", key, exc) from exc
-        except (bce.BotoCoreError, ConnectionError) as exc:
+        except call_errors("BotoCoreError") as exc:
             raise self._error("abort upload", key, exc) from exc
         return True
 
@@ -550,9 +574,11 @@ class S3RemoteStorage:
             self._retrying()(attempt)
         except _RetriableKeyErrors:
             permanent.update({k: "RetriesExhausted" for k in remaining})
-        except bce.ClientError as exc:  # the whole call failed: keep its code and its text, the operator's clue
-            permanent.update({k: f"{error_code(exc) or 'ClientError'}: {exc}" for k in remaining})
-        except (bce.BotoCoreError, ConnectionError) as exc:
+        except botocore_errors(
+            "ClientError"
+        ) as exc:  # the whole call failed: keep its code and text, the operator's clue
+            permanent.update({k: f"{error_code(exc) or 'ClientError'}: {exc}" for k in remaining})  # type: ignore[arg-type]
+        except call_errors("BotoCoreError") as exc:
             if is_missing_credentials(exc):  # not a per-key failure: nothing can be deleted at all
                 raise self._error("delete", None, exc) from exc
             permanent.update({k: f"{type(exc).__name__}: {exc}" for k in remaining})

@@ -5,6 +5,8 @@ itself, which builds the real client)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -14,6 +16,7 @@ from orchestrator.broker.remote_storage_setup import remote_storage
 from orchestrator.errors import InvalidArgument, SettingsError
 from orchestrator.settings import RemoteStorageManagerSettings, S3Settings
 from remote_storage.s3 import LazyS3Client, check_client_settings, lazy_s3_client, make_s3_client
+from tests.support import REPO_ROOT
 
 
 @pytest.mark.unit
@@ -65,8 +68,26 @@ def test_the_lazy_client_is_the_real_client_once_used(moto_endpoint: str, s3_cli
     assert lazy.meta.region_name == "us-east-1" and issubclass(lazy.exceptions.NoSuchKey, Exception)
 
 
-BAD_ENDPOINTS = ["not a url", "http://[::1", "http://bad_host_name", "http://-x.example.com", "https://"]
-GOOD_ENDPOINTS = ["http://127.0.0.1:9000", "https://s3.eu-west-1.amazonaws.com", "http://[::1]:9000", "http://minio"]
+BAD_ENDPOINTS = [
+    "not a url",
+    "http://[::1",
+    "http://bad_host_name",
+    "http://-x.example.com",
+    "https://",
+    "http://x-.example.com",
+    "http://a\nb.example.com",
+    "http://" + "a" * 64 + ".example.com",
+]
+GOOD_ENDPOINTS = [
+    "http://127.0.0.1:9000",
+    "https://s3.eu-west-1.amazonaws.com",
+    "http://[::1]:9000",
+    "http://minio",
+    "http://MinIO.Example.COM.",
+    "https://[2001:db8::1]/",
+    "http://" + "a" * 63 + ".example.com",
+    "ftp://host",
+]
 
 
 @pytest.mark.unit
@@ -104,3 +125,34 @@ def test_a_broker_whose_s3_endpoint_is_not_a_url_does_not_start_and_says_which_s
 def test_a_broker_builds_no_s3_client_until_it_calls_s3() -> None:
     storage = remote_storage(S3Settings(endpoint_url="http://127.0.0.1:1"), RemoteStorageManagerSettings())
     assert isinstance(storage.rsm.client, LazyS3Client) and not storage.rsm.client.built
+
+
+def _fresh_interpreter(code: str) -> str:
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.integration
+def test_a_broker_loads_no_botocore_until_its_first_s3_call_and_then_its_errors_are_ours(
+    moto_endpoint: str, s3_client: Any, bucket: str
+) -> None:
+    """Made and started as a broker makes its storage, nothing of botocore is imported; the first call builds the
+    client, and a missing object is then our RemoteObjectNotFound, as with a client built up front."""
+    code = f"""
+import sys
+from orchestrator.broker.agent import BrokerAgent
+from orchestrator.broker.remote_storage_setup import remote_storage
+from orchestrator.settings import RemoteStorageManagerSettings, S3Settings
+from remote_storage.retry import botocore_errors
+storage = remote_storage(S3Settings(endpoint_url={moto_endpoint!r}, bucket={bucket!r}), RemoteStorageManagerSettings())
+before = sorted(m for m in ("botocore", "boto3", "urllib3") if m in sys.modules)
+assert botocore_errors("ClientError") == ()
+try:
+    storage.rsm.tags("no/such/key")
+    outcome = "no error"
+except Exception as exc:
+    outcome = type(exc).__name__
+print(before, outcome, "botocore" in sys.modules)
+"""
+    assert _fresh_interpreter(code) == "[] RemoteObjectNotFound True"
