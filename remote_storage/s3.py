@@ -150,7 +150,8 @@ def make_s3_client(
 
 def check_client_settings(*, endpoint_url: str | None, region: str) -> None:
     """Refuse, with :class:`InvalidArgument` naming the value, an endpoint URL or a region the client would refuse
-    when built (botocore's own checks, so nothing refused at first use passed here)."""
+    when built: botocore's rules, written here so that botocore is not imported for them (tests hold the two
+    together). An empty region, which botocore lets through until the first request fails, is refused too."""
     if endpoint_url is not None and not _is_endpoint_url(endpoint_url):
         raise InvalidArgument(f"endpoint_url {endpoint_url!r} is not a URL with a host, e.g. http://127.0.0.1:9000")
     if not _REGION.fullmatch(region):

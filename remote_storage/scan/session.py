@@ -45,6 +45,8 @@ QUICK_JIT_OPTION = "-XX:TieredStopAtLevel=1"
 DATAFRAME_DEBUGGING = "spark.python.sql.dataFrameDebugging.enabled"
 log = structlog.get_logger(__name__)
 
+JVM_DIED = "JAVA_GATEWAY_EXITED"  # pyspark's error class for a JVM that ended before it gave its port
+
 SMALL_INVENTORY_BYTES = 8 * 1024 * 1024
 """Up to this many bytes of inventory data files (as the manifest lists them) a scan is a small job: about 290,000
 rows of the bench's Parquet inventory (29 bytes a row). At 1,000,000 rows the first tier alone was 11% slower than
@@ -84,7 +86,9 @@ def build_session(
     with_archive = " ".join([*options, java_options(class_archive)])
     try:
         return _session(master, driver_memory, shuffle_partitions, app_name, with_archive)
-    except PySparkRuntimeError as exc:  # JAVA_GATEWAY_EXITED: the JVM died before the session existed
+    except PySparkRuntimeError as exc:
+        if exc.getCondition() != JVM_DIED:  # another failure: the archive is not its cause, nor a retry its cure
+            raise
         log.warning("scan.class_archive_refused", archive=str(class_archive), error=str(exc)[:300])
         return _session(master, driver_memory, shuffle_partitions, app_name, " ".join(options))
 

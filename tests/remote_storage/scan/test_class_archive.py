@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import stat
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,17 +115,30 @@ def test_a_jvm_that_dies_on_the_archive_is_started_again_without_it(monkeypatch:
     ]
 
 
+def _pyspark_error(error_class: str) -> Exception:
+    from pyspark.errors import PySparkRuntimeError
+
+    return PySparkRuntimeError(errorClass=error_class, messageParameters={})
+
+
 @pytest.mark.unit
-def test_an_error_that_is_not_the_jvm_dying_is_raised_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "error",
+    [lambda: ValueError("bad master URL"), lambda: _pyspark_error("APPLICATION_NAME_NOT_SET")],
+    ids=["not-pyspark", "another-pyspark-error"],
+)
+def test_an_error_that_is_not_the_jvm_dying_is_raised_not_retried(
+    monkeypatch: pytest.MonkeyPatch, error: Callable[[], Exception]
+) -> None:
     calls: list[str] = []
 
     def fake_session(master: Any, memory: str, partitions: int, name: str, java: str) -> str:
         calls.append(java)
-        raise ValueError("bad master URL")
+        raise error()
 
     monkeypatch.setattr(session, "_session", fake_session)
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    with pytest.raises(ValueError, match="bad master URL"):
+    with pytest.raises(type(error())):
         session.build_session(class_archive=Path("/c/a.jsa"))
     assert len(calls) == 1
 
