@@ -86,15 +86,16 @@ mypy: venv
 lint-imports: venv
 	$(VENV)/bin/lint-imports --no-cache
 
-# pytest-xdist: TEST_WORKERS processes, one more than the cores: the tests spend part of their time waiting on the
-# processes they start, so one per core left the CPUs idle a third of the time (69% busy; one more: 87% and the run
-# 17% shorter; two more: slower than one more). --dist loadscope hands out whole modules, the longest first
+# pytest-xdist: TEST_WORKERS processes, two more than the cores: the tests spend part of their time waiting on the
+# processes they start, so one per core left the CPUs idle a third of the time. On this suite and 2 cores: 3 workers
+# ran the tests in 570 s (CPU 81% busy), 4 in 466 s (89%), 5 in 506 s (97%, and a standby's takeover starved past
+# its test's 30 s wait). --dist loadscope hands out whole modules, the longest first
 # (tests/support/schedule.py; xdist's own order, most tests first, left the longest for last), so a module's
 # live cluster (a module-scoped fixture) starts once, and tests that read what earlier tests of their module left
 # (the clients' request traces) run in order on one worker; the modules that use the SparkSession go to one worker
 # as one unit, so one JVM warms up instead of three. Each worker has its own moto server, PostgreSQL server,
 # SparkSession, temporary directories and slice of ports (tests/conftest.py).
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
 PYTEST_PARALLEL := $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # The whole suite, from a fresh clone: set-up, then the linters beside every test on every core (lint's output,

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -69,6 +70,27 @@ def wait_until(what: str, check: Callable[[], Any], timeout_s: float = 30.0, int
             break
         time.sleep(min(gap, left))
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last value {last!r}")
+
+
+def process_state(pid: int) -> str:
+    """The kernel's one-letter state of ``pid`` (``T``: stopped), or ``?`` once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (OSError, IndexError):
+        return "?"
+
+
+def store_writable(path: Path) -> bool:
+    """Nobody holds the SQLite store's write lock (WAL mode: BEGIN IMMEDIATE takes it, or waits up to 1 s)."""
+    db = sqlite3.connect(path, timeout=1.0, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        db.close()
 
 
 def fast_up(directory: Path, *, brokers: int, controllers: int, **options: Any) -> LocalClusterState:
@@ -137,6 +159,7 @@ class LiveCluster:
         ``security`` turns on TLS, SCRAM logins and ACLs (the clients here connect as the cluster's admin);
         ``store`` (a ``postgresql://`` URL) keeps the metadata there instead of ``metadata.db``."""
         self.dir = directory
+        self.store = store
         controller = {**FAST_CONTROLLER, **(controller_overrides or {})}
         broker = {**FAST_BROKER, **(broker_overrides or {})}
         fast_timings = {"broker_overrides": broker, "controller_overrides": controller}
@@ -186,6 +209,24 @@ class LiveCluster:
         p = self.process(role, ident)
         assert lc.is_ours(p), f"{role} {ident} is not running"
         os.kill(p.pid, sig)
+
+    def pause_outside_store_writes(self, role: str, ident: int, *, attempts: int = 50) -> ProcessInfo:
+        """SIGSTOP a process at a moment it holds no write lock on the cluster's SQLite store: stopped inside a
+        write transaction, it is continued, let finish, and stopped again (at most ``attempts`` times). A process
+        stopped while it holds the one-file store's write lock blocks every writer (the standby's lease
+        included), a known limit of the SQLite store that a test of failover is not about. The caller continues it
+        (SIGCONT). On a PostgreSQL store (``store=``), the process is stopped at once."""
+        p = self.process(role, ident)
+        assert lc.is_ours(p), f"{role} {ident} is not running"
+        database = self.dir / "metadata.db"
+        for _ in range(attempts):
+            os.kill(p.pid, signal.SIGSTOP)
+            wait_until(f"{role} {ident} to stop", lambda: process_state(p.pid) == "T", timeout_s=10, interval_s=0.01)
+            if self.store is not None or store_writable(database):
+                return p
+            os.kill(p.pid, signal.SIGCONT)  # stopped inside a write: let it finish and try again
+            time.sleep(0.05)
+        raise AssertionError(f"{role} {ident} held the store's write lock each of the {attempts} times it was paused")
 
     def status(self, topic: str) -> Any:
         return self.call(lambda c: c.tiering_status([topic]))[0]

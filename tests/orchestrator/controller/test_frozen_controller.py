@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from orchestrator.errors import TieredError
 from orchestrator.local import cluster as lc
 from orchestrator.local.state import STATE_FILE, LocalClusterState, ProcessInfo
 from orchestrator.metadata.records import SegmentState, TieredState
-from tests.support.live_cluster import FAST_CONTROLLER, LiveCluster, wait_until
+from tests.support.live_cluster import FAST_CONTROLLER, LiveCluster, process_state, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -49,15 +48,7 @@ class Freezer:
 
     def freeze(self, p: ProcessInfo) -> None:
         """SIGSTOP ``p`` at a moment it holds no write lock on the shared store."""
-        for _ in range(50):
-            os.kill(p.pid, signal.SIGSTOP)
-            wait_until(f"{p.role} {p.id} to stop", lambda: _process_state(p.pid) == "T", timeout_s=10, interval_s=0.01)
-            if _store_writable(self.live.dir / "metadata.db"):
-                self.stopped.append(p)
-                return
-            os.kill(p.pid, signal.SIGCONT)  # stopped inside a write: let it finish and try again
-            time.sleep(0.05)
-        raise AssertionError(f"{p.role} {p.id} always held the store's write lock when paused")
+        self.stopped.append(self.live.pause_outside_store_writes(p.role, p.id))
 
     def thaw(self, p: ProcessInfo) -> None:
         os.kill(p.pid, signal.SIGCONT)
@@ -69,26 +60,6 @@ class Freezer:
                 os.kill(p.pid, signal.SIGCONT)  # a stopped process would keep SIGTERM pending forever
                 lc.stop_process(p, timeout_s=10)  # SIGTERM, then SIGKILL; by pid, only if it is still ours
         self.stopped.clear()
-
-
-def _process_state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
-    except (OSError, IndexError):
-        return "?"
-
-
-def _store_writable(path: Path) -> bool:
-    """Nobody holds the store's write lock (WAL mode: BEGIN IMMEDIATE takes it, or waits for it)."""
-    db = sqlite3.connect(path, timeout=1.0, isolation_level=None)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        db.execute("ROLLBACK")
-        return True
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        db.close()
 
 
 @pytest.fixture
@@ -202,4 +173,4 @@ def test_a_controller_frozen_for_good_is_replaced_and_the_cluster_serves_and_con
     wait_until("after-freeze to be DISABLED", lambda: _disabled(cluster, "after-freeze"), 90, interval_s=0.5)
 
     assert _unfenced_brokers(cluster, new.id) == BROKERS
-    assert _process_state(old.pid) == "T", "the frozen controller must not have come back during the test"
+    assert process_state(old.pid) == "T", "the frozen controller must not have come back during the test"

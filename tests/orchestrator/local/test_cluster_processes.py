@@ -113,7 +113,7 @@ def test_a_deposed_controllers_request_is_refused_by_a_broker(shared: LiveCluste
     old = live.active_controller()
     with SqliteMetadataStore(live.dir / "metadata.db", recover_on_open=False) as store:
         old_epoch = store.current_lease().controller_epoch
-    live.signal("controller", old.id, signal.SIGSTOP)
+    live.pause_outside_store_writes("controller", old.id)  # not while it holds the store's write lock
     try:
         new = wait_until(
             "the standby to take over", lambda: (a := live.maybe_active_controller()) and a.id != old.id and a, 30
