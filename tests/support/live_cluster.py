@@ -93,6 +93,21 @@ def store_writable(path: Path) -> bool:
         db.close()
 
 
+def pause_outside_sqlite_writes(pid: int, database: Path, what: str, *, attempts: int = 50) -> None:
+    """SIGSTOP ``pid`` at a moment it holds no write lock on the SQLite store ``database``: stopped inside a write
+    transaction, it is continued, let finish, and stopped again (at most ``attempts`` times, then AssertionError).
+    A process stopped while it holds the one-file store's write lock blocks every writer (a standby's lease
+    included), a known limit of the SQLite store that a test of failover is not about."""
+    for _ in range(attempts):
+        os.kill(pid, signal.SIGSTOP)
+        wait_until(f"{what} to stop", lambda: process_state(pid) == "T", timeout_s=10, interval_s=0.01)
+        if store_writable(database):
+            return
+        os.kill(pid, signal.SIGCONT)  # stopped inside a write: let it finish and try again
+        time.sleep(0.05)
+    raise AssertionError(f"{what} held the store's write lock each of the {attempts} times it was paused")
+
+
 def fast_up(directory: Path, *, brokers: int, controllers: int, **options: Any) -> LocalClusterState:
     """``cluster up`` of a new cluster (or a resumed one) with the suite's fast timings; ``options`` as
     :func:`orchestrator.local.cluster.up` takes them."""
@@ -210,23 +225,16 @@ class LiveCluster:
         assert lc.is_ours(p), f"{role} {ident} is not running"
         os.kill(p.pid, sig)
 
-    def pause_outside_store_writes(self, role: str, ident: int, *, attempts: int = 50) -> ProcessInfo:
-        """SIGSTOP a process at a moment it holds no write lock on the cluster's SQLite store: stopped inside a
-        write transaction, it is continued, let finish, and stopped again (at most ``attempts`` times). A process
-        stopped while it holds the one-file store's write lock blocks every writer (the standby's lease
-        included), a known limit of the SQLite store that a test of failover is not about. The caller continues it
-        (SIGCONT). On a PostgreSQL store (``store=``), the process is stopped at once."""
+    def pause_outside_store_writes(self, role: str, ident: int) -> ProcessInfo:
+        """SIGSTOP a process of the cluster (:func:`pause_outside_sqlite_writes`; on a PostgreSQL store, ``store=``,
+        at once). The caller continues it (SIGCONT)."""
         p = self.process(role, ident)
         assert lc.is_ours(p), f"{role} {ident} is not running"
-        database = self.dir / "metadata.db"
-        for _ in range(attempts):
+        if self.store is None:
+            pause_outside_sqlite_writes(p.pid, self.dir / "metadata.db", f"{role} {ident}")
+        else:
             os.kill(p.pid, signal.SIGSTOP)
-            wait_until(f"{role} {ident} to stop", lambda: process_state(p.pid) == "T", timeout_s=10, interval_s=0.01)
-            if self.store is not None or store_writable(database):
-                return p
-            os.kill(p.pid, signal.SIGCONT)  # stopped inside a write: let it finish and try again
-            time.sleep(0.05)
-        raise AssertionError(f"{role} {ident} held the store's write lock each of the {attempts} times it was paused")
+        return p
 
     def status(self, topic: str) -> Any:
         return self.call(lambda c: c.tiering_status([topic]))[0]
