@@ -63,7 +63,7 @@ postgres:
 	}
 
 # Everything `make test` needs on a fresh machine: the venv, Java, the Kafka clients, PostgreSQL's binaries, and the
-# scan JVM's class-data archive (remote_storage/scan/class_archive.py: built once per machine and Spark version, in
+# scan JVM's class-data archive (remote_storage/scan/class_archive.py: built once per machine and PySpark build, in
 # ~/.cache/tieredctl, about 40 s; every local scan's JVM then starts in about half the time). An archive that cannot
 # be built is a warning, not a failure: scans run as before without it.
 setup: venv java-check clients postgres scan-class-archive

@@ -19,10 +19,11 @@ plans are built by this package alone, and the cost was most of a small scan's d
 made 8,600 gateway calls with it and 3,000 without, and took about a third less time. ``deploy/spark``'s wrapper
 passes the same setting to spark-submit (a ``SCAN_SPARK_CONF`` entry after it wins).
 
-A JVM started here with ``class_archive`` (:mod:`remote_storage.scan.class_archive`) maps the classes it would load
-from that archive, and starts in about half the time. If that JVM dies before the session exists (a damaged
-archive can make the JVM crash as it maps it), the session is started once more without the archive, with a
-warning naming it.
+A JVM started here with ``class_archive`` (:mod:`remote_storage.scan.class_archive`) starts from the archive's Spark
+home (``SPARK_HOME`` for the launch only) and maps the classes it would load from the archive, and starts in about
+half the time. It is used only where the JVM would otherwise run the installed PySpark's own jars: not when
+``SPARK_HOME`` names another Spark. If that JVM dies before the session exists (a damaged archive can make the JVM
+crash as it maps it), the session is started once more without the archive, with a warning naming it.
 
 Invariant: under ``spark-submit`` (``PYSPARK_GATEWAY_PORT`` is set: the JVM exists already) nothing that
 spark-submit decided is overridden, so the same job runs unchanged on a cluster; only the scan's SQL settings
@@ -33,10 +34,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
+
+if TYPE_CHECKING:
+    from remote_storage.scan.class_archive import Archive
 
 DEFAULT_MASTER = "local[2]"
 DEFAULT_DRIVER_MEMORY = "4g"
@@ -69,7 +75,7 @@ def build_session(
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
     app_name: str = "tieredctl-scan",
     quick_jit: bool = False,
-    class_archive: Path | None = None,
+    class_archive: Archive | None = None,
     extra_java_options: str = "",
 ) -> Any:
     """A SparkSession for the scan (``master`` None: spark-submit's choice, else ``local[2]``). ``quick_jit``,
@@ -81,16 +87,28 @@ def build_session(
 
     options = [QUICK_JIT_OPTION] if quick_jit else []
     options += [extra_java_options] if extra_java_options else []
-    if class_archive is None or launched_by_spark_submit():
+    if class_archive is None or launched_by_spark_submit() or os.environ.get("SPARK_HOME"):
         return _session(master, driver_memory, shuffle_partitions, app_name, " ".join(options))
-    with_archive = " ".join([*options, java_options(class_archive)])
+    with_archive = " ".join([*options, java_options(class_archive.path)])
     try:
-        return _session(master, driver_memory, shuffle_partitions, app_name, with_archive)
+        with _spark_home(class_archive.spark_home):
+            return _session(master, driver_memory, shuffle_partitions, app_name, with_archive)
     except PySparkRuntimeError as exc:
         if exc.getCondition() != JVM_DIED:  # another failure: the archive is not its cause, nor a retry its cure
             raise
-        log.warning("scan.class_archive_refused", archive=str(class_archive), error=str(exc)[:300])
+        log.warning("scan.class_archive_refused", archive=str(class_archive.path), error=str(exc)[:300])
         return _session(master, driver_memory, shuffle_partitions, app_name, " ".join(options))
+
+
+@contextmanager
+def _spark_home(home: Path) -> Iterator[None]:
+    """``SPARK_HOME`` set to ``home`` while the JVM is launched (it keeps it, and so do the Python workers it starts),
+    and unset again after, so nothing else in this process sees it."""
+    os.environ["SPARK_HOME"] = str(home)
+    try:
+        yield
+    finally:
+        os.environ.pop("SPARK_HOME", None)
 
 
 def _session(master: str | None, driver_memory: str, shuffle_partitions: int, app_name: str, java: str) -> Any:

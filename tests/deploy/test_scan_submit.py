@@ -23,7 +23,6 @@ from remote_storage.export import export_metadata
 from remote_storage.inventory import build_inventory
 from remote_storage.keys import SegmentKey, segment_keys
 from remote_storage.scan import contract as c
-from remote_storage.scan.class_archive import installed_java_options
 from remote_storage.scan.session import QUICK_JIT_OPTION
 from tests.support import REPO_ROOT
 
@@ -37,9 +36,11 @@ CRONJOB = DEPLOY / "kubernetes" / "scan-cronjob.yaml"
 SCAN_ENV = DEPLOY / "config" / "scan.env"
 DAY_MS = 24 * 3600 * 1000
 SUBPROCESS_TIMEOUT_S = 300
-# The driver's JVM under the wrapper's spark-submit: a small job's (remote_storage/scan/session.py), with the class
-# archive make setup built, if it did.
-DRIVER_JAVA_OPTIONS = f"{QUICK_JIT_OPTION} {installed_java_options()}"
+# The driver's JVM under the wrapper's spark-submit: a small job's (remote_storage/scan/session.py). Not the class
+# archive: that fits only the JVM of its own Spark home, and this test's spark-submit is the one pyspark installed
+# beside the interpreter, which is what the wrapper must find here (test_standalone_cluster.py runs the wrapper with
+# the archive, from its Spark home through SPARK_HOME).
+DRIVER_JAVA_OPTIONS = QUICK_JIT_OPTION
 
 # One cron schedule field: *, N, N-M, lists of those, each with an optional /step.
 _CRON_ITEM = r"(\*|[0-9]+(-[0-9]+)?)(/[0-9]+)?"

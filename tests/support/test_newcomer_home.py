@@ -1,5 +1,5 @@
-"""A set-up newcomer's HOME (tests.support.newcomer_home): empty but for a link to the scan's class archive, when
-this machine has one, where a scan run with that HOME looks for it."""
+"""A set-up newcomer's HOME (tests.support.newcomer_home): empty but for links to the scan's class archive and its
+Spark home, when this machine has them, where a scan run with that HOME looks for them."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from tests.support.newcomer_home import newcomer_home
 pytestmark = pytest.mark.unit
 
 
-def test_the_home_links_the_machines_archive_where_a_scan_with_that_home_looks(
+def test_the_home_links_the_machines_archive_and_spark_home_where_a_scan_with_that_home_looks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     archive = tmp_path / "machine" / "a.jsa"
     archive.parent.mkdir()
     archive.write_bytes(b"classes")
+    class_archive.make_spark_home(class_archive.spark_home_of(archive))  # of the installed PySpark
     monkeypatch.setenv(class_archive.ARCHIVE_ENV, str(archive))
     home = newcomer_home(tmp_path / "home")
     assert newcomer_home(tmp_path / "home") == home  # again: nothing changes, nothing fails
@@ -26,8 +27,11 @@ def test_the_home_links_the_machines_archive_where_a_scan_with_that_home_looks(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     found = class_archive.installed()
-    assert found is not None and found.read_bytes() == b"classes" and found.is_relative_to(home)
+    # Found through the links, as the machine's own files: the JVM checks its jars by the paths they were archived at.
+    assert found == class_archive.Archive(archive, class_archive.spark_home_of(archive))
     assert [p.name for p in home.iterdir()] == [".cache"]
+    linked = class_archive.default_path()
+    assert linked is not None and linked.is_relative_to(home) and linked.is_symlink()
 
 
 def test_with_no_archive_on_the_machine_the_home_is_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,7 @@ import pytest
 from hypothesis import Phase, find, settings
 
 from remote_storage.scan import contract as c
-from remote_storage.scan.class_archive import installed_java_options
+from remote_storage.scan.class_archive import installed, java_options
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.run import scan
 from remote_storage.scan.session import QUICK_JIT_OPTION
@@ -61,10 +61,16 @@ POLL_S = 0.5
 MAX_ANOMALIES = 1_000_000  # the scan exits 0 (an alert is not what this test is about)
 
 
-def _spark_home() -> Path:
+def _spark_home_and_options() -> tuple[Path, str]:
+    """The Spark home the cluster's and the driver's JVMs start from, and the JVM options of a small job there: the
+    class archive make setup built and its Spark home (the mirror whose jars it was made with), if it did; else the
+    installed PySpark package."""
     import pyspark
 
-    return Path(pyspark.__file__).parent
+    archive = installed()
+    if archive is None:
+        return Path(pyspark.__file__).parent, QUICK_JIT_OPTION
+    return archive.spark_home, f"{QUICK_JIT_OPTION} {java_options(archive.path)}"
 
 
 @dataclass
@@ -73,6 +79,8 @@ class StandaloneCluster:
     ui_url: str
     worker_dir: Path
     processes: list[subprocess.Popen[bytes]]
+    spark_home: Path  # the cluster's, which the driver's spark-submit is started from too
+    java_options: str  # the JVMs' (see _spark_home_and_options)
 
 
 def _workers_alive(ui_url: str) -> int:
@@ -103,7 +111,7 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="module")
 def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     root = tmp_path_factory.mktemp("spark-standalone")
-    home = _spark_home()
+    home, java = _spark_home_and_options()
     spark_class = str(home / "bin" / "spark-class")
     master_port, master_ui, worker_ui = free_port(), free_port(), free_port()  # this worker's, below the ephemeral
     # No AWS credentials of any kind for the cluster's processes: what the executors use must come with the job.
@@ -119,7 +127,7 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
         "AWS_CONFIG_FILE": str(root / "no-config"),
         "AWS_EC2_METADATA_DISABLED": "true",
         # A small job (see remote_storage/scan/session.py), and the class archive make setup built, if it did.
-        "SPARK_DAEMON_JAVA_OPTS": f"{QUICK_JIT_OPTION} {installed_java_options()}",
+        "SPARK_DAEMON_JAVA_OPTS": java,
     }
     master_cmd = [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
     master_cmd += ["--port", str(master_port), "--webui-port", str(master_ui)]
@@ -143,7 +151,7 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sta
             assert all(p.poll() is None for p in processes), (root / "worker.log").read_text()[-3000:]
             time.sleep(POLL_S)
         assert _workers_alive(ui_url) >= 1, "the worker did not register: " + (root / "worker.log").read_text()[-3000:]
-        yield StandaloneCluster(master_url, ui_url, root / "work", processes)
+        yield StandaloneCluster(master_url, ui_url, root / "work", processes, home, java)
     finally:
         for proc in reversed(processes):
             _stop_group(proc)
@@ -250,7 +258,8 @@ def test_a_standalone_cluster_scans_an_s3_inventory_exactly_as_local_mode_does(
         "SPARK_LOCAL_IP": "127.0.0.1",  # the driver binds loopback; the executor connects back to it there
         "SCAN_SPARK_CONF": "spark.driver.host=127.0.0.1 spark.ui.enabled=false spark.cores.max=1"
         f" spark.executor.extraJavaOptions={QUICK_JIT_OPTION}",
-        "SPARK_SUBMIT_OPTS": f"{QUICK_JIT_OPTION} {installed_java_options()}",  # the driver's JVM: spark-submit's own
+        "SPARK_HOME": str(standalone_cluster.spark_home),  # the wrapper's spark-submit: the cluster's Spark home's
+        "SPARK_SUBMIT_OPTS": standalone_cluster.java_options,  # the driver's JVM: spark-submit's own
     }
     done = subprocess.run(
         [str(WRAPPER)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT_S, check=False
