@@ -37,12 +37,11 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
-if TYPE_CHECKING:
-    from remote_storage.scan.class_archive import Archive
+from remote_storage.scan.class_archive import Archive, java_options
 
 DEFAULT_MASTER = "local[2]"
 DEFAULT_DRIVER_MEMORY = "4g"
@@ -82,8 +81,6 @@ def build_session(
     ``class_archive`` and ``extra_java_options`` apply only to a JVM started here (not under spark-submit, nor when a
     session is already running)."""
     from pyspark.errors import PySparkRuntimeError
-
-    from remote_storage.scan.class_archive import java_options
 
     options = [QUICK_JIT_OPTION] if quick_jit else []
     options += [extra_java_options] if extra_java_options else []

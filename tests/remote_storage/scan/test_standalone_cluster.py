@@ -41,7 +41,7 @@ import pytest
 from hypothesis import Phase, find, settings
 
 from remote_storage.scan import contract as c
-from remote_storage.scan.class_archive import installed, java_options
+from remote_storage.scan.class_archive import installed, installed_spark_home, java_options
 from remote_storage.scan.job import ScanSettings
 from remote_storage.scan.run import scan
 from remote_storage.scan.session import QUICK_JIT_OPTION
@@ -65,11 +65,9 @@ def _spark_home_and_options() -> tuple[Path, str]:
     """The Spark home the cluster's and the driver's JVMs start from, and the JVM options of a small job there: the
     class archive make setup built and its Spark home (the mirror whose jars it was made with), if it did; else the
     installed PySpark package."""
-    import pyspark
-
     archive = installed()
     if archive is None:
-        return Path(pyspark.__file__).parent, QUICK_JIT_OPTION
+        return installed_spark_home(), QUICK_JIT_OPTION
     return archive.spark_home, f"{QUICK_JIT_OPTION} {java_options(archive.path)}"
 
 
