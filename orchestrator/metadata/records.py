@@ -22,7 +22,7 @@ its tiered epoch and, written again, carries it on tag 10950.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import IntEnum
 from functools import cache
@@ -164,21 +164,23 @@ def default_record_version(s: MessageSchema) -> int:
 
 
 def encode_record(record: MetadataRecord) -> bytes:
-    prefix, c = _encoder(record.name, record.version)
+    prefix, encode_into, _ = record_encoder(record.name, record.version)
     out = bytearray(prefix)
-    c.encode_into(record.fields, out)
+    encode_into(record.fields, out)
     return bytes(out)
 
 
 @cache
-def _encoder(name: str, version: int) -> tuple[bytes, codec.StructCodec]:
-    """The frame header (frame version, type, version) and the codec of one record type at one version."""
+def record_encoder(name: str, version: int) -> tuple[bytes, Callable[[Any, bytearray], None], bool]:
+    """How to write one record type at one version: the frame header (frame version, type, version), the body's
+    encoder, and whether the type belongs in the remote log metadata (:func:`is_rlmm_type`). One look-up per
+    record for a writer of many (:func:`encode_record`, the stores' batches)."""
     s = record_schema_by_name(name)
     assert s.api_key is not None
     prefix = bytearray()
     for n in (FRAME_VERSION, s.api_key, version):
         codec.write_uvarint(n, prefix)
-    return bytes(prefix), codec.compiled(s, version)
+    return bytes(prefix), codec.compiled(s, version).encode_into, is_rlmm_record(s)
 
 
 @cache
@@ -190,19 +192,21 @@ def is_rlmm_type(name: str) -> bool:
 def decode_record(data: bytes | bytearray | memoryview, *, rlmm: bool = False) -> MetadataRecord:
     """Decode one record; any malformation raises ProtocolError: :class:`UnknownRecordType` and
     :class:`UnknownRecordVersion` name what is unknown."""
-    r = codec.Reader(data)
-    if len(data) > 2 and data[0] == FRAME_VERSION and data[1] < 0x80 and data[2] < 0x80:  # one-byte varints
-        api_key, version, r.pos = data[1], data[2], 3
+    end = len(data)
+    if end > 2 and data[0] == FRAME_VERSION and data[1] < 0x80 and data[2] < 0x80:  # one-byte varints
+        api_key, version, pos = data[1], data[2], 3
     else:
+        r = codec.Reader(data)
         frame_version = r.uvarint()
         if frame_version != FRAME_VERSION:
             raise ProtocolError(f"unknown metadata record frame version {frame_version}")
         api_key = r.uvarint()
         version = r.uvarint()
+        pos = r.pos
     s, c, legacy = _decoder(rlmm, api_key, version)
-    fields = c.decode_from(r)
-    if r.pos != r.end:
-        raise ProtocolError(f"{s.name} v{version}: {r.end - r.pos} trailing bytes")
+    fields, pos = c.decode_range(data, pos, end)
+    if pos != end:
+        raise ProtocolError(f"{s.name} v{version}: {end - pos} trailing bytes")
     if legacy:
         _apply_legacy_tiered_epoch(s.name, fields)
     return MetadataRecord(s.name, version, fields)

@@ -75,8 +75,7 @@ from orchestrator.metadata.records import (
     MetadataRecord,
     SegmentState,
     TieredState,
-    encode_record,
-    is_rlmm_type,
+    record_encoder,
 )
 
 log = structlog.get_logger(__name__)
@@ -253,10 +252,13 @@ def encode_all(records: Sequence[MetadataRecord], *, rlmm: bool) -> list[bytes]:
     out: list[bytes] = []
     for i, record in enumerate(records):
         try:
-            if is_rlmm_type(record.name) != rlmm:
+            prefix, encode_into, is_rlmm = record_encoder(record.name, record.version)
+            if is_rlmm != rlmm:
                 where = "the remote log metadata" if rlmm else "the cluster metadata log"
                 raise InvalidRequest(f"{record.name} does not belong in {where}")
-            out.append(encode_record(record))
+            data = bytearray(prefix)
+            encode_into(record.fields, data)
+            out.append(bytes(data))
         except (ValueError, TypeError, KeyError, AttributeError, InvalidRequest) as exc:
             raise InvalidRequest(f"{record.name} (record {i} of the batch) cannot be encoded: {exc}") from exc
     return out

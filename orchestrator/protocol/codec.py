@@ -4,8 +4,9 @@ Covers fixed-width ints, floats, booleans, UUIDs, classic and compact strings/by
 nested structs, defaults, tagged fields and flexible versions, exactly as Kafka's generated code writes them.
 
 Each (schema, version) pair is compiled once (:func:`compiled`) into a tree of per-field closures (the reference)
-and, from the same plan, one generated function per struct (:mod:`orchestrator.protocol.codegen`), so encoding
-and decoding walk no schema at run time. Values are plain dicts keyed by snake_case field names. Encoding fills
+and, from the same plan, one function per struct that runs it straight (:mod:`orchestrator.protocol.codegen`: a
+loop in C where the build compiled ``_struct_codec_c.pyx``, else generated Python source), so encoding and
+decoding walk no schema at run time. Values are plain dicts keyed by snake_case field names. Encoding fills
 missing keys with the field's default; decoding returns every field of the schema, fields absent from that version
 holding their default, so handlers read values uniformly across versions.
 
@@ -25,17 +26,20 @@ import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from orchestrator.errors import ProtocolError, UnsupportedVersion
 from orchestrator.ids import ZERO_UUID, Uuid
 from orchestrator.protocol.codegen import (
     ARRAY_CHARS,
+    COMPILED,
     MISSING,
     FieldPlan,
     StructPlan,
     build_decoder,
     build_encoder,
+    compiled_decoder,
+    compiled_encoder,
     write_uvarint,
 )
 from orchestrator.protocol.schema import FieldSpec, MessageSchema
@@ -43,6 +47,9 @@ from orchestrator.protocol.schema import FieldSpec, MessageSchema
 __all__ = ["Reader", "StructCodec", "compiled", "decode", "decode_from", "encode", "encode_into", "write_uvarint"]
 
 Encoder = Callable[[Any, bytearray], None]
+#: How a codec's struct functions run: the compiled loop (``_struct_codec_c``, the generated source where the build
+#: made none), the generated source, or the per-field closures (the reference both are held to).
+CodecKind = Literal["compiled", "generated", "reference"]
 Decoder = Callable[["Reader"], Any]
 
 # The fixed-width ints and floats, from the generator's table of format characters (one definition of both).
@@ -256,11 +263,11 @@ def _enc_bytes(name: str, compact: bool, nullable: bool) -> tuple[Encoder, Decod
     return enc, dec
 
 
-def _element_codec(field: FieldSpec, version: int, flexible: bool, generated: bool) -> tuple[Encoder, Decoder]:
+def _element_codec(field: FieldSpec, version: int, flexible: bool, how: CodecKind) -> tuple[Encoder, Decoder]:
     """Codec of one value of the field's element type (a primitive or a struct), never null."""
     t = field.element_type
     if field.is_struct:
-        sc = StructCodec(field.fields, version, flexible, field.name, generated=generated)
+        sc = StructCodec(field.fields, version, flexible, field.name, how=how)
         return sc.encode_into, sc.decode_from
     if t in _FIXED:
         return _enc_fixed(_FIXED[t]), _dec_fixed(_FIXED[t])
@@ -275,12 +282,12 @@ def _element_codec(field: FieldSpec, version: int, flexible: bool, generated: bo
     raise ValueError(f"unknown type {t}")  # pragma: no cover
 
 
-def _field_codec(field: FieldSpec, version: int, flexible: bool, generated: bool) -> tuple[Encoder, Decoder]:
+def _field_codec(field: FieldSpec, version: int, flexible: bool, how: CodecKind) -> tuple[Encoder, Decoder]:
     if field.flexible_versions is not None:
         flexible = version in field.flexible_versions
     nullable = version in field.nullable_versions
     if field.is_array:
-        elem_enc, elem_dec = _element_codec(field, version, flexible, generated)
+        elem_enc, elem_dec = _element_codec(field, version, flexible, how)
         wlen, rlen = _length_codec(flexible, long_length=True)
         name = field.name
 
@@ -316,7 +323,7 @@ def _field_codec(field: FieldSpec, version: int, flexible: bool, generated: bool
         return _enc_string(field.name, flexible, nullable)
     if field.type in ("bytes", "records"):
         return _enc_bytes(field.name, flexible, nullable)
-    elem_enc, elem_dec = _element_codec(field, version, flexible, generated)
+    elem_enc, elem_dec = _element_codec(field, version, flexible, how)
     if field.is_struct and nullable:
         # A nullable struct is preceded by an int8: -1 for null, 1 for present.
 
@@ -351,8 +358,8 @@ class _TaggedField:
 class StructCodec:
     """The compiled codec of one struct (or message body) at one version.
 
-    ``encode_into`` and ``decode_from`` are generated functions (:mod:`orchestrator.protocol.codegen`) unless
-    ``generated`` is False; ``reference_encode_into`` and ``reference_decode_from`` walk the per-field closures
+    ``encode_into`` and ``decode_from`` run the plan compiled or generated (``how``, :data:`CodecKind`) unless
+    ``how`` is ``"reference"``; ``reference_encode_into`` and ``reference_decode_from`` walk the per-field closures
     and define what the generated ones must do."""
 
     __slots__ = (
@@ -364,13 +371,14 @@ class StructCodec:
         "_tagged_by_tag",
         "_unsupported",
         "decode_from",
+        "decode_range",
         "encode_into",
         "field_names",
         "name",
     )
 
     def __init__(
-        self, fields: tuple[FieldSpec, ...], version: int, flexible: bool, name: str, *, generated: bool = True
+        self, fields: tuple[FieldSpec, ...], version: int, flexible: bool, name: str, *, how: CodecKind = "compiled"
     ) -> None:
         self.name = name
         self._flexible = flexible
@@ -388,10 +396,10 @@ class StructCodec:
                 continue
             if flexible and version in f.tagged_versions:
                 assert f.tag is not None
-                enc, dec = _field_codec(f, version, True, generated)
+                enc, dec = _field_codec(f, version, True, how)
                 tagged.append(_TaggedField(f.tag, f.py_name, enc, dec, make_default))
             else:
-                enc, dec = _field_codec(f, version, flexible, generated)
+                enc, dec = _field_codec(f, version, flexible, how)
                 plain.append((f.py_name, enc, dec, make_default))
                 compact = flexible if f.flexible_versions is None else version in f.flexible_versions
                 nullable = version in f.nullable_versions
@@ -408,7 +416,8 @@ class StructCodec:
         self.field_names = frozenset(n for n, _ in self._defaults) | frozenset(n for n, _ in self._absent)
         self.encode_into: Encoder = self.reference_encode_into
         self.decode_from: Callable[[Reader], dict[str, Any]] = self.reference_decode_from
-        if generated:
+        self.decode_range: Callable[[Any, int, int], tuple[dict[str, Any], int]] = self._decode_range
+        if how != "reference":
             plan = StructPlan(
                 name,
                 flexible,
@@ -417,8 +426,14 @@ class StructCodec:
                 self._absent,
                 self._unsupported,
             )
-            self.decode_from = build_decoder(plan, self._read_tagged)
-            self.encode_into = build_encoder(plan, self._write_tagged, self.reference_encode_into)
+            if how == "compiled" and COMPILED:
+                decoder = compiled_decoder(plan, self._read_tagged, Reader)
+                self.decode_from = decoder
+                self.decode_range = decoder.decode_range  # type: ignore[attr-defined]
+                self.encode_into = compiled_encoder(plan, self._write_tagged, self.reference_encode_into)
+            else:
+                self.decode_from = build_decoder(plan, self._read_tagged)
+                self.encode_into = build_encoder(plan, self._write_tagged, self.reference_encode_into)
 
     def reference_encode_into(self, value: Any, out: bytearray) -> None:
         get = value.get
@@ -454,6 +469,12 @@ class StructCodec:
             write_uvarint(tag, out)
             write_uvarint(len(buf), out)
             out += buf
+
+    def _decode_range(self, buf: Any, pos: int, end: int) -> tuple[dict[str, Any], int]:
+        """``(value, position after it)`` of the struct at ``buf[pos:end]`` (the compiled loop needs no Reader)."""
+        r = Reader(buf, pos, end)
+        value = self.decode_from(r)
+        return value, r.pos
 
     def reference_decode_from(self, r: Reader) -> dict[str, Any]:
         d: dict[str, Any] = {}
@@ -513,7 +534,14 @@ def compiled(schema: MessageSchema, version: int) -> StructCodec:
 def reference(schema: MessageSchema, version: int) -> StructCodec:
     """The same codec with no generated code: the per-field closures only. What the generated code is held to."""
     schema.check_version(version)
-    return StructCodec(schema.fields, version, version in schema.flexible_versions, schema.name, generated=False)
+    return StructCodec(schema.fields, version, version in schema.flexible_versions, schema.name, how="reference")
+
+
+@cache
+def generated(schema: MessageSchema, version: int) -> StructCodec:
+    """The codec whose functions are generated Python source: what runs where the build made no compiled loop."""
+    schema.check_version(version)
+    return StructCodec(schema.fields, version, version in schema.flexible_versions, schema.name, how="generated")
 
 
 def encode(schema: MessageSchema, version: int, value: Mapping[str, object]) -> bytes:

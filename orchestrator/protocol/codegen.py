@@ -430,3 +430,86 @@ def write_uvarint(value: int, out: bytearray) -> None:
 
 
 MISSING: Any = object()  # a key absent from a value being encoded (None is a value)
+
+
+# --- the compiled twin
+
+try:  # the plan run by a loop in C (orchestrator/protocol/_struct_codec_c.pyx), which make builds
+    from orchestrator.protocol import _struct_codec_c as _compiled  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - a build without Cython's extensions runs the generated functions
+    _compiled = None
+
+#: Whether :func:`compiled_decoder` and :func:`compiled_encoder` are available (the build made ``_struct_codec_c``).
+COMPILED = _compiled is not None
+
+
+def _default_pair(key: str, make: Callable[[], Any]) -> tuple[str, Any, bool]:
+    """``(key, value, False)`` for an immutable default, ``(key, factory, True)`` for one made fresh each time
+    (the rule of :meth:`_Source.default_expr`)."""
+    sample = make()
+    return (key, sample, False) if isinstance(sample, _IMMUTABLE) else (key, make, True)
+
+
+def _ops(plan: StructPlan, *, encoding: bool) -> tuple[Any, ...]:
+    """The plan as the compiled loop's steps: a run of fixed-width fields or one field of another kind each."""
+    assert _compiled is not None
+    c = _compiled
+    ops = []
+    for run in _runs(plan.plain):
+        f = run[0][1]
+        if f.kind == "fixed":
+            s = _fixed_struct(run)
+            keys = tuple(g.key for _, g in run)
+            chars = b"".join(b"u" if g.type == "uuid" else FIXED_CHARS[g.type].encode() for _, g in run)
+            ops.append(c.Op(c.KIND_FIXED, f.key, f.label, False, False, None, s.size, keys, chars))
+        elif f.kind == "array":
+            char = ARRAY_CHARS[f.type[2:]]
+            width = struct.calcsize(">" + char)
+            ops.append(c.Op(c.KIND_ARRAY, f.key, f.label, f.compact, f.nullable, None, width, (), char.encode()))
+        else:
+            kind = {"string": c.KIND_STRING, "uuids": c.KIND_UUIDS}.get(f.kind, c.KIND_CALL)
+            fn = (f.encode if encoding else f.decode) if kind == c.KIND_CALL else None
+            ops.append(c.Op(kind, f.key, f.label, f.compact, f.nullable, fn, 0, (), b""))
+    return tuple(ops)
+
+
+def compiled_decoder(
+    plan: StructPlan, read_tagged: Callable[[Any, dict[str, Any]], None], reader_type: type
+) -> Callable[[Any], Any]:
+    """What :func:`build_decoder` makes, run by the compiled loop; it also has ``decode_range(buf, pos, end)``."""
+    assert _compiled is not None
+    decoder: Callable[[Any], Any] = _compiled.StructDecoder(
+        _ops(plan, encoding=False),
+        plan.flexible,
+        [_default_pair(k, make) for k, make in plan.tagged],
+        [_default_pair(k, make) for k, make in plan.absent],
+        read_tagged,
+        reader_type,
+        Uuid,
+        ProtocolError,
+    )
+    return decoder
+
+
+def compiled_encoder(
+    plan: StructPlan,
+    write_tagged: Callable[[Callable[..., Any], bytearray], None],
+    reference: Callable[[Any, bytearray], None],
+) -> Callable[[Any, bytearray], None]:
+    """What :func:`build_encoder` makes, run by the compiled loop."""
+    assert _compiled is not None
+    encoder: Callable[[Any, bytearray], None] = _compiled.StructEncoder(
+        plan.name,
+        _ops(plan, encoding=True),
+        [_default_pair(k, make) for k, make in plan.unsupported],
+        [_default_pair(f.key, f.default) for f in plan.plain],
+        plan.flexible,
+        [_default_pair(k, make) for k, make in plan.tagged],
+        write_tagged,
+        reference,
+        MISSING,
+        ZERO_UUID,
+        UnsupportedVersion,
+        (struct.error, TypeError, ValueError, AttributeError),
+    )
+    return encoder
