@@ -4,6 +4,7 @@ delete, controller, failover-postgres, copy, remote-format, scan, dataplane, rep
 from __future__ import annotations
 
 import sys
+import traceback
 
 from bench import (
     controller,
@@ -49,8 +50,16 @@ def main() -> None:
     unknown = [w for w in wanted if w not in SECTIONS]
     if unknown:
         sys.exit(f"unknown bench section(s) {unknown}; choose from {list(SECTIONS)}")
+    failed: list[str] = []
     for name in wanted:
-        SECTIONS[name]()
+        try:
+            SECTIONS[name]()
+        except Exception:  # one section's failure must not hide the others' figures: it is reported, and fails the run
+            traceback.print_exc()
+            print(f"bench section {name!r} failed (traceback above); going on with the others", file=sys.stderr)
+            failed.append(name)
+    if failed:
+        sys.exit(f"bench section(s) {failed} failed; the other sections' figures are above")
 
 
 if __name__ == "__main__":

@@ -532,15 +532,7 @@ class BrokerAgent:
 
     async def _tiering_round(self) -> None:
         """Roll, copy, local retention and remote expiry for every partition this broker leads (each one apart)."""
-        image = self.follower.image
-        led = [
-            key
-            for key in list(self.logs)
-            if (topic := image.topics.get(key[0])) is not None
-            and (p := topic.partitions.get(key[1])) is not None
-            and p.leader == self.settings.broker_id
-        ]
-        followed = [key for key in list(self.logs) if key not in led]
+        led, followed = split_by_leadership(list(self.logs), self.follower.image, self.settings.broker_id)
         self._tiering_retry.forget_all_but(set(self.logs))
         self.rlm.retain_copy_lag(led)
         if not self.logs:
@@ -642,6 +634,24 @@ class BrokerAgent:
     @property
     def _job_answer_wait_s(self) -> float:
         return self.settings.job_answer_wait_ms / 1000
+
+
+def split_by_leadership(
+    keys: list[PartitionKey], image: MetadataImage, broker_id: int
+) -> tuple[list[PartitionKey], list[PartitionKey]]:
+    """``keys`` (open logs) split into those ``broker_id`` leads in ``image`` and the others, each in ``keys``' order.
+
+    One pass, one image look-up per key and no comparison between keys: a tiering round runs it over every log the
+    broker holds, so it must stay linear (a list-membership test here was quadratic: at 20,000 logs a broker spent
+    each round's CPU comparing ids)."""
+    led: list[PartitionKey] = []
+    followed: list[PartitionKey] = []
+    topics = image.topics
+    for key in keys:
+        topic = topics.get(key[0])
+        p = None if topic is None else topic.partitions.get(key[1])
+        (led if p is not None and p.leader == broker_id else followed).append(key)
+    return led, followed
 
 
 def main(settings_path: str) -> None:
