@@ -70,10 +70,10 @@ cdef class Op:
     cdef readonly bint compact  # varint lengths
     cdef readonly bint nullable
     cdef readonly object fn  # call: the reference closure (decode or encode)
-    cdef readonly Py_ssize_t size  # fixed: the run's bytes; array: one element's
+    cdef readonly Py_ssize_t size  # fixed: the run's bytes; array (of numbers or UUIDs): one element's
     cdef readonly tuple keys  # fixed: every key of the run
-    cdef readonly bytes chars  # one struct format character per key of a fixed run ('u': a uuid's 16 bytes), or
-    # an array's element's
+    cdef readonly bytes chars  # one struct format character per key of a fixed run, or an array's element's
+    # ('u': a UUID's 16 bytes)
 
     def __init__(self, int kind, key, str label, bint compact, bint nullable, fn, Py_ssize_t size, tuple keys,
                  bytes chars):
@@ -324,9 +324,7 @@ cdef class StructDecoder:
                         p += _width(c)
                 pos += op.size
             elif op.kind == K_STRING:
-                at[0] = pos
-                n = self._length(op, data, buf, at, end, r, False)
-                pos = at[0]
+                n = self._length(op, data, buf, &pos, end, r, False)
                 if n == -1:
                     d[op.key] = self._null(op)
                     continue
@@ -340,9 +338,7 @@ cdef class StructDecoder:
                     raise self.error(f"{op.label}: invalid UTF-8: {exc}") from exc
                 pos += n
             elif op.kind == K_ARRAY:
-                at[0] = pos
-                n = self._length(op, data, buf, at, end, r, True)
-                pos = at[0]
+                n = self._length(op, data, buf, &pos, end, r, True)
                 if n == -1:
                     d[op.key] = self._null(op)
                     continue
@@ -357,9 +353,7 @@ cdef class StructDecoder:
                     pos += op.size
                 d[op.key] = items
             elif op.kind == K_UUIDS:
-                at[0] = pos
-                n = self._length(op, data, buf, at, end, r, True)
-                pos = at[0]
+                n = self._length(op, data, buf, &pos, end, r, True)
                 if n == -1:
                     d[op.key] = self._null(op)
                     continue
@@ -545,7 +539,7 @@ cdef class StructEncoder:
                     raise ValueError("string too long")
                 self._length(op, out, n, False)
                 memcpy(self._grow(out, n), utf8, n)
-            elif op.kind == K_ARRAY:
+            elif op.kind == K_ARRAY or op.kind == K_UUIDS:  # numbers, or UUIDs ('u', 16 bytes each)
                 if v is None:
                     self._null(op, out, True)
                     continue
@@ -556,23 +550,11 @@ cdef class StructEncoder:
                 for u in v:
                     if n == 0:  # the sequence grew while written
                         raise _Refused()
-                    _write_one(c, u, p)
+                    if c == b'u':
+                        self._raw16(u, p)
+                    else:
+                        _write_one(c, u, p)
                     p += op.size
-                    n -= 1
-                if n:
-                    raise _Refused()
-            elif op.kind == K_UUIDS:
-                if v is None:
-                    self._null(op, out, True)
-                    continue
-                n = len(v)
-                self._length(op, out, n, True)
-                p = self._grow(out, n * 16)
-                for u in v:
-                    if n == 0:
-                        raise _Refused()
-                    self._raw16(u, p)
-                    p += 16
                     n -= 1
                 if n:
                     raise _Refused()

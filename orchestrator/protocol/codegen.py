@@ -466,8 +466,10 @@ def _ops(plan: StructPlan, *, encoding: bool) -> tuple[Any, ...]:
             char = ARRAY_CHARS[f.type[2:]]
             width = struct.calcsize(">" + char)
             ops.append(c.Op(c.KIND_ARRAY, f.key, f.label, f.compact, f.nullable, None, width, (), char.encode()))
+        elif f.kind == "uuids":
+            ops.append(c.Op(c.KIND_UUIDS, f.key, f.label, f.compact, f.nullable, None, 16, (), b"u"))
         else:
-            kind = {"string": c.KIND_STRING, "uuids": c.KIND_UUIDS}.get(f.kind, c.KIND_CALL)
+            kind = c.KIND_STRING if f.kind == "string" else c.KIND_CALL
             fn = (f.encode if encoding else f.decode) if kind == c.KIND_CALL else None
             ops.append(c.Op(kind, f.key, f.label, f.compact, f.nullable, fn, 0, (), b""))
     return tuple(ops)
