@@ -40,6 +40,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -71,6 +72,9 @@ from .state import ControllerState
 log = structlog.get_logger(__name__)
 
 ALL_PARTITIONS = -1
+
+#: Newly stalled topics of one broker logged one line each; past this many they are logged in one line.
+STALLS_LOGGED_ONE_BY_ONE = 20
 
 
 class DisableRequestBody(m.DisableRemoteTopicRequest):
@@ -384,20 +388,37 @@ class DisablementDriver:
 
     def report_stalled(self, now: int) -> None:
         """Log each (topic, broker) pair once when it becomes stalled, with its last error; again if it recovers
-        and stalls anew."""
+        and stalls anew. A broker with more than :data:`STALLS_LOGGED_ONE_BY_ONE` newly stalled topics at one check
+        (a fenced broker in a bulk disablement of thousands) gets one line instead: how many, the first topics by
+        name, and its errors counted, so a bulk stall is read at a glance and not as thousands of lines."""
         queue = self._state.queue
+        by_broker: dict[int, list[tuple[Uuid, str | None, rq.QueuedBroker[dq.Duty] | None]]] = {}
         for topic_id, broker_id in self._walk.new_stalls(queue, now):
             entry = queue.topic(topic_id)
             pb = entry.pending.get(broker_id) if entry is not None else None
-            log.warning(
-                "disable.stalled",
-                topic=entry.name if entry is not None else None,
-                topic_id=str(topic_id),
-                broker_id=broker_id,
-                attempts=pb.attempts if pb is not None else None,
-                last_error=pb.last_error if pb is not None else None,
-                fenced=pb.fenced if pb is not None else None,
-            )
+            by_broker.setdefault(broker_id, []).append((topic_id, entry.name if entry is not None else None, pb))
+        for broker_id, stalls in sorted(by_broker.items()):
+            if len(stalls) > STALLS_LOGGED_ONE_BY_ONE:
+                errors = Counter(pb.last_error for _, _, pb in stalls if pb is not None and pb.last_error)
+                log.warning(
+                    "disable.stalled",
+                    broker_id=broker_id,
+                    topics=len(stalls),
+                    first_topics=sorted(str(name) for _, name, _ in stalls)[:STALLS_LOGGED_ONE_BY_ONE],
+                    fenced=any(pb is not None and pb.fenced for _, _, pb in stalls),
+                    last_errors=dict(errors.most_common()),
+                )
+                continue
+            for topic_id, name, pb in stalls:
+                log.warning(
+                    "disable.stalled",
+                    topic=name,
+                    topic_id=str(topic_id),
+                    broker_id=broker_id,
+                    attempts=pb.attempts if pb is not None else None,
+                    last_error=pb.last_error if pb is not None else None,
+                    fenced=pb.fenced if pb is not None else None,
+                )
 
     def describe_tiered_state(self, body: m.DescribeTieredStateRequest) -> m.DescribeTieredStateResponse:
         req = normalized("DescribeTieredStateRequest", 0, body)

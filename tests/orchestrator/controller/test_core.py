@@ -827,3 +827,32 @@ def test_ticks_over_an_unchanged_queue_do_not_walk_it_yet_a_repoll_and_a_timeout
     }
     assert pending[2]["last_error"].startswith("REQUEST_TIMED_OUT"), "broker 2's request timed out at its time"
     assert walks, "walked at the timeout"
+
+
+def test_a_broker_with_many_newly_stalled_topics_gets_one_line_naming_how_many_and_the_first() -> None:
+    """A fenced or failing broker in a bulk disablement stalls thousands of topics at once: one line for the broker
+    (the count, the first topics by name, its errors counted), not one per topic; a few stalls stay one line each."""
+    from structlog.testing import capture_logs
+
+    from orchestrator.controller.disablement import STALLS_LOGGED_ONE_BY_ONE
+
+    c = CoreHarness()
+    many = STALLS_LOGGED_ONE_BY_ONE + 5
+    names = [f"t-{i:02d}" for i in range(many)]
+    for name in names:
+        c.create(name, num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
+        c.alter(name, {"remote.storage.enable": "false"})
+    c.answer_all({"error_code": 56, "error_message": "S3 said 503"})
+    c.clock += DISABLEMENT.stall_threshold_ms
+    for b in (1, 2, 3):
+        c.heartbeat(b)
+    with capture_logs() as logs:
+        c.core.tick()
+        c.core.tick()
+    stalled = [e for e in logs if e["event"] == "disable.stalled"]
+    assert sorted(e["broker_id"] for e in stalled) == [1, 2, 3]  # one line each, once
+    for e in stalled:
+        assert e["topics"] == many
+        assert e["first_topics"] == names[:STALLS_LOGGED_ONE_BY_ONE]
+        assert e["last_errors"] == {"KAFKA_STORAGE_ERROR: S3 said 503": many}
+        assert e["fenced"] is False
