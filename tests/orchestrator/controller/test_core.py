@@ -6,10 +6,12 @@ import random
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from orchestrator.admin_api import reads
 from orchestrator.controller import retry_queue as rq
 from orchestrator.controller.core import ControllerCore
+from orchestrator.controller.disablement import STALLS_LOGGED_ONE_BY_ONE
 from orchestrator.errors import StaleControllerEpoch
 from orchestrator.ids import ZERO_UUID, Uuid
 from orchestrator.metadata.memory_store import InMemoryMetadataStore
@@ -589,12 +591,13 @@ def test_a_deposed_controller_hands_out_no_disable_requests() -> None:
         old.due_disable_requests()
 
 
-def test_a_stalled_pair_is_logged_once_with_its_last_error() -> None:
-    from structlog.testing import capture_logs
-
+def _stall_logs(names: list[str]) -> list[dict[str, Any]]:
+    """The ``disable.stalled`` lines of two ticks, once every broker has failed every topic of ``names`` (each
+    disabled) for the stall threshold."""
     c = CoreHarness()
-    c.create("t", num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
-    c.alter("t", {"remote.storage.enable": "false"})
+    for name in names:
+        c.create(name, num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
+        c.alter(name, {"remote.storage.enable": "false"})
     c.answer_all({"error_code": 56, "error_message": "S3 said 503"})
     c.clock += DISABLEMENT.stall_threshold_ms
     for b in (1, 2, 3):
@@ -602,7 +605,11 @@ def test_a_stalled_pair_is_logged_once_with_its_last_error() -> None:
     with capture_logs() as logs:
         c.core.tick()
         c.core.tick()
-    stalled = [e for e in logs if e["event"] == "disable.stalled"]
+    return [e for e in logs if e["event"] == "disable.stalled"]
+
+
+def test_a_stalled_pair_is_logged_once_with_its_last_error() -> None:
+    stalled = _stall_logs(["t"])
     assert sorted(e["broker_id"] for e in stalled) == [1, 2, 3]  # once each, not once per tick
     assert all(e["last_error"] == "KAFKA_STORAGE_ERROR: S3 said 503" and e["topic"] == "t" for e in stalled)
 
@@ -832,24 +839,9 @@ def test_ticks_over_an_unchanged_queue_do_not_walk_it_yet_a_repoll_and_a_timeout
 def test_a_broker_with_many_newly_stalled_topics_gets_one_line_naming_how_many_and_the_first() -> None:
     """A fenced or failing broker in a bulk disablement stalls thousands of topics at once: one line for the broker
     (the count, the first topics by name, its errors counted), not one per topic; a few stalls stay one line each."""
-    from structlog.testing import capture_logs
-
-    from orchestrator.controller.disablement import STALLS_LOGGED_ONE_BY_ONE
-
-    c = CoreHarness()
     many = STALLS_LOGGED_ONE_BY_ONE + 5
     names = [f"t-{i:02d}" for i in range(many)]
-    for name in names:
-        c.create(name, num_partitions=3, configs=[{"name": "remote.storage.enable", "value": "true"}])
-        c.alter(name, {"remote.storage.enable": "false"})
-    c.answer_all({"error_code": 56, "error_message": "S3 said 503"})
-    c.clock += DISABLEMENT.stall_threshold_ms
-    for b in (1, 2, 3):
-        c.heartbeat(b)
-    with capture_logs() as logs:
-        c.core.tick()
-        c.core.tick()
-    stalled = [e for e in logs if e["event"] == "disable.stalled"]
+    stalled = _stall_logs(names)
     assert sorted(e["broker_id"] for e in stalled) == [1, 2, 3]  # one line each, once
     for e in stalled:
         assert e["topics"] == many
