@@ -18,8 +18,9 @@ Python (a hypothesis test checks that they agree on generated buckets):
    metadata (a key under another prefix, or an explicit key).
 3. **Objects** (:mod:`.classify`): topics and the tiered-state history are small and broadcast; segments join on
    (topic id, segment id). An export that lists a topic id or a segment twice is refused (a join would count its
-   objects twice): the driver reads the few topic rows itself, and one small job counts the segments, checks them
-   and finds the prefixes they record. ``objects.parquet`` is written once and read back by every later step.
+   objects twice): the driver reads the few topic rows itself, and the segments' ids too up to
+   ``driver_facts_max_segments`` (pyarrow, no Spark job: a job of three stages cost several seconds of a 1M-row
+   scan); a larger export is counted, checked and its recorded prefixes found by one small Spark job. ``objects.parquet`` is written once and read back by every later step.
 4. **Segments** (:mod:`.segment_checks`): one grouping of the written objects per segment gives the object-set,
    chain and size anomalies; the manifests the size rule needs are read by the executors, counted and capped first.
 5. **Outputs** (names in the contract): ``objects.parquet``, ``anomalies.parquet`` and, when manifests were read,
@@ -81,6 +82,9 @@ class ScanSettings:
     broadcast_segments_max: int = 4_000_000
     # Manifests the executors may read for the size rule (one GET each); more stops the scan; 0: never read.
     max_manifest_reads: int = c.DEFAULT_MAX_MANIFEST_READS
+    # Up to this many segments the driver reads their ids itself to check the export before planning (about 60 MB
+    # at the bound); more are checked by a Spark job.
+    driver_facts_max_segments: int = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,10 +303,45 @@ class _SegmentFacts:
     recorded_prefixes: tuple[str, ...]  # the prefixes they record (a recorded key alone records none)
 
 
-def _segment_facts(segments: Any, export_dir: Path) -> _SegmentFacts:
-    """What the job needs to know of the segments before it plans, in one small job: their count, whether any
-    records a location and under which prefixes; an export that lists a segment twice is refused (the count of
-    distinct (topic id, segment id) is smaller than the count of rows: then the grouping finds one to name)."""
+def _segment_facts(segments: Any, export_dir: Path, *, driver_max: int) -> _SegmentFacts:
+    """What the job needs to know of the segments before it plans (see :class:`_SegmentFacts`); an export that lists a
+    segment twice is refused. Up to ``driver_max`` segments (the Parquet footer's row count) the driver reads their
+    ids itself (:func:`_facts_read_here`), more are counted by a Spark job (:func:`_facts_by_spark`): the same facts
+    either way."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+    rows = pq.ParquetFile(export_dir / export_format.SEGMENTS_FILE).metadata.num_rows
+    if rows <= driver_max:
+        return _facts_read_here(export_dir)
+    return _facts_by_spark(segments, export_dir)
+
+
+def _facts_read_here(export_dir: Path) -> _SegmentFacts:
+    """:func:`_segment_facts` by the driver, with pyarrow: four columns of the segments (about 60 bytes a segment),
+    no Spark job. A small export's facts took a Spark job of three stages, several seconds of a scan of 1M rows."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq
+
+    path = export_dir / export_format.SEGMENTS_FILE
+    present = set(pq.read_schema(path).names)
+    located = [n for n in ("object_prefix", "object_key") if n in present]  # an older export has neither
+    table = pq.read_table(path, columns=["topic_id", "segment_id", *located])
+    counted = table.group_by(["topic_id", "segment_id"]).aggregate([([], "count_all")])
+    if counted.num_rows != table.num_rows:
+        first = counted.filter(pc.greater(counted.column("count_all"), 1)).slice(0, 1).to_pylist()[0]
+        example = f"topic_id={first['topic_id']}, segment_id={first['segment_id']}"
+        raise _duplicate_error(export_dir, "a segment", example, first["count_all"])
+    recording = pa.array([False] * table.num_rows, pa.bool_())
+    for name in located:
+        recording = pc.or_(recording, pc.is_valid(table.column(name)))
+    prefixes = table.column("object_prefix").drop_null().unique().to_pylist() if "object_prefix" in present else []
+    return _SegmentFacts(table.num_rows, bool(pc.any(recording).as_py()), tuple(sorted(prefixes)))
+
+
+def _facts_by_spark(segments: Any, export_dir: Path) -> _SegmentFacts:
+    """:func:`_segment_facts` in one small Spark job: the count of distinct (topic id, segment id) is smaller than the
+    count of rows when a segment is listed twice; then a grouping finds one to name."""
     F = _F()
     recording = F.col("object_prefix").isNotNull() | F.col("object_key").isNotNull()
     row = segments.agg(
@@ -355,7 +394,7 @@ def _run_scan(
         raise ScanError(f"inventory {source.uri} lists no data files")
     topics, segments, epochs = _read_export(spark, export_dir)
     topic_list = _topic_rows(export_dir)
-    facts = _segment_facts(segments, export_dir)
+    facts = _segment_facts(segments, export_dir, driver_max=settings.driver_facts_max_segments)
 
     say(f"reading {len(source.files)} inventory data file(s) ({source.file_format})")
 

@@ -38,6 +38,7 @@ SPARK_SESSION_MODULES = (
     "tests/remote_storage/scan/test_native_parquet.py",
     "tests/remote_storage/scan/test_session.py",
     "tests/remote_storage/scan/test_class_archive.py",
+    "tests/remote_storage/scan/test_segment_facts.py",
 )
 
 LONGEST = (
