@@ -20,7 +20,8 @@ Python (a hypothesis test checks that they agree on generated buckets):
    (topic id, segment id). An export that lists a topic id or a segment twice is refused (a join would count its
    objects twice): the driver reads the few topic rows itself, and the segments' ids too up to
    ``driver_facts_max_segments`` (pyarrow, no Spark job: a job of three stages cost several seconds of a 1M-row
-   scan); a larger export is counted, checked and its recorded prefixes found by one small Spark job. ``objects.parquet`` is written once and read back by every later step.
+   scan); a larger export is counted, checked and its recorded prefixes found by one small Spark job.
+   ``objects.parquet`` is written once and read back by every later step.
 4. **Segments** (:mod:`.segment_checks`): one grouping of the written objects per segment gives the object-set,
    chain and size anomalies; the manifests the size rule needs are read by the executors, counted and capped first.
 5. **Outputs** (names in the contract): ``objects.parquet``, ``anomalies.parquet`` and, when manifests were read,
