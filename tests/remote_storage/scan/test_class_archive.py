@@ -204,8 +204,8 @@ def test_a_jvm_that_dies_on_the_archive_is_started_again_without_it(monkeypatch:
     monkeypatch.delenv("SPARK_HOME", raising=False)
     assert session.build_session(quick_jit=True, class_archive=ARCHIVE) == "session"
     assert started == [
-        f"-XX:TieredStopAtLevel=1 {class_archive.java_options(Path('/c/a.jsa'))}",
-        "-XX:TieredStopAtLevel=1",
+        f"-XX:TieredStopAtLevel=1 -XX:+UseParallelGC {class_archive.java_options(Path('/c/a.jsa'))}",
+        "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC",
     ]
     assert "SPARK_HOME" not in os.environ
 
@@ -224,13 +224,13 @@ def test_the_jvm_is_launched_from_the_archive_s_spark_home_which_this_process_do
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     monkeypatch.delenv("SPARK_HOME", raising=False)
     assert session.build_session(class_archive=ARCHIVE) == "session"
-    assert seen == [("/c/a.spark-home", class_archive.java_options(Path("/c/a.jsa")))]
+    assert seen == [("/c/a.spark-home", f"-XX:+UseParallelGC {class_archive.java_options(Path('/c/a.jsa'))}")]
     assert "SPARK_HOME" not in os.environ
 
     # SPARK_HOME naming another Spark: its jars are not the archive's, so the archive is not used.
     monkeypatch.setenv("SPARK_HOME", "/opt/spark")
     assert session.build_session(class_archive=ARCHIVE) == "session"
-    assert seen[1] == ("/opt/spark", "")
+    assert seen[1] == ("/opt/spark", "-XX:+UseParallelGC")
     assert os.environ["SPARK_HOME"] == "/opt/spark"
 
 

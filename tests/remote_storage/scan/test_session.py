@@ -12,7 +12,13 @@ import pytest
 from remote_storage.scan import run as scan_run
 from remote_storage.scan import session
 from remote_storage.scan.job import ScanSettings
-from remote_storage.scan.session import DATAFRAME_DEBUGGING, QUICK_JIT_OPTION, SMALL_INVENTORY_BYTES, small_inventory
+from remote_storage.scan.session import (
+    DATAFRAME_DEBUGGING,
+    GC_OPTION,
+    QUICK_JIT_OPTION,
+    SMALL_INVENTORY_BYTES,
+    small_inventory,
+)
 from tests.support import aws_inventory
 from tests.support.scan_world import PREFIX, World
 
@@ -29,6 +35,39 @@ def test_the_session_built_for_a_small_job_runs_its_jvm_with_the_first_jit_tier_
     jvm = spark.sparkContext._jvm
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert QUICK_JIT_OPTION in arguments
+
+
+@pytest.mark.spark
+def test_the_session_jvm_collects_garbage_with_the_parallel_collector(spark: Any) -> None:
+    jvm = spark.sparkContext._jvm
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert GC_OPTION in arguments
+    collectors = [b.getName() for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()]
+    assert sorted(collectors) == ["PS MarkSweep", "PS Scavenge"]  # the parallel collector's, not G1's
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("extra", "java"),
+    [
+        ("", "-XX:+UseParallelGC"),
+        ("-Xss4m", "-XX:+UseParallelGC -Xss4m"),
+        ("-XX:+UseG1GC -Xss4m", "-XX:+UseG1GC -Xss4m"),  # a collector chosen by the caller is the one used
+        ("-XX:+UseZGC", "-XX:+UseZGC"),
+    ],
+)
+def test_the_parallel_collector_is_chosen_unless_the_extra_options_choose_one(
+    monkeypatch: pytest.MonkeyPatch, extra: str, java: str
+) -> None:
+    started: list[str] = []
+
+    def fake_session(master: Any, memory: str, partitions: int, name: str, options: str) -> str:
+        started.append(options)
+        return "session"
+
+    monkeypatch.setattr(session, "_session", fake_session)
+    assert session.build_session(extra_java_options=extra) == "session"
+    assert started == [java]
 
 
 @pytest.mark.spark
