@@ -3,7 +3,7 @@
 The rules are the contract's (:mod:`remote_storage.scan.contract`), in its order, as :func:`policies.orphans.
 classify_object` states them in plain Python. Topics are small and broadcast; segments join on (topic id, segment
 id), broadcast below the job's limit (then the objects are not shuffled at all). Retention expiry is computed on the
-segments with window functions, following :func:`policies.retention.plan_remote_expiry`.
+segments with window functions, as a column of theirs, following :func:`policies.retention.plan_remote_expiry`.
 """
 
 from __future__ import annotations
@@ -19,27 +19,37 @@ def _F() -> Any:
     return functions
 
 
-def expired_segments(segments: Any, topics: Any, *, now_ms: int) -> Any:
-    """(topic_id, segment_id) of COPY_SEGMENT_FINISHED segments that retention expires now (plan_remote_expiry)."""
+def with_expiry(segments: Any, topics: Any, *, now_ms: int) -> Any:
+    """``segments`` with ``expired``: whether retention expires the segment now (:func:`policies.retention.
+    plan_remote_expiry`). Only COPY_SEGMENT_FINISHED segments of live topics take part; the others are never expired
+    and are skipped by the windows (their conditional sizes and verdicts are null, which sums and minimums ignore),
+    so one window pass over all segments gives each its verdict without a join back."""
     F = _F()
     from pyspark.sql import Window
 
-    live_topics = topics.filter(~F.col("deleted")).select("topic_id", "retention_ms", "retention_bytes")
-    segs = segments.filter(F.col("state") == "COPY_SEGMENT_FINISHED").join(F.broadcast(live_topics), "topic_id")
+    live_topics = topics.filter(~F.col("deleted")).select(
+        "topic_id",
+        F.lit(True).alias("x_live"),
+        F.col("retention_ms").alias("x_retention_ms"),
+        F.col("retention_bytes").alias("x_retention_bytes"),
+    )
+    segs = segments.join(F.broadcast(live_topics), "topic_id", "left")
+    taking_part = (F.col("state") == "COPY_SEGMENT_FINISHED") & F.col("x_live").isNotNull()
+    size = F.when(taking_part, F.col("size_bytes"))
     part = Window.partitionBy("topic_id", "partition")
     ordered = part.orderBy("start_offset", "end_offset", "segment_id")
-    before = F.coalesce(F.sum("size_bytes").over(ordered.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
-    by_ms = (F.col("retention_ms") >= 0) & (F.col("max_timestamp_ms") < F.lit(now_ms) - F.col("retention_ms"))
-    by_bytes = (F.col("retention_bytes") >= 0) & (F.sum("size_bytes").over(part) - before > F.col("retention_bytes"))
-    expirable = (by_ms | by_bytes).cast("int")
+    before = F.coalesce(F.sum(size).over(ordered.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0))
+    retention_ms, retention_bytes = F.col("x_retention_ms"), F.col("x_retention_bytes")
+    by_ms = (retention_ms >= 0) & (F.col("max_timestamp_ms") < F.lit(now_ms) - retention_ms)
+    by_bytes = (retention_bytes >= 0) & (F.sum(size).over(part) - before > retention_bytes)
+    expirable = F.when(taking_part, (by_ms | by_bytes).cast("int"))
     # Oldest first, stopping at the first survivor: expired iff every segment up to this one is expirable.
-    expired = F.min(expirable).over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)) == 1
-    return segs.select("topic_id", "segment_id", expired.alias("expired")).filter("expired")
+    up_to_here = F.min(expirable).over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    expired = F.coalesce(taking_part & (up_to_here == 1), F.lit(False))
+    return segs.select(*[F.col(n) for n in segments.columns], expired.alias("expired"))
 
 
-def classify_objects(
-    objects: Any, topics: Any, segments: Any, expired: Any, *, grace_ms: int, now_ms: int, broadcast: bool
-) -> Any:
+def classify_objects(objects: Any, topics: Any, segments: Any, *, grace_ms: int, now_ms: int, broadcast: bool) -> Any:
     F = _F()
     topic_columns = [
         "topic_id",
@@ -56,8 +66,9 @@ def classify_objects(
         F.col("tiered_epoch").alias("segment_epoch"),
         F.col("size_bytes").alias("s_size"),
         F.col("event_timestamp_ms").alias("s_event"),
+        "expired",
     ]
-    seg = segments.select(*segment_columns).join(expired, ["topic_id", "segment_id"], "left")
+    seg = with_expiry(segments, topics, now_ms=now_ms).select(*segment_columns)
     # Broadcast, the 10^7 objects are not shuffled at all; above the limit it is a shuffle join.
     seg_side = F.broadcast(seg) if broadcast else seg
     df = objects.join(t, "topic_id", "left").join(seg_side, ["topic_id", "segment_id"], "left")

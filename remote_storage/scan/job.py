@@ -52,7 +52,7 @@ from remote_storage import export_format
 from remote_storage import inventory as inv
 from remote_storage.scan import contract as c
 from remote_storage.scan import sources
-from remote_storage.scan.classify import classify_objects, expired_segments, object_anomalies
+from remote_storage.scan.classify import classify_objects, object_anomalies
 from remote_storage.scan.errors import ScanError
 from remote_storage.scan.locate import locate, parse_keys, recorded_locations
 from remote_storage.scan.segment_checks import (
@@ -409,7 +409,6 @@ def _run_scan(
     valid = read_rows().filter(F.col("malformed").isNull()).select("key", "size", "last_modified_ms")
 
     say("classifying objects against the metadata export")
-    expired = expired_segments(segments, topics, now_ms=now_ms)
     broadcast = facts.count <= settings.broadcast_segments_max
     prefixes = sorted(p for p in facts.recorded_prefixes if p != settings.prefix)
     if facts.any_recorded:
@@ -417,9 +416,7 @@ def _run_scan(
     # Three keys per segment that records a location, and never more segments than the ones broadcast.
     recorded = recorded_locations(segments, settings.prefix) if facts.any_recorded else None
     keyed = locate(parse_keys(valid, settings.prefix), recorded, settings.prefix, broadcast=broadcast)
-    objects = classify_objects(
-        keyed, topics, segments, expired, grace_ms=settings.grace_ms, now_ms=now_ms, broadcast=broadcast
-    )
+    objects = classify_objects(keyed, topics, segments, grace_ms=settings.grace_ms, now_ms=now_ms, broadcast=broadcast)
     objects_path = out_dir / c.OBJECTS_DIR
     objects.write.mode("overwrite").parquet(str(objects_path))
     seconds["classify_and_write_objects"] = time.perf_counter() - started
