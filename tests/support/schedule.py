@@ -39,6 +39,7 @@ SPARK_SESSION_MODULES = (
     "tests/remote_storage/scan/test_session.py",
     "tests/remote_storage/scan/test_class_archive.py",
     "tests/remote_storage/scan/test_segment_facts.py",
+    "tests/remote_storage/scan/test_parse_keys.py",
 )
 
 LONGEST = (
