@@ -215,6 +215,26 @@ def test_a_produce_answers_each_partition_on_its_own_and_appends_only_the_good_o
 
 
 @pytest.mark.unit
+def test_a_produce_of_several_partitions_takes_one_worker_thread_hop_under_the_log_lock(env, monkeypatch):
+    from orchestrator.broker import data_plane
+
+    hops: list[bool] = []  # whether the log lock was held at each hop
+    real = asyncio.to_thread
+    lock = env.plane.log_lock
+
+    async def counted(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        hops.append(lock.locked())
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(data_plane.asyncio, "to_thread", counted)
+    body = produce_body(("t", 0, records(b"a")), ("t", 1, records(b"c")[:-1]), ("nope", 0, records(b"d")))
+    answer = produced(env.run(env.produce(body)))
+    assert [answer[k]["error_code"] for k in sorted(answer)] == [UNKNOWN_TOPIC_OR_PARTITION, OK, CORRUPT_MESSAGE]
+    assert hops == [True]
+    assert env.log_end_offset("t", 0) == 1
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("acks", [2, -2, 3, 100])
 def test_acks_other_than_0_1_and_all_are_invalid_required_acks_on_every_partition(env, acks):
     body = produce_body(("t", 0, records(b"a")), ("t", 1, records(b"b")), ("nope", 0, records(b"c")), acks=acks)
