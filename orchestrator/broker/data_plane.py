@@ -53,7 +53,8 @@ Invariants:
 
 Blocking work (the log, S3) runs in worker threads; the log is used under the broker's log lock, so a log is never
 closed under a read or an append. A Produce takes one hop to a worker thread, holding the lock: every partition is
-checked and validated, then the valid ones are appended; the acknowledgements (acks=all waits) follow on the loop. A read from the remote tier finds its segment under the lock and reads it from S3
+checked and validated, then the valid ones are appended; the acknowledgements (acks=all waits) follow on the loop.
+A read from the remote tier finds its segment under the lock and reads it from S3
 after releasing it: a slow GET holds up no produce or fetch of another partition. A segment expired in between
 (retention, a delete policy) is OFFSET_OUT_OF_RANGE with the bounds as they are then.
 """

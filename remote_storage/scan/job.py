@@ -309,7 +309,7 @@ def _segment_facts(segments: Any, export_dir: Path, *, driver_max: int) -> _Segm
     segment twice is refused. Up to ``driver_max`` segments (the Parquet footer's row count) the driver reads their
     ids itself (:func:`_facts_read_here`), more are counted by a Spark job (:func:`_facts_by_spark`): the same facts
     either way."""
-    import pyarrow.parquet as pq  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq
 
     rows = pq.ParquetFile(export_dir / export_format.SEGMENTS_FILE).metadata.num_rows
     if rows <= driver_max:
@@ -320,8 +320,8 @@ def _segment_facts(segments: Any, export_dir: Path, *, driver_max: int) -> _Segm
 def _facts_read_here(export_dir: Path) -> _SegmentFacts:
     """:func:`_segment_facts` by the driver, with pyarrow: four columns of the segments (about 60 bytes a segment),
     no Spark job. A small export's facts took a Spark job of three stages, several seconds of a scan of 1M rows."""
-    import pyarrow as pa  # type: ignore[import-untyped]
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     path = export_dir / export_format.SEGMENTS_FILE

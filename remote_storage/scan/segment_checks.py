@@ -120,9 +120,7 @@ def linked_segments(objects: Any, topics: Any, segments: Any, epochs: Any) -> An
     earlier = chain.rowsBetween(Window.unboundedPreceding, -1)
     # The end of the previous *finished* segment of this chain (others are skipped, not a break in it).
     prev_end = F.last(F.when(finished, F.col("end_offset")), ignorenulls=True).over(earlier)
-    linked = known.select("*", prev_end.alias("prev_end")).join(
-        found_objects(objects), list(SEGMENT_FIRST), "left"
-    )
+    linked = known.select("*", prev_end.alias("prev_end")).join(found_objects(objects), list(SEGMENT_FIRST), "left")
 
     n = sum((F.coalesce(F.col(f"has_{i}"), F.lit(0)) for i in range(len(_SUFFIXES))), F.lit(0))
     deletes_all = F.col("t_state").isin("DISABLING", "DISABLED") & (F.col("t_policy") == "DELETE")
