@@ -104,7 +104,7 @@ from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.epoch_end_offsets import EpochEndOffsets
 from orchestrator.broker.fencing import ControllerEpochFence
-from orchestrator.broker.hosted_logs import HostedLogs
+from orchestrator.broker.hosted_logs import HostedLogs, split_by_leadership
 from orchestrator.broker.job_answers import answer_once_ended
 from orchestrator.broker.job_registry import error_body
 from orchestrator.broker.local_log import PartitionLog
@@ -634,24 +634,6 @@ class BrokerAgent:
     @property
     def _job_answer_wait_s(self) -> float:
         return self.settings.job_answer_wait_ms / 1000
-
-
-def split_by_leadership(
-    keys: list[PartitionKey], image: MetadataImage, broker_id: int
-) -> tuple[list[PartitionKey], list[PartitionKey]]:
-    """``keys`` (open logs) split into those ``broker_id`` leads in ``image`` and the others, each in ``keys``' order.
-
-    One pass, one image look-up per key and no comparison between keys: a tiering round runs it over every log the
-    broker holds, so it must stay linear (a list-membership test here was quadratic: at 20,000 logs a broker spent
-    each round's CPU comparing ids)."""
-    led: list[PartitionKey] = []
-    followed: list[PartitionKey] = []
-    topics = image.topics
-    for key in keys:
-        topic = topics.get(key[0])
-        p = None if topic is None else topic.partitions.get(key[1])
-        (led if p is not None and p.leader == broker_id else followed).append(key)
-    return led, followed
 
 
 def main(settings_path: str) -> None:

@@ -1,5 +1,6 @@
 """The logs of the partitions a broker hosts (leads or follows): opened on first use, shared by every part of the
-broker through one dict (``logs``), and the one way to get the log of a partition this broker leads.
+broker through one dict (``logs``), and the one way to get the log of a partition this broker leads;
+:func:`split_by_leadership` tells the hosted logs it leads from the others, in one pass.
 
 Invariants:
 
@@ -229,3 +230,21 @@ class HostedLogs:
             # metadata round last reconciled): move it aside now rather than refuse until the round does.
             self._reconcile(image)
             return self.open_log(image, topic_id, partition, as_leader=True)
+
+
+def split_by_leadership(
+    keys: list[PartitionKey], image: MetadataImage, broker_id: int
+) -> tuple[list[PartitionKey], list[PartitionKey]]:
+    """``keys`` (open logs) split into those ``broker_id`` leads in ``image`` and the others, each in ``keys``' order.
+
+    One pass, one image look-up per key and no comparison between keys: a tiering round runs it over every log the
+    broker holds, so it must stay linear (a list-membership test here was quadratic: at 20,000 logs a broker spent
+    each round's CPU comparing ids)."""
+    led: list[PartitionKey] = []
+    followed: list[PartitionKey] = []
+    topics = image.topics
+    for key in keys:
+        topic = topics.get(key[0])
+        p = None if topic is None else topic.partitions.get(key[1])
+        (led if p is not None and p.leader == broker_id else followed).append(key)
+    return led, followed

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.broker.agent import split_by_leadership
+from orchestrator.broker.hosted_logs import split_by_leadership
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, replay
 from orchestrator.metadata.records import make_record
