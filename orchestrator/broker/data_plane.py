@@ -74,11 +74,11 @@ from orchestrator.admin_api.internal_topics import produce_refusal
 from orchestrator.broker.leader_replication import LeaderReplication
 from orchestrator.broker.leader_replication import diverging as diverging_at
 from orchestrator.broker.local_log import AppendInfo, PartitionLog
-from orchestrator.broker.produce_validation import ProducePolicy, validate_records
+from orchestrator.broker.partition_rules import check_leader_epoch, produce_policy
+from orchestrator.broker.produce_validation import validate_records
 from orchestrator.broker.remote_log_manager import ReadResult, RemoteLogManager
 from orchestrator.broker.replication import ReplicaStates
 from orchestrator.errors import (
-    FencedLeaderEpoch,
     FetchSessionIdNotFound,
     InvalidRequest,
     InvalidRequiredAcks,
@@ -90,7 +90,6 @@ from orchestrator.errors import (
     OffsetOutOfRange,
     RemoteStorageError,
     TieredError,
-    UnknownLeaderEpoch,
     UnknownTopicOrPartition,
     UnsupportedForMessageFormat,
     UnsupportedVersion,
@@ -112,33 +111,6 @@ _SPECIAL_SINCE = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 NO_OFFSET = -1
 
 LeaderLog = Callable[[Uuid, int], PartitionLog]
-
-
-def produce_policy(image: MetadataImage, topic: TopicImage) -> ProducePolicy:
-    configs = image.topic_configs(topic.name)
-    return ProducePolicy(
-        max_message_bytes=int_or_default(configs, "max.message.bytes"),
-        log_append_time=configs.get("message.timestamp.type") == "LogAppendTime",
-        timestamp_before_max_ms=int_or_default(configs, "message.timestamp.before.max.ms"),
-        timestamp_after_max_ms=int_or_default(configs, "message.timestamp.after.max.ms"),
-    )
-
-
-def check_leader_epoch(topic: TopicImage, partition: int, current_leader_epoch: int) -> None:
-    """KIP-320's fence: a client's leader epoch (-1: none given) must be the partition's."""
-    p = topic.partitions.get(partition)
-    if p is None or current_leader_epoch < 0:
-        return
-    if current_leader_epoch < p.leader_epoch:
-        raise FencedLeaderEpoch(
-            f"{topic.name}-{partition}: the client's leader epoch {current_leader_epoch} is older than "
-            f"{p.leader_epoch}; refresh metadata"
-        )
-    if current_leader_epoch > p.leader_epoch:
-        raise UnknownLeaderEpoch(
-            f"{topic.name}-{partition}: the client's leader epoch {current_leader_epoch} is newer than this "
-            f"broker's {p.leader_epoch}"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +254,10 @@ class DataPlane:
                     except TieredError as exc:
                         parts.append((index, exc))
                 plan.append((name, parts))
-            return [(name, [(i, self._append_prepared(p)) for i, p in parts]) for name, parts in plan]
+            return [
+                (name, [(i, p if isinstance(p, TieredError) else self._append_prepared(p)) for i, p in parts])
+                for name, parts in plan
+            ]
 
         # One worker-thread hop per request, not one to prepare and one per partition to append: a hop is a thread
         # wake-up and a GIL hand-off each way, and at Kafka's 16 KiB batches they were a third of a Produce's time.
@@ -330,11 +305,9 @@ class DataPlane:
             batches = [with_log_append_time(raw, now) for raw in batches]
         return _Prepared(topic, partition, batches, now if policy.log_append_time else -1)
 
-    def _append_prepared(self, p: _Prepared | TieredError) -> _Appended | TieredError:
-        """A prepared partition appended to its log (a worker thread, the log lock held), or the error that refused
-        or failed it."""
-        if isinstance(p, TieredError):
-            return p
+    def _append_prepared(self, p: _Prepared) -> _Appended | TieredError:
+        """A prepared partition appended to its log (a worker thread, the log lock held), or the error that failed
+        it."""
         topic, partition = p.topic, p.partition
         try:
             plog = self._leader_log(topic.topic_id, partition)

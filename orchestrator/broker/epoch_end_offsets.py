@@ -10,7 +10,7 @@ Each partition is answered as Kafka's leader answers it (``ReplicaManager.lastOf
 
 * a topic or partition the image does not have: UNKNOWN_TOPIC_OR_PARTITION;
 * a ``current_leader_epoch`` older than the partition's: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH (-1
-  skips the check; :func:`orchestrator.broker.data_plane.check_leader_epoch`, the same fence as Fetch's);
+  skips the check; :func:`orchestrator.broker.partition_rules.check_leader_epoch`, the same fence as Fetch's);
 * a partition this broker does not lead: NOT_LEADER_OR_FOLLOWER, whoever asks: a consumer (``replica_id`` -1), a
   debugging client (-2) or a replica (>= 0). Kafka's broker also answers only as a leader
   (``fetchOnlyFromLeader``) and so do we: a follower's cache may still hold a tail the leader does not have;
@@ -40,9 +40,10 @@ from typing import cast
 
 import structlog
 
-from orchestrator.broker.data_plane import LeaderLog, check_leader_epoch
+from orchestrator.broker.data_plane import LeaderLog
 from orchestrator.broker.leader_epochs import LeaderEpochCache
 from orchestrator.broker.partition_dirs import PartitionKey
+from orchestrator.broker.partition_rules import check_leader_epoch
 from orchestrator.errors import (
     KafkaError,
     KafkaStorageError,
