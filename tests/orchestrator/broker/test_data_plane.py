@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import pytest
 
+from orchestrator.broker import data_plane
 from orchestrator.broker.agent import BrokerAgent
 from orchestrator.broker.data_plane import MAX_FETCH_WAIT_MS, DataPlane
 from orchestrator.ids import Uuid
@@ -216,8 +217,6 @@ def test_a_produce_answers_each_partition_on_its_own_and_appends_only_the_good_o
 
 @pytest.mark.unit
 def test_a_produce_of_several_partitions_takes_one_worker_thread_hop_under_the_log_lock(env, monkeypatch):
-    from orchestrator.broker import data_plane
-
     hops: list[bool] = []  # whether the log lock was held at each hop
     real = asyncio.to_thread
     lock = env.plane.log_lock
