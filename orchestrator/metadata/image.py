@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -323,9 +323,12 @@ class _Builder:
         topics = self._topics
         if self._partitions:
             topics = self.topics
-            for tid, parts in self._partitions.items():
-                if tid in topics:
-                    topics[tid] = replace(topics[tid], partitions=MappingProxyType(parts))
+            if _compiled_fold_partitions is not None:
+                _compiled_fold_partitions(topics, self._partitions, _FOLD_KIT)
+            else:
+                for tid, parts in self._partitions.items():
+                    if tid in topics:
+                        topics[tid] = replace(topics[tid], partitions=MappingProxyType(parts))
         return MetadataImage(
             offset=self.offset,
             brokers=self.image.brokers if self._brokers is None else MappingProxyType(self._brokers),
@@ -490,9 +493,57 @@ _APPLY = {
 }
 
 
+def _has_fields(cls: type, fields: tuple[str, ...]) -> type:
+    """``cls``, once its slots are ``fields`` (the compiled fold sets them by name)."""
+    assert cls.__slots__ == fields, (cls, cls.__slots__)  # type: ignore[attr-defined]
+    return cls
+
+
+try:  # the compiled fold (orchestrator/metadata/_replay_c.pyx), which make builds
+    from orchestrator.metadata._replay_c import (  # type: ignore[import-not-found]
+        FoldKit,
+        fold,
+        fold_partitions,
+    )
+
+    _FOLD_KIT = FoldKit(
+        _has_fields(
+            PartitionImage, ("partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "elr")
+        ),
+        _has_fields(TopicImage, ("topic_id", "name", "partitions", "tiered_epoch", "tiered_state", "policy")),
+        _has_fields(TieredChange, ("tiered_epoch", "tiered_state", "policy")),
+        {int(m): m for m in TieredState},
+        {int(m): m for m in DisablePolicy},
+        TieredState.NOT_TIERED,
+        DisablePolicy.NONE,
+        _EMPTY,
+        MappingProxyType,
+    )
+    _compiled_fold: Callable[[_Builder, Iterable[Sequence[Any]], dict[str, Any], Any], None] | None = fold
+    _compiled_fold_partitions: Callable[[dict[Uuid, TopicImage], dict[Uuid, Any], Any], None] | None = fold_partitions
+except ImportError:  # pragma: no cover - an install that did not compile it: the reference alone
+    _compiled_fold = _compiled_fold_partitions = None
+
+#: Whether :func:`replay` folds compiled (the build made ``_replay_c``).
+COMPILED = _compiled_fold is not None
+
+
 def replay(image: MetadataImage, entries: Iterable[Sequence[Any]]) -> MetadataImage:
     """Apply ``(offset, record)`` pairs in order and return the new image; ``image`` is left unchanged. Any
     sequence whose first two items are the offset and the record will do (the store's log entries are).
+
+    The compiled fold (``_replay_c.pyx``) when it is built (:data:`COMPILED`), else the reference,
+    :func:`replay_py`: the same image, or the same error, for the same entries.
+    """
+    if _compiled_fold is None:
+        return replay_py(image, entries)
+    b = _Builder(image)
+    _compiled_fold(b, entries, _APPLY, _FOLD_KIT)
+    return b.build()
+
+
+def replay_py(image: MetadataImage, entries: Iterable[Sequence[Any]]) -> MetadataImage:
+    """The reference fold, in Python (:func:`replay`).
 
     Partition maps are folded into their topics when the batch ends, so a topic re-read mid-batch (e.g. by a
     TieredStateRecord after a PartitionRecord) keeps its pending partitions.

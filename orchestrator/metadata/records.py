@@ -212,6 +212,22 @@ def decode_record(data: bytes | bytearray | memoryview, *, rlmm: bool = False) -
     return MetadataRecord(s.name, version, fields)
 
 
+# The compiled page reader (``orchestrator/metadata/_replay_c.pyx``) sets a record's fields by these names.
+assert MetadataRecord.__slots__ == ("name", "version", "fields")
+
+
+def plain_decoder(rlmm: bool, api_key: int, version: int) -> tuple[str, int, Callable[..., Any]] | None:
+    """How :func:`decode_record` decodes the body of a record of this type and version, for a reader that frames
+    records itself: the schema's name, the version and the codec's ``decode_range``. None where more than the
+    codec runs (the legacy tiered-epoch rule) or the type or version is unknown: the reader then calls
+    :func:`decode_record`, which raises what it raises."""
+    try:
+        s, c, legacy = _decoder(rlmm, api_key, version)
+    except ProtocolError:
+        return None
+    return None if legacy else (s.name, version, c.decode_range)
+
+
 def _apply_legacy_tiered_epoch(name: str, fields: dict[str, Any]) -> None:
     """Fold a legacy tag's tiered epoch into ``tiered_epoch``. Both tags set (no writer ever did) is an error."""
     old = fields.pop(_LEGACY_KEY)

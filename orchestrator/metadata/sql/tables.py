@@ -18,15 +18,22 @@ transaction. What is here:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import structlog
 
 from orchestrator.errors import MetadataLogCorrupt, ProtocolError
 from orchestrator.ids import Uuid
-from orchestrator.metadata.records import MetadataRecord, TieredState, decode_record
+from orchestrator.metadata.records import (
+    FRAME_VERSION,
+    MetadataRecord,
+    TieredState,
+    decode_record,
+    plain_decoder,
+)
 from orchestrator.metadata.sql.dialect import LogTable, SqlConnection, Statements
 from orchestrator.metadata.store import FenceChanges, LogEntry, checksum, plan_fence_changes, snapshot_base, truncated
 
@@ -116,27 +123,77 @@ def page_log(
     on_missing: Callable[[int], None],
 ) -> Iterator[LogEntry]:
     """The metadata log from ``expected`` on, :data:`PAGE_ROWS` rows a read (``fetch_page(from_offset, rows)``),
-    each record checked by ``verified(data, crc, offset)`` (a C-level partial: replay makes no Python call per
-    record but the decoding). A gap is :class:`LogTruncated` when it lies below ``start_offset()`` (deleted behind
-    a snapshot), else damage: ``on_missing(offset)`` (the caller logs it), then :class:`MetadataLogCorrupt`
-    naming the missing offset (``store`` invariant 6)."""
+    each record checked by ``verified(data, crc, offset)`` (the cluster metadata log's: see
+    :func:`page_entries`). A gap is :class:`LogTruncated` when it lies below ``start_offset()`` (deleted behind a
+    snapshot), else damage: ``on_missing(offset)`` (the caller logs it), then :class:`MetadataLogCorrupt` naming
+    the missing offset (``store`` invariant 6)."""
     remaining = limit
     while remaining is None or remaining > 0:
         page = PAGE_ROWS if remaining is None else min(PAGE_ROWS, remaining)
         rows = fetch_page(expected, page)
-        for offset, epoch, data, crc in rows:
-            if offset != expected:
-                start = start_offset()
-                if expected < start:
-                    raise truncated(expected, start)
-                on_missing(expected)
-                raise MetadataLogCorrupt(f"metadata log offset {expected} is missing (next stored: {offset})")
-            yield LogEntry(offset, verified(data, crc, offset), epoch)
-            expected += 1
+        entries, expected = page_entries(rows, expected, verified)
+        yield from entries
+        if len(entries) < len(rows):
+            offset = rows[len(entries)][0]
+            start = start_offset()
+            if expected < start:
+                raise truncated(expected, start)
+            on_missing(expected)
+            raise MetadataLogCorrupt(f"metadata log offset {expected} is missing (next stored: {offset})")
         if remaining is not None:
             remaining -= len(rows)
         if len(rows) < page:
             return
+
+
+try:  # the compiled page reader (orchestrator/metadata/_replay_c.pyx), which make builds
+    from orchestrator.metadata._replay_c import read_page as _compiled_read_page  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - an install that did not compile it: the reference alone
+    _compiled_read_page = None
+
+#: Whether :func:`page_entries` runs compiled (the build made ``_replay_c``).
+COMPILED = _compiled_read_page is not None
+_PLAIN_DECODERS: dict[int, Any] = {}  # the compiled reader's memo of plain_decoder, by (type << 8 | version)
+_CLUSTER_DECODER = functools.partial(plain_decoder, False)
+
+
+def page_entries(
+    rows: Sequence[LogRow], expected: int, verified: Callable[[bytes, int, int], MetadataRecord]
+) -> tuple[list[LogEntry], int]:
+    """The cluster metadata log's ``rows`` as entries, from the first while their offsets run ``expected``,
+    ``expected + 1``, ...: ``(entries, the offset expected next)``; fewer entries than rows means the next row
+    broke the run. Each record is ``verified(data, crc, offset)`` (:func:`verified` for the cluster log).
+
+    The compiled twin (``_replay_c.read_page``) when it is built (:data:`COMPILED`), else the reference,
+    :func:`page_entries_py`: the same entries, or the same error, for the same rows."""
+    if _compiled_read_page is None:
+        return page_entries_py(rows, expected, verified)
+    return cast(
+        tuple[list[LogEntry], int],
+        _compiled_read_page(
+            rows if type(rows) is list else list(rows),
+            expected,
+            _PLAIN_DECODERS,
+            _CLUSTER_DECODER,
+            verified,
+            LogEntry,
+            MetadataRecord,
+            FRAME_VERSION,
+        ),
+    )
+
+
+def page_entries_py(
+    rows: Sequence[LogRow], expected: int, verified: Callable[[bytes, int, int], MetadataRecord]
+) -> tuple[list[LogEntry], int]:
+    """The reference reader, in Python (:func:`page_entries`)."""
+    entries: list[LogEntry] = []
+    for offset, epoch, data, crc in rows:
+        if offset != expected:
+            break
+        entries.append(LogEntry(offset, verified(data, crc, offset), epoch))
+        expected += 1
+    return entries, expected
 
 
 # --- the RLMM fence (derived from the metadata log) -------------------------------------------------------------
