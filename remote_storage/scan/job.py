@@ -13,7 +13,8 @@ Python (a hypothesis test checks that they agree on generated buckets):
    data file whose MD5 is not the manifest's) is raised on the driver as that error. Each row is valid or gets
    the inventory reader's malformed reason (:mod:`remote_storage.inventory`: wrong column count, undecodable key,
    missing key, bad size, bad last modified date): malformed rows are counted by reason with examples, never
-   dropped silently.
+   dropped silently. They are counted while the classification reads the rows (an observation of that pass), so a
+   clean inventory is read once; only when one is malformed is it read again, for the examples.
 2. **Keys** (:mod:`.locate`): parsed by the layout, or found among the locations segments record in their custom
    metadata (a key under another prefix, or an explicit key).
 3. **Objects** (:mod:`.classify`): topics and the tiered-state history are small and broadcast; segments join on
@@ -226,6 +227,30 @@ _TASK_ERROR = re.compile(
 )
 
 
+#: Every malformed-row reason the inventory readers give (:mod:`remote_storage.inventory`).
+MALFORMED_REASONS = (inv.WRONG_COLUMN_COUNT, inv.BAD_KEY, inv.MISSING_KEY, inv.BAD_SIZE, inv.BAD_LAST_MODIFIED)
+
+
+def _observe_malformed(rows: Any) -> tuple[Any, Any]:
+    """``rows``, observed: the first action that reads them also counts their malformed rows, in all and by each
+    of :data:`MALFORMED_REASONS` (Spark's ``observe``: aggregated as the rows go by, no job of its own)."""
+    from pyspark.sql import Observation
+
+    F = _F()
+    seen = Observation("malformed_rows")
+    reason = F.col("malformed")
+    by_reason = [F.count(F.when(reason == r, True)).alias(f"reason{i}") for i, r in enumerate(MALFORMED_REASONS)]
+    return rows.observe(seen, F.count(reason).alias("malformed"), *by_reason), seen
+
+
+def _malformed_counts(seen: Any) -> dict[str, int] | None:
+    """The malformed rows by reason, as observed once the rows were read; None if some row has a reason not in
+    :data:`MALFORMED_REASONS` (the caller then counts them by reading the rows again)."""
+    metrics = seen.get
+    counts = {r: int(metrics[f"reason{i}"]) for i, r in enumerate(MALFORMED_REASONS) if metrics[f"reason{i}"]}
+    return counts if sum(counts.values()) == int(metrics["malformed"]) else None
+
+
 @contextmanager
 def _task_errors_raised_here() -> Iterator[None]:
     """An inventory or object-store error raised in an executor's task (wrapped by Spark in its own exception)
@@ -401,8 +426,9 @@ def _run_scan(
     def read_rows() -> Any:
         return _csv_rows(spark, source) if source.file_format == "csv" else _parquet_rows(spark, source, native)
 
-    # Not cached: the classification reads the rows once; malformed rows are counted by a second, narrow read.
-    valid = read_rows().filter(F.col("malformed").isNull()).select("key", "size", "last_modified_ms")
+    # Not cached: the classification reads the rows once, and counts the malformed ones as it goes by.
+    rows, malformed_seen = _observe_malformed(read_rows())
+    valid = rows.filter(F.col("malformed").isNull()).select("key", "size", "last_modified_ms")
 
     say("classifying objects against the metadata export")
     broadcast = facts.count <= settings.broadcast_segments_max
@@ -446,8 +472,10 @@ def _run_scan(
     grouped = [r.asDict() for r in per_group.collect()]
     anomalies_by_topic = spark.read.parquet(str(out_dir / c.ANOMALIES_DIR)).groupBy("topic_id", "type").count()
     malformed = read_rows().filter(F.col("malformed").isNotNull())
-    malformed_counts = {r["malformed"]: r["count"] for r in malformed.groupBy("malformed").count().collect()}
-    # Examples only when there is a malformed row: otherwise the inventory is not read a third time for none.
+    malformed_counts = _malformed_counts(malformed_seen)
+    if malformed_counts is None:  # a reason the observation does not name: counted by a second read
+        malformed_counts = {r["malformed"]: r["count"] for r in malformed.groupBy("malformed").count().collect()}
+    # Examples only when there is a malformed row: otherwise the inventory is not read again for none.
     examples = [
         {"file": sources.file_name(native or (), r["file"]), "reason": r["malformed"], "raw": (r["raw"] or "")[:500]}
         for r in (malformed.limit(settings.max_examples).collect() if malformed_counts else [])

@@ -109,9 +109,16 @@ def test_an_export_listing_a_segment_twice_is_refused_naming_it(spark: Any, tmp_
         spark_scan(spark, world, tmp_path, "parquet")
 
 
-def test_malformed_rows_are_counted_by_the_readers_reasons_never_dropped(spark: Any, tmp_path: Path) -> None:
+def test_malformed_rows_are_counted_by_the_readers_reasons_never_dropped(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from remote_storage.scan import job
     from remote_storage.scan.summary import build_summary
     from tests.support import aws_inventory as aws
+
+    observed: list[dict[str, int] | None] = []
+    counts = job._malformed_counts
+    monkeypatch.setattr(job, "_malformed_counts", lambda seen: observed.append(counts(seen)) or observed[-1])
 
     good = aws.csv_line(aws.SOURCE, "tiered/a b+c.log", 5, aws.CREATED_MS - 1000)
     lines = [
@@ -134,6 +141,7 @@ def test_malformed_rows_are_counted_by_the_readers_reasons_never_dropped(spark: 
     agg = run_scan(spark, source, export_dir, tmp_path / "out", settings)
 
     assert agg.malformed_by_reason == dict(reader.malformed.counts)
+    assert observed == [agg.malformed_by_reason]  # counted as the classification read them, not by a second read
     assert agg.rows == len(lines)
     assert {e["reason"] for e in agg.malformed_examples} == set(reader.malformed.counts)
     assert all(e["file"].endswith(".csv.gz") and e["raw"] for e in agg.malformed_examples)
@@ -143,3 +151,20 @@ def test_malformed_rows_are_counted_by_the_readers_reasons_never_dropped(spark: 
     assert summary["inventory"]["malformed_rows"]["total"] == len(lines) - 1
     assert summary["totals"]["anomalies"][c.MALFORMED_INVENTORY_ROW] == len(lines) - 1
     assert summary["alert"]["exceeded"] is True
+
+
+class _Seen:
+    """An observation's metrics, as Spark hands them over (``Observation.get``)."""
+
+    def __init__(self, **metrics: int) -> None:
+        self.get = metrics
+
+
+def test_observed_malformed_counts_name_each_reason_or_send_the_count_to_a_second_read() -> None:
+    from remote_storage.scan.job import MALFORMED_REASONS, _malformed_counts
+
+    zeros = {f"reason{i}": 0 for i in range(len(MALFORMED_REASONS))}
+    assert _malformed_counts(_Seen(malformed=0, **zeros)) == {}
+    some = {**zeros, "reason0": 2, "reason3": 1}
+    assert _malformed_counts(_Seen(malformed=3, **some)) == {MALFORMED_REASONS[0]: 2, MALFORMED_REASONS[3]: 1}
+    assert _malformed_counts(_Seen(malformed=4, **some)) is None  # a reason no name covers: counted again
