@@ -118,7 +118,12 @@ def test_malformed_rows_are_counted_by_the_readers_reasons_never_dropped(
 
     observed: list[dict[str, int] | None] = []
     counts = job._malformed_counts
-    monkeypatch.setattr(job, "_malformed_counts", lambda seen: observed.append(counts(seen)) or observed[-1])
+
+    def counted(seen: Any) -> dict[str, int] | None:
+        observed.append(counts(seen))
+        return observed[-1]
+
+    monkeypatch.setattr(job, "_malformed_counts", counted)
 
     good = aws.csv_line(aws.SOURCE, "tiered/a b+c.log", 5, aws.CREATED_MS - 1000)
     lines = [
