@@ -31,11 +31,10 @@ from orchestrator.metadata.records import MetadataRecord, encode_record, make_re
 from orchestrator.metadata.sql import tables
 from orchestrator.metadata.sql.tables import page_entries, page_entries_py, verified
 from orchestrator.metadata.store import checksum
+from tests.support.record_strategies import NAMES, TOPIC_IDS, partition_record, records
 
 pytestmark = pytest.mark.unit
 
-TOPIC_IDS = [Uuid.random() for _ in range(3)]
-NAMES = ["orders", "payments", "audit"]
 IMAGE_MAPS = (
     "brokers",
     "topics",
@@ -45,73 +44,6 @@ IMAGE_MAPS = (
     "removed_topics",
     "acls",
     "scram_credentials",
-)
-
-broker_ids = st.lists(st.integers(0, 5), max_size=3)
-# mostly the three known ids (so records meet the topics they name), sometimes one no record created: a replay
-# stops at its first refused record, so refusals are kept rare enough for the runs to go on past them
-topic_ids = st.sampled_from([*TOPIC_IDS] * 10 + [None]).map(lambda tid: tid or Uuid.random())
-codes = st.sampled_from([0, 1, 2, 3] * 10 + [9])
-
-
-def _partition(tid: Uuid, pid: int, replicas: list[int], leader: int, epoch: int, elr: list[int] | None) -> Any:
-    return make_record(
-        "PartitionRecord",
-        partition_id=pid,
-        topic_id=tid,
-        replicas=replicas,
-        isr=replicas[:2],
-        leader=leader,
-        leader_epoch=epoch,
-        partition_epoch=epoch,
-        eligible_leader_replicas=elr,
-    )
-
-
-topic_records = st.builds(
-    lambda i, tid: make_record("TopicRecord", name=NAMES[i], topic_id=tid), st.integers(0, 2), topic_ids
-)
-partition_records = st.builds(
-    _partition, topic_ids, st.integers(0, 3), broker_ids, st.integers(-1, 5), st.integers(0, 3), st.none() | broker_ids
-)
-change_records = st.builds(
-    lambda tid, pid, leader, isr: make_record(
-        "PartitionChangeRecord", partition_id=pid, topic_id=tid, leader=leader, isr=isr
-    ),
-    topic_ids,
-    st.integers(0, 3),
-    st.integers(-2, 5),
-    st.none() | broker_ids,
-)
-config_records = st.builds(
-    lambda rtype, i, name, value: make_record(
-        "ConfigRecord", resource_type=rtype, resource_name=NAMES[i], name=name, value=value
-    ),
-    st.sampled_from([2, 4]),
-    st.integers(0, 2),
-    st.sampled_from(["retention.ms", "remote.storage.enable"]),
-    st.none() | st.sampled_from(["1", "true", "604800000"]),
-)
-tiered_records = st.builds(
-    lambda tid, epoch, state, policy: make_record(
-        "TieredStateRecord", topic_id=tid, tiered_epoch=epoch, tiered_state=state, policy=policy
-    ),
-    topic_ids,
-    st.integers(0, 4),
-    codes,
-    codes,
-)
-other_records = st.builds(lambda bid: make_record("FenceBrokerRecord", id=bid, epoch=10), st.integers(0, 2))
-removals = st.builds(lambda tid: make_record("RemoveTopicRecord", topic_id=tid), topic_ids)
-# weighted by repetition: removals (after which records naming the topic are refused) are rarer
-records = st.one_of(
-    topic_records,
-    *[partition_records] * 3,
-    *[change_records] * 2,
-    *[config_records] * 2,
-    *[tiered_records] * 3,
-    other_records,
-    removals,
 )
 
 
@@ -143,7 +75,7 @@ def test_fold_matches_the_reference(base: list[MetadataRecord], batch: list[Meta
         r
         for name, tid in zip(NAMES, TOPIC_IDS, strict=True)
         for r in [make_record("TopicRecord", name=name, topic_id=tid)]
-        + [_partition(tid, p, [1, 2], 1, 0, None) for p in range(4)]
+        + [partition_record(tid, p, [1, 2], 1, 0, None) for p in range(4)]
     ]
     start = _outcome(replay_py, EMPTY_IMAGE, list(enumerate(created + base)))
     start_image = start[1] if start[0] == "value" else EMPTY_IMAGE
@@ -165,15 +97,15 @@ def test_fold_of_a_cluster_matches_the_reference() -> None:
     for t in range(20):
         tid = Uuid.random()
         recs.append(make_record("TopicRecord", name=f"t{t}", topic_id=tid))
-        recs += [_partition(tid, p, [p % 3, (p + 1) % 3], p % 3, 0, None) for p in range(6)]
+        recs += [partition_record(tid, p, [p % 3, (p + 1) % 3], p % 3, 0, None) for p in range(6)]
         recs.append(make_record("TieredStateRecord", topic_id=tid, tiered_epoch=1, tiered_state=1, policy=0))
         if t % 3 == 0:
-            recs += [_partition(tid, 2, [4, 5], 4, 1, [5])]  # a partition of an earlier topic again
+            recs += [partition_record(tid, 2, [4, 5], 4, 1, [5])]  # a partition of an earlier topic again
     first = list(enumerate(recs))
     assert replay(EMPTY_IMAGE, first) == replay_py(EMPTY_IMAGE, first)
     image = replay(EMPTY_IMAGE, first)
     tid = next(iter(image.topics))
-    more = list(enumerate([_partition(tid, 9, [1], 1, 0, None)], image.offset + 1))
+    more = list(enumerate([partition_record(tid, 9, [1], 1, 0, None)], image.offset + 1))
     assert replay(image, more) == replay_py(image, more)
     assert _same_maps(image, replay(image, more)) == _same_maps(image, replay_py(image, more))
 
@@ -190,7 +122,7 @@ def test_fold_refuses_what_the_reference_refuses() -> None:
         [topic, tiered(1, state=9)],  # an unknown state
         [topic, tiered(1, policy=9)],  # an unknown policy
         [tiered(1)],  # an unknown topic
-        [_partition(tid, 0, [1], 1, 0, None)],
+        [partition_record(tid, 0, [1], 1, 0, None)],
     ):
         compiled = _outcome(replay, EMPTY_IMAGE, list(enumerate(batch)))
         assert compiled[0] == "error"
@@ -200,7 +132,7 @@ def test_fold_refuses_what_the_reference_refuses() -> None:
 def test_a_partition_of_ints_is_left_to_reference_counting() -> None:
     tid = Uuid.random()
     topic = make_record("TopicRecord", name="t", topic_id=tid)
-    ints = _partition(tid, 0, [1, 2], 1, 0, [3])
+    ints = partition_record(tid, 0, [1, 2], 1, 0, [3])
     image = replay(EMPTY_IMAGE, [(0, topic), (1, ints)])
     p = image.topics[tid].partitions[0]
     assert not gc.is_tracked(p) and not gc.is_tracked(p.replicas) and not gc.is_tracked(p.elr)
