@@ -6,7 +6,8 @@ transaction. What is here:
 
 * reading a log in pages (:func:`table_rows`, :func:`page_log`): keyset pagination, :data:`PAGE_ROWS` rows a
   statement, so one statement never runs long (PostgreSQL's ``statement_timeout``) and SQLite never keeps a read
-  open over a whole table; :func:`page_log` verifies each record with no Python call of its own per record;
+  open over a whole table; :func:`page_log` checks and decodes a page's records in one call (:func:`page_entries`,
+  compiled where the build made ``_replay_c``), so a page's records are verified before any is handed on;
 * the RLMM fence table, derived from the metadata log: lookups, a batch's changes, and its rebuild from the log
   (``store`` invariants 4 and 7);
 * the lease row;
