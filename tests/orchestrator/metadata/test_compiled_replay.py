@@ -16,6 +16,7 @@ against the references themselves.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 from typing import Any
@@ -35,16 +36,7 @@ from tests.support.record_strategies import NAMES, TOPIC_IDS, partition_record, 
 
 pytestmark = pytest.mark.unit
 
-IMAGE_MAPS = (
-    "brokers",
-    "topics",
-    "topics_by_name",
-    "configs",
-    "tiered_history",
-    "removed_topics",
-    "acls",
-    "scram_credentials",
-)
+IMAGE_MAPS = tuple(f.name for f in dataclasses.fields(MetadataImage) if f.name != "offset")
 
 
 def _outcome(fn: Any, *args: Any) -> Any:
