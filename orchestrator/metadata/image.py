@@ -319,11 +319,12 @@ class _Builder:
             self._partitions[topic_id] = parts
         return parts
 
-    def build(self) -> MetadataImage:
+    def build(self, *, compiled: bool = False) -> MetadataImage:
+        """The image; ``compiled``: the pending partition maps are folded into their topics by the compiled loop."""
         topics = self._topics
         if self._partitions:
             topics = self.topics
-            if _compiled_fold_partitions is not None:
+            if compiled and _compiled_fold_partitions is not None:
                 _compiled_fold_partitions(topics, self._partitions, _FOLD_KIT)
             else:
                 for tid, parts in self._partitions.items():
@@ -539,7 +540,7 @@ def replay(image: MetadataImage, entries: Iterable[Sequence[Any]]) -> MetadataIm
         return replay_py(image, entries)
     b = _Builder(image)
     _compiled_fold(b, entries, _APPLY, _FOLD_KIT)
-    return b.build()
+    return b.build(compiled=True)
 
 
 def replay_py(image: MetadataImage, entries: Iterable[Sequence[Any]]) -> MetadataImage:
@@ -563,19 +564,10 @@ def replay_py(image: MetadataImage, entries: Iterable[Sequence[Any]]) -> Metadat
 
 
 def from_snapshot(offset: int, records: Iterable[MetadataRecord]) -> MetadataImage:
-    """The image a snapshot describes: its records applied to the empty image, at the snapshot's offset."""
-    b = _Builder(EMPTY_IMAGE)
-    for record in records:
-        _apply(b, record)
-    b.offset = offset
-    return b.build()
-
-
-def _apply(b: _Builder, record: MetadataRecord) -> None:
-    apply = _APPLY.get(record.name)
-    if apply is None:
-        raise ValueError(f"no replay rule for {record.name}")
-    apply(b, record.fields)
+    """The image a snapshot describes: its records applied to the empty image (as :func:`replay` applies them),
+    at the snapshot's offset."""
+    image = replay(EMPTY_IMAGE, enumerate(records))
+    return replace(image, offset=offset)
 
 
 def topic_for(image: MetadataImage, *, name: str | None = None, topic_id: Uuid | None = None) -> TopicImage:

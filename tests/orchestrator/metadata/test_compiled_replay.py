@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from orchestrator.ids import Uuid
 from orchestrator.metadata import image as image_module
-from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, replay, replay_py
+from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, from_snapshot, replay, replay_py
 from orchestrator.metadata.records import MetadataRecord, encode_record, make_record
 from orchestrator.metadata.sql import tables
 from orchestrator.metadata.sql.tables import page_entries, page_entries_py, verified
@@ -81,6 +81,15 @@ def test_fold_matches_the_reference(base: list[MetadataRecord], batch: list[Meta
     assert compiled == reference
     if compiled[0] == "value":
         assert _same_maps(start_image, compiled[1]) == _same_maps(start_image, reference[1])
+
+
+@settings(max_examples=100, deadline=None)
+@given(batch=st.lists(records, max_size=30))
+def test_a_snapshot_of_a_replayed_image_loads_back_to_it(batch: list[MetadataRecord]) -> None:
+    outcome = _outcome(replay_py, EMPTY_IMAGE, list(enumerate(batch)))
+    if outcome[0] == "value":
+        image = outcome[1]
+        assert from_snapshot(image.offset, image.to_records()) == image
 
 
 def test_fold_of_a_cluster_matches_the_reference() -> None:
