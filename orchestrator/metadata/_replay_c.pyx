@@ -7,15 +7,19 @@ references run.
 Both run the common case here and hand every other record to the Python reference, one record at a time, so they
 return equal values and raise the same errors by construction:
 
-* :func:`read_page` decodes a row itself only when its checksum holds, its frame header is three varints of one or two bytes,
-  its type and version have a plain codec (``lookup`` says which: not the legacy tiered-epoch rule, not an unknown
-  type or version) and that codec takes exactly the row's bytes. Any other row, including one the codec refuses,
+* :func:`read_page` decodes a row itself only when its checksum holds, its frame header is three varints of one or
+  two bytes, its type and version have a plain codec (``lookup`` says which: not the legacy tiered-epoch rule, not
+  an unknown type or version) and that codec takes exactly the row's bytes. Any other row, including one the codec refuses,
   goes to ``verified``, the reference, which returns its record or raises (and logs) what the reference raises.
   It stops at the first row whose offset breaks the run: the caller decides between a truncated log and damage.
 * :func:`fold` applies the four record types that make up the bulk of a cluster's log (TopicRecord,
   PartitionRecord, ConfigRecord, TieredStateRecord) here when they apply cleanly. A record of another type, or one
   its rule refuses (an unknown topic, a stale tiered epoch, an unknown state or policy code), is applied by the
   reference rule, which raises where the reference raises. Nothing is written before a refusal is known.
+  :func:`fold_partitions` is the end of the reference's ``_Builder.build``.
+
+So this module holds a second copy of four replay rules and of the row check: a change to one of them is made here
+too, and the property tests fail until it is.
 
 Frozen dataclasses are built as their ``__init__`` builds them, each field set as ``object.__setattr__`` sets it
 (``PyObject_GenericSetAttr``), without the Python-level calls that are most of the cost of building one; the
