@@ -130,7 +130,8 @@ from orchestrator.errors import (
 from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
-from orchestrator.metadata.image import MetadataImage, TopicImage, same_topic_ids, topics_with_new_partitions
+from orchestrator.metadata.image import MetadataImage, TopicImage
+from orchestrator.metadata.image_changes import same_topic_ids, topics_with_new_partitions
 from orchestrator.metadata.open import open_store_at_startup, parse_store_spec, read_password
 from orchestrator.metadata.records import TieredState
 from orchestrator.metadata.store import MetadataStore

@@ -21,10 +21,10 @@ Invariants kept by replay:
   and the SCRAM credentials.
 * Copy-on-write keeps what a batch did not touch as the very same objects: a topic's key (its Uuid object), its
   place in ``topics``, its TopicImage, and the partitions map of a topic whose partitions did not change. So
-  :func:`same_topic_ids` and :func:`topics_with_new_partitions` compare an image with one it was derived from by
-  identity, in order, without hashing a Uuid (a Python-level call: at 10,000 topics, hashing every id at each
-  metadata round held a broker's event loop for a fifth of its time). Both fall back to comparing by id when the
-  identities do not line up (e.g. an image rebuilt from a snapshot).
+  :mod:`.image_changes` compares an image with one it was derived from by identity, in order, without hashing a
+  Uuid (a Python-level call: at 10,000 topics, hashing every id at each metadata round held a broker's event loop
+  for a fifth of its time), and falls back to comparing by id when the identities do not line up (e.g. an image
+  rebuilt from a snapshot).
 * ``acls`` holds every ACL by its id (AccessControlEntryRecord's ``Id``), in creation order; ``scram_credentials``
   every SCRAM credential by (user name, Kafka's mechanism code). Removing an ACL id or a credential the image does
   not hold is refused, as Kafka's replay refuses it.
@@ -32,8 +32,6 @@ Invariants kept by replay:
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -581,26 +579,3 @@ def topic_for(image: MetadataImage, *, name: str | None = None, topic_id: Uuid |
     if by_name is None:
         raise UnknownTopicOrPartition(f"topic '{name}' does not exist")
     return by_name
-
-
-_PARTITIONS = operator.attrgetter("partitions")
-
-
-def _aligned(before: Mapping[Uuid, TopicImage], now: Mapping[Uuid, TopicImage]) -> bool:
-    """Whether both maps hold the very same key objects in the same order (one derived from the other, no topic
-    added or removed): checked without hashing."""
-    return before is now or (len(before) == len(now) and all(map(operator.is_, before, now)))
-
-
-def same_topic_ids(before: Mapping[Uuid, TopicImage], now: Mapping[Uuid, TopicImage]) -> bool:
-    """Whether two images' ``topics`` hold the same topic ids."""
-    return _aligned(before, now) or before.keys() == now.keys()
-
-
-def topics_with_new_partitions(before: Mapping[Uuid, TopicImage], now: Mapping[Uuid, TopicImage]) -> list[TopicImage]:
-    """The topics of ``now`` whose partitions map is not the very object it is in ``before``: topics new since, and
-    topics whose partitions were added, moved or changed (leader, ISR, replicas), in ``now``'s order."""
-    if _aligned(before, now):
-        unchanged = map(operator.is_, map(_PARTITIONS, before.values()), map(_PARTITIONS, now.values()))
-        return list(itertools.compress(now.values(), map(operator.not_, unchanged)))
-    return [t for t in now.values() if (then := before.get(t.topic_id)) is None or then.partitions is not t.partitions]

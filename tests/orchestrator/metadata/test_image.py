@@ -8,9 +8,8 @@ from orchestrator.metadata.image import (
     EMPTY_IMAGE,
     from_snapshot,
     replay,
-    same_topic_ids,
-    topics_with_new_partitions,
 )
+from orchestrator.metadata.image_changes import same_topic_ids, topics_with_new_partitions
 from orchestrator.metadata.records import (
     ConfigResourceType,
     DisablePolicy,
