@@ -119,7 +119,6 @@ class SqlMetadataStore(Generic[C]):
             self._write, lambda tx: sql_savepoint(tx.db.execute), errors=dialect.errors, max_group=max_group_commit
         )
         # Partials are C-level calls: reading the logs makes no Python call of its own per record.
-        self._verified_log = functools.partial(verified, rlmm=False, store=location)
         self._verified_rlmm = functools.partial(verified, rlmm=True, store=location)
         self.notifies_changes = dialect.changes.notifies_changes
         self.last_recovery: RecoveryReport | None = None
@@ -173,7 +172,7 @@ class SqlMetadataStore(Generic[C]):
             expected=expected,
             limit=limit,
             start_offset=self.start_offset,
-            verified=self._verified_log,
+            store=self.location,
             on_missing=lambda offset: log.error(
                 "metadata.log.corrupt", store=self.location, offset=offset, reason="missing"
             ),

@@ -120,19 +120,19 @@ def page_log(
     expected: int,
     limit: int | None,
     start_offset: Callable[[], int],
-    verified: Callable[[bytes, int, int], MetadataRecord],
+    store: str,
     on_missing: Callable[[int], None],
 ) -> Iterator[LogEntry]:
-    """The metadata log from ``expected`` on, :data:`PAGE_ROWS` rows a read (``fetch_page(from_offset, rows)``),
-    each record checked by ``verified(data, crc, offset)`` (the cluster metadata log's: see
-    :func:`page_entries`). A gap is :class:`LogTruncated` when it lies below ``start_offset()`` (deleted behind a
+    """The cluster metadata log of ``store`` (its location, as errors name it) from ``expected`` on,
+    :data:`PAGE_ROWS` rows a read (``fetch_page(from_offset, rows)``), each record checked and decoded by
+    :func:`page_entries`. A gap is :class:`LogTruncated` when it lies below ``start_offset()`` (deleted behind a
     snapshot), else damage: ``on_missing(offset)`` (the caller logs it), then :class:`MetadataLogCorrupt` naming
     the missing offset (``store`` invariant 6)."""
     remaining = limit
     while remaining is None or remaining > 0:
         page = PAGE_ROWS if remaining is None else min(PAGE_ROWS, remaining)
         rows = fetch_page(expected, page)
-        entries, expected = page_entries(rows, expected, verified)
+        entries, expected = page_entries(rows, expected, store=store)
         yield from entries
         if len(entries) < len(rows):
             offset = rows[len(entries)][0]
@@ -154,21 +154,20 @@ except ImportError:  # pragma: no cover - an install that did not compile it: th
 
 #: Whether :func:`page_entries` runs compiled (the build made ``_replay_c``).
 COMPILED = _compiled_read_page is not None
-_PLAIN_DECODERS: dict[int, Any] = {}  # the compiled reader's memo of plain_decoder, by (type << 8 | version)
+_PLAIN_DECODERS: dict[int, Any] = {}  # the compiled reader's memo of plain_decoder, by (type << 16 | version)
 _CLUSTER_DECODER = functools.partial(plain_decoder, False)
 
 
-def page_entries(
-    rows: Sequence[LogRow], expected: int, verified: Callable[[bytes, int, int], MetadataRecord]
-) -> tuple[list[LogEntry], int]:
+def page_entries(rows: Sequence[LogRow], expected: int, *, store: str) -> tuple[list[LogEntry], int]:
     """The cluster metadata log's ``rows`` as entries, from the first while their offsets run ``expected``,
     ``expected + 1``, ...: ``(entries, the offset expected next)``; fewer entries than rows means the next row
-    broke the run. Each record is ``verified(data, crc, offset)`` (:func:`verified` for the cluster log).
+    broke the run. Each record is :func:`verified` as a cluster-log record of ``store`` (never the RLMM's: record
+    types of the two logs share numbers, so the reader is bound to one log here, not chosen by a caller).
 
     The compiled twin (``_replay_c.read_page``) when it is built (:data:`COMPILED`), else the reference,
     :func:`page_entries_py`: the same entries, or the same error, for the same rows."""
     if _compiled_read_page is None:
-        return page_entries_py(rows, expected, verified)
+        return page_entries_py(rows, expected, store=store)
     return cast(
         tuple[list[LogEntry], int],
         _compiled_read_page(
@@ -176,7 +175,7 @@ def page_entries(
             expected,
             _PLAIN_DECODERS,
             _CLUSTER_DECODER,
-            verified,
+            functools.partial(verified, rlmm=False, store=store),
             LogEntry,
             MetadataRecord,
             FRAME_VERSION,
@@ -184,15 +183,13 @@ def page_entries(
     )
 
 
-def page_entries_py(
-    rows: Sequence[LogRow], expected: int, verified: Callable[[bytes, int, int], MetadataRecord]
-) -> tuple[list[LogEntry], int]:
+def page_entries_py(rows: Sequence[LogRow], expected: int, *, store: str) -> tuple[list[LogEntry], int]:
     """The reference reader, in Python (:func:`page_entries`)."""
     entries: list[LogEntry] = []
     for offset, epoch, data, crc in rows:
         if offset != expected:
             break
-        entries.append(LogEntry(offset, verified(data, crc, offset), epoch))
+        entries.append(LogEntry(offset, verified(data, crc, offset, rlmm=False, store=store), epoch))
         expected += 1
     return entries, expected
 

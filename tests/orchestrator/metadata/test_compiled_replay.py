@@ -17,7 +17,6 @@ against the references themselves.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import gc
 from typing import Any
 
@@ -30,7 +29,7 @@ from orchestrator.metadata import image as image_module
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, from_snapshot, replay, replay_py
 from orchestrator.metadata.records import MetadataRecord, encode_record, make_record
 from orchestrator.metadata.sql import tables
-from orchestrator.metadata.sql.tables import page_entries, page_entries_py, verified
+from orchestrator.metadata.sql.tables import page_entries, page_entries_py
 from orchestrator.metadata.store import checksum
 from tests.support.record_strategies import NAMES, TOPIC_IDS, partition_record, records
 
@@ -39,9 +38,9 @@ pytestmark = pytest.mark.unit
 IMAGE_MAPS = tuple(f.name for f in dataclasses.fields(MetadataImage) if f.name != "offset")
 
 
-def _outcome(fn: Any, *args: Any) -> Any:
+def _outcome(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
-        return ("value", fn(*args))
+        return ("value", fn(*args, **kwargs))
     except Exception as exc:  # the outcome compared: the error's type and text
         return ("error", type(exc).__name__, str(exc))
 
@@ -198,9 +197,8 @@ def test_page_reader_matches_the_reference(
             if how in ("overwrite", "cut", "append", "frame") and not rechecked:
                 row = (*row[:3], rows[i][3])
             rows[i] = row
-    check = functools.partial(verified, rlmm=False, store="test")
-    compiled = _outcome(page_entries, rows, expected, check)
-    reference = _outcome(page_entries_py, rows, expected, check)
+    compiled = _outcome(page_entries, rows, expected, store="test")
+    reference = _outcome(page_entries_py, rows, expected, store="test")
     assert compiled == reference
 
 
@@ -210,9 +208,8 @@ def test_page_reader_reads_multi_byte_frame_headers_and_unknown_types_as_the_ref
     data = encode_record(tiered)
     assert data[1] >= 0x80, "TieredStateRecord's type takes two bytes: the case under test"
     rows = [_row(0, tiered), _row(1, make_record("TopicRecord", name="t", topic_id=tid))]
-    check = functools.partial(verified, rlmm=False, store="test")
-    assert page_entries(rows, 0, check) == page_entries_py(rows, 0, check)
+    assert page_entries(rows, 0, store="test") == page_entries_py(rows, 0, store="test")
     unknown = bytes([1, 0x7F, 0]) + data[3:]
     bad = [(0, 7, unknown, checksum(unknown))]
-    assert _outcome(page_entries, bad, 0, check) == _outcome(page_entries_py, bad, 0, check)
-    assert _outcome(page_entries, bad, 0, check)[0] == "error"
+    assert _outcome(page_entries, bad, 0, store="test") == _outcome(page_entries_py, bad, 0, store="test")
+    assert _outcome(page_entries, bad, 0, store="test")[0] == "error"
