@@ -172,11 +172,6 @@ def _wait_logs_open(cluster_dir: Path, partitions: int, timeout_s: float) -> Non
     raise SystemExit(f"the brokers had not opened {partitions} partition logs after {timeout_s:g}s")
 
 
-def _until_disabled(store_path: Path, topics: int, timeout_s: float) -> float:
-    """perf_counter() when a follower of the store first sees ``topics`` topics DISABLED."""
-    return _until_state(store_path, topics, TieredState.DISABLED, timeout_s)
-
-
 def _until_state(store_path: Path, topics: int, state: TieredState, timeout_s: float) -> float:
     """perf_counter() when a follower of the store first sees ``topics`` topics in ``state``."""
     with SqliteMetadataStore(store_path, recover_on_open=False) as store:
@@ -219,7 +214,7 @@ def run_size(topics: int, partitions: int = 12, brokers: int = 6) -> list[Figure
                         sent_before = _exchanges(active["metrics_url"], scraper)
                         t0 = time.perf_counter()
                         await _disable_all(c, topics)
-                        done_at = await asyncio.to_thread(_until_disabled, store_path, topics, 3600)
+                        done_at = await asyncio.to_thread(_until_state, store_path, topics, TieredState.DISABLED, 3600)
                         ours.append(done_at - t0)
                         sent = _exchanges(active["metrics_url"], scraper) - sent_before
                     md = await c.metadata()
