@@ -371,6 +371,38 @@ def test_a_failed_resource_changes_nothing_while_the_others_apply() -> None:
     assert c.store.end_offset() == end and c.core.image.topic_configs("a") == {"retention.ms": "5"}
 
 
+def test_an_alter_of_many_topics_logs_one_line_of_transitions_and_one_of_other_changes() -> None:
+    c = CoreHarness()
+    tiering_on = [{"name": "remote.storage.enable", "value": "true"}]
+    for name in ("a", "b", "c"):
+        assert c.create(name, configs=tiering_on)["error_code"] == 0
+    off = [
+        {"name": "remote.storage.enable", "config_operation": 0, "value": "false"},
+        {"name": "remote.log.disable.policy", "config_operation": 0, "value": "retain"},
+    ]
+    retention = [{"name": "retention.ms", "config_operation": 0, "value": "5"}]
+    resources = [
+        {"resource_type": 2, "resource_name": "a", "configs": off},
+        {"resource_type": 2, "resource_name": "b", "configs": off},
+        {"resource_type": 2, "resource_name": "c", "configs": retention},
+        {"resource_type": 2, "resource_name": "zz", "configs": off},
+    ]
+    with capture_logs() as logs:
+        results = c.core.incremental_alter_configs({"resources": resources}, 1)["responses"]
+    assert [r["error_code"] for r in results] == [0, 0, 0, 3]
+    transitions = [e for e in logs if e["event"] == "tiering.transition"]
+    altered = [e for e in logs if e["event"] == "topic.configs_altered"]
+    assert len(transitions) == 1 and len(altered) == 1, logs
+    assert [(t["topic"], t["from_state"], t["to_state"], t["policy"]) for t in transitions[0]["topics"]] == [
+        ("a", "ENABLED", "DISABLING", "RETAIN"),
+        ("b", "ENABLED", "DISABLING", "RETAIN"),
+    ]
+    assert all(
+        t["pending_brokers"] and t["topic_id"] == str(c.topic(t["topic"]).topic_id) for t in transitions[0]["topics"]
+    )
+    assert altered[0]["topics"] == [{"topic": "c", "topic_id": str(c.topic("c").topic_id), "records": 1}]
+
+
 def test_metadata_lists_nodes_topics_and_kafka_errors_for_unknown_or_leaderless_topics() -> None:
     c = CoreHarness(brokers=2)
     c.create("t", num_partitions=1, replication_factor=1)
