@@ -22,12 +22,11 @@ import time
 from collections.abc import Iterable
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn, TimeElapsedColumn
 
 from orchestrator.cli import tiering_kafka
 from orchestrator.cli.command import NounGroup
 from orchestrator.cli.context import DEFAULT_TIMEOUT_S, Ctx
-from orchestrator.cli.progress import progress_bar
+from orchestrator.cli.progress import counted_columns, progress_bar
 from orchestrator.cli.views import BulkTieringChanged, TieringChanged, TieringReport, TieringTimedOut
 from orchestrator.client import RemoteDeletionStatus, TieredClient, TieringStatus
 from orchestrator.errors import RequestTimedOut, for_code
@@ -43,23 +42,12 @@ def tiering() -> None:
     """KIP-950: disable and re-enable tiered storage per topic, and watch it happen."""
 
 
-def _columns() -> tuple[ProgressColumn, ...]:
-    """A wait's bar: what is counted, the bar, done of total, the tail text, time elapsed."""
-    return (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[extra]}"),
-        TimeElapsedColumn(),
-    )
-
-
 def _wait_for(obj: Ctx, name: str, target: str, timeout: float) -> TieringStatus:
     """Poll DescribeTieredState with a live progress bar until NAME reaches ``target`` or the timeout."""
 
     async def poll(c: TieredClient) -> TieringStatus:
         deadline = time.monotonic() + timeout
-        with progress_bar(obj.output, *_columns()) as bar:
+        with progress_bar(obj.output, *counted_columns()) as bar:
             task = bar.add_task(f"{name}: brokers acknowledged", total=None, extra="")
             while True:
                 st = (await c.tiering_status([name]))[0]
@@ -224,7 +212,7 @@ def _wait_for_all(obj: Ctx, names: list[str], timeout: float) -> dict[str, Tieri
 
     async def poll(c: TieredClient) -> dict[str, TieringStatus]:
         deadline = time.monotonic() + timeout
-        with progress_bar(obj.output, *_columns()) as bar:
+        with progress_bar(obj.output, *counted_columns()) as bar:
             task = bar.add_task("topics DISABLED", total=len(names), extra="")
             while True:
                 statuses = {st.topic: st for st in await c.tiering_status(names)}

@@ -29,11 +29,10 @@ from dataclasses import dataclass
 from typing import IO, Any, TypeVar
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
 from orchestrator.cli.context import DEFAULT_TIMEOUT_S, Ctx
 from orchestrator.cli.kafka_status import KafkaTopicStatus, change_message, stalled_message, status_message
-from orchestrator.cli.progress import progress_bar
+from orchestrator.cli.progress import counted_columns, progress_bar
 from orchestrator.cli.views import Message
 from orchestrator.client import TieredClient
 from orchestrator.client.kafka_configs import disable_change, enable_change, remote_storage_on
@@ -246,13 +245,7 @@ def _disable_one(
     followed = run(lambda c: open_followed(c, name))
     outcome = "done"
     if wait:
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[extra]}"),
-        )
-        with progress_bar(obj.output, *columns, TimeElapsedColumn()) as bar:
+        with progress_bar(obj.output, *counted_columns()) as bar:
             task = bar.add_task(f"{name}: remote segments", total=None, extra="")
 
             def show(s: KafkaTopicStatus) -> None:

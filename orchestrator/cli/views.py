@@ -11,8 +11,9 @@ view.
 A view that says how far off a time is (a pending broker's next attempt) carries the ``now_ms`` it was computed
 at, so that rendering stays a pure function of the view.
 
-The reclaim executor appears here for its type only (``TYPE_CHECKING``): every command loads this module, and
-importing it would load boto3 for ``tieredctl topic list`` too.
+The reclaim executor and rich's renderable appear here for their types only (``TYPE_CHECKING``): every command
+loads this module, and importing them would load boto3 for ``tieredctl topic list`` too, and rich for a command
+that prints JSON.
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar, get_args
 
-from rich.console import RenderableType
-
 from orchestrator.client import FetchedRecord, RemoteDeletionStatus, ScramUser, TieringStatus, TopicChange
 from orchestrator.local.state import LocalClusterState, Stopped
 from orchestrator.metadata.records import MetadataRecord
 from orchestrator.security.acls import AclBinding
 
-if TYPE_CHECKING:  # loads boto3: for the type only
+if TYPE_CHECKING:  # boto3 and rich: for the types only
+    from rich.console import RenderableType
+
     from policies.reclaim_executor import ReclaimResult
 
 
@@ -53,7 +54,7 @@ class BrokerRow(TypedDict):
     controller: bool
 
 
-ScanTextRenderer = Callable[[Mapping[str, Any]], RenderableType]
+ScanTextRenderer = Callable[[Mapping[str, Any]], "RenderableType"]
 
 
 @dataclass(frozen=True)

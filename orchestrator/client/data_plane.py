@@ -12,6 +12,9 @@ Invariants:
   RECORDS_MISSING, never a quiet success with fewer records.
 * A topic read (:meth:`DataPlane.read_topic`, a console consumer's read of every partition) sends one Fetch per
   leader for all the partitions it leads, and yields each partition's records in offset order, each once.
+
+The record batch codec (and crc32c, whose import reads its package's metadata: about 20 ms) is imported by the first
+produce or fetch, not with the client: a CLI call that sends only admin requests never loads it.
 """
 
 from __future__ import annotations
@@ -36,7 +39,6 @@ from orchestrator.errors import (
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
 from orchestrator.protocol.batch_records import Header
-from orchestrator.protocol.record_batch import build_batch, encode_batch, records_at_or_after
 
 # Kafka's data plane, as this client speaks it to a partition's leader (the newest versions the brokers serve).
 PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION = 9, 12, 9
@@ -187,6 +189,8 @@ class DataPlane(ClientSession):
 
     async def _produce_batch(self, name: str, partition: int, key: bytes | None, values: Sequence[bytes]) -> int:
         now = wall_ms()
+        from orchestrator.protocol.record_batch import build_batch, encode_batch  # see the module docstring
+
         batch = encode_batch(build_batch(0, [(key, value, now, ()) for value in values]))
         body: m.ProduceRequest = {
             "acks": -1,
@@ -250,6 +254,8 @@ class DataPlane(ClientSession):
         watermark is at or below the offset: a leader elected meanwhile may not have advanced its high watermark
         to where the last one had it yet (Kafka's rule too: its followers must fetch first), and nothing below it
         is missing. The read then waits for it (long polls) for up to the client's timeout."""
+        from orchestrator.protocol.record_batch import records_at_or_after  # see the module docstring
+
         bounds = await self.offsets(name, partition)
         offset = bounds.log_start_offset if from_beginning else bounds.log_end_offset
         end = bounds.log_end_offset
@@ -314,6 +320,8 @@ class DataPlane(ClientSession):
         if started is not None:
             started()
         wait_ms = 0 if to_end else max_wait_ms  # to the end: every record wanted is there already
+        from orchestrator.protocol.record_batch import records_at_or_after  # see the module docstring
+
         stalled = 0
         while positions:
             entries, unavailable = await self._per_leader(name, positions, _fetch_body(name, positions, wait_ms))

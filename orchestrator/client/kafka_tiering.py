@@ -39,7 +39,6 @@ from orchestrator.ids import Uuid
 from orchestrator.metadata.records import MetadataRecord
 from orchestrator.protocol import messages as m
 from orchestrator.protocol.api_keys import ApiKey
-from orchestrator.protocol.record_batch import records_at_or_after
 from remote_storage.rlmm_topic.layout import TOPIC_NAME
 from remote_storage.rlmm_topic.partitioner import metadata_partition
 from remote_storage.rlmm_topic.serde import decode_value
@@ -153,6 +152,8 @@ class MetadataTail:
         return out
 
     async def _read(self, c: DataPlane, mp: int, end: int) -> list[MetadataRecord]:
+        from orchestrator.protocol.record_batch import records_at_or_after  # as the data plane: loaded on a fetch
+
         out: list[MetadataRecord] = []
         at = self.positions[mp]
         while at < end:
