@@ -14,7 +14,8 @@ Design choices (KRaft's rules):
   (``partitions.leave_records(lost=True)``; logged ``broker.disk_replaced``).
 * A broker is fenced (and leaves every ISR and leadership) when its session expires, when it asks (WantFence,
   WantShutDown), and when it is unregistered; it is unfenced (and rejoins) by a heartbeat that is caught up.
-* With ``auto_leader_rebalance``, every tick gives each live in-sync preferred replica its leadership back.
+* With ``auto_leader_rebalance``, every tick gives each live in-sync preferred replica its leadership back (checking
+  only the topics whose partitions changed since the last tick, unless a broker's registration changed).
 * A registered broker's copies in flight or failing (ReportCopyStates, sent beside its heartbeats) are kept in memory
   for ``tiering status`` (``copy_reports.py``).
 * Unregistering (decommissioning) a broker removes it from every pending set of the disablement queue, so topics
@@ -44,7 +45,7 @@ from orchestrator.settings import BrokerMembership
 
 from .copy_reports import CopyReports
 from .disablement import DisablementDriver
-from .partitions import leave_records, preferred_leader_records, rejoin_records
+from .partitions import LeaderBalance, leave_records, preferred_leader_changes, rejoin_records
 from .state import ControllerState
 
 log = structlog.get_logger(__name__)
@@ -72,6 +73,7 @@ class BrokerLifecycle:
         self._settings = settings
         now = state.now_ms()
         self._last_heartbeat: dict[int, int] = dict.fromkeys(state.image.brokers, now)
+        self._leader_balance = LeaderBalance()  # what the last tick's check of preferred leaders found
 
     def broker_registration(self, body: m.BrokerRegistrationRequest) -> m.BrokerRegistrationResponse:
         req = at_newest("BrokerRegistrationRequest", body)
@@ -225,10 +227,11 @@ class BrokerLifecycle:
         back (``partitions.py``), in one append."""
         if not self._settings.auto_leader_rebalance:
             return
-        records = preferred_leader_records(self._state.image)
+        records, checked = preferred_leader_changes(self._state.image, self._leader_balance)
         if records:
             self._state.append(records)
             log.info("controller.preferred_leaders_elected", partitions=len(records))
+        self._leader_balance = checked
 
     def _session_alive(self, broker_id: int, now: int) -> bool:
         last = self._last_heartbeat.get(broker_id)

@@ -17,7 +17,11 @@ round-robin cursor) and returns the records to append, or raises a typed Kafka e
   It takes the leadership of the leaderless partitions whose ISR it is in (the last member to leave comes back as
   leader) and, with ``rebalance``, of those it is the preferred (first) replica of and in the ISR of.
 * Leader balancing (``rebalance``, on every controller tick): a live in-sync preferred replica that does not lead
-  takes its partition's leadership back; an out-of-sync one never does.
+  takes its partition's leadership back; an out-of-sync one never does. A tick pays only for what changed since the
+  last check (:func:`preferred_leader_changes`): the image's maps are immutable and replaced when anything in them
+  changes, so a topic whose partitions map and whose image's brokers map are the very objects a check found settled
+  is settled still. Its answer is always the full scan's (:func:`preferred_leader_records`): at 10,000 topics the
+  full scan was about 150 ms of the core thread per tick, ten ticks a second.
 * Eligible leader replicas (ELR, KIP-966): a replica that leaves the ISR while the ISR is (then) smaller than the
   topic's ``min.insync.replicas`` joins the ELR, since nothing can be committed without it from then on; an ISR
   back at ``min.insync.replicas`` empties it. A broker back on a new disk (``lost``: its registration's log
@@ -38,10 +42,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from orchestrator.errors import InvalidReplicaAssignment, InvalidReplicationFactor
 from orchestrator.ids import Uuid
-from orchestrator.metadata.image import LEADER_UNCHANGED, NO_LEADER, MetadataImage, PartitionImage, TopicImage
+from orchestrator.metadata.image import (
+    LEADER_UNCHANGED,
+    NO_LEADER,
+    BrokerImage,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
 from orchestrator.metadata.records import MetadataRecord, make_record
 from orchestrator.metadata.topic_configs import flag, int_or_default
 
@@ -218,9 +230,46 @@ def rejoin_records(image: MetadataImage, broker_id: int, *, rebalance: bool) -> 
 def preferred_leader_records(image: MetadataImage) -> list[MetadataRecord]:
     """PartitionChangeRecords giving each partition whose preferred (first) replica is live and in the ISR but does
     not lead its leadership back (KRaft's automatic leader balancing; a replica that rejoined gets there once its
-    leader has added it to the ISR)."""
+    leader has added it to the ISR): the full scan, the reference for :func:`preferred_leader_changes`."""
+    return [change for topic in image.topics.values() for change in _preferred_changes(image, topic)]
+
+
+@dataclass(frozen=True)
+class LeaderBalance:
+    """What one check of preferred leaders read and found, for the next check to skip what did not change.
+
+    ``brokers`` is the image's brokers map the check read; ``topics`` its topics map, kept only when the check found
+    nothing to change (a check whose records were never appended must be made again); ``settled`` holds, per topic,
+    the partitions map in which no partition could take its preferred leader back."""
+
+    brokers: Mapping[int, BrokerImage] | None = None
+    topics: Mapping[Uuid, TopicImage] | None = None
+    settled: Mapping[Uuid, Mapping[int, PartitionImage]] = field(default_factory=dict)
+
+
+def preferred_leader_changes(image: MetadataImage, last: LeaderBalance) -> tuple[list[MetadataRecord], LeaderBalance]:
+    """:func:`preferred_leader_records` of ``image``, checking only the topics whose partitions map is not the one
+    ``last`` found settled (all of them when the brokers map changed: a broker fenced or unfenced), and nothing when
+    neither map changed since a check that found nothing; with what to pass to the next check."""
+    if image.brokers is last.brokers and image.topics is last.topics:
+        return [], last
+    known = last.settled if image.brokers is last.brokers else {}
     out: list[MetadataRecord] = []
-    for topic, p in _partitions(image):
+    settled: dict[Uuid, Mapping[int, PartitionImage]] = {}
+    for topic in image.topics.values():
+        partitions = topic.partitions
+        if known.get(topic.topic_id) is not partitions:
+            changes = _preferred_changes(image, topic)
+            if changes:
+                out += changes
+                continue
+        settled[topic.topic_id] = partitions
+    return out, LeaderBalance(image.brokers, None if out else image.topics, settled)
+
+
+def _preferred_changes(image: MetadataImage, topic: TopicImage) -> list[MetadataRecord]:
+    out: list[MetadataRecord] = []
+    for p in sorted(topic.partitions.values(), key=lambda p: p.partition_id):
         preferred = p.replicas[0] if p.replicas else NO_LEADER
         if preferred != p.leader and preferred in p.isr and _live(image, preferred):
             change = _change(topic.topic_id, p, list(p.isr), preferred)

@@ -6,16 +6,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.controller.partitions import (
     MIN_INSYNC_REPLICAS,
     UNCLEAN_LEADER_ELECTION,
+    LeaderBalance,
     leave_records,
+    preferred_leader_changes,
+    preferred_leader_records,
     rejoin_records,
 )
 from orchestrator.ids import Uuid
 from orchestrator.metadata.image import EMPTY_IMAGE, MetadataImage, PartitionImage, replay
-from orchestrator.metadata.records import ConfigResourceType, MetadataRecord, make_record
+from orchestrator.metadata.records import ConfigResourceType, MetadataRecord, TieredState, make_record
 
 pytestmark = pytest.mark.unit
 
@@ -178,3 +183,123 @@ def test_a_broker_back_on_a_new_disk_leaves_the_elr() -> None:
     image = image_of(replicas=[1, 2, 3], isr=[1], leader=1, min_isr=2, elr=[2, 3], fenced=[2])
     p = after(image, leave_records(image, 2, lost=True))
     assert (p.isr, p.elr, p.leader) == ((1,), (3,), 1)
+
+
+# --- leader balancing, incrementally ----------------------------------------------------------------------------
+
+BROKERS = (1, 2, 3)
+TOPICS = tuple(Uuid.from_bytes(bytes([i]) * 16) for i in range(1, 5))
+
+
+def _balanced_cluster() -> MetadataImage:
+    """Three live brokers; four topics of three partitions, each led by its preferred replica, all in sync."""
+    records: list[MetadataRecord] = []
+    for b in BROKERS:
+        incarnation = Uuid.from_bytes(bytes([b]) * 16)
+        records.append(
+            make_record(
+                "RegisterBrokerRecord",
+                broker_id=b,
+                incarnation_id=incarnation,
+                broker_epoch=b,
+                end_points=[],
+                rack=None,
+                fenced=True,
+            )
+        )
+        records.append(make_record("UnfenceBrokerRecord", id=b, epoch=b))
+    for n, topic_id in enumerate(TOPICS):
+        records.append(make_record("TopicRecord", name=f"t{n}", topic_id=topic_id))
+        for p in range(3):
+            replicas = [BROKERS[(p + i) % 3] for i in range(3)]
+            records.append(
+                make_record(
+                    "PartitionRecord",
+                    partition_id=p,
+                    topic_id=topic_id,
+                    replicas=replicas,
+                    isr=replicas,
+                    leader=replicas[0],
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
+    return replay(EMPTY_IMAGE, list(enumerate(records)))
+
+
+def _then(image: MetadataImage, records: list[MetadataRecord]) -> MetadataImage:
+    return replay(image, [(image.offset + 1 + i, r) for i, r in enumerate(records)]) if records else image
+
+
+def _step(image: MetadataImage, op: tuple[str, int, int, int]) -> list[MetadataRecord]:
+    """The records of one change to the cluster: a broker fenced or unfenced (with its partitions' changes, or alone),
+    a partition's leadership moved to another in-sync replica, a replica back in an ISR, or a topic's tiered state
+    changed (its partitions untouched)."""
+    kind, a, b, c = op
+    topic_id = TOPICS[a % len(TOPICS)]
+    broker = BROKERS[b % len(BROKERS)]
+    if kind == "fence":
+        if image.brokers[broker].fenced:
+            return []
+        return [make_record("FenceBrokerRecord", id=broker, epoch=broker), *leave_records(image, broker)]
+    if kind == "unfence":
+        if not image.brokers[broker].fenced:
+            return []
+        return [
+            make_record("UnfenceBrokerRecord", id=broker, epoch=broker),
+            *rejoin_records(image, broker, rebalance=False),
+        ]
+    if kind == "flip":  # the broker record alone: only the brokers map changes, the partitions stay as they are
+        fenced = image.brokers[broker].fenced
+        return [make_record("UnfenceBrokerRecord" if fenced else "FenceBrokerRecord", id=broker, epoch=broker)]
+    p = image.topics[topic_id].partitions[c % 3]
+    if kind == "move" and broker in p.isr and broker != p.leader and not image.brokers[broker].fenced:
+        return [make_record("PartitionChangeRecord", topic_id=topic_id, partition_id=p.partition_id, leader=broker)]
+    if kind == "sync" and broker not in p.isr and not image.brokers[broker].fenced:
+        isr = [*p.isr, broker]
+        return [make_record("PartitionChangeRecord", topic_id=topic_id, partition_id=p.partition_id, isr=isr)]
+    if kind == "tier":
+        now = image.topics[topic_id]
+        on = now.tiered_state != TieredState.ENABLED
+        state = {"tiered_epoch": now.tiered_epoch + 1, "tiered_state": 1 if on else 2, "policy": 0 if on else 1}
+        return [make_record("TieredStateRecord", topic_id=topic_id, **state)]
+    return []
+
+
+OPS = st.tuples(
+    st.sampled_from(["fence", "unfence", "flip", "move", "sync", "tier"]),
+    st.integers(0, 3),
+    st.integers(0, 2),
+    st.integers(0, 5),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(OPS, st.booleans()), max_size=25))
+def test_the_incremental_check_of_preferred_leaders_always_answers_what_the_full_scan_does(
+    steps: list[tuple[tuple[str, int, int, int], bool]],
+) -> None:
+    """After every change, and whether or not the last check's records were appended (an append that failed leaves
+    the image as it was, and the next check must find the same changes again)."""
+    image, balance = _balanced_cluster(), LeaderBalance()
+    for op, appended in steps:
+        image = _then(image, _step(image, op))
+        records, balance = preferred_leader_changes(image, balance)
+        assert records == preferred_leader_records(image)
+        if appended:
+            image = _then(image, records)
+    assert preferred_leader_changes(image, balance)[0] == preferred_leader_records(image)
+
+
+def test_a_check_after_nothing_changed_reads_no_partition_and_one_after_a_change_reads_only_that_topic() -> None:
+    image = _balanced_cluster()
+    records, balance = preferred_leader_changes(image, LeaderBalance())
+    assert records == [] and balance.topics is image.topics
+    assert preferred_leader_changes(image, balance) == ([], balance), "the same maps: nothing read, nothing changed"
+    p = image.topics[TOPICS[1]].partitions[0]
+    moved = _then(image, _step(image, ("move", 1, p.replicas[1] - 1, 0)))
+    records, after_move = preferred_leader_changes(moved, balance)
+    assert [(r["topic_id"], r["partition_id"], r["leader"]) for r in records] == [(TOPICS[1], 0, p.replicas[0])]
+    assert after_move.topics is None, "changes found: the next check must look again until they are appended"
+    assert set(after_move.settled) == set(TOPICS) - {TOPICS[1]}
+    assert all(after_move.settled[t] is image.topics[t].partitions for t in after_move.settled)
