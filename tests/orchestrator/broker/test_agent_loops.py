@@ -9,6 +9,7 @@ the failed disk (a real OS error, which works as root too). Nothing here talks t
 
 import asyncio
 import errno
+import math
 import random
 import threading
 import time
@@ -17,7 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestrator.broker import agent as agent_module
-from orchestrator.broker.agent import BrokerAgent
+from orchestrator.broker.agent import TIERING_CHUNK, BrokerAgent
 from orchestrator.broker.remote_log_manager import CopyResult, ReadResult
 from orchestrator.errors import KafkaStorageError
 from orchestrator.metadata.records import DisablePolicy, TieredState, make_record
@@ -385,6 +386,33 @@ def test_a_partition_whose_tiering_pass_fails_is_backed_off_alone_while_the_othe
         asyncio.run(broker._tiering_round())
     assert broker.rlm.passes[-2:] == [0, 1]
     assert _events(logs, "broker.loop_recovered", loop="tiering", partition=0, failed_attempts=1)
+
+
+def test_a_tiering_round_hops_to_a_worker_thread_a_few_times_per_chunk_of_partitions_and_one_failure_stays_alone(
+    broker, monkeypatch
+):
+    """Each step of the pass runs for a chunk of partitions in one worker-thread hop (four hops per partition were
+    most of an idle broker's CPU); a partition whose copy raises is the only one that fails, and skips its expiry."""
+    broker.blocked.unlink()
+    many = broker.writer.create_topic("many", partitions=150, leader=1, tiered=True)
+    asyncio.run(broker._metadata_round())
+    broker.rlm = FakeRemoteLogManager({5: RuntimeError("a bug in one partition's copy")})
+    hops: list[object] = []
+    to_thread = asyncio.to_thread
+
+    async def counted(fn, /, *args, **kwargs):
+        hops.append(fn)
+        return await to_thread(fn, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    with capture_logs() as logs:
+        asyncio.run(broker._tiering_round())
+    partitions = 150 + 2  # and 'orders'
+    assert sorted(broker.rlm.passes) == sorted([*range(150), 0, 1])
+    assert len(hops) <= 1 + 4 * math.ceil(partitions / TIERING_CHUNK) < partitions, len(hops)
+    (failed,) = _events(logs, "broker.loop_failed", loop="tiering")
+    assert (failed["topic_id"], failed["partition"]) == (str(many), 5)
+    assert len(broker.rlm.expired) == partitions - 1 and (many, 5) not in broker.rlm.expired
 
 
 def test_a_never_tiered_topics_round_is_the_roll_and_local_retention_alone_and_a_tiered_ones_copies_and_expires(
