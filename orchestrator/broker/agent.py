@@ -664,14 +664,14 @@ class BrokerAgent:
     ) -> None:
         """A failure is logged and backed off for this partition alone, so the round goes on with the others; the
         first success after failures is logged as a recovery."""
-        where = {"topic_id": str(key[0]), "partition": key[1]}
         if failure is not None:
             attempt, delay = retry.failed(key, now=self._clock())
+            where = {"topic_id": str(key[0]), "partition": key[1]}
             log_loop_failure("broker", loop, failure, attempt=attempt, retry_in_s=delay, **where)
             return
         failed_attempts = retry.succeeded(key)
         if failed_attempts:
-            log_loop_recovered("broker", loop, **where, failed_attempts=failed_attempts)
+            log_loop_recovered("broker", loop, topic_id=str(key[0]), partition=key[1], failed_attempts=failed_attempts)
 
     # -- request handlers -------------------------------------------------------------------------------------
 
