@@ -37,21 +37,7 @@ def image_of(
     min_isr: int | None = None,
     elr: Sequence[int] = (),
 ) -> MetadataImage:
-    records: list[MetadataRecord] = []
-    for b in (1, 2, 3):
-        records.append(
-            make_record(
-                "RegisterBrokerRecord",
-                broker_id=b,
-                incarnation_id=Uuid.from_bytes(bytes([b]) * 16),
-                broker_epoch=b,
-                end_points=[],
-                rack=None,
-                fenced=True,
-            )
-        )
-        if b not in fenced:
-            records.append(make_record("UnfenceBrokerRecord", id=b, epoch=b))
+    records = _brokers(fenced)
     records += [
         make_record("TopicRecord", name="t", topic_id=TOPIC),
         make_record(
@@ -71,6 +57,26 @@ def image_of(
     if unclean:
         records.append(_topic_config(UNCLEAN_LEADER_ELECTION, "true"))
     return replay(EMPTY_IMAGE, list(enumerate(records)))
+
+
+def _brokers(fenced: Sequence[int]) -> list[MetadataRecord]:
+    """Brokers 1, 2 and 3 registered (broker epoch = id), each unfenced unless named in ``fenced``."""
+    records: list[MetadataRecord] = []
+    for b in (1, 2, 3):
+        records.append(
+            make_record(
+                "RegisterBrokerRecord",
+                broker_id=b,
+                incarnation_id=Uuid.from_bytes(bytes([b]) * 16),
+                broker_epoch=b,
+                end_points=[],
+                rack=None,
+                fenced=True,
+            )
+        )
+        if b not in fenced:
+            records.append(make_record("UnfenceBrokerRecord", id=b, epoch=b))
+    return records
 
 
 def _topic_config(name: str, value: str) -> MetadataRecord:
@@ -193,21 +199,7 @@ TOPICS = tuple(Uuid.from_bytes(bytes([i]) * 16) for i in range(1, 5))
 
 def _balanced_cluster() -> MetadataImage:
     """Three live brokers; four topics of three partitions, each led by its preferred replica, all in sync."""
-    records: list[MetadataRecord] = []
-    for b in BROKERS:
-        incarnation = Uuid.from_bytes(bytes([b]) * 16)
-        records.append(
-            make_record(
-                "RegisterBrokerRecord",
-                broker_id=b,
-                incarnation_id=incarnation,
-                broker_epoch=b,
-                end_points=[],
-                rack=None,
-                fenced=True,
-            )
-        )
-        records.append(make_record("UnfenceBrokerRecord", id=b, epoch=b))
+    records = _brokers(fenced=())
     for n, topic_id in enumerate(TOPICS):
         records.append(make_record("TopicRecord", name=f"t{n}", topic_id=topic_id))
         for p in range(3):
