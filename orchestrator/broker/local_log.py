@@ -564,6 +564,16 @@ class PartitionLog:
         with self._mutex:
             return [s.info() for s in self._segments[:-1] if s.size]
 
+    def bytes_above(self, offset: int) -> int:
+        """The bytes of the segments holding an offset above ``offset`` (the active one included): what a tiering
+        pass counts as not copied yet, read without building each segment's :class:`SegmentInfo`."""
+        with self._mutex:
+            return sum(s.size for s in self._segments if s.next_offset - 1 > offset)
+
+    def active_segment_bytes(self) -> int:
+        with self._mutex:
+            return self._segments[-1].size
+
     # -- retention and start offsets --------------------------------------------------------------------------
 
     @on_log_directory

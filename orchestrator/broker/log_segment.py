@@ -88,10 +88,14 @@ class LogSegment:
         self._log_file: BinaryIO | None = None
         self._index_file: BinaryIO | None = None
         self._time_index_file: BinaryIO | None = None
+        self._snapshot_path: tuple[int, Path] = (-1, directory)  # (next offset, its snapshot's path)
 
     @property
     def producer_snapshot_path(self) -> Path:
-        return segment_file(self.directory, self.next_offset, "snapshot")
+        # Built again only when the segment's end moved: a tiering pass reads every segment's info each round.
+        if self._snapshot_path[0] != self.next_offset:
+            self._snapshot_path = (self.next_offset, segment_file(self.directory, self.next_offset, "snapshot"))
+        return self._snapshot_path[1]
 
     def create_files(self) -> None:
         for path in (self.log_path, self.index_path, self.time_index_path):

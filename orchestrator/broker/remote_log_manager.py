@@ -241,7 +241,8 @@ class RemoteLogManager:
                 self._update_copy_state(
                     topic_id, partition, lambda s: replace(s, in_flight_since_ms=-1, in_flight=None)
                 )
-        self._record_copy_lag(topic_id, partition, behind[copied:])
+        if behind:  # else the lag recorded above stands
+            self._record_copy_lag(topic_id, partition, behind[copied:])
         self._record_pass_outcome(topic_id, partition, failure)
         return CopyResult(copied, aborted, failure)
 
@@ -260,6 +261,9 @@ class RemoteLogManager:
     def _record_pass_outcome(self, topic_id: Uuid, partition: int, failure: Exception | None) -> None:
         """The pass's error (its count in a row grows), or none: the partition's copying is keeping up again."""
         if failure is None:
+            with self._cond:
+                if (topic_id, partition) not in self._copy_states:
+                    return  # no state: no error to clear (the common pass, thousands a round)
             self._update_copy_state(
                 topic_id, partition, lambda s: replace(s, last_error=None, last_error_ms=-1, failed_passes=0)
             )

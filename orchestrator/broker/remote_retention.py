@@ -121,7 +121,7 @@ class PartitionRetention:
         if refresh:
             self.rlmm.refresh()
         highest = copied_through(self.rlmm, topic_id, partition, plog)
-        not_copied = sum(s.size_bytes for s in plog.segments() if s.end_offset > highest)
+        not_copied = plog.bytes_above(highest)
         plan = plan_remote_expiry(
             self.rlmm.segments(topic_id, partition),
             now_ms=self._now_ms(),
@@ -202,7 +202,7 @@ class PartitionRetention:
             retention_bytes=retention_bytes,
             tiering_enabled=tiering,
             highest_copied_offset=copied_through(self.rlmm, topic_id, partition, plog),
-            active_bytes=plog.segments()[-1].size_bytes,
+            active_bytes=plog.active_segment_bytes(),
         )
         dropped = plog.delete_local_segments_before(cut)
         if dropped and not self.rlmm.live_segments(topic_id, partition):

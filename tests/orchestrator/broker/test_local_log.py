@@ -329,3 +329,25 @@ def test_a_directory_with_only_logs_and_offset_indexes_opens_and_gets_every_othe
     reopened = _log(tmp_path, segment_bytes=300)
     assert {name: (directory / name).read_bytes() for name in kept} == kept
     assert [r.value for r in reopened.read(0, max_bytes=10**9)] == [b"%02d" % i * 20 for i in range(20)]
+
+
+def test_the_tiering_passes_size_reads_agree_with_the_segments_and_snapshot_paths_follow_the_segment_end(tmp_path):
+    """``bytes_above`` and ``active_segment_bytes`` are what a tiering pass used to sum from ``segments()``; a
+    segment's producer snapshot path, built once per segment end, still names the end it has now (after appends
+    and after a truncation moved it back)."""
+    log = _log(tmp_path)
+    _each(log, [b"v%03d" % i for i in range(60)])
+
+    def check() -> None:
+        segs = log.segments()
+        assert log.active_segment_bytes() == segs[-1].size_bytes
+        for offset in range(-1, log.log_end_offset + 1):
+            assert log.bytes_above(offset) == sum(s.size_bytes for s in segs if s.end_offset > offset), offset
+        for s in segs:
+            assert s.producer_snapshot_path == log.directory / f"{s.end_offset + 1:020d}.snapshot"
+
+    check()
+    _each(log, [b"w%03d" % i for i in range(5)])  # the active segment's end moves on
+    check()
+    assert log.truncate_to(log.log_end_offset - 7)
+    check()
