@@ -194,7 +194,8 @@ class RetryQueue(Generic[J]):
 
 Credit = Callable[[J, int, QueuedBroker[Any], int], J]
 """A policy's "done": (job, broker id, its entry, now_ms) -> the job once that broker's reply that it is done (to a
-request whose duty did not move) is taken. A policy without one does not take a reply's word for it: the job is done
+request whose duty did not move) is taken; the entry is as the request left it (the reply's counts are not merged
+into it: the broker leaves the pending set). A policy without one does not take a reply's word for it: the job is done
 when a store says so."""
 
 
@@ -322,13 +323,14 @@ def on_reply(
     if job is None or entry is None or not entry.in_flight or (attempt is not None and attempt != entry.attempts):
         return queue  # a duplicate, a late reply to an attempt already given up on, or a broker no longer owing
     progress = outcome.progress
+    if outcome.ok and not outcome.in_progress and credit is not None and not entry.duty_moved:
+        # Credited: the broker leaves the pending set, so its entry's counts are not kept (nothing to merge).
+        return RetryQueue(queue.topics.set(topic_id, credit(job, broker_id, entry, now_ms)))
     progressed = progress is not None and progress.beyond(entry.progress)
     if progress is not None:
         entry = replace(entry, progress=progress.merged(entry.progress))
     if not outcome.ok:
         return _with_broker(queue, job, broker_id, _failed(entry, reply_error(outcome), now_ms, rng, retries))
-    if not outcome.in_progress and credit is not None and not entry.duty_moved:
-        return RetryQueue(queue.topics.set(topic_id, credit(job, broker_id, entry, now_ms)))
     # Not (or not provably) the whole duty: asked again at once if the duty moved, soon if the job moved on, and
     # after a growing backoff if it did not. A "done" the duty moved under is progress; a "done" the policy does
     # not credit is not (the store will say; until it does, the broker is asked again ever more rarely).

@@ -10,9 +10,10 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from orchestrator.controller import retry_queue as rq
 from orchestrator.controller.core import ControllerCore
 from orchestrator.controller.metrics_view import controller_view, disable_result, queue_view
-from orchestrator.errors import BrokerNotAvailable, KafkaStorageError, RequestTimedOut
+from orchestrator.errors import BrokerNotAvailable, KafkaStorageError, RequestTimedOut, error_name
 from orchestrator.ids import Uuid
 from orchestrator.metadata.memory_store import InMemoryMetadataStore
 from orchestrator.metadata.records import TieredState
@@ -136,3 +137,31 @@ def test_each_disable_remote_topic_exchange_gets_one_result_label(
     response: dict[str, Any] | None, error: Exception | None, result: str
 ) -> None:
     assert disable_result(response, error) == result  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        {},
+        {"error_code": 0},
+        {"error_code": 0, "status": 0},
+        {"error_code": 0, "status": 1},
+        {"status": 1},
+        {"error_code": 10951, "status": 1},
+        {"error_code": 7, "error_message": "no answer"},
+    ],
+)
+def test_a_reply_is_labelled_as_the_queue_reads_its_outcome(response: dict[str, Any]) -> None:
+    """Replies are labelled without building the queue's outcome (thousands per batched exchange): the label must be
+    the one the outcome gives."""
+    outcome = rq.read_outcome(response, None)  # type: ignore[arg-type]
+    expected = (
+        "in_progress"
+        if outcome.in_progress
+        else "acknowledged"
+        if outcome.ok
+        else "timeout"
+        if outcome.error_code == RequestTimedOut.code
+        else error_name(outcome.error_code)
+    )
+    assert disable_result(response, None) == expected  # type: ignore[arg-type]
