@@ -14,7 +14,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 from orchestrator.errors import LeaderNotAvailable
@@ -138,15 +138,36 @@ def created_configs(configs: Mapping[str, str]) -> list[m.CreatableTopicConfigs]
 
 _MISSING: Any = object()
 
+# One field of a struct as _fill reads it at one version: its name, whether the version has it, its default's
+# factory, and its struct's fields (None: not a struct) with whether it is an array of them.
+_FillStep = tuple[str, bool, Callable[[], Any], "tuple[FieldSpec, ...] | None", bool]
+_FILL_PLANS: dict[tuple[int, int], tuple[tuple[FieldSpec, ...], tuple[_FillStep, ...]]] = {}
+
+
+def _fill_plan(fields: tuple[FieldSpec, ...], version: int) -> tuple[_FillStep, ...]:
+    """``fields`` at ``version`` as :func:`_fill` walks them, worked out once per struct and version (a response
+    naming thousands of topics fills thousands of entries). Keyed by the tuple's identity, and the tuple is kept
+    with its plan (schemas are loaded once and live as long as the process), so a key is never reused."""
+    key = (id(fields), version)
+    hit = _FILL_PLANS.get(key)
+    if hit is not None and hit[0] is fields:
+        return hit[1]
+    plan = tuple(
+        (f.py_name, version in f.versions, default_factory(f), f.fields if f.is_struct else None, f.is_array)
+        for f in fields
+    )
+    _FILL_PLANS[key] = (fields, plan)
+    return plan
+
 
 def _fill(fields: tuple[FieldSpec, ...], version: int, value: Mapping[str, Any]) -> dict[str, Any]:
     # Walks the schema, not a type: the one place a body is handled as an untyped dict.
     out: dict[str, Any] = {}
-    for f in fields:
-        v = value.get(f.py_name, _MISSING) if version in f.versions else _MISSING
+    for name, present, make_default, sub, is_array in _fill_plan(fields, version):
+        v = value.get(name, _MISSING) if present else _MISSING
         if v is _MISSING:
-            v = default_factory(f)()
-        elif f.is_struct and v is not None:
-            v = [_fill(f.fields, version, e) for e in v] if f.is_array else _fill(f.fields, version, v)
-        out[f.py_name] = v
+            v = make_default()
+        elif sub is not None and v is not None:
+            v = [_fill(sub, version, e) for e in v] if is_array else _fill(sub, version, v)
+        out[name] = v
     return out

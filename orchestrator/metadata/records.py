@@ -145,14 +145,20 @@ def make_record(record_type: str, version: int | None = None, /, **fields: Any) 
     """A ``record_type`` record at ``version`` with these field values. The default version is the newest this
     build knows for cluster metadata records, :data:`RLMM_RECORD_VERSION` for RLMM records."""
     name = record_type
+    version, c = _record_codec(name, version)
+    if not c.field_names.issuperset(fields):
+        raise ValueError(f"{name} has no field(s) {sorted(set(fields) - c.field_names)}")
+    return MetadataRecord(name, version, c.normalize(fields))
+
+
+@cache
+def _record_codec(name: str, version: int | None) -> tuple[int, codec.StructCodec]:
+    """The version (None: the default) and codec :func:`make_record` builds a ``name`` record with, found once per
+    pair: a bulk request makes thousands of records of a few kinds (an unknown name or version raises, uncached)."""
     s = record_schema_by_name(name)
     if version is None:
         version = default_record_version(s)
-    c = codec.compiled(s, version)
-    unknown = set(fields) - c.field_names
-    if unknown:
-        raise ValueError(f"{name} has no field(s) {sorted(unknown)}")
-    return MetadataRecord(name, version, c.normalize(fields))
+    return version, codec.compiled(s, version)
 
 
 def default_record_version(s: MessageSchema) -> int:
