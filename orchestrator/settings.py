@@ -379,6 +379,10 @@ class BrokerSettings:
     # often in case one was missed (a reconnection)
     metadata_notified_poll_ms: int = 2_000
     tiering_interval_ms: int = 500  # how often copy, local retention and remote expiry run
+    # A partition whose inputs (log offsets and segments, topic, configs, RLMM entries, high watermark) did not change
+    # since its last tiering pass is passed again only every this many rounds: what the clock alone makes due on it
+    # (a roll by segment.ms, retention by time) waits at most that long; 1: every partition every round.
+    tiering_idle_rounds: int = 10
     segment_bytes: int = 64 * 1024  # segment.bytes default for partitions of this broker
     segment_ms: int = 10_000  # segment.ms default
     # A partition directory the image no longer has (its topic deleted, or deleted and re-created under the same
@@ -414,6 +418,8 @@ class BrokerSettings:
             raise SettingsError(f"[broker] advertised_port must be 0..65535, got {self.advertised_port}")
         if self.loop_retry_max_ms < 100:
             raise SettingsError(f"[broker] loop_retry_max_ms must be >= 100, got {self.loop_retry_max_ms}")
+        if self.tiering_idle_rounds < 1:
+            raise SettingsError(f"[broker] tiering_idle_rounds must be >= 1, got {self.tiering_idle_rounds}")
         if not 0 <= self.job_answer_wait_ms <= 5_000:
             raise SettingsError(f"[broker] job_answer_wait_ms must be 0..5000, got {self.job_answer_wait_ms}")
         require_authentication("broker", self.host, self.tls, self.security)

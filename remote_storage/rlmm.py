@@ -152,6 +152,8 @@ class RlmmFold:
         # per partition and leader epoch: the highest offset of that epoch a finished copy held (Kafka's
         # highestOffsetForEpoch), for a leader to resume in its own epoch lineage
         self._copied_by_epoch: dict[tuple[Uuid, int], dict[int, int]] = {}
+        self._changes = 0  # records folded that changed a partition's entries
+        self._changed_at: dict[tuple[Uuid, int], int] = {}  # per partition: the count when it last changed
 
     # -- folding ----------------------------------------------------------------------------------------------
 
@@ -190,7 +192,12 @@ class RlmmFold:
             self._next_offset = offsets[-1] + 1
             return True
 
+    def _changed(self, key: tuple[Uuid, int]) -> None:
+        self._changes += 1
+        self._changed_at[key] = self._changes
+
     def _put(self, seg: RemoteSegment) -> None:
+        self._changed((seg.topic_id, seg.partition))
         self._segments[seg.segment_id] = seg
         self._partitions_of.setdefault(seg.topic_id, set()).add(seg.partition)
         self._topic_names.setdefault(seg.topic_id, seg.topic)
@@ -246,6 +253,7 @@ class RlmmFold:
             current = self._partition_deletes.get(key)
             if current is None or _PARTITION_ORDER[state] > _PARTITION_ORDER[current]:  # never back (replays too)
                 self._partition_deletes[key] = state
+                self._changed(key)
             self._partitions_of.setdefault(tp["id"], set()).add(tp["partition"])
             self._topic_names.setdefault(tp["id"], tp["name"])
 
@@ -301,6 +309,12 @@ class RlmmFold:
 
     def live_segments(self, topic_id: Uuid, partition: int | None = None) -> list[RemoteSegment]:
         return self.segments(topic_id, partition, states=[SegmentState.COPY_SEGMENT_FINISHED])
+
+    def partition_version(self, topic_id: Uuid, partition: int) -> int:
+        """A number that moves whenever a folded record changes what this RLMM holds of the partition (a segment, its
+        state, the partition's delete state), and only then; 0: never changed."""
+        with self._lock:
+            return self._changed_at.get((topic_id, partition), 0)
 
     def highest_copied_offset(self, topic_id: Uuid, partition: int) -> int:
         """The end offset of the last finished copy of this partition, or -1: of every segment that reached

@@ -68,7 +68,10 @@ Background work never dies quietly:
   resumes, with no restart. A tiering round runs each step of its passes (roll, copy, local retention, expiry) for
   a chunk of partitions in one worker-thread hop (:data:`TIERING_CHUNK`), each partition's steps still in order
   and its failure its own: a hop costs about 80 us of CPU, and one per step per partition made an idle broker of
-  4,000 partitions spend over a CPU second a round on hops alone.
+  4,000 partitions spend over a CPU second a round on hops alone. A partition whose inputs did not change since
+  its last pass that ended well is passed only every ``tiering_idle_rounds`` rounds
+  (:mod:`orchestrator.broker.idle_partitions`): at 20,000 idle partitions a broker spent a CPU second every round
+  finding nothing to do.
 * Every backoff follows ONE declared policy, :data:`orchestrator.supervision.LOOP_RETRY_WAIT` (exponential with
   full jitter, capped); sleep and clock are injected.
 * A loop task that ends anyway is a bug that would leave the broker half alive (registered and unfenced, doing
@@ -108,6 +111,7 @@ from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.epoch_end_offsets import EpochEndOffsets
 from orchestrator.broker.fencing import ControllerEpochFence
 from orchestrator.broker.hosted_logs import HostedLogs, split_by_leadership
+from orchestrator.broker.idle_partitions import IdlePartitions
 from orchestrator.broker.job_answers import answer_once_ended
 from orchestrator.broker.job_registry import error_body
 from orchestrator.broker.local_log import PartitionLog
@@ -287,6 +291,7 @@ class BrokerAgent:
         self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff(self._loop_wait)
         self._all_hosted_open: MetadataImage | None = None  # the image every hosted log was last found open for
         self._tiering_retry: RetryBackoff[PartitionKey] = RetryBackoff(self._loop_wait)
+        self._idle: IdlePartitions[PartitionKey] = IdlePartitions(settings.tiering_idle_rounds)
         self._reconciled_topics: Mapping[Uuid, TopicImage] | None = None  # the topics at the last reconciliation
         self._next_stale_dir_check = -math.inf  # self._clock() time; the first metadata round looks
         self.crashed_loop: str | None = None  # set when a loop ended while the broker ran: main() exits nonzero
@@ -556,16 +561,47 @@ class BrokerAgent:
         for those it follows, :data:`TIERING_CHUNK` partitions per worker-thread hop (each partition still apart)."""
         led, followed = split_by_leadership(list(self.logs), self.follower.image, self.settings.broker_id)
         self._tiering_retry.forget_all_but(set(self.logs))
+        self._idle.forget_all_but(self.logs)
         self.rlm.retain_copy_lag(led)
         if not self.logs:
             return
         await asyncio.to_thread(self.rlm.rlmm.refresh)  # once per round, not once per partition
-        retry = self._tiering_retry
-        for passes, keys in ((self._tiering_passes, led), (self._follower_passes, followed)):
-            due = [key for key in keys if retry.due(key, now=self._clock())]
+        retry, idle = self._tiering_retry, self._idle
+        idle.next_round()
+        image = self.follower.image
+        for passes, keys, leading in ((self._tiering_passes, led, True), (self._follower_passes, followed, False)):
+            inputs: dict[PartitionKey, tuple[object, ...]] = {}
+            for key in keys:
+                if retry.due(key, now=self._clock()):
+                    read = self._tiering_inputs(image, key, leading=leading)
+                    if idle.due(key, read):
+                        inputs[key] = read
+            due = list(inputs)
             for at in range(0, len(due), TIERING_CHUNK):
                 for key, failure in (await passes(due[at : at + TIERING_CHUNK])).items():
                     self._partition_outcome("tiering", retry, key, failure)
+                    if failure is None:
+                        idle.passed(key, inputs[key])
+                    else:
+                        idle.failed(key)
+
+    def _tiering_inputs(self, image: MetadataImage, key: PartitionKey, *, leading: bool) -> tuple[object, ...]:
+        """What a tiering pass of ``key`` reads (:mod:`orchestrator.broker.idle_partitions`), as it is now: equal
+        to an earlier reading when nothing the pass acts on changed since (the clock aside)."""
+        plog, topic = self.logs.get(key), image.topics.get(key[0])
+        if plog is None or topic is None:
+            return (object(),)  # closed, or its topic deleted: the pass looks (and finds nothing to do)
+        try:
+            high_watermark = self.data_plane.high_watermark(topic, key[1], plog) if leading else -1
+        except Exception:  # the pass reads it again, and fails there if it must
+            return (object(),)
+        return (
+            topic,
+            image.topic_configs(topic.name),
+            plog.tiering_inputs(),
+            self.rlm.rlmm.partition_version(*key),
+            high_watermark,
+        )
 
     async def _follower_passes(self, keys: list[PartitionKey]) -> dict[PartitionKey, Exception | None]:
         """A follower's local log start follows what the leader copied: local retention of each of ``keys`` still

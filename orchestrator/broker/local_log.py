@@ -574,6 +574,19 @@ class PartitionLog:
         with self._mutex:
             return self._segments[-1].size
 
+    def tiering_inputs(self) -> tuple[int, int, int, int, int]:
+        """What a tiering pass reads of this log, for telling an unchanged log from one that moved: the log start,
+        local log start and log end offsets, the number of segments and the active one's size."""
+        with self._mutex:
+            active = self._segments[-1]
+            return (
+                self.log_start_offset,
+                self.local_log_start_offset,
+                active.next_offset,
+                len(self._segments),
+                active.size,
+            )
+
     # -- retention and start offsets --------------------------------------------------------------------------
 
     @on_log_directory

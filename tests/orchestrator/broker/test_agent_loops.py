@@ -170,9 +170,10 @@ def test_each_partition_backs_off_alone_and_a_success_resets_it():
 
 
 @pytest.fixture
-def broker(tmp_path):
+def broker(tmp_path, request):
     """A broker agent (not started) on a real store, with tiered topic 'orders' (2 partitions) led by it; its data
-    directory is a regular file, as a disk the broker cannot write: remove ``broker.blocked`` to repair it."""
+    directory is a regular file, as a disk the broker cannot write: remove ``broker.blocked`` to repair it. Every
+    partition is passed every tiering round unless the test's parameter (indirect) sets other broker settings."""
     store_path = tmp_path / "metadata.db"
     writer_store = SqliteMetadataStore(store_path)
     writer = ControllerWriter(writer_store)
@@ -187,6 +188,7 @@ def broker(tmp_path):
         heartbeat_interval_ms=50,
         metadata_poll_ms=20,
         tiering_interval_ms=20,
+        **{"tiering_idle_rounds": 1, **getattr(request, "param", {})},
     )
     clock = FakeClock()
     agent = BrokerAgent(settings, clock=clock)
@@ -327,11 +329,15 @@ class FakeRemoteLogManager:
         self.local_passes: list[tuple[object, int]] = []
         self.expired: list[tuple[object, int]] = []
         self.rlmm = self
+        self.versions: dict[int, int] = {}  # partition -> what partition_version says (a test moves it)
         self.slow, self.copying, self.release = slow, threading.Event(), threading.Event()
         self.slow_expiry = slow_expiry
 
     def refresh(self) -> None:
         return None
+
+    def partition_version(self, topic_id, partition: int) -> int:
+        return self.versions.get(partition, 0)
 
     def retain_copy_lag(self, partitions) -> None:
         return None
@@ -427,6 +433,44 @@ def test_a_never_tiered_topics_round_is_the_roll_and_local_retention_alone_and_a
     assert broker.rlm.local_passes == [(logs, 0)]
     assert sorted(broker.rlm.passes) == [0, 1]  # the copies: 'orders' only
     assert sorted(broker.rlm.expired) == [(broker.topic_id, 0), (broker.topic_id, 1)]
+
+
+@pytest.mark.parametrize("broker", [{"tiering_idle_rounds": 3}], indirect=True)
+def test_an_idle_partition_is_passed_every_few_rounds_and_any_change_to_what_its_pass_reads_makes_it_due_at_once(
+    broker,
+):
+    broker.blocked.unlink()
+    asyncio.run(broker._metadata_round())
+    broker.rlm = FakeRemoteLogManager({})
+
+    def rounds(n: int) -> list[list[int]]:
+        passed = []
+        for _ in range(n):
+            before = len(broker.rlm.passes)
+            asyncio.run(broker._tiering_round())
+            passed.append(sorted(broker.rlm.passes[before:]))
+        return passed
+
+    assert rounds(4) == [[0, 1], [], [], [0, 1]]  # nothing changed: every third round
+
+    assert _produce(broker, 1)["error_code"] == 0  # partition 1's log moved
+    assert rounds(2) == [[1], []]
+    broker.rlm.versions[0] = 7  # the RLMM's entries of partition 0 moved (another broker's copy, a deletion)
+    assert rounds(1) == [[0]]
+    broker.writer.store.append(  # a config of the topic: both partitions' passes read it
+        [make_record("ConfigRecord", resource_type=2, resource_name="orders", name="retention.ms", value="60000")],
+        controller_epoch=broker.writer.epoch,
+    )
+    asyncio.run(broker._metadata_round())
+    assert rounds(1) == [[0, 1]]
+
+    broker.rlm.failing[0] = RuntimeError("S3 said no")
+    broker.rlm.versions[0] = 8
+    assert rounds(1) == [[0]]  # due: its RLMM entries moved; the pass fails
+    del broker.rlm.failing[0]
+    broker.fake_clock.now += 10  # past the failed partition's backoff
+    assert rounds(1) == [[0]]  # nothing changed, but its last pass failed: passed again as soon as its backoff ends
+    assert rounds(1) == [[1]]  # partition 1: three rounds since its last pass
 
 
 @pytest.mark.parametrize("stuck_in", ["copy", "expiry"])
