@@ -65,13 +65,8 @@ Background work never dies quietly:
 * Work per partition (opening a hosted partition's log, a tiering pass) fails alone: the partition is logged the
   same way with its topic id and partition, retried after its own backoff (:class:`RetryBackoff`), and the other
   partitions go on. So after a disk comes back, new partitions get their directory and copying to remote storage
-  resumes, with no restart. A tiering round runs each step of its passes (roll, copy, local retention, expiry) for
-  a chunk of partitions in one worker-thread hop (:data:`TIERING_CHUNK`), each partition's steps still in order
-  and its failure its own: a hop costs about 80 us of CPU, and one per step per partition made an idle broker of
-  4,000 partitions spend over a CPU second a round on hops alone. A partition whose inputs did not change since
-  its last pass that ended well is passed only every ``tiering_idle_rounds`` rounds
-  (:mod:`orchestrator.broker.idle_partitions`): at 20,000 idle partitions a broker spent a CPU second every round
-  finding nothing to do.
+  resumes, with no restart. The tiering round (chunked worker-thread hops, idle partitions passed every few
+  rounds) is :mod:`orchestrator.broker.tiering_round`'s.
 * Every backoff follows ONE declared policy, :data:`orchestrator.supervision.LOOP_RETRY_WAIT` (exponential with
   full jitter, capped); sleep and clock are injected.
 * A loop task that ends anyway is a bug that would leave the broker half alive (registered and unfenced, doing
@@ -110,8 +105,7 @@ from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.epoch_end_offsets import EpochEndOffsets
 from orchestrator.broker.fencing import ControllerEpochFence
-from orchestrator.broker.hosted_logs import HostedLogs, split_by_leadership
-from orchestrator.broker.idle_partitions import IdlePartitions
+from orchestrator.broker.hosted_logs import HostedLogs
 from orchestrator.broker.job_answers import answer_once_ended
 from orchestrator.broker.job_registry import error_body
 from orchestrator.broker.local_log import PartitionLog
@@ -123,12 +117,13 @@ from orchestrator.broker.partition_dirs import (
     retire_stale_partitions,
 )
 from orchestrator.broker.producer_ids import ProducerIdAllocator
-from orchestrator.broker.remote_log_manager import CopyResult, RemoteLogManager
+from orchestrator.broker.remote_log_manager import RemoteLogManager
 from orchestrator.broker.remote_partition_deleter import DeleteRemotePartitionsHandler
 from orchestrator.broker.remote_storage_setup import remote_storage
 from orchestrator.broker.replica_manager import ReplicaManager, alter_through
 from orchestrator.broker.rlmm_appender import ControllerRlmmAppend, rlmm_write_client
 from orchestrator.broker.rlmm_publisher import RemoteLogMetadataPublisher
+from orchestrator.broker.tiering_round import TieringRound
 from orchestrator.clock import wall_ms
 from orchestrator.errors import (
     TieredError,
@@ -140,7 +135,6 @@ from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.image_changes import same_topic_ids, topics_with_new_partitions
 from orchestrator.metadata.open import open_store_at_startup, parse_store_spec, read_password
-from orchestrator.metadata.records import TieredState
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
 from orchestrator.net.admin import AdminClient
@@ -160,23 +154,6 @@ log = structlog.get_logger(__name__)
 
 # How often the metadata loop looks for moved-aside directories past their retention (a listing of data_dir/stale/).
 STALE_DIR_CHECK_INTERVAL_S = 60.0
-# Partitions per worker-thread hop of a tiering round (:meth:`BrokerAgent._tiering_passes`): the log lock is held
-# for this many partitions' rolls, or local retentions, at a time.
-TIERING_CHUNK = 64
-
-
-def _each(
-    keys: list[PartitionKey], step: Callable[[PartitionKey], object], failed: dict[PartitionKey, Exception]
-) -> None:
-    """``step`` for each of ``keys`` not failed yet, in a worker thread; what one raises is kept in ``failed`` (the
-    caller awaits the hop, so nothing else touches ``failed`` meanwhile) and the others go on."""
-    for key in keys:
-        if key in failed:
-            continue
-        try:
-            step(key)
-        except Exception as exc:
-            failed[key] = exc
 
 
 class BrokerAgent:
@@ -291,7 +268,18 @@ class BrokerAgent:
         self._open_retry: RetryBackoff[PartitionKey] = RetryBackoff(self._loop_wait)
         self._all_hosted_open: MetadataImage | None = None  # the image every hosted log was last found open for
         self._tiering_retry: RetryBackoff[PartitionKey] = RetryBackoff(self._loop_wait)
-        self._idle: IdlePartitions[PartitionKey] = IdlePartitions(settings.tiering_idle_rounds)
+        self.tiering = TieringRound(
+            broker_id=settings.broker_id,
+            rlm=self.rlm,
+            logs=self.logs,
+            log_lock=self._log_lock,
+            image=lambda: self.follower.image,
+            data_plane=self.data_plane,
+            retry=self._tiering_retry,
+            idle_rounds=settings.tiering_idle_rounds,
+            clock=self._clock,
+            report=functools.partial(self._partition_outcome, "tiering", self._tiering_retry),
+        )
         self._reconciled_topics: Mapping[Uuid, TopicImage] | None = None  # the topics at the last reconciliation
         self._next_stale_dir_check = -math.inf  # self._clock() time; the first metadata round looks
         self.crashed_loop: str | None = None  # set when a loop ended while the broker ran: main() exits nonzero
@@ -377,7 +365,7 @@ class BrokerAgent:
             self._start_loop(
                 "metadata", self._metadata_round, self.settings.metadata_poll_ms, pause=self._wait_for_metadata
             ),
-            self._start_loop("tiering", self._tiering_round, self.settings.tiering_interval_ms),
+            self._start_loop("tiering", self.tiering.run, self.settings.tiering_interval_ms),
             self._start_loop("rlmm_publish", self.rlmm_publisher.publish_round, self.rlmm_publisher.interval_ms),
             self._start_loop("replication", self.replication.round, self.settings.metadata_poll_ms),
         ]
@@ -555,128 +543,6 @@ class BrokerAgent:
             self._open_log(image, topic_id, partition, refresh_rlmm=False)
         except UnknownTopicId:
             return  # deleted since this round's image was read: nothing to open, nothing failed
-
-    async def _tiering_round(self) -> None:
-        """Roll, copy, local retention and remote expiry for every partition this broker leads, and local retention
-        for those it follows, :data:`TIERING_CHUNK` partitions per worker-thread hop (each partition still apart)."""
-        led, followed = split_by_leadership(list(self.logs), self.follower.image, self.settings.broker_id)
-        self._tiering_retry.forget_all_but(set(self.logs))
-        self._idle.forget_all_but(self.logs)
-        self.rlm.retain_copy_lag(led)
-        if not self.logs:
-            return
-        await asyncio.to_thread(self.rlm.rlmm.refresh)  # once per round, not once per partition
-        retry, idle = self._tiering_retry, self._idle
-        idle.next_round()
-        image = self.follower.image
-        for passes, keys, leading in ((self._tiering_passes, led, True), (self._follower_passes, followed, False)):
-            inputs: dict[PartitionKey, tuple[object, ...]] = {}
-            for key in keys:
-                if retry.due(key, now=self._clock()):
-                    read = self._tiering_inputs(image, key, leading=leading)
-                    if idle.due(key, read):
-                        inputs[key] = read
-            due = list(inputs)
-            for at in range(0, len(due), TIERING_CHUNK):
-                for key, failure in (await passes(due[at : at + TIERING_CHUNK])).items():
-                    self._partition_outcome("tiering", retry, key, failure)
-                    if failure is None:
-                        idle.passed(key, inputs[key])
-                    else:
-                        idle.failed(key)
-
-    def _tiering_inputs(self, image: MetadataImage, key: PartitionKey, *, leading: bool) -> tuple[object, ...]:
-        """What a tiering pass of ``key`` reads (:mod:`orchestrator.broker.idle_partitions`), as it is now: equal
-        to an earlier reading when nothing the pass acts on changed since (the clock aside)."""
-        plog, topic = self.logs.get(key), image.topics.get(key[0])
-        if plog is None or topic is None:
-            return (object(),)  # closed, or its topic deleted: the pass looks (and finds nothing to do)
-        try:
-            high_watermark = self.data_plane.high_watermark(topic, key[1], plog) if leading else -1
-        except Exception:  # the pass reads it again, and fails there if it must
-            return (object(),)
-        return (
-            topic,
-            image.topic_configs(topic.name),
-            plog.tiering_inputs(),
-            self.rlm.rlmm.partition_version(*key),
-            high_watermark,
-        )
-
-    async def _follower_passes(self, keys: list[PartitionKey]) -> dict[PartitionKey, Exception | None]:
-        """A follower's local log start follows what the leader copied: local retention of each of ``keys`` still
-        open, under the log lock, in one hop; what each one raised (None: done)."""
-        failed: dict[PartitionKey, Exception] = {}
-        rlm = self.rlm
-        async with self._log_lock:
-            still_open = [key for key in keys if key in self.logs]
-            await asyncio.to_thread(_each, still_open, lambda k: rlm.apply_local_retention(*k, refresh=False), failed)
-        return {key: failed.get(key) for key in keys}
-
-    async def _tiering_pass(self, topic_id: Uuid, partition: int) -> None:
-        """One partition's pass (:meth:`_tiering_passes`); what failed it is raised."""
-        key = (topic_id, partition)
-        failure = (await self._tiering_passes([key]))[key]
-        if failure is not None:
-            raise failure
-
-    async def _tiering_passes(self, keys: list[PartitionKey]) -> dict[PartitionKey, Exception | None]:
-        """Each of ``keys``' pass (:meth:`RemoteLogManager.tiering_pass`'s steps), and what failed it (None: it
-        ended well, or its log was closed since the round began).
-
-        The roll and local retention run under the log lock; the copy and remote expiry outside it, so an upload or
-        a delete waiting on a slow S3 (or an RLMM write waiting on the controller) holds up no produce, fetch or
-        open of any partition (they need the lock). Each step runs for every partition still in the pass in ONE
-        worker-thread hop: a hop costs about 80 us of CPU, and four per partition were most of an idle broker's
-        CPU (at 4,000 partitions, 1.3 CPU s a round). A partition whose step raises leaves the pass there; a failed
-        copy (:attr:`CopyResult.failure`) still has its local retention and expiry, and fails the pass at the end.
-        A never-tiered topic's partition has only the roll and local retention
-        (:meth:`RemoteLogManager.local_pass`)."""
-        failed: dict[PartitionKey, Exception] = {}
-        rlm, logs = self.rlm, self.logs
-        high_watermarks: dict[PartitionKey, int] = {}
-        async with self._log_lock:
-            image = self.follower.image
-            pending: list[PartitionKey] = []
-            local: set[PartitionKey] = set()
-            for key in keys:
-                if key not in logs or (topic := image.topics.get(key[0])) is None:
-                    continue  # closed since the round began: its topic was deleted
-                if topic.tiered_state == TieredState.NOT_TIERED:  # nothing to copy or expire, ever
-                    local.add(key)
-                pending.append(key)
-
-            def roll(key: PartitionKey) -> None:
-                if key in local:
-                    rlm.local_pass(*key)
-                else:
-                    logs[key].maybe_roll_by_time()
-
-            await asyncio.to_thread(_each, pending, roll, failed)
-            for key in pending:
-                if key in failed or key in local:
-                    continue
-                try:
-                    high_watermarks[key] = self.data_plane.high_watermark(image.topics[key[0]], key[1], logs[key])
-                except Exception as exc:
-                    failed[key] = exc
-        copies: dict[PartitionKey, CopyResult] = {}
-
-        def copy(key: PartitionKey) -> None:
-            copies[key] = rlm.copy_partition(*key, refresh=False, high_watermark=high_watermarks[key])
-
-        await asyncio.to_thread(_each, list(high_watermarks), copy, failed)
-        async with self._log_lock:
-            retain = [key for key in copies if key in logs]
-            await asyncio.to_thread(_each, retain, lambda k: rlm.apply_local_retention(*k, refresh=False), failed)
-        # Remote expiry deletes objects and writes RLMM records (S3 and the controller): outside the lock, like the
-        # copy; the log's own lock orders its log start move with the partition's reads and appends.
-        expire = [key for key in copies if key in logs and key not in failed]
-        await asyncio.to_thread(_each, expire, lambda k: rlm.expire_partition(*k, refresh=False), failed)
-        for key, copied in copies.items():
-            if copied.failure is not None:
-                failed.setdefault(key, copied.failure)
-        return {key: failed.get(key) for key in keys}
 
     async def _partition_work(
         self,

@@ -18,8 +18,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from orchestrator.broker import agent as agent_module
-from orchestrator.broker.agent import TIERING_CHUNK, BrokerAgent
+from orchestrator.broker.agent import BrokerAgent
 from orchestrator.broker.remote_log_manager import CopyResult, ReadResult
+from orchestrator.broker.tiering_round import TIERING_CHUNK
 from orchestrator.errors import KafkaStorageError
 from orchestrator.metadata.records import DisablePolicy, TieredState, make_record
 from orchestrator.metadata.sqlite import SqliteMetadataStore
@@ -317,6 +318,12 @@ def test_a_produce_on_a_failed_log_directory_answers_kafka_storage_error_naming_
     assert (resp["error_code"], resp["base_offset"]) == (0, 0)
 
 
+def _use(broker, rlm):
+    """``rlm`` in place of the broker's remote log manager, for the agent and its tiering round alike."""
+    broker.rlm = broker.tiering.rlm = rlm
+    return rlm
+
+
 class FakeRemoteLogManager:
     """Tiering passes whose copy fails for some partitions, or waits (a slow S3) until released, recording every
     call."""
@@ -375,11 +382,11 @@ class FakeRemoteLogManager:
 def test_a_partition_whose_tiering_pass_fails_is_backed_off_alone_while_the_others_go_on(broker):
     broker.blocked.unlink()
     asyncio.run(broker._metadata_round())
-    broker.rlm = FakeRemoteLogManager({0: RuntimeError("a bug in one partition's pass")})
+    _use(broker, FakeRemoteLogManager({0: RuntimeError("a bug in one partition's pass")}))
 
     with capture_logs() as logs:
-        asyncio.run(broker._tiering_round())
-        asyncio.run(broker._tiering_round())  # partition 0 is not due yet
+        asyncio.run(broker.tiering.run())
+        asyncio.run(broker.tiering.run())  # partition 0 is not due yet
     assert broker.rlm.passes == [0, 1, 1]
     (failed,) = _events(logs, "broker.loop_failed", loop="tiering")
     assert (failed["partition"], failed["error"]) == (0, "RuntimeError")
@@ -389,7 +396,7 @@ def test_a_partition_whose_tiering_pass_fails_is_backed_off_alone_while_the_othe
     broker.rlm.failing.clear()
     broker.fake_clock.now += 10
     with capture_logs() as logs:
-        asyncio.run(broker._tiering_round())
+        asyncio.run(broker.tiering.run())
     assert broker.rlm.passes[-2:] == [0, 1]
     assert _events(logs, "broker.loop_recovered", loop="tiering", partition=0, failed_attempts=1)
 
@@ -402,7 +409,7 @@ def test_a_tiering_round_hops_to_a_worker_thread_a_few_times_per_chunk_of_partit
     broker.blocked.unlink()
     many = broker.writer.create_topic("many", partitions=150, leader=1, tiered=True)
     asyncio.run(broker._metadata_round())
-    broker.rlm = FakeRemoteLogManager({5: RuntimeError("a bug in one partition's copy")})
+    _use(broker, FakeRemoteLogManager({5: RuntimeError("a bug in one partition's copy")}))
     hops: list[object] = []
     to_thread = asyncio.to_thread
 
@@ -412,7 +419,7 @@ def test_a_tiering_round_hops_to_a_worker_thread_a_few_times_per_chunk_of_partit
 
     monkeypatch.setattr(asyncio, "to_thread", counted)
     with capture_logs() as logs:
-        asyncio.run(broker._tiering_round())
+        asyncio.run(broker.tiering.run())
     partitions = 150 + 2  # and 'orders'
     assert sorted(broker.rlm.passes) == sorted([*range(150), 0, 1])
     assert len(hops) <= 1 + 4 * math.ceil(partitions / TIERING_CHUNK) < partitions, len(hops)
@@ -427,9 +434,9 @@ def test_a_never_tiered_topics_round_is_the_roll_and_local_retention_alone_and_a
     broker.blocked.unlink()
     logs = broker.writer.create_topic("logs", partitions=1, leader=1, tiered=False)
     asyncio.run(broker._metadata_round())
-    broker.rlm = FakeRemoteLogManager({})
+    _use(broker, FakeRemoteLogManager({}))
 
-    asyncio.run(broker._tiering_round())
+    asyncio.run(broker.tiering.run())
     assert broker.rlm.local_passes == [(logs, 0)]
     assert sorted(broker.rlm.passes) == [0, 1]  # the copies: 'orders' only
     assert sorted(broker.rlm.expired) == [(broker.topic_id, 0), (broker.topic_id, 1)]
@@ -441,13 +448,13 @@ def test_an_idle_partition_is_passed_every_few_rounds_and_any_change_to_what_its
 ):
     broker.blocked.unlink()
     asyncio.run(broker._metadata_round())
-    broker.rlm = FakeRemoteLogManager({})
+    _use(broker, FakeRemoteLogManager({}))
 
     def rounds(n: int) -> list[list[int]]:
         passed = []
         for _ in range(n):
             before = len(broker.rlm.passes)
-            asyncio.run(broker._tiering_round())
+            asyncio.run(broker.tiering.run())
             passed.append(sorted(broker.rlm.passes[before:]))
         return passed
 
@@ -480,16 +487,16 @@ def test_a_tiering_pass_waiting_on_a_slow_s3_holds_up_no_produce_to_another_part
     stuck (each used to hold the lock, so one hung S3 call stopped every produce and fetch of the broker)."""
     broker.blocked.unlink()
     asyncio.run(broker._metadata_round())
-    broker.rlm = FakeRemoteLogManager({}, slow=0) if stuck_in == "copy" else FakeRemoteLogManager({}, slow_expiry=0)
+    _use(broker, FakeRemoteLogManager({}, slow=0) if stuck_in == "copy" else FakeRemoteLogManager({}, slow_expiry=0))
 
     async def scenario() -> dict:
-        stuck = asyncio.create_task(broker._tiering_pass(broker.topic_id, 0))
+        stuck = asyncio.create_task(broker.tiering.passes([(broker.topic_id, 0)]))
         assert await asyncio.to_thread(broker.rlm.copying.wait, 30), f"the {stuck_in} started"
         produce = data_request(ApiKey.PRODUCE, 9, _produce_body(1))
         answered = await asyncio.wait_for(broker.data_plane.produce(produce), timeout=30)
         assert not stuck.done(), f"answered while the {stuck_in} was still stuck"
         broker.rlm.release.set()
-        await stuck
+        assert await stuck == {(broker.topic_id, 0): None}
         return answered
 
     answered = asyncio.run(scenario())
@@ -532,7 +539,7 @@ def test_a_loop_that_ends_stops_the_broker_with_loop_crashed_instead_of_leaving_
     async def crashing_round() -> None:
         raise LoopBug("the tiering loop is gone")
 
-    monkeypatch.setattr(broker, "_tiering_round", crashing_round)
+    monkeypatch.setattr(broker.tiering, "run", crashing_round)
     with capture_logs() as logs:
         asyncio.run(asyncio.wait_for(broker.run(), timeout=20))
     assert broker.crashed_loop == "tiering"

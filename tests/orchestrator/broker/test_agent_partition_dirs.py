@@ -192,10 +192,10 @@ def test_a_tiering_pass_of_a_log_closed_since_its_round_began_does_nothing(env):
         def expire_partition(self, topic_id, partition: int, *, refresh: bool = True) -> None:
             self.passes.append((topic_id, partition))
 
-    broker.rlm = RecordingRemoteLogManager()
+    broker.rlm = broker.tiering.rlm = RecordingRemoteLogManager()
     _recreate(env, old)
     asyncio.run(broker._metadata_round())
-    asyncio.run(broker._tiering_pass(old, 0))
+    assert asyncio.run(broker.tiering.passes([(old, 0)])) == {(old, 0): None}
     assert broker.rlm.passes == []
 
 
