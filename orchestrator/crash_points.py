@@ -6,16 +6,17 @@ A process is armed from its environment, by its entry point, before it does anyt
 ``TIEREDCTL_CRASH_POINT=name`` fires the first time the process reaches that point, ``name@N`` the N-th time;
 several points are comma-separated (``controller.after_epoch_bump,broker.mid_delete_batch@2``).
 ``TIEREDCTL_CRASH_RECORD=path`` names a file to which the point that fires appends one JSON line,
-``{"point": ..., "pid": ..., "hit": ..., "time_ms": ...}`` (and ``"action": "stop"`` for a stop point), so whoever
-armed the process knows it died there and not of something else. The code marks each moment with
-``crash_points.reached("<name>")``.
+``{"point": ..., "pid": ..., "hit": ..., "time_ms": ...}`` (and ``"action": "stop"`` for a stop point, and
+``"detail": {...}`` where the call site says what it was working on), so whoever armed the process knows it died
+there and not of something else, and on what. The code marks each moment with ``crash_points.reached("<name>")``.
 
 Invariants:
 * Every point is declared in :data:`POINTS`, with what it means. Arming an unknown name, or a count that is not a
   whole number >= 1, is a :class:`~orchestrator.errors.SettingsError` at process start that names the known points:
   a typo stops the process instead of never firing. :func:`reached` with an undeclared name raises ``ValueError``,
   so a call site cannot drift from the list.
-* Unarmed, :func:`reached` costs two dict lookups: nothing is counted, nothing written, nothing locked.
+* Unarmed, :func:`reached` costs two dict lookups: nothing is counted, nothing written, nothing locked, and a call
+  site's ``detail`` (a function) is never called; it is called only by the hit that fires.
 * An armed point fires exactly once, at its N-th hit in this process, whichever threads race to it (hits are
   counted under a lock, and the firing happens under it too, so no other armed point gets past it).
 * Firing is a real SIGKILL of the whole process, from whatever thread reaches it: no ``finally`` block, atexit
@@ -33,7 +34,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
@@ -172,9 +173,10 @@ def hits(name: str) -> int:
         return _hits.get(name, 0)
 
 
-def reached(name: str) -> None:
+def reached(name: str, detail: Callable[[], Mapping[str, object]] | None = None) -> None:
     """This process is at crash point ``name``: when it is armed and this is the hit that fires it, log, write the
-    record line and SIGKILL the whole process; otherwise return at once."""
+    record line (with what ``detail`` returns, JSON-ready: what the call site was working on) and SIGKILL the whole
+    process; otherwise return at once."""
     if name not in POINTS:
         raise ValueError(f"undeclared crash point {name!r}: declare it in orchestrator.crash_points.POINTS")
     fires_at = _armed.get(name)
@@ -184,15 +186,16 @@ def reached(name: str) -> None:
         hit = _hits[name] = _hits.get(name, 0) + 1
         if hit != fires_at:
             return
-        _fire(name, hit)
+        _fire(name, hit, {} if detail is None else {"detail": dict(detail())})
 
 
-def _fire(name: str, hit: int) -> None:
+def _fire(name: str, hit: int, detail: Mapping[str, object]) -> None:
     pid = os.getpid()
     stop = name in _stopping
-    log.warning("fault.crash_point", point=name, hit=hit, pid=pid, action="stop" if stop else "kill")
+    log.warning("fault.crash_point", point=name, hit=hit, pid=pid, action="stop" if stop else "kill", **detail)
     if _record is not None:
         entry = {"point": name, "pid": pid, "hit": hit, "time_ms": wall_ms()} | ({"action": "stop"} if stop else {})
+        entry |= detail
         line = json.dumps(entry) + "\n"
         try:
             fd = os.open(_record, os.O_WRONLY | os.O_CREAT | os.O_APPEND, _RECORD_MODE)

@@ -166,8 +166,8 @@ def delete_segments(
             for batch, outcome in zip(window, outcomes, strict=True):
                 failed.update(outcome.failed)
                 objects += len(outcome.deleted)
-                if crash_point is not None:
-                    crash_points.reached(crash_point)
+                if crash_point is not None:  # the record names the batch: its segments are STARTED, objects gone
+                    crash_points.reached(crash_point, functools.partial(_batch_detail, batch))
                 finished += [s for s in batch if not any(k in outcome.failed for k in objects_of[s.segment_id].keys)]
             if settle_ms > 0:
                 finished = _settled(finished, objects_of, rsm, failed, now_ms=now_ms, settle_ms=settle_ms, sleep=sleep)
@@ -193,6 +193,11 @@ def delete_segments(
                 failed=sum(len(o.failed) for o in outcomes),
             )
     return DeleteResult(done, objects, failed, counted, frozenset(p for p, n in left.items() if n > 0))
+
+
+def _batch_detail(batch: tuple[RemoteSegment, ...]) -> dict[str, object]:
+    """What a crash point's record says of the batch it fired in: its segments' ids."""
+    return {"segments": [str(s.segment_id) for s in batch]}
 
 
 def _settled(

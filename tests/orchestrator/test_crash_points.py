@@ -204,6 +204,38 @@ def test_a_point_cannot_be_armed_both_to_kill_and_to_stop() -> None:
         crash_points.arm_from_env({crash_points.STOP_ENV_VAR: "broker.nowhere"})
 
 
+@pytest.mark.unit
+def test_a_call_sites_detail_is_asked_for_only_by_the_hit_that_fires() -> None:
+    asked: list[int] = []
+
+    def detail() -> dict[str, object]:
+        asked.append(1)
+        return {"segments": ["a"]}
+
+    crash_points.reached(POINT, detail)  # unarmed
+    crash_points.arm({POINT: 3})
+    crash_points.reached(POINT, detail)
+    crash_points.reached(POINT, detail)
+    assert asked == [] and crash_points.hits(POINT) == 2
+
+
+@pytest.mark.integration
+def test_the_record_line_carries_what_the_call_site_was_working_on(tmp_path: Path) -> None:
+    script = f"""
+import os
+from orchestrator import crash_points
+crash_points.arm_from_env(os.environ)
+for i in range(3):
+    crash_points.reached({POINT!r}, lambda i=i: {{"batch": i, "segments": [f"s{{i}}a", f"s{{i}}b"]}})
+"""
+    record = tmp_path / "crashes.jsonl"
+    proc = _run(script, {crash_points.ENV_VAR: f"{POINT}@2", crash_points.RECORD_ENV_VAR: str(record)})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    [line] = record.read_text().splitlines()
+    entry = json.loads(line)
+    assert (entry["hit"], entry["detail"]) == (2, {"batch": 1, "segments": ["s1a", "s1b"]})
+
+
 @pytest.mark.integration
 def test_the_record_file_is_created_owner_only_when_missing(tmp_path: Path) -> None:
     record = tmp_path / "crashes.jsonl"

@@ -155,18 +155,21 @@ def _restart_armed(live: LiveCluster, role: str, ident: int, point: str, record:
     return _restart(live, role, ident, {crash_points.ENV_VAR: point, crash_points.RECORD_ENV_VAR: str(record)})
 
 
-def _wait_crashed(live: LiveCluster, armed: ProcessInfo, point: str, record: Path) -> None:
-    """Until ``armed`` has died at ``point``: its one record line names the point, its pid and the first hit."""
+def _wait_crashed(live: LiveCluster, armed: ProcessInfo, point: str, record: Path) -> dict[str, Any]:
+    """Until ``armed`` has died at ``point``: its one record line names the point, its pid and the first hit.
+    Returns the line (its time and the call site's detail with it)."""
     lines = wait_until(
         f"{armed.role} {armed.id} to die at {point}",
         lambda: record.exists() and record.read_text().splitlines(),
         60,
         0.05,
     )
-    assert [json.loads(line) | {"time_ms": 0} for line in lines] == [
-        {"point": point, "pid": armed.pid, "hit": 1, "time_ms": 0}
+    entries = [json.loads(line) for line in lines]
+    assert [{k: e[k] for k in ("point", "pid", "hit")} for e in entries] == [
+        {"point": point, "pid": armed.pid, "hit": 1}
     ]
     wait_until(f"{armed.role} {armed.id} to be gone", lambda: not lc.is_ours(armed), 10, 0.05)
+    return dict(entries[0])
 
 
 def _disabled(live: LiveCluster, name: str) -> Any:
@@ -286,19 +289,26 @@ def test_a_broker_killed_while_applying_the_delete_policy_leaves_nothing_behind_
     partition = _led_by(live, name, 1)
 
     live.call(lambda c: c.disable_tiering(name, "delete"))
-    _wait_crashed(live, armed, point, record)
+    crash = _wait_crashed(live, armed, point, record)
     segments = _segments_of(live, tid, partition)
     if point == "broker.mid_delete_batch":  # the batch's objects deleted, its journal not finished
-        # Judged by what broker 1 wrote, over the whole topic. Once its session ends, the controller gives its
-        # leaderless partition's delete to broker 2, which may finish the journal before this read. And the batch
-        # it died in need not be its own partition's: if broker 2's session lapsed on a busy machine, broker 2's
-        # partition was leaderless for a while and assigned to broker 1, which deletes it after its led one.
-        by_1 = {
-            segment: [state for state, _at, broker in history if broker == 1]
-            for segment, history in live.segment_records(tid).items()
-        }
-        started = SegmentState.DELETE_SEGMENT_STARTED
-        assert any(states and states[-1] == started for states in by_1.values()), by_1
+        # Judged on the batch the crash record names. Its partition need not be broker 1's own: if broker 2's
+        # session lapsed on a busy machine, broker 2's partition was leaderless for a while and assigned to broker
+        # 1, and broker 2, back, may have journaled those segments first (broker 1 then writes nothing for them).
+        # And once broker 1's session ends, broker 2 may finish the journal before this read. So: every segment of
+        # the batch was journaled DELETE_SEGMENT_STARTED (by someone) before the crash, its objects are gone, and
+        # broker 1 journaled none of them FINISHED.
+        history = live.segment_records(tid)
+        batch = crash["detail"]["segments"]
+        by_id = {str(segment): records for segment, records in history.items()}
+        assert batch and set(batch) <= set(by_id), (batch, by_id)
+        started, ended = SegmentState.DELETE_SEGMENT_STARTED, SegmentState.DELETE_SEGMENT_FINISHED
+        for segment in batch:
+            records = by_id[segment]
+            assert any(s == started and at <= crash["time_ms"] for s, at, _b in records), (segment, records)
+            assert not any(s == ended and b == 1 for s, _at, b in records), (segment, records)
+        left = _keys(live, name, tid)
+        assert not [k for k in left if any(f"-{segment}." in k for segment in batch)], left
     else:  # the policy applied to all of its partition, the acknowledgement never sent
         last_states = {history[-1] for history in segments.values()}
         assert last_states == {SegmentState.DELETE_SEGMENT_FINISHED}, last_states
