@@ -2,7 +2,8 @@
 
 Bulk disablement: T topics x P partitions on B brokers, tiering on, all disabled at once with retain (one
 IncrementalAlterConfigs with T resources), three times on the same cluster (tiering back on between, every topic
-ENABLED again first), the median reported. Measured: seconds from the request until the store holds every topic
+ENABLED again first, and each broker's tiering rounds through the passes that made due: two more rounds finished
+on every broker, by its metrics), the median reported. Measured: seconds from the request until the store holds every topic
 DISABLED (read every 20 ms by a follower of the store, caught up before the request: every broker asked and
 acknowledged, and the DISABLED records appended). The ideal in the same run: (a) one batched round trip per broker
 (one DisableRemoteTopic v1 carrying every topic the broker hosts, to every broker concurrently) plus (b) bare SQLite
@@ -51,6 +52,7 @@ CONTROLLER = {
 }
 TOPICS_ENV = "TIEREDCTL_BENCH_CONTROLLER_TOPICS"
 EXCHANGES = "tieredctl_disable_remote_topic_exchanges_total"
+TIERING_ROUNDS = "tieredctl_tiering_rounds_total"
 
 
 async def _create(c: TieredClient, topics: int, partitions: int) -> None:
@@ -86,11 +88,30 @@ async def _alter_all(c: TieredClient, topics: int, configs: list[dict[str, Any]]
     assert not bad, bad[:3]
 
 
-def _exchanges(metrics_url: str, context: ssl.SSLContext | None) -> float:
-    """The DisableRemoteTopic exchanges the controller at ``metrics_url`` counted (``context``: https, secured)."""
+def _counted(name: str, metrics_url: str, context: ssl.SSLContext | None) -> float:
+    """The counter ``name`` of the process at ``metrics_url`` (``context``: https, secured)."""
     with urllib.request.urlopen(metrics_url, timeout=30, context=context) as response:
         text = response.read().decode()
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == EXCHANGES)
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name)
+
+
+def _exchanges(metrics_url: str, context: ssl.SSLContext | None) -> float:
+    """The DisableRemoteTopic exchanges the controller at ``metrics_url`` counted."""
+    return _counted(EXCHANGES, metrics_url, context)
+
+
+def _tiering_settled(metrics_urls: list[str], context: ssl.SSLContext | None, timeout_s: float) -> None:
+    """Until every broker has finished two more tiering rounds than it had now: the second began after this call,
+    so it read the image as it is now, and passed every partition a change (the topics created, tiering back on)
+    made due. Without it those passes (every partition of every broker) landed in the timed disablement or not, by
+    luck, and made one run of the same code three times another."""
+    start = [_counted(TIERING_ROUNDS, url, context) for url in metrics_urls]
+    deadline = time.monotonic() + timeout_s
+    for url, before in zip(metrics_urls, start, strict=True):
+        while _counted(TIERING_ROUNDS, url, context) < before + 2:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"a broker ({url}) did not finish two tiering rounds in {timeout_s:.0f} s")
+            time.sleep(0.1)
 
 
 IDEAL_RUNS = 3  # the ideal's parts are each the median of this many measurements: one is too noisy to divide by
@@ -213,6 +234,7 @@ def run_size(topics: int, partitions: int = 12, brokers: int = 6) -> list[Figure
         try:
             processes = lc.status(Path(tmp))["processes"]
             active = next(p for p in processes if p["role"] == "controller" and p.get("active"))
+            broker_metrics = [p["metrics_url"] for p in processes if p["role"] == "broker"]
             store_path = Path(tmp) / "metadata.db"
             scraper = lc.metrics_ssl_context(state)  # None: plain HTTP (this bench's cluster is not secured)
 
@@ -227,6 +249,7 @@ def run_size(topics: int, partitions: int = 12, brokers: int = 6) -> list[Figure
                             if run:  # tiering back on, settled, before the next disablement is timed
                                 await _enable_all(c, topics)
                                 await asyncio.to_thread(watch.until, topics, TieredState.ENABLED, 3600)
+                            await asyncio.to_thread(_tiering_settled, broker_metrics, scraper, 600)
                             await asyncio.to_thread(watch.catch_up)
                             sent_before = _exchanges(active["metrics_url"], scraper)
                             t0 = time.perf_counter()

@@ -12,7 +12,8 @@ Two kinds:
   shows exactly what it holds. A view that fails is logged (``metrics.view_failed``) and leaves its gauges out of
   that scrape; the event metrics are still served.
 * Events, as counters and histograms the code updates where the event happens: :class:`ControllerMetrics`
-  (DisableRemoteTopic exchanges, completed disablements), :class:`RemoteStorageMetrics` (S3 requests, deletions).
+  (DisableRemoteTopic exchanges, completed disablements), :class:`RemoteStorageMetrics` (S3 requests, deletions),
+  :class:`TieringMetrics` (a broker's tiering rounds and the partition passes they ran).
 
 Invariants:
 * Each process builds its own :class:`prometheus_client.CollectorRegistry` and passes it (or the metrics objects
@@ -212,6 +213,25 @@ class ReplicationMetrics:
         self.isr_expands.inc(added)
 
 
+class TieringMetrics:
+    """A broker's tiering rounds, and the partition passes they ran: an idle partition is passed only every few
+    rounds, so passes per round fall once its logs are quiet, and a change every partition's pass reads (a bulk
+    enable or disable) shows as a round that passed them all."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.rounds = Counter(PREFIX + "tiering_rounds", "Tiering rounds this broker finished", registry=registry)
+        self.partitions_passed = Counter(
+            PREFIX + "tiering_partition_passes",
+            "Partition passes its tiering rounds ran (a leader's: roll, copy, local retention, remote expiry; a "
+            "follower's: local retention), failed ones included",
+            registry=registry,
+        )
+
+    def round_done(self, passed: int) -> None:
+        self.rounds.inc()
+        self.partitions_passed.inc(passed)
+
+
 class RemoteStorageMetrics:
     """S3 requests (every HTTP request, retries included) and the remote data deleted."""
 
@@ -344,6 +364,7 @@ class BrokerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.remote_storage = RemoteStorageMetrics(self.registry)
         self.replication = ReplicationMetrics(self.registry)
+        self.tiering = TieringMetrics(self.registry)
 
     def observe(self, view: Callable[[], BrokerView]) -> None:
         self.registry.register(_ViewCollector(view, broker_families, "broker"))

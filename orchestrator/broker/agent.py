@@ -279,6 +279,7 @@ class BrokerAgent:
             idle_rounds=settings.tiering_idle_rounds,
             clock=self._clock,
             report=functools.partial(self._partition_outcome, "tiering", self._tiering_retry),
+            on_round=self.metrics.tiering.round_done,
         )
         self._reconciled_topics: Mapping[Uuid, TopicImage] | None = None  # the topics at the last reconciliation
         self._next_stale_dir_check = -math.inf  # self._clock() time; the first metadata round looks

@@ -15,6 +15,8 @@ Invariants:
   ``idle_rounds`` rounds (:mod:`orchestrator.broker.idle_partitions`): at 20,000 idle partitions a broker spent a
   CPU second every round finding nothing to do.
 * The RLMM is refreshed once per round, not once per partition.
+* ``on_round`` hears each round that ran to its end, with how many partition passes it ran (the broker's
+  ``tieredctl_tiering_rounds_total`` and ``tieredctl_tiering_partition_passes_total``).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class TieringRound:
         idle_rounds: int,
         clock: Callable[[], float],
         report: Callable[[PartitionKey, Exception | None], None],
+        on_round: Callable[[int], None] = lambda _passes: None,
     ) -> None:
         """``logs`` is the broker's own map of open logs (it changes under ``log_lock``); ``report`` is told each
         partition's outcome (None: its pass ended well)."""
@@ -78,6 +81,7 @@ class TieringRound:
         self._idle: IdlePartitions[PartitionKey] = IdlePartitions(idle_rounds)
         self._clock = clock
         self._report = report
+        self._on_round = on_round
 
     async def run(self) -> None:
         """One round over every open log."""
@@ -87,10 +91,12 @@ class TieringRound:
         idle.forget_all_but(logs)
         self.rlm.retain_copy_lag(led)
         if not logs:
+            self._on_round(0)
             return
         await asyncio.to_thread(self.rlm.rlmm.refresh)
         idle.next_round()
         image = self._image()
+        ran = 0
         for passes, keys, leading in ((self.passes, led, True), (self.follower_passes, followed, False)):
             inputs: dict[PartitionKey, tuple[object, ...]] = {}
             for key in keys:
@@ -99,6 +105,7 @@ class TieringRound:
                     if idle.due(key, read):
                         inputs[key] = read
             due = list(inputs)
+            ran += len(due)
             for at in range(0, len(due), TIERING_CHUNK):
                 for key, failure in (await passes(due[at : at + TIERING_CHUNK])).items():
                     self._report(key, failure)
@@ -106,6 +113,7 @@ class TieringRound:
                         idle.passed(key, inputs[key])
                     else:
                         idle.failed(key)
+        self._on_round(ran)
 
     def _inputs(self, image: MetadataImage, key: PartitionKey, *, leading: bool) -> tuple[object, ...]:
         """What a pass of ``key`` reads (:mod:`orchestrator.broker.idle_partitions`), as it is now: equal to an

@@ -459,6 +459,8 @@ def test_an_idle_partition_is_passed_every_few_rounds_and_any_change_to_what_its
         return passed
 
     assert rounds(4) == [[0, 1], [], [], [0, 1]]  # nothing changed: every third round
+    sample = broker.metrics.registry.get_sample_value
+    assert (sample("tieredctl_tiering_rounds_total"), sample("tieredctl_tiering_partition_passes_total")) == (4, 4)
 
     assert _produce(broker, 1)["error_code"] == 0  # partition 1's log moved
     assert rounds(2) == [[1], []]
