@@ -2,13 +2,13 @@
 
 Bulk disablement: T topics x P partitions on B brokers, tiering on, all disabled at once with retain (one
 IncrementalAlterConfigs with T resources), three times on the same cluster (tiering back on between, every topic
-ENABLED again first, and each broker's tiering rounds through the passes that made due: two more rounds finished
-on every broker, by its metrics), the median reported. Measured: seconds from the request until the store holds every topic
-DISABLED (read every 20 ms by a follower of the store, caught up before the request: every broker asked and
+ENABLED again first, and each broker's tiering rounds through the passes that made due: two more rounds finished on
+every broker, by its metrics), the median reported. Measured: seconds from the request until the store holds every
+topic DISABLED (read every 20 ms by a follower of the store, caught up before the request: every broker asked and
 acknowledged, and the DISABLED records appended). The ideal in the same run: (a) one batched round trip per broker
 (one DisableRemoteTopic v1 carrying every topic the broker hosts, to every broker concurrently) plus (b) bare SQLite
-appends of the records the state machine must write: T epoch bumps (DISABLING) and T DISABLED records, encoded,
-in two transactions, same pragmas as the store; each part the median of three measurements. Also printed: the
+appends of the records the state machine must write: T epoch bumps (DISABLING) and T DISABLED records, encoded, in
+two transactions, same pragmas as the store; each part the median of three measurements. Also printed: the
 DisableRemoteTopic exchanges the controller sent (its metrics), which must be O(brokers x rounds), not O(topics x
 brokers).
 
