@@ -1,16 +1,19 @@
 """Which partitions a tiering round passes: an idle partition is passed every few rounds, not every round.
 
 A tiering pass (roll, copy, local retention, remote expiry) reads a partition's inputs: its log's offsets and
-segments, its topic in the image (leader, replicas, tiered state and epoch), the topic's configs, what the RLMM
-holds of it, and, for a partition this broker leads, its high watermark. The caller reads them into a
-``fingerprint`` (a tuple, compared with ``==``; image objects are copy-on-write, so an unchanged topic compares by
-identity at once). A pass that saw a fingerprint and ended well is recorded with it; the next round passes the
-partition again only if its fingerprint differs, or ``every_rounds`` rounds went by since its last pass.
+segments, its partition in the image (leader, replicas, ISR, epochs), its topic's tiering state and configs, what
+the RLMM holds of it, and, for a partition this broker leads, its high watermark. The caller reads them into a
+``fingerprint`` (a tuple, compared with ``==``; image objects are copy-on-write, so an unchanged partition compares
+by identity at once), counting of the topic's tiering only what can make work for a pass
+(:mod:`orchestrator.broker.tiering_round`: turning copying off does not). A pass that saw a fingerprint and ended
+well is recorded with it; the next round passes the partition again only if its fingerprint differs, or
+``every_rounds`` rounds went by since its last pass.
 
-What is left for the later rounds is only what the clock alone makes due on an unchanged partition: a roll by
-``segment.ms``, retention by time, the clean-up of an abandoned copy. Each waits at most ``every_rounds`` rounds
-(Kafka checks retention every ``log.retention.check.interval.ms``, five minutes by default). Anything else a pass
-acts on changes the fingerprint and is passed the next round.
+What is left for the later rounds is only what the clock alone makes due on an unchanged partition (a roll by
+``segment.ms``, retention by time, the clean-up of an abandoned copy) and what turning a topic's tiering off changes
+(local retention then goes by the topic's own retention: due by the clock, like any retention). Each waits at most
+``every_rounds`` rounds (Kafka checks retention every ``log.retention.check.interval.ms``, five minutes by default).
+Anything else a pass acts on changes the fingerprint and is passed the next round.
 
 Invariants:
 * A partition never seen, or whose last pass failed (:meth:`IdlePartitions.failed`), is due: a failure is retried

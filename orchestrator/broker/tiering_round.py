@@ -14,6 +14,12 @@ Invariants:
 * A partition whose inputs did not change since its last pass that ended well is passed only every
   ``idle_rounds`` rounds (:mod:`orchestrator.broker.idle_partitions`): at 20,000 idle partitions a broker spent a
   CPU second every round finding nothing to do.
+* What a topic's tiering state and configs add to a partition's fingerprint counts only what can make work for a pass:
+  the epoch it was last enabled at (:func:`copy_generation`) and its configs other than the tiering keys (which the
+  state mirrors). So a bulk disablement, which gives every topic a new image and new configs, makes no partition due:
+  its passes have nothing to do at once (copies are fenced by the handler; local retention, then by the topic's own
+  retention, and expiry go by the clock), and under the delete policy the RLMM version moves. A (re-)enable moves the
+  generation: due at once.
 * The RLMM is refreshed once per round, not once per partition.
 * ``on_round`` hears each round that ran to its end, with how many partition passes it ran (the broker's
   ``tieredctl_tiering_rounds_total`` and ``tieredctl_tiering_partition_passes_total``).
@@ -30,13 +36,22 @@ from orchestrator.broker.idle_partitions import IdlePartitions
 from orchestrator.broker.local_log import PartitionLog
 from orchestrator.broker.partition_dirs import PartitionKey
 from orchestrator.broker.remote_log_manager import CopyResult, RemoteLogManager
-from orchestrator.metadata.image import MetadataImage
+from orchestrator.ids import Uuid
+from orchestrator.metadata.image import MetadataImage, TopicImage
 from orchestrator.metadata.records import TieredState
+from orchestrator.metadata.topic_configs import TIERING_KEYS
 from orchestrator.supervision import RetryBackoff
 
 # Partitions per worker-thread hop (:meth:`TieringRound.passes`): the log lock is held for this many partitions'
 # rolls, or local retentions, at a time.
 TIERING_CHUNK = 64
+
+
+def copy_generation(tiered_state: TieredState, tiered_epoch: int) -> int:
+    """The tiered epoch a topic was last enabled at (-1: never): its own epoch while ENABLED, the one before it while
+    DISABLING or DISABLED (leaving ENABLED bumps the epoch by exactly one, and a disablement completes at the epoch
+    it bumped to: ``controller/tiering.py``). It moves when copying is turned on, never when it is turned off."""
+    return tiered_epoch if tiered_state == TieredState.ENABLED else tiered_epoch - 1
 
 
 def _each(
@@ -81,6 +96,8 @@ class TieringRound:
         self._idle: IdlePartitions[PartitionKey] = IdlePartitions(idle_rounds)
         self._clock = clock
         self._report = report
+        # topic id -> (its image, its configs, what they add to a fingerprint): worked out once per change of either
+        self._topic_parts: dict[Uuid, tuple[TopicImage, Mapping[str, str], tuple[object, ...]]] = {}
         self._on_round = on_round
 
     async def run(self) -> None:
@@ -96,6 +113,8 @@ class TieringRound:
         await asyncio.to_thread(self.rlm.rlmm.refresh)
         idle.next_round()
         image = self._image()
+        if len(self._topic_parts) > len(image.topics):  # deleted topics' entries go
+            self._topic_parts = {t: v for t, v in self._topic_parts.items() if t in image.topics}
         ran = 0
         for passes, keys, leading in ((self.passes, led, True), (self.follower_passes, followed, False)):
             inputs: dict[PartitionKey, tuple[object, ...]] = {}
@@ -126,12 +145,26 @@ class TieringRound:
         except Exception:  # not read: the pass reads it again, and fails there (reported) if it must
             return (object(),)
         return (
-            topic,
-            image.topic_configs(topic.name),
+            topic.partitions.get(key[1]),
+            self._topic_part(image, topic),
             plog.tiering_inputs(),
             self.rlm.rlmm.partition_version(*key),
             high_watermark,
         )
+
+    def _topic_part(self, image: MetadataImage, topic: TopicImage) -> tuple[object, ...]:
+        """What ``topic``'s state and configs add to its partitions' fingerprints (module docstring): the epoch it was
+        last enabled at, and its configs but the tiering keys."""
+        configs = image.topic_configs(topic.name)
+        known = self._topic_parts.get(topic.topic_id)
+        if known is not None and known[0] is topic and known[1] is configs:
+            return known[2]
+        part = (
+            copy_generation(topic.tiered_state, topic.tiered_epoch),
+            tuple(sorted((k, v) for k, v in configs.items() if k not in TIERING_KEYS)),
+        )
+        self._topic_parts[topic.topic_id] = (topic, configs, part)
+        return part
 
     async def follower_passes(self, keys: list[PartitionKey]) -> dict[PartitionKey, Exception | None]:
         """Local retention of each of ``keys`` still open, under the log lock, in one hop; what each one raised

@@ -473,6 +473,26 @@ def test_an_idle_partition_is_passed_every_few_rounds_and_any_change_to_what_its
     asyncio.run(broker._metadata_round())
     assert rounds(1) == [[0, 1]]
 
+    # Tiering turned off (the state and the key it mirrors, as a disablement writes them): no pass has anything to
+    # do at once, so nothing is due before its three rounds are up; turned on again: both at once.
+    off = make_record(
+        "ConfigRecord", resource_type=2, resource_name="orders", name="remote.storage.enable", value="false"
+    )
+    broker.writer.store.append([off], controller_epoch=broker.writer.epoch)
+    broker.writer.set_state(broker.topic_id, TieredState.DISABLING, DisablePolicy.RETAIN)
+    asyncio.run(broker._metadata_round())
+    assert rounds(1) == [[]]
+    broker.writer.set_state(broker.topic_id, TieredState.DISABLED, DisablePolicy.RETAIN)
+    asyncio.run(broker._metadata_round())
+    assert rounds(2) == [[], [0, 1]]  # due by their rounds alone
+    on = make_record(
+        "ConfigRecord", resource_type=2, resource_name="orders", name="remote.storage.enable", value="true"
+    )
+    broker.writer.store.append([on], controller_epoch=broker.writer.epoch)
+    broker.writer.set_state(broker.topic_id, TieredState.ENABLED)
+    asyncio.run(broker._metadata_round())
+    assert rounds(1) == [[0, 1]]
+
     broker.rlm.failing[0] = RuntimeError("S3 said no")
     broker.rlm.versions[0] = 8
     assert rounds(1) == [[0]]  # due: its RLMM entries moved; the pass fails

@@ -4,13 +4,25 @@ per-partition version, one of the things a pass reads, moves exactly when the RL
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.broker.idle_partitions import IdlePartitions
+from orchestrator.broker.tiering_round import copy_generation
+from orchestrator.controller import tiering
+from orchestrator.errors import TieredError
 from orchestrator.ids import Uuid
-from orchestrator.metadata.records import PartitionDeleteState, SegmentState, make_record
+from orchestrator.metadata.image import TopicImage
+from orchestrator.metadata.records import (
+    DisablePolicy,
+    PartitionDeleteState,
+    SegmentState,
+    TieredState,
+    make_record,
+)
 from remote_storage.rlmm import RecordedRlmm, RemoteSegment, RlmmFold, copy_started_record, update_record
 
 pytestmark = pytest.mark.unit
@@ -109,3 +121,40 @@ def test_the_rlmm_version_of_a_partition_moves_with_its_own_entries_only() -> No
     assert moved(p1) == [2, 6]  # after records 1 and 5
     assert moved(other) == [3]
     assert versions[0] == (0, 0, 0)
+
+
+# -- the topic's tiering in a fingerprint ---------------------------------------------------------------------------
+
+_STEPS = st.lists(st.sampled_from(["enable", "retain", "delete", "complete", "configs"]), max_size=30)
+
+
+@given(_STEPS)
+def test_the_copy_generation_moves_when_copying_is_turned_on_and_never_when_it_is_turned_off(steps: list[str]) -> None:
+    """Driven through the controller's own tiering state machine: whatever the requests, turning copying on (to
+    ENABLED) moves the generation a fingerprint holds, and turning it off (DISABLING, DISABLED) never does."""
+    topic = TopicImage(Uuid.random(), "orders")
+    for step in steps:
+        before = topic
+        try:
+            if step == "complete":
+                record = tiering.complete(topic, topic.tiered_epoch)
+                fields = record.fields
+                after = tiering.TieredStatus(
+                    TieredState(fields["tiered_state"]), fields["tiered_epoch"], DisablePolicy(fields["policy"])
+                )
+            else:
+                intent = {"enable": tiering.Intent.ENABLE, "configs": tiering.Intent.NONE}.get(
+                    step, tiering.Intent.DISABLE
+                )
+                policy = {"retain": DisablePolicy.RETAIN, "delete": DisablePolicy.DELETE}.get(step)
+                after = tiering.transition(topic, intent, policy)
+        except TieredError:
+            continue  # refused (DISABLING takes no tiering request; delete -> retain): nothing changes
+        topic = replace(topic, tiered_state=after.state, tiered_epoch=after.epoch, policy=after.policy)
+        was = copy_generation(before.tiered_state, before.tiered_epoch)
+        now = copy_generation(topic.tiered_state, topic.tiered_epoch)
+        if topic.tiered_state == TieredState.ENABLED and before.tiered_state != TieredState.ENABLED:
+            assert now != was, (before, topic)
+        turned_off = before.tiered_state == TieredState.ENABLED or topic.tiered_state == before.tiered_state
+        if topic.tiered_state != TieredState.ENABLED and turned_off:
+            assert now == was, (before, topic)
