@@ -379,9 +379,10 @@ class BrokerSettings:
     # often in case one was missed (a reconnection)
     metadata_notified_poll_ms: int = 2_000
     tiering_interval_ms: int = 500  # how often copy, local retention and remote expiry run
-    # A partition whose inputs (log offsets and segments, topic, configs, RLMM entries, high watermark) did not change
-    # since its last tiering pass is passed again only every this many rounds: what the clock alone makes due on it
-    # (a roll by segment.ms, retention by time) waits at most that long; 1: every partition every round.
+    # A partition whose inputs (log offsets and segments, partition, configs, RLMM entries, high watermark, the epoch
+    # its topic was last enabled at) did not change since its last tiering pass is passed again only every this many
+    # rounds: what the clock alone makes due on it (a roll by segment.ms, retention by time, and so the local
+    # retention of a topic whose tiering was turned off) waits at most that long; 1: every partition every round.
     tiering_idle_rounds: int = 10
     segment_bytes: int = 64 * 1024  # segment.bytes default for partitions of this broker
     segment_ms: int = 10_000  # segment.ms default
