@@ -77,7 +77,7 @@ from orchestrator.broker.local_log import AppendInfo, PartitionLog
 from orchestrator.broker.partition_rules import check_leader_epoch, produce_policy
 from orchestrator.broker.produce_validation import validate_records
 from orchestrator.broker.remote_log_manager import ReadResult, RemoteLogManager
-from orchestrator.broker.replication import PartitionKey, ReplicaStates
+from orchestrator.broker.replication import ReplicaStates
 from orchestrator.errors import (
     FetchSessionIdNotFound,
     InvalidRequest,
@@ -222,11 +222,6 @@ class DataPlane:
         """The high watermark of a partition this broker leads (:meth:`LeaderReplication.high_watermark`). Call it on
         the event loop."""
         return self._leading.high_watermark(topic, partition, plog)
-
-    def last_high_watermark(self, key: PartitionKey) -> int:
-        """The high watermark of a partition as last worked out (by a produce, a fetch, a tiering pass), not moved
-        forward now (-1: none yet). Call it on the event loop."""
-        return self.replicas.stored_high_watermark(key)
 
     # -- Produce ------------------------------------------------------------------------------------------------
 

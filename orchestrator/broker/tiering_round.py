@@ -118,9 +118,8 @@ class TieringRound:
         ran = 0
         for passes, keys, leading in ((self.passes, led, True), (self.follower_passes, followed, False)):
             inputs: dict[PartitionKey, tuple[object, ...]] = {}
-            now = self._clock()
             for key in keys:
-                if retry.due(key, now=now):
+                if retry.due(key, now=self._clock()):
                     read = self._inputs(image, key, leading=leading)
                     if idle.due(key, read):
                         inputs[key] = read
@@ -141,15 +140,10 @@ class TieringRound:
         plog, topic = self._logs.get(key), image.topics.get(key[0])
         if plog is None or topic is None:
             return (object(),)  # closed, or its topic deleted: the pass looks (and finds nothing to do)
-        # The high watermark as last worked out, not moved forward here (that was half an idle round's cost): every
-        # produce and fetch works it out, and so does the pass; a move no one worked out yet waits for the next of
-        # those, or the idle rounds. One never worked out (a new leader's) is worked out now.
-        high_watermark = self._data_plane.last_high_watermark(key) if leading else -1
-        if leading and high_watermark < 0:
-            try:
-                high_watermark = self._data_plane.high_watermark(topic, key[1], plog)
-            except Exception:  # not read: the pass reads it again, and fails there (reported) if it must
-                return (object(),)
+        try:
+            high_watermark = self._data_plane.high_watermark(topic, key[1], plog) if leading else -1
+        except Exception:  # not read: the pass reads it again, and fails there (reported) if it must
+            return (object(),)
         return (
             topic.partitions.get(key[1]),
             self._topic_part(image, topic),
