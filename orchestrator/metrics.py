@@ -215,8 +215,8 @@ class ReplicationMetrics:
 
 class TieringMetrics:
     """A broker's tiering rounds, and the partition passes they ran: an idle partition is passed only every few
-    rounds, so passes per round fall once its logs are quiet, and a change every partition's pass reads (a bulk
-    enable or disable) shows as a round that passed them all."""
+    rounds, so passes per round fall once its logs are quiet, and a change every partition's pass must act on (a
+    bulk enable; not a disable, which leaves nothing to do at once) shows as a round that passed them all."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.rounds = Counter(PREFIX + "tiering_rounds", "Tiering rounds this broker finished", registry=registry)
