@@ -24,7 +24,7 @@ refreshed from the store before each answer (:mod:`orchestrator.broker.admin_rea
 (CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs) forwarded to the active
 controller, as Kafka's brokers do since KIP-590.
 
-Partition directories follow the image (KIP-516/KIP-631; :mod:`orchestrator.broker.partition_dirs`): a
+Partition directories follow the image (KIP-516/KIP-631; :mod:`orchestrator.broker.hosted_dirs`): a
 directory whose topic id no longer exists, or whose name now belongs to another topic id, is stale: its log is
 closed and it is moved to ``data_dir/stale/`` (never served), and removed ``stale_dir_retention_ms`` later (24 h
 by default; the metadata loop looks at most once a minute). This happens before serving (start-up) and while
@@ -84,7 +84,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import math
 import os
 import signal
 import threading
@@ -98,13 +97,13 @@ import structlog
 from orchestrator import crash_points
 from orchestrator.admin_api.authorization import node_access
 from orchestrator.admin_api.forwarding import FORWARDED, Forwarder
-from orchestrator.broker import directory_id
 from orchestrator.broker.admin_reads import BROKER_READS, answer_read
 from orchestrator.broker.controller_link import ControllerLink, copy_state_messages, stale_broker_epoch
 from orchestrator.broker.data_plane import DataPlane
 from orchestrator.broker.disable_handler import DisableRemoteTopicHandler
 from orchestrator.broker.epoch_end_offsets import EpochEndOffsets
 from orchestrator.broker.fencing import ControllerEpochFence
+from orchestrator.broker.hosted_dirs import HostedDirs
 from orchestrator.broker.hosted_logs import HostedLogs
 from orchestrator.broker.job_answers import answer_once_ended
 from orchestrator.broker.job_registry import error_body
@@ -113,8 +112,6 @@ from orchestrator.broker.log_dir_failure import LogDirFailureChannel, halt_now
 from orchestrator.broker.metrics_view import broker_view
 from orchestrator.broker.partition_dirs import (
     PartitionKey,
-    remove_expired_stale_dirs,
-    retire_stale_partitions,
 )
 from orchestrator.broker.producer_ids import ProducerIdAllocator
 from orchestrator.broker.remote_log_manager import RemoteLogManager
@@ -133,7 +130,7 @@ from orchestrator.ids import Uuid
 from orchestrator.logging import configure_logging
 from orchestrator.metadata.follower import MetadataFollower
 from orchestrator.metadata.image import MetadataImage, TopicImage
-from orchestrator.metadata.image_changes import same_topic_ids, topics_with_new_partitions
+from orchestrator.metadata.image_changes import topics_with_new_partitions
 from orchestrator.metadata.open import open_store_at_startup, parse_store_spec, read_password
 from orchestrator.metadata.store import MetadataStore
 from orchestrator.metrics import BrokerMetrics, BrokerView, MetricsEndpoint
@@ -152,10 +149,6 @@ from remote_storage.rlmm import RemoteLogMetadataManager
 log = structlog.get_logger(__name__)
 
 
-# How often the metadata loop looks for moved-aside directories past their retention (a listing of data_dir/stale/).
-STALE_DIR_CHECK_INTERVAL_S = 60.0
-
-
 class BrokerAgent:
     def __init__(
         self,
@@ -169,8 +162,8 @@ class BrokerAgent:
     ) -> None:
         self.settings = settings
         self._sleep = sleep
-        self._clock = clock  # seconds: the backoff of partitions whose work failed, when to look at stale/ again
-        self._wall_clock_ms = wall_clock_ms  # when a directory was moved aside, and how long ago (across restarts)
+        self._clock = clock  # seconds: the backoff of partitions whose work failed
+        self._wall_clock_ms = wall_clock_ms  # epoch ms: replicas' lag, the lease an admin read reports; the dirs' too
         self.controller_link = ControllerLink(
             settings,
             advertised_port=lambda: settings.advertised_port or self.port,
@@ -232,6 +225,18 @@ class BrokerAgent:
         self._stopping = asyncio.Event()
         self._log_lock = asyncio.Lock()
         self._open_lock = threading.Lock()  # the metadata loop and requests open logs from worker threads
+        self.dirs = HostedDirs(
+            data_dir=self.data_dir,
+            broker_id=settings.broker_id,
+            cluster_id=settings.cluster_id,
+            logs=lambda: self.logs,
+            newest_image=lambda: self.follower.image,
+            open_lock=self._open_lock,
+            log_lock=self._log_lock,
+            stale_retention_ms=settings.stale_dir_retention_ms,
+            clock=clock,
+            wall_clock_ms=wall_clock_ms,
+        )
         self._log_dir_failures = LogDirFailureChannel(Path(settings.data_dir), halt=halt)
         self.hosted = HostedLogs(
             settings,
@@ -239,7 +244,7 @@ class BrokerAgent:
             follower=self.follower,
             rlmm=self.rlmm,
             open_lock=self._open_lock,
-            reconcile=self.reconcile_partition_dirs,
+            reconcile=self.dirs.reconcile,
             producer_snapshot=self.rlm.producer_snapshot,
             on_failure=self._log_dir_failures.report,
             incarnation_id=self.controller_link.incarnation_id,
@@ -281,8 +286,6 @@ class BrokerAgent:
             report=functools.partial(self._partition_outcome, "tiering", self._tiering_retry),
             on_round=self.metrics.tiering.round_done,
         )
-        self._reconciled_topics: Mapping[Uuid, TopicImage] | None = None  # the topics at the last reconciliation
-        self._next_stale_dir_check = -math.inf  # self._clock() time; the first metadata round looks
         self.crashed_loop: str | None = None  # set when a loop ended while the broker ran: main() exits nonzero
 
     # -- lifecycle --------------------------------------------------------------------------------------------
@@ -291,8 +294,8 @@ class BrokerAgent:
         structlog.contextvars.bind_contextvars(broker_id=self.settings.broker_id)
         image = await asyncio.to_thread(self.follower.refresh)
         try:  # the start-up's own disk work: a failing disk halts the broker as a failure while it runs does
-            dir_id, created = await asyncio.to_thread(self._open_data_dir)
-            await asyncio.to_thread(self.reconcile_partition_dirs, image)
+            dir_id, created = await asyncio.to_thread(self.dirs.open_data_dir)
+            await asyncio.to_thread(self.dirs.reconcile, image)
         except OSError as exc:
             self._log_dir_failures.report(self.data_dir, exc)
             raise
@@ -450,43 +453,6 @@ class BrokerAgent:
         lag = self.rlm.copy_lag()
         return broker_view(image, broker_id=self.settings.broker_id, copy_lag=lag, log_end_offset=log_end)
 
-    # -- partition directories that follow the image ----------------------------------------------------------
-
-    def _open_data_dir(self) -> tuple[Uuid, bool]:
-        """The data directory made if missing, and its id (``directory_id``: read, or created now)."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        return directory_id.load_or_create(
-            self.data_dir, broker_id=self.settings.broker_id, cluster_id=self.settings.cluster_id
-        )
-
-    def reconcile_partition_dirs(self, image: MetadataImage) -> list[Path]:
-        """Close the logs and move aside the directories of partitions the image no longer has; return where the
-        directories went. The caller holds ``_log_lock`` (or nothing runs yet: start-up)."""
-        with self._open_lock:  # no log is opened meanwhile, so every log open now was opened with an older image
-            newest = self.follower.image
-            if newest.offset > image.offset:
-                image = newest  # an older image would condemn a partition created since, whose log may be open
-            moved = retire_stale_partitions(self.data_dir, image, self.logs, now_ms=self._wall_clock_ms())
-            self._reconciled_topics = image.topics
-        return moved
-
-    async def _reconcile_if_topics_changed(self, image: MetadataImage) -> None:
-        """Reconcile when a topic was created or deleted since the last time (a cheap check every round)."""
-        if self._reconciled_topics is not None and same_topic_ids(self._reconciled_topics, image.topics):
-            return
-        async with self._log_lock:
-            await asyncio.to_thread(self.reconcile_partition_dirs, image)
-
-    async def _remove_expired_stale_dirs(self) -> None:
-        """Delete directories moved aside ``stale_dir_retention_ms`` ago or more; look at most once a minute."""
-        retention_ms = self.settings.stale_dir_retention_ms
-        now = self._clock()
-        if retention_ms < 0 or now < self._next_stale_dir_check:
-            return
-        self._next_stale_dir_check = now + STALE_DIR_CHECK_INTERVAL_S
-        remove = functools.partial(remove_expired_stale_dirs, self.data_dir, retention_ms=retention_ms)
-        await asyncio.to_thread(remove, now_ms=self._wall_clock_ms())
-
     # -- loops ------------------------------------------------------------------------------------------------
 
     async def _wait_for_metadata(self, poll_s: float) -> None:
@@ -506,10 +472,10 @@ class BrokerAgent:
         the supervisor) but not the opening of the other partitions' logs."""
         image = await asyncio.to_thread(self.follower.refresh)
         try:
-            await self._reconcile_if_topics_changed(image)
+            await self.dirs.reconcile_if_topics_changed(image)
         finally:
             await self._open_hosted_logs(image)
-        await self._remove_expired_stale_dirs()
+        await self.dirs.remove_expired_stale()
 
     async def _open_hosted_logs(self, image: MetadataImage) -> None:
         """Open every hosted partition's log not open yet. Logs close only when the image drops their partition, and

@@ -8,13 +8,13 @@ directories, with a fake monotonic clock and a fake wall clock. Nothing here tal
 """
 
 import asyncio
-import dataclasses
 import time
 
 import pytest
 from structlog.testing import capture_logs
 
-from orchestrator.broker.agent import STALE_DIR_CHECK_INTERVAL_S, BrokerAgent
+from orchestrator.broker.agent import BrokerAgent
+from orchestrator.broker.hosted_dirs import STALE_DIR_CHECK_INTERVAL_S
 from orchestrator.broker.local_log import read_partition_metadata
 from orchestrator.broker.partition_dirs import STALE_DIR, stale_dir_name
 from orchestrator.errors import KafkaStorageError, UnknownTopicId
@@ -63,10 +63,12 @@ class Env:
 
 
 @pytest.fixture
-def env(tmp_path):
-    """A broker agent (not started) with topic ``again`` (one partition, led by it) open and produced to."""
+def env(tmp_path, request):
+    """A broker agent (not started) with topic ``again`` (one partition, led by it) open and produced to; its
+    ``stale_dir_retention_ms`` is an hour unless the test's indirect parameter names another."""
     clocks = {"clock": FakeClock(1_000.0), "wall_clock_ms": FakeWallClock(1_700_000_000_000)}
-    with in_process_broker(tmp_path, agent_kwargs=clocks, stale_dir_retention_ms=HOUR_MS) as (broker, writer):
+    retention_ms = getattr(request, "param", HOUR_MS)
+    with in_process_broker(tmp_path, agent_kwargs=clocks, stale_dir_retention_ms=retention_ms) as (broker, writer):
         yield Env(broker, writer)
 
 
@@ -74,7 +76,7 @@ def _start_with_again(env: Env):
     """Start-up as run() does it, then topic ``again`` with three records; returns its topic id."""
     broker = env.broker
     broker.data_dir.mkdir(parents=True)
-    broker.reconcile_partition_dirs(broker.follower.refresh())
+    broker.dirs.reconcile(broker.follower.refresh())
     old = env.writer.create_topic("again", tiered=False)
     asyncio.run(broker._metadata_round())
     for value in (b"old-0", b"old-1", b"old-2"):
@@ -276,9 +278,10 @@ def test_the_retention_of_moved_aside_directories_is_a_broker_setting_of_a_day_u
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("env", [-1], indirect=True)
 def test_with_a_negative_retention_nothing_under_stale_is_ever_removed(env):
     broker = env.broker
-    broker.settings = dataclasses.replace(broker.settings, stale_dir_retention_ms=-1)
+    assert broker.settings.stale_dir_retention_ms == -1
     old = _start_with_again(env)
     _recreate(env, old)
     asyncio.run(broker._metadata_round())
